@@ -1,0 +1,95 @@
+# sbx: `make run` and `make test` are the two commands; everything else serves them.
+# The build is plain make: one object dir per flavour (release in build/, sanitizers in build-asan/).
+
+CC       ?= gcc
+BUILD    ?= build
+DATA_DIR ?= $(CURDIR)/data
+LISTEN   ?= 127.0.0.1:8787
+TEMPLATE_CACHE ?= /var/cache/sbx/templates
+
+WARN     := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wformat=2
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=gnu17 $(WARN) -D_GNU_SOURCE -fno-strict-aliasing -MMD -MP
+SAN      ?=
+PKGS     := libmicrohttpd jansson sqlite3 libcrypto
+
+COMMON_SRC := $(wildcard src/common/*.c)
+PROTO_SRC  := $(wildcard src/proto/*.c)
+DAEMON_SRC := $(wildcard src/daemon/*.c src/daemon/*/*.c)
+RT_SRC     := $(filter-out src/runtime/shim.c,$(wildcard src/runtime/*.c))
+AGENT_SRC  := $(wildcard src/agent/*.c)
+SHIM_SRC   := src/runtime/shim.c
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+aobj = $(patsubst %.c,$(BUILD)/agent-obj/%.o,$(1))
+
+DAEMON_OBJ := $(call obj,$(DAEMON_SRC) $(RT_SRC) $(COMMON_SRC) $(PROTO_SRC))
+SHIM_OBJ   := $(call obj,$(SHIM_SRC) $(COMMON_SRC) $(PROTO_SRC))
+# The agent runs inside the sandbox's root filesystem, so it is static and never sanitized.
+AGENT_OBJ  := $(call aobj,$(AGENT_SRC) $(COMMON_SRC) $(PROTO_SRC))
+
+UNIT_SRC   := $(wildcard tests/unit/test_*.c)
+UNIT_BIN   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
+# Everything but the daemon's main, so unit tests can link any module.
+LIB_OBJ    := $(filter-out $(BUILD)/obj/src/daemon/main.o,$(DAEMON_OBJ))
+
+.PHONY: all build run test deps template unit e2e bench fuzz clean distclean format
+
+all: build
+build: $(BUILD)/sbxd $(BUILD)/sbx-agent $(BUILD)/sbx-shim
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SAN) $(shell pkg-config --cflags $(PKGS) 2>/dev/null) -c $< -o $@
+
+$(BUILD)/agent-obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu17 -O2 -g $(WARN) -D_GNU_SOURCE -MMD -MP -c $< -o $@
+
+$(BUILD)/sbxd: $(DAEMON_OBJ)
+	$(CC) $(SAN) -o $@ $^ $(shell pkg-config --libs $(PKGS)) -lpthread
+
+$(BUILD)/sbx-shim: $(SHIM_OBJ)
+	$(CC) $(SAN) -o $@ $^
+
+$(BUILD)/sbx-agent: $(AGENT_OBJ)
+	$(CC) -static -o $@ $^ -l:libjansson.a
+
+$(BUILD)/tests/%: tests/unit/%.c $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SAN) $(shell pkg-config --cflags $(PKGS)) -o $@ $^ $(shell pkg-config --libs $(PKGS)) -lpthread
+
+deps:
+	@scripts/deps.sh
+
+template: deps
+	@SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) scripts/build-template.sh base
+
+run: deps
+	$(MAKE) build
+	@SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) scripts/build-template.sh base
+	SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) $(BUILD)/sbxd --listen $(LISTEN) --data-dir $(DATA_DIR)
+
+# The test build: ASan + UBSan for everything that runs on the host.
+test: deps
+	$(MAKE) BUILD=build-asan SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" build unit-bins
+	@SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) scripts/build-template.sh base
+	SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) python3 tests/run.py --build build-asan
+
+unit-bins: $(UNIT_BIN)
+
+bench: deps
+	$(MAKE) build
+	@SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) scripts/build-template.sh base
+	SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) python3 bench/run.py --build build
+
+fuzz:
+	@scripts/fuzz.sh
+
+format:
+	clang-format -i $(shell git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf build build-asan build-fuzz
+
+-include $(shell find build build-asan -name '*.d' 2>/dev/null)

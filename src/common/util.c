@@ -1,0 +1,200 @@
+#define _GNU_SOURCE
+#include "util.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+static void oom(void)
+{
+    static const char m[] = "sbx: out of memory\n";
+    (void)!write(2, m, sizeof(m) - 1);
+    abort();
+}
+
+void *sbx_xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p)
+        oom();
+    return p;
+}
+
+void *sbx_xcalloc(size_t n, size_t m)
+{
+    void *p = calloc(n ? n : 1, m ? m : 1);
+    if (!p)
+        oom();
+    return p;
+}
+
+void *sbx_xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (!q)
+        oom();
+    return q;
+}
+
+char *sbx_xstrdup(const char *s)
+{
+    char *p = strdup(s);
+    if (!p)
+        oom();
+    return p;
+}
+
+char *sbx_xasprintf(const char *fmt, ...)
+{
+    char *p = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    int r = vasprintf(&p, fmt, ap);
+    va_end(ap);
+    if (r < 0)
+        oom();
+    return p;
+}
+
+long long sbx_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+long long sbx_wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int sbx_write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int sbx_read_file(const char *path, size_t max, char **out, size_t *out_len)
+{
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    size_t cap = 4096, len = 0;
+    _cleanup_free_ char *data = sbx_xmalloc(cap + 1);
+    for (;;) {
+        if (len == cap) {
+            if (cap >= max)
+                return -EFBIG;
+            cap = cap * 2 > max ? max : cap * 2;
+            data = sbx_xrealloc(data, cap + 1);
+        }
+        ssize_t n = read(fd, data + len, cap - len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
+    }
+    data[len] = '\0';
+    if (out_len)
+        *out_len = len;
+    *out = TAKE_PTR(data);
+    return 0;
+}
+
+int sbx_write_file_atomic(const char *path, const void *buf, size_t len, int mode)
+{
+    _cleanup_free_ char *tmp = sbx_xasprintf("%s.tmp.%d", path, (int)getpid());
+    _cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+    if (fd < 0)
+        return -errno;
+    int r = sbx_write_all(fd, buf, len);
+    if (r == 0 && fchmod(fd, (mode_t)mode) < 0)
+        r = -errno;
+    if (r == 0 && fsync(fd) < 0)
+        r = -errno;
+    if (r == 0 && rename(tmp, path) < 0)
+        r = -errno;
+    if (r < 0)
+        (void)unlink(tmp);
+    return r;
+}
+
+int sbx_mkdir_p(const char *path, int mode)
+{
+    _cleanup_free_ char *p = sbx_xstrdup(path);
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = '\0';
+        if (mkdir(p, (mode_t)mode) < 0 && errno != EEXIST)
+            return -errno;
+        *s = '/';
+    }
+    if (mkdir(p, (mode_t)mode) < 0 && errno != EEXIST)
+        return -errno;
+    return 0;
+}
+
+static int rm_rf_at(int dirfd, const char *name)
+{
+    int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOTDIR || errno == ELOOP) {
+            if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT)
+                return -errno;
+            return 0;
+        }
+        return errno == ENOENT ? 0 : -errno;
+    }
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        int r = -errno;
+        close(fd);
+        return r;
+    }
+    int ret = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        int r = rm_rf_at(dirfd(d), de->d_name);
+        if (r < 0 && ret == 0)
+            ret = r;
+    }
+    closedir(d);
+    if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT && ret == 0)
+        ret = -errno;
+    return ret;
+}
+
+int sbx_rm_rf(const char *path)
+{
+    return rm_rf_at(AT_FDCWD, path);
+}
+
+int sbx_set_nonblock(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+        return -errno;
+    return 0;
+}

@@ -1,0 +1,68 @@
+/* The runtime layer: backends that start, find and stop sandboxes. The daemon's
+ * manager talks to a sandbox only through the channel socket a backend's shim
+ * exposes; what runs underneath (runsc today) is this layer's business. */
+#ifndef SBX_RT_H
+#define SBX_RT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../common/err.h"
+
+#define RT_ID_MAX 64
+
+/* Fixed for the life of the daemon. */
+struct rt_config {
+    const char *runsc_path;  /* "runsc" or an absolute path */
+    const char *runsc_root;  /* runsc --root, under the data dir */
+    const char *shim_path;   /* the sbx-shim binary */
+    const char *agent_path;  /* the static sbx-agent binary, bind-mounted read-only */
+    const char *cgroup_parent; /* e.g. "sbx": sandboxes live in <parent>/<id> */
+    bool debug;              /* keep runsc debug logs in the sandbox's state dir */
+};
+
+/* One sandbox to start. */
+struct rt_spec {
+    const char *id;          /* [a-z0-9_-], at most RT_ID_MAX */
+    const char *rootfs;      /* the template's root filesystem (mounted read-only) */
+    const char *state_dir;   /* per-sandbox host dir: bundle/, shim.sock, shim.pid, logs */
+    const char *workspace;   /* host dir bind-mounted read-write at /workspace */
+    uint64_t memory_bytes;   /* 0 = no limit */
+    uint64_t pids_max;       /* 0 = no limit */
+    uint64_t cpu_millicores; /* 1000 = one core; 0 = no limit */
+    uint64_t tmp_bytes;      /* size of the /tmp tmpfs */
+    const char *hostname;
+};
+
+enum rt_cgroup_mode { RT_CGROUP_V1, RT_CGROUP_HYBRID, RT_CGROUP_V2 };
+
+/* Write the OCI bundle and launch the shim detached (it survives the daemon).
+ * Returns when the shim's channel socket accepts connections. */
+int rt_start(const struct rt_config *cfg, const struct rt_spec *spec, struct sbx_err *err);
+
+/* Connect to a sandbox's channel socket: a non-blocking, O_CLOEXEC unix stream fd
+ * carrying proto frames to and from its agent. Only one client at a time; a new
+ * connection replaces the old. */
+int rt_connect(const char *state_dir, int *out_fd, struct sbx_err *err);
+
+/* Is the shim of this sandbox alive? */
+bool rt_alive(const char *state_dir);
+
+/* Ask the shim to kill the sandbox, delete the runsc container and then remove
+ * remove_dir (the sandbox's directory, workspace included), off the caller's path.
+ * When no shim is alive, do the same cleanup from a detached helper process. */
+int rt_destroy(const struct rt_config *cfg, const char *id, const char *state_dir,
+               const char *remove_dir, struct sbx_err *err);
+
+/* Ids of the containers runsc knows under cfg->runsc_root. *out is a
+ * NULL-terminated array of strings; free with rt_strv_free. */
+int rt_list(const struct rt_config *cfg, char ***out, struct sbx_err *err);
+void rt_strv_free(char **v);
+
+enum rt_cgroup_mode rt_cgroup_detect(void);
+const char *rt_cgroup_mode_name(enum rt_cgroup_mode m);
+/* Read the memory limit actually applied to a running sandbox's cgroup. */
+int rt_cgroup_memory_limit(const struct rt_config *cfg, const char *id, uint64_t *out,
+                           struct sbx_err *err);
+
+#endif

@@ -1,0 +1,479 @@
+"""Test harness: a real sbxd on 127.0.0.1 with a private data dir, and an HTTP client.
+
+Standard library only. Used by tests/e2e, tests/security and bench/.
+
+    with Daemon() as d:
+        c = d.client()                  # admin
+        k = c.create_key("alice")       # member, tool_level sandbox
+        a = d.client(k["key"])
+        sb = a.create_sandbox(ttl_seconds=600)
+        r = a.exec(sb["id"], shell="echo hi")
+
+Every daemon's stderr goes to a log file; its path is recorded in DAEMON_LOGS (and, when
+the env SBX_TEST_LOG_DIR is set by tests/run.py, the log is copied there before the data
+dir is removed) so that the runner can look for sanitizer reports after the run.
+"""
+
+import http.client
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# Paths of every daemon stderr log of this process (the runner reads them at the end).
+DAEMON_LOGS = []
+_log_lock = threading.Lock()
+
+
+def build_dir():
+    b = os.environ.get("SBX_BUILD", "build-asan")
+    if not os.path.isabs(b):
+        b = os.path.join(REPO, b)
+    return b
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def new_admin_key():
+    return "sbx_" + secrets.token_hex(24)
+
+
+def sanitizer_env(env):
+    """The sanitizer settings every sanitized host binary of a test run gets."""
+    env.setdefault(
+        "ASAN_OPTIONS",
+        "detect_leaks=1:abort_on_error=0:halt_on_error=0:strict_string_checks=1:"
+        "detect_stack_use_after_return=0:check_initialization_order=1:"
+        "detect_invalid_pointer_pairs=0",
+    )
+    env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=0")
+    env.setdefault("LSAN_OPTIONS", "report_objects=0")
+    return env
+
+
+class HTTPError(AssertionError):
+    pass
+
+
+class Response:
+    """status, headers (lower-cased dict), body (parsed JSON when it is JSON, else bytes)."""
+
+    def __init__(self, status, headers, body, raw):
+        self.status = status
+        self.headers = headers
+        self.body = body
+        self.raw = raw
+
+    def __iter__(self):  # allows: status, headers, body = client.request(...)
+        return iter((self.status, self.headers, self.body))
+
+    def __repr__(self):
+        return "<%d %s>" % (self.status, self.raw[:400].decode("utf-8", "replace"))
+
+
+class Client:
+    """A tiny HTTP/1.1 JSON client on http.client. One connection per request."""
+
+    def __init__(self, port, key=None, host="127.0.0.1", timeout=60):
+        self.host = host
+        self.port = port
+        self.key = key
+        self.timeout = timeout
+        self.request_ids = []
+
+    def with_key(self, key):
+        return Client(self.port, key, self.host, self.timeout)
+
+    def request(self, method, path, body=None, key="default", headers=None, raw=None,
+                timeout=None, check_request_id=True):
+        """Returns a Response (unpackable as status, headers, body).
+
+        key="default" uses the client's key, None sends no Authorization header, any
+        other string is sent as the bearer token. body is JSON-encoded; raw is sent as is.
+        """
+        hdrs = {}
+        if key == "default":
+            key = self.key
+        if key is not None:
+            hdrs["Authorization"] = "Bearer " + key
+        data = None
+        if raw is not None:
+            data = raw
+        elif body is not None:
+            data = json.dumps(body).encode()
+        if data is not None:
+            hdrs["Content-Type"] = "application/json"
+        if headers:
+            hdrs.update(headers)
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout or self.timeout)
+        try:
+            conn.putrequest(method, path, skip_accept_encoding=True)
+            for k, v in hdrs.items():
+                conn.putheader(k, v)
+            if data is not None and "Transfer-Encoding" not in hdrs:
+                conn.putheader("Content-Length", str(len(data)))
+            conn.endheaders()
+            if data is not None:
+                # The server may answer (413) and close before reading everything: keep
+                # going to read its answer.
+                try:
+                    if hdrs.get("Transfer-Encoding") == "chunked":
+                        for i in range(0, len(data), 65536):
+                            chunk = data[i:i + 65536]
+                            conn.send(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                        conn.send(b"0\r\n\r\n")
+                    else:
+                        for i in range(0, len(data), 65536):
+                            conn.send(data[i:i + 65536])
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+            resp = conn.getresponse()
+            rawbody = resp.read()
+            rh = {k.lower(): v for k, v in resp.getheaders()}
+            status = resp.status
+        finally:
+            conn.close()
+        parsed = rawbody
+        ctype = rh.get("content-type", "")
+        if rawbody and ("json" in ctype or rawbody[:1] in (b"{", b"[")):
+            try:
+                parsed = json.loads(rawbody)
+            except ValueError:
+                parsed = rawbody
+        if check_request_id:
+            rid = rh.get("x-request-id")
+            assert rid, "%s %s -> %d without x-request-id" % (method, path, status)
+            self.request_ids.append(rid)
+        return Response(status, rh, parsed, rawbody)
+
+    # --- helpers that expect success ---------------------------------------------------
+
+    def ok(self, method, path, body=None, status=200, **kw):
+        r = self.request(method, path, body, **kw)
+        if r.status != status:
+            raise HTTPError("%s %s: expected %d, got %r" % (method, path, status, r))
+        return r.body
+
+    def create_key(self, user, role="member", tool_level="sandbox"):
+        return self.ok("POST", "/v1/keys", {"user": user, "role": role,
+                                            "tool_level": tool_level}, status=201)
+
+    def delete_key(self, key_id):
+        return self.ok("DELETE", "/v1/keys/" + key_id)
+
+    def list_keys(self):
+        return self.ok("GET", "/v1/keys")["data"]
+
+    def create_sandbox(self, **fields):
+        return self.ok("POST", "/v1/sandboxes", fields, status=201, timeout=120)
+
+    def list_sandboxes(self):
+        return self.ok("GET", "/v1/sandboxes")["data"]
+
+    def get_sandbox(self, sid):
+        return self.ok("GET", "/v1/sandboxes/" + sid)
+
+    def delete_sandbox(self, sid):
+        return self.ok("DELETE", "/v1/sandboxes/" + sid)
+
+    def exec(self, sid, **fields):
+        t = fields.get("timeout_seconds")
+        to = (t + 60) if isinstance(t, int) and t > 0 else 120
+        return self.ok("POST", "/v1/sandboxes/%s/exec" % sid, fields, timeout=to)
+
+    def sh(self, sid, cmd, **fields):
+        """exec a shell command that must succeed; returns stdout."""
+        r = self.exec(sid, shell=cmd, **fields)
+        assert r["exit_code"] == 0, "exec %r failed: %r" % (cmd, r)
+        return r["stdout"]
+
+
+class Daemon:
+    """One sbxd on 127.0.0.1:<free port> with a private data dir.
+
+    admin_key: a key string to preset with SBX_ADMIN_KEY (default: a generated one);
+    None starts without SBX_ADMIN_KEY, so the daemon makes its own (read it from
+    data_dir/admin.key).
+    """
+
+    def __init__(self, admin_key="generate", extra_env=None, build=None, data_dir=None):
+        self.build = build or build_dir()
+        self.binary = os.path.join(self.build, "sbxd")
+        self.tmp = tempfile.mkdtemp(prefix="sbx-test-")
+        self.data_dir = data_dir or os.path.join(self.tmp, "data")
+        self.port = free_port()
+        self.admin_key = new_admin_key() if admin_key == "generate" else admin_key
+        self.preset_key = self.admin_key is not None
+        self.extra_env = dict(extra_env or {})
+        self.proc = None
+        self.starts = 0
+        self.log_path = os.path.join(self.tmp, "sbxd.log")
+        self._logf = None
+        self._created = set()   # (key, sandbox id) created through clients of this daemon
+        self._clients = []
+        with _log_lock:
+            DAEMON_LOGS.append(self.log_path)
+
+    # --- process control ---------------------------------------------------------------
+
+    def env(self):
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("SBX_") or k in ("SBX_TEMPLATE_CACHE", "SBX_RUNSC")}
+        sanitizer_env(env)
+        if self.preset_key:
+            env["SBX_ADMIN_KEY"] = self.admin_key
+        env.update(self.extra_env)
+        return env
+
+    def start(self, timeout=60):
+        assert self.proc is None, "already running"
+        if not os.path.exists(self.binary):
+            raise AssertionError("no daemon binary at %s (build it first)" % self.binary)
+        os.makedirs(self.data_dir, mode=0o700, exist_ok=True)
+        self._logf = open(self.log_path, "ab")
+        self._logf.write(b"\n=== harness: start #%d on port %d ===\n" % (self.starts + 1, self.port))
+        self._logf.flush()
+        self.proc = subprocess.Popen(
+            [self.binary, "--listen", "127.0.0.1:%d" % self.port, "--data-dir", self.data_dir],
+            env=self.env(), stdin=subprocess.DEVNULL, stdout=self._logf, stderr=self._logf,
+            cwd=self.tmp)
+        self.starts += 1
+        deadline = time.time() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                rc = self.proc.returncode
+                self.proc = None
+                raise AssertionError("sbxd exited with %d during start; log tail:\n%s"
+                                     % (rc, self.log_tail()))
+            try:
+                r = Client(self.port, timeout=2).request("GET", "/healthz",
+                                                         check_request_id=False)
+                if r.status == 200:
+                    break
+            except OSError:
+                pass
+            if time.time() > deadline:
+                self.kill9()
+                raise AssertionError("sbxd did not answer /healthz in %ds; log tail:\n%s"
+                                     % (timeout, self.log_tail()))
+            time.sleep(0.05)
+        if not self.preset_key:
+            with open(os.path.join(self.data_dir, "admin.key")) as f:
+                self.admin_key = f.read().strip()
+        return self
+
+    def _wait(self, timeout):
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError("sbxd did not exit within %ds of SIGTERM" % timeout)
+        finally:
+            self.proc = None
+            if self._logf:
+                self._logf.close()
+                self._logf = None
+
+    def stop(self, timeout=30):
+        """SIGTERM and wait; returns the exit status."""
+        if self.proc is None:
+            return None
+        self.proc.send_signal(signal.SIGTERM)
+        return self._wait(timeout)
+
+    def kill9(self):
+        if self.proc is None:
+            return None
+        self.proc.kill()
+        return self._wait(10)
+
+    def restart(self, hard=False):
+        """Stop (SIGTERM, or SIGKILL with hard=True) and start again on the same data dir
+        and port."""
+        if hard:
+            self.kill9()
+        else:
+            self.stop()
+        return self.start()
+
+    @property
+    def pid(self):
+        return self.proc.pid if self.proc else None
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_text(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def log_tail(self, n=40):
+        return "\n".join(self.log_text().splitlines()[-n:])
+
+    # --- clients -----------------------------------------------------------------------
+
+    def client(self, key="admin"):
+        if key == "admin":
+            key = self.admin_key
+        c = _TrackingClient(self, self.port, key)
+        return c
+
+    def sandbox_dir(self, sid):
+        return os.path.join(self.data_dir, "sandboxes", sid)
+
+    def cleanup(self):
+        """Delete every sandbox created through this daemon's clients, stop it (SIGTERM),
+        keep its log where the runner can find it, remove the data dir."""
+        try:
+            if self.alive():
+                for key, sid in sorted(self._created):
+                    try:
+                        Client(self.port, key, timeout=30).request(
+                            "DELETE", "/v1/sandboxes/" + sid, check_request_id=False)
+                    except Exception:
+                        pass
+                self.stop()
+            elif self.proc is not None:
+                self._wait(1)
+        finally:
+            self._keep_log()
+            # runsc/shim processes still running there would keep files busy; the delete
+            # is off the request path, so give it a moment, then remove what we can.
+            for _ in range(20):
+                try:
+                    shutil.rmtree(self.tmp)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.25)
+            else:
+                shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def _keep_log(self):
+        logdir = os.environ.get("SBX_TEST_LOG_DIR")
+        if not logdir or not os.path.exists(self.log_path):
+            return
+        os.makedirs(logdir, exist_ok=True)
+        dst = os.path.join(logdir, "sbxd-%s.log" % os.path.basename(self.tmp))
+        shutil.copyfile(self.log_path, dst)
+        with _log_lock:
+            DAEMON_LOGS[:] = [dst if p == self.log_path else p for p in DAEMON_LOGS]
+
+    def __enter__(self):
+        if self.proc is None:
+            self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.cleanup()
+        return False
+
+
+class _TrackingClient(Client):
+    """A Client that remembers the sandboxes it created so Daemon.cleanup can delete them."""
+
+    def __init__(self, daemon, port, key):
+        super().__init__(port, key)
+        self.daemon = daemon
+
+    def with_key(self, key):
+        return _TrackingClient(self.daemon, self.port, key)
+
+    def request(self, method, path, body=None, key="default", **kw):
+        r = super().request(method, path, body, key=key, **kw)
+        if (method == "POST" and path == "/v1/sandboxes" and r.status == 201
+                and isinstance(r.body, dict) and "id" in r.body):
+            self.daemon._created.add((self.key if key == "default" else key, r.body["id"]))
+        return r
+
+
+class Shared:
+    """A lazily started daemon shared by the tests of one module:
+
+        D = harness.Shared()
+        def test_x():
+            d = D.get()
+        def teardown_module():   # tests/run.py calls it after the module's tests
+            D.close()
+    """
+
+    def __init__(self, **kw):
+        self.kw = kw
+        self.d = None
+        self.cache = {}
+
+    def get(self):
+        if self.d is not None and not self.d.alive():
+            # A previous test left it stopped or it crashed: start it again on the same dir.
+            self.d.start()
+        if self.d is None:
+            self.d = Daemon(**self.kw)
+            try:
+                self.d.start()
+            except Exception:
+                self.d.cleanup()
+                self.d = None
+                raise
+        return self.d
+
+    def once(self, name, fn):
+        """Memoize fn(daemon) under name (keys, a reusable sandbox...)."""
+        if name not in self.cache:
+            self.cache[name] = fn(self.get())
+        return self.cache[name]
+
+    def forget(self, name):
+        self.cache.pop(name, None)
+
+    def close(self):
+        if self.d is not None:
+            self.d.cleanup()
+            self.d = None
+        self.cache.clear()
+
+
+# --- assertions ------------------------------------------------------------------------
+
+def assert_error(r, status, code):
+    """r is an error response with this status and code (code may be a tuple of allowed
+    codes), in the contract's shape {"error": {"code", "message"}}."""
+    codes = code if isinstance(code, tuple) else (code,)
+    assert r.status == status, "expected %d %s, got %r" % (status, "/".join(codes), r)
+    assert isinstance(r.body, dict), "error body is not a JSON object: %r" % (r,)
+    assert set(r.body) == {"error"}, "error body has other fields: %r" % (r.body,)
+    e = r.body["error"]
+    assert isinstance(e, dict), "error is not an object: %r" % (r.body,)
+    assert e.get("code") in codes, "expected code %s, got %r" % ("/".join(codes), r.body)
+    assert isinstance(e.get("message"), str) and e["message"], "no message: %r" % (r.body,)
+    assert "json" in r.headers.get("content-type", ""), \
+        "error content-type %r" % r.headers.get("content-type")
+
+
+def wait_for(fn, timeout, interval=0.2, what="condition"):
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError("timed out after %ss waiting for %s (last: %r)" % (timeout, what, last))

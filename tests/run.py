@@ -1,0 +1,256 @@
+#!/usr/bin/env python3
+"""The single test entry point (`make test` runs it after building DIR with ASan+UBSan).
+
+    python3 tests/run.py --build build-asan [-k substring]
+
+1. every unit test binary DIR/tests/test_* (each ends with a line `N passed, N failed`);
+2. every Python module tests/e2e/test_*.py and tests/security/test_*.py: each top-level
+   function test_* in file order, then the module's teardown_module() if it has one;
+3. the sanitizer check: any ASan/UBSan/LSan report in a daemon log or a unit test's output
+   is one more failed test named `sanitizers`.
+
+Ends with exactly one line `N passed, N failed`; exits 1 on any failure.
+"""
+
+import argparse
+import glob
+import importlib.util
+import inspect
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SAN_PATTERNS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer")
+UNIT_TIMEOUT = 120       # seconds per unit test binary
+TEST_TIMEOUT = 240       # seconds per Python test function
+RESULT_RE = re.compile(r"^\s*(\d+) passed, (\d+) failed\s*$")
+
+
+class TestTimeout(AssertionError):
+    pass
+
+
+class Runner:
+    def __init__(self, build, keyword):
+        self.build = build
+        self.keyword = keyword
+        self.passed = 0
+        self.failed = 0
+        self.failures = []
+        self.san_reports = []     # (source, excerpt)
+
+    def ok(self, name, secs):
+        self.passed += 1
+        print("PASS %s (%.1fs)" % (name, secs), flush=True)
+
+    def fail(self, name, msg, detail=""):
+        self.failed += 1
+        self.failures.append(name)
+        print("FAIL %s: %s" % (name, msg), flush=True)
+        if detail:
+            _print_detail(detail)
+
+    def selected(self, name):
+        return self.keyword is None or self.keyword in name
+
+    # --- sanitizers ----------------------------------------------------------------------
+
+    def scan_sanitizers(self, source, text):
+        lines = text.splitlines()
+        for i, line in enumerate(lines):
+            if any(p in line for p in SAN_PATTERNS):
+                excerpt = "\n".join(lines[max(0, i - 2):i + 30])
+                self.san_reports.append((source, excerpt))
+                return
+
+    # --- unit tests ----------------------------------------------------------------------
+
+    def run_units(self):
+        bins = sorted(p for p in glob.glob(os.path.join(self.build, "tests", "test_*"))
+                      if os.access(p, os.X_OK) and not p.endswith(".d") and os.path.isfile(p))
+        for b in bins:
+            name = "unit." + os.path.basename(b)
+            if not self.selected(name):
+                continue
+            t0 = time.time()
+            try:
+                p = subprocess.run([b], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, timeout=UNIT_TIMEOUT, cwd=REPO)
+                out = p.stdout.decode("utf-8", "replace")
+                rc = p.returncode
+            except subprocess.TimeoutExpired as e:
+                out = (e.stdout or b"").decode("utf-8", "replace")
+                self.fail(name, "timed out after %ds" % UNIT_TIMEOUT, out[-4000:])
+                continue
+            self.scan_sanitizers(name, out)
+            secs = time.time() - t0
+            result = None
+            for line in out.splitlines():
+                m = RESULT_RE.match(line)
+                if m:
+                    result = (int(m.group(1)), int(m.group(2)))
+            if result is None:
+                self.fail(name, "exit %d without a `N passed, N failed` line" % rc, out[-4000:])
+                continue
+            np, nf = result
+            self.passed += np
+            self.failed += nf
+            if rc != 0 and nf == 0:
+                # All its checks passed but it exited badly (a leak report, a crash at exit).
+                self.fail(name, "%d passed but exit status %d" % (np, rc), out[-4000:])
+            elif nf:
+                self.failures.append(name)
+                print("FAIL %s: %d passed, %d failed (%.1fs)" % (name, np, nf, secs))
+                _print_detail(out[-4000:])
+            else:
+                print("PASS %s: %d checks (%.1fs)" % (name, np, secs), flush=True)
+
+    # --- python modules ------------------------------------------------------------------
+
+    def run_modules(self):
+        paths = sorted(glob.glob(os.path.join(REPO, "tests", "e2e", "test_*.py")))
+        paths += sorted(glob.glob(os.path.join(REPO, "tests", "security", "test_*.py")))
+        for path in paths:
+            self.run_module(path)
+
+    def run_module(self, path):
+        modname = os.path.splitext(os.path.basename(path))[0]
+        # Decide from the file's text which tests are selected, so a filtered-out module
+        # is not even imported.
+        src = open(path).read()
+        names = re.findall(r"^def (test_\w+)\s*\(", src, re.M)
+        wanted = [n for n in names if self.selected("%s.%s" % (modname, n))]
+        if not wanted:
+            return
+        try:
+            spec = importlib.util.spec_from_file_location(modname, path)
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[modname] = mod
+            spec.loader.exec_module(mod)
+        except Exception as e:
+            self.fail(modname, "import failed: %s" % e, traceback.format_exc())
+            return
+        funcs = [(n, f) for n, f in vars(mod).items()
+                 if n.startswith("test_") and inspect.isfunction(f)
+                 and f.__module__ == modname and n in wanted]
+        funcs.sort(key=lambda nf: nf[1].__code__.co_firstlineno)
+        try:
+            for n, f in funcs:
+                self.run_test("%s.%s" % (modname, n), f)
+        finally:
+            td = getattr(mod, "teardown_module", None)
+            if td is not None:
+                try:
+                    with _deadline(120):
+                        td()
+                except Exception as e:
+                    self.fail(modname + ".teardown_module", str(e) or type(e).__name__,
+                              traceback.format_exc())
+
+    def run_test(self, name, f):
+        t0 = time.time()
+        try:
+            with _deadline(TEST_TIMEOUT):
+                f()
+        except Exception as e:
+            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+            if not isinstance(e, AssertionError):
+                msg = "%s: %s" % (type(e).__name__, msg)
+            self.fail(name, msg, traceback.format_exc())
+            return
+        self.ok(name, time.time() - t0)
+
+    # --- daemon logs -----------------------------------------------------------------------
+
+    def check_daemon_logs(self, harness):
+        logs = list(harness.DAEMON_LOGS) if harness else []
+        logdir = os.environ.get("SBX_TEST_LOG_DIR")
+        if logdir:
+            logs += glob.glob(os.path.join(logdir, "*.log"))
+        for p in sorted(set(logs)):
+            try:
+                with open(p, "rb") as fh:
+                    text = fh.read().decode("utf-8", "replace")
+            except OSError:
+                continue
+            self.scan_sanitizers(p, text)
+
+
+def _print_detail(text):
+    # Indented, so that no line of a test's output looks like the final summary line.
+    for line in text.rstrip().splitlines():
+        print("    | " + line)
+    sys.stdout.flush()
+
+
+class _deadline:
+    """SIGALRM-based limit for one test (tests run in the main thread)."""
+
+    def __init__(self, secs):
+        self.secs = secs
+
+    def _fire(self, *_):
+        raise TestTimeout("test exceeded %ds" % self.secs)
+
+    def __enter__(self):
+        self.old = signal.signal(signal.SIGALRM, self._fire)
+        signal.alarm(self.secs)
+
+    def __exit__(self, *exc):
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, self.old)
+        return False
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    ap.add_argument("--build", default="build-asan", help="build dir (default build-asan)")
+    ap.add_argument("-k", dest="keyword", default=None,
+                    help="run only tests whose name contains this substring")
+    ap.add_argument("--keep-logs", action="store_true", help="keep the daemon logs dir")
+    args = ap.parse_args()
+
+    build = args.build if os.path.isabs(args.build) else os.path.join(REPO, args.build)
+    os.environ["SBX_BUILD"] = build
+    logdir = tempfile.mkdtemp(prefix="sbx-test-logs-")
+    os.environ["SBX_TEST_LOG_DIR"] = logdir
+    sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
+    import harness  # noqa: E402  (after sys.path is set)
+    harness.sanitizer_env(os.environ)
+    os.environ.setdefault("SBX_TEMPLATE_CACHE", "/var/cache/sbx/templates")
+
+    r = Runner(build, args.keyword)
+    t0 = time.time()
+    try:
+        r.run_units()
+        r.run_modules()
+    except KeyboardInterrupt:
+        r.fail("interrupted", "KeyboardInterrupt")
+    r.check_daemon_logs(harness)
+    if r.san_reports:
+        detail = "\n\n".join("--- %s\n%s" % (src, ex) for src, ex in r.san_reports)
+        r.fail("sanitizers", "%d report(s) from sanitized binaries" % len(r.san_reports),
+               detail)
+    else:
+        r.ok("sanitizers", 0.0)
+
+    if r.failed or args.keep_logs:
+        print("daemon logs kept in %s" % logdir)
+    else:
+        shutil.rmtree(logdir, ignore_errors=True)
+    if r.failures:
+        print("failed: " + ", ".join(r.failures))
+    print("took %.0fs" % (time.time() - t0))
+    print("%d passed, %d failed" % (r.passed, r.failed))
+    sys.exit(1 if r.failed else 0)
+
+
+if __name__ == "__main__":
+    main()

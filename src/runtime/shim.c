@@ -1,0 +1,798 @@
+/* sbx-shim: one per sandbox, detached from the daemon (rt_start double-forks it
+ * into its own session). It owns the `runsc run --detach=false` process, holds
+ * the container's stdio pipes (the agent's channel) and relays whole proto frames
+ * between them and at most one client on <state_dir>/shim.sock.
+ *
+ *   sbx-shim --id ID --state-dir DIR --runsc PATH --root RUNSC_ROOT --ready-fd N [--debug]
+ *
+ * Readiness: one line on fd N, then the fd is closed:
+ *   "ready <ms>\n"     the agent sent its first whole frame <ms> after runsc was spawned
+ *   "exited <code>\n"  runsc exited before that (see <state_dir>/runsc.log)
+ *   "error <text>\n"   the shim could not set up
+ *
+ * SIGTERM: destroy (runsc kill KILL, wait, runsc delete --force, remove the dir
+ * named in <state_dir>/destroy if present, exit 0). When runsc exits by itself:
+ * <state_dir>/exit_status, runsc delete --force, exit 0.
+ * Everything is logged to <state_dir>/shim.log. Single threaded (src/common/loop). */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/file.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../common/loop.h"
+#include "../common/util.h"
+#include "../proto/proto.h"
+
+#define SHIM_OUTQ_MAX (4u * 1024u * 1024u)
+#define SHIM_MAX_FRAME ((size_t)PROTO_HEADER_SIZE + PROTO_MAX_PAYLOAD)
+#define SHIM_READ_CHUNK (64u * 1024u)
+#define SHIM_KILL_TIMEOUT_MS 5000
+#define SHIM_WAIT_TIMEOUT_MS 5000
+#define SHIM_DELETE_TIMEOUT_MS 15000
+
+struct shim {
+    struct loop *loop;
+    const char *id, *state_dir, *runsc, *root;
+    bool debug;
+    int log_fd;
+    int ready_fd;
+    int pid_fd; /* shim.pid, flock'ed for our lifetime */
+    char *sock_path, *pid_path, *runsc_log;
+
+    int listen_fd;
+    struct loop_watch *listen_w;
+
+    int client_fd;
+    struct loop_watch *client_w;
+    struct proto_decoder *client_dec;
+    struct proto_outq *to_client;
+    bool client_stalled; /* client_dec holds a whole frame that to_agent has no room for */
+    unsigned long long client_seq;
+
+    pid_t run_pid;
+    int agent_in; /* runsc's stdin: frames to the agent */
+    struct loop_watch *agent_in_w;
+    struct proto_outq *to_agent;
+    int agent_out; /* runsc's stdout: frames from the agent */
+    struct loop_watch *agent_out_w;
+    struct proto_decoder *agent_dec;
+    bool agent_stalled;
+    bool agent_broken; /* malformed stream from the agent: discard everything */
+
+    int sig_fd;
+    struct loop_watch *sig_w;
+
+    long long t_spawn;
+    unsigned long long frames_up, frames_down, frames_dropped;
+    int exit_code; /* -1 until runsc run exits */
+};
+
+static void shim_log(struct shim *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void shim_log(struct shim *s, const char *fmt, ...)
+{
+    char buf[1024];
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    int n = (int)strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+    n += snprintf(buf + n, sizeof(buf) - (size_t)n, ".%03ldZ shim[%d] ", ts.tv_nsec / 1000000,
+                  (int)getpid());
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    n = m < 0 ? n : (n + m > (int)sizeof(buf) - 2 ? (int)sizeof(buf) - 2 : n + m);
+    buf[n++] = '\n';
+    if (s->log_fd >= 0)
+        (void)sbx_write_all(s->log_fd, buf, (size_t)n);
+}
+
+static void ready_say(struct shim *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void ready_say(struct shim *s, const char *fmt, ...)
+{
+    if (s->ready_fd < 0)
+        return;
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        n = 0;
+    if (n > (int)sizeof(buf) - 2)
+        n = (int)sizeof(buf) - 2;
+    buf[n++] = '\n';
+    (void)sbx_write_all(s->ready_fd, buf, (size_t)n); /* EPIPE: the starter is gone; fine */
+    close(s->ready_fd);
+    s->ready_fd = -1;
+}
+
+static bool room(const struct proto_outq *q)
+{
+    return proto_outq_len(q) + SHIM_MAX_FRAME <= SHIM_OUTQ_MAX;
+}
+
+/* ---- epoll interest, recomputed from state ---- */
+
+static void update_interest(struct shim *s)
+{
+    if (s->client_w) {
+        uint32_t ev = 0;
+        if (!s->client_stalled)
+            ev |= EPOLLIN;
+        if (proto_outq_len(s->to_client) > 0)
+            ev |= EPOLLOUT;
+        (void)loop_watch_mod(s->loop, s->client_w, ev);
+    }
+    if (s->agent_out_w)
+        (void)loop_watch_mod(s->loop, s->agent_out_w, s->agent_stalled ? 0 : EPOLLIN);
+    if (s->agent_in_w)
+        (void)loop_watch_mod(s->loop, s->agent_in_w,
+                             proto_outq_len(s->to_agent) > 0 ? EPOLLOUT : 0);
+}
+
+static void drop_client(struct shim *s, const char *why)
+{
+    if (s->client_fd < 0)
+        return;
+    shim_log(s, "client %llu detached: %s (%zu bytes of a partial frame dropped, %zu queued "
+                "for it dropped)",
+             s->client_seq, why, proto_decoder_pending(s->client_dec),
+             proto_outq_len(s->to_client));
+    loop_watch_del(s->loop, s->client_w);
+    s->client_w = NULL;
+    close(s->client_fd);
+    s->client_fd = -1;
+    proto_decoder_free(s->client_dec);
+    s->client_dec = NULL;
+    proto_outq_free(s->to_client);
+    s->to_client = NULL;
+    s->client_stalled = false;
+}
+
+static void close_agent_in(struct shim *s, const char *why)
+{
+    if (s->agent_in < 0)
+        return;
+    shim_log(s, "agent stdin closed: %s (%zu bytes unsent)", why, proto_outq_len(s->to_agent));
+    loop_watch_del(s->loop, s->agent_in_w);
+    s->agent_in_w = NULL;
+    close(s->agent_in);
+    s->agent_in = -1;
+}
+
+static void close_agent_out(struct shim *s, const char *why)
+{
+    if (s->agent_out < 0)
+        return;
+    shim_log(s, "agent stdout closed: %s", why);
+    loop_watch_del(s->loop, s->agent_out_w);
+    s->agent_out_w = NULL;
+    close(s->agent_out);
+    s->agent_out = -1;
+    s->agent_stalled = false;
+}
+
+static void flush_to_agent(struct shim *s)
+{
+    if (s->agent_in < 0) {
+        /* Nobody to deliver to: keep the queue empty so clients never stall. */
+        proto_outq_free(s->to_agent);
+        s->to_agent = proto_outq_new(SHIM_OUTQ_MAX);
+        return;
+    }
+    int r = proto_outq_flush(s->to_agent, s->agent_in);
+    if (r < 0) {
+        close_agent_in(s, strerror(-r));
+        flush_to_agent(s);
+    }
+}
+
+static void flush_to_client(struct shim *s)
+{
+    if (s->client_fd < 0)
+        return;
+    int r = proto_outq_flush(s->to_client, s->client_fd);
+    if (r < 0)
+        drop_client(s, strerror(-r));
+}
+
+/* ---- the two directions ---- */
+
+static void pump_client_to_agent(struct shim *s)
+{
+    if (s->client_fd < 0)
+        return;
+    s->client_stalled = false;
+    for (;;) {
+        if (!room(s->to_agent)) {
+            s->client_stalled = true;
+            break;
+        }
+        struct proto_frame f;
+        int r = proto_decoder_next(s->client_dec, &f);
+        if (r == 0)
+            break;
+        if (r < 0) {
+            drop_client(s, "malformed frame from client");
+            break;
+        }
+        (void)proto_outq_push(s->to_agent, f.stream, f.type, f.flags, f.payload, f.len);
+        s->frames_down++;
+    }
+    flush_to_agent(s);
+}
+
+static void pump_agent_to_client(struct shim *s)
+{
+    s->agent_stalled = false;
+    if (s->agent_broken)
+        return;
+    for (;;) {
+        if (s->client_fd >= 0 && !room(s->to_client)) {
+            s->agent_stalled = true; /* the client is slow: let the agent block on write */
+            break;
+        }
+        struct proto_frame f;
+        int r = proto_decoder_next(s->agent_dec, &f);
+        if (r == 0)
+            break;
+        if (r < 0) {
+            shim_log(s, "malformed frame from the agent; discarding its output from now on");
+            s->agent_broken = true;
+            drop_client(s, "agent stream corrupt");
+            break;
+        }
+        if (s->ready_fd >= 0) {
+            long long ms = sbx_now_ms() - s->t_spawn;
+            shim_log(s, "first frame from the agent (type %u) %lld ms after spawning runsc",
+                     f.type, ms);
+            ready_say(s, "ready %lld", ms);
+        }
+        if (s->client_fd >= 0) {
+            (void)proto_outq_push(s->to_client, f.stream, f.type, f.flags, f.payload, f.len);
+            s->frames_up++;
+        } else {
+            s->frames_dropped++;
+        }
+    }
+    flush_to_client(s);
+}
+
+static void on_agent_out(struct loop *l, int fd, uint32_t events, void *data)
+{
+    struct shim *s = data;
+    uint8_t buf[SHIM_READ_CHUNK];
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0) {
+        if (errno == EINTR || errno == EAGAIN)
+            return;
+        close_agent_out(s, strerror(errno));
+        return;
+    }
+    if (n == 0) {
+        close_agent_out(s, "EOF");
+        return;
+    }
+    if (s->agent_broken)
+        return;
+    if (proto_decoder_feed(s->agent_dec, buf, (size_t)n) < 0) {
+        shim_log(s, "agent decoder overflow; discarding its output from now on");
+        s->agent_broken = true;
+        drop_client(s, "agent stream corrupt");
+        return;
+    }
+    pump_agent_to_client(s);
+    update_interest(s);
+}
+
+static void on_agent_in(struct loop *l, int fd, uint32_t events, void *data)
+{
+    struct shim *s = data;
+    if ((events & (EPOLLERR | EPOLLHUP)) && !(events & EPOLLOUT)) {
+        close_agent_in(s, "the agent side closed");
+        flush_to_agent(s);
+    } else {
+        flush_to_agent(s);
+    }
+    pump_client_to_agent(s); /* room may have appeared */
+    update_interest(s);
+}
+
+static void on_client(struct loop *l, int fd, uint32_t events, void *data)
+{
+    struct shim *s = data;
+    if (events & EPOLLOUT) {
+        flush_to_client(s);
+        if (s->client_fd >= 0 && s->agent_stalled)
+            pump_agent_to_client(s);
+    }
+    if (s->client_fd >= 0 && (events & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
+        uint8_t buf[SHIM_READ_CHUNK];
+        ssize_t n = read(s->client_fd, buf, sizeof(buf));
+        if (n < 0 && errno != EINTR && errno != EAGAIN) {
+            drop_client(s, strerror(errno));
+        } else if (n == 0) {
+            drop_client(s, "EOF");
+        } else if (n > 0) {
+            if (proto_decoder_feed(s->client_dec, buf, (size_t)n) < 0)
+                drop_client(s, "client decoder overflow");
+            else
+                pump_client_to_agent(s);
+        }
+    }
+    if (s->client_fd < 0 && s->agent_stalled)
+        pump_agent_to_client(s); /* nobody to wait for any more: discard */
+    update_interest(s);
+}
+
+static void on_listen(struct loop *l, int fd, uint32_t events, void *data)
+{
+    struct shim *s = data;
+    int c = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (c < 0) {
+        if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+            shim_log(s, "accept: %s", strerror(errno));
+        return;
+    }
+    if (s->agent_broken) {
+        shim_log(s, "refusing client: the agent's stream is corrupt");
+        close(c);
+        return;
+    }
+    if (s->client_fd >= 0)
+        drop_client(s, "replaced by a new client");
+    s->client_fd = c;
+    s->client_seq++;
+    s->client_dec = proto_decoder_new();
+    s->to_client = proto_outq_new(SHIM_OUTQ_MAX);
+    int r = loop_watch_add(s->loop, c, EPOLLIN, on_client, s, &s->client_w);
+    if (r < 0) {
+        shim_log(s, "watching client: %s", strerror(-r));
+        close(c);
+        s->client_fd = -1;
+        proto_decoder_free(s->client_dec);
+        s->client_dec = NULL;
+        proto_outq_free(s->to_client);
+        s->to_client = NULL;
+        return;
+    }
+    shim_log(s, "client %llu attached", s->client_seq);
+    if (s->agent_stalled)
+        pump_agent_to_client(s);
+    update_interest(s);
+}
+
+/* ---- processes ---- */
+
+static void child_reset_signals(void)
+{
+    sigset_t all;
+    sigemptyset(&all);
+    sigprocmask(SIG_SETMASK, &all, NULL);
+    signal(SIGPIPE, SIG_DFL);
+}
+
+/* Run argv with stdin /dev/null and stdout/stderr appended to out_fd; wait at most
+ * timeout_ms, then SIGKILL it. Returns the wait status or -errno / -ETIMEDOUT. */
+static int run_wait(struct shim *s, char *const argv[], int out_fd, int timeout_ms)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        return -errno;
+    if (pid == 0) {
+        child_reset_signals();
+        int nul = open("/dev/null", O_RDONLY);
+        if (nul >= 0)
+            dup2(nul, 0);
+        if (out_fd >= 0) {
+            dup2(out_fd, 1);
+            dup2(out_fd, 2);
+        }
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    long long deadline = sbx_now_ms() + timeout_ms;
+    for (;;) {
+        int st;
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid)
+            return st;
+        if (w < 0 && errno != EINTR)
+            return -errno;
+        if (sbx_now_ms() > deadline) {
+            shim_log(s, "%s %s timed out after %d ms; killing it", argv[0],
+                     argv[3] ? argv[3] : "", timeout_ms);
+            kill(pid, SIGKILL);
+            (void)waitpid(pid, &st, 0);
+            return -ETIMEDOUT;
+        }
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void runsc_cmd(struct shim *s, const char *what, int timeout_ms)
+{
+    /* runsc --root R kill ID KILL | runsc --root R delete --force ID */
+    char *argv[8];
+    int i = 0;
+    argv[i++] = (char *)s->runsc;
+    argv[i++] = "--root";
+    argv[i++] = (char *)s->root;
+    if (!strcmp(what, "kill")) {
+        argv[i++] = "kill";
+        argv[i++] = (char *)s->id;
+        argv[i++] = "KILL";
+    } else {
+        argv[i++] = "delete";
+        argv[i++] = "--force";
+        argv[i++] = (char *)s->id;
+    }
+    argv[i] = NULL;
+    _cleanup_close_ int out = open(s->runsc_log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    long long t0 = sbx_now_ms();
+    int st = run_wait(s, argv, out, timeout_ms);
+    shim_log(s, "runsc %s: %s %d in %lld ms", what,
+             st < 0 ? "error" : WIFEXITED(st) ? "exit" : "signal",
+             st < 0 ? st : WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), sbx_now_ms() - t0);
+}
+
+static int spawn_runsc(struct shim *s)
+{
+    int in[2], out[2];
+    if (pipe2(in, O_CLOEXEC) < 0)
+        return -errno;
+    if (pipe2(out, O_CLOEXEC) < 0) {
+        int r = -errno;
+        close(in[0]);
+        close(in[1]);
+        return r;
+    }
+    (void)fcntl(in[1], F_SETPIPE_SZ, 1 << 20);
+    (void)fcntl(out[0], F_SETPIPE_SZ, 1 << 20);
+    int errfd = open(s->runsc_log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+
+    _cleanup_free_ char *bundle = sbx_xasprintf("%s/bundle", s->state_dir);
+    _cleanup_free_ char *debug_log = sbx_xasprintf("--debug-log=%s/runsc-debug/", s->state_dir);
+    char *argv[16];
+    int i = 0;
+    argv[i++] = (char *)s->runsc;
+    argv[i++] = "--root";
+    argv[i++] = (char *)s->root;
+    argv[i++] = "--network=none";
+    if (s->debug) {
+        argv[i++] = "--debug";
+        argv[i++] = debug_log;
+    }
+    argv[i++] = "run";
+    argv[i++] = "--bundle";
+    argv[i++] = bundle;
+    argv[i++] = "--detach=false";
+    argv[i++] = (char *)s->id;
+    argv[i] = NULL;
+
+    s->t_spawn = sbx_now_ms();
+    pid_t pid = fork();
+    if (pid < 0) {
+        int r = -errno;
+        close(in[0]), close(in[1]), close(out[0]), close(out[1]);
+        if (errfd >= 0)
+            close(errfd);
+        return r;
+    }
+    if (pid == 0) {
+        child_reset_signals();
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        if (errfd >= 0)
+            dup2(errfd, 2);
+        execvp(argv[0], argv);
+        dprintf(2, "sbx-shim: exec %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    if (errfd >= 0)
+        close(errfd);
+    s->run_pid = pid;
+    s->agent_in = in[1];
+    s->agent_out = out[0];
+    (void)sbx_set_nonblock(s->agent_in);
+    (void)sbx_set_nonblock(s->agent_out);
+    int r = loop_watch_add(s->loop, s->agent_out, EPOLLIN, on_agent_out, s, &s->agent_out_w);
+    if (r == 0)
+        r = loop_watch_add(s->loop, s->agent_in, 0, on_agent_in, s, &s->agent_in_w);
+    if (r < 0)
+        return r;
+    shim_log(s, "spawned runsc run (pid %d) for %s", (int)pid, s->id);
+    return 0;
+}
+
+/* ---- the end ---- */
+
+static char *read_remove_dir(struct shim *s)
+{
+    _cleanup_free_ char *path = sbx_xasprintf("%s/destroy", s->state_dir);
+    char *data = NULL;
+    if (sbx_read_file(path, 8192, &data, NULL) < 0)
+        return NULL;
+    data[strcspn(data, "\n")] = '\0';
+    if (data[0] != '/' || !strcmp(data, "/") || strstr(data, "/../") || strstr(data, "/./")) {
+        shim_log(s, "ignoring unsafe remove dir '%s'", data);
+        free(data);
+        return NULL;
+    }
+    return data;
+}
+
+static void write_exit_status(struct shim *s, int st)
+{
+    int code = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 255;
+    s->exit_code = code;
+    _cleanup_free_ char *path = sbx_xasprintf("%s/exit_status", s->state_dir);
+    char buf[32];
+    int n = snprintf(buf, sizeof(buf), "%d\n", code);
+    int r = sbx_write_file_atomic(path, buf, (size_t)n, 0600);
+    if (r < 0)
+        shim_log(s, "writing %s: %s", path, strerror(-r));
+}
+
+/* Remove our traces and, when destroy asked for it, the sandbox's directory. Order
+ * matters for rt_destroy's race: unlink shim.pid first, then look at the marker. */
+static void finish(struct shim *s)
+{
+    (void)unlink(s->sock_path);
+    (void)unlink(s->pid_path);
+    _cleanup_free_ char *rm = read_remove_dir(s);
+    shim_log(s, "exiting: frames to agent %llu, to clients %llu, dropped (no client) %llu%s%s",
+             s->frames_down, s->frames_up, s->frames_dropped, rm ? "; removing " : "",
+             rm ? rm : "");
+    if (rm) {
+        close(s->log_fd);
+        s->log_fd = -1;
+        (void)sbx_rm_rf(rm);
+    }
+    exit(0);
+}
+
+static void reap_run(struct shim *s, bool block, int timeout_ms)
+{
+    if (s->run_pid <= 0)
+        return;
+    long long deadline = sbx_now_ms() + timeout_ms;
+    for (;;) {
+        int st;
+        pid_t w = waitpid(s->run_pid, &st, WNOHANG);
+        if (w == s->run_pid) {
+            shim_log(s, "runsc run exited: %s %d", WIFEXITED(st) ? "status" : "signal",
+                     WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+            write_exit_status(s, st);
+            s->run_pid = -1;
+            return;
+        }
+        if (w < 0 && errno != EINTR) {
+            s->run_pid = -1;
+            return;
+        }
+        if (!block)
+            return;
+        if (sbx_now_ms() > deadline) {
+            shim_log(s, "runsc run did not exit in %d ms; SIGKILL", timeout_ms);
+            kill(s->run_pid, SIGKILL);
+            deadline = sbx_now_ms() + 1000;
+        }
+        struct timespec ts = {0, 5 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void destroy(struct shim *s)
+{
+    shim_log(s, "SIGTERM: destroying %s", s->id);
+    drop_client(s, "destroy");
+    if (s->ready_fd >= 0)
+        ready_say(s, "error destroyed while starting");
+    if (s->run_pid > 0) {
+        runsc_cmd(s, "kill", SHIM_KILL_TIMEOUT_MS);
+        reap_run(s, true, SHIM_WAIT_TIMEOUT_MS);
+    }
+    runsc_cmd(s, "delete", SHIM_DELETE_TIMEOUT_MS);
+    finish(s);
+}
+
+static void on_runsc_exit(struct shim *s)
+{
+    /* Drain what the agent wrote last, give the client a moment to take it. */
+    while (s->agent_out >= 0 && !s->agent_stalled) {
+        uint8_t buf[SHIM_READ_CHUNK];
+        ssize_t n = read(s->agent_out, buf, sizeof(buf));
+        if (n <= 0)
+            break;
+        if (!s->agent_broken && proto_decoder_feed(s->agent_dec, buf, (size_t)n) == 0)
+            pump_agent_to_client(s);
+    }
+    for (int i = 0; i < 20 && s->client_fd >= 0 && proto_outq_len(s->to_client) > 0; i++) {
+        flush_to_client(s);
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    if (s->ready_fd >= 0)
+        ready_say(s, "exited %d", s->exit_code);
+    drop_client(s, "runsc exited");
+    runsc_cmd(s, "delete", SHIM_DELETE_TIMEOUT_MS);
+    finish(s);
+}
+
+static void on_signal(struct loop *l, int fd, uint32_t events, void *data)
+{
+    struct shim *s = data;
+    struct signalfd_siginfo si;
+    while (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+        switch (si.ssi_signo) {
+        case SIGTERM:
+        case SIGINT:
+            destroy(s);
+            break;
+        case SIGCHLD:
+            reap_run(s, false, 0);
+            if (s->run_pid < 0)
+                on_runsc_exit(s);
+            break;
+        default:
+            break;
+        }
+    }
+}
+
+/* ---- setup ---- */
+
+/* bind/connect to a path that may be longer than sun_path, via /proc/self/fd. */
+static int sock_addr(const char *dir, const char *name, struct sockaddr_un *sa, int *dirfd)
+{
+    memset(sa, 0, sizeof(*sa));
+    sa->sun_family = AF_UNIX;
+    *dirfd = -1;
+    if ((size_t)snprintf(sa->sun_path, sizeof(sa->sun_path), "%s/%s", dir, name) <
+        sizeof(sa->sun_path))
+        return 0;
+    *dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (*dirfd < 0)
+        return -errno;
+    snprintf(sa->sun_path, sizeof(sa->sun_path), "/proc/self/fd/%d/%s", *dirfd, name);
+    return 0;
+}
+
+static int setup(struct shim *s)
+{
+    /* pid file, locked: rt_alive/rt_destroy test the lock, so a recycled pid never counts. */
+    s->pid_fd = open(s->pid_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (s->pid_fd < 0)
+        return -errno;
+    if (flock(s->pid_fd, LOCK_EX | LOCK_NB) < 0)
+        return errno == EWOULDBLOCK ? -EEXIST : -errno;
+    char buf[32];
+    int n = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
+    if (ftruncate(s->pid_fd, 0) < 0 || pwrite(s->pid_fd, buf, (size_t)n, 0) != n)
+        return -errno;
+
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGCHLD);
+    sigaddset(&set, SIGHUP);
+    if (sigprocmask(SIG_SETMASK, &set, NULL) < 0)
+        return -errno;
+    s->sig_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (s->sig_fd < 0)
+        return -errno;
+    int r = loop_watch_add(s->loop, s->sig_fd, EPOLLIN, on_signal, s, &s->sig_w);
+    if (r < 0)
+        return r;
+
+    s->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (s->listen_fd < 0)
+        return -errno;
+    struct sockaddr_un sa;
+    _cleanup_close_ int dirfd = -1;
+    r = sock_addr(s->state_dir, "shim.sock", &sa, &dirfd);
+    if (r < 0)
+        return r;
+    (void)unlink(s->sock_path);
+    if (bind(s->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+        return -errno;
+    if (chmod(s->sock_path, 0600) < 0)
+        return -errno;
+    if (listen(s->listen_fd, 8) < 0)
+        return -errno;
+    r = loop_watch_add(s->loop, s->listen_fd, EPOLLIN, on_listen, s, &s->listen_w);
+    if (r < 0)
+        return r;
+    return spawn_runsc(s);
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: sbx-shim --id ID --state-dir DIR --runsc PATH --root DIR "
+                    "--ready-fd N [--debug]\n");
+    exit(2);
+}
+
+int main(int argc, char **argv)
+{
+    struct shim s = {.log_fd = -1, .ready_fd = -1, .pid_fd = -1, .listen_fd = -1,
+                     .client_fd = -1, .agent_in = -1, .agent_out = -1, .sig_fd = -1,
+                     .exit_code = -1, .runsc = "runsc"};
+    static const struct option opts[] = {
+        {"id", required_argument, NULL, 'i'},    {"state-dir", required_argument, NULL, 's'},
+        {"runsc", required_argument, NULL, 'r'}, {"root", required_argument, NULL, 'R'},
+        {"ready-fd", required_argument, NULL, 'f'}, {"debug", no_argument, NULL, 'd'},
+        {NULL, 0, NULL, 0},
+    };
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'i': s.id = optarg; break;
+        case 's': s.state_dir = optarg; break;
+        case 'r': s.runsc = optarg; break;
+        case 'R': s.root = optarg; break;
+        case 'f': s.ready_fd = atoi(optarg); break;
+        case 'd': s.debug = true; break;
+        default: usage();
+        }
+    }
+    if (!s.id || !s.state_dir || !s.root || s.state_dir[0] != '/')
+        usage();
+    if (s.ready_fd >= 0)
+        (void)fcntl(s.ready_fd, F_SETFD, FD_CLOEXEC);
+
+    umask(077);
+    signal(SIGPIPE, SIG_IGN);
+    if (chdir("/") < 0)
+        return 1;
+    _cleanup_free_ char *log_path = sbx_xasprintf("%s/shim.log", s.state_dir);
+    s.log_fd = open(log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    if (s.log_fd >= 0 && s.log_fd != 2)
+        (void)dup2(s.log_fd, 2); /* stray diagnostics land in the log, too */
+    s.sock_path = sbx_xasprintf("%s/shim.sock", s.state_dir);
+    s.pid_path = sbx_xasprintf("%s/shim.pid", s.state_dir);
+    s.runsc_log = sbx_xasprintf("%s/runsc.log", s.state_dir);
+    s.agent_dec = proto_decoder_new();
+    s.to_agent = proto_outq_new(SHIM_OUTQ_MAX);
+
+    int r = loop_new(&s.loop);
+    if (r == 0)
+        r = setup(&s);
+    if (r < 0) {
+        shim_log(&s, "setup failed: %s", strerror(-r));
+        ready_say(&s, "error shim setup: %s", strerror(-r));
+        if (r != -EEXIST) {
+            (void)unlink(s.sock_path);
+            (void)unlink(s.pid_path);
+        }
+        if (s.run_pid > 0) {
+            kill(s.run_pid, SIGKILL);
+            (void)waitpid(s.run_pid, NULL, 0);
+        }
+        return 1;
+    }
+    r = loop_run(s.loop);
+    shim_log(&s, "event loop ended: %s", r < 0 ? strerror(-r) : "stopped");
+    return r < 0 ? 1 : 0;
+}

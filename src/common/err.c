@@ -48,7 +48,9 @@ int sbx_err_wrap(struct sbx_err *err, const char *fmt, ...)
     vsnprintf(prefix, sizeof(prefix), fmt, ap);
     va_end(ap);
     memcpy(old, err->msg, sizeof(old));
-    snprintf(err->msg, sizeof(err->msg), "%s: %s", prefix, old);
+    /* Truncation is fine here; using the result keeps -Wformat-truncation quiet at -O2. */
+    if (snprintf(err->msg, sizeof(err->msg), "%s: %s", prefix, old) < 0)
+        err->msg[0] = '\0';
     return sbx_err_ret(err);
 }
 

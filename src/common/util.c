@@ -1,4 +1,6 @@
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "util.h"
 
 #include <dirent.h>
@@ -154,12 +156,12 @@ int sbx_mkdir_p(const char *path, int mode)
     return 0;
 }
 
-static int rm_rf_at(int dirfd, const char *name)
+static int rm_rf_at(int parent, const char *name)
 {
-    int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
         if (errno == ENOTDIR || errno == ELOOP) {
-            if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT)
+            if (unlinkat(parent, name, 0) < 0 && errno != ENOENT)
                 return -errno;
             return 0;
         }
@@ -181,7 +183,7 @@ static int rm_rf_at(int dirfd, const char *name)
             ret = r;
     }
     closedir(d);
-    if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT && ret == 0)
+    if (unlinkat(parent, name, AT_REMOVEDIR) < 0 && errno != ENOENT && ret == 0)
         ret = -errno;
     return ret;
 }

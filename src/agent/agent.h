@@ -1,0 +1,45 @@
+/* sbx-agent: PID 1 inside every sandbox. One framed, multiplexed connection
+ * (docs/protocol.md) on fd 0/1; everything the daemon asks for runs as a
+ * stream. The agent is single threaded and signal free (signals arrive through
+ * a signalfd), so all state hangs off one struct agent passed to every call. */
+#ifndef SBX_AGENT_H
+#define SBX_AGENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../common/loop.h"
+#include "conn.h"
+
+/* Everything a peer controls is bounded. */
+#define AGENT_MAX_STREAMS 256
+/* Largest single read from a pipe or from the connection (and largest DATA frame we send). */
+#define AGENT_READ_CHUNK (64u * 1024u)
+
+struct stream;
+
+struct agent {
+    struct loop *loop;
+    struct conn conn;
+    struct stream *streams[AGENT_MAX_STREAMS];
+    unsigned nstreams;
+    int sigfd;
+    struct loop_watch *sig_w;
+    bool pid1;
+    char boot_id[33];
+    uint8_t iobuf[AGENT_READ_CHUNK]; /* scratch for reads; single threaded */
+};
+
+/* Kill every stream's processes and exit. For a lost or corrupt connection. */
+_Noreturn void agent_die(struct agent *a, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Handle one decoded frame from the daemon (main.c). */
+struct proto_frame;
+void agent_handle_frame(struct agent *a, const struct proto_frame *f);
+
+/* The output queue drained below its low-water mark: streams may read again. */
+void agent_resume_streams(struct agent *a);
+
+#endif

@@ -1,0 +1,316 @@
+/* sbx-agent: PID 1 inside every sandbox. See docs/protocol.md.
+ *
+ *   main.c    start-up, signals and reaping, frame routing, the op table
+ *   conn.c    the framed connection on fd 0/1 with output back-pressure
+ *   stream.c  the table of live streams
+ *   chan.c    fd <-> channel byte pumps with flow control
+ *   exec.c    op "exec"
+ *
+ * To add an op: write its open function (validate, start, register a struct
+ * stream with its stream_ops) and add a row to agent_ops below. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <sys/epoll.h>
+
+#include "../common/util.h"
+#include "agent.h"
+#include "exec.h"
+#include "stream.h"
+
+typedef int (*agent_open_fn)(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err);
+
+static const struct agent_op {
+    const char *name;
+    agent_open_fn open;
+} agent_ops[] = {
+    {"exec", exec_open},
+};
+
+_Noreturn void agent_die(struct agent *a, int code, const char *fmt, ...)
+{
+    if (fmt) {
+        char msg[512];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        dprintf(2, "sbx-agent: %s\n", msg);
+    }
+    /* Leave no process groups behind (matters when we are not PID 1). */
+    for (unsigned i = 0; i < a->nstreams; i++) {
+        pid_t pid = a->streams[i]->pid;
+        if (pid > 0)
+            (void)kill(-pid, SIGKILL);
+    }
+    _exit(code);
+}
+
+/* ---- control frames ---- */
+
+static void send_hello(struct agent *a)
+{
+    json_t *ops = json_array();
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(agent_ops); i++)
+        json_array_append_new(ops, json_string(agent_ops[i].name));
+    conn_send_json(a, 0, PROTO_HELLO,
+                   json_pack("{s:i, s:s, s:s, s:I, s:o, s:i}", "version", PROTO_VERSION, "role",
+                             "agent", "boot_id", a->boot_id, "pid", (json_int_t)getpid(), "ops",
+                             ops, "max_streams", AGENT_MAX_STREAMS));
+}
+
+static void handle_hello(struct agent *a, const struct proto_frame *f)
+{
+    /* Whatever the payload says, a daemon HELLO means the previous daemon is
+     * gone: its streams can never deliver their results. */
+    stream_abort_all(a);
+    send_hello(a);
+}
+
+static void handle_open(struct agent *a, const struct proto_frame *f)
+{
+    uint32_t id = f->stream;
+    if (id == 0)
+        return; /* nowhere to answer; stream 0 is the control stream */
+    if ((id & 1) == 0) {
+        conn_send_error(a, id, "bad_stream", "streams opened by the daemon use odd ids");
+        return;
+    }
+    struct stream *old = stream_find(a, id);
+    if (old) {
+        /* The daemon reused a live id: end the old stream (its one ERROR is this). */
+        old->ops->abort(old);
+        conn_send_error(a, id, "bad_stream", "stream %u is already open", id);
+        return;
+    }
+    json_error_t jerr;
+    json_t *req = json_loadb((const char *)f->payload, f->len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!req || !json_is_object(req)) {
+        json_decref(req);
+        conn_send_error(a, id, "bad_request", "request is not a JSON object%s%s",
+                        req ? "" : ": ", req ? "" : jerr.text);
+        return;
+    }
+    json_t *op = json_object_get(req, "op");
+    if (!json_is_string(op)) {
+        json_decref(req);
+        conn_send_error(a, id, "bad_request", "request has no string \"op\"");
+        return;
+    }
+    const struct agent_op *found = NULL;
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(agent_ops); i++)
+        if (strcmp(agent_ops[i].name, json_string_value(op)) == 0)
+            found = &agent_ops[i];
+    if (!found) {
+        conn_send_error(a, id, "unknown_op", "unknown op \"%.64s\"", json_string_value(op));
+        json_decref(req);
+        return;
+    }
+    if (a->nstreams >= AGENT_MAX_STREAMS) {
+        json_decref(req);
+        conn_send_error(a, id, "too_many_streams", "at most %d streams may be open at once",
+                        AGENT_MAX_STREAMS);
+        return;
+    }
+    struct sbx_err err = {0};
+    int r = found->open(a, id, req, &err);
+    json_decref(req);
+    if (r < 0)
+        conn_send_error(a, id, err.code[0] ? err.code : "internal", "%s", err.msg);
+}
+
+static void handle_signal(struct stream *s, const struct proto_frame *f)
+{
+    json_t *req = json_loadb((const char *)f->payload, f->len, 0, NULL);
+    json_t *sig = json_object_get(req, "signal");
+    /* A malformed SIGNAL is dropped: answering with ERROR would end a stream
+     * whose command is still running. */
+    if (json_is_integer(sig) && json_integer_value(sig) > 0 && json_integer_value(sig) < NSIG &&
+        s->ops->signal)
+        s->ops->signal(s, (int)json_integer_value(sig));
+    json_decref(req);
+}
+
+void agent_handle_frame(struct agent *a, const struct proto_frame *f)
+{
+    if (f->stream == 0) {
+        switch (f->type) {
+        case PROTO_HELLO:
+            handle_hello(a, f);
+            break;
+        case PROTO_PING:
+            conn_send(a, 0, PROTO_PONG, 0, f->payload, f->len);
+            break;
+        default:
+            break; /* PONG and anything else on stream 0: nothing to do */
+        }
+        return;
+    }
+    if (f->type == PROTO_OPEN) {
+        handle_open(a, f);
+        return;
+    }
+    /* Frames for an unknown stream are normal: it may have just ended. */
+    struct stream *s = stream_find(a, f->stream);
+    if (!s)
+        return;
+    switch (f->type) {
+    case PROTO_DATA:
+        if (s->ops->data)
+            s->ops->data(s, f->flags, f->payload, f->len);
+        break;
+    case PROTO_EOF:
+        if (s->ops->eof)
+            s->ops->eof(s, f->flags);
+        break;
+    case PROTO_WINDOW:
+        if (f->len == 4 && s->ops->window)
+            s->ops->window(s, f->flags, proto_get_u32(f->payload));
+        break;
+    case PROTO_SIGNAL:
+        handle_signal(s, f);
+        break;
+    default:
+        break; /* HELLO/EXIT/ERROR/PING/PONG on a stream: not meaningful from the daemon */
+    }
+}
+
+/* ---- signals and reaping ---- */
+
+static void reap(struct agent *a)
+{
+    for (;;) {
+        int status;
+        pid_t pid = waitpid(-1, &status, WNOHANG);
+        if (pid < 0 && errno == EINTR)
+            continue;
+        if (pid <= 0)
+            return; /* 0: children remain; ECHILD: none */
+        struct stream *s = stream_find_pid(a, pid);
+        if (s && s->ops->child_exit)
+            s->ops->child_exit(s, pid, status);
+        /* else: an orphan re-parented to us, or a child of a forgotten stream */
+    }
+}
+
+static void signal_cb(struct loop *l, int fd, uint32_t events, void *data)
+{
+    struct agent *a = data;
+    struct signalfd_siginfo si[16];
+    for (;;) {
+        ssize_t n = read(fd, si, sizeof(si));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        /* SIGTERM/SIGINT/SIGHUP are read and ignored: an init does not die of them. */
+    }
+    /* SIGCHLD coalesces, so always reap everything that is ready. */
+    reap(a);
+}
+
+static int setup_signals(struct agent *a)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
+        return -errno;
+    /* Writes to a vanished daemon or child must fail with EPIPE, not kill us. */
+    if (signal(SIGPIPE, SIG_IGN) == SIG_ERR)
+        return -errno;
+    a->sigfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (a->sigfd < 0)
+        return -errno;
+    return loop_watch_add(a->loop, a->sigfd, EPOLLIN, signal_cb, a, &a->sig_w);
+}
+
+static int make_boot_id(char out[33])
+{
+    unsigned char b[16];
+    size_t got = 0;
+    while (got < sizeof(b)) {
+        ssize_t n = getrandom(b + got, sizeof(b) - got, 0);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            /* Fall back to the device for kernels without getrandom. */
+            _cleanup_close_ int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+            if (fd < 0)
+                return -errno;
+            n = read(fd, b + got, sizeof(b) - got);
+            if (n <= 0)
+                return n < 0 ? -errno : -EIO;
+        }
+        got += (size_t)n;
+    }
+    for (size_t i = 0; i < sizeof(b); i++)
+        snprintf(out + 2 * i, 3, "%02x", b[i]);
+    return 0;
+}
+
+/* fds 0 and 1 are the connection; 2 must exist too, so that no pipe we create
+ * lands on 0-2 (exec_child relies on it). */
+static int check_std_fds(void)
+{
+    if (fcntl(0, F_GETFD) < 0 || fcntl(1, F_GETFD) < 0)
+        return -EBADF;
+    if (fcntl(2, F_GETFD) < 0) {
+        int fd = open("/dev/null", O_WRONLY);
+        if (fd < 0)
+            return -errno;
+        if (fd != 2)
+            return -EBADF;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static struct agent agent; /* large (iobuf); one per process */
+    struct agent *a = &agent;
+    int r = check_std_fds();
+    if (r < 0) {
+        dprintf(2, "sbx-agent: fds 0-2 must be open: %s\n", strerror(-r));
+        return 1;
+    }
+    a->pid1 = getpid() == 1;
+    if (!a->pid1 && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
+        dprintf(2, "sbx-agent: PR_SET_CHILD_SUBREAPER: %s\n", strerror(errno));
+        return 1;
+    }
+    r = make_boot_id(a->boot_id);
+    if (r < 0) {
+        dprintf(2, "sbx-agent: no randomness for boot_id: %s\n", strerror(-r));
+        return 1;
+    }
+    r = loop_new(&a->loop);
+    if (r < 0) {
+        dprintf(2, "sbx-agent: epoll: %s\n", strerror(-r));
+        return 1;
+    }
+    r = setup_signals(a);
+    if (r < 0) {
+        dprintf(2, "sbx-agent: signals: %s\n", strerror(-r));
+        return 1;
+    }
+    r = conn_init(a, 0, 1);
+    if (r < 0) {
+        dprintf(2, "sbx-agent: connection: %s\n", strerror(-r));
+        return 1;
+    }
+    send_hello(a);
+    r = loop_run(a->loop);
+    agent_die(a, 1, "event loop: %s", strerror(-r));
+}

@@ -174,6 +174,7 @@ class Runner:
         logdir = os.environ.get("SBX_TEST_LOG_DIR")
         if logdir:
             logs += glob.glob(os.path.join(logdir, "*.log"))
+            logs += glob.glob(os.path.join(logdir, "sanitizer*"))
         for p in sorted(set(logs)):
             try:
                 with open(p, "rb") as fh:
@@ -223,7 +224,14 @@ def main():
     os.environ["SBX_TEST_LOG_DIR"] = logdir
     sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
     import harness  # noqa: E402  (after sys.path is set)
+    # Every sanitized process of the run (sbxd, its detached sbx-shims, the unit tests)
+    # writes its reports to <logdir>/sanitizer.<pid>, whatever its stderr is redirected to.
+    # The daemon's stderr log is scanned as well.
     harness.sanitizer_env(os.environ)
+    san_log = os.path.join(logdir, "sanitizer")
+    for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS"):
+        if "log_path=" not in os.environ[var]:
+            os.environ[var] += ":log_path=" + san_log
     os.environ.setdefault("SBX_TEMPLATE_CACHE", "/var/cache/sbx/templates")
 
     r = Runner(build, args.keyword)

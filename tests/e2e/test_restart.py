@@ -1,0 +1,188 @@
+"""sbxd restarts lose nothing: sandboxes keep running and are re-attached; what died or
+expired while the daemon was down is reconciled away; deleted stays deleted."""
+
+import os
+import signal
+import subprocess
+import time
+
+import harness
+from harness import assert_error, wait_for
+
+D = harness.Shared()
+
+
+def teardown_module():
+    D.close()
+
+
+def user(name, n=1):
+    k = D.once("key:%s:%d" % (name, n),
+               lambda d: d.client().create_key(name, "member", "sandbox"))
+    return D.get().client(k["key"])
+
+
+def _cmdlines():
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % p, "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        yield int(p), [a.decode("utf-8", "replace") for a in argv if a]
+
+
+def runsc_root(d):
+    """The --root the runtime uses under this daemon's data dir (looked up from the running
+    runsc/shim processes, so the test follows whatever layout the runtime chose)."""
+    for _, argv in _cmdlines():
+        for i, a in enumerate(argv):
+            val = None
+            if a in ("--root", "-root") and i + 1 < len(argv):
+                val = argv[i + 1]
+            elif a.startswith("--root=") or a.startswith("-root="):
+                val = a.split("=", 1)[1]
+            if val and val.startswith(d.data_dir):
+                return val
+    for cand in ("runsc", "runsc-root", "run/runsc", "state/runsc"):
+        p = os.path.join(d.data_dir, cand)
+        if os.path.isdir(p):
+            return p
+    raise AssertionError("cannot find the runsc root under %s" % d.data_dir)
+
+
+def shim_pid(d, sid):
+    path = os.path.join(d.sandbox_dir(sid), "state", "shim.pid")
+    with open(path) as f:
+        return int(f.read().split()[0])
+
+
+def pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead for our purposes.
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def sandbox_processes(sid):
+    """Host processes whose argv names this sandbox id (shim, runsc, gofer, sandbox)."""
+    return [pid for pid, argv in _cmdlines() if any(sid in a for a in argv)]
+
+
+def gone_or_not_running(c, sid):
+    r = c.request("GET", "/v1/sandboxes/" + sid)
+    if r.status == 404:
+        assert_error(r, 404, "sandbox_not_found")
+        return True
+    assert r.status == 200, r
+    return r.body.get("status") != "running"
+
+
+def test_sandbox_survives_kill9_and_restart():
+    d = D.get()
+    c = user("rob")
+    keyc = user("rob", 2)
+    sb = c.create_sandbox(ttl_seconds=3600, env={"KEEP": "me"})
+    sid = sb["id"]
+    c.sh(sid, "echo 'survives restarts' > /workspace/note.txt")
+    pids_before = sandbox_processes(sid)
+    old_pid = d.pid
+
+    d.kill9()
+    # The sandbox itself did not die with the daemon.
+    assert pids_before and any(pid_alive(p) for p in pids_before), \
+        "the sandbox's processes died with sbxd"
+    d.start()
+    assert d.pid != old_pid
+
+    got = c.get_sandbox(sid)
+    assert got["status"] == "running", got
+    assert got == sb, "sandbox object changed across a restart:\n%r\n%r" % (got, sb)
+    assert [x["id"] for x in c.list_sandboxes()] == [sid]
+    # Re-attached: the same sandbox, with its workspace, its env and its processes.
+    r = c.exec(sid, shell='cat /workspace/note.txt; printf "%s" "$KEEP"')
+    assert r["stdout"] == "survives restarts\nme", r
+    # Keys made before the restart still work (the admin key is preset, so it does too).
+    assert keyc.request("GET", "/v1/sandboxes").status == 200
+    assert d.client().request("GET", "/v1/keys").status == 200
+
+    # A graceful stop (SIGTERM) keeps it as well.
+    rc = d.stop()
+    assert rc == 0, "sbxd exited with %r on SIGTERM" % rc
+    d.start()
+    assert c.get_sandbox(sid)["status"] == "running"
+    assert c.sh(sid, "cat /workspace/note.txt") == "survives restarts\n"
+    c.delete_sandbox(sid)
+
+
+def test_deleted_stays_deleted_across_restart():
+    d = D.get()
+    c = user("rob")
+    sb = c.create_sandbox(ttl_seconds=3600)
+    c.delete_sandbox(sb["id"])
+    d.restart(hard=True)
+    assert_error(c.request("GET", "/v1/sandboxes/" + sb["id"]), 404, "sandbox_not_found")
+    assert sb["id"] not in [x["id"] for x in c.list_sandboxes()]
+    wait_for(lambda: not os.path.exists(d.sandbox_dir(sb["id"])), 20, 0.3,
+             "deleted sandbox dir removed")
+
+
+def test_runtime_died_while_daemon_down_is_reconciled():
+    d = D.get()
+    c = user("ria")
+    a = c.create_sandbox(ttl_seconds=3600)   # its container is killed through runsc
+    b = c.create_sandbox(ttl_seconds=3600)   # its shim is killed with SIGKILL
+    keep = c.create_sandbox(ttl_seconds=3600)  # untouched
+    root = runsc_root(d)
+    shim_b = shim_pid(d, b["id"])
+    d.kill9()
+
+    p = subprocess.run(["runsc", "--root", root, "kill", a["id"], "KILL"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=30)
+    assert p.returncode == 0, "runsc kill failed: %s" % p.stdout.decode()
+    os.kill(shim_b, signal.SIGKILL)
+    # Let the kill land before the daemon looks.
+    wait_for(lambda: not pid_alive(shim_b), 10, 0.1, "shim of b dead")
+    time.sleep(0.5)
+
+    d.start()
+    for sb in (a, b):
+        wait_for(lambda: gone_or_not_running(c, sb["id"]), 20, 0.3,
+                 "dead sandbox %s reported gone after restart" % sb["id"])
+        r = c.request("POST", "/v1/sandboxes/%s/exec" % sb["id"], {"shell": "true"})
+        assert r.status != 200, "exec on a dead sandbox answered 200: %r" % r
+    live = [x for x in c.list_sandboxes() if x["status"] == "running"]
+    assert [x["id"] for x in live] == [keep["id"]], live
+    assert c.sh(keep["id"], "echo alive") == "alive\n"
+    # The dead sandboxes no longer count against the limits, and are cleaned up on the
+    # host: no process of theirs is left and their dirs go away.
+    made = [c.create_sandbox(ttl_seconds=600)["id"] for _ in range(2)]
+    wait_for(lambda: not sandbox_processes(a["id"]) and not sandbox_processes(b["id"]), 20,
+             0.3, "no host process of the dead sandboxes left")
+    wait_for(lambda: not os.path.exists(d.sandbox_dir(a["id"]))
+             and not os.path.exists(d.sandbox_dir(b["id"])), 20, 0.3,
+             "dead sandboxes' dirs removed")
+    for sid in made + [keep["id"]]:
+        c.delete_sandbox(sid)
+
+
+def test_expired_while_daemon_down():
+    d = D.get()
+    c = user("ria")
+    sb = c.create_sandbox(ttl_seconds=3)
+    d.kill9()
+    time.sleep(4)
+    d.start()
+    wait_for(lambda: c.request("GET", "/v1/sandboxes/" + sb["id"]).status == 404, 10, 0.3,
+             "sandbox that expired while sbxd was down reported 404")
+    assert sb["id"] not in [x["id"] for x in c.list_sandboxes()]
+    wait_for(lambda: not os.path.exists(d.sandbox_dir(sb["id"])), 20, 0.3,
+             "expired sandbox dir removed")

@@ -1,0 +1,99 @@
+#include "text.h"
+
+#include <stdint.h>
+
+#include "util.h"
+
+static size_t utf8_seq(const unsigned char *s, size_t avail)
+{
+    unsigned char c = s[0];
+    size_t n;
+    uint32_t cp;
+    if (c == 0)
+        return 0;
+    if (c < 0x80)
+        return 1;
+    if ((c & 0xE0) == 0xC0) {
+        n = 2;
+        cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+        n = 3;
+        cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+        n = 4;
+        cp = c & 0x07;
+    } else {
+        return 0;
+    }
+    if (avail < n)
+        return 0;
+    for (size_t i = 1; i < n; i++) {
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+        cp = cp << 6 | (s[i] & 0x3F);
+    }
+    if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
+        cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        return 0;
+    return n;
+}
+
+bool sbx_utf8_valid(const char *buf, size_t len)
+{
+    const unsigned char *s = (const unsigned char *)buf;
+    size_t i = 0;
+    while (i < len) {
+        size_t n = utf8_seq(s + i, len - i);
+        if (n == 0)
+            return false;
+        i += n;
+    }
+    return true;
+}
+
+size_t sbx_utf8_prefix(const char *buf, size_t len)
+{
+    /* Step back over at most three continuation bytes to a lead byte. */
+    const unsigned char *s = (const unsigned char *)buf;
+    size_t i = len;
+    for (int k = 0; k < 4 && i > 0; k++) {
+        unsigned char c = s[i - 1];
+        if ((c & 0xC0) != 0x80) {
+            size_t need = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : 4;
+            return (len - (i - 1) >= need) ? len : i - 1;
+        }
+        i--;
+    }
+    return len;
+}
+
+char *sbx_base64_encode(const void *buf, size_t len)
+{
+    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const unsigned char *in = buf;
+    char *out = sbx_xmalloc(4 * ((len + 2) / 3) + 1);
+    size_t o = 0;
+    for (size_t i = 0; i < len; i += 3) {
+        uint32_t v = (uint32_t)in[i] << 16;
+        if (i + 1 < len)
+            v |= (uint32_t)in[i + 1] << 8;
+        if (i + 2 < len)
+            v |= in[i + 2];
+        out[o++] = tbl[v >> 18 & 63];
+        out[o++] = tbl[v >> 12 & 63];
+        out[o++] = i + 1 < len ? tbl[v >> 6 & 63] : '=';
+        out[o++] = i + 2 < len ? tbl[v & 63] : '=';
+    }
+    out[o] = '\0';
+    return out;
+}
+
+void sbx_hex(const unsigned char *in, size_t len, char *out)
+{
+    static const char d[] = "0123456789abcdef";
+    for (size_t i = 0; i < len; i++) {
+        out[2 * i] = d[in[i] >> 4];
+        out[2 * i + 1] = d[in[i] & 15];
+    }
+    out[2 * len] = '\0';
+}

@@ -1,0 +1,17 @@
+/* Text helpers shared by the daemon's JSON output: UTF-8 validation and base64. */
+#ifndef SBX_TEXT_H
+#define SBX_TEXT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Is buf[0..len) valid UTF-8 (no overlongs, no surrogates, no NUL)? */
+bool sbx_utf8_valid(const char *buf, size_t len);
+/* Length of the longest prefix of buf[0..len) that does not end inside a sequence. */
+size_t sbx_utf8_prefix(const char *buf, size_t len);
+/* Standard base64 with padding; returns a malloc'd NUL-terminated string. */
+char *sbx_base64_encode(const void *buf, size_t len);
+/* Lower-case hex of len bytes. */
+void sbx_hex(const unsigned char *in, size_t len, char *out /* 2*len+1 */);
+
+#endif

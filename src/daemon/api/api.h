@@ -1,0 +1,25 @@
+/* Route handlers, one file per resource. Each answers through http_respond_* now
+ * or suspends the request and answers later. */
+#ifndef SBX_API_H
+#define SBX_API_H
+
+struct sbxd;
+struct http_req;
+
+typedef void (*api_handler)(struct sbxd *d, struct http_req *req);
+
+void api_health(struct sbxd *d, struct http_req *req);
+
+void api_keys_create(struct sbxd *d, struct http_req *req);
+void api_keys_list(struct sbxd *d, struct http_req *req);
+void api_keys_delete(struct sbxd *d, struct http_req *req);
+
+void api_sandboxes_create(struct sbxd *d, struct http_req *req);
+void api_sandboxes_list(struct sbxd *d, struct http_req *req);
+void api_sandboxes_get(struct sbxd *d, struct http_req *req);
+void api_sandboxes_delete(struct sbxd *d, struct http_req *req);
+
+void api_exec(struct sbxd *d, struct http_req *req);
+void api_run(struct sbxd *d, struct http_req *req);
+
+#endif

@@ -1,0 +1,45 @@
+/* API keys: generation, hashing and verification. A key is
+ *   sbx_<key id: 16 hex>_<secret: 64 hex>
+ * and only SHA-256 of the whole key is stored; the key id finds the row and the
+ * hash is compared in constant time. */
+#ifndef SBX_AUTH_H
+#define SBX_AUTH_H
+
+#include <stdbool.h>
+
+#include "../../common/err.h"
+
+#define AUTH_KEY_ID_LEN 20   /* "key_" + 16 hex */
+#define AUTH_KEY_LEN 86      /* "sbx_" + 16 + "_" + 64 + slack */
+#define AUTH_HASH_HEX_LEN 64
+#define AUTH_USER_MAX 64
+
+enum auth_role { AUTH_ROLE_MEMBER, AUTH_ROLE_ADMIN };
+enum auth_tool_level { AUTH_TOOL_NONE, AUTH_TOOL_BASIC, AUTH_TOOL_SANDBOX };
+
+struct auth_identity {
+    bool authenticated;
+    char key_id[AUTH_KEY_ID_LEN + 1];
+    char user[AUTH_USER_MAX + 1];
+    enum auth_role role;
+    enum auth_tool_level tool_level;
+};
+
+/* A fresh random key, its id and its hash. */
+int auth_key_generate(char key[AUTH_KEY_LEN + 1], char key_id[AUTH_KEY_ID_LEN + 1],
+                      char hash[AUTH_HASH_HEX_LEN + 1], struct sbx_err *err);
+/* Split a presented key into its id; fails (invalid_api_key) on any malformed key. */
+int auth_key_parse(const char *key, char key_id[AUTH_KEY_ID_LEN + 1], struct sbx_err *err);
+void auth_key_hash(const char *key, char hash[AUTH_HASH_HEX_LEN + 1]);
+/* Constant-time comparison of two hex hashes. */
+bool auth_hash_equal(const char *a, const char *b);
+
+/* User names: [A-Za-z0-9_.@-]{1,64}. */
+bool auth_user_valid(const char *user);
+
+const char *auth_role_name(enum auth_role r);
+int auth_role_parse(const char *s, enum auth_role *out);
+const char *auth_tool_level_name(enum auth_tool_level t);
+int auth_tool_level_parse(const char *s, enum auth_tool_level *out);
+
+#endif

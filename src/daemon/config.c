@@ -1,0 +1,120 @@
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../common/util.h"
+
+static char *env_or(const char *name, const char *def)
+{
+    const char *v = getenv(name);
+    return sbx_xstrdup(v && *v ? v : def);
+}
+
+static int env_num(const char *name, long long def, long long min, long long max,
+                   long long *out, struct sbx_err *err)
+{
+    const char *v = getenv(name);
+    if (!v || !*v) {
+        *out = def;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    if (errno || *end || n < min || n > max)
+        return sbx_err_set(err, EINVAL, "invalid_config", "%s must be an integer in %lld..%lld",
+                           name, min, max);
+    *out = n;
+    return 0;
+}
+
+static char *beside_self(const char *name)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0)
+        return sbx_xstrdup(name);
+    self[n] = '\0';
+    return sbx_xasprintf("%s/%s", dirname(self), name);
+}
+
+int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *err)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->listen = env_or("SBX_LISTEN", "127.0.0.1:8787");
+    cfg->data_dir = env_or("SBX_DATA_DIR", "data");
+    cfg->template_cache = env_or("SBX_TEMPLATE_CACHE", "/var/cache/sbx/templates");
+    cfg->runsc = env_or("SBX_RUNSC", "runsc");
+    const char *a = getenv("SBX_AGENT"), *s = getenv("SBX_SHIM");
+    cfg->agent_path = a && *a ? sbx_xstrdup(a) : beside_self("sbx-agent");
+    cfg->shim_path = s && *s ? sbx_xstrdup(s) : beside_self("sbx-shim");
+
+    int r;
+    if ((r = env_num("SBX_MEMORY_MB", 2048, 64, 1 << 20, &cfg->memory_mb, err)) < 0 ||
+        (r = env_num("SBX_PIDS_MAX", 512, 16, 1 << 20, &cfg->pids_max, err)) < 0 ||
+        (r = env_num("SBX_CPU_MILLICORES", 1000, 100, 1 << 20, &cfg->cpu_millicores, err)) < 0 ||
+        (r = env_num("SBX_TMP_MB", 512, 1, 1 << 20, &cfg->tmp_mb, err)) < 0 ||
+        (r = env_num("SBX_MAX_PER_KEY", 3, 1, 10000, &cfg->max_per_key, err)) < 0 ||
+        (r = env_num("SBX_MAX_PER_USER", 5, 1, 10000, &cfg->max_per_user, err)) < 0)
+        return r;
+
+    static const struct option opts[] = {
+        {"listen", required_argument, NULL, 'l'},
+        {"data-dir", required_argument, NULL, 'd'},
+        {"verbose", no_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},
+        {0},
+    };
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "l:d:vh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'l':
+            free(cfg->listen);
+            cfg->listen = sbx_xstrdup(optarg);
+            break;
+        case 'd':
+            free(cfg->data_dir);
+            cfg->data_dir = sbx_xstrdup(optarg);
+            break;
+        case 'v':
+            cfg->verbose++;
+            break;
+        case 'h':
+            printf("usage: sbxd [--listen ADDR:PORT] [--data-dir DIR] [--verbose]\n"
+                   "environment: SBX_LISTEN SBX_DATA_DIR SBX_ADMIN_KEY SBX_TEMPLATE_CACHE "
+                   "SBX_RUNSC SBX_MEMORY_MB SBX_PIDS_MAX SBX_CPU_MILLICORES SBX_TMP_MB "
+                   "SBX_MAX_PER_KEY SBX_MAX_PER_USER\n");
+            return 1;
+        default:
+            return sbx_err_set(err, EINVAL, "invalid_config", "unknown option (see --help)");
+        }
+    }
+    if (optind < argc)
+        return sbx_err_set(err, EINVAL, "invalid_config", "unexpected argument %s", argv[optind]);
+    /* Sandboxes and the shim refer to the data dir long after we chdir or restart. */
+    char abs[PATH_MAX];
+    if (sbx_mkdir_p(cfg->data_dir, 0700) < 0 || !realpath(cfg->data_dir, abs))
+        return sbx_err_sys(err, errno ? errno : EINVAL, "data dir %s", cfg->data_dir);
+    free(cfg->data_dir);
+    cfg->data_dir = sbx_xstrdup(abs);
+    return 0;
+}
+
+void config_free(struct sbxd_config *cfg)
+{
+    free(cfg->listen);
+    free(cfg->data_dir);
+    free(cfg->template_cache);
+    free(cfg->runsc);
+    free(cfg->agent_path);
+    free(cfg->shim_path);
+    memset(cfg, 0, sizeof(*cfg));
+}

@@ -1,0 +1,28 @@
+/* sbxd's configuration: flags over environment over defaults, fixed after start. */
+#ifndef SBX_CONFIG_H
+#define SBX_CONFIG_H
+
+#include "../common/err.h"
+
+struct sbxd_config {
+    char *listen;         /* --listen / SBX_LISTEN, default 127.0.0.1:8787 */
+    char *data_dir;       /* --data-dir / SBX_DATA_DIR, default ./data */
+    char *template_cache; /* SBX_TEMPLATE_CACHE, default /var/cache/sbx/templates */
+    char *runsc;          /* SBX_RUNSC, default "runsc" */
+    char *agent_path;     /* SBX_AGENT, default sbx-agent beside sbxd */
+    char *shim_path;      /* SBX_SHIM, default sbx-shim beside sbxd */
+    long long memory_mb;      /* SBX_MEMORY_MB, 2048 */
+    long long pids_max;       /* SBX_PIDS_MAX, 512 */
+    long long cpu_millicores; /* SBX_CPU_MILLICORES, 1000 */
+    long long tmp_mb;         /* SBX_TMP_MB, 512 */
+    long long max_per_key;    /* SBX_MAX_PER_KEY, 3 */
+    long long max_per_user;   /* SBX_MAX_PER_USER, 5 */
+    int verbose;
+};
+
+/* Fill cfg from argv and the environment. Returns 0, 1 when --help was printed,
+ * or a negative errno with err filled. */
+int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *err);
+void config_free(struct sbxd_config *cfg);
+
+#endif

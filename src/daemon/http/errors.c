@@ -1,0 +1,44 @@
+#include "errors.h"
+
+#include <string.h>
+
+#include "../../common/util.h"
+
+static const struct {
+    const char *code;
+    unsigned status;
+} table[] = {
+    {"invalid_json", 400},
+    {"invalid_request", 400},
+    {"invalid_ttl", 400},
+    {"invalid_env", 400},
+    {"invalid_timeout", 400},
+    {"invalid_cwd", 400},
+    {"invalid_template", 400},
+    {"invalid_backend", 400},
+    {"invalid_key_request", 400},
+    {"missing_api_key", 401},
+    {"invalid_api_key", 401},
+    {"insufficient_tool_level", 403},
+    {"admin_required", 403},
+    {"not_found", 404},
+    {"sandbox_not_found", 404},
+    {"key_not_found", 404},
+    {"method_not_allowed", 405},
+    {"sandbox_busy", 409},
+    {"sandbox_not_running", 409},
+    {"body_too_large", 413},
+    {"sandbox_concurrency_limit", 429},
+    {"sandbox_start_failed", 500},
+    {"internal", 500},
+    {"shutting_down", 503},
+    {"sandbox_capacity", 503},
+};
+
+unsigned http_status_for_code(const char *code)
+{
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(table); i++)
+        if (!strcmp(table[i].code, code))
+            return table[i].status;
+    return 500;
+}

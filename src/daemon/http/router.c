@@ -1,0 +1,137 @@
+#include "router.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "../../common/util.h"
+#include "../api/api.h"
+#include "../auth/auth.h"
+#include "../sbxd.h"
+#include "../store/store.h"
+#include "server.h"
+
+enum route_auth {
+    AUTH_PUBLIC,  /* no key */
+    AUTH_SANDBOX, /* a key with tool level "sandbox" */
+    AUTH_ADMIN,   /* an admin key */
+};
+
+struct route {
+    const char *method;
+    const char *pattern; /* segments; "{}" captures one segment */
+    enum route_auth auth;
+    api_handler handler;
+};
+
+/* Literal segments before captures: /v1/sandboxes/run must win over /v1/sandboxes/{}. */
+static const struct route routes[] = {
+    {"GET", "/healthz", AUTH_PUBLIC, api_health},
+    {"POST", "/v1/keys", AUTH_ADMIN, api_keys_create},
+    {"GET", "/v1/keys", AUTH_ADMIN, api_keys_list},
+    {"DELETE", "/v1/keys/{}", AUTH_ADMIN, api_keys_delete},
+    {"POST", "/v1/sandboxes/run", AUTH_SANDBOX, api_run},
+    {"POST", "/v1/sandboxes", AUTH_SANDBOX, api_sandboxes_create},
+    {"GET", "/v1/sandboxes", AUTH_SANDBOX, api_sandboxes_list},
+    {"GET", "/v1/sandboxes/{}", AUTH_SANDBOX, api_sandboxes_get},
+    {"DELETE", "/v1/sandboxes/{}", AUTH_SANDBOX, api_sandboxes_delete},
+    {"POST", "/v1/sandboxes/{}/exec", AUTH_SANDBOX, api_exec},
+};
+
+/* Match path against pattern, capturing {} segments into the request. */
+static bool match(const char *pattern, const char *path, struct http_req *req)
+{
+    unsigned nparam = 0;
+    const char *p = pattern, *s = path;
+    while (*p && *s) {
+        if (*p != '/' || *s != '/')
+            return false;
+        p++;
+        s++;
+        const char *pe = strchrnul(p, '/');
+        const char *se = strchrnul(s, '/');
+        if (pe - p == 2 && !strncmp(p, "{}", 2)) {
+            if (se == s)
+                return false;
+            if (req)
+                http_req_set_param(req, nparam, s, (size_t)(se - s));
+            nparam++;
+        } else if (pe - p != se - s || strncmp(p, s, (size_t)(pe - p))) {
+            return false;
+        }
+        p = pe;
+        s = se;
+    }
+    return !*p && !*s;
+}
+
+static int authenticate(struct sbxd *d, struct http_req *req, enum route_auth need,
+                        struct sbx_err *err)
+{
+    const char *h = http_req_header(req, "Authorization");
+    if (!h || !*h)
+        return sbx_err_set(err, EACCES, "missing_api_key",
+                           "send your key as Authorization: Bearer sbx_...");
+    if (strncasecmp(h, "Bearer ", 7))
+        return sbx_err_set(err, EACCES, "invalid_api_key",
+                           "the Authorization header must be Bearer <key>");
+    const char *key = h + 7;
+    while (*key == ' ')
+        key++;
+    char key_id[AUTH_KEY_ID_LEN + 1];
+    int r = auth_key_parse(key, key_id, err);
+    if (r < 0)
+        return r;
+    struct store_key k;
+    struct sbx_err lerr = {0};
+    r = store_key_get(d->store, key_id, &k, &lerr);
+    char hash[AUTH_HASH_HEX_LEN + 1];
+    auth_key_hash(key, hash);
+    if (r == -ENOENT || (r == 0 && !auth_hash_equal(hash, k.hash)))
+        return sbx_err_set(err, EACCES, "invalid_api_key", "the API key is not valid");
+    if (r < 0) {
+        *err = lerr;
+        return r;
+    }
+    struct auth_identity *id = http_req_identity(req);
+    id->authenticated = true;
+    snprintf(id->key_id, sizeof(id->key_id), "%s", k.id);
+    snprintf(id->user, sizeof(id->user), "%s", k.user);
+    id->role = k.role;
+    id->tool_level = k.tool_level;
+    if (need == AUTH_ADMIN && k.role != AUTH_ROLE_ADMIN)
+        return sbx_err_set(err, EPERM, "admin_required", "this route needs an admin key");
+    if (need == AUTH_SANDBOX && k.tool_level < AUTH_TOOL_SANDBOX)
+        return sbx_err_set(err, EPERM, "insufficient_tool_level",
+                           "sandbox routes need a key with tool level \"sandbox\"");
+    return 0;
+}
+
+void router_dispatch(void *app, struct http_req *req)
+{
+    struct sbxd *d = app;
+    const char *method = http_req_method(req);
+    const char *path = http_req_path(req);
+    bool path_known = false;
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(routes); i++) {
+        const struct route *rt = &routes[i];
+        if (!match(rt->pattern, path, NULL))
+            continue;
+        path_known = true;
+        if (strcmp(rt->method, method))
+            continue;
+        (void)match(rt->pattern, path, req);
+        if (rt->auth != AUTH_PUBLIC) {
+            struct sbx_err err = {0};
+            if (authenticate(d, req, rt->auth, &err) < 0) {
+                http_respond_error(req, &err);
+                return;
+            }
+        }
+        rt->handler(d, req);
+        return;
+    }
+    if (path_known)
+        http_respond_errorf(req, "method_not_allowed", "%s is not allowed on %s", method, path);
+    else
+        http_respond_errorf(req, "not_found", "no route for %s %s", method, path);
+}

@@ -1,0 +1,404 @@
+#include "server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <openssl/rand.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/epoll.h>
+#include <string.h>
+
+#include "../../common/text.h"
+#include "../../common/util.h"
+#include "../auth/auth.h"
+#include "errors.h"
+
+struct http_req {
+    struct http_server *srv;
+    struct MHD_Connection *conn;
+    char id[HTTP_REQUEST_ID_LEN + 1];
+    const char *method;
+    char *path;
+    char *body;
+    size_t body_len;
+    bool body_too_large;
+    bool dispatched;
+    bool suspended;
+    /* The answer, once decided; queued when MHD next calls us for this request. */
+    unsigned status;
+    char *resp;
+    size_t resp_len;
+    bool has_resp;
+    http_abort_fn on_abort;
+    void *abort_data;
+    char *params[HTTP_MAX_PARAMS];
+    struct auth_identity ident;
+    struct http_req *next_suspended, *prev_suspended;
+};
+
+struct http_server {
+    struct loop *loop;
+    struct MHD_Daemon *mhd;
+    struct loop_watch *watch;
+    struct loop_timer *timer;
+    http_dispatch_fn dispatch;
+    void *app;
+    struct http_req *suspended; /* list, to fail them all on shutdown */
+};
+
+static void server_kick(struct http_server *s);
+
+static void req_free(struct http_req *r)
+{
+    if (!r)
+        return;
+    free(r->path);
+    free(r->body);
+    free(r->resp);
+    for (unsigned i = 0; i < HTTP_MAX_PARAMS; i++)
+        free(r->params[i]);
+    free(r);
+}
+
+static void unlink_suspended(struct http_req *r)
+{
+    if (r->prev_suspended)
+        r->prev_suspended->next_suspended = r->next_suspended;
+    else if (r->srv->suspended == r)
+        r->srv->suspended = r->next_suspended;
+    if (r->next_suspended)
+        r->next_suspended->prev_suspended = r->prev_suspended;
+    r->next_suspended = r->prev_suspended = NULL;
+}
+
+const char *http_req_method(const struct http_req *r)
+{
+    return r->method;
+}
+const char *http_req_path(const struct http_req *r)
+{
+    return r->path;
+}
+const char *http_req_id(const struct http_req *r)
+{
+    return r->id;
+}
+const char *http_req_header(const struct http_req *r, const char *name)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+const char *http_req_query(const struct http_req *r, const char *name)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+const char *http_req_body(const struct http_req *r, size_t *len)
+{
+    if (len)
+        *len = r->body_len;
+    return r->body ? r->body : "";
+}
+const char *http_req_param(const struct http_req *r, unsigned i)
+{
+    return i < HTTP_MAX_PARAMS ? r->params[i] : NULL;
+}
+void http_req_set_param(struct http_req *r, unsigned i, const char *value, size_t len)
+{
+    if (i >= HTTP_MAX_PARAMS)
+        return;
+    free(r->params[i]);
+    r->params[i] = strndup(value, len);
+    if (!r->params[i])
+        abort();
+}
+struct auth_identity *http_req_identity(struct http_req *r)
+{
+    return &r->ident;
+}
+
+int http_req_json(struct http_req *r, json_t **out, struct sbx_err *err)
+{
+    json_error_t jerr;
+    if (r->body_len == 0)
+        return sbx_err_set(err, EINVAL, "invalid_json", "request body must be a JSON object");
+    json_t *j = json_loadb(r->body, r->body_len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!j)
+        return sbx_err_set(err, EINVAL, "invalid_json", "malformed JSON at line %d column %d: %s",
+                           jerr.line, jerr.column, jerr.text);
+    if (!json_is_object(j)) {
+        json_decref(j);
+        return sbx_err_set(err, EINVAL, "invalid_json", "request body must be a JSON object");
+    }
+    *out = j;
+    return 0;
+}
+
+void http_respond_json(struct http_req *r, unsigned status, json_t *body)
+{
+    if (r->has_resp) {
+        json_decref(body);
+        return;
+    }
+    char *s = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    if (!s)
+        abort();
+    r->status = status;
+    r->resp = s;
+    r->resp_len = strlen(s);
+    r->has_resp = true;
+    if (r->suspended) {
+        r->suspended = false;
+        unlink_suspended(r);
+        MHD_resume_connection(r->conn);
+        server_kick(r->srv);
+    }
+}
+
+void http_respond_error(struct http_req *r, const struct sbx_err *err)
+{
+    const char *code = err->code[0] ? err->code : "internal";
+    json_t *body = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message",
+                             err->msg[0] ? err->msg : code);
+    http_respond_json(r, http_status_for_code(code), body);
+}
+
+void http_respond_errorf(struct http_req *r, const char *code, const char *fmt, ...)
+{
+    struct sbx_err e = {.errnum = EINVAL};
+    snprintf(e.code, sizeof(e.code), "%s", code);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e.msg, sizeof(e.msg), fmt, ap);
+    va_end(ap);
+    http_respond_error(r, &e);
+}
+
+void http_req_suspend(struct http_req *r, http_abort_fn on_abort, void *data)
+{
+    if (r->has_resp)
+        return;
+    r->on_abort = on_abort;
+    r->abort_data = data;
+    r->suspended = true;
+    r->next_suspended = r->srv->suspended;
+    if (r->next_suspended)
+        r->next_suspended->prev_suspended = r;
+    r->srv->suspended = r;
+    MHD_suspend_connection(r->conn);
+}
+
+static enum MHD_Result queue_answer(struct http_req *r)
+{
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(r->resp_len, r->resp, MHD_RESPMEM_MUST_FREE);
+    if (!resp)
+        return MHD_NO;
+    r->resp = NULL; /* owned by MHD now */
+    MHD_add_response_header(resp, "Content-Type", "application/json");
+    MHD_add_response_header(resp, "x-request-id", r->id);
+    enum MHD_Result ret = MHD_queue_response(r->conn, r->status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+static void new_request_id(char out[HTTP_REQUEST_ID_LEN + 1])
+{
+    unsigned char raw[(HTTP_REQUEST_ID_LEN - 4) / 2];
+    if (RAND_bytes(raw, sizeof(raw)) != 1)
+        abort();
+    memcpy(out, "req_", 4);
+    sbx_hex(raw, sizeof(raw), out + 4);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls)
+{
+    struct http_server *s = cls;
+    struct http_req *r = *con_cls;
+
+    if (!r) {
+        r = sbx_xcalloc(1, sizeof(*r));
+        r->srv = s;
+        r->conn = conn;
+        r->method = method;
+        r->path = sbx_xstrdup(url);
+        new_request_id(r->id);
+        *con_cls = r;
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+        if (cl && strtoull(cl, NULL, 10) > HTTP_MAX_BODY) {
+            /* Answer before reading the body; MHD closes the connection after it. */
+            http_respond_errorf(r, "body_too_large", "request body exceeds %u bytes",
+                                HTTP_MAX_BODY);
+            return queue_answer(r);
+        }
+        return MHD_YES;
+    }
+
+    if (*upload_data_size) {
+        if (!r->body_too_large && r->body_len + *upload_data_size <= HTTP_MAX_BODY) {
+            r->body = sbx_xrealloc(r->body, r->body_len + *upload_data_size + 1);
+            memcpy(r->body + r->body_len, upload_data, *upload_data_size);
+            r->body_len += *upload_data_size;
+            r->body[r->body_len] = '\0';
+        } else {
+            r->body_too_large = true;
+            free(TAKE_PTR(r->body));
+            r->body_len = 0;
+        }
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+
+    if (!r->dispatched) {
+        r->dispatched = true;
+        if (r->body_too_large)
+            http_respond_errorf(r, "body_too_large", "request body exceeds %u bytes",
+                                HTTP_MAX_BODY);
+        else
+            s->dispatch(s->app, r);
+    }
+    if (r->has_resp)
+        return queue_answer(r);
+    /* Suspended: MHD calls us again after http_respond_* resumes the connection. */
+    return MHD_YES;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    struct http_req *r = *con_cls;
+    if (!r)
+        return;
+    if (r->on_abort && !r->has_resp)
+        r->on_abort(r, r->abort_data);
+    if (r->suspended)
+        unlink_suspended(r);
+    req_free(r);
+    *con_cls = NULL;
+}
+
+static void run_mhd(struct http_server *s);
+
+static void on_timer(struct loop *l, void *data)
+{
+    struct http_server *s = data;
+    s->timer = NULL;
+    run_mhd(s);
+}
+
+static void schedule(struct http_server *s, long long ms)
+{
+    if (s->timer)
+        loop_timer_cancel(s->loop, s->timer);
+    s->timer = loop_timer_add(s->loop, ms, on_timer, s);
+}
+
+/* A resumed connection is only processed inside MHD_run: run it on the next turn. */
+static void server_kick(struct http_server *s)
+{
+    schedule(s, 0);
+}
+
+static void run_mhd(struct http_server *s)
+{
+    (void)MHD_run(s->mhd);
+    MHD_UNSIGNED_LONG_LONG to;
+    if (MHD_get_timeout(s->mhd, &to) == MHD_YES)
+        schedule(s, (long long)to);
+    else if (s->timer) {
+        loop_timer_cancel(s->loop, s->timer);
+        s->timer = NULL;
+    }
+}
+
+static void on_mhd_fd(struct loop *l, int fd, uint32_t events, void *data)
+{
+    run_mhd(data);
+}
+
+static void mhd_logger(void *cls, const char *fmt, va_list ap)
+{
+    /* Connection-level noise (resets, malformed requests) is answered by MHD itself. */
+}
+
+static int parse_listen(const char *listen, struct sockaddr_in *sa, struct sbx_err *err)
+{
+    char host[64];
+    const char *colon = strrchr(listen, ':');
+    if (!colon || (size_t)(colon - listen) >= sizeof(host))
+        return sbx_err_set(err, EINVAL, "invalid_config", "listen address must be ADDR:PORT: %s",
+                           listen);
+    memcpy(host, listen, (size_t)(colon - listen));
+    host[colon - listen] = '\0';
+    char *end;
+    unsigned long port = strtoul(colon + 1, &end, 10);
+    if (*end || port == 0 || port > 65535)
+        return sbx_err_set(err, EINVAL, "invalid_config", "bad port in %s", listen);
+    memset(sa, 0, sizeof(*sa));
+    sa->sin_family = AF_INET;
+    sa->sin_port = htons((uint16_t)port);
+    if (inet_pton(AF_INET, host, &sa->sin_addr) != 1)
+        return sbx_err_set(err, EINVAL, "invalid_config", "bad IPv4 address in %s", listen);
+    return 0;
+}
+
+int http_server_new(struct loop *l, const char *listen, http_dispatch_fn dispatch, void *app,
+                    struct http_server **out, struct sbx_err *err)
+{
+    struct sockaddr_in sa;
+    int r = parse_listen(listen, &sa, err);
+    if (r < 0)
+        return r;
+    struct http_server *s = sbx_xcalloc(1, sizeof(*s));
+    s->loop = l;
+    s->dispatch = dispatch;
+    s->app = app;
+    s->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0,
+                              NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, &sa,
+                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                              MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s,
+                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)3600,
+                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000, MHD_OPTION_END);
+    if (!s->mhd) {
+        free(s);
+        return sbx_err_set(err, EADDRINUSE, "invalid_config", "cannot listen on %s", listen);
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+    if (!info) {
+        MHD_stop_daemon(s->mhd);
+        free(s);
+        return sbx_err_set(err, EINVAL, "internal", "libmicrohttpd has no epoll fd");
+    }
+    r = loop_watch_add(l, info->epoll_fd, EPOLLIN, on_mhd_fd, s, &s->watch);
+    if (r < 0) {
+        MHD_stop_daemon(s->mhd);
+        free(s);
+        return sbx_err_sys(err, -r, "watching the HTTP listener");
+    }
+    *out = s;
+    return 0;
+}
+
+void http_server_free(struct http_server *s)
+{
+    if (!s)
+        return;
+    struct sbx_err e = {.errnum = ESHUTDOWN, .code = "shutting_down", .msg = "sbxd is stopping"};
+    while (s->suspended) {
+        struct http_req *r = s->suspended;
+        if (r->on_abort)
+            r->on_abort(r, r->abort_data);
+        r->on_abort = NULL;
+        http_respond_error(r, &e);
+    }
+    (void)MHD_run(s->mhd);
+    loop_watch_del(s->loop, s->watch);
+    if (s->timer)
+        loop_timer_cancel(s->loop, s->timer);
+    MHD_stop_daemon(s->mhd);
+    free(s);
+}

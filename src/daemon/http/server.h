@@ -1,0 +1,60 @@
+/* The HTTP front: libmicrohttpd driven by our epoll loop (no MHD threads), with
+ * requests that can be answered later (suspend/resume) so one slow exec never
+ * holds the loop. Handlers get a struct http_req and either answer at once or
+ * call http_req_suspend and answer from a later callback. */
+#ifndef SBX_HTTP_SERVER_H
+#define SBX_HTTP_SERVER_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "../../common/err.h"
+#include "../../common/loop.h"
+
+#define HTTP_MAX_BODY (1024u * 1024u)
+#define HTTP_MAX_PARAMS 4
+#define HTTP_REQUEST_ID_LEN 24
+
+struct http_server;
+struct http_req;
+struct auth_identity;
+
+typedef void (*http_dispatch_fn)(void *app, struct http_req *req);
+/* Called when the connection goes away while the request is suspended, so its
+ * owner stops referring to it. */
+typedef void (*http_abort_fn)(struct http_req *req, void *data);
+
+int http_server_new(struct loop *l, const char *listen, http_dispatch_fn dispatch, void *app,
+                    struct http_server **out, struct sbx_err *err);
+/* Resume every suspended request with a 503 and stop listening. */
+void http_server_free(struct http_server *s);
+
+/* Request accessors. */
+const char *http_req_method(const struct http_req *r);
+const char *http_req_path(const struct http_req *r);
+const char *http_req_header(const struct http_req *r, const char *name);
+const char *http_req_query(const struct http_req *r, const char *name);
+const char *http_req_id(const struct http_req *r);
+const char *http_req_body(const struct http_req *r, size_t *len);
+/* Route parameters captured by the router ({id} ...). */
+const char *http_req_param(const struct http_req *r, unsigned i);
+void http_req_set_param(struct http_req *r, unsigned i, const char *value, size_t len);
+/* The authenticated caller, set by the router. */
+struct auth_identity *http_req_identity(struct http_req *r);
+
+/* Parse the body as a JSON object. Fills err (invalid_json / invalid_request) on failure. */
+int http_req_json(struct http_req *r, json_t **out, struct sbx_err *err);
+
+/* Answer: takes ownership of body. Allowed once per request. */
+void http_respond_json(struct http_req *r, unsigned status, json_t *body);
+/* Answer with {"error":{code,message}}; the status comes from the code (http/errors.c). */
+void http_respond_error(struct http_req *r, const struct sbx_err *err);
+void http_respond_errorf(struct http_req *r, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Keep the request open; answer later with http_respond_*. on_abort runs if the client
+ * goes away first (and then the request must not be touched again). */
+void http_req_suspend(struct http_req *r, http_abort_fn on_abort, void *data);
+
+#endif

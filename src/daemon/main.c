@@ -1,0 +1,132 @@
+/* sbxd: the sandbox daemon. main owns start-up and shut-down decisions and logging;
+ * everything else returns errors to it. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../common/log.h"
+#include "../common/util.h"
+#include "auth/auth.h"
+#include "http/router.h"
+#include "sbxd.h"
+
+static void on_signal(struct loop *l, int fd, uint32_t events, void *data)
+{
+    struct signalfd_siginfo si;
+    while (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+        if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
+            log_info("signal %u: stopping (sandboxes keep running)", si.ssi_signo);
+            loop_stop(l);
+        }
+    }
+}
+
+/* The first admin key: SBX_ADMIN_KEY when given, else a fresh one written to
+ * <data>/admin.key. The key itself is never logged. */
+static int bootstrap_admin(struct sbxd *d, struct sbx_err *err)
+{
+    const char *preset = getenv("SBX_ADMIN_KEY");
+    _cleanup_free_ char *path = sbx_xasprintf("%s/admin.key", d->cfg.data_dir);
+    struct store_key k = {.role = AUTH_ROLE_ADMIN, .tool_level = AUTH_TOOL_SANDBOX};
+    char key[AUTH_KEY_LEN + 1];
+    snprintf(k.user, sizeof(k.user), "admin");
+    k.created_at = sbx_wall_ms() / 1000;
+
+    if (preset && *preset) {
+        int r = auth_key_parse(preset, k.id, err);
+        if (r < 0)
+            return sbx_err_wrap(err, "SBX_ADMIN_KEY must look like sbx_<16 hex>_<64 hex>");
+        struct store_key existing;
+        if (store_key_get(d->store, k.id, &existing, NULL) == 0)
+            return 0;
+        auth_key_hash(preset, k.hash);
+        snprintf(key, sizeof(key), "%s", preset);
+    } else {
+        long long n;
+        int r = store_key_count(d->store, &n, err);
+        if (r < 0)
+            return r;
+        if (n > 0)
+            return 0;
+        r = auth_key_generate(key, k.id, k.hash, err);
+        if (r < 0)
+            return r;
+    }
+    int r = store_key_insert(d->store, &k, err);
+    if (r < 0)
+        return r;
+    char line[AUTH_KEY_LEN + 2];
+    int n = snprintf(line, sizeof(line), "%s\n", key);
+    r = sbx_write_file_atomic(path, line, (size_t)n, 0600);
+    memset(line, 0, sizeof(line));
+    memset(key, 0, sizeof(key));
+    if (r < 0)
+        return sbx_err_sys(err, -r, "writing %s", path);
+    log_info("admin key %s written to %s", k.id, path);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct sbxd d = {0};
+    struct sbx_err err = {0};
+    int sfd = -1, ret = 1;
+
+    int r = config_load(&d.cfg, argc, argv, &err);
+    if (r == 1)
+        return 0;
+    if (r < 0) {
+        fprintf(stderr, "sbxd: %s\n", err.msg);
+        return 2;
+    }
+    sbx_log_set_level(d.cfg.verbose ? LOG_DEBUG : LOG_INFO);
+    signal(SIGPIPE, SIG_IGN);
+    umask(022);
+
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    sigprocmask(SIG_BLOCK, &mask, NULL);
+    sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+
+    _cleanup_free_ char *db = sbx_xasprintf("%s/sbx.db", d.cfg.data_dir);
+    if (sfd < 0) {
+        sbx_err_sys(&err, errno, "signalfd");
+        goto out;
+    }
+    if ((r = loop_new(&d.loop)) < 0) {
+        sbx_err_sys(&err, -r, "creating the event loop");
+        goto out;
+    }
+    if (store_open(db, &d.store, &err) < 0 || bootstrap_admin(&d, &err) < 0 ||
+        manager_new(&d.cfg, d.loop, d.store, &d.mgr, &err) < 0 || manager_start(d.mgr, &err) < 0 ||
+        http_server_new(d.loop, d.cfg.listen, router_dispatch, &d, &d.http, &err) < 0)
+        goto out;
+    if ((r = loop_watch_add(d.loop, sfd, EPOLLIN, on_signal, &d, NULL)) < 0) {
+        sbx_err_sys(&err, -r, "watching signals");
+        goto out;
+    }
+    log_info("sbxd listening on %s, data in %s", d.cfg.listen, d.cfg.data_dir);
+    if ((r = loop_run(d.loop)) < 0) {
+        sbx_err_sys(&err, -r, "event loop");
+        goto out;
+    }
+    ret = 0;
+out:
+    if (ret)
+        log_error("%s", err.msg[0] ? err.msg : "start-up failed");
+    http_server_free(d.http);
+    manager_free(d.mgr);
+    store_free(d.store);
+    loop_free(d.loop);
+    if (sfd >= 0)
+        close(sfd);
+    config_free(&d.cfg);
+    return ret;
+}

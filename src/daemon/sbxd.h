@@ -1,0 +1,19 @@
+/* The daemon's context, handed to every route handler. */
+#ifndef SBX_SBXD_H
+#define SBX_SBXD_H
+
+#include "../common/loop.h"
+#include "config.h"
+#include "http/server.h"
+#include "manager.h"
+#include "store/store.h"
+
+struct sbxd {
+    struct sbxd_config cfg;
+    struct loop *loop;
+    struct store *store;
+    struct manager *mgr;
+    struct http_server *http;
+};
+
+#endif

@@ -1,0 +1,329 @@
+#include "store.h"
+
+#include <errno.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../common/util.h"
+
+struct store {
+    sqlite3 *db;
+};
+
+static const char schema[] =
+    "CREATE TABLE IF NOT EXISTS keys("
+    "  id TEXT PRIMARY KEY, user TEXT NOT NULL, role TEXT NOT NULL, tool_level TEXT NOT NULL,"
+    "  hash TEXT NOT NULL, created_at INTEGER NOT NULL, deleted_at INTEGER);"
+    "CREATE TABLE IF NOT EXISTS sandboxes("
+    "  id TEXT PRIMARY KEY, user TEXT NOT NULL, key_id TEXT NOT NULL, status TEXT NOT NULL,"
+    "  backend TEXT NOT NULL, runtime TEXT NOT NULL, template TEXT NOT NULL,"
+    "  template_digest TEXT NOT NULL, env TEXT NOT NULL, ttl_seconds INTEGER NOT NULL,"
+    "  created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL, ended_at INTEGER,"
+    "  end_reason TEXT, memory_mb INTEGER NOT NULL, pids INTEGER NOT NULL,"
+    "  cpu_millicores INTEGER NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS sandboxes_live ON sandboxes(status, user);";
+
+static int db_err(struct store *s, struct sbx_err *err, const char *what)
+{
+    return sbx_err_set(err, EIO, "internal", "store: %s: %s", what, sqlite3_errmsg(s->db));
+}
+
+int store_open(const char *path, struct store **out, struct sbx_err *err)
+{
+    struct store *s = sbx_xcalloc(1, sizeof(*s));
+    int rc = sqlite3_open_v2(path, &s->db,
+                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                             NULL);
+    if (rc != SQLITE_OK) {
+        int r = sbx_err_set(err, EIO, "internal", "opening %s: %s", path,
+                            s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
+        store_free(s);
+        return r;
+    }
+    char *msg = NULL;
+    rc = sqlite3_exec(s->db,
+                      "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+                      "PRAGMA busy_timeout=5000; PRAGMA foreign_keys=ON;",
+                      NULL, NULL, &msg);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(s->db, schema, NULL, NULL, &msg);
+    if (rc != SQLITE_OK) {
+        int r = sbx_err_set(err, EIO, "internal", "initialising %s: %s", path,
+                            msg ? msg : sqlite3_errstr(rc));
+        sqlite3_free(msg);
+        store_free(s);
+        return r;
+    }
+    *out = s;
+    return 0;
+}
+
+void store_free(struct store *s)
+{
+    if (!s)
+        return;
+    sqlite3_close_v2(s->db);
+    free(s);
+}
+
+/* Prepare, bind text/int arguments from a format ("t" text, "i" int64), step once. */
+static int prepare(struct store *s, const char *sql, sqlite3_stmt **st, struct sbx_err *err,
+                   const char *types, ...)
+{
+    if (sqlite3_prepare_v2(s->db, sql, -1, st, NULL) != SQLITE_OK)
+        return db_err(s, err, "prepare");
+    va_list ap;
+    va_start(ap, types);
+    for (int i = 0; types[i]; i++) {
+        int rc;
+        if (types[i] == 't') {
+            const char *v = va_arg(ap, const char *);
+            rc = v ? sqlite3_bind_text(*st, i + 1, v, -1, SQLITE_TRANSIENT)
+                   : sqlite3_bind_null(*st, i + 1);
+        } else {
+            rc = sqlite3_bind_int64(*st, i + 1, va_arg(ap, long long));
+        }
+        if (rc != SQLITE_OK) {
+            va_end(ap);
+            sqlite3_finalize(*st);
+            *st = NULL;
+            return db_err(s, err, "bind");
+        }
+    }
+    va_end(ap);
+    return 0;
+}
+
+static void col_text(sqlite3_stmt *st, int col, char *dst, size_t cap)
+{
+    const unsigned char *v = sqlite3_column_text(st, col);
+    snprintf(dst, cap, "%s", v ? (const char *)v : "");
+}
+
+int store_key_insert(struct store *s, const struct store_key *k, struct sbx_err *err)
+{
+    sqlite3_stmt *st;
+    int r = prepare(s, "INSERT INTO keys(id,user,role,tool_level,hash,created_at) "
+                       "VALUES(?,?,?,?,?,?)",
+                    &st, err, "ttttti", k->id, k->user, auth_role_name(k->role),
+                    auth_tool_level_name(k->tool_level), k->hash, k->created_at);
+    if (r < 0)
+        return r;
+    r = sqlite3_step(st) == SQLITE_DONE ? 0 : db_err(s, err, "insert key");
+    sqlite3_finalize(st);
+    return r;
+}
+
+static void row_to_key(sqlite3_stmt *st, struct store_key *k)
+{
+    memset(k, 0, sizeof(*k));
+    col_text(st, 0, k->id, sizeof(k->id));
+    col_text(st, 1, k->user, sizeof(k->user));
+    k->role = AUTH_ROLE_MEMBER;
+    (void)auth_role_parse((const char *)sqlite3_column_text(st, 2), &k->role);
+    k->tool_level = AUTH_TOOL_NONE;
+    (void)auth_tool_level_parse((const char *)sqlite3_column_text(st, 3), &k->tool_level);
+    col_text(st, 4, k->hash, sizeof(k->hash));
+    k->created_at = sqlite3_column_int64(st, 5);
+}
+
+#define KEY_COLS "id,user,role,tool_level,hash,created_at"
+
+int store_key_get(struct store *s, const char *id, struct store_key *out, struct sbx_err *err)
+{
+    sqlite3_stmt *st;
+    int r = prepare(s, "SELECT " KEY_COLS " FROM keys WHERE id=? AND deleted_at IS NULL", &st,
+                    err, "t", id);
+    if (r < 0)
+        return r;
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        row_to_key(st, out);
+        r = 0;
+    } else if (rc == SQLITE_DONE) {
+        r = sbx_err_set(err, ENOENT, "key_not_found", "no key with id %s", id);
+    } else {
+        r = db_err(s, err, "get key");
+    }
+    sqlite3_finalize(st);
+    return r;
+}
+
+int store_key_delete(struct store *s, const char *id, struct sbx_err *err)
+{
+    sqlite3_stmt *st;
+    int r = prepare(s,
+                    "UPDATE keys SET deleted_at=strftime('%s','now') "
+                    "WHERE id=? AND deleted_at IS NULL",
+                    &st, err, "t", id);
+    if (r < 0)
+        return r;
+    if (sqlite3_step(st) != SQLITE_DONE)
+        r = db_err(s, err, "delete key");
+    else if (sqlite3_changes(s->db) == 0)
+        r = sbx_err_set(err, ENOENT, "key_not_found", "no key with id %s", id);
+    sqlite3_finalize(st);
+    return r;
+}
+
+int store_key_each(struct store *s, store_key_cb cb, void *data, struct sbx_err *err)
+{
+    sqlite3_stmt *st;
+    int r = prepare(s, "SELECT " KEY_COLS " FROM keys WHERE deleted_at IS NULL ORDER BY created_at, id",
+                    &st, err, "");
+    if (r < 0)
+        return r;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        struct store_key k;
+        row_to_key(st, &k);
+        cb(&k, data);
+    }
+    r = rc == SQLITE_DONE ? 0 : db_err(s, err, "list keys");
+    sqlite3_finalize(st);
+    return r;
+}
+
+int store_key_count(struct store *s, long long *out, struct sbx_err *err)
+{
+    sqlite3_stmt *st;
+    int r = prepare(s, "SELECT count(*) FROM keys", &st, err, "");
+    if (r < 0)
+        return r;
+    if (sqlite3_step(st) == SQLITE_ROW)
+        *out = sqlite3_column_int64(st, 0);
+    else
+        r = db_err(s, err, "count keys");
+    sqlite3_finalize(st);
+    return r;
+}
+
+void store_sandbox_clear(struct store_sandbox *sb)
+{
+    if (!sb)
+        return;
+    free(sb->env_json);
+    memset(sb, 0, sizeof(*sb));
+}
+
+#define SB_COLS                                                                                    \
+    "id,user,key_id,status,backend,runtime,template,template_digest,env,ttl_seconds,created_at,"   \
+    "expires_at,ended_at,end_reason,memory_mb,pids,cpu_millicores"
+
+static void row_to_sandbox(sqlite3_stmt *st, struct store_sandbox *sb)
+{
+    memset(sb, 0, sizeof(*sb));
+    col_text(st, 0, sb->id, sizeof(sb->id));
+    col_text(st, 1, sb->user, sizeof(sb->user));
+    col_text(st, 2, sb->key_id, sizeof(sb->key_id));
+    col_text(st, 3, sb->status, sizeof(sb->status));
+    col_text(st, 4, sb->backend, sizeof(sb->backend));
+    col_text(st, 5, sb->runtime, sizeof(sb->runtime));
+    col_text(st, 6, sb->template_name, sizeof(sb->template_name));
+    col_text(st, 7, sb->template_digest, sizeof(sb->template_digest));
+    const unsigned char *env = sqlite3_column_text(st, 8);
+    sb->env_json = sbx_xstrdup(env ? (const char *)env : "{}");
+    sb->ttl_seconds = sqlite3_column_int64(st, 9);
+    sb->created_at = sqlite3_column_int64(st, 10);
+    sb->expires_at = sqlite3_column_int64(st, 11);
+    sb->ended_at = sqlite3_column_int64(st, 12);
+    col_text(st, 13, sb->end_reason, sizeof(sb->end_reason));
+    sb->memory_mb = sqlite3_column_int64(st, 14);
+    sb->pids = sqlite3_column_int64(st, 15);
+    sb->cpu_millicores = sqlite3_column_int64(st, 16);
+}
+
+int store_sandbox_insert(struct store *s, const struct store_sandbox *sb, struct sbx_err *err)
+{
+    sqlite3_stmt *st;
+    int r = prepare(s, "INSERT INTO sandboxes(" SB_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    &st, err, "tttttttttiiiitiii", sb->id, sb->user, sb->key_id, sb->status,
+                    sb->backend, sb->runtime, sb->template_name, sb->template_digest,
+                    sb->env_json ? sb->env_json : "{}", sb->ttl_seconds, sb->created_at,
+                    sb->expires_at, sb->ended_at, sb->end_reason[0] ? sb->end_reason : NULL,
+                    sb->memory_mb, sb->pids, sb->cpu_millicores);
+    if (r < 0)
+        return r;
+    r = sqlite3_step(st) == SQLITE_DONE ? 0 : db_err(s, err, "insert sandbox");
+    sqlite3_finalize(st);
+    return r;
+}
+
+int store_sandbox_get(struct store *s, const char *id, struct store_sandbox *out,
+                      struct sbx_err *err)
+{
+    sqlite3_stmt *st;
+    int r = prepare(s, "SELECT " SB_COLS " FROM sandboxes WHERE id=?", &st, err, "t", id);
+    if (r < 0)
+        return r;
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        row_to_sandbox(st, out);
+        r = 0;
+    } else if (rc == SQLITE_DONE) {
+        r = sbx_err_set(err, ENOENT, "sandbox_not_found", "no sandbox with id %s", id);
+    } else {
+        r = db_err(s, err, "get sandbox");
+    }
+    sqlite3_finalize(st);
+    return r;
+}
+
+int store_sandbox_set_status(struct store *s, const char *id, const char *status,
+                             const char *reason, long long now, struct sbx_err *err)
+{
+    bool ended = strcmp(status, SANDBOX_RUNNING) && strcmp(status, SANDBOX_CREATING);
+    sqlite3_stmt *st;
+    int r = prepare(s, "UPDATE sandboxes SET status=?, ended_at=?, end_reason=? WHERE id=?", &st,
+                    err, "titt", status, ended ? now : 0, reason, id);
+    if (r < 0)
+        return r;
+    r = sqlite3_step(st) == SQLITE_DONE ? 0 : db_err(s, err, "update sandbox");
+    sqlite3_finalize(st);
+    return r;
+}
+
+int store_sandbox_each_live(struct store *s, const char *user, store_sandbox_cb cb, void *data,
+                            struct sbx_err *err)
+{
+    sqlite3_stmt *st;
+    int r = prepare(s,
+                    "SELECT " SB_COLS " FROM sandboxes WHERE status IN ('creating','running') "
+                    "AND (?1 IS NULL OR user=?1) ORDER BY created_at, id",
+                    &st, err, "t", user);
+    if (r < 0)
+        return r;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        struct store_sandbox sb;
+        row_to_sandbox(st, &sb);
+        cb(&sb, data);
+        store_sandbox_clear(&sb);
+    }
+    r = rc == SQLITE_DONE ? 0 : db_err(s, err, "list sandboxes");
+    sqlite3_finalize(st);
+    return r;
+}
+
+int store_sandbox_count_live(struct store *s, const char *user, const char *key_id,
+                             long long *per_user, long long *per_key, struct sbx_err *err)
+{
+    sqlite3_stmt *st;
+    int r = prepare(s,
+                    "SELECT count(*), coalesce(sum(key_id=?2),0) FROM sandboxes "
+                    "WHERE status IN ('creating','running') AND user=?1",
+                    &st, err, "tt", user, key_id);
+    if (r < 0)
+        return r;
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        *per_user = sqlite3_column_int64(st, 0);
+        *per_key = sqlite3_column_int64(st, 1);
+    } else {
+        r = db_err(s, err, "count sandboxes");
+    }
+    sqlite3_finalize(st);
+    return r;
+}

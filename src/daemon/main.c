@@ -33,14 +33,14 @@ static int bootstrap_admin(struct sbxd *d, struct sbx_err *err)
     const char *preset = getenv("SBX_ADMIN_KEY");
     _cleanup_free_ char *path = sbx_xasprintf("%s/admin.key", d->cfg.data_dir);
     struct store_key k = {.role = AUTH_ROLE_ADMIN, .tool_level = AUTH_TOOL_SANDBOX};
-    char key[AUTH_KEY_LEN + 1];
+    char key[AUTH_KEY_MAX + 1];
     snprintf(k.user, sizeof(k.user), "admin");
     k.created_at = sbx_wall_ms() / 1000;
 
     if (preset && *preset) {
         int r = auth_key_parse(preset, k.id, err);
         if (r < 0)
-            return sbx_err_wrap(err, "SBX_ADMIN_KEY must look like sbx_<16 hex>_<64 hex>");
+            return sbx_err_wrap(err, "SBX_ADMIN_KEY must be sbx_ and 20-252 of [A-Za-z0-9_-]");
         struct store_key existing;
         if (store_key_get(d->store, k.id, &existing, NULL) == 0)
             return 0;
@@ -60,7 +60,7 @@ static int bootstrap_admin(struct sbxd *d, struct sbx_err *err)
     int r = store_key_insert(d->store, &k, err);
     if (r < 0)
         return r;
-    char line[AUTH_KEY_LEN + 2];
+    char line[AUTH_KEY_MAX + 2];
     int n = snprintf(line, sizeof(line), "%s\n", key);
     r = sbx_write_file_atomic(path, line, (size_t)n, 0600);
     memset(line, 0, sizeof(line));

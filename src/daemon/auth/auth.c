@@ -47,11 +47,23 @@ static bool all_hex(const char *s, size_t n)
 int auth_key_parse(const char *key, char key_id[AUTH_KEY_ID_LEN + 1], struct sbx_err *err)
 {
     size_t n = strlen(key);
-    if (n != 4 + KEY_ID_HEX + 1 + KEY_SECRET_HEX || strncmp(key, "sbx_", 4) ||
-        key[4 + KEY_ID_HEX] != '_' || !all_hex(key + 4, KEY_ID_HEX) ||
-        !all_hex(key + 5 + KEY_ID_HEX, KEY_SECRET_HEX))
+    bool ok = n >= AUTH_KEY_MIN && n <= AUTH_KEY_MAX && !strncmp(key, "sbx_", 4);
+    for (size_t i = 4; ok && i < n; i++) {
+        char c = key[i];
+        ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+             c == '_' || c == '-';
+    }
+    if (!ok)
         return sbx_err_set(err, EACCES, "invalid_api_key", "the API key is not valid");
-    snprintf(key_id, AUTH_KEY_ID_LEN + 1, "key_%.*s", KEY_ID_HEX, key + 4);
+    if (n == 4 + KEY_ID_HEX + 1 + KEY_SECRET_HEX && key[4 + KEY_ID_HEX] == '_' &&
+        all_hex(key + 4, KEY_ID_HEX)) {
+        snprintf(key_id, AUTH_KEY_ID_LEN + 1, "key_%.*s", KEY_ID_HEX, key + 4);
+        return 0;
+    }
+    /* An operator-chosen key (SBX_ADMIN_KEY) has no id inside: derive one from its hash. */
+    char hash[AUTH_HASH_HEX_LEN + 1];
+    auth_key_hash(key, hash);
+    snprintf(key_id, AUTH_KEY_ID_LEN + 1, "key_%.*s", KEY_ID_HEX, hash);
     return 0;
 }
 

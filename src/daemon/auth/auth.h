@@ -1,6 +1,6 @@
 /* API keys: generation, hashing and verification. A key is
  *   sbx_<key id: 16 hex>_<secret: 64 hex>
- * and only SHA-256 of the whole key is stored; the key id finds the row and the
+ * (operator-chosen keys may have any sbx_ form) and only SHA-256 of the whole key is stored; the key id finds the row and the
  * hash is compared in constant time. */
 #ifndef SBX_AUTH_H
 #define SBX_AUTH_H
@@ -11,6 +11,8 @@
 
 #define AUTH_KEY_ID_LEN 20   /* "key_" + 16 hex */
 #define AUTH_KEY_LEN 86      /* "sbx_" + 16 + "_" + 64 + slack */
+#define AUTH_KEY_MIN 24      /* operator-chosen keys: sbx_ and at least 20 more */
+#define AUTH_KEY_MAX 256
 #define AUTH_HASH_HEX_LEN 64
 #define AUTH_USER_MAX 64
 
@@ -28,7 +30,9 @@ struct auth_identity {
 /* A fresh random key, its id and its hash. */
 int auth_key_generate(char key[AUTH_KEY_LEN + 1], char key_id[AUTH_KEY_ID_LEN + 1],
                       char hash[AUTH_HASH_HEX_LEN + 1], struct sbx_err *err);
-/* Split a presented key into its id; fails (invalid_api_key) on any malformed key. */
+/* The id of a presented key: the one inside a generated key, or one derived from the
+ * hash of an operator-chosen key (sbx_ and 20-252 of [A-Za-z0-9_-]). Fails with
+ * invalid_api_key on anything else. */
 int auth_key_parse(const char *key, char key_id[AUTH_KEY_ID_LEN + 1], struct sbx_err *err);
 void auth_key_hash(const char *key, char hash[AUTH_HASH_HEX_LEN + 1]);
 /* Constant-time comparison of two hex hashes. */

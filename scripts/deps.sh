@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Install the Debian packages sbx needs to build, run and test — only the missing ones.
+#
+# Run by `make deps`, `make run`, `make test` (and so by CI on every run), so the common case,
+# "everything is already there", must cost one dpkg-query and nothing else: no `apt-get update`,
+# no network. Machines are handed over fresh at times, so this file, not a human, is the record
+# of what the project needs.
+set -euo pipefail
+
+# One package per line; a comment says what needs it. Keep it sorted by purpose, not name.
+PACKAGES=(
+	# toolchain: gcc builds everything; clang + compiler-rt for the fuzz build; clang-format for `make format`
+	gcc make pkg-config libc6-dev clang libclang-rt-14-dev clang-format
+	# daemon libraries (HTTP/SSE, WebSocket frames, JSON, store, crypto, MIME, syscall filter, AV scan)
+	libmicrohttpd-dev libwslay-dev libjansson-dev libsqlite3-dev libssl-dev libmagic-dev
+	libseccomp-dev libclamav-dev
+	# runtimes: gVisor (default backend), bubblewrap (namespaces backend)
+	runsc bubblewrap
+	# templates: debootstrap builds root filesystems; the keyring verifies the archive
+	debootstrap debian-archive-keyring
+	# tests and tooling: Python's and Node's stdlib test clients, network namespaces, PDF checks,
+	# a static shell for minimal test roots, TLS material
+	python3 nodejs iproute2 poppler-utils busybox-static ca-certificates openssl
+	# used by the scripts themselves (flock, sha256sum, du)
+	util-linux coreutils
+)
+
+# dpkg-query prints one status line per package; a package dpkg has never heard of makes it
+# print an error on stderr and still report the others, so collect "name status" pairs and
+# treat anything not "install ok installed" as missing.
+missing=()
+status=$(dpkg-query -W -f='${Package} ${Status}\n' "${PACKAGES[@]}" 2>/dev/null || true)
+for p in "${PACKAGES[@]}"; do
+	if ! grep -qx "$p install ok installed" <<<"$status"; then
+		missing+=("$p")
+	fi
+done
+
+if ((${#missing[@]} == 0)); then
+	exit 0
+fi
+
+echo "deps: installing ${missing[*]}" >&2
+if [[ $(id -u) -ne 0 ]]; then
+	echo "deps: need root to install packages (run as root or install them by hand)" >&2
+	exit 1
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+# Other sessions on the same machine may be running apt at the same moment: wait for dpkg's lock
+# instead of failing.
+APT=(apt-get -o DPkg::Lock::Timeout=600 -y -q)
+"${APT[@]}" update
+# --no-install-recommends keeps the host lean; every package we rely on is listed above.
+"${APT[@]}" install --no-install-recommends "${missing[@]}"

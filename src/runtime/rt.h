@@ -19,6 +19,7 @@ struct rt_config {
     const char *agent_path;  /* the static sbx-agent binary, bind-mounted read-only */
     const char *cgroup_parent; /* e.g. "sbx": sandboxes live in <parent>/<id> */
     bool debug;              /* keep runsc debug logs in the sandbox's state dir */
+    unsigned start_timeout_ms; /* rt_start's bound on the agent's first frame; 0 = 10000 */
 };
 
 /* One sandbox to start. */

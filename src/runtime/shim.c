@@ -13,7 +13,12 @@
  * SIGTERM: destroy (runsc kill KILL, wait, runsc delete --force, remove the dir
  * named in <state_dir>/destroy if present, exit 0). When runsc exits by itself:
  * <state_dir>/exit_status, runsc delete --force, exit 0.
- * Everything is logged to <state_dir>/shim.log. Single threaded (src/common/loop). */
+ * Everything is logged to <state_dir>/shim.log. Single threaded (src/common/loop).
+ *
+ *   sbx-shim --cleanup --id ID --state-dir DIR --runsc PATH --root RUNSC_ROOT [--remove DIR]
+ *
+ * is the helper rt_destroy starts when no shim is alive: runsc kill KILL, runsc
+ * delete --force, remove DIR, exit. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -632,8 +637,12 @@ static void on_runsc_exit(struct shim *s)
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
-    if (s->ready_fd >= 0)
+    if (s->ready_fd >= 0) {
+        /* A failed start: stop looking alive before rt_start hears about it. */
+        (void)unlink(s->sock_path);
+        (void)unlink(s->pid_path);
         ready_say(s, "exited %d", s->exit_code);
+    }
     drop_client(s, "runsc exited");
     runsc_cmd(s, "delete", SHIM_DELETE_TIMEOUT_MS);
     finish(s);
@@ -727,10 +736,34 @@ static int setup(struct shim *s)
     return spawn_runsc(s);
 }
 
+static bool safe_remove_dir(const char *d)
+{
+    return d && d[0] == '/' && strcmp(d, "/") && !strstr(d, "/../") && !strstr(d, "/./") &&
+           !strchr(d, '\n');
+}
+
+static int cleanup_main(struct shim *s, const char *remove)
+{
+    shim_log(s, "cleanup helper for %s (no shim alive)", s->id);
+    runsc_cmd(s, "kill", SHIM_KILL_TIMEOUT_MS);
+    runsc_cmd(s, "delete", SHIM_DELETE_TIMEOUT_MS);
+    (void)unlink(s->sock_path);
+    if (remove && safe_remove_dir(remove)) {
+        shim_log(s, "removing %s", remove);
+        close(s->log_fd);
+        s->log_fd = -1;
+        int r = sbx_rm_rf(remove);
+        return r < 0 ? 1 : 0;
+    }
+    return 0;
+}
+
 static void usage(void)
 {
     fprintf(stderr, "usage: sbx-shim --id ID --state-dir DIR --runsc PATH --root DIR "
-                    "--ready-fd N [--debug]\n");
+                    "--ready-fd N [--debug]\n"
+                    "       sbx-shim --cleanup --id ID --state-dir DIR --runsc PATH --root DIR "
+                    "[--remove DIR]\n");
     exit(2);
 }
 
@@ -743,9 +776,12 @@ int main(int argc, char **argv)
         {"id", required_argument, NULL, 'i'},    {"state-dir", required_argument, NULL, 's'},
         {"runsc", required_argument, NULL, 'r'}, {"root", required_argument, NULL, 'R'},
         {"ready-fd", required_argument, NULL, 'f'}, {"debug", no_argument, NULL, 'd'},
+        {"cleanup", no_argument, NULL, 'C'},     {"remove", required_argument, NULL, 'X'},
         {NULL, 0, NULL, 0},
     };
     int c;
+    bool cleanup = false;
+    const char *remove = NULL;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'i': s.id = optarg; break;
@@ -754,6 +790,8 @@ int main(int argc, char **argv)
         case 'R': s.root = optarg; break;
         case 'f': s.ready_fd = atoi(optarg); break;
         case 'd': s.debug = true; break;
+        case 'C': cleanup = true; break;
+        case 'X': remove = optarg; break;
         default: usage();
         }
     }
@@ -773,6 +811,8 @@ int main(int argc, char **argv)
     s.sock_path = sbx_xasprintf("%s/shim.sock", s.state_dir);
     s.pid_path = sbx_xasprintf("%s/shim.pid", s.state_dir);
     s.runsc_log = sbx_xasprintf("%s/runsc.log", s.state_dir);
+    if (cleanup)
+        return cleanup_main(&s, remove);
     s.agent_dec = proto_decoder_new();
     s.to_agent = proto_outq_new(SHIM_OUTQ_MAX);
 

@@ -1,0 +1,437 @@
+/* The gVisor backend: rt.h over runsc, through one detached sbx-shim per sandbox.
+ * Library code: never logs, never exits; errors go back in struct sbx_err. */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <dirent.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../common/util.h"
+#include "oci.h"
+#include "rt.h"
+
+#define RT_START_TIMEOUT_DEFAULT_MS 10000
+#define RT_LOG_TAIL 600
+
+static const char *const shim_env[] = {
+    "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    NULL,
+};
+
+static bool abs_path_ok(const char *p)
+{
+    if (!p || p[0] != '/' || !strcmp(p, "/") || strstr(p, "/../") || strstr(p, "/./") ||
+        strchr(p, '\n'))
+        return false;
+    size_t n = strlen(p);
+    return !(n >= 3 && !strcmp(p + n - 3, "/..")) && !(n >= 2 && !strcmp(p + n - 2, "/."));
+}
+
+/* The last bytes of a log file, on one line, for error messages. */
+static void log_tail(const char *path, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    off_t end = lseek(fd, 0, SEEK_END);
+    if (end <= 0)
+        return;
+    size_t want = size - 1;
+    off_t from = end > (off_t)want ? end - (off_t)want : 0;
+    ssize_t n = pread(fd, buf, (size_t)(end - from), from);
+    if (n <= 0)
+        return;
+    buf[n] = '\0';
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+        buf[--n] = '\0';
+    for (ssize_t i = 0; i < n; i++)
+        if (buf[i] == '\n' || buf[i] == '\t')
+            buf[i] = ' ';
+        else if ((unsigned char)buf[i] < 0x20)
+            buf[i] = '?';
+}
+
+/* Pid of the shim holding <state_dir>/shim.pid's lock, or 0 when none does. */
+static pid_t shim_pid(const char *state_dir)
+{
+    _cleanup_free_ char *path = sbx_xasprintf("%s/shim.pid", state_dir);
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return 0;
+    if (flock(fd, LOCK_SH | LOCK_NB) == 0)
+        return 0; /* nobody holds it: a stale file */
+    if (errno != EWOULDBLOCK)
+        return 0;
+    char buf[32];
+    ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    long pid = strtol(buf, NULL, 10);
+    return pid > 1 ? (pid_t)pid : 0;
+}
+
+bool rt_alive(const char *state_dir)
+{
+    if (!state_dir)
+        return false;
+    pid_t pid = shim_pid(state_dir);
+    if (pid <= 0 || (kill(pid, 0) < 0 && errno != EPERM))
+        return false;
+    _cleanup_free_ char *sock = sbx_xasprintf("%s/shim.sock", state_dir);
+    struct stat st;
+    return lstat(sock, &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+/* Start argv detached: double fork, setsid, stdio on /dev/null, a clean signal mask
+ * and environment. keep_fd (or -1) survives the exec. Only async-signal-safe calls
+ * happen after fork, as the daemon may be multithreaded. Returns 0 or -errno. */
+static int spawn_detached(char *const argv[], int keep_fd)
+{
+    _cleanup_close_ int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (nul < 0)
+        return -errno;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -errno;
+    if (pid == 0) {
+        if (setsid() < 0)
+            _exit(126);
+        pid_t p2 = fork();
+        if (p2 < 0)
+            _exit(126);
+        if (p2 > 0)
+            _exit(0);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        struct sigaction dfl = {.sa_handler = SIG_DFL};
+        for (int sig = 1; sig < 32; sig++)
+            if (sig != SIGKILL && sig != SIGSTOP)
+                sigaction(sig, &dfl, NULL);
+        if (dup2(nul, 0) < 0 || dup2(nul, 1) < 0 || dup2(nul, 2) < 0)
+            _exit(126);
+        if (keep_fd >= 0 && fcntl(keep_fd, F_SETFD, 0) < 0)
+            _exit(126);
+        execve(argv[0], argv, (char *const *)shim_env);
+        _exit(127);
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0) {
+        if (errno == EINTR)
+            continue;
+        if (errno == ECHILD)
+            return 0; /* someone else reaped it (a SIGCHLD handler); it only forks and exits */
+        return -errno;
+    }
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        return -ECHILD;
+    return 0;
+}
+
+static void unlink_in(const char *dir, const char *name)
+{
+    _cleanup_free_ char *p = sbx_xasprintf("%s/%s", dir, name);
+    (void)unlink(p);
+}
+
+/* Read the shim's one readiness line, waiting at most timeout_ms. */
+static int read_ready(int fd, int timeout_ms, char *line, size_t size)
+{
+    size_t len = 0;
+    long long deadline = sbx_now_ms() + timeout_ms;
+    for (;;) {
+        long long left = deadline - sbx_now_ms();
+        if (left <= 0)
+            return -ETIMEDOUT;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int r = poll(&p, 1, (int)left);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (r == 0)
+            return -ETIMEDOUT;
+        ssize_t n = read(fd, line + len, size - 1 - len);
+        if (n < 0) {
+            if (errno == EINTR || errno == EAGAIN)
+                continue;
+            return -errno;
+        }
+        if (n == 0) {
+            line[len] = '\0';
+            return len ? 0 : -EPIPE;
+        }
+        len += (size_t)n;
+        line[len] = '\0';
+        if (memchr(line, '\n', len) || len == size - 1) {
+            line[strcspn(line, "\n")] = '\0';
+            return 0;
+        }
+    }
+}
+
+int rt_start(const struct rt_config *cfg, const struct rt_spec *spec, struct sbx_err *err)
+{
+    if (!oci_id_valid(spec->id))
+        return sbx_err_set(err, EINVAL, "invalid_request", "invalid sandbox id");
+    if (!abs_path_ok(spec->state_dir) || !abs_path_ok(cfg->runsc_root) ||
+        !abs_path_ok(cfg->shim_path))
+        return sbx_err_set(err, EINVAL, "internal",
+                           "state_dir, runsc_root and shim_path must be absolute paths");
+    if (rt_alive(spec->state_dir))
+        return sbx_err_set(err, EEXIST, "internal", "sandbox %s already has a running shim",
+                           spec->id);
+
+    _cleanup_free_ char *json = NULL;
+    int r = oci_build_config(cfg, spec, &json, err);
+    if (r < 0)
+        return sbx_err_wrap(err, "sandbox %s", spec->id);
+
+    _cleanup_free_ char *bundle = sbx_xasprintf("%s/bundle", spec->state_dir);
+    if ((r = sbx_mkdir_p(bundle, 0700)) < 0)
+        return sbx_err_sys(err, -r, "creating %s", bundle);
+    if ((r = sbx_mkdir_p(cfg->runsc_root, 0700)) < 0)
+        return sbx_err_sys(err, -r, "creating %s", cfg->runsc_root);
+    _cleanup_free_ char *config = sbx_xasprintf("%s/config.json", bundle);
+    if ((r = sbx_write_file_atomic(config, json, strlen(json), 0600)) < 0)
+        return sbx_err_sys(err, -r, "writing %s", config);
+    unlink_in(spec->state_dir, "exit_status");
+    unlink_in(spec->state_dir, "destroy");
+    _cleanup_free_ char *runsc_log = sbx_xasprintf("%s/runsc.log", spec->state_dir);
+    _cleanup_free_ char *shim_log = sbx_xasprintf("%s/shim.log", spec->state_dir);
+    {
+        _cleanup_close_ int lfd =
+            open(runsc_log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (lfd < 0)
+            return sbx_err_sys(err, errno, "creating %s", runsc_log);
+    }
+
+    int pfd[2];
+    if (pipe2(pfd, O_CLOEXEC) < 0)
+        return sbx_err_sys(err, errno, "pipe");
+    _cleanup_close_ int ready_r = pfd[0];
+    _cleanup_close_ int ready_w = pfd[1];
+    if (ready_w <= 2) { /* keep it clear of the stdio the child redirects */
+        int fd = fcntl(ready_w, F_DUPFD_CLOEXEC, 3);
+        if (fd < 0)
+            return sbx_err_sys(err, errno, "dup");
+        close(ready_w);
+        ready_w = fd;
+    }
+    char fdbuf[16];
+    snprintf(fdbuf, sizeof(fdbuf), "%d", ready_w);
+    char *argv[16];
+    int i = 0;
+    argv[i++] = (char *)cfg->shim_path;
+    argv[i++] = "--id";
+    argv[i++] = (char *)spec->id;
+    argv[i++] = "--state-dir";
+    argv[i++] = (char *)spec->state_dir;
+    argv[i++] = "--runsc";
+    argv[i++] = (char *)(cfg->runsc_path ? cfg->runsc_path : "runsc");
+    argv[i++] = "--root";
+    argv[i++] = (char *)cfg->runsc_root;
+    argv[i++] = "--ready-fd";
+    argv[i++] = fdbuf;
+    if (cfg->debug)
+        argv[i++] = "--debug";
+    argv[i] = NULL;
+
+    r = spawn_detached(argv, ready_w);
+    if (r < 0)
+        return sbx_err_sys(err, -r, "starting %s", cfg->shim_path);
+    close(TAKE_FD(ready_w));
+
+    char line[512];
+    int timeout = cfg->start_timeout_ms ? (int)cfg->start_timeout_ms : RT_START_TIMEOUT_DEFAULT_MS;
+    r = read_ready(ready_r, timeout, line, sizeof(line));
+    if (r == 0 && !strncmp(line, "ready", 5))
+        return 0;
+
+    char tail[RT_LOG_TAIL];
+    if (r == -ETIMEDOUT) {
+        pid_t pid = shim_pid(spec->state_dir);
+        if (pid > 0)
+            (void)kill(pid, SIGTERM); /* kills and deletes the container, keeps the dir */
+        log_tail(runsc_log, tail, sizeof(tail));
+        return sbx_err_set(err, ETIMEDOUT, "internal",
+                           "sandbox %s: the agent did not speak within %d ms; runsc.log: %s",
+                           spec->id, timeout, tail[0] ? tail : "(empty)");
+    }
+    if (r < 0) {
+        log_tail(shim_log, tail, sizeof(tail));
+        return sbx_err_set(err, -r == EPIPE ? ECHILD : -r, "internal",
+                           "sandbox %s: sbx-shim died while starting; shim.log: %s", spec->id,
+                           tail[0] ? tail : "(empty)");
+    }
+    if (!strncmp(line, "exited", 6)) {
+        log_tail(runsc_log, tail, sizeof(tail));
+        return sbx_err_set(err, ECHILD, "internal",
+                           "sandbox %s: runsc %s before the agent spoke; runsc.log: %s", spec->id,
+                           line, tail[0] ? tail : "(empty)");
+    }
+    log_tail(shim_log, tail, sizeof(tail));
+    return sbx_err_set(err, EIO, "internal", "sandbox %s: sbx-shim: %s; shim.log: %s", spec->id,
+                       line, tail[0] ? tail : "(empty)");
+}
+
+int rt_connect(const char *state_dir, int *out_fd, struct sbx_err *err)
+{
+    *out_fd = -1;
+    if (!abs_path_ok(state_dir))
+        return sbx_err_set(err, EINVAL, "internal", "state_dir must be an absolute path");
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    _cleanup_close_ int dirfd = -1;
+    if ((size_t)snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/shim.sock", state_dir) >=
+        sizeof(sa.sun_path)) {
+        /* Longer than sun_path: go through the directory's fd. */
+        dirfd = open(state_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (dirfd < 0)
+            return sbx_err_sys(err, errno, "opening %s", state_dir);
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/shim.sock", dirfd);
+    }
+    _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return sbx_err_sys(err, errno, "socket");
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno != EINPROGRESS) {
+        int e = errno;
+        if (e == ENOENT || e == ECONNREFUSED)
+            return sbx_err_set(err, e, "internal", "sandbox not running (no shim at %s/shim.sock)",
+                               state_dir);
+        return sbx_err_sys(err, e, "connecting to %s/shim.sock", state_dir);
+    }
+    *out_fd = TAKE_FD(fd);
+    return 0;
+}
+
+int rt_destroy(const struct rt_config *cfg, const char *id, const char *state_dir,
+               const char *remove_dir, struct sbx_err *err)
+{
+    if (!oci_id_valid(id))
+        return sbx_err_set(err, EINVAL, "invalid_request", "invalid sandbox id");
+    if (!abs_path_ok(state_dir))
+        return sbx_err_set(err, EINVAL, "internal", "state_dir must be an absolute path");
+    if (remove_dir) {
+        size_t n = strlen(remove_dir);
+        while (n > 1 && remove_dir[n - 1] == '/')
+            n--;
+        if (!abs_path_ok(remove_dir) || strncmp(state_dir, remove_dir, n) != 0 ||
+            (state_dir[n] != '\0' && state_dir[n] != '/'))
+            return sbx_err_set(err, EINVAL, "internal",
+                               "remove_dir must be an absolute path containing state_dir");
+        /* Tell the shim (or, below, the helper) what to remove. Written before we look
+         * for the shim: it unlinks shim.pid before reading this file. */
+        _cleanup_free_ char *marker = sbx_xasprintf("%s/destroy", state_dir);
+        _cleanup_free_ char *content = sbx_xasprintf("%.*s\n", (int)n, remove_dir);
+        int r = sbx_write_file_atomic(marker, content, strlen(content), 0600);
+        if (r < 0 && r != -ENOENT)
+            return sbx_err_sys(err, -r, "writing %s", marker);
+    }
+    pid_t pid = shim_pid(state_dir);
+    if (pid > 0 && kill(pid, SIGTERM) == 0)
+        return 0;
+
+    /* No shim: a detached helper does the same, so the caller never waits on runsc. */
+    if (!abs_path_ok(cfg->shim_path) || !abs_path_ok(cfg->runsc_root))
+        return sbx_err_set(err, EINVAL, "internal", "shim_path and runsc_root must be absolute");
+    char *argv[16];
+    int i = 0;
+    argv[i++] = (char *)cfg->shim_path;
+    argv[i++] = "--cleanup";
+    argv[i++] = "--id";
+    argv[i++] = (char *)id;
+    argv[i++] = "--state-dir";
+    argv[i++] = (char *)state_dir;
+    argv[i++] = "--runsc";
+    argv[i++] = (char *)(cfg->runsc_path ? cfg->runsc_path : "runsc");
+    argv[i++] = "--root";
+    argv[i++] = (char *)cfg->runsc_root;
+    if (remove_dir) {
+        argv[i++] = "--remove";
+        argv[i++] = (char *)remove_dir;
+    }
+    argv[i] = NULL;
+    int r = spawn_detached(argv, -1);
+    if (r < 0)
+        return sbx_err_sys(err, -r, "starting the cleanup helper %s", cfg->shim_path);
+    return 0;
+}
+
+static bool strv_has(char **v, size_t n, const char *s)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(v[i], s))
+            return true;
+    return false;
+}
+
+int rt_list(const struct rt_config *cfg, char ***out, struct sbx_err *err)
+{
+    *out = NULL;
+    /* runsc keeps "<container>_sandbox:<sandbox>.state" per container in its root.
+     * Reading it beats `runsc list`, which takes each container's lock and can block
+     * for seconds behind a `runsc delete`. */
+    DIR *d = opendir(cfg->runsc_root);
+    if (!d) {
+        if (errno == ENOENT) {
+            *out = sbx_xcalloc(1, sizeof(char *));
+            return 0;
+        }
+        return sbx_err_sys(err, errno, "opening %s", cfg->runsc_root);
+    }
+    size_t n = 0, cap = 8;
+    char **v = sbx_xcalloc(cap + 1, sizeof(char *));
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        size_t len = strlen(de->d_name);
+        const char *us = strstr(de->d_name, "_sandbox:");
+        if (len < 7 || strcmp(de->d_name + len - 6, ".state") || !us)
+            continue;
+        char id[RT_ID_MAX + 1];
+        size_t idlen = (size_t)(us - de->d_name);
+        if (idlen == 0 || idlen > RT_ID_MAX)
+            continue;
+        memcpy(id, de->d_name, idlen);
+        id[idlen] = '\0';
+        /* Prefer the id recorded inside the state file when it parses. */
+        _cleanup_free_ char *path = sbx_xasprintf("%s/%s", cfg->runsc_root, de->d_name);
+        json_t *j = json_load_file(path, 0, NULL);
+        const char *jid = j ? json_string_value(json_object_get(j, "id")) : NULL;
+        if (jid && strlen(jid) <= RT_ID_MAX)
+            snprintf(id, sizeof(id), "%s", jid);
+        if (j)
+            json_decref(j);
+        if (!oci_id_valid(id) || strv_has(v, n, id))
+            continue;
+        if (n == cap) {
+            cap *= 2;
+            v = sbx_xrealloc(v, (cap + 1) * sizeof(char *));
+        }
+        v[n++] = sbx_xstrdup(id);
+        v[n] = NULL;
+    }
+    closedir(d);
+    *out = v;
+    return 0;
+}
+
+void rt_strv_free(char **v)
+{
+    if (!v)
+        return;
+    for (char **p = v; *p; p++)
+        free(*p);
+    free(v);
+}

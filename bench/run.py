@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""`make bench`: sbx's core latencies beside the gVisor floor, measured in the same run.
+
+    python3 bench/run.py --build build [-n 50]
+
+Not part of the tests. Needs root, runsc and the base template (make bench builds it).
+"""
+
+import argparse
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+
+def ms(x):
+    return "%8.1f" % (x * 1000.0)
+
+
+def main():
+    ap = argparse.ArgumentParser(description="sbx core benchmark")
+    ap.add_argument("--build", default="build", help="build dir with sbxd (default build)")
+    ap.add_argument("-n", type=int, default=50, help="runs per operation (default 50)")
+    args = ap.parse_args()
+    build = args.build if os.path.isabs(args.build) else os.path.join(REPO, args.build)
+    os.environ["SBX_BUILD"] = build
+    import bench_core
+
+    print("sbx bench: %d runs per operation, build %s" % (args.n, build), flush=True)
+    rows, notes = bench_core.run(build, args.n)
+    p = bench_core.percentile
+    head = "%-38s %8s %8s   %-22s %8s %8s   %7s %7s" % (
+        "operation (sbx)", "p50 ms", "p95 ms", "baseline", "p50 ms", "p95 ms",
+        "x p50", "x p95")
+    print()
+    print(head)
+    print("-" * len(head))
+    for name, xs, bname, bs in rows:
+        s50, s95, b50, b95 = p(xs, 50), p(xs, 95), p(bs, 50), p(bs, 95)
+        print("%-38s %s %s   %-22s %s %s   %7.2f %7.2f" % (
+            name, ms(s50), ms(s95), bname, ms(b50), ms(b95), s50 / b50, s95 / b95))
+    print()
+    for n in notes:
+        print("note: " + n)
+    print("ratio = sbx / baseline; the baseline is the same runsc and template, called directly.")
+
+
+if __name__ == "__main__":
+    main()

@@ -348,6 +348,58 @@ def test_cgroup_limits_applied():
     assert not os.path.exists(mem_dir), "cgroup %s left behind" % mem_dir
 
 
+def test_memory_limit_enforced():
+    """Filling a 300 MB tmpfs inside a 64 MiB sandbox gets it OOM-killed by the host."""
+    agent = os.path.join(_base(), "mem-agent")
+    with open(agent, "w") as f:
+        f.write("#!/bin/sh\nprintf '\\000\\000\\000\\002\\000\\000\\000\\000\\001\\000\\000\\000{}'\n"
+                "dd if=/dev/zero of=/tmp/big bs=1M count=300 >/workspace/dd.txt 2>&1\n"
+                "echo \"rc $?\" >> /workspace/dd.txt\nexec cat\n")
+    os.chmod(agent, 0o755)
+    sb = Sandbox(agent=agent, mem=64 << 20, tmp=400 << 20).start()
+    status = os.path.join(sb.state, "exit_status")
+    t = time.time() + 15
+    while time.time() < t and not os.path.exists(status):
+        time.sleep(0.05)
+    assert os.path.exists(status), "a 64 MiB sandbox survived writing 300 MB to its tmpfs"
+    assert _read(status) == "137", "exit status %s" % _read(status)
+    sb.destroy()
+    sb.wait_gone()
+
+
+def _template_rootfs():
+    cache = os.environ.get("SBX_TEMPLATE_CACHE", "/var/cache/sbx/templates")
+    r = os.path.join(cache, "base", "rootfs")
+    return r if os.path.isdir(r) else None
+
+
+def test_template_with_real_agent_exec():
+    agent, rootfs = _real_agent(), _template_rootfs()
+    if not agent or not rootfs:
+        print("  (skipped: needs sbx-agent and the base template)")
+        return
+    with Sandbox(agent=agent, rootfs=rootfs) as sb:
+        s = sb.connect()
+        s.sendall(frame(0, HELLO, 0, json.dumps({"version": 1, "role": "daemon"}).encode()))
+        assert recv_frame(s)[1] == HELLO
+        req = {"op": "exec", "argv": ["/bin/sh", "-c",
+                                      "ls /sys/class/net; python3 -c 'print(6*7)'; "
+                                      "touch /x 2>/dev/null || echo ro"],
+               "cwd": "/workspace", "timeout_ms": 20000, "stdin": False}
+        s.sendall(frame(1, OPEN, 0, json.dumps(req).encode()))
+        out, result = b"", None
+        while result is None:
+            stream, typ, flags, payload = recv_frame(s)
+            if typ == DATA and flags == 1:
+                out += payload
+            elif typ in (EXIT, ERROR):
+                result = (typ, json.loads(payload))
+        assert result[0] == EXIT and result[1].get("exit_code") == 0, result
+        assert out.decode().split() == ["lo", "42", "ro"], out
+        s.close()
+        _state.setdefault("timings", {})["template_start_ms"] = sb.start_ms
+
+
 def test_detached_survives_kill9_of_starter():
     sb = Sandbox()
     try:

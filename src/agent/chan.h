@@ -25,8 +25,8 @@ struct chan_out {
     uint8_t ch;
     int fd; /* -1 once closed */
     struct loop_watch *w;
-    uint64_t window;           /* bytes we may still send */
-    long long last_active_ms;  /* last read, or last time reading became possible */
+    uint64_t window;          /* bytes we may still send */
+    long long last_active_ms; /* last read, or last time reading became possible */
     void (*on_close)(void *owner);
     void *owner;
 };

@@ -9,9 +9,9 @@
 #ifndef SBX_AGENT_CONN_H
 #define SBX_AGENT_CONN_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <jansson.h>
 
 #include "../common/loop.h"
 #include "../proto/proto.h"

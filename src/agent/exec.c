@@ -1,9 +1,11 @@
 #include "exec.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -140,7 +142,29 @@ static void close_from(int lowfd)
 {
     if (close_range((unsigned)lowfd, ~0u, 0) == 0)
         return;
-    /* Older kernels (and possibly the sandbox kernel): do it by hand. */
+    /* Without close_range (old kernels; possibly the sandbox kernel): list /proc/self/fd
+     * rather than trying every possible fd, which costs a syscall each. We are the only
+     * thread of a fresh child, so opendir's allocation is fine here. */
+    DIR *d = opendir("/proc/self/fd");
+    if (d) {
+        int self = dirfd(d);
+        int again;
+        do {
+            again = 0;
+            struct dirent *de;
+            while ((de = readdir(d))) {
+                char *end;
+                long fd = strtol(de->d_name, &end, 10);
+                if (*end || end == de->d_name || fd < lowfd || fd == self)
+                    continue;
+                (void)close((int)fd);
+                again = 1;
+            }
+            rewinddir(d); /* closing while listing: go round until nothing is left */
+        } while (again);
+        closedir(d);
+        return;
+    }
     struct rlimit rl;
     long max = 65536;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
@@ -181,7 +205,7 @@ static _Noreturn void exec_child(const struct exec_req *r, int in_fd, int out_fd
 }
 
 struct spawn_fds {
-    int in_w;  /* -1 without stdin */
+    int in_w; /* -1 without stdin */
     int out_r, err_r;
 };
 
@@ -232,8 +256,7 @@ static int exec_spawn(const struct exec_req *r, pid_t *pid_out, struct spawn_fds
     if (n != 0) {
         /* The child exits 127; the reaper collects it as an unowned child. */
         if (n != (ssize_t)sizeof(rep))
-            return sbx_err_set(err, EIO, "spawn_failed", "%s: lost the spawn report",
-                               r->argv[0]);
+            return sbx_err_set(err, EIO, "spawn_failed", "%s: lost the spawn report", r->argv[0]);
         if (rep.stage == STAGE_CHDIR)
             return sbx_err_set(err, rep.err, "invalid_cwd", "cannot change directory to %s: %s",
                                r->cwd, strerror(rep.err));
@@ -287,8 +310,7 @@ static void exec_finish(struct exec_stream *x)
     }
     conn_send_json(a, x->base.id, PROTO_EXIT,
                    json_pack("{s:i, s:i, s:b, s:I}", "exit_code", code, "signal", sig, "timed_out",
-                             x->timed_out, "duration_ms",
-                             (json_int_t)(x->exit_ms - x->start_ms)));
+                             x->timed_out, "duration_ms", (json_int_t)(x->exit_ms - x->start_ms)));
     exec_free(x);
 }
 

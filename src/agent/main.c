@@ -14,12 +14,12 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <sys/epoll.h>
 
 #include "../common/util.h"
 #include "agent.h"
@@ -45,12 +45,9 @@ _Noreturn void agent_die(struct agent *a, int code, const char *fmt, ...)
         va_end(ap);
         dprintf(2, "sbx-agent: %s\n", msg);
     }
-    /* Leave no process groups behind (matters when we are not PID 1). */
-    for (unsigned i = 0; i < a->nstreams; i++) {
-        pid_t pid = a->streams[i]->pid;
-        if (pid > 0)
-            (void)kill(-pid, SIGKILL);
-    }
+    /* Leave no process groups behind (matters when we are not PID 1). Aborting
+     * frees streams that may be on the stack below us, but we never return. */
+    stream_abort_all(a);
     _exit(code);
 }
 
@@ -95,8 +92,8 @@ static void handle_open(struct agent *a, const struct proto_frame *f)
     json_t *req = json_loadb((const char *)f->payload, f->len, JSON_REJECT_DUPLICATES, &jerr);
     if (!req || !json_is_object(req)) {
         json_decref(req);
-        conn_send_error(a, id, "bad_request", "request is not a JSON object%s%s",
-                        req ? "" : ": ", req ? "" : jerr.text);
+        conn_send_error(a, id, "bad_request", "request is not a JSON object%s%s", req ? "" : ": ",
+                        req ? "" : jerr.text);
         return;
     }
     json_t *op = json_object_get(req, "op");

@@ -261,6 +261,12 @@ def test_env_and_cwd():
         r = a.run(["/usr/bin/env"])
         names = sorted(l.split("=", 1)[0] for l in r["out"].decode().splitlines())
         assert names == ["HOME", "LANG", "PATH", "TERM"], names
+        # Only stdio is inherited (ls's own directory fd is the 3).
+        r = a.run(["/bin/ls", "/proc/self/fd"])
+        assert r["out"].split() == [b"0", b"1", b"2", b"3"], r["out"]
+        # stdin is /dev/null without "stdin": true.
+        r = a.sh("readlink /proc/self/fd/0; cat")
+        assert r["out"] == b"/dev/null\n", r["out"]
 
 
 def test_cwd_error():

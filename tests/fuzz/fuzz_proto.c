@@ -101,8 +101,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             const uint8_t *h = p + ref[got].off;
             REQUIRE(f.len == ref[got].len);
             REQUIRE(f.type >= 1 && f.type <= PROTO_TYPE_MAX && f.len <= PROTO_MAX_PAYLOAD);
-            REQUIRE(f.stream == ((uint32_t)h[4] << 24 | (uint32_t)h[5] << 16 |
-                                 (uint32_t)h[6] << 8 | h[7]));
+            REQUIRE(f.stream ==
+                    ((uint32_t)h[4] << 24 | (uint32_t)h[5] << 16 | (uint32_t)h[6] << 8 | h[7]));
             REQUIRE(f.type == h[8] && f.flags == h[9]);
             REQUIRE(f.len == 0 || memcmp(f.payload, h + PROTO_HEADER_SIZE, f.len) == 0);
             uint8_t enc[PROTO_HEADER_SIZE];

@@ -26,8 +26,7 @@ static inline int check_report_(int ok, const char *file, int line, const char *
         printf("ok   %s\n", what);
     } else {
         check_failed_++;
-        printf("FAIL %s (%s:%d)%s%s\n", what, file, line, detail ? ": " : "",
-               detail ? detail : "");
+        printf("FAIL %s (%s:%d)%s%s\n", what, file, line, detail ? ": " : "", detail ? detail : "");
     }
     fflush(stdout);
     return ok;
@@ -43,7 +42,7 @@ static inline int check_report_(int ok, const char *file, int line, const char *
 
 #define CHECK_EQ_INT(got, want, ...)                                                               \
     ({                                                                                             \
-        long long check_g_ = (long long)(got), check_w_ = (long long)(want);                      \
+        long long check_g_ = (long long)(got), check_w_ = (long long)(want);                       \
         char check_what_[256], check_d_[128];                                                      \
         snprintf(check_what_, sizeof(check_what_), __VA_ARGS__);                                   \
         snprintf(check_d_, sizeof(check_d_), "got %lld, want %lld", check_g_, check_w_);           \
@@ -54,7 +53,7 @@ static inline int check_report_(int ok, const char *file, int line, const char *
     ({                                                                                             \
         char check_what_[256];                                                                     \
         snprintf(check_what_, sizeof(check_what_), __VA_ARGS__);                                   \
-        check_report_(memcmp((got), (want), (len)) == 0, __FILE__, __LINE__, check_what_,         \
+        check_report_(memcmp((got), (want), (len)) == 0, __FILE__, __LINE__, check_what_,          \
                       "bytes differ");                                                             \
     })
 

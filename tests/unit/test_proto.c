@@ -103,12 +103,8 @@ static void test_header(void)
 static void test_round_trip_and_splits(void)
 {
     struct tframe fr[] = {
-        mk(0, PROTO_HELLO, 0, 40),
-        mk(1, PROTO_OPEN, 0, 0),
-        mk(1, PROTO_DATA, 1, 1),
-        mk(0xffffffffu, PROTO_DATA, 2, 13),
-        mk(3, PROTO_EOF, 255, 0),
-        mk(3, PROTO_PONG, 0, 7),
+        mk(0, PROTO_HELLO, 0, 40),          mk(1, PROTO_OPEN, 0, 0),  mk(1, PROTO_DATA, 1, 1),
+        mk(0xffffffffu, PROTO_DATA, 2, 13), mk(3, PROTO_EOF, 255, 0), mk(3, PROTO_PONG, 0, 7),
     };
     size_t n = SBX_TEST_ARRAY_N(fr), len;
     uint8_t *buf = encode_all(fr, n, &len);
@@ -185,8 +181,8 @@ static int decode_header_only(uint32_t len, uint8_t type, uint8_t flags, uint16_
 static void test_bad_headers(void)
 {
     CHECK_EQ_INT(decode_header_only(0, 0, 0, 0), -EPROTO, "type 0 -> -EPROTO");
-    CHECK_EQ_INT(decode_header_only(0, PROTO_TYPE_MAX + 1, 0, 0), -EPROTO,
-                 "type %d -> -EPROTO", PROTO_TYPE_MAX + 1);
+    CHECK_EQ_INT(decode_header_only(0, PROTO_TYPE_MAX + 1, 0, 0), -EPROTO, "type %d -> -EPROTO",
+                 PROTO_TYPE_MAX + 1);
     CHECK_EQ_INT(decode_header_only(0, 255, 0, 0), -EPROTO, "type 255 -> -EPROTO");
     CHECK_EQ_INT(decode_header_only(0, PROTO_PING, 0, 1), -EPROTO, "reserved low bit -> -EPROTO");
     CHECK_EQ_INT(decode_header_only(0, PROTO_PING, 0, 0x8000), -EPROTO,
@@ -301,8 +297,8 @@ static void test_outq(void)
     int ok = 1;
     for (int i = 0; i < NF; i++) {
         fr[i] = mk((uint32_t)i, PROTO_DATA, (uint8_t)(i % 3), rnd() % 5000);
-        ok &= proto_outq_push(q, fr[i].stream, fr[i].type, fr[i].flags, fr[i].payload,
-                              fr[i].len) == 0;
+        ok &= proto_outq_push(q, fr[i].stream, fr[i].type, fr[i].flags, fr[i].payload, fr[i].len) ==
+              0;
     }
     CHECK(ok, "queued %d frames", NF);
     size_t want_len;
@@ -322,8 +318,7 @@ static void test_outq(void)
             have += (size_t)n;
         rounds++;
     }
-    CHECK(err == 0 && rounds > 1, "flush to a full pipe returns 0 and resumes (%d rounds)",
-          rounds);
+    CHECK(err == 0 && rounds > 1, "flush to a full pipe returns 0 and resumes (%d rounds)", rounds);
     CHECK(have == want_len && memcmp(got, want, want_len) == 0 && proto_outq_len(q) == 0,
           "the bytes written are exactly the encoded frames");
     CHECK(decode_split(got, have, NULL, 0, fr, NF), "and they decode back");

@@ -22,10 +22,32 @@
 #define RT_START_TIMEOUT_DEFAULT_MS 10000
 #define RT_LOG_TAIL 600
 
-static const char *const shim_env[] = {
-    "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-    NULL,
+/* The shim's whole environment: PATH, plus the sanitizer settings of a test build so
+ * its reports land where the test runner looks. Nothing else of the daemon's. */
+struct shim_env {
+    char *v[5];
+    char *own[3];
 };
+
+static void shim_env_init(struct shim_env *e)
+{
+    static const char *const pass[] = {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"};
+    size_t n = 0;
+    e->v[n++] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(pass); i++) {
+        const char *val = getenv(pass[i]);
+        e->own[i] = val ? sbx_xasprintf("%s=%s", pass[i], val) : NULL;
+        if (e->own[i])
+            e->v[n++] = e->own[i];
+    }
+    e->v[n] = NULL;
+}
+
+static void shim_env_free(struct shim_env *e)
+{
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(e->own); i++)
+        free(e->own[i]);
+}
 
 static bool abs_path_ok(const char *p)
 {
@@ -101,9 +123,14 @@ static int spawn_detached(char *const argv[], int keep_fd)
     _cleanup_close_ int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (nul < 0)
         return -errno;
+    struct shim_env env;
+    shim_env_init(&env);
     pid_t pid = fork();
-    if (pid < 0)
-        return -errno;
+    if (pid < 0) {
+        int r = -errno;
+        shim_env_free(&env);
+        return r;
+    }
     if (pid == 0) {
         if (setsid() < 0)
             _exit(126);
@@ -123,9 +150,10 @@ static int spawn_detached(char *const argv[], int keep_fd)
             _exit(126);
         if (keep_fd >= 0 && fcntl(keep_fd, F_SETFD, 0) < 0)
             _exit(126);
-        execve(argv[0], argv, (char *const *)shim_env);
+        execve(argv[0], argv, env.v);
         _exit(127);
     }
+    shim_env_free(&env);
     int st;
     while (waitpid(pid, &st, 0) < 0) {
         if (errno == EINTR)

@@ -56,7 +56,7 @@ struct shim {
     int log_fd;
     int ready_fd;
     int pid_fd; /* shim.pid, flock'ed for our lifetime */
-    char *sock_path, *pid_path, *runsc_log;
+    char *sock_path, *pid_path, *runsc_log, *log_path;
 
     int listen_fd;
     struct loop_watch *listen_w;
@@ -558,6 +558,28 @@ static void write_exit_status(struct shim *s, int st)
         shim_log(s, "writing %s: %s", path, strerror(-r));
 }
 
+static void shim_free(struct shim *s)
+{
+    if (s->client_fd >= 0)
+        close(s->client_fd);
+    proto_decoder_free(s->client_dec);
+    proto_outq_free(s->to_client);
+    proto_decoder_free(s->agent_dec);
+    proto_outq_free(s->to_agent);
+    if (s->loop) {
+        struct loop_watch *ws[] = {s->listen_w, s->client_w, s->agent_in_w, s->agent_out_w,
+                                   s->sig_w};
+        for (size_t i = 0; i < SBX_ARRAY_SIZE(ws); i++)
+            loop_watch_del(s->loop, ws[i]); /* freed by loop_free */
+        loop_free(s->loop);
+    }
+    free(s->sock_path);
+    free(s->pid_path);
+    free(s->runsc_log);
+    free(s->log_path);
+    *s = (struct shim){.log_fd = s->log_fd};
+}
+
 /* Remove our traces and, when destroy asked for it, the sandbox's directory. Order
  * matters for rt_destroy's race: unlink shim.pid first, then look at the marker. */
 static void finish(struct shim *s)
@@ -573,6 +595,7 @@ static void finish(struct shim *s)
         s->log_fd = -1;
         (void)sbx_rm_rf(rm);
     }
+    shim_free(s);
     exit(0);
 }
 
@@ -804,15 +827,18 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     if (chdir("/") < 0)
         return 1;
-    _cleanup_free_ char *log_path = sbx_xasprintf("%s/shim.log", s.state_dir);
-    s.log_fd = open(log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    s.log_path = sbx_xasprintf("%s/shim.log", s.state_dir);
+    s.log_fd = open(s.log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
     if (s.log_fd >= 0 && s.log_fd != 2)
         (void)dup2(s.log_fd, 2); /* stray diagnostics land in the log, too */
     s.sock_path = sbx_xasprintf("%s/shim.sock", s.state_dir);
     s.pid_path = sbx_xasprintf("%s/shim.pid", s.state_dir);
     s.runsc_log = sbx_xasprintf("%s/runsc.log", s.state_dir);
-    if (cleanup)
-        return cleanup_main(&s, remove);
+    if (cleanup) {
+        int rc = cleanup_main(&s, remove);
+        shim_free(&s);
+        return rc;
+    }
     s.agent_dec = proto_decoder_new();
     s.to_agent = proto_outq_new(SHIM_OUTQ_MAX);
 
@@ -830,9 +856,11 @@ int main(int argc, char **argv)
             kill(s.run_pid, SIGKILL);
             (void)waitpid(s.run_pid, NULL, 0);
         }
+        shim_free(&s);
         return 1;
     }
     r = loop_run(s.loop);
     shim_log(&s, "event loop ended: %s", r < 0 ? strerror(-r) : "stopped");
+    shim_free(&s);
     return r < 0 ? 1 : 0;
 }

@@ -158,6 +158,7 @@ for p in os.listdir("/proc"):
 print(json.dumps(procs))
 ''')
     joined = "\n".join(res)
+    assert any("python3" in p for p in res), "the probe does not see itself: %r" % res
     assert MARK not in joined, "a host process is visible in the sandbox"
     for host_thing in ("sbxd", "sbx-shim", "runsc", "systemd", "sshd"):
         assert host_thing not in joined, "%s visible in the sandbox:\n%s" % (host_thing, joined)

@@ -53,7 +53,7 @@ $(BUILD)/sbx-shim: $(SHIM_OBJ)
 	$(CC) $(SAN) -o $@ $^
 
 $(BUILD)/sbx-agent: $(AGENT_OBJ)
-	$(CC) -static -o $@ $^ -l:libjansson.a
+	$(CC) -static -o $@ $^ -l:libjansson.a -l:libseccomp.a
 
 $(BUILD)/tests/%: tests/unit/%.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)

@@ -24,6 +24,7 @@
 #include "../common/util.h"
 #include "agent.h"
 #include "exec.h"
+#include "seccomp.h"
 #include "stream.h"
 
 typedef int (*agent_open_fn)(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err);
@@ -285,6 +286,12 @@ int main(int argc, char **argv)
     a->pid1 = getpid() == 1;
     if (!a->pid1 && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
         dprintf(2, "sbx-agent: PR_SET_CHILD_SUBREAPER: %s\n", strerror(errno));
+        return 1;
+    }
+    struct sbx_err serr = {0};
+    r = agent_seccomp_install(&serr);
+    if (r < 0) {
+        dprintf(2, "sbx-agent: %s\n", serr.msg);
         return 1;
     }
     r = make_boot_id(a->boot_id);

@@ -273,6 +273,11 @@ int rt_start(const struct rt_config *cfg, const struct rt_spec *spec, struct sbx
     argv[i++] = (char *)cfg->runsc_root;
     argv[i++] = "--ready-fd";
     argv[i++] = fdbuf;
+    char cgpath[512];
+    if (oci_cgroups_path(cfg->cgroup_parent, spec->id, cgpath, sizeof(cgpath)) == 0) {
+        argv[i++] = "--cgroup";
+        argv[i++] = cgpath;
+    }
     if (cfg->debug)
         argv[i++] = "--debug";
     argv[i] = NULL;
@@ -386,6 +391,11 @@ int rt_destroy(const struct rt_config *cfg, const char *id, const char *state_di
     argv[i++] = (char *)(cfg->runsc_path ? cfg->runsc_path : "runsc");
     argv[i++] = "--root";
     argv[i++] = (char *)cfg->runsc_root;
+    char cgpath[512];
+    if (oci_cgroups_path(cfg->cgroup_parent, id, cgpath, sizeof(cgpath)) == 0) {
+        argv[i++] = "--cgroup";
+        argv[i++] = cgpath;
+    }
     if (remove_dir) {
         argv[i++] = "--remove";
         argv[i++] = (char *)remove_dir;

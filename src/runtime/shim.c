@@ -3,25 +3,30 @@
  * the container's stdio pipes (the agent's channel) and relays whole proto frames
  * between them and at most one client on <state_dir>/shim.sock.
  *
- *   sbx-shim --id ID --state-dir DIR --runsc PATH --root RUNSC_ROOT --ready-fd N [--debug]
+ *   sbx-shim --id ID --state-dir DIR --runsc PATH --root RUNSC_ROOT --ready-fd N
+ *            [--cgroup CGROUPS_PATH] [--debug]
  *
  * Readiness: one line on fd N, then the fd is closed:
  *   "ready <ms>\n"     the agent sent its first whole frame <ms> after runsc was spawned
  *   "exited <code>\n"  runsc exited before that (see <state_dir>/runsc.log)
  *   "error <text>\n"   the shim could not set up
  *
+ * After every runsc delete the shim rmdirs what is left of CGROUPS_PATH.
  * SIGTERM: destroy (runsc kill KILL, wait, runsc delete --force, remove the dir
  * named in <state_dir>/destroy if present, exit 0). When runsc exits by itself:
  * <state_dir>/exit_status, runsc delete --force, exit 0.
  * Everything is logged to <state_dir>/shim.log. Single threaded (src/common/loop).
  *
- *   sbx-shim --cleanup --id ID --state-dir DIR --runsc PATH --root RUNSC_ROOT [--remove DIR]
+ *   sbx-shim --cleanup --id ID --state-dir DIR --runsc PATH --root RUNSC_ROOT
+ *            [--cgroup CGROUPS_PATH] [--remove DIR]
  *
  * is the helper rt_destroy starts when no shim is alive: runsc kill KILL, runsc
  * delete --force, remove DIR, exit. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -52,6 +57,7 @@
 struct shim {
     struct loop *loop;
     const char *id, *state_dir, *runsc, *root;
+    const char *cgroup; /* the cgroupsPath given to runsc, e.g. /sbx/<id>; may be NULL */
     bool debug;
     int log_fd;
     int ready_fd;
@@ -458,6 +464,32 @@ static void runsc_cmd(struct shim *s, const char *what, int timeout_ms)
              st < 0 ? st : WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), sbx_now_ms() - t0);
 }
 
+/* runsc delete leaves the cgroup behind when `runsc run` failed before the container
+ * was recorded; remove what is left (rmdir only: it cannot remove a cgroup in use). */
+static void remove_cgroups(struct shim *s)
+{
+    if (!s->cgroup || s->cgroup[0] != '/' || strstr(s->cgroup, "..") || !strcmp(s->cgroup, "/"))
+        return;
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "/sys/fs/cgroup%s", s->cgroup);
+    (void)rmdir(path); /* v2 */
+    DIR *d = opendir("/sys/fs/cgroup");
+    if (!d)
+        return;
+    struct dirent *de;
+    int removed = 0;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "/sys/fs/cgroup/%s%s", de->d_name, s->cgroup);
+        if (rmdir(path) == 0)
+            removed++;
+    }
+    closedir(d);
+    if (removed)
+        shim_log(s, "removed %d leftover cgroup dirs %s", removed, s->cgroup);
+}
+
 static int spawn_runsc(struct shim *s)
 {
     int in[2], out[2];
@@ -641,6 +673,7 @@ static void destroy(struct shim *s)
         reap_run(s, true, SHIM_WAIT_TIMEOUT_MS);
     }
     runsc_cmd(s, "delete", SHIM_DELETE_TIMEOUT_MS);
+    remove_cgroups(s);
     finish(s);
 }
 
@@ -668,6 +701,7 @@ static void on_runsc_exit(struct shim *s)
     }
     drop_client(s, "runsc exited");
     runsc_cmd(s, "delete", SHIM_DELETE_TIMEOUT_MS);
+    remove_cgroups(s);
     finish(s);
 }
 
@@ -770,6 +804,7 @@ static int cleanup_main(struct shim *s, const char *remove)
     shim_log(s, "cleanup helper for %s (no shim alive)", s->id);
     runsc_cmd(s, "kill", SHIM_KILL_TIMEOUT_MS);
     runsc_cmd(s, "delete", SHIM_DELETE_TIMEOUT_MS);
+    remove_cgroups(s);
     (void)unlink(s->sock_path);
     if (remove && safe_remove_dir(remove)) {
         shim_log(s, "removing %s", remove);
@@ -784,9 +819,9 @@ static int cleanup_main(struct shim *s, const char *remove)
 static void usage(void)
 {
     fprintf(stderr, "usage: sbx-shim --id ID --state-dir DIR --runsc PATH --root DIR "
-                    "--ready-fd N [--debug]\n"
+                    "--ready-fd N [--cgroup PATH] [--debug]\n"
                     "       sbx-shim --cleanup --id ID --state-dir DIR --runsc PATH --root DIR "
-                    "[--remove DIR]\n");
+                    "[--cgroup PATH] [--remove DIR]\n");
     exit(2);
 }
 
@@ -800,6 +835,7 @@ int main(int argc, char **argv)
         {"runsc", required_argument, NULL, 'r'}, {"root", required_argument, NULL, 'R'},
         {"ready-fd", required_argument, NULL, 'f'}, {"debug", no_argument, NULL, 'd'},
         {"cleanup", no_argument, NULL, 'C'},     {"remove", required_argument, NULL, 'X'},
+        {"cgroup", required_argument, NULL, 'G'},
         {NULL, 0, NULL, 0},
     };
     int c;
@@ -815,6 +851,7 @@ int main(int argc, char **argv)
         case 'd': s.debug = true; break;
         case 'C': cleanup = true; break;
         case 'X': remove = optarg; break;
+        case 'G': s.cgroup = optarg; break;
         default: usage();
         }
     }

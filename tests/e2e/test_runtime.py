@@ -501,6 +501,13 @@ def test_start_failure_reports_runsc_log():
     assert out.startswith("error"), out
     assert "runsc" in out and len(out) > 60, out
     assert not sb.alive()
+    # runsc created the cgroup before failing and `runsc delete` cannot find it; the shim
+    # removes it after the delete.
+    cg = _cgroup_dir("memory", sb.id)
+    t = time.time() + 10
+    while os.path.exists(cg) and time.time() < t:
+        time.sleep(0.05)
+    assert not os.path.exists(cg), "cgroup %s left behind by a failed start" % cg
     shutil.rmtree(sb.dir, ignore_errors=True)
 
 

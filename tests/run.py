@@ -231,7 +231,7 @@ def main():
     san_log = os.path.join(logdir, "sanitizer")
     for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS"):
         if "log_path=" not in os.environ[var]:
-            os.environ[var] += ":log_path=" + san_log
+            os.environ[var] += ":log_exe_name=1:log_path=" + san_log
     os.environ.setdefault("SBX_TEMPLATE_CACHE", "/var/cache/sbx/templates")
 
     r = Runner(build, args.keyword)
@@ -243,7 +243,11 @@ def main():
         r.fail("interrupted", "KeyboardInterrupt")
     r.check_daemon_logs(harness)
     if r.san_reports:
-        detail = "\n\n".join("--- %s\n%s" % (src, ex) for src, ex in r.san_reports)
+        shown = r.san_reports[:4]
+        detail = "\n\n".join("--- %s\n%s" % (src, ex) for src, ex in shown)
+        if len(r.san_reports) > len(shown):
+            detail += "\n\n(and reports in %s)" % ", ".join(
+                src for src, _ in r.san_reports[len(shown):])
         r.fail("sanitizers", "%d report(s) from sanitized binaries" % len(r.san_reports),
                detail)
     else:

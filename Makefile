@@ -57,7 +57,12 @@ $(BUILD)/sbx-agent: $(AGENT_OBJ)
 
 $(BUILD)/tests/%: tests/unit/%.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(SAN) $(shell pkg-config --cflags $(PKGS)) -o $@ $^ $(shell pkg-config --libs $(PKGS)) -lpthread
+	$(CC) $(CFLAGS) $(SAN) $(shell pkg-config --cflags $(PKGS)) -o $@ $(filter %.c %.o,$^) $(shell pkg-config --libs $(PKGS)) -lpthread
+
+# A command-line front to the rt_* calls, for the runtime's end-to-end tests.
+$(BUILD)/tests/rt_driver: tests/e2e/rt_driver.c $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SAN) $(shell pkg-config --cflags $(PKGS)) -o $@ $(filter %.c %.o,$^) $(shell pkg-config --libs $(PKGS)) -lpthread
 
 deps:
 	@scripts/deps.sh
@@ -76,7 +81,7 @@ test: deps
 	@SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) scripts/build-template.sh base
 	SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) python3 tests/run.py --build build-asan
 
-unit-bins: $(UNIT_BIN)
+unit-bins: $(UNIT_BIN) $(BUILD)/tests/rt_driver
 
 bench: deps
 	$(MAKE) build

@@ -21,7 +21,7 @@ extern char **environ;
 
 static const char *const exec_base_env[] = {
     "PATH=" EXEC_BASE_PATH,
-    "HOME=/root",
+    "HOME=/tmp",
     "LANG=C.UTF-8",
     "TERM=dumb",
 };

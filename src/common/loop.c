@@ -19,6 +19,7 @@ struct loop_watch {
     void *data;
     bool dead;
     struct loop_watch *next_dead;
+    struct loop_watch *prev, *next; /* all live watches, so loop_free can release them */
 };
 
 struct loop_timer {
@@ -33,6 +34,7 @@ struct loop {
     bool stop;
     struct loop_timer *timers; /* sorted by due */
     struct loop_watch *dead;   /* freed after the current dispatch round */
+    struct loop_watch *live;
 };
 
 int loop_new(struct loop **out)
@@ -64,6 +66,8 @@ void loop_free(struct loop *l)
         l->timers = t->next;
         free(t);
     }
+    while (l->live)
+        loop_watch_del(l, l->live);
     reap_dead(l);
     close(l->epfd);
     free(l);
@@ -82,6 +86,10 @@ int loop_watch_add(struct loop *l, int fd, uint32_t events, loop_fd_cb cb, void 
         free(w);
         return r;
     }
+    w->next = l->live;
+    if (w->next)
+        w->next->prev = w;
+    l->live = w;
     if (out)
         *out = w;
     return 0;
@@ -101,6 +109,12 @@ void loop_watch_del(struct loop *l, struct loop_watch *w)
         return;
     /* The fd may already be closed by the owner, in which case the kernel dropped it. */
     (void)epoll_ctl(l->epfd, EPOLL_CTL_DEL, w->fd, NULL);
+    if (w->prev)
+        w->prev->next = w->next;
+    else
+        l->live = w->next;
+    if (w->next)
+        w->next->prev = w->prev;
     w->dead = true;
     w->next_dead = l->dead;
     l->dead = w;

@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,7 +21,10 @@ static void on_signal(struct loop *l, int fd, uint32_t events, void *data)
 {
     struct signalfd_siginfo si;
     while (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-        if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
+        if (si.ssi_signo == SIGCHLD) {
+            while (waitpid(-1, NULL, WNOHANG) > 0)
+                ;
+        } else if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
             log_info("signal %u: stopping (sandboxes keep running)", si.ssi_signo);
             loop_stop(l);
         }
@@ -92,6 +97,11 @@ int main(int argc, char **argv)
     sigemptyset(&mask);
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGCHLD);
+    /* Shims are double-forked so they outlive us; as their subreaper we still reap them
+     * while we live, whatever the host's init does with orphans. */
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+        log_warn("PR_SET_CHILD_SUBREAPER: %s", strerror(errno));
     sigprocmask(SIG_BLOCK, &mask, NULL);
     sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 

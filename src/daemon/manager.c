@@ -5,7 +5,9 @@
 #include <openssl/rand.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "../common/log.h"
 #include "../common/text.h"
@@ -23,10 +25,21 @@ struct manager {
     struct sandbox *sandboxes; /* live ones, newest first */
 };
 
+static void stop_start_watch(struct sandbox *sb)
+{
+    if (sb->start_fd < 0)
+        return;
+    loop_watch_del(sb->mgr->loop, sb->start_watch);
+    sb->start_watch = NULL;
+    close(sb->start_fd);
+    sb->start_fd = -1;
+}
+
 static void sandbox_free(struct sandbox *sb)
 {
     if (!sb)
         return;
+    stop_start_watch(sb);
     channel_free(sb->chan);
     while (sb->waiters) {
         struct sandbox_waiter *w = sb->waiters;
@@ -44,6 +57,7 @@ static struct sandbox *sandbox_alloc(struct manager *m, const char *id)
 {
     struct sandbox *sb = sbx_xcalloc(1, sizeof(*sb));
     sb->mgr = m;
+    sb->start_fd = -1;
     sb->dir = sbx_xasprintf("%s/sandboxes/%s", m->cfg->data_dir, id);
     sb->state_dir = sbx_xasprintf("%s/state", sb->dir);
     sb->workspace = sbx_xasprintf("%s/workspace", sb->dir);
@@ -104,6 +118,9 @@ void manager_free(struct manager *m)
     free(m->cgroup_parent);
     free(m);
 }
+
+static int destroy(struct manager *m, struct sandbox *sb, const char *reason,
+                   const struct sbx_err *cause, struct sbx_err *err);
 
 /* --- readiness ------------------------------------------------------------------ */
 
@@ -180,8 +197,9 @@ static void on_channel_closed(struct channel *c, const struct sbx_err *why, void
     struct sbx_err err = {0};
     sbx_err_set(&err, ECONNRESET, "sandbox_not_running", "sandbox %s stopped: %s", sb->rec.id,
                 why->msg);
-    (void)manager_destroy(sb->mgr, sb, rt_alive(sb->state_dir) ? "channel_lost" : "runtime_exited",
-                          &err);
+    struct sbx_err derr = {0};
+    (void)destroy(sb->mgr, sb, rt_alive(sb->state_dir) ? "channel_lost" : "runtime_exited", &err,
+                  &derr);
 }
 
 static const struct channel_ops chan_ops = {
@@ -208,8 +226,26 @@ static int attach(struct manager *m, struct sandbox *sb, struct sbx_err *err)
     if (r < 0)
         return r;
     sb->ready = false;
-    sb->ready_timer = loop_timer_add(m->loop, SANDBOX_READY_TIMEOUT_MS, on_ready_timeout, sb);
+    if (!sb->ready_timer)
+        sb->ready_timer = loop_timer_add(m->loop, SANDBOX_READY_TIMEOUT_MS, on_ready_timeout, sb);
     return 0;
+}
+
+static void on_start_news(struct loop *l, int fd, uint32_t events, void *data)
+{
+    struct sandbox *sb = data;
+    struct sbx_err err = {0};
+    int r = rt_start_read(sb->rec.id, sb->state_dir, sb->start_fd, &err);
+    if (r == -EAGAIN)
+        return;
+    stop_start_watch(sb);
+    if (r == 0)
+        r = attach(sb->mgr, sb, &err);
+    if (r < 0) {
+        log_error("sandbox %s: %s", sb->rec.id, err.msg);
+        struct sbx_err derr = {0};
+        (void)destroy(sb->mgr, sb, "start_failed", &err, &derr);
+    }
 }
 
 /* --- TTL -------------------------------------------------------------------------- */
@@ -304,12 +340,15 @@ int manager_create(struct manager *m, const struct auth_identity *who,
         .tmp_bytes = (uint64_t)m->cfg->tmp_mb << 20,
         .hostname = "sandbox",
     };
-    r = rt_start(&m->rt, &spec, err);
+    r = rt_start(&m->rt, &spec, &sb->start_fd, err);
     if (r < 0)
         goto fail;
-    r = attach(m, sb, err);
-    if (r < 0)
+    r = loop_watch_add(m->loop, sb->start_fd, EPOLLIN, on_start_news, sb, &sb->start_watch);
+    if (r < 0) {
+        sbx_err_sys(err, -r, "watching the sandbox start");
         goto fail;
+    }
+    sb->ready_timer = loop_timer_add(m->loop, SANDBOX_READY_TIMEOUT_MS, on_ready_timeout, sb);
     template_info_clear(&tpl);
     sb->next = m->sandboxes;
     m->sandboxes = sb;
@@ -368,8 +407,8 @@ static void on_reap(struct loop *l, void *data)
     sandbox_free(data);
 }
 
-int manager_destroy(struct manager *m, struct sandbox *sb, const char *reason,
-                    struct sbx_err *err)
+static int destroy(struct manager *m, struct sandbox *sb, const char *reason,
+                   const struct sbx_err *cause, struct sbx_err *err)
 {
     if (sb->ended)
         return 0;
@@ -396,12 +435,24 @@ int manager_destroy(struct manager *m, struct sandbox *sb, const char *reason,
         log_error("sandbox %s: destroy: %s", sb->rec.id, rerr.msg);
     log_info("sandbox %s: destroyed (%s)", sb->rec.id, reason);
     struct sbx_err gone = {0};
-    sbx_err_set(&gone, ECANCELED, "sandbox_start_failed", "sandbox %s did not start (%s)",
-                sb->rec.id, reason);
+    if (cause) {
+        gone = *cause;
+        snprintf(gone.code, sizeof(gone.code), "sandbox_start_failed");
+    } else {
+        sbx_err_set(&gone, ECANCELED, "sandbox_start_failed", "sandbox %s did not start (%s)",
+                    sb->rec.id, reason);
+    }
+    stop_start_watch(sb);
     notify_waiters(sb, &gone);
     /* Streams and callers may still be on the stack: free on the next turn. */
     (void)loop_timer_add(m->loop, 0, on_reap, sb);
     return r;
+}
+
+int manager_destroy(struct manager *m, struct sandbox *sb, const char *reason,
+                    struct sbx_err *err)
+{
+    return destroy(m, sb, reason, NULL, err);
 }
 
 /* --- start-up reconciliation --------------------------------------------------------- */

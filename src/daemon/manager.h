@@ -39,6 +39,8 @@ struct sandbox {
     char *dir;       /* <data>/sandboxes/<id> */
     char *state_dir; /* <dir>/state */
     char *workspace; /* <dir>/workspace */
+    int start_fd;    /* the shim's readiness pipe while starting, else -1 */
+    struct loop_watch *start_watch;
     struct channel *chan;
     bool ready;      /* the agent said HELLO on the current channel */
     bool ended;      /* destroyed; freed on the next loop turn */

@@ -210,7 +210,8 @@ static int read_ready(int fd, int timeout_ms, char *line, size_t size)
     }
 }
 
-int rt_start(const struct rt_config *cfg, const struct rt_spec *spec, struct sbx_err *err)
+int rt_start(const struct rt_config *cfg, const struct rt_spec *spec, int *ready_fd,
+             struct sbx_err *err)
 {
     if (!oci_id_valid(spec->id))
         return sbx_err_set(err, EINVAL, "invalid_request", "invalid sandbox id");
@@ -287,37 +288,71 @@ int rt_start(const struct rt_config *cfg, const struct rt_spec *spec, struct sbx
         return sbx_err_sys(err, -r, "starting %s", cfg->shim_path);
     close(TAKE_FD(ready_w));
 
-    char line[512];
-    int timeout = cfg->start_timeout_ms ? (int)cfg->start_timeout_ms : RT_START_TIMEOUT_DEFAULT_MS;
-    r = read_ready(ready_r, timeout, line, sizeof(line));
+    if ((r = sbx_set_nonblock(ready_r)) < 0)
+        return sbx_err_sys(err, -r, "readiness pipe");
+    *ready_fd = TAKE_FD(ready_r);
+    return 0;
+}
+
+/* Turn the shim's readiness line (or the error reading it) into our answer. */
+static int start_outcome(const char *id, const char *state_dir, int r, const char *line,
+                         int timeout, struct sbx_err *err)
+{
+    _cleanup_free_ char *runsc_log = sbx_xasprintf("%s/runsc.log", state_dir);
+    _cleanup_free_ char *shim_log = sbx_xasprintf("%s/shim.log", state_dir);
     if (r == 0 && !strncmp(line, "ready", 5))
         return 0;
 
     char tail[RT_LOG_TAIL];
     if (r == -ETIMEDOUT) {
-        pid_t pid = shim_pid(spec->state_dir);
+        pid_t pid = shim_pid(state_dir);
         if (pid > 0)
             (void)kill(pid, SIGTERM); /* kills and deletes the container, keeps the dir */
         log_tail(runsc_log, tail, sizeof(tail));
         return sbx_err_set(err, ETIMEDOUT, "internal",
-                           "sandbox %s: the agent did not speak within %d ms; runsc.log: %s",
-                           spec->id, timeout, tail[0] ? tail : "(empty)");
+                           "sandbox %s: the agent did not speak within %d ms; runsc.log: %s", id,
+                           timeout, tail[0] ? tail : "(empty)");
     }
     if (r < 0) {
         log_tail(shim_log, tail, sizeof(tail));
         return sbx_err_set(err, -r == EPIPE ? ECHILD : -r, "internal",
-                           "sandbox %s: sbx-shim died while starting; shim.log: %s", spec->id,
+                           "sandbox %s: sbx-shim died while starting; shim.log: %s", id,
                            tail[0] ? tail : "(empty)");
     }
     if (!strncmp(line, "exited", 6)) {
         log_tail(runsc_log, tail, sizeof(tail));
         return sbx_err_set(err, ECHILD, "internal",
-                           "sandbox %s: runsc %s before the agent spoke; runsc.log: %s", spec->id,
-                           line, tail[0] ? tail : "(empty)");
+                           "sandbox %s: runsc %s before the agent spoke; runsc.log: %s", id, line,
+                           tail[0] ? tail : "(empty)");
     }
     log_tail(shim_log, tail, sizeof(tail));
-    return sbx_err_set(err, EIO, "internal", "sandbox %s: sbx-shim: %s; shim.log: %s", spec->id,
-                       line, tail[0] ? tail : "(empty)");
+    return sbx_err_set(err, EIO, "internal", "sandbox %s: sbx-shim: %s; shim.log: %s", id, line,
+                       tail[0] ? tail : "(empty)");
+}
+
+int rt_start_wait(const struct rt_config *cfg, const struct rt_spec *spec, int ready_fd,
+                  struct sbx_err *err)
+{
+    char line[512];
+    int timeout = cfg->start_timeout_ms ? (int)cfg->start_timeout_ms : RT_START_TIMEOUT_DEFAULT_MS;
+    int r = read_ready(ready_fd, timeout, line, sizeof(line));
+    return start_outcome(spec->id, spec->state_dir, r, line, timeout, err);
+}
+
+int rt_start_read(const char *id, const char *state_dir, int ready_fd, struct sbx_err *err)
+{
+    /* The shim says its one line in a single short write, so one read sees all of it. */
+    char line[512];
+    ssize_t n;
+    do
+        n = read(ready_fd, line, sizeof(line) - 1);
+    while (n < 0 && errno == EINTR);
+    if (n < 0 && errno == EAGAIN)
+        return -EAGAIN;
+    int r = n < 0 ? -errno : n == 0 ? -EPIPE : 0;
+    line[n > 0 ? n : 0] = '\0';
+    line[strcspn(line, "\n")] = '\0';
+    return start_outcome(id, state_dir, r, line, 0, err);
 }
 
 int rt_connect(const char *state_dir, int *out_fd, struct sbx_err *err)

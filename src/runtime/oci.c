@@ -17,7 +17,7 @@ static const char *const oci_caps[] = {
 
 static const char *const oci_env[] = {
     "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-    "HOME=/root",
+    "HOME=/tmp",
     "LANG=C.UTF-8",
 };
 

@@ -19,7 +19,7 @@ struct rt_config {
     const char *agent_path;  /* the static sbx-agent binary, bind-mounted read-only */
     const char *cgroup_parent; /* e.g. "sbx": sandboxes live in <parent>/<id> */
     bool debug;              /* keep runsc debug logs in the sandbox's state dir */
-    unsigned start_timeout_ms; /* rt_start's bound on the agent's first frame; 0 = 10000 */
+    unsigned start_timeout_ms; /* rt_start_wait's bound on the agent's first frame; 0 = 10000 */
 };
 
 /* One sandbox to start. */
@@ -37,9 +37,18 @@ struct rt_spec {
 
 enum rt_cgroup_mode { RT_CGROUP_V1, RT_CGROUP_HYBRID, RT_CGROUP_V2 };
 
-/* Write the OCI bundle and launch the shim detached (it survives the daemon).
- * Returns when the shim's channel socket accepts connections. */
-int rt_start(const struct rt_config *cfg, const struct rt_spec *spec, struct sbx_err *err);
+/* Write the OCI bundle and launch the shim detached (it survives the daemon). Returns
+ * at once with *ready_fd (non-blocking, O_CLOEXEC), which becomes readable when the
+ * shim has news: the agent's first frame, or why the start failed. The caller owns
+ * the fd and reads the outcome with rt_start_read (from an event loop) or
+ * rt_start_wait (blocking, bounded by cfg->start_timeout_ms). */
+int rt_start(const struct rt_config *cfg, const struct rt_spec *spec, int *ready_fd,
+             struct sbx_err *err);
+/* 0 when the agent has spoken, -EAGAIN when the shim said nothing yet, otherwise the
+ * start failed and err says why (with the tail of runsc's or the shim's log). */
+int rt_start_read(const char *id, const char *state_dir, int ready_fd, struct sbx_err *err);
+int rt_start_wait(const struct rt_config *cfg, const struct rt_spec *spec, int ready_fd,
+                  struct sbx_err *err);
 
 /* Connect to a sandbox's channel socket: a non-blocking, O_CLOEXEC unix stream fd
  * carrying proto frames to and from its agent. Only one client at a time; a new

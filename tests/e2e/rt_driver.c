@@ -85,7 +85,12 @@ int main(int argc, char **argv)
             return 0;
         }
         long long t0 = sbx_now_ms();
-        if (rt_start(&cfg, &sp, &e) < 0)
+        int ready_fd;
+        if (rt_start(&cfg, &sp, &ready_fd, &e) < 0)
+            return fail(&e);
+        int r = rt_start_wait(&cfg, &sp, ready_fd, &e);
+        close(ready_fd);
+        if (r < 0)
             return fail(&e);
         printf("ok %lld\n", sbx_now_ms() - t0);
         return 0;

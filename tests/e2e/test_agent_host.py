@@ -254,7 +254,7 @@ def test_env_and_cwd():
                  env=["FOO=bar=baz", "LANG=en_US.UTF-8", "A="], cwd=d)
         exit_of(r)
         line, cwd = r["out"].decode().splitlines()
-        assert line == ("/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin|/root|"
+        assert line == ("/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin|/tmp|"
                         "en_US.UTF-8|dumb|bar=baz|"), line
         assert os.path.realpath(cwd) == os.path.realpath(d), cwd
         # Nothing of the agent's own environment leaks in.

@@ -37,8 +37,7 @@ static const struct route routes[] = {
     {"POST", "/v1/sandboxes/{}/exec", AUTH_SANDBOX, api_exec},
 };
 
-/* Match path against pattern, capturing {} segments into the request. */
-static bool match(const char *pattern, const char *path, struct http_req *req)
+bool router_match(const char *pattern, const char *path, struct http_req *req)
 {
     unsigned nparam = 0;
     const char *p = pattern, *s = path;
@@ -114,12 +113,12 @@ void router_dispatch(void *app, struct http_req *req)
     bool path_known = false;
     for (size_t i = 0; i < SBX_ARRAY_SIZE(routes); i++) {
         const struct route *rt = &routes[i];
-        if (!match(rt->pattern, path, NULL))
+        if (!router_match(rt->pattern, path, NULL))
             continue;
         path_known = true;
         if (strcmp(rt->method, method))
             continue;
-        (void)match(rt->pattern, path, req);
+        (void)router_match(rt->pattern, path, req);
         if (rt->auth != AUTH_PUBLIC) {
             struct sbx_err err = {0};
             if (authenticate(d, req, rt->auth, &err) < 0) {

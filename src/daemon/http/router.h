@@ -5,6 +5,12 @@
 struct http_req;
 struct sbxd;
 
+#include <stdbool.h>
+
+/* Does path match pattern ("/v1/sandboxes/{}/exec": "{}" is one non-empty segment)?
+ * With req, the captured segments become its parameters. */
+bool router_match(const char *pattern, const char *path, struct http_req *req);
+
 /* The dispatch function given to http_server_new. */
 void router_dispatch(void *app, struct http_req *req);
 

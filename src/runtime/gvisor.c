@@ -239,7 +239,6 @@ int rt_start(const struct rt_config *cfg, const struct rt_spec *spec, int *ready
     unlink_in(spec->state_dir, "exit_status");
     unlink_in(spec->state_dir, "destroy");
     _cleanup_free_ char *runsc_log = sbx_xasprintf("%s/runsc.log", spec->state_dir);
-    _cleanup_free_ char *shim_log = sbx_xasprintf("%s/shim.log", spec->state_dir);
     {
         _cleanup_close_ int lfd =
             open(runsc_log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);

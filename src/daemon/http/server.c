@@ -33,6 +33,12 @@ struct http_req {
     bool has_resp;
     http_abort_fn on_abort;
     void *abort_data;
+    /* Server-sent events: encoded events waiting for the socket, and whether the
+     * producer has finished. The reader suspends the connection when it runs dry. */
+    bool sse;
+    bool sse_ended;
+    struct sse_chunk *sse_head, *sse_tail;
+    size_t sse_bytes;
     char *params[HTTP_MAX_PARAMS];
     struct auth_identity ident;
     struct http_req *next_suspended, *prev_suspended;
@@ -50,6 +56,12 @@ struct http_server {
 
 static void server_kick(struct http_server *s);
 
+struct sse_chunk {
+    struct sse_chunk *next;
+    size_t len, off;
+    char data[];
+};
+
 static void req_free(struct http_req *r)
 {
     if (!r)
@@ -57,6 +69,11 @@ static void req_free(struct http_req *r)
     free(r->path);
     free(r->body);
     free(r->resp);
+    while (r->sse_head) {
+        struct sse_chunk *c = r->sse_head;
+        r->sse_head = c->next;
+        free(c);
+    }
     for (unsigned i = 0; i < HTTP_MAX_PARAMS; i++)
         free(r->params[i]);
     free(r);
@@ -134,6 +151,26 @@ int http_req_json(struct http_req *r, json_t **out, struct sbx_err *err)
     return 0;
 }
 
+static void resume(struct http_req *r)
+{
+    if (!r->suspended)
+        return;
+    r->suspended = false;
+    unlink_suspended(r);
+    MHD_resume_connection(r->conn);
+    server_kick(r->srv);
+}
+
+static void park(struct http_req *r)
+{
+    r->suspended = true;
+    r->next_suspended = r->srv->suspended;
+    if (r->next_suspended)
+        r->next_suspended->prev_suspended = r;
+    r->srv->suspended = r;
+    MHD_suspend_connection(r->conn);
+}
+
 void http_respond_json(struct http_req *r, unsigned status, json_t *body)
 {
     if (r->has_resp) {
@@ -148,12 +185,7 @@ void http_respond_json(struct http_req *r, unsigned status, json_t *body)
     r->resp = s;
     r->resp_len = strlen(s);
     r->has_resp = true;
-    if (r->suspended) {
-        r->suspended = false;
-        unlink_suspended(r);
-        MHD_resume_connection(r->conn);
-        server_kick(r->srv);
-    }
+    resume(r);
 }
 
 void http_respond_error(struct http_req *r, const struct sbx_err *err)
@@ -181,16 +213,103 @@ void http_req_suspend(struct http_req *r, http_abort_fn on_abort, void *data)
         return;
     r->on_abort = on_abort;
     r->abort_data = data;
-    r->suspended = true;
-    r->next_suspended = r->srv->suspended;
-    if (r->next_suspended)
-        r->next_suspended->prev_suspended = r;
-    r->srv->suspended = r;
-    MHD_suspend_connection(r->conn);
+    park(r);
+}
+
+bool http_req_wants_sse(const struct http_req *r)
+{
+    const char *accept = http_req_header(r, "Accept");
+    return accept && strstr(accept, "text/event-stream");
+}
+
+void http_sse_begin(struct http_req *r, http_abort_fn on_abort, void *data)
+{
+    if (r->has_resp)
+        return;
+    r->sse = true;
+    r->has_resp = true;
+    r->status = 200;
+    r->on_abort = on_abort;
+    r->abort_data = data;
+    resume(r);
+}
+
+int http_sse_event(struct http_req *r, json_t *event)
+{
+    char *s = json_dumps(event, JSON_COMPACT);
+    json_decref(event);
+    if (!s)
+        abort();
+    size_t n = strlen(s);
+    if (!r->sse || r->sse_ended || r->sse_bytes + n + 8 > HTTP_SSE_QUEUE_MAX) {
+        free(s);
+        return r->sse && !r->sse_ended ? -ENOBUFS : -EPIPE;
+    }
+    struct sse_chunk *c = sbx_xmalloc(sizeof(*c) + n + 8);
+    c->next = NULL;
+    c->off = 0;
+    c->len = (size_t)sprintf(c->data, "data: %s\n\n", s);
+    free(s);
+    if (r->sse_tail)
+        r->sse_tail->next = c;
+    else
+        r->sse_head = c;
+    r->sse_tail = c;
+    r->sse_bytes += c->len;
+    resume(r);
+    return 0;
+}
+
+void http_sse_end(struct http_req *r)
+{
+    if (!r->sse || r->sse_ended)
+        return;
+    r->sse_ended = true;
+    r->on_abort = NULL;
+    resume(r);
+}
+
+static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    struct http_req *r = cls;
+    size_t n = 0;
+    while (r->sse_head && n < max) {
+        struct sse_chunk *c = r->sse_head;
+        size_t take = c->len - c->off < max - n ? c->len - c->off : max - n;
+        memcpy(buf + n, c->data + c->off, take);
+        c->off += take;
+        n += take;
+        if (c->off == c->len) {
+            r->sse_head = c->next;
+            if (!r->sse_head)
+                r->sse_tail = NULL;
+            r->sse_bytes -= c->len;
+            free(c);
+        }
+    }
+    if (n)
+        return (ssize_t)n;
+    if (r->sse_ended)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    /* Nothing yet: park the connection until the producer sends or ends. */
+    park(r);
+    return 0;
 }
 
 static enum MHD_Result queue_answer(struct http_req *r)
 {
+    if (r->sse) {
+        struct MHD_Response *sresp =
+            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, sse_read, r, NULL);
+        if (!sresp)
+            return MHD_NO;
+        MHD_add_response_header(sresp, "Content-Type", "text/event-stream");
+        MHD_add_response_header(sresp, "Cache-Control", "no-cache");
+        MHD_add_response_header(sresp, "x-request-id", r->id);
+        enum MHD_Result sret = MHD_queue_response(r->conn, r->status, sresp);
+        MHD_destroy_response(sresp);
+        return sret;
+    }
     struct MHD_Response *resp =
         MHD_create_response_from_buffer(r->resp_len, r->resp, MHD_RESPMEM_MUST_FREE);
     if (!resp)
@@ -273,7 +392,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     struct http_req *r = *con_cls;
     if (!r)
         return;
-    if (r->on_abort && !r->has_resp)
+    if (r->on_abort && (!r->has_resp || (r->sse && !r->sse_ended)))
         r->on_abort(r, r->abort_data);
     if (r->suspended)
         unlink_suspended(r);
@@ -393,7 +512,13 @@ void http_server_free(struct http_server *s)
         if (r->on_abort)
             r->on_abort(r, r->abort_data);
         r->on_abort = NULL;
-        http_respond_error(r, &e);
+        if (r->sse) {
+            (void)http_sse_event(r, json_pack("{s:s,s:s,s:s}", "type", "error", "code",
+                                              "shutting_down", "message", e.msg));
+            http_sse_end(r);
+        } else {
+            http_respond_error(r, &e);
+        }
     }
     (void)MHD_run(s->mhd);
     loop_watch_del(s->loop, s->watch);

@@ -15,6 +15,7 @@
 #define HTTP_MAX_BODY (1024u * 1024u)
 #define HTTP_MAX_PARAMS 4
 #define HTTP_REQUEST_ID_LEN 24
+#define HTTP_SSE_QUEUE_MAX (8u * 1024u * 1024u)
 
 struct http_server;
 struct http_req;
@@ -56,5 +57,16 @@ void http_respond_errorf(struct http_req *r, const char *code, const char *fmt, 
 /* Keep the request open; answer later with http_respond_*. on_abort runs if the client
  * goes away first (and then the request must not be touched again). */
 void http_req_suspend(struct http_req *r, http_abort_fn on_abort, void *data);
+
+/* Server-sent events. http_sse_begin answers 200 text/event-stream (also from a
+ * suspended request); each http_sse_event (taking ownership) becomes one "data: <json>"
+ * frame, sent as soon as the socket takes it; http_sse_end finishes the response.
+ * on_abort runs if the client goes away before the end. http_sse_event returns
+ * -ENOBUFS when more than HTTP_SSE_QUEUE_MAX bytes wait for a slow client, -EPIPE
+ * after the end. */
+bool http_req_wants_sse(const struct http_req *r);
+void http_sse_begin(struct http_req *r, http_abort_fn on_abort, void *data);
+int http_sse_event(struct http_req *r, json_t *event);
+void http_sse_end(struct http_req *r);
 
 #endif

@@ -33,6 +33,10 @@ struct http_req {
     bool has_resp;
     http_abort_fn on_abort;
     void *abort_data;
+    http_answer_fn on_answer;
+    void *answer_data;
+    char *extra_headers[2 * HTTP_EXTRA_HEADERS_MAX];
+    unsigned n_extra;
     /* Server-sent events: encoded events waiting for the socket, and whether the
      * producer has finished. The reader suspends the connection when it runs dry. */
     bool sse;
@@ -76,6 +80,8 @@ static void req_free(struct http_req *r)
     }
     for (unsigned i = 0; i < HTTP_MAX_PARAMS; i++)
         free(r->params[i]);
+    for (unsigned i = 0; i < 2 * r->n_extra; i++)
+        free(r->extra_headers[i]);
     free(r);
 }
 
@@ -171,21 +177,50 @@ static void park(struct http_req *r)
     MHD_suspend_connection(r->conn);
 }
 
+void http_req_on_answer(struct http_req *r, http_answer_fn fn, void *data)
+{
+    r->on_answer = fn;
+    r->answer_data = data;
+}
+
+void *http_req_answer_data(const struct http_req *r, http_answer_fn fn)
+{
+    return r->on_answer == fn ? r->answer_data : NULL;
+}
+
+void http_req_add_header(struct http_req *r, const char *name, const char *value)
+{
+    if (r->n_extra == HTTP_EXTRA_HEADERS_MAX)
+        abort(); /* a programming error: the routes set a known, small number */
+    r->extra_headers[2 * r->n_extra] = sbx_xstrdup(name);
+    r->extra_headers[2 * r->n_extra + 1] = sbx_xstrdup(value);
+    r->n_extra++;
+}
+
+void http_respond_text(struct http_req *r, unsigned status, const char *json_text)
+{
+    if (r->has_resp)
+        return;
+    r->status = status;
+    r->resp = sbx_xstrdup(json_text);
+    r->resp_len = strlen(json_text);
+    r->has_resp = true;
+    if (r->on_answer) {
+        http_answer_fn fn = r->on_answer;
+        r->on_answer = NULL;
+        fn(r, status, r->resp, r->answer_data);
+    }
+    resume(r);
+}
+
 void http_respond_json(struct http_req *r, unsigned status, json_t *body)
 {
-    if (r->has_resp) {
-        json_decref(body);
-        return;
-    }
     char *s = json_dumps(body, JSON_COMPACT);
     json_decref(body);
     if (!s)
         abort();
-    r->status = status;
-    r->resp = s;
-    r->resp_len = strlen(s);
-    r->has_resp = true;
-    resume(r);
+    http_respond_text(r, status, s);
+    free(s);
 }
 
 void http_respond_error(struct http_req *r, const struct sbx_err *err)
@@ -306,6 +341,8 @@ static enum MHD_Result queue_answer(struct http_req *r)
         MHD_add_response_header(sresp, "Content-Type", "text/event-stream");
         MHD_add_response_header(sresp, "Cache-Control", "no-cache");
         MHD_add_response_header(sresp, "x-request-id", r->id);
+        for (unsigned i = 0; i < r->n_extra; i++)
+            MHD_add_response_header(sresp, r->extra_headers[2 * i], r->extra_headers[2 * i + 1]);
         enum MHD_Result sret = MHD_queue_response(r->conn, r->status, sresp);
         MHD_destroy_response(sresp);
         return sret;
@@ -317,6 +354,8 @@ static enum MHD_Result queue_answer(struct http_req *r)
     r->resp = NULL; /* owned by MHD now */
     MHD_add_response_header(resp, "Content-Type", "application/json");
     MHD_add_response_header(resp, "x-request-id", r->id);
+    for (unsigned i = 0; i < r->n_extra; i++)
+        MHD_add_response_header(resp, r->extra_headers[2 * i], r->extra_headers[2 * i + 1]);
     enum MHD_Result ret = MHD_queue_response(r->conn, r->status, resp);
     MHD_destroy_response(resp);
     return ret;
@@ -394,6 +433,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         return;
     if (r->on_abort && (!r->has_resp || (r->sse && !r->sse_ended)))
         r->on_abort(r, r->abort_data);
+    if (r->on_answer)
+        r->on_answer(r, 0, NULL, r->answer_data);
     if (r->suspended)
         unlink_suspended(r);
     req_free(r);

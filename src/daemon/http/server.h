@@ -16,6 +16,7 @@
 #define HTTP_MAX_PARAMS 4
 #define HTTP_REQUEST_ID_LEN 24
 #define HTTP_SSE_QUEUE_MAX (8u * 1024u * 1024u)
+#define HTTP_EXTRA_HEADERS_MAX 4
 
 struct http_server;
 struct http_req;
@@ -47,6 +48,19 @@ struct auth_identity *http_req_identity(struct http_req *r);
 /* Parse the body as a JSON object. Fills err (invalid_json / invalid_request) on failure. */
 int http_req_json(struct http_req *r, json_t **out, struct sbx_err *err);
 
+/* Called once with the answer's status and body when the request is answered with
+ * http_respond_*, or with status 0 and NULL when it ends unanswered (client gone, or
+ * a stream). Set NULL to detach. */
+typedef void (*http_answer_fn)(struct http_req *r, unsigned status, const char *body,
+                               void *data);
+void http_req_on_answer(struct http_req *r, http_answer_fn fn, void *data);
+/* The data given with fn, when fn is the request's answer hook; else NULL. */
+void *http_req_answer_data(const struct http_req *r, http_answer_fn fn);
+/* An extra response header (at most HTTP_EXTRA_HEADERS_MAX per request). */
+void http_req_add_header(struct http_req *r, const char *name, const char *value);
+
+/* Answer with a JSON document already serialised. */
+void http_respond_text(struct http_req *r, unsigned status, const char *json_text);
 /* Answer: takes ownership of body. Allowed once per request. */
 void http_respond_json(struct http_req *r, unsigned status, json_t *body);
 /* Answer with {"error":{code,message}}; the status comes from the code (http/errors.c). */

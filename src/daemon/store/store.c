@@ -8,10 +8,8 @@
 #include <string.h>
 
 #include "../../common/util.h"
+#include "store_internal.h"
 
-struct store {
-    sqlite3 *db;
-};
 
 static const char schema[] =
     "CREATE TABLE IF NOT EXISTS keys("
@@ -26,7 +24,15 @@ static const char schema[] =
     "  cpu_millicores INTEGER NOT NULL);"
     "CREATE INDEX IF NOT EXISTS sandboxes_live ON sandboxes(status, user);";
 
-static int db_err(struct store *s, struct sbx_err *err, const char *what)
+/* Each part of the store brings its own tables; all are created on open. */
+static const char *const *const store_schemas[] = {
+    (const char *const[]){schema},
+    &store_exec_schema,
+    &store_idem_schema,
+    &store_audit_schema,
+};
+
+int store_db_err(struct store *s, struct sbx_err *err, const char *what)
 {
     return sbx_err_set(err, EIO, "internal", "store: %s: %s", what, sqlite3_errmsg(s->db));
 }
@@ -48,8 +54,8 @@ int store_open(const char *path, struct store **out, struct sbx_err *err)
                       "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
                       "PRAGMA busy_timeout=5000; PRAGMA foreign_keys=ON;",
                       NULL, NULL, &msg);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_exec(s->db, schema, NULL, NULL, &msg);
+    for (size_t i = 0; rc == SQLITE_OK && i < SBX_ARRAY_SIZE(store_schemas); i++)
+        rc = sqlite3_exec(s->db, *store_schemas[i], NULL, NULL, &msg);
     if (rc != SQLITE_OK) {
         int r = sbx_err_set(err, EIO, "internal", "initialising %s: %s", path,
                             msg ? msg : sqlite3_errstr(rc));
@@ -70,11 +76,11 @@ void store_free(struct store *s)
 }
 
 /* Prepare, bind text/int arguments from a format ("t" text, "i" int64), step once. */
-static int prepare(struct store *s, const char *sql, sqlite3_stmt **st, struct sbx_err *err,
+int store_prepare(struct store *s, const char *sql, sqlite3_stmt **st, struct sbx_err *err,
                    const char *types, ...)
 {
     if (sqlite3_prepare_v2(s->db, sql, -1, st, NULL) != SQLITE_OK)
-        return db_err(s, err, "prepare");
+        return store_db_err(s, err, "prepare");
     va_list ap;
     va_start(ap, types);
     for (int i = 0; types[i]; i++) {
@@ -90,14 +96,14 @@ static int prepare(struct store *s, const char *sql, sqlite3_stmt **st, struct s
             va_end(ap);
             sqlite3_finalize(*st);
             *st = NULL;
-            return db_err(s, err, "bind");
+            return store_db_err(s, err, "bind");
         }
     }
     va_end(ap);
     return 0;
 }
 
-static void col_text(sqlite3_stmt *st, int col, char *dst, size_t cap)
+void store_col_text(sqlite3_stmt *st, int col, char *dst, size_t cap)
 {
     const unsigned char *v = sqlite3_column_text(st, col);
     snprintf(dst, cap, "%s", v ? (const char *)v : "");
@@ -106,13 +112,13 @@ static void col_text(sqlite3_stmt *st, int col, char *dst, size_t cap)
 int store_key_insert(struct store *s, const struct store_key *k, struct sbx_err *err)
 {
     sqlite3_stmt *st;
-    int r = prepare(s, "INSERT INTO keys(id,user,role,tool_level,hash,created_at) "
+    int r = store_prepare(s, "INSERT INTO keys(id,user,role,tool_level,hash,created_at) "
                        "VALUES(?,?,?,?,?,?)",
                     &st, err, "ttttti", k->id, k->user, auth_role_name(k->role),
                     auth_tool_level_name(k->tool_level), k->hash, k->created_at);
     if (r < 0)
         return r;
-    r = sqlite3_step(st) == SQLITE_DONE ? 0 : db_err(s, err, "insert key");
+    r = sqlite3_step(st) == SQLITE_DONE ? 0 : store_db_err(s, err, "insert key");
     sqlite3_finalize(st);
     return r;
 }
@@ -120,13 +126,13 @@ int store_key_insert(struct store *s, const struct store_key *k, struct sbx_err 
 static void row_to_key(sqlite3_stmt *st, struct store_key *k)
 {
     memset(k, 0, sizeof(*k));
-    col_text(st, 0, k->id, sizeof(k->id));
-    col_text(st, 1, k->user, sizeof(k->user));
+    store_col_text(st, 0, k->id, sizeof(k->id));
+    store_col_text(st, 1, k->user, sizeof(k->user));
     k->role = AUTH_ROLE_MEMBER;
     (void)auth_role_parse((const char *)sqlite3_column_text(st, 2), &k->role);
     k->tool_level = AUTH_TOOL_NONE;
     (void)auth_tool_level_parse((const char *)sqlite3_column_text(st, 3), &k->tool_level);
-    col_text(st, 4, k->hash, sizeof(k->hash));
+    store_col_text(st, 4, k->hash, sizeof(k->hash));
     k->created_at = sqlite3_column_int64(st, 5);
 }
 
@@ -135,7 +141,7 @@ static void row_to_key(sqlite3_stmt *st, struct store_key *k)
 int store_key_get(struct store *s, const char *id, struct store_key *out, struct sbx_err *err)
 {
     sqlite3_stmt *st;
-    int r = prepare(s, "SELECT " KEY_COLS " FROM keys WHERE id=? AND deleted_at IS NULL", &st,
+    int r = store_prepare(s, "SELECT " KEY_COLS " FROM keys WHERE id=? AND deleted_at IS NULL", &st,
                     err, "t", id);
     if (r < 0)
         return r;
@@ -146,7 +152,7 @@ int store_key_get(struct store *s, const char *id, struct store_key *out, struct
     } else if (rc == SQLITE_DONE) {
         r = sbx_err_set(err, ENOENT, "key_not_found", "no key with id %s", id);
     } else {
-        r = db_err(s, err, "get key");
+        r = store_db_err(s, err, "get key");
     }
     sqlite3_finalize(st);
     return r;
@@ -155,14 +161,14 @@ int store_key_get(struct store *s, const char *id, struct store_key *out, struct
 int store_key_delete(struct store *s, const char *id, struct sbx_err *err)
 {
     sqlite3_stmt *st;
-    int r = prepare(s,
+    int r = store_prepare(s,
                     "UPDATE keys SET deleted_at=strftime('%s','now') "
                     "WHERE id=? AND deleted_at IS NULL",
                     &st, err, "t", id);
     if (r < 0)
         return r;
     if (sqlite3_step(st) != SQLITE_DONE)
-        r = db_err(s, err, "delete key");
+        r = store_db_err(s, err, "delete key");
     else if (sqlite3_changes(s->db) == 0)
         r = sbx_err_set(err, ENOENT, "key_not_found", "no key with id %s", id);
     sqlite3_finalize(st);
@@ -172,7 +178,7 @@ int store_key_delete(struct store *s, const char *id, struct sbx_err *err)
 int store_key_each(struct store *s, store_key_cb cb, void *data, struct sbx_err *err)
 {
     sqlite3_stmt *st;
-    int r = prepare(s, "SELECT " KEY_COLS " FROM keys WHERE deleted_at IS NULL ORDER BY created_at, id",
+    int r = store_prepare(s, "SELECT " KEY_COLS " FROM keys WHERE deleted_at IS NULL ORDER BY created_at, id",
                     &st, err, "");
     if (r < 0)
         return r;
@@ -182,7 +188,7 @@ int store_key_each(struct store *s, store_key_cb cb, void *data, struct sbx_err 
         row_to_key(st, &k);
         cb(&k, data);
     }
-    r = rc == SQLITE_DONE ? 0 : db_err(s, err, "list keys");
+    r = rc == SQLITE_DONE ? 0 : store_db_err(s, err, "list keys");
     sqlite3_finalize(st);
     return r;
 }
@@ -190,13 +196,13 @@ int store_key_each(struct store *s, store_key_cb cb, void *data, struct sbx_err 
 int store_key_count(struct store *s, long long *out, struct sbx_err *err)
 {
     sqlite3_stmt *st;
-    int r = prepare(s, "SELECT count(*) FROM keys", &st, err, "");
+    int r = store_prepare(s, "SELECT count(*) FROM keys", &st, err, "");
     if (r < 0)
         return r;
     if (sqlite3_step(st) == SQLITE_ROW)
         *out = sqlite3_column_int64(st, 0);
     else
-        r = db_err(s, err, "count keys");
+        r = store_db_err(s, err, "count keys");
     sqlite3_finalize(st);
     return r;
 }
@@ -216,21 +222,21 @@ void store_sandbox_clear(struct store_sandbox *sb)
 static void row_to_sandbox(sqlite3_stmt *st, struct store_sandbox *sb)
 {
     memset(sb, 0, sizeof(*sb));
-    col_text(st, 0, sb->id, sizeof(sb->id));
-    col_text(st, 1, sb->user, sizeof(sb->user));
-    col_text(st, 2, sb->key_id, sizeof(sb->key_id));
-    col_text(st, 3, sb->status, sizeof(sb->status));
-    col_text(st, 4, sb->backend, sizeof(sb->backend));
-    col_text(st, 5, sb->runtime, sizeof(sb->runtime));
-    col_text(st, 6, sb->template_name, sizeof(sb->template_name));
-    col_text(st, 7, sb->template_digest, sizeof(sb->template_digest));
+    store_col_text(st, 0, sb->id, sizeof(sb->id));
+    store_col_text(st, 1, sb->user, sizeof(sb->user));
+    store_col_text(st, 2, sb->key_id, sizeof(sb->key_id));
+    store_col_text(st, 3, sb->status, sizeof(sb->status));
+    store_col_text(st, 4, sb->backend, sizeof(sb->backend));
+    store_col_text(st, 5, sb->runtime, sizeof(sb->runtime));
+    store_col_text(st, 6, sb->template_name, sizeof(sb->template_name));
+    store_col_text(st, 7, sb->template_digest, sizeof(sb->template_digest));
     const unsigned char *env = sqlite3_column_text(st, 8);
     sb->env_json = sbx_xstrdup(env ? (const char *)env : "{}");
     sb->ttl_seconds = sqlite3_column_int64(st, 9);
     sb->created_at = sqlite3_column_int64(st, 10);
     sb->expires_at = sqlite3_column_int64(st, 11);
     sb->ended_at = sqlite3_column_int64(st, 12);
-    col_text(st, 13, sb->end_reason, sizeof(sb->end_reason));
+    store_col_text(st, 13, sb->end_reason, sizeof(sb->end_reason));
     sb->memory_mb = sqlite3_column_int64(st, 14);
     sb->pids = sqlite3_column_int64(st, 15);
     sb->cpu_millicores = sqlite3_column_int64(st, 16);
@@ -239,7 +245,7 @@ static void row_to_sandbox(sqlite3_stmt *st, struct store_sandbox *sb)
 int store_sandbox_insert(struct store *s, const struct store_sandbox *sb, struct sbx_err *err)
 {
     sqlite3_stmt *st;
-    int r = prepare(s, "INSERT INTO sandboxes(" SB_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    int r = store_prepare(s, "INSERT INTO sandboxes(" SB_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     &st, err, "tttttttttiiiitiii", sb->id, sb->user, sb->key_id, sb->status,
                     sb->backend, sb->runtime, sb->template_name, sb->template_digest,
                     sb->env_json ? sb->env_json : "{}", sb->ttl_seconds, sb->created_at,
@@ -247,7 +253,7 @@ int store_sandbox_insert(struct store *s, const struct store_sandbox *sb, struct
                     sb->memory_mb, sb->pids, sb->cpu_millicores);
     if (r < 0)
         return r;
-    r = sqlite3_step(st) == SQLITE_DONE ? 0 : db_err(s, err, "insert sandbox");
+    r = sqlite3_step(st) == SQLITE_DONE ? 0 : store_db_err(s, err, "insert sandbox");
     sqlite3_finalize(st);
     return r;
 }
@@ -256,7 +262,7 @@ int store_sandbox_get(struct store *s, const char *id, struct store_sandbox *out
                       struct sbx_err *err)
 {
     sqlite3_stmt *st;
-    int r = prepare(s, "SELECT " SB_COLS " FROM sandboxes WHERE id=?", &st, err, "t", id);
+    int r = store_prepare(s, "SELECT " SB_COLS " FROM sandboxes WHERE id=?", &st, err, "t", id);
     if (r < 0)
         return r;
     int rc = sqlite3_step(st);
@@ -266,7 +272,7 @@ int store_sandbox_get(struct store *s, const char *id, struct store_sandbox *out
     } else if (rc == SQLITE_DONE) {
         r = sbx_err_set(err, ENOENT, "sandbox_not_found", "no sandbox with id %s", id);
     } else {
-        r = db_err(s, err, "get sandbox");
+        r = store_db_err(s, err, "get sandbox");
     }
     sqlite3_finalize(st);
     return r;
@@ -277,11 +283,11 @@ int store_sandbox_set_status(struct store *s, const char *id, const char *status
 {
     bool ended = strcmp(status, SANDBOX_RUNNING) && strcmp(status, SANDBOX_CREATING);
     sqlite3_stmt *st;
-    int r = prepare(s, "UPDATE sandboxes SET status=?, ended_at=?, end_reason=? WHERE id=?", &st,
+    int r = store_prepare(s, "UPDATE sandboxes SET status=?, ended_at=?, end_reason=? WHERE id=?", &st,
                     err, "titt", status, ended ? now : 0, reason, id);
     if (r < 0)
         return r;
-    r = sqlite3_step(st) == SQLITE_DONE ? 0 : db_err(s, err, "update sandbox");
+    r = sqlite3_step(st) == SQLITE_DONE ? 0 : store_db_err(s, err, "update sandbox");
     sqlite3_finalize(st);
     return r;
 }
@@ -290,7 +296,7 @@ int store_sandbox_each_live(struct store *s, const char *user, store_sandbox_cb 
                             struct sbx_err *err)
 {
     sqlite3_stmt *st;
-    int r = prepare(s,
+    int r = store_prepare(s,
                     "SELECT " SB_COLS " FROM sandboxes WHERE status IN ('creating','running') "
                     "AND (?1 IS NULL OR user=?1) ORDER BY created_at, id",
                     &st, err, "t", user);
@@ -303,7 +309,7 @@ int store_sandbox_each_live(struct store *s, const char *user, store_sandbox_cb 
         cb(&sb, data);
         store_sandbox_clear(&sb);
     }
-    r = rc == SQLITE_DONE ? 0 : db_err(s, err, "list sandboxes");
+    r = rc == SQLITE_DONE ? 0 : store_db_err(s, err, "list sandboxes");
     sqlite3_finalize(st);
     return r;
 }
@@ -312,7 +318,7 @@ int store_sandbox_count_live(struct store *s, const char *user, const char *key_
                              long long *per_user, long long *per_key, struct sbx_err *err)
 {
     sqlite3_stmt *st;
-    int r = prepare(s,
+    int r = store_prepare(s,
                     "SELECT count(*), coalesce(sum(key_id=?2),0) FROM sandboxes "
                     "WHERE status IN ('creating','running') AND user=?1",
                     &st, err, "tt", user, key_id);
@@ -322,7 +328,7 @@ int store_sandbox_count_live(struct store *s, const char *user, const char *key_
         *per_user = sqlite3_column_int64(st, 0);
         *per_key = sqlite3_column_int64(st, 1);
     } else {
-        r = db_err(s, err, "count sandboxes");
+        r = store_db_err(s, err, "count sandboxes");
     }
     sqlite3_finalize(st);
     return r;

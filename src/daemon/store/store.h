@@ -72,4 +72,101 @@ int store_sandbox_each_live(struct store *s, const char *user, store_sandbox_cb 
 int store_sandbox_count_live(struct store *s, const char *user, const char *key_id,
                              long long *per_user, long long *per_key, struct sbx_err *err);
 
+/* --- exec records (execs.c) ----------------------------------------------------- */
+
+#define EXEC_RUNNING "running"
+#define EXEC_EXITED "exited"
+#define EXEC_TIMED_OUT "timed_out"
+#define EXEC_INTERRUPTED "interrupted"
+#define EXEC_FAILED "failed"
+
+struct store_exec {
+    char id[STORE_ID_MAX + 1];
+    char sandbox_id[STORE_ID_MAX + 1];
+    char status[16];
+    long long started_at_ms, ended_at_ms;
+    char *result_json; /* owned; NULL while running */
+};
+
+int store_exec_insert(struct store *s, const char *id, const char *sandbox_id, const char *user,
+                      long long started_at_ms, struct sbx_err *err);
+int store_exec_finish(struct store *s, const char *id, const char *status, const char *result_json,
+                      long long ended_at_ms, struct sbx_err *err);
+/* exec_not_found unless the exec belongs to that sandbox and user. */
+int store_exec_get(struct store *s, const char *sandbox_id, const char *id, const char *user,
+                   struct store_exec *out, struct sbx_err *err);
+/* After a restart nothing is running: what was, reads "interrupted". */
+int store_exec_interrupt_running(struct store *s, long long now_ms, struct sbx_err *err);
+void store_exec_clear(struct store_exec *e);
+
+/* --- idempotency keys (idempotency.c) ---------------------------------------------- */
+
+#define STORE_IDEM_KEY_MAX 255
+#define STORE_IDEM_TTL_S 86400
+
+enum store_idem_state {
+    STORE_IDEM_NEW,         /* recorded as in progress: go ahead */
+    STORE_IDEM_REPLAY,      /* finished before: status and response are filled */
+    STORE_IDEM_IN_PROGRESS, /* the first request with this key is still running */
+    STORE_IDEM_MISMATCH,    /* the key was used with another request */
+};
+
+struct store_idem {
+    enum store_idem_state state;
+    int status;
+    char *response; /* owned, for REPLAY */
+};
+
+/* Claim (user, key) for a request whose method, path and body hash to request_hash. */
+int store_idem_begin(struct store *s, const char *user, const char *key, const char *request_hash,
+                     long long now_s, struct store_idem *out, struct sbx_err *err);
+int store_idem_finish(struct store *s, const char *user, const char *key, int status,
+                      const char *response, struct sbx_err *err);
+/* Forget a claim whose request ended without a response worth replaying. */
+int store_idem_release(struct store *s, const char *user, const char *key, struct sbx_err *err);
+/* At start: claims left in progress by a crash are released (their exec reads
+ * "interrupted"), so a retry runs again instead of waiting forever. */
+int store_idem_release_in_progress(struct store *s, struct sbx_err *err);
+void store_idem_clear(struct store_idem *i);
+
+/* --- the audit log (audit.c) -------------------------------------------------------- */
+
+struct store_audit_entry {
+    long long seq;
+    long long ts_ms;
+    const char *user;
+    const char *key_id;
+    const char *action;
+    const char *sandbox_id; /* may be NULL */
+    const char *outcome;
+    const char *request_id; /* may be NULL */
+    const char *details;    /* JSON object text, may be NULL */
+    char prev_hash[65];
+    char hash[65];
+};
+
+struct store_audit_filter {
+    const char *user;       /* NULL: any */
+    const char *sandbox_id; /* NULL: any */
+    const char *action;     /* NULL: any */
+    long long since_ms, until_ms; /* 0: open */
+    long long after_seq;    /* pagination cursor */
+    int limit;
+};
+
+/* Append one entry, chained to the previous one by hash. */
+int store_audit_append(struct store *s, const struct store_audit_entry *e, struct sbx_err *err);
+typedef void (*store_audit_cb)(const struct store_audit_entry *e, void *data);
+int store_audit_query(struct store *s, const struct store_audit_filter *f, store_audit_cb cb,
+                      void *data, struct sbx_err *err);
+struct store_audit_verdict {
+    bool ok;
+    long long checked;
+    long long bad_seq; /* first entry that does not verify, when !ok */
+    char reason[128];
+};
+int store_audit_verify(struct store *s, struct store_audit_verdict *out, struct sbx_err *err);
+/* The chain's hash function, exposed for unit tests. */
+void store_audit_hash(const struct store_audit_entry *e, char out[65]);
+
 #endif

@@ -1,0 +1,223 @@
+/* The audit log: append-only rows, each carrying the SHA-256 of its own fields and of
+ * the previous row's hash. Editing, reordering or deleting any row breaks the chain at
+ * that row; the head (last seq and hash) is kept apart so that cutting off the tail is
+ * seen too. */
+#include <errno.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../../common/text.h"
+#include "../../common/util.h"
+#include "store_internal.h"
+
+#define ZERO_HASH "0000000000000000000000000000000000000000000000000000000000000000"
+
+const char *const store_audit_schema =
+    "CREATE TABLE IF NOT EXISTS audit("
+    "  seq INTEGER PRIMARY KEY, ts_ms INTEGER NOT NULL, user TEXT NOT NULL,"
+    "  key_id TEXT NOT NULL, action TEXT NOT NULL, sandbox_id TEXT, outcome TEXT NOT NULL,"
+    "  request_id TEXT, details TEXT, prev_hash TEXT NOT NULL, hash TEXT NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS audit_user ON audit(user, seq);"
+    "CREATE INDEX IF NOT EXISTS audit_sandbox ON audit(sandbox_id, seq);"
+    "CREATE TABLE IF NOT EXISTS audit_head("
+    "  id INTEGER PRIMARY KEY CHECK(id = 1), seq INTEGER NOT NULL, hash TEXT NOT NULL);";
+
+/* Length-prefixed fields, so no two different entries hash the same bytes. */
+static void put_field(EVP_MD_CTX *md, const char *v)
+{
+    char len[32];
+    size_t n = v ? strlen(v) : 0;
+    int k = snprintf(len, sizeof(len), "%c%zu:", v ? 's' : 'n', n);
+    EVP_DigestUpdate(md, len, (size_t)k);
+    if (n)
+        EVP_DigestUpdate(md, v, n);
+}
+
+void store_audit_hash(const struct store_audit_entry *e, char out[65])
+{
+    char num[64];
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int dlen = 0;
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    if (!md || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1)
+        abort();
+    put_field(md, e->prev_hash);
+    snprintf(num, sizeof(num), "%lld/%lld", e->seq, e->ts_ms);
+    put_field(md, num);
+    put_field(md, e->user);
+    put_field(md, e->key_id);
+    put_field(md, e->action);
+    put_field(md, e->sandbox_id);
+    put_field(md, e->outcome);
+    put_field(md, e->request_id);
+    put_field(md, e->details);
+    EVP_DigestFinal_ex(md, digest, &dlen);
+    EVP_MD_CTX_free(md);
+    sbx_hex(digest, dlen, out);
+}
+
+static int exec_sql(struct store *s, const char *sql, struct sbx_err *err)
+{
+    char *msg = NULL;
+    if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        int r = sbx_err_set(err, EIO, "internal", "store: %s: %s", sql, msg ? msg : "?");
+        sqlite3_free(msg);
+        return r;
+    }
+    return 0;
+}
+
+static int append_locked(struct store *s, struct store_audit_entry *e, struct sbx_err *err)
+{
+    sqlite3_stmt *st;
+    int r = store_prepare(s, "SELECT seq, hash FROM audit_head WHERE id=1", &st, err, "");
+    if (r < 0)
+        return r;
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        e->seq = sqlite3_column_int64(st, 0) + 1;
+        store_col_text(st, 1, e->prev_hash, sizeof(e->prev_hash));
+    } else if (rc == SQLITE_DONE) {
+        e->seq = 1;
+        snprintf(e->prev_hash, sizeof(e->prev_hash), "%s", ZERO_HASH);
+    } else {
+        sqlite3_finalize(st);
+        return store_db_err(s, err, "read audit head");
+    }
+    sqlite3_finalize(st);
+    store_audit_hash(e, e->hash);
+    r = store_prepare(s,
+                      "INSERT INTO audit(seq,ts_ms,user,key_id,action,sandbox_id,outcome,"
+                      "request_id,details,prev_hash,hash) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
+                      &st, err, "iittttttttt", e->seq, e->ts_ms, e->user, e->key_id, e->action,
+                      e->sandbox_id, e->outcome, e->request_id, e->details, e->prev_hash, e->hash);
+    if (r < 0)
+        return r;
+    rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return store_db_err(s, err, "append audit entry");
+    r = store_prepare(s, "INSERT OR REPLACE INTO audit_head(id,seq,hash) VALUES(1,?,?)", &st, err,
+                      "it", e->seq, e->hash);
+    if (r < 0)
+        return r;
+    rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : store_db_err(s, err, "move audit head");
+}
+
+int store_audit_append(struct store *s, const struct store_audit_entry *in, struct sbx_err *err)
+{
+    struct store_audit_entry e = *in;
+    int r = exec_sql(s, "BEGIN IMMEDIATE", err);
+    if (r < 0)
+        return r;
+    r = append_locked(s, &e, err);
+    if (r < 0) {
+        (void)exec_sql(s, "ROLLBACK", NULL);
+        return r;
+    }
+    return exec_sql(s, "COMMIT", err);
+}
+
+#define AUDIT_COLS                                                                                 \
+    "seq,ts_ms,user,key_id,action,sandbox_id,outcome,request_id,details,prev_hash,hash"
+
+static void row_to_entry(sqlite3_stmt *st, struct store_audit_entry *e)
+{
+    memset(e, 0, sizeof(*e));
+    e->seq = sqlite3_column_int64(st, 0);
+    e->ts_ms = sqlite3_column_int64(st, 1);
+    e->user = (const char *)sqlite3_column_text(st, 2);
+    e->key_id = (const char *)sqlite3_column_text(st, 3);
+    e->action = (const char *)sqlite3_column_text(st, 4);
+    e->sandbox_id = (const char *)sqlite3_column_text(st, 5);
+    e->outcome = (const char *)sqlite3_column_text(st, 6);
+    e->request_id = (const char *)sqlite3_column_text(st, 7);
+    e->details = (const char *)sqlite3_column_text(st, 8);
+    store_col_text(st, 9, e->prev_hash, sizeof(e->prev_hash));
+    store_col_text(st, 10, e->hash, sizeof(e->hash));
+}
+
+int store_audit_query(struct store *s, const struct store_audit_filter *f, store_audit_cb cb,
+                      void *data, struct sbx_err *err)
+{
+    sqlite3_stmt *st;
+    int r = store_prepare(s,
+                          "SELECT " AUDIT_COLS " FROM audit WHERE seq > ?1"
+                          " AND (?2 IS NULL OR user = ?2) AND (?3 IS NULL OR sandbox_id = ?3)"
+                          " AND (?4 IS NULL OR action = ?4) AND (?5 = 0 OR ts_ms >= ?5)"
+                          " AND (?6 = 0 OR ts_ms <= ?6) ORDER BY seq LIMIT ?7",
+                          &st, err, "itttiii", f->after_seq, f->user, f->sandbox_id, f->action,
+                          f->since_ms, f->until_ms, (long long)f->limit);
+    if (r < 0)
+        return r;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        struct store_audit_entry e;
+        row_to_entry(st, &e);
+        cb(&e, data);
+    }
+    r = rc == SQLITE_DONE ? 0 : store_db_err(s, err, "query audit");
+    sqlite3_finalize(st);
+    return r;
+}
+
+static void fail(struct store_audit_verdict *v, long long seq, const char *reason)
+{
+    if (!v->ok)
+        return;
+    v->ok = false;
+    v->bad_seq = seq;
+    snprintf(v->reason, sizeof(v->reason), "%s", reason);
+}
+
+int store_audit_verify(struct store *s, struct store_audit_verdict *out, struct sbx_err *err)
+{
+    struct store_audit_verdict v = {.ok = true};
+    sqlite3_stmt *st;
+    int r = store_prepare(s, "SELECT " AUDIT_COLS " FROM audit ORDER BY seq", &st, err, "");
+    if (r < 0)
+        return r;
+    char prev[65] = ZERO_HASH;
+    long long want_seq = 1;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW && v.ok) {
+        struct store_audit_entry e;
+        row_to_entry(st, &e);
+        char h[65];
+        store_audit_hash(&e, h);
+        if (e.seq != want_seq)
+            fail(&v, want_seq, "an entry is missing (sequence gap)");
+        else if (strcmp(e.prev_hash, prev))
+            fail(&v, e.seq, "the entry does not follow the one before it");
+        else if (strcmp(h, e.hash))
+            fail(&v, e.seq, "the entry's content does not match its hash");
+        snprintf(prev, sizeof(prev), "%s", e.hash);
+        want_seq++;
+        v.checked++;
+    }
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        sqlite3_finalize(st);
+        return store_db_err(s, err, "verify audit");
+    }
+    sqlite3_finalize(st);
+    if (v.ok) {
+        r = store_prepare(s, "SELECT seq, hash FROM audit_head WHERE id=1", &st, err, "");
+        if (r < 0)
+            return r;
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+            char head[65];
+            store_col_text(st, 1, head, sizeof(head));
+            if (sqlite3_column_int64(st, 0) != want_seq - 1 || strcmp(head, prev))
+                fail(&v, want_seq, "entries after this one were removed");
+        } else if (want_seq != 1) {
+            fail(&v, 1, "the chain's head record is missing");
+        }
+        sqlite3_finalize(st);
+    }
+    *out = v;
+    return 0;
+}

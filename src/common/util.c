@@ -193,6 +193,11 @@ int sbx_rm_rf(const char *path)
     return rm_rf_at(AT_FDCWD, path);
 }
 
+int sbx_rm_rf_at(int dirfd, const char *name)
+{
+    return rm_rf_at(dirfd, name);
+}
+
 int sbx_set_nonblock(int fd)
 {
     int fl = fcntl(fd, F_GETFL);

@@ -65,6 +65,8 @@ int sbx_write_file_atomic(const char *path, const void *buf, size_t len, int mod
 int sbx_mkdir_p(const char *path, int mode);
 /* rm -rf beneath an already-validated directory path; never follows symlinks. */
 int sbx_rm_rf(const char *path);
+/* The same for name inside the directory dirfd (a single component, not followed). */
+int sbx_rm_rf_at(int dirfd, const char *name);
 int sbx_set_nonblock(int fd);
 
 #endif

@@ -118,6 +118,7 @@ int main(int argc, char **argv)
         manager_new(&d.cfg, d.loop, d.store, &d.mgr, &err) < 0 || manager_start(d.mgr, &err) < 0 ||
         http_server_new(d.loop, d.cfg.listen, router_dispatch, &d, &d.http, &err) < 0)
         goto out;
+    http_server_set_streaming(d.http, router_streams_body);
     if ((r = loop_watch_add(d.loop, sfd, EPOLLIN, on_signal, &d, NULL)) < 0) {
         sbx_err_sys(&err, -r, "watching signals");
         goto out;

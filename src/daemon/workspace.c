@@ -20,6 +20,9 @@
 #define WS_EAGAIN_RETRIES 64
 #define WS_HASH_BUF (256u * 1024u)
 #define WS_DIR_ENTRIES_MAX 200000u
+/* Start writeback every so often while a large file is written, so that the fsync
+ * before its rename has little left to do. */
+#define WS_WRITEBACK_EVERY (8u * 1024u * 1024u)
 
 int ws_path_check(const char *path, bool allow_empty, struct sbx_err *err)
 {
@@ -206,7 +209,7 @@ int ws_writer_open(int root, const char *path, mode_t mode, struct ws_writer *w,
                    struct sbx_err *err)
 {
     w->dir = w->fd = -1;
-    w->written = 0;
+    w->written = w->unflushed = 0;
     int r = ws_path_check(path, false, err);
     if (r < 0)
         return r;
@@ -230,6 +233,11 @@ int ws_writer_write(struct ws_writer *w, const void *buf, size_t len, struct sbx
     if (r < 0)
         return path_errno(err, -r, w->name);
     w->written += len;
+    w->unflushed += len;
+    if (w->unflushed >= WS_WRITEBACK_EVERY) {
+        (void)sync_file_range(w->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+        w->unflushed = 0;
+    }
     return 0;
 }
 
@@ -378,8 +386,8 @@ static int read_names(int dirfd, char ***out, size_t *count, bool *truncated, st
 
 static int walk_dir(struct walk *w, int dirfd, size_t plen, unsigned depth, struct sbx_err *err)
 {
-    char **names;
-    size_t n;
+    char **names = NULL;
+    size_t n = 0;
     int r = read_names(dirfd, &names, &n, &w->truncated, err);
     if (r < 0)
         return r;

@@ -43,6 +43,7 @@ struct ws_writer {
     int fd;  /* the anonymous O_TMPFILE being written */
     char name[WS_NAME_MAX + 1];
     uint64_t written;
+    uint64_t unflushed; /* written since writeback was last started */
 };
 
 /* Open the parent of path (creating missing directories beneath root) and an

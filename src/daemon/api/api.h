@@ -22,4 +22,10 @@ void api_sandboxes_delete(struct sbxd *d, struct http_req *req);
 void api_exec(struct sbxd *d, struct http_req *req);
 void api_run(struct sbxd *d, struct http_req *req);
 
+void api_files_list(struct sbxd *d, struct http_req *req);
+void api_files_put(struct sbxd *d, struct http_req *req);
+void api_files_get(struct sbxd *d, struct http_req *req);
+void api_files_delete(struct sbxd *d, struct http_req *req);
+
+
 #endif

@@ -35,6 +35,10 @@ static const struct route routes[] = {
     {"GET", "/v1/sandboxes/{}", AUTH_SANDBOX, api_sandboxes_get},
     {"DELETE", "/v1/sandboxes/{}", AUTH_SANDBOX, api_sandboxes_delete},
     {"POST", "/v1/sandboxes/{}/exec", AUTH_SANDBOX, api_exec},
+    {"GET", "/v1/sandboxes/{}/files", AUTH_SANDBOX, api_files_list},
+    {"PUT", "/v1/sandboxes/{}/files/{*}", AUTH_SANDBOX, api_files_put},
+    {"GET", "/v1/sandboxes/{}/files/{*}", AUTH_SANDBOX, api_files_get},
+    {"DELETE", "/v1/sandboxes/{}/files/{*}", AUTH_SANDBOX, api_files_delete},
 };
 
 bool router_match(const char *pattern, const char *path, struct http_req *req)
@@ -48,6 +52,14 @@ bool router_match(const char *pattern, const char *path, struct http_req *req)
         s++;
         const char *pe = strchrnul(p, '/');
         const char *se = strchrnul(s, '/');
+        if (pe - p == 3 && !strncmp(p, "{*}", 3) && !*pe) {
+            /* The rest of the path, slashes included. */
+            if (!*s)
+                return false;
+            if (req)
+                http_req_set_param(req, nparam, s, strlen(s));
+            return true;
+        }
         if (pe - p == 2 && !strncmp(p, "{}", 2)) {
             if (se == s)
                 return false;
@@ -103,6 +115,23 @@ static int authenticate(struct sbxd *d, struct http_req *req, enum route_auth ne
         return sbx_err_set(err, EPERM, "insufficient_tool_level",
                            "sandbox routes need a key with tool level \"sandbox\"");
     return 0;
+}
+
+/* Routes dispatched right after the headers, whose handler takes the body as a
+ * stream (uploads) instead of the 1 MiB buffer. */
+static const struct {
+    const char *method, *pattern;
+} streamed[] = {
+    {"PUT", "/v1/sandboxes/{}/files/{*}"},
+};
+
+bool router_streams_body(void *app, const struct http_req *req)
+{
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(streamed); i++)
+        if (!strcmp(streamed[i].method, http_req_method(req)) &&
+            router_match(streamed[i].pattern, http_req_path(req), NULL))
+            return true;
+    return false;
 }
 
 void router_dispatch(void *app, struct http_req *req)

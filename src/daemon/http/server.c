@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <sys/epoll.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../../common/text.h"
 #include "../../common/util.h"
@@ -25,6 +26,15 @@ struct http_req {
     size_t body_len;
     bool body_too_large;
     bool dispatched;
+    /* A streamed body (http_req_stream_body): bytes go to the sink as they arrive. */
+    const struct http_body_sink *sink;
+    void *sink_data;
+    bool sink_failed;
+    struct sbx_err sink_err;
+    /* An answer from a file (http_respond_fd), sent by MHD with sendfile. */
+    int resp_fd;
+    uint64_t resp_fd_size;
+    char *resp_type;
     bool suspended;
     /* The answer, once decided; queued when MHD next calls us for this request. */
     unsigned status;
@@ -54,6 +64,7 @@ struct http_server {
     struct loop_watch *watch;
     struct loop_timer *timer;
     http_dispatch_fn dispatch;
+    http_streams_fn streams;
     void *app;
     struct http_req *suspended; /* list, to fail them all on shutdown */
 };
@@ -73,6 +84,9 @@ static void req_free(struct http_req *r)
     free(r->path);
     free(r->body);
     free(r->resp);
+    free(r->resp_type);
+    if (r->resp_fd >= 0)
+        close(r->resp_fd);
     while (r->sse_head) {
         struct sse_chunk *c = r->sse_head;
         r->sse_head = c->next;
@@ -135,6 +149,34 @@ void http_req_set_param(struct http_req *r, unsigned i, const char *value, size_
     if (!r->params[i])
         abort();
 }
+bool http_req_content_length(const struct http_req *r, uint64_t *len)
+{
+    const char *cl = http_req_header(r, "Content-Length");
+    if (!cl || !*cl)
+        return false;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(cl, &end, 10);
+    if (errno || *end || *cl == '-')
+        return false;
+    *len = v;
+    return true;
+}
+
+void http_req_stream_body(struct http_req *r, const struct http_body_sink *sink, void *data,
+                          http_abort_fn on_abort)
+{
+    r->sink = sink;
+    r->sink_data = data;
+    r->on_abort = on_abort;
+    r->abort_data = data;
+}
+
+void http_server_set_streaming(struct http_server *s, http_streams_fn fn)
+{
+    s->streams = fn;
+}
+
 struct auth_identity *http_req_identity(struct http_req *r)
 {
     return &r->ident;
@@ -210,6 +252,21 @@ void http_respond_text(struct http_req *r, unsigned status, const char *json_tex
         r->on_answer = NULL;
         fn(r, status, r->resp, r->answer_data);
     }
+    resume(r);
+}
+
+void http_respond_fd(struct http_req *r, unsigned status, int fd, uint64_t size,
+                     const char *content_type)
+{
+    if (r->has_resp) {
+        close(fd);
+        return;
+    }
+    r->status = status;
+    r->resp_fd = fd;
+    r->resp_fd_size = size;
+    r->resp_type = sbx_xstrdup(content_type);
+    r->has_resp = true;
     resume(r);
 }
 
@@ -347,12 +404,20 @@ static enum MHD_Result queue_answer(struct http_req *r)
         MHD_destroy_response(sresp);
         return sret;
     }
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(r->resp_len, r->resp, MHD_RESPMEM_MUST_FREE);
-    if (!resp)
-        return MHD_NO;
-    r->resp = NULL; /* owned by MHD now */
-    MHD_add_response_header(resp, "Content-Type", "application/json");
+    struct MHD_Response *resp;
+    if (r->resp_fd >= 0) {
+        resp = MHD_create_response_from_fd64(r->resp_fd_size, r->resp_fd);
+        if (!resp)
+            return MHD_NO;
+        r->resp_fd = -1; /* MHD closes it with the response */
+    } else {
+        resp = MHD_create_response_from_buffer(r->resp_len, r->resp, MHD_RESPMEM_MUST_FREE);
+        if (!resp)
+            return MHD_NO;
+        r->resp = NULL; /* owned by MHD now */
+    }
+    MHD_add_response_header(resp, "Content-Type",
+                            r->resp_type ? r->resp_type : "application/json");
     MHD_add_response_header(resp, "x-request-id", r->id);
     for (unsigned i = 0; i < r->n_extra; i++)
         MHD_add_response_header(resp, r->extra_headers[2 * i], r->extra_headers[2 * i + 1]);
@@ -384,8 +449,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         r->conn = conn;
         r->method = method;
         r->path = sbx_xstrdup(url);
+        r->resp_fd = -1;
         new_request_id(r->id);
         *con_cls = r;
+        if (s->streams && s->streams(s->app, r)) {
+            /* Dispatched before the body: the handler installs a sink or answers now
+             * (then MHD closes the connection without reading the body). */
+            r->dispatched = true;
+            s->dispatch(s->app, r);
+            return r->has_resp ? queue_answer(r) : MHD_YES;
+        }
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > HTTP_MAX_BODY) {
             /* Answer before reading the body; MHD closes the connection after it. */
@@ -394,6 +467,27 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             return queue_answer(r);
         }
         return MHD_YES;
+    }
+
+    if (r->sink) {
+        if (*upload_data_size) {
+            if (!r->sink_failed &&
+                r->sink->on_data(r, upload_data, *upload_data_size, r->sink_data, &r->sink_err) < 0)
+                r->sink_failed = true; /* the rest is read and dropped, then answered */
+            *upload_data_size = 0;
+            return MHD_YES;
+        }
+        if (!r->has_resp && !r->suspended) {
+            const struct http_body_sink *sink = TAKE_PTR(r->sink);
+            if (r->sink_failed) {
+                r->on_abort = NULL;
+                sink->on_failed(r, r->sink_data);
+                http_respond_error(r, &r->sink_err);
+            } else {
+                sink->on_end(r, r->sink_data);
+            }
+        }
+        return r->has_resp ? queue_answer(r) : MHD_YES;
     }
 
     if (*upload_data_size) {
@@ -480,6 +574,18 @@ static void on_mhd_fd(struct loop *l, int fd, uint32_t events, void *data)
     run_mhd(data);
 }
 
+/* MHD's own decoding, except that a decoded NUL, which would silently cut the C
+ * string short ("a%00b" -> "a"), becomes DEL: every route that takes a path then
+ * refuses it instead of acting on a prefix. */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+    size_t n = MHD_http_unescape(s);
+    for (size_t i = 0; i < n; i++)
+        if (s[i] == '\0')
+            s[i] = 0x7f;
+    return n;
+}
+
 static void mhd_logger(void *cls, const char *fmt, va_list ap)
 {
     /* Connection-level noise (resets, malformed requests) is answered by MHD itself. */
@@ -521,6 +627,7 @@ int http_server_new(struct loop *l, const char *listen, http_dispatch_fn dispatc
                               NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, &sa,
                               MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                               MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s,
+                              MHD_OPTION_UNESCAPE_CALLBACK, unescape, s,
                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)3600,
                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000, MHD_OPTION_END);
     if (!s->mhd) {

@@ -8,6 +8,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "../../common/err.h"
 #include "../../common/loop.h"
@@ -32,6 +33,11 @@ int http_server_new(struct loop *l, const char *listen, http_dispatch_fn dispatc
 /* Resume every suspended request with a 503 and stop listening. */
 void http_server_free(struct http_server *s);
 
+/* Routes whose body is streamed to a sink instead of buffered: asked once per
+ * request, after its headers. Those requests are dispatched at that point. */
+typedef bool (*http_streams_fn)(void *app, const struct http_req *req);
+void http_server_set_streaming(struct http_server *s, http_streams_fn fn);
+
 /* Request accessors. */
 const char *http_req_method(const struct http_req *r);
 const char *http_req_path(const struct http_req *r);
@@ -44,6 +50,22 @@ const char *http_req_param(const struct http_req *r, unsigned i);
 void http_req_set_param(struct http_req *r, unsigned i, const char *value, size_t len);
 /* The authenticated caller, set by the router. */
 struct auth_identity *http_req_identity(struct http_req *r);
+
+/* The Content-Length header, when present and a valid number. */
+bool http_req_content_length(const struct http_req *r, uint64_t *len);
+
+/* For a streamed request: the body's bytes go to on_data as they arrive. When on_data
+ * fails (err filled) the rest of the body is read and dropped, on_failed runs, and
+ * the request is answered with err. Otherwise on_end runs once the body is complete
+ * and answers (or suspends). on_abort runs if the client goes away first. */
+struct http_body_sink {
+    int (*on_data)(struct http_req *r, const char *buf, size_t len, void *data,
+                   struct sbx_err *err);
+    void (*on_end)(struct http_req *r, void *data);
+    void (*on_failed)(struct http_req *r, void *data);
+};
+void http_req_stream_body(struct http_req *r, const struct http_body_sink *sink, void *data,
+                          http_abort_fn on_abort);
 
 /* Parse the body as a JSON object. Fills err (invalid_json / invalid_request) on failure. */
 int http_req_json(struct http_req *r, json_t **out, struct sbx_err *err);
@@ -61,6 +83,9 @@ void http_req_add_header(struct http_req *r, const char *name, const char *value
 
 /* Answer with a JSON document already serialised. */
 void http_respond_text(struct http_req *r, unsigned status, const char *json_text);
+/* Answer with the first size bytes of fd (taking ownership of fd). */
+void http_respond_fd(struct http_req *r, unsigned status, int fd, uint64_t size,
+                     const char *content_type);
 /* Answer: takes ownership of body. Allowed once per request. */
 void http_respond_json(struct http_req *r, unsigned status, json_t *body);
 /* Answer with {"error":{code,message}}; the status comes from the code (http/errors.c). */

@@ -14,16 +14,27 @@
 
 /* Everything a peer controls is bounded. */
 #define AGENT_MAX_STREAMS 256
+#define AGENT_MAX_SESSIONS 32
+/* Background processes, running or exited (an exited one keeps its logs). */
+#define AGENT_MAX_PROCESSES 64
 /* Largest single read from a pipe or from the connection (and largest DATA frame we send). */
 #define AGENT_READ_CHUNK (64u * 1024u)
 
 struct stream;
+struct session;
+struct process;
 
 struct agent {
     struct loop *loop;
     struct conn conn;
     struct stream *streams[AGENT_MAX_STREAMS];
     unsigned nstreams;
+    struct session *sessions[AGENT_MAX_SESSIONS]; /* in creation order */
+    unsigned nsessions;
+    unsigned long long session_gen;
+    struct process *procs[AGENT_MAX_PROCESSES]; /* in start order */
+    unsigned nprocs;
+    unsigned long long proc_seq;
     int sigfd;
     struct loop_watch *sig_w;
     bool pid1;

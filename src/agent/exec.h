@@ -17,9 +17,8 @@ struct agent;
 #define EXEC_DRAIN_QUIET_MS 200
 #define EXEC_DRAIN_MAX_MS 5000
 
-#define EXEC_BASE_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-/* Start the command of req on stream id. Returns 0 when the stream exists (it
+/* Start the command of req on stream id (in the session req names, if any: see
+ * session.h). Returns 0 when the stream exists (it
  * will end with EXIT), or -errno with err->code set ("bad_request",
  * "invalid_cwd", "spawn_failed") for the caller to send as ERROR. */
 int exec_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err);

@@ -5,6 +5,11 @@
  *   stream.c  the table of live streams
  *   chan.c    fd <-> channel byte pumps with flow control
  *   exec.c    op "exec"
+ *   spawn.c   starting a command (shared by every op that runs one)
+ *   env.c     command environments
+ *   session.c ops "session_*", and the session side of "exec" (shell state)
+ *   process.c ops "process_*": background processes and their log rings
+ *   ring.c    the byte ring behind process logs
  *
  * To add an op: write its open function (validate, start, register a struct
  * stream with its stream_ops) and add a row to agent_ops below. */
@@ -24,6 +29,8 @@
 #include "../common/util.h"
 #include "agent.h"
 #include "exec.h"
+#include "process.h"
+#include "session.h"
 #include "seccomp.h"
 #include "stream.h"
 
@@ -34,6 +41,15 @@ static const struct agent_op {
     agent_open_fn open;
 } agent_ops[] = {
     {"exec", exec_open},
+    {"session_create", session_create_open},
+    {"session_list", session_list_open},
+    {"session_delete", session_delete_open},
+    {"process_start", process_start_open},
+    {"process_list", process_list_open},
+    {"process_get", process_get_open},
+    {"process_signal", process_signal_open},
+    {"process_kill", process_kill_open},
+    {"process_logs", process_logs_open},
 };
 
 _Noreturn void agent_die(struct agent *a, int code, const char *fmt, ...)
@@ -49,6 +65,7 @@ _Noreturn void agent_die(struct agent *a, int code, const char *fmt, ...)
     /* Leave no process groups behind (matters when we are not PID 1). Aborting
      * frees streams that may be on the stack below us, but we never return. */
     stream_abort_all(a);
+    process_kill_all(a);
     _exit(code);
 }
 
@@ -68,7 +85,8 @@ static void send_hello(struct agent *a)
 static void handle_hello(struct agent *a, const struct proto_frame *f)
 {
     /* Whatever the payload says, a daemon HELLO means the previous daemon is
-     * gone: its streams can never deliver their results. */
+     * gone: its streams can never deliver their results. Sessions and background
+     * processes are not streams: they stay for the next daemon. */
     stream_abort_all(a);
     send_hello(a);
 }
@@ -195,6 +213,8 @@ static void reap(struct agent *a)
         struct stream *s = stream_find_pid(a, pid);
         if (s && s->ops->child_exit)
             s->ops->child_exit(s, pid, status);
+        else
+            (void)process_child_exit(a, pid, status);
         /* else: an orphan re-parented to us, or a child of a forgotten stream */
     }
 }

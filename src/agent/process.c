@@ -1,0 +1,513 @@
+#include "process.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../common/text.h"
+#include "../common/util.h"
+#include "../proto/proto.h"
+#include "agent.h"
+#include "conn.h"
+#include "env.h"
+#include "exec.h"
+#include "ring.h"
+#include "session.h"
+#include "spawn.h"
+#include "stream.h"
+
+#define PROCESS_ID_MAX 24
+
+enum logs_mode {
+    LOGS_SNAPSHOT, /* what is kept now, then EXIT */
+    LOGS_FOLLOW,   /* what is kept, then live output until the logs end, then EXIT */
+    LOGS_WAIT,     /* nothing; EXIT once the process has exited (process_kill) */
+};
+
+struct log_stream;
+
+struct process {
+    struct agent *agent;
+    char id[PROCESS_ID_MAX];
+    pid_t pid;
+    bool running;
+    int status;
+    char *command; /* as shown */
+    char session[SESSION_ID_MAX + 1]; /* "" when started outside a session */
+    char *cwd;
+    long long started_at, ended_at; /* unix ms */
+    struct ring log[2];             /* stdout, stderr */
+    int fd[2];                      /* -1 once at EOF */
+    struct loop_watch *w[2];
+    long long exit_ms, last_read_ms;
+    struct loop_timer *drain_t;
+    bool logs_done; /* both pipes closed: no more output */
+    struct log_stream *streams;
+};
+
+struct log_stream {
+    struct stream base;
+    struct process *proc;
+    enum logs_mode mode;
+    uint64_t off[2], end[2]; /* end: UINT64_MAX while following */
+    uint64_t window[2];
+    uint64_t dropped[2]; /* bytes the ring lost before we could send them */
+    struct log_stream *next;
+};
+
+/* ---- records ---- */
+
+static const char *status_name(const struct process *p)
+{
+    if (p->running)
+        return "running";
+    if (WIFSIGNALED(p->status))
+        return "killed";
+    return WEXITSTATUS(p->status) == 0 ? "completed" : "failed";
+}
+
+static json_t *process_json(const struct process *p)
+{
+    json_t *o = json_pack("{s:s,s:i,s:s,s:s,s:s,s:I,s:I,s:I}", "id", p->id, "pid", (int)p->pid,
+                          "command", p->command, "cwd", p->cwd, "status", status_name(p),
+                          "started_at", (json_int_t)(p->started_at / 1000), "stdout_bytes",
+                          (json_int_t)p->log[0].total, "stderr_bytes",
+                          (json_int_t)p->log[1].total);
+    json_object_set_new(o, "session_id", p->session[0] ? json_string(p->session) : json_null());
+    if (p->running) {
+        json_object_set_new(o, "exit_code", json_null());
+        json_object_set_new(o, "signal", json_null());
+        json_object_set_new(o, "ended_at", json_null());
+    } else {
+        int sig = WIFSIGNALED(p->status) ? WTERMSIG(p->status) : 0;
+        json_object_set_new(o, "exit_code",
+                            json_integer(sig ? 128 + sig : WEXITSTATUS(p->status)));
+        json_object_set_new(o, "signal", sig ? json_integer(sig) : json_null());
+        json_object_set_new(o, "ended_at", json_integer(p->ended_at / 1000));
+    }
+    return o;
+}
+
+static void process_close_pipe(struct process *p, int ch)
+{
+    if (p->fd[ch] < 0)
+        return;
+    loop_watch_del(p->agent->loop, p->w[ch]);
+    p->w[ch] = NULL;
+    close(p->fd[ch]);
+    p->fd[ch] = -1;
+}
+
+static void process_free(struct process *p)
+{
+    process_close_pipe(p, 0);
+    process_close_pipe(p, 1);
+    if (p->drain_t)
+        loop_timer_cancel(p->agent->loop, p->drain_t);
+    ring_free(&p->log[0]);
+    ring_free(&p->log[1]);
+    free(p->command);
+    free(p->cwd);
+    free(p);
+}
+
+static void process_remove(struct agent *a, unsigned i)
+{
+    process_free(a->procs[i]);
+    memmove(&a->procs[i], &a->procs[i + 1], (a->nprocs - i - 1) * sizeof(a->procs[0]));
+    a->nprocs--;
+}
+
+/* Room for one more record: reuse the oldest finished one nobody is reading. */
+static int process_make_room(struct agent *a, struct sbx_err *err)
+{
+    if (a->nprocs < AGENT_MAX_PROCESSES)
+        return 0;
+    for (unsigned i = 0; i < a->nprocs; i++) {
+        struct process *p = a->procs[i];
+        if (!p->running && p->logs_done && !p->streams) {
+            process_remove(a, i);
+            return 0;
+        }
+    }
+    return sbx_err_set(err, ENOSPC, "too_many_processes",
+                       "at most %d background processes per sandbox are kept, and all are running",
+                       AGENT_MAX_PROCESSES);
+}
+
+/* By id ("proc_3") or by pid ("1234"). */
+static int process_lookup(struct agent *a, json_t *req, struct process **out, struct sbx_err *err)
+{
+    json_t *v = json_object_get(req, "id");
+    if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > 64)
+        return sbx_err_set(err, EINVAL, "bad_request", "id must be a process id or pid");
+    const char *id = json_string_value(v);
+    char *end;
+    long pid = strtol(id, &end, 10);
+    bool by_pid = id[0] >= '0' && id[0] <= '9' && *end == '\0';
+    /* Newest first: a pid may have been reused by a later process. */
+    for (unsigned i = a->nprocs; i-- > 0;) {
+        struct process *p = a->procs[i];
+        if (by_pid ? p->pid == pid : !strcmp(p->id, id)) {
+            *out = p;
+            return 0;
+        }
+    }
+    return sbx_err_set(err, ENOENT, "process_not_found", "no process %.64s", id);
+}
+
+/* ---- log streams ---- */
+
+static void logs_unlink(struct log_stream *ls)
+{
+    for (struct log_stream **pp = &ls->proc->streams; *pp; pp = &(*pp)->next) {
+        if (*pp == ls) {
+            *pp = ls->next;
+            break;
+        }
+    }
+}
+
+static void logs_free(struct log_stream *ls)
+{
+    stream_unregister(ls->base.agent, &ls->base);
+    logs_unlink(ls);
+    free(ls);
+}
+
+/* Send what the window allows; end the stream when its mode is satisfied. */
+static void logs_pump(struct log_stream *ls)
+{
+    struct process *p = ls->proc;
+    struct agent *a = ls->base.agent;
+    bool all_sent = true;
+    for (int ch = 0; ch < 2; ch++) {
+        const struct ring *rg = &p->log[ch];
+        uint64_t end = ls->end[ch] < rg->total ? ls->end[ch] : rg->total;
+        if (ls->mode == LOGS_WAIT)
+            continue;
+        if (ls->off[ch] < ring_start(rg)) {
+            ls->dropped[ch] += ring_start(rg) - ls->off[ch];
+            ls->off[ch] = ring_start(rg);
+        }
+        while (ls->off[ch] < end && ls->window[ch] > 0 && !conn_paused(a)) {
+            size_t want = AGENT_READ_CHUNK;
+            if (want > ls->window[ch])
+                want = (size_t)ls->window[ch];
+            if (want > end - ls->off[ch])
+                want = (size_t)(end - ls->off[ch]);
+            const uint8_t *buf;
+            size_t n = ring_peek(rg, ls->off[ch], &buf, want);
+            conn_send(a, ls->base.id, PROTO_DATA, (uint8_t)(PROTO_CH_STDOUT + ch), buf,
+                      (uint32_t)n);
+            ls->off[ch] += n;
+            ls->window[ch] -= n;
+        }
+        if (ls->off[ch] < end || (ls->mode == LOGS_FOLLOW && !p->logs_done))
+            all_sent = false;
+    }
+    bool done = ls->mode == LOGS_WAIT ? !p->running : all_sent;
+    if (!done)
+        return;
+    json_t *res = process_json(p);
+    if (ls->mode != LOGS_WAIT) {
+        json_object_set_new(res, "stdout_dropped", json_integer((json_int_t)ls->dropped[0]));
+        json_object_set_new(res, "stderr_dropped", json_integer((json_int_t)ls->dropped[1]));
+    }
+    conn_send_json(a, ls->base.id, PROTO_EXIT, res);
+    logs_free(ls);
+}
+
+static void process_pump_streams(struct process *p)
+{
+    struct log_stream *ls = p->streams;
+    while (ls) {
+        struct log_stream *next = ls->next; /* pumping may end ls */
+        logs_pump(ls);
+        ls = next;
+    }
+}
+
+static struct log_stream *to_logs(struct stream *s)
+{
+    return (struct log_stream *)s; /* base is the first member */
+}
+
+static void logs_window(struct stream *s, uint8_t ch, uint32_t credit)
+{
+    struct log_stream *ls = to_logs(s);
+    if (ch != PROTO_CH_STDOUT && ch != PROTO_CH_STDERR)
+        return;
+    ls->window[ch - 1] += credit;
+    logs_pump(ls);
+}
+
+static void logs_resume(struct stream *s)
+{
+    logs_pump(to_logs(s));
+}
+
+static void logs_abort(struct stream *s)
+{
+    logs_free(to_logs(s)); /* the process is not the stream's: it runs on */
+}
+
+static const struct stream_ops logs_ops = {
+    .window = logs_window,
+    .resume = logs_resume,
+    .abort = logs_abort,
+};
+
+static int logs_attach(struct agent *a, uint32_t id, struct process *p, enum logs_mode mode,
+                       struct sbx_err *err)
+{
+    struct log_stream *ls = sbx_xcalloc(1, sizeof(*ls));
+    ls->base = (struct stream){.agent = a, .id = id, .ops = &logs_ops};
+    ls->proc = p;
+    ls->mode = mode;
+    for (int ch = 0; ch < 2; ch++) {
+        ls->off[ch] = ring_start(&p->log[ch]);
+        ls->end[ch] = mode == LOGS_SNAPSHOT ? p->log[ch].total : UINT64_MAX;
+        ls->window[ch] = PROTO_WINDOW_INIT;
+    }
+    int r = stream_register(a, &ls->base);
+    if (r < 0) {
+        free(ls);
+        return sbx_err_set(err, -r, "internal", "registering stream %u failed", id);
+    }
+    ls->next = p->streams;
+    p->streams = ls;
+    logs_pump(ls);
+    return 0;
+}
+
+/* ---- output and exit ---- */
+
+static void process_logs_maybe_done(struct process *p)
+{
+    if (p->logs_done || p->fd[0] >= 0 || p->fd[1] >= 0 || p->running)
+        return;
+    p->logs_done = true;
+    if (p->drain_t) {
+        loop_timer_cancel(p->agent->loop, p->drain_t);
+        p->drain_t = NULL;
+    }
+    process_pump_streams(p);
+}
+
+static void process_readable(struct loop *l, int fd, uint32_t events, void *data)
+{
+    struct process *p = data;
+    int ch = fd == p->fd[0] ? 0 : 1;
+    struct agent *a = p->agent;
+    ssize_t n = read(fd, a->iobuf, sizeof(a->iobuf));
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return;
+    if (n <= 0) {
+        process_close_pipe(p, ch);
+        process_logs_maybe_done(p);
+        return;
+    }
+    /* Never held back: the ring forgets the oldest output instead. */
+    ring_write(&p->log[ch], a->iobuf, (size_t)n);
+    p->last_read_ms = sbx_now_ms();
+    process_pump_streams(p);
+}
+
+/* The same drain rule as exec (exec.h): a grandchild holding the pipes cannot keep
+ * the logs open for ever. */
+static void process_drain_cb(struct loop *l, void *data)
+{
+    struct process *p = data;
+    p->drain_t = NULL;
+    long long now = sbx_now_ms();
+    long long quiet = now - (p->last_read_ms > p->exit_ms ? p->last_read_ms : p->exit_ms);
+    if (now - p->exit_ms >= EXEC_DRAIN_MAX_MS || quiet >= EXEC_DRAIN_QUIET_MS) {
+        process_close_pipe(p, 0);
+        process_close_pipe(p, 1);
+        process_logs_maybe_done(p);
+        return;
+    }
+    p->drain_t = loop_timer_add(l, EXEC_DRAIN_QUIET_MS - quiet, process_drain_cb, p);
+}
+
+bool process_child_exit(struct agent *a, pid_t pid, int status)
+{
+    for (unsigned i = 0; i < a->nprocs; i++) {
+        struct process *p = a->procs[i];
+        if (!p->running || p->pid != pid)
+            continue;
+        p->running = false;
+        p->status = status;
+        p->ended_at = sbx_wall_ms();
+        p->exit_ms = sbx_now_ms();
+        process_logs_maybe_done(p);
+        if (!p->logs_done)
+            p->drain_t = loop_timer_add(a->loop, EXEC_DRAIN_QUIET_MS, process_drain_cb, p);
+        process_pump_streams(p);
+        return true;
+    }
+    return false;
+}
+
+void process_kill_all(struct agent *a)
+{
+    for (unsigned i = 0; i < a->nprocs; i++)
+        (void)kill(-a->procs[i]->pid, SIGKILL);
+}
+
+/* ---- ops ---- */
+
+static char *shown_command(const char *const *argv)
+{
+    bool shell = argv[1] && argv[2] && !argv[3] && !strcmp(argv[0], "/bin/bash") &&
+                 !strcmp(argv[1], "-c");
+    const char *c = shell ? argv[2] : argv[0];
+    size_t n = strlen(c);
+    if (n > PROCESS_COMMAND_SHOWN)
+        n = sbx_utf8_prefix(c, PROCESS_COMMAND_SHOWN);
+    char *s = sbx_xmalloc(n + 1);
+    memcpy(s, c, n);
+    s[n] = '\0';
+    return s;
+}
+
+int process_start_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err)
+{
+    json_t *jargv = json_object_get(req, "argv");
+    if (!json_is_array(jargv) || json_array_size(jargv) == 0)
+        return sbx_err_set(err, EINVAL, "bad_request", "argv must be a non-empty array of strings");
+    size_t argc = json_array_size(jargv);
+    _cleanup_free_ const char **argv = sbx_xcalloc(argc + 1, sizeof(*argv));
+    for (size_t i = 0; i < argc; i++) {
+        json_t *v = json_array_get(jargv, i);
+        if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v) ||
+            !json_string_length(v))
+            return sbx_err_set(err, EINVAL, "bad_request", "argv[%zu] is not a string", i);
+        argv[i] = json_string_value(v);
+    }
+    const char *cwd = NULL;
+    json_t *v = json_object_get(req, "cwd");
+    if (v && !json_is_null(v)) {
+        if (!json_is_string(v) || !json_string_length(v) ||
+            strlen(json_string_value(v)) != json_string_length(v))
+            return sbx_err_set(err, EINVAL, "bad_request", "cwd must be a non-empty string");
+        cwd = json_string_value(v);
+    }
+    int r = process_make_room(a, err);
+    if (r < 0)
+        return r;
+    struct session *sess;
+    bool created;
+    r = session_resolve(a, req, &sess, &created, err);
+    if (r < 0)
+        return r;
+    struct envv env;
+    if (sess)
+        envv_copy(&env, &sess->env);
+    else
+        envv_init_base(&env);
+    r = envv_set_json(&env, json_object_get(req, "env"), "env", err);
+    if (r < 0) {
+        envv_free(&env);
+        return r;
+    }
+    if (!cwd)
+        cwd = sess ? session_cwd(sess) : SESSION_CWD_DEFAULT;
+    struct spawn_req sr = {.argv = argv, .envp = env.v, .cwd = cwd, .extra = {-1, -1}};
+    struct spawn_fds fds;
+    pid_t pid;
+    r = spawn_command(&sr, &pid, &fds, err);
+    envv_free(&env);
+    if (r < 0)
+        return r;
+
+    struct process *p = sbx_xcalloc(1, sizeof(*p));
+    p->agent = a;
+    snprintf(p->id, sizeof(p->id), "proc_%llu", ++a->proc_seq);
+    p->pid = pid;
+    p->running = true;
+    p->command = shown_command(argv);
+    if (sess)
+        snprintf(p->session, sizeof(p->session), "%s", sess->id);
+    p->cwd = sbx_xstrdup(cwd);
+    p->started_at = sbx_wall_ms();
+    p->fd[0] = fds.out_r;
+    p->fd[1] = fds.err_r;
+    for (int ch = 0; ch < 2; ch++) {
+        ring_init(&p->log[ch], PROCESS_LOG_MAX);
+        r = loop_watch_add(a->loop, p->fd[ch], EPOLLIN, process_readable, p, &p->w[ch]);
+        if (r < 0)
+            agent_die(a, 1, "watching a pipe: %s", strerror(-r));
+    }
+    a->procs[a->nprocs++] = p;
+    json_t *res = process_json(p);
+    json_object_set_new(res, "session_created", json_boolean(created));
+    conn_send_json(a, id, PROTO_EXIT, res);
+    return 0;
+}
+
+int process_list_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err)
+{
+    json_t *list = json_array();
+    for (unsigned i = 0; i < a->nprocs; i++)
+        json_array_append_new(list, process_json(a->procs[i]));
+    conn_send_json(a, id, PROTO_EXIT, json_pack("{s:o}", "processes", list));
+    return 0;
+}
+
+int process_get_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err)
+{
+    struct process *p;
+    int r = process_lookup(a, req, &p, err);
+    if (r < 0)
+        return r;
+    conn_send_json(a, id, PROTO_EXIT, process_json(p));
+    return 0;
+}
+
+int process_signal_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err)
+{
+    struct process *p;
+    int r = process_lookup(a, req, &p, err);
+    if (r < 0)
+        return r;
+    json_t *sig = json_object_get(req, "signal");
+    if (!json_is_integer(sig) || json_integer_value(sig) < 1 || json_integer_value(sig) >= NSIG)
+        return sbx_err_set(err, EINVAL, "bad_request", "signal must be an integer from 1 to %d",
+                           NSIG - 1);
+    if (!p->running)
+        return sbx_err_set(err, ESRCH, "process_not_running", "process %s has already exited",
+                           p->id);
+    (void)kill(-p->pid, (int)json_integer_value(sig));
+    conn_send_json(a, id, PROTO_EXIT, process_json(p));
+    return 0;
+}
+
+int process_kill_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err)
+{
+    struct process *p;
+    int r = process_lookup(a, req, &p, err);
+    if (r < 0)
+        return r;
+    /* The whole group: members may outlive an exited leader. */
+    (void)kill(-p->pid, SIGKILL);
+    return logs_attach(a, id, p, LOGS_WAIT, err);
+}
+
+int process_logs_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err)
+{
+    struct process *p;
+    int r = process_lookup(a, req, &p, err);
+    if (r < 0)
+        return r;
+    json_t *f = json_object_get(req, "follow");
+    if (f && !json_is_null(f) && !json_is_boolean(f))
+        return sbx_err_set(err, EINVAL, "bad_request", "follow must be a boolean");
+    return logs_attach(a, id, p, json_is_true(f) ? LOGS_FOLLOW : LOGS_SNAPSHOT, err);
+}

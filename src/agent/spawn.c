@@ -1,0 +1,188 @@
+#include "spawn.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "../common/util.h"
+
+extern char **environ;
+
+enum { STAGE_SETUP = 1, STAGE_CHDIR = 2, STAGE_EXEC = 3 };
+
+struct spawn_report {
+    int stage;
+    int err;
+};
+
+static _Noreturn void child_fail(int fd, int stage, int e)
+{
+    struct spawn_report rep = {stage, e};
+    (void)!write(fd, &rep, sizeof(rep));
+    _exit(127);
+}
+
+static bool kept(long fd, int keep_lo, int keep_hi)
+{
+    return fd >= keep_lo && fd <= keep_hi;
+}
+
+/* Close every fd from lowfd up, except keep_lo..keep_hi. */
+static void close_from(int lowfd, int keep_lo, int keep_hi)
+{
+    if (close_range((unsigned)lowfd, (unsigned)keep_lo - 1, 0) == 0 &&
+        close_range((unsigned)keep_hi + 1, ~0u, 0) == 0)
+        return;
+    /* Without close_range (old kernels; possibly the sandbox kernel): list /proc/self/fd
+     * rather than trying every possible fd, which costs a syscall each. We are the only
+     * thread of a fresh child, so opendir's allocation is fine here. */
+    DIR *d = opendir("/proc/self/fd");
+    if (d) {
+        int self = dirfd(d);
+        int again;
+        do {
+            again = 0;
+            struct dirent *de;
+            while ((de = readdir(d))) {
+                char *end;
+                long fd = strtol(de->d_name, &end, 10);
+                if (*end || end == de->d_name || fd < lowfd || fd == self ||
+                    kept(fd, keep_lo, keep_hi))
+                    continue;
+                (void)close((int)fd);
+                again = 1;
+            }
+            rewinddir(d); /* closing while listing: go round until nothing is left */
+        } while (again);
+        closedir(d);
+        return;
+    }
+    struct rlimit rl;
+    long max = 65536;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        rl.rlim_cur < (rlim_t)max)
+        max = (long)rl.rlim_cur;
+    for (long fd = lowfd; fd < max; fd++)
+        if (!kept(fd, keep_lo, keep_hi))
+            (void)close((int)fd);
+}
+
+/* In the child, between fork and exec. The agent is single threaded, so the
+ * usual post-fork restrictions don't bite, but keep it simple anyway. All agent
+ * fds are O_CLOEXEC; we still close everything else in case one is not. */
+static _Noreturn void spawn_child(const struct spawn_req *r, int in_fd, int out_fd, int err_fd,
+                                  int rep_fd)
+{
+    sigset_t none;
+    sigemptyset(&none);
+    (void)sigprocmask(SIG_SETMASK, &none, NULL);
+    for (int sig = 1; sig < NSIG; sig++)
+        if (sig != SIGKILL && sig != SIGSTOP)
+            (void)signal(sig, SIG_DFL);
+    if (setsid() < 0)
+        child_fail(rep_fd, STAGE_SETUP, errno);
+    /* Park the extras above every target first: a source may sit on fd 3 or on
+     * another extra's target. */
+    int tmp[SPAWN_EXTRA_MAX];
+    for (int i = 0; i < SPAWN_EXTRA_MAX; i++) {
+        tmp[i] = -1;
+        if (r->extra[i] >= 0 &&
+            (tmp[i] = fcntl(r->extra[i], F_DUPFD, SPAWN_EXTRA_FD_MIN + SPAWN_EXTRA_MAX)) < 0)
+            child_fail(rep_fd, STAGE_SETUP, errno);
+    }
+    /* The agent keeps 0, 1 and 2 open, so these fds are all >= 3. */
+    if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0)
+        child_fail(rep_fd, STAGE_SETUP, errno);
+    if (rep_fd != 3) {
+        if (dup3(rep_fd, 3, O_CLOEXEC) < 0)
+            child_fail(rep_fd, STAGE_SETUP, errno);
+        rep_fd = 3;
+    }
+    for (int i = 0; i < SPAWN_EXTRA_MAX; i++)
+        if (tmp[i] >= 0 && dup2(tmp[i], SPAWN_EXTRA_FD_MIN + i) < 0)
+            child_fail(rep_fd, STAGE_SETUP, errno);
+    close_from(4, SPAWN_EXTRA_FD_MIN, SPAWN_EXTRA_FD_MIN + SPAWN_EXTRA_MAX - 1);
+    for (int i = 0; i < SPAWN_EXTRA_MAX; i++)
+        if (r->extra[i] < 0)
+            (void)close(SPAWN_EXTRA_FD_MIN + i);
+    if (r->cwd && chdir(r->cwd) < 0)
+        child_fail(rep_fd, STAGE_CHDIR, errno);
+    environ = (char **)r->envp; /* execvp searches the PATH of this environment */
+    execvp(r->argv[0], (char *const *)r->argv);
+    child_fail(rep_fd, STAGE_EXEC, errno);
+}
+
+int spawn_command(const struct spawn_req *r, pid_t *pid_out, struct spawn_fds *fds,
+                  struct sbx_err *err)
+{
+    _cleanup_close_ int in_r = -1, in_w = -1, out_r = -1, out_w = -1, err_r = -1, err_w = -1;
+    _cleanup_close_ int rep_r = -1, rep_w = -1;
+    int p[2];
+
+    if (r->want_stdin) {
+        if (pipe2(p, O_CLOEXEC) < 0)
+            return sbx_err_set(err, errno, "spawn_failed", "pipe: %s", strerror(errno));
+        in_r = p[0];
+        in_w = p[1];
+    } else {
+        in_r = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (in_r < 0)
+            return sbx_err_set(err, errno, "spawn_failed", "/dev/null: %s", strerror(errno));
+    }
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return sbx_err_set(err, errno, "spawn_failed", "pipe: %s", strerror(errno));
+    out_r = p[0];
+    out_w = p[1];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return sbx_err_set(err, errno, "spawn_failed", "pipe: %s", strerror(errno));
+    err_r = p[0];
+    err_w = p[1];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return sbx_err_set(err, errno, "spawn_failed", "pipe: %s", strerror(errno));
+    rep_r = p[0];
+    rep_w = p[1];
+
+    pid_t pid = fork();
+    if (pid < 0)
+        return sbx_err_set(err, errno, "spawn_failed", "fork: %s", strerror(errno));
+    if (pid == 0)
+        spawn_child(r, in_r, out_w, err_w, rep_w);
+
+    sbx_closep(&rep_w);
+    rep_w = -1;
+    /* Synchronous, like posix_spawn: the report pipe reaches EOF at the exec. */
+    struct spawn_report rep;
+    ssize_t n;
+    do
+        n = read(rep_r, &rep, sizeof(rep));
+    while (n < 0 && errno == EINTR);
+    if (n != 0) {
+        /* The child exits 127; the reaper collects it as an unowned child. */
+        if (n != (ssize_t)sizeof(rep))
+            return sbx_err_set(err, EIO, "spawn_failed", "%s: lost the spawn report", r->argv[0]);
+        if (rep.stage == STAGE_CHDIR)
+            return sbx_err_set(err, rep.err, "invalid_cwd", "cannot change directory to %s: %s",
+                               r->cwd, strerror(rep.err));
+        if (rep.stage == STAGE_EXEC)
+            return sbx_err_set(err, rep.err, "spawn_failed", "cannot execute %s: %s", r->argv[0],
+                               strerror(rep.err));
+        return sbx_err_set(err, rep.err, "spawn_failed", "setting up %s: %s", r->argv[0],
+                           strerror(rep.err));
+    }
+    if ((in_w >= 0 && sbx_set_nonblock(in_w) < 0) || sbx_set_nonblock(out_r) < 0 ||
+        sbx_set_nonblock(err_r) < 0) {
+        int e = errno;
+        (void)kill(-pid, SIGKILL);
+        return sbx_err_set(err, e, "spawn_failed", "fcntl: %s", strerror(e));
+    }
+    *pid_out = pid;
+    fds->in_w = TAKE_FD(in_w);
+    fds->out_r = TAKE_FD(out_r);
+    fds->err_r = TAKE_FD(err_r);
+    return 0;
+}

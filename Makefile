@@ -11,7 +11,7 @@ WARN     := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wformat=2
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu17 $(WARN) -D_GNU_SOURCE -fno-strict-aliasing -MMD -MP
 SAN      ?=
-PKGS     := libmicrohttpd jansson sqlite3 libcrypto
+PKGS     := libmicrohttpd jansson sqlite3 libcrypto libcurl
 
 COMMON_SRC := $(wildcard src/common/*.c)
 PROTO_SRC  := $(wildcard src/proto/*.c)
@@ -27,6 +27,10 @@ DAEMON_OBJ := $(call obj,$(DAEMON_SRC) $(RT_SRC) $(COMMON_SRC) $(PROTO_SRC))
 SHIM_OBJ   := $(call obj,$(SHIM_SRC) $(COMMON_SRC) $(PROTO_SRC))
 # The agent runs inside the sandbox's root filesystem, so it is static and never sanitized.
 AGENT_OBJ  := $(call aobj,$(AGENT_SRC) $(COMMON_SRC) $(PROTO_SRC))
+# The Python kernel (kernel/sbx_kernel.py) is compiled into the agent as one NUL-terminated
+# string for `python3 -c`: it reaches every sandbox without another mount or a template rebuild.
+KERNEL_GEN := $(BUILD)/gen/kernel_src.c
+AGENT_OBJ  += $(BUILD)/agent-obj/gen/kernel_src.o
 
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
@@ -45,6 +49,15 @@ $(BUILD)/obj/%.o: %.c
 $(BUILD)/agent-obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu17 -O2 -g $(WARN) -D_GNU_SOURCE -MMD -MP -c $< -o $@
+
+$(KERNEL_GEN): kernel/sbx_kernel.py
+	@mkdir -p $(dir $@)
+	{ echo '/* Generated from $< by make. */'; echo 'const char sbx_kernel_src[] = {'; \
+	  xxd -i < $<; echo ', 0x00};'; } > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/agent-obj/gen/kernel_src.o: $(KERNEL_GEN)
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu17 -O2 -c $< -o $@
 
 $(BUILD)/sbxd: $(DAEMON_OBJ)
 	$(CC) $(SAN) -o $@ $^ $(shell pkg-config --libs $(PKGS)) -lpthread

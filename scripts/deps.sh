@@ -14,6 +14,8 @@ PACKAGES=(
 	# daemon libraries (HTTP/SSE, WebSocket frames, JSON, store, crypto, MIME, syscall filter, AV scan)
 	libmicrohttpd-dev libwslay-dev libjansson-dev libsqlite3-dev libssl-dev libmagic-dev
 	libseccomp-dev libclamav-dev
+	# llm_query: sbxd calls the operator's OpenAI-compatible endpoint
+	libcurl4-openssl-dev
 	# runtimes: gVisor (default backend), bubblewrap (namespaces backend)
 	runsc bubblewrap
 	# templates: debootstrap builds root filesystems; the keyring verifies the archive
@@ -23,6 +25,8 @@ PACKAGES=(
 	python3 nodejs iproute2 poppler-utils busybox-static ca-certificates openssl
 	# used by the scripts themselves (flock, sha256sum, du)
 	util-linux coreutils
+	# xxd embeds the Python kernel (kernel/*.py) into the static agent at build time
+	xxd
 )
 
 # dpkg-query prints one status line per package; a package dpkg has never heard of makes it

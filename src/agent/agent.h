@@ -21,6 +21,7 @@
 #define AGENT_READ_CHUNK (64u * 1024u)
 
 struct stream;
+struct kernel;
 struct session;
 struct process;
 
@@ -35,6 +36,7 @@ struct agent {
     struct process *procs[AGENT_MAX_PROCESSES]; /* in start order */
     unsigned nprocs;
     unsigned long long proc_seq;
+    struct kernel *kernel; /* the Python kernel, NULL until first used (kernel.c) */
     int sigfd;
     struct loop_watch *sig_w;
     bool pid1;

@@ -10,6 +10,7 @@
  *   session.c ops "session_*", and the session side of "exec" (shell state)
  *   process.c ops "process_*": background processes and their log rings
  *   ring.c    the byte ring behind process logs
+ *   kernel.c  ops "kernel_run", "kernel_reset", "kernel_interrupt" (the Python kernel)
  *
  * To add an op: write its open function (validate, start, register a struct
  * stream with its stream_ops) and add a row to agent_ops below. */
@@ -31,6 +32,7 @@
 #include "exec.h"
 #include "process.h"
 #include "session.h"
+#include "kernel.h"
 #include "seccomp.h"
 #include "stream.h"
 
@@ -50,6 +52,9 @@ static const struct agent_op {
     {"process_signal", process_signal_open},
     {"process_kill", process_kill_open},
     {"process_logs", process_logs_open},
+    {"kernel_run", kernel_run_open},
+    {"kernel_reset", kernel_reset_open},
+    {"kernel_interrupt", kernel_interrupt_open},
 };
 
 _Noreturn void agent_die(struct agent *a, int code, const char *fmt, ...)
@@ -213,9 +218,8 @@ static void reap(struct agent *a)
         struct stream *s = stream_find_pid(a, pid);
         if (s && s->ops->child_exit)
             s->ops->child_exit(s, pid, status);
-        else
-            (void)process_child_exit(a, pid, status);
-        /* else: an orphan re-parented to us, or a child of a forgotten stream */
+        else if (!process_child_exit(a, pid, status))
+            kernel_reaped(a, pid, status); /* or an orphan, or a forgotten stream's child */
     }
 }
 

@@ -45,6 +45,7 @@ enum proto_channel {
     PROTO_CH_STDIN = 0,
     PROTO_CH_STDOUT = 1,
     PROTO_CH_STDERR = 2,
+    PROTO_CH_KERNEL = 3, /* op kernel_run: the kernel's messages, lines of JSON */
 };
 
 struct proto_frame {

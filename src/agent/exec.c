@@ -22,7 +22,7 @@ struct exec_req {
     json_t *env;       /* the request's "K=V" list, borrowed */
     const char *cwd;   /* NULL: the agent's own, or the session's */
     long long timeout_ms;
-    bool has_timeout;
+    bool session_timeout; /* the session's command timeout, if it has one, replaces timeout_ms */
     bool want_stdin;
 };
 
@@ -82,8 +82,8 @@ static int exec_parse(json_t *req, struct exec_req *r, struct sbx_err *err)
             return sbx_err_set(err, EINVAL, "bad_request",
                                "timeout_ms must be a non-negative integer");
         r->timeout_ms = json_integer_value(t);
-        r->has_timeout = true;
     }
+    r->session_timeout = json_is_true(json_object_get(req, "session_timeout"));
 
     json_t *in = json_object_get(req, "stdin");
     if (in && !json_is_null(in)) {
@@ -289,7 +289,7 @@ int exec_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err)
     struct spawn_req sr = {.argv = r.argv, .cwd = r.cwd, .want_stdin = r.want_stdin,
                            .extra = {-1, -1}};
     if (sess) {
-        if (!r.has_timeout)
+        if (r.session_timeout && sess->timeout_ms)
             r.timeout_ms = sess->timeout_ms;
         ret = session_run_begin(a, sess, created, is_shell_command(&r), r.env, &env, &sr, &run,
                                 err);

@@ -252,6 +252,14 @@ static void logs_resume(struct stream *s)
     logs_pump(to_logs(s));
 }
 
+/* The daemon's reader went away: end now (the process is not signalled). */
+static void logs_signal(struct stream *s, int sig)
+{
+    struct log_stream *ls = to_logs(s);
+    conn_send_json(s->agent, s->id, PROTO_EXIT, process_json(ls->proc));
+    logs_free(ls);
+}
+
 static void logs_abort(struct stream *s)
 {
     logs_free(to_logs(s)); /* the process is not the stream's: it runs on */
@@ -259,6 +267,7 @@ static void logs_abort(struct stream *s)
 
 static const struct stream_ops logs_ops = {
     .window = logs_window,
+    .signal = logs_signal,
     .resume = logs_resume,
     .abort = logs_abort,
 };

@@ -34,6 +34,7 @@ struct session_run {
     size_t len;
     bool overflow;
     struct envv overlay; /* the request's env: per command, not saved as such */
+    char *given_cwd;     /* the request's cwd: likewise */
 };
 
 /* ---- the table ---- */
@@ -360,7 +361,9 @@ int session_run_begin(struct agent *a, struct session *s, bool created, bool cap
     int r = envv_set_json(&run->overlay, overlay, "env", err);
     if (r < 0)
         goto fail;
-    if (!sr->cwd)
+    if (sr->cwd)
+        run->given_cwd = sbx_xstrdup(sr->cwd);
+    else
         sr->cwd = session_cwd(s);
     if (!capture) {
         *out = run;
@@ -419,6 +422,7 @@ void session_run_free(struct session_run *run)
         return;
     run_close_fds(run);
     envv_free(&run->overlay);
+    free(run->given_cwd);
     free(run->buf);
     free(run);
 }
@@ -482,7 +486,7 @@ static bool run_apply(struct session_run *run, struct session *s)
     }
     envv_free(&s->env);
     s->env = env;
-    if (cwd[0] == '/') {
+    if (cwd[0] == '/' && !(run->given_cwd && !strcmp(cwd, run->given_cwd))) {
         free(s->cwd);
         s->cwd = sbx_xstrdup(cwd);
     }

@@ -55,8 +55,9 @@ struct session_run;
 
 /* Prepare sr (whose envp the caller built from the session's env) for a command
  * in s. With capture (the command is `bash -c S`), the run gets a state pipe and
- * a prelude and sets sr->extra; overlay is the request's own "env", which applies
- * to this command only. */
+ * a prelude and sets sr->extra. overlay (the request's own "env") and a cwd the
+ * request set in sr apply to this command only: what the command leaves as it got
+ * it is not saved. */
 int session_run_begin(struct agent *a, struct session *s, bool created, bool capture,
                       json_t *overlay, struct envv *env, struct spawn_req *sr,
                       struct session_run **out, struct sbx_err *err);

@@ -11,7 +11,7 @@ WARN     := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wformat=2
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu17 $(WARN) -D_GNU_SOURCE -fno-strict-aliasing -MMD -MP
 SAN      ?=
-PKGS     := libmicrohttpd jansson sqlite3 libcrypto libcurl
+PKGS     := libmicrohttpd jansson sqlite3 libcrypto libcurl libmagic libclamav
 
 COMMON_SRC := $(wildcard src/common/*.c)
 PROTO_SRC  := $(wildcard src/proto/*.c)

@@ -62,8 +62,17 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
         (r = env_num("SBX_CPU_MILLICORES", 1000, 100, 1 << 20, &cfg->cpu_millicores, err)) < 0 ||
         (r = env_num("SBX_TMP_MB", 512, 1, 1 << 20, &cfg->tmp_mb, err)) < 0 ||
         (r = env_num("SBX_MAX_PER_KEY", 3, 1, 10000, &cfg->max_per_key, err)) < 0 ||
-        (r = env_num("SBX_MAX_PER_USER", 5, 1, 10000, &cfg->max_per_user, err)) < 0)
+        (r = env_num("SBX_MAX_PER_USER", 5, 1, 10000, &cfg->max_per_user, err)) < 0 ||
+        (r = env_num("SBX_WORKSPACE_MB", 2048, 0, 1 << 22, &cfg->workspace_mb, err)) < 0 ||
+        (r = env_num("SBX_ARTIFACT_URL_TTL", 3600, 1, 7 * 86400, &cfg->artifact_url_ttl, err)) <
+            0)
         return r;
+    if (cfg->workspace_mb > 0 && cfg->workspace_mb < 16)
+        return sbx_err_set(err, EINVAL, "invalid_config",
+                           "SBX_WORKSPACE_MB must be 0 (no quota) or at least 16");
+    cfg->clamav_db = env_or("SBX_CLAMAV_DB", "/var/lib/clamav");
+    const char *sig = getenv("SBX_SIGNATURES");
+    cfg->signatures = sig && *sig ? sbx_xstrdup(sig) : beside_self("../share/signatures/sbx.ndb");
 
     static const struct option opts[] = {
         {"listen", required_argument, NULL, 'l'},
@@ -91,7 +100,8 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
             printf("usage: sbxd [--listen ADDR:PORT] [--data-dir DIR] [--verbose]\n"
                    "environment: SBX_LISTEN SBX_DATA_DIR SBX_ADMIN_KEY SBX_TEMPLATE_CACHE "
                    "SBX_RUNSC SBX_MEMORY_MB SBX_PIDS_MAX SBX_CPU_MILLICORES SBX_TMP_MB "
-                   "SBX_MAX_PER_KEY SBX_MAX_PER_USER\n");
+                   "SBX_MAX_PER_KEY SBX_MAX_PER_USER SBX_WORKSPACE_MB SBX_ARTIFACT_URL_TTL "
+                   "SBX_PUBLIC_URL SBX_CLAMAV_DB SBX_SIGNATURES\n");
             return 1;
         default:
             return sbx_err_set(err, EINVAL, "invalid_config", "unknown option (see --help)");
@@ -105,6 +115,8 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
         return sbx_err_sys(err, errno ? errno : EINVAL, "data dir %s", cfg->data_dir);
     free(cfg->data_dir);
     cfg->data_dir = sbx_xstrdup(abs);
+    const char *pub = getenv("SBX_PUBLIC_URL");
+    cfg->public_url = pub && *pub ? sbx_xstrdup(pub) : sbx_xasprintf("http://%s", cfg->listen);
     return 0;
 }
 
@@ -116,5 +128,8 @@ void config_free(struct sbxd_config *cfg)
     free(cfg->runsc);
     free(cfg->agent_path);
     free(cfg->shim_path);
+    free(cfg->public_url);
+    free(cfg->clamav_db);
+    free(cfg->signatures);
     memset(cfg, 0, sizeof(*cfg));
 }

@@ -17,6 +17,11 @@ struct sbxd_config {
     long long tmp_mb;         /* SBX_TMP_MB, 512 */
     long long max_per_key;    /* SBX_MAX_PER_KEY, 3 */
     long long max_per_user;   /* SBX_MAX_PER_USER, 5 */
+    long long workspace_mb;   /* SBX_WORKSPACE_MB, 2048; 0 = a plain directory, no quota */
+    long long artifact_url_ttl; /* SBX_ARTIFACT_URL_TTL, seconds a signed link lives, 3600 */
+    char *public_url;         /* SBX_PUBLIC_URL, base of signed links, http://<listen> */
+    char *clamav_db;          /* SBX_CLAMAV_DB, the system's ClamAV database, /var/lib/clamav */
+    char *signatures;         /* SBX_SIGNATURES, our own set, share/signatures/sbx.ndb */
     int verbose;
 };
 

@@ -13,8 +13,10 @@
 
 #include "../common/log.h"
 #include "../common/util.h"
+#include "artifacts.h"
 #include "auth/auth.h"
 #include "http/router.h"
+#include "jobs.h"
 #include "sbxd.h"
 
 static void on_signal(struct loop *l, int fd, uint32_t events, void *data)
@@ -116,6 +118,7 @@ int main(int argc, char **argv)
     }
     if (store_open(db, &d.store, &err) < 0 || bootstrap_admin(&d, &err) < 0 ||
         manager_new(&d.cfg, d.loop, d.store, &d.mgr, &err) < 0 || manager_start(d.mgr, &err) < 0 ||
+        jobs_new(d.loop, &d.jobs, &err) < 0 || artifacts_new(&d.cfg, &d.artifacts, &err) < 0 ||
         http_server_new(d.loop, d.cfg.listen, router_dispatch, &d, &d.http, &err) < 0)
         goto out;
     http_server_set_streaming(d.http, router_streams_body);
@@ -133,6 +136,9 @@ out:
     if (ret)
         log_error("%s", err.msg[0] ? err.msg : "start-up failed");
     http_server_free(d.http);
+    /* After the server: requests waiting on jobs were aborted, so done callbacks only free. */
+    jobs_free(d.jobs);
+    artifacts_free(d.artifacts);
     manager_free(d.mgr);
     store_free(d.store);
     loop_free(d.loop);

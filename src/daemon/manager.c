@@ -14,6 +14,7 @@
 #include "../common/util.h"
 #include "channel.h"
 #include "template.h"
+#include "wsimage.h"
 
 struct manager {
     const struct sbxd_config *cfg;
@@ -22,6 +23,7 @@ struct manager {
     struct rt_config rt;
     char *runsc_root;
     char *cgroup_parent;
+    char *ws_template; /* the formatted workspace image to clone; NULL without a quota */
     struct sandbox *sandboxes; /* live ones, newest first */
 };
 
@@ -91,6 +93,14 @@ int manager_new(const struct sbxd_config *cfg, struct loop *l, struct store *st,
         free(m);
         return sbx_err_sys(err, -r, "creating the data dir layout");
     }
+    if (cfg->workspace_mb > 0 &&
+        (r = wsimage_prepare(cfg->data_dir, cfg->workspace_mb, &m->ws_template, err)) < 0) {
+        free(m->runsc_root);
+        free(m->cgroup_parent);
+        free(m);
+        return sbx_err_wrap(err, "preparing the workspace image (SBX_WORKSPACE_MB=0 disables "
+                                 "the quota)");
+    }
     *out = m;
     return 0;
 }
@@ -116,6 +126,7 @@ void manager_free(struct manager *m)
     }
     free(m->runsc_root);
     free(m->cgroup_parent);
+    free(m->ws_template);
     free(m);
 }
 
@@ -328,6 +339,11 @@ int manager_create(struct manager *m, const struct auth_identity *who,
     if ((r = sbx_mkdir_p(sb->state_dir, 0700)) < 0 || (r = sbx_mkdir_p(sb->workspace, 0755)) < 0) {
         sbx_err_sys(err, -r, "creating the sandbox directory");
         goto fail;
+    }
+    if (m->ws_template) {
+        _cleanup_free_ char *image = sbx_xasprintf("%s/workspace.img", sb->dir);
+        if ((r = wsimage_mount(m->ws_template, image, sb->workspace, err)) < 0)
+            goto fail;
     }
     struct rt_spec spec = {
         .id = id,

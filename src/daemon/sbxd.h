@@ -14,6 +14,8 @@ struct sbxd {
     struct store *store;
     struct manager *mgr;
     struct http_server *http;
+    struct jobs *jobs;           /* worker threads (artifact hashing and scanning) */
+    struct artifacts *artifacts;
 };
 
 #endif

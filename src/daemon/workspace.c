@@ -241,6 +241,8 @@ int ws_writer_write(struct ws_writer *w, const void *buf, size_t len, struct sbx
     return 0;
 }
 
+static void release_blocks(int dir, const char *name);
+
 int ws_writer_commit(struct ws_writer *w, bool sync, struct sbx_err *err)
 {
     if (sync && fsync(w->fd) < 0)
@@ -260,11 +262,16 @@ int ws_writer_commit(struct ws_writer *w, bool sync, struct sbx_err *err)
     }
     if (r < 0)
         return path_errno(err, -r, w->name);
+    /* The file being replaced, to give its blocks back once no name shows it. */
+    _cleanup_close_ int old = openat(w->dir, w->name, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (renameat(w->dir, tmp, w->dir, w->name) < 0) {
         r = path_errno(err, errno, w->name);
         (void)unlinkat(w->dir, tmp, 0);
         return r;
     }
+    struct stat st;
+    if (old >= 0 && fstat(old, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 0)
+        (void)ftruncate(old, 0);
     if (sync && fsync(w->dir) < 0)
         return path_errno(err, errno, w->name);
     return 0;
@@ -292,6 +299,24 @@ int ws_write_file(int root, const char *path, const void *buf, size_t len, mode_
     return r;
 }
 
+/* gVisor keeps host fds of files the sandbox has used, so an unlink from the host side
+ * would not give the space back to the quota until it lets go. Truncating first does,
+ * unless another name (hard link) still shows the content. */
+static void release_blocks(int dir, const char *name)
+{
+    _cleanup_close_ int fd = openat(dir, name, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1)
+        (void)ftruncate(fd, 0);
+}
+
+static int release_entry(const struct ws_entry *e, void *data, struct sbx_err *err)
+{
+    if (e->type == WS_FILE)
+        release_blocks(e->dir, e->name);
+    return 0;
+}
+
 int ws_remove(int root, const char *path, struct sbx_err *err)
 {
     int r = ws_path_check(path, false, err);
@@ -305,7 +330,14 @@ int ws_remove(int root, const char *path, struct sbx_err *err)
     struct stat st;
     if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
         return path_errno(err, errno, path);
-    r = S_ISDIR(st.st_mode) ? sbx_rm_rf_at(dir, name) : (unlinkat(dir, name, 0) < 0 ? -errno : 0);
+    if (S_ISDIR(st.st_mode)) {
+        (void)ws_walk(root, path, true, SIZE_MAX, release_entry, NULL, NULL, NULL);
+        r = sbx_rm_rf_at(dir, name);
+    } else {
+        if (S_ISREG(st.st_mode))
+            release_blocks(dir, name);
+        r = unlinkat(dir, name, 0) < 0 ? -errno : 0;
+    }
     if (r < 0 && r != -ENOENT)
         return path_errno(err, -r, path);
     return 0;

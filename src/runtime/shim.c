@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "../common/loop.h"
+#include "../common/mounts.h"
 #include "../common/util.h"
 #include "../proto/proto.h"
 
@@ -625,6 +626,8 @@ static void finish(struct shim *s)
     if (rm) {
         close(s->log_fd);
         s->log_fd = -1;
+        /* A loop-mounted workspace (the quota) must be detached, not emptied. */
+        (void)sbx_umount_beneath(rm);
         (void)sbx_rm_rf(rm);
     }
     shim_free(s);
@@ -810,6 +813,7 @@ static int cleanup_main(struct shim *s, const char *remove)
         shim_log(s, "removing %s", remove);
         close(s->log_fd);
         s->log_fd = -1;
+        (void)sbx_umount_beneath(remove);
         int r = sbx_rm_rf(remove);
         return r < 0 ? 1 : 0;
     }

@@ -27,5 +27,8 @@ void api_files_put(struct sbxd *d, struct http_req *req);
 void api_files_get(struct sbxd *d, struct http_req *req);
 void api_files_delete(struct sbxd *d, struct http_req *req);
 
+void api_artifacts_list(struct sbxd *d, struct http_req *req);
+void api_artifacts_download(struct sbxd *d, struct http_req *req);
+
 
 #endif

@@ -39,6 +39,9 @@ static const struct route routes[] = {
     {"PUT", "/v1/sandboxes/{}/files/{*}", AUTH_SANDBOX, api_files_put},
     {"GET", "/v1/sandboxes/{}/files/{*}", AUTH_SANDBOX, api_files_get},
     {"DELETE", "/v1/sandboxes/{}/files/{*}", AUTH_SANDBOX, api_files_delete},
+    {"GET", "/v1/sandboxes/{}/artifacts", AUTH_SANDBOX, api_artifacts_list},
+    /* Signed links: the signature in the query is the credential. */
+    {"GET", "/v1/sandboxes/{}/artifacts/{*}", AUTH_PUBLIC, api_artifacts_download},
 };
 
 bool router_match(const char *pattern, const char *path, struct http_req *req)

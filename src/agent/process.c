@@ -281,6 +281,7 @@ static int logs_attach(struct agent *a, uint32_t id, struct process *p, enum log
     ls->mode = mode;
     for (int ch = 0; ch < 2; ch++) {
         ls->off[ch] = ring_start(&p->log[ch]);
+        ls->dropped[ch] = ls->off[ch]; /* what the ring forgot before we came */
         ls->end[ch] = mode == LOGS_SNAPSHOT ? p->log[ch].total : UINT64_MAX;
         ls->window[ch] = PROTO_WINDOW_INIT;
     }

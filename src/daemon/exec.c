@@ -9,6 +9,7 @@
 #include "../proto/proto.h"
 #include "channel.h"
 #include "manager.h"
+#include "session.h"
 
 /* The agent enforces the timeout; this is our guard against an agent that never answers. */
 #define EXEC_GRACE_MS 15000
@@ -82,6 +83,7 @@ int exec_params_parse(json_t *body, struct exec_params *out, struct sbx_err *err
             goto fail;
         }
         p.timeout_s = json_integer_value(v);
+        p.timeout_given = true;
     }
     if ((v = json_object_get(body, "cwd")) && !json_is_null(v)) {
         const char *c = json_string_value(v);
@@ -91,7 +93,10 @@ int exec_params_parse(json_t *body, struct exec_params *out, struct sbx_err *err
             goto fail;
         }
         p.cwd = c;
+        p.cwd_given = true;
     }
+    if ((r = session_id_parse(body, &p.session_id, err)) < 0)
+        goto fail;
     v = json_object_get(body, "env");
     if (v && !json_is_null(v)) {
         if ((r = sandbox_env_validate(v, "env", err)) < 0)
@@ -115,6 +120,7 @@ static void run_free(struct exec_run *run)
 {
     for (int i = 0; i < 2; i++)
         free(run->res.out[i].buf);
+    json_decref(run->res.session);
     free(run);
 }
 
@@ -153,6 +159,7 @@ static void on_exit_frame(struct chan_stream *st, json_t *result, void *data)
     run->res.signal = (int)json_integer_value(json_object_get(result, "signal"));
     run->res.timed_out = json_is_true(json_object_get(result, "timed_out"));
     run->res.duration_ms = json_integer_value(json_object_get(result, "duration_ms"));
+    run->res.session = json_incref(json_object_get(result, "session"));
     run_finish(run, NULL);
 }
 
@@ -161,7 +168,7 @@ static void on_error_frame(struct chan_stream *st, const struct sbx_err *err, vo
     struct exec_run *run = data;
     struct sbx_err e = *err;
     /* The agent's codes that are the caller's fault keep their meaning; the rest are ours. */
-    if (!strcmp(e.code, "invalid_cwd"))
+    if (!strcmp(e.code, "invalid_cwd") || !strcmp(e.code, "too_many_sessions"))
         ;
     else if (!strcmp(e.code, "channel_closed"))
         snprintf(e.code, sizeof(e.code), "sandbox_not_running");
@@ -186,7 +193,7 @@ static void on_guard(struct loop *l, void *data)
     run_finish(run, &e);
 }
 
-static json_t *env_list(json_t *sandbox_env, json_t *exec_env)
+json_t *exec_env_list(json_t *sandbox_env, json_t *exec_env)
 {
     json_t *list = json_array();
     json_t *merged = json_object();
@@ -217,9 +224,10 @@ int exec_start(struct sandbox *sb, const struct exec_params *p, exec_done_fn cb,
                            sb->rec.id);
     json_t *senv = json_loads(sb->rec.env_json ? sb->rec.env_json : "{}", 0, NULL);
     json_t *req = json_pack("{s:s,s:O,s:o,s:s,s:I,s:b}", "op", "exec", "argv", p->argv, "env",
-                            env_list(senv, p->env), "cwd", p->cwd, "timeout_ms",
+                            exec_env_list(senv, p->env), "cwd", p->cwd, "timeout_ms",
                             (json_int_t)(p->timeout_s * 1000), "stdin", 0);
     json_decref(senv);
+    session_exec_request(sb, p, req);
     struct exec_run *run = sbx_xcalloc(1, sizeof(*run));
     run->sb = sb;
     run->cb = cb;
@@ -272,5 +280,7 @@ json_t *exec_result_to_json(const struct exec_result *res)
                           res->timed_out);
     put_output(o, "stdout", &res->out[0]);
     put_output(o, "stderr", &res->out[1]);
+    if (res->session)
+        json_object_set(o, "session", res->session);
     return o;
 }

@@ -30,6 +30,7 @@ struct exec_result {
     bool timed_out;
     long long duration_ms;
     struct exec_output out[2]; /* stdout, stderr */
+    json_t *session; /* {id, created, saved} when it ran in a session */
 };
 
 /* What to run, parsed from a request body. */
@@ -38,6 +39,8 @@ struct exec_params {
     json_t *env;            /* object of strings, borrowed from the request */
     const char *cwd;        /* borrowed */
     long long timeout_s;
+    const char *session_id; /* borrowed; NULL: the default session, if the sandbox has one */
+    bool cwd_given, timeout_given; /* else a session's own apply (docs/sessions.md) */
 };
 
 /* Parse {shell} | {language, code}, timeout_seconds, cwd, env. */
@@ -53,6 +56,9 @@ int exec_start(struct sandbox *sb, const struct exec_params *p, exec_done_fn cb,
                struct exec_run **out, struct sbx_err *err);
 /* The requester went away: the command runs on, its result is discarded. */
 void exec_abandon(struct exec_run *run);
+
+/* ["K=V", ...] for the agent: the sandbox's env (object) overlaid by a request's. */
+json_t *exec_env_list(json_t *sandbox_env, json_t *exec_env);
 
 json_t *exec_result_to_json(const struct exec_result *res);
 

@@ -331,6 +331,7 @@ int manager_create(struct manager *m, const struct auth_identity *who,
     rec->memory_mb = m->cfg->memory_mb;
     rec->pids = m->cfg->pids_max;
     rec->cpu_millicores = m->cfg->cpu_millicores;
+    rec->enable_default_session = p->enable_default_session;
 
     r = store_sandbox_insert(m->store, rec, err);
     if (r < 0)
@@ -569,14 +570,15 @@ json_t *sandbox_to_json(const struct sandbox *sb)
 {
     const struct store_sandbox *r = &sb->rec;
     json_t *env = json_loads(r->env_json ? r->env_json : "{}", 0, NULL);
-    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:o,s:{s:I,s:I,s:I}}", "id", r->id,
+    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:o,s:{s:I,s:I,s:I},s:b}", "id", r->id,
                      "object", "sandbox", "status", r->status, "backend", r->backend, "runtime",
                      r->runtime, "template", r->template_name, "template_digest",
                      r->template_digest, "created_at", (json_int_t)r->created_at, "expires_at",
                      (json_int_t)r->expires_at, "ttl_seconds", (json_int_t)r->ttl_seconds, "env",
                      env ? env : json_object(), "limits", "memory_mb", (json_int_t)r->memory_mb,
                      "pids", (json_int_t)r->pids, "cpu_millicores",
-                     (json_int_t)r->cpu_millicores);
+                     (json_int_t)r->cpu_millicores, "enable_default_session",
+                     r->enable_default_session);
 }
 
 int sandbox_env_validate(json_t *env, const char *field, struct sbx_err *err)
@@ -615,7 +617,9 @@ int sandbox_env_validate(json_t *env, const char *field, struct sbx_err *err)
 
 int sandbox_params_parse(json_t *body, struct sandbox_params *out, struct sbx_err *err)
 {
-    struct sandbox_params p = {.template_name = "base", .ttl_seconds = SANDBOX_TTL_DEFAULT};
+    struct sandbox_params p = {.template_name = "base",
+                               .ttl_seconds = SANDBOX_TTL_DEFAULT,
+                               .enable_default_session = true};
     json_t *v;
     if ((v = json_object_get(body, "template")) && !json_is_null(v)) {
         if (!json_is_string(v) || !template_name_valid(json_string_value(v)))
@@ -634,6 +638,12 @@ int sandbox_params_parse(json_t *body, struct sandbox_params *out, struct sbx_er
         if (!json_is_string(v) || strcmp(json_string_value(v), "v2"))
             return sbx_err_set(err, EINVAL, "invalid_backend",
                                "backend must be \"v2\" (the only backend this server runs)");
+    }
+    if ((v = json_object_get(body, "enable_default_session")) && !json_is_null(v)) {
+        if (!json_is_boolean(v))
+            return sbx_err_set(err, EINVAL, "invalid_request",
+                               "enable_default_session must be true or false");
+        p.enable_default_session = json_is_true(v);
     }
     v = json_object_get(body, "env");
     if (v && !json_is_null(v)) {

@@ -55,6 +55,7 @@ struct sandbox_params {
     const char *template_name; /* validated name */
     long long ttl_seconds;
     json_t *env;               /* validated object of strings, borrowed */
+    bool enable_default_session; /* docs/sessions.md */
 };
 
 int manager_new(const struct sbxd_config *cfg, struct loop *l, struct store *st,

@@ -22,6 +22,17 @@ void api_sandboxes_delete(struct sbxd *d, struct http_req *req);
 void api_exec(struct sbxd *d, struct http_req *req);
 void api_run(struct sbxd *d, struct http_req *req);
 
+void api_sessions_create(struct sbxd *d, struct http_req *req);
+void api_sessions_list(struct sbxd *d, struct http_req *req);
+void api_sessions_delete(struct sbxd *d, struct http_req *req);
+
+void api_processes_start(struct sbxd *d, struct http_req *req);
+void api_processes_list(struct sbxd *d, struct http_req *req);
+void api_processes_get(struct sbxd *d, struct http_req *req);
+void api_processes_kill(struct sbxd *d, struct http_req *req);
+void api_processes_logs(struct sbxd *d, struct http_req *req);
+void api_processes_signal(struct sbxd *d, struct http_req *req);
+
 void api_files_list(struct sbxd *d, struct http_req *req);
 void api_files_put(struct sbxd *d, struct http_req *req);
 void api_files_get(struct sbxd *d, struct http_req *req);

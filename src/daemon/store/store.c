@@ -21,7 +21,7 @@ static const char schema[] =
     "  template_digest TEXT NOT NULL, env TEXT NOT NULL, ttl_seconds INTEGER NOT NULL,"
     "  created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL, ended_at INTEGER,"
     "  end_reason TEXT, memory_mb INTEGER NOT NULL, pids INTEGER NOT NULL,"
-    "  cpu_millicores INTEGER NOT NULL);"
+    "  cpu_millicores INTEGER NOT NULL, enable_default_session INTEGER NOT NULL DEFAULT 1);"
     "CREATE INDEX IF NOT EXISTS sandboxes_live ON sandboxes(status, user);";
 
 /* Each part of the store brings its own tables; all are created on open. */
@@ -35,6 +35,39 @@ static const char *const *const store_schemas[] = {
 int store_db_err(struct store *s, struct sbx_err *err, const char *what)
 {
     return sbx_err_set(err, EIO, "internal", "store: %s: %s", what, sqlite3_errmsg(s->db));
+}
+
+/* Columns added after a table's first release: CREATE TABLE IF NOT EXISTS leaves an
+ * existing table as it is, so a data dir from before gets them here. */
+static const struct {
+    const char *table, *column, *decl;
+} added_columns[] = {
+    {"sandboxes", "enable_default_session", "INTEGER NOT NULL DEFAULT 1"},
+};
+
+static int add_missing_columns(struct store *s, char **msg)
+{
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(added_columns); i++) {
+        sqlite3_stmt *st;
+        _cleanup_free_ char *q = sbx_xasprintf("SELECT 1 FROM pragma_table_info('%s') WHERE name='%s'",
+                                               added_columns[i].table, added_columns[i].column);
+        int rc = sqlite3_prepare_v2(s->db, q, -1, &st, NULL);
+        if (rc != SQLITE_OK)
+            return rc;
+        rc = sqlite3_step(st);
+        sqlite3_finalize(st);
+        if (rc == SQLITE_ROW)
+            continue;
+        if (rc != SQLITE_DONE)
+            return rc;
+        _cleanup_free_ char *alter = sbx_xasprintf("ALTER TABLE %s ADD COLUMN %s %s",
+                                                   added_columns[i].table, added_columns[i].column,
+                                                   added_columns[i].decl);
+        rc = sqlite3_exec(s->db, alter, NULL, NULL, msg);
+        if (rc != SQLITE_OK)
+            return rc;
+    }
+    return SQLITE_OK;
 }
 
 int store_open(const char *path, struct store **out, struct sbx_err *err)
@@ -56,6 +89,8 @@ int store_open(const char *path, struct store **out, struct sbx_err *err)
                       NULL, NULL, &msg);
     for (size_t i = 0; rc == SQLITE_OK && i < SBX_ARRAY_SIZE(store_schemas); i++)
         rc = sqlite3_exec(s->db, *store_schemas[i], NULL, NULL, &msg);
+    if (rc == SQLITE_OK)
+        rc = add_missing_columns(s, &msg);
     if (rc != SQLITE_OK) {
         int r = sbx_err_set(err, EIO, "internal", "initialising %s: %s", path,
                             msg ? msg : sqlite3_errstr(rc));
@@ -217,7 +252,7 @@ void store_sandbox_clear(struct store_sandbox *sb)
 
 #define SB_COLS                                                                                    \
     "id,user,key_id,status,backend,runtime,template,template_digest,env,ttl_seconds,created_at,"   \
-    "expires_at,ended_at,end_reason,memory_mb,pids,cpu_millicores"
+    "expires_at,ended_at,end_reason,memory_mb,pids,cpu_millicores,enable_default_session"
 
 static void row_to_sandbox(sqlite3_stmt *st, struct store_sandbox *sb)
 {
@@ -240,17 +275,19 @@ static void row_to_sandbox(sqlite3_stmt *st, struct store_sandbox *sb)
     sb->memory_mb = sqlite3_column_int64(st, 14);
     sb->pids = sqlite3_column_int64(st, 15);
     sb->cpu_millicores = sqlite3_column_int64(st, 16);
+    sb->enable_default_session = sqlite3_column_int64(st, 17) != 0;
 }
 
 int store_sandbox_insert(struct store *s, const struct store_sandbox *sb, struct sbx_err *err)
 {
     sqlite3_stmt *st;
-    int r = store_prepare(s, "INSERT INTO sandboxes(" SB_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    &st, err, "tttttttttiiiitiii", sb->id, sb->user, sb->key_id, sb->status,
+    int r = store_prepare(s, "INSERT INTO sandboxes(" SB_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    &st, err, "tttttttttiiiitiiii", sb->id, sb->user, sb->key_id, sb->status,
                     sb->backend, sb->runtime, sb->template_name, sb->template_digest,
                     sb->env_json ? sb->env_json : "{}", sb->ttl_seconds, sb->created_at,
                     sb->expires_at, sb->ended_at, sb->end_reason[0] ? sb->end_reason : NULL,
-                    sb->memory_mb, sb->pids, sb->cpu_millicores);
+                    sb->memory_mb, sb->pids, sb->cpu_millicores,
+                    (long long)sb->enable_default_session);
     if (r < 0)
         return r;
     r = sqlite3_step(st) == SQLITE_DONE ? 0 : store_db_err(s, err, "insert sandbox");

@@ -56,6 +56,7 @@ struct store_sandbox {
     long long ended_at;
     char end_reason[32];
     long long memory_mb, pids, cpu_millicores;
+    bool enable_default_session; /* commands without a session_id share the "default" one */
 };
 
 void store_sandbox_clear(struct store_sandbox *sb);
@@ -98,6 +99,12 @@ int store_exec_get(struct store *s, const char *sandbox_id, const char *id, cons
 /* After a restart nothing is running: what was, reads "interrupted". */
 int store_exec_interrupt_running(struct store *s, long long now_ms, struct sbx_err *err);
 void store_exec_clear(struct store_exec *e);
+
+/* The workspace's generation counter and the fingerprint it was last moved at. */
+int store_ws_get(struct store *s, const char *sandbox_id, long long *generation,
+                 char fingerprint[65], struct sbx_err *err);
+int store_ws_set(struct store *s, const char *sandbox_id, long long generation,
+                 const char *fingerprint, struct sbx_err *err);
 
 /* --- idempotency keys (idempotency.c) ---------------------------------------------- */
 

@@ -1,0 +1,380 @@
+"""Shell sessions (docs/sessions.md) through a real sbxd: every example of the product's
+sessions document (spec 003) in our API, plus every bad input of the session routes.
+
+One daemon for the module; one sandbox with the default session for most checks, and
+one created with enable_default_session: false. Paths the document puts at / (/app,
+/build, /test) live under /workspace here: the root filesystem is read-only.
+"""
+
+import time
+
+import harness
+from harness import assert_error
+
+D = harness.Shared()
+
+SESSION_FIELDS = {"id", "object", "cwd", "env", "command_timeout_ms", "created_at", "default"}
+
+
+def teardown_module():
+    D.close()
+
+
+def user(name="sessions"):
+    k = D.once("key:" + name, lambda d: d.client().create_key(name, "member", "sandbox"))
+    return D.get().client(k["key"])
+
+
+def main_sandbox():
+    """A sandbox with the default session, and a sandbox-wide variable."""
+    a = user()
+    sb = D.once("sb:main", lambda d: a.create_sandbox(env={"SANDBOX_WIDE": "yes"}))
+    return a, sb["id"]
+
+
+def path(sid, rest=""):
+    return "/v1/sandboxes/%s/sessions%s" % (sid, rest)
+
+
+def run(a, sid, cmd, **fields):
+    """exec that must answer 200; returns the result."""
+    return a.exec(sid, shell=cmd, **fields)
+
+
+def out(a, sid, cmd, **fields):
+    r = run(a, sid, cmd, **fields)
+    assert r["exit_code"] == 0, r
+    return r["stdout"]
+
+
+def sessions(a, sid):
+    r = a.request("GET", path(sid))
+    assert r.status == 200, r
+    assert r.body["object"] == "list", r.body
+    return {s["id"]: s for s in r.body["data"]}
+
+
+def create(a, sid, **fields):
+    r = a.request("POST", path(sid), fields)
+    assert r.status == 201, r
+    assert set(r.body) >= SESSION_FIELDS, r.body
+    assert r.body["object"] == "session", r.body
+    return r.body
+
+
+# --- the default session -------------------------------------------------------------
+
+def test_default_session_keeps_cd():
+    a, sid = main_sandbox()
+    out(a, sid, "mkdir -p /workspace/app")
+    run(a, sid, "cd /workspace/app")
+    assert out(a, sid, "pwd") == "/workspace/app\n"
+    run(a, sid, "cd /workspace")
+
+
+def test_default_session_keeps_exports():
+    a, sid = main_sandbox()
+    run(a, sid, "export MY_VAR=hello")
+    assert out(a, sid, 'echo "$MY_VAR"') == "hello\n"
+    # Values with newlines and quotes survive the trip through the session's state.
+    run(a, sid, "export TRICKY=$'a\\nb \"c\" $d'")
+    assert out(a, sid, 'printf %s "$TRICKY"') == 'a\nb "c" $d'
+    # What is not exported is not kept (each command is a fresh shell): documented.
+    run(a, sid, "PLAIN=1")
+    assert out(a, sid, 'echo "[$PLAIN]"') == "[]\n"
+    # The sandbox's own env is there from the start.
+    assert out(a, sid, 'echo "$SANDBOX_WIDE"') == "yes\n"
+
+
+def test_default_session_listed_and_flagged():
+    a, sid = main_sandbox()
+    sb = a.get_sandbox(sid)
+    assert sb["enable_default_session"] is True, sb
+    s = sessions(a, sid)
+    assert "default" in s, s
+    assert s["default"]["default"] is True and s["default"]["object"] == "session", s
+
+
+def test_exec_result_names_its_session():
+    a, sid = main_sandbox()
+    r = run(a, sid, "true")
+    assert r["session"] == {"id": "default", "created": False, "saved": True}, r
+
+
+def test_exit_ends_only_the_command():
+    a, sid = main_sandbox()
+    out(a, sid, "mkdir -p /workspace/ex")
+    r = run(a, sid, "cd /workspace/ex; export AFTER_EXIT=1; exit 3")
+    assert r["exit_code"] == 3 and r["session"]["saved"] is True, r
+    # The state it reached before `exit` is kept, and the session goes on.
+    assert out(a, sid, 'pwd; echo "$AFTER_EXIT"') == "/workspace/ex\n1\n"
+    # `exec` replaces the shell: that command's state is not saved, and the flag says so.
+    r = run(a, sid, "cd /; export LOST=1; exec true")
+    assert r["exit_code"] == 0 and r["session"]["saved"] is False, r
+    assert out(a, sid, 'pwd; echo "[$LOST]"') == "/workspace/ex\n[]\n"
+    run(a, sid, "cd /workspace")
+
+
+def test_timeout_kills_the_command_not_the_session():
+    a, sid = main_sandbox()
+    r = run(a, sid, "cd /tmp; sleep 30", timeout_seconds=1)
+    assert r["timed_out"] is True and r["exit_code"] == 137, r
+    assert r["session"]["saved"] is False, r
+    assert out(a, sid, "pwd") == "/workspace\n"
+
+
+def test_exec_env_is_for_that_command_only():
+    a, sid = main_sandbox()
+    assert out(a, sid, 'echo "$ONE_OFF"', env={"ONE_OFF": "x"}) == "x\n"
+    assert out(a, sid, 'echo "[$ONE_OFF]"') == "[]\n"
+    # ... unless the command itself exports a new value.
+    run(a, sid, "export KEEP=changed", env={"KEEP": "given"})
+    assert out(a, sid, 'echo "$KEEP"') == "changed\n"
+
+
+def test_exec_cwd_overrides_for_that_command():
+    a, sid = main_sandbox()
+    assert out(a, sid, "pwd", cwd="/tmp") == "/tmp\n"
+    assert out(a, sid, "pwd") == "/workspace\n"
+
+
+def test_python_runs_in_the_session_cwd_and_env():
+    a, sid = main_sandbox()
+    out(a, sid, "mkdir -p /workspace/py && cd /workspace/py && export PYV=7")
+    r = a.exec(sid, language="python", code="import os; print(os.getcwd(), os.environ['PYV'])")
+    assert r["stdout"] == "/workspace/py 7\n", r
+    run(a, sid, "cd /workspace")
+
+
+def test_without_default_session_each_exec_is_isolated():
+    a = user()
+    sb = D.once("sb:nodefault", lambda d: a.create_sandbox(enable_default_session=False))
+    sid = sb["id"]
+    assert sb["enable_default_session"] is False, sb
+    assert a.get_sandbox(sid)["enable_default_session"] is False
+    out(a, sid, "mkdir -p /workspace/app")
+    r = run(a, sid, "cd /workspace/app; export MY_VAR=hello")
+    assert "session" not in r, r
+    assert out(a, sid, 'pwd; echo "[$MY_VAR]"') == "/workspace\n[]\n"
+    assert "default" not in sessions(a, sid)
+    # An explicit session still keeps state there.
+    run(a, sid, "cd /workspace/app", session_id="work")
+    assert out(a, sid, "pwd", session_id="work") == "/workspace/app\n"
+    assert out(a, sid, "pwd") == "/workspace\n"
+
+
+def test_enable_default_session_must_be_boolean():
+    a = user("sessions-bad")
+    before = a.list_sandboxes()
+    for bad in ("no", 0, 1, [], {}):
+        r = a.request("POST", "/v1/sandboxes", {"enable_default_session": bad})
+        assert_error(r, 400, "invalid_request")
+    assert a.list_sandboxes() == before
+
+
+# --- auto-created sessions -----------------------------------------------------------
+
+def test_unknown_session_is_created_with_defaults():
+    a, sid = main_sandbox()
+    r = run(a, sid, "echo hello", session_id="new-session")
+    assert r["stdout"] == "hello\n", r
+    assert r["session"] == {"id": "new-session", "created": True, "saved": True}, r
+    s = sessions(a, sid)["new-session"]
+    assert s["cwd"] == "/workspace" and s["command_timeout_ms"] is None, s
+    assert out(a, sid, "pwd", session_id="new-session") == "/workspace\n"
+
+
+def test_deleted_session_comes_back_without_its_env():
+    a, sid = main_sandbox()
+    s = create(a, sid, id="temp", env={"MY_VAR": "value"})
+    assert s["env"] == {"MY_VAR": "value", "SANDBOX_WIDE": "yes"}, s
+    assert out(a, sid, 'echo "$MY_VAR"', session_id="temp") == "value\n"
+    r = a.request("DELETE", path(sid, "/temp"))
+    assert r.status == 200 and r.body == {"id": "temp", "object": "session", "deleted": True}, r
+    assert "temp" not in sessions(a, sid)
+    r = run(a, sid, 'echo "$MY_VAR"', session_id="temp")
+    assert r["stdout"] == "\n" and r["session"]["created"] is True, r
+
+
+# --- named sessions ------------------------------------------------------------------
+
+def test_sessions_have_their_own_env_and_cwd():
+    a, sid = main_sandbox()
+    out(a, sid, "mkdir -p /workspace/build /workspace/test")
+    b = create(a, sid, id="build", env={"NODE_ENV": "production"}, cwd="/workspace/build")
+    t = create(a, sid, id="test", env={"NODE_ENV": "test"}, cwd="/workspace/test")
+    assert b["cwd"] == "/workspace/build" and b["env"]["NODE_ENV"] == "production", b
+    assert b["default"] is False, b
+    assert out(a, sid, 'echo "$NODE_ENV $PWD"', session_id="build") == \
+        "production /workspace/build\n"
+    assert out(a, sid, 'echo "$NODE_ENV $PWD"', session_id="test") == "test /workspace/test\n"
+    listed = sessions(a, sid)
+    assert listed["build"]["cwd"] == "/workspace/build", listed
+    assert t["id"] in listed
+
+
+def test_exports_and_cd_do_not_cross_sessions():
+    a, sid = main_sandbox()
+    create(a, sid, id="s1")
+    create(a, sid, id="s2")
+    out(a, sid, "mkdir -p /workspace/project1")
+    run(a, sid, "export MY_VAR=hello; cd /workspace/project1", session_id="s1")
+    assert out(a, sid, 'echo "[$MY_VAR]"; pwd', session_id="s2") == "[]\n/workspace\n"
+    assert out(a, sid, 'echo "[$MY_VAR]"; pwd', session_id="s1") == \
+        "[hello]\n/workspace/project1\n"
+
+
+def test_same_variable_differs_per_session():
+    a, sid = main_sandbox()
+    k1 = create(a, sid, env={"API_KEY": "key-1"})
+    k2 = create(a, sid, env={"API_KEY": "key-2"})
+    assert k1["id"] != k2["id"] and k1["id"].startswith("sess_"), (k1, k2)
+    assert out(a, sid, 'echo "$API_KEY"', session_id=k1["id"]) == "key-1\n"
+    assert out(a, sid, 'echo "$API_KEY"', session_id=k2["id"]) == "key-2\n"
+
+
+def test_sessions_share_the_filesystem():
+    a, sid = main_sandbox()
+    run(a, sid, "echo data > /workspace/file.txt", session_id="s1")
+    assert out(a, sid, "cat /workspace/file.txt", session_id="s2") == "data\n"
+
+
+def test_dev_and_app_sessions_keep_secrets_apart():
+    a, sid = main_sandbox()
+    create(a, sid, id="dev", env={"ANTHROPIC_API_KEY": "sk-test-not-real"})
+    create(a, sid, id="app", env={"PORT": "3000"})
+    assert out(a, sid, 'echo "$ANTHROPIC_API_KEY"', session_id="dev") == "sk-test-not-real\n"
+    assert out(a, sid, 'echo "[$ANTHROPIC_API_KEY] $PORT"', session_id="app") == "[] 3000\n"
+
+
+def test_session_command_timeout_and_override():
+    a, sid = main_sandbox()
+    s = create(a, sid, id="ci", command_timeout_ms=1000)
+    assert s["command_timeout_ms"] == 1000, s
+    t0 = time.time()
+    r = run(a, sid, "sleep 10", session_id="ci")
+    assert r["timed_out"] is True and r["exit_code"] == 137, r
+    assert time.time() - t0 < 5, "the session's 1 s timeout did not apply"
+    r = run(a, sid, "sleep 2; echo done", session_id="ci", timeout_seconds=10)
+    assert r["timed_out"] is False and r["stdout"] == "done\n", r
+    # Other sessions keep the ordinary default.
+    r = run(a, sid, "sleep 1.5; echo fine", session_id="s1")
+    assert r["stdout"] == "fine\n", r
+
+
+def test_cleanup_of_a_temporary_session():
+    a, sid = main_sandbox()
+    create(a, sid, id="scratch")
+    try:
+        run(a, sid, "true", session_id="scratch")
+    finally:
+        r = a.request("DELETE", path(sid, "/scratch"))
+        assert r.status == 200, r
+    assert "scratch" not in sessions(a, sid)
+
+
+def test_default_session_cannot_be_deleted():
+    a, sid = main_sandbox()
+    before = sessions(a, sid)
+    r = a.request("DELETE", path(sid, "/default"))
+    assert_error(r, 400, "cannot_delete_default_session")
+    assert "destroy the sandbox" in r.body["error"]["message"], r.body
+    assert sessions(a, sid) == before
+
+
+def test_removed_cwd_falls_back_to_workspace():
+    a, sid = main_sandbox()
+    run(a, sid, "mkdir -p /tmp/gone && cd /tmp/gone", session_id="fallback")
+    run(a, sid, "rmdir /tmp/gone")
+    assert out(a, sid, "pwd", session_id="fallback") == "/workspace\n"
+
+
+# --- bad input -----------------------------------------------------------------------
+
+def test_create_session_bad_input():
+    a, sid = main_sandbox()
+    create(a, sid, id="dup")
+    before = sessions(a, sid)
+    cases = [
+        ({"id": "has space"}, 400, "invalid_session_id"),
+        ({"id": "x" * 65}, 400, "invalid_session_id"),
+        ({"id": ""}, 400, "invalid_session_id"),
+        ({"id": 7}, 400, "invalid_session_id"),
+        ({"id": "../etc"}, 400, "invalid_session_id"),
+        ({"env": {"1BAD": "x"}}, 400, "invalid_env"),
+        ({"env": {"SBX_X": "x"}}, 400, "invalid_env"),
+        ({"env": {"A": 1}}, 400, "invalid_env"),
+        ({"env": ["A=1"]}, 400, "invalid_env"),
+        ({"cwd": "relative"}, 400, "invalid_cwd"),
+        ({"cwd": 5}, 400, "invalid_cwd"),
+        ({"cwd": "/no/such/dir"}, 400, "invalid_cwd"),
+        ({"cwd": "/etc/hostname"}, 400, "invalid_cwd"),
+        ({"command_timeout_ms": 0}, 400, "invalid_timeout"),
+        ({"command_timeout_ms": -5}, 400, "invalid_timeout"),
+        ({"command_timeout_ms": 900001}, 400, "invalid_timeout"),
+        ({"command_timeout_ms": "1000"}, 400, "invalid_timeout"),
+        ({"command_timeout_ms": 1.5}, 400, "invalid_timeout"),
+        ({"id": "dup"}, 409, "session_exists"),
+        ({"id": "default"}, 409, "session_exists"),
+    ]
+    for body, status, code in cases:
+        r = a.request("POST", path(sid), body)
+        assert_error(r, status, code)
+    for raw in (b"{", b"[]", b"nope"):
+        r = a.request("POST", path(sid), raw=raw)
+        assert_error(r, 400, ("invalid_json", "invalid_request"))
+    assert sessions(a, sid) == before
+
+
+def test_session_routes_unknown_sandbox_and_auth():
+    a, sid = main_sandbox()
+    other = user("sessions-other")
+    before = sessions(a, sid)
+    for method, p, body in (("POST", path(sid), {"id": "x"}), ("GET", path(sid), None),
+                            ("DELETE", path(sid, "/s1"), None)):
+        assert_error(other.request(method, p, body), 404, "sandbox_not_found")
+        assert_error(a.request(method, p.replace(sid, "sb_0000"), body), 404,
+                     "sandbox_not_found")
+        assert_error(a.request(method, p, body, key=None), 401, "missing_api_key")
+    assert_error(a.request("PUT", path(sid), {}), 405, "method_not_allowed")
+    assert sessions(a, sid) == before
+
+
+def test_delete_unknown_session():
+    a, sid = main_sandbox()
+    before = sessions(a, sid)
+    assert_error(a.request("DELETE", path(sid, "/nope")), 404, "session_not_found")
+    assert_error(a.request("DELETE", path(sid, "/bad%20id")), 404, "session_not_found")
+    assert sessions(a, sid) == before
+
+
+def test_exec_bad_session_id():
+    a, sid = main_sandbox()
+    before = sessions(a, sid)
+    for bad in ("", "a b", "x" * 65, 5, ["s1"]):
+        r = a.request("POST", "/v1/sandboxes/%s/exec" % sid,
+                      {"shell": "touch /workspace/should-not-exist", "session_id": bad})
+        assert_error(r, 400, "invalid_session_id")
+    assert sessions(a, sid) == before
+    assert out(a, sid, "ls /workspace/should-not-exist 2>/dev/null || echo absent") == "absent\n"
+
+
+def test_session_limit():
+    a = user("sessions-limit")
+    sb = a.create_sandbox()
+    sid = sb["id"]
+    try:
+        have = len(sessions(a, sid))  # the default one
+        for i in range(32 - have):
+            create(a, sid, id="n%d" % i)
+        before = sessions(a, sid)
+        assert len(before) == 32
+        assert_error(a.request("POST", path(sid), {"id": "one-more"}), 429, "too_many_sessions")
+        r = a.request("POST", "/v1/sandboxes/%s/exec" % sid,
+                      {"shell": "true", "session_id": "one-more"})
+        assert_error(r, 429, "too_many_sessions")
+        assert sessions(a, sid) == before
+        a.request("DELETE", path(sid, "/n0"))
+        create(a, sid, id="one-more")
+    finally:
+        a.delete_sandbox(sid)

@@ -281,9 +281,9 @@ const char *session_cwd(const struct session *s)
 
 /* Sourced through BASH_ENV by the command's bash before the command itself, so the
  * command's text, $0 and line numbers are exactly those of `bash -c S`. The trap
- * writes "cwd\0" then "K=V\0" per exported variable, then an empty entry, using
- * builtins only (no fork). "${!X@}" lists the set variables starting with X; the
- * prelude names every possible first character. */
+ * writes "cwd\0" then "K=V\0" per exported variable, then an empty entry, in one
+ * printf (one write) and with builtins only (no fork). "${!X@}" lists the set
+ * variables starting with X; the prelude names every possible first character. */
 static const char *prelude(void)
 {
     static char text[2048];
@@ -295,10 +295,10 @@ static const char *prelude(void)
     for (const char *c = first; *c; c++)
         n += (size_t)snprintf(names + n, sizeof(names) - n, " \"${!%c@}\"", *c);
     snprintf(text, sizeof(text),
-             "unset BASH_ENV; exec %d<&-; trap -- '{ builtin printf \"%%s\\0\" \"$PWD\"; "
-             "for __sbx_n in%s; do case ${!__sbx_n@a} in *[aA]*) ;; *x*) "
-             "builtin printf \"%%s=%%s\\0\" \"$__sbx_n\" \"${!__sbx_n}\";; esac; done; "
-             "builtin printf \"\\0\"; } >&%d 2>/dev/null' EXIT\n",
+             "unset BASH_ENV; exec %d<&-; trap -- '__sbx_v=(); for __sbx_n in%s; do "
+             "case ${!__sbx_n@a} in *[aA]*) ;; *x*) __sbx_v+=(\"$__sbx_n=${!__sbx_n}\");; esac; "
+             "done; builtin printf \"%%s\\0\" \"$PWD\" \"${__sbx_v[@]}\" \"\" >&%d 2>&-' "
+             "EXIT\n",
              SESSION_FD_PRELUDE, names, SESSION_FD_STATE);
     return text;
 }

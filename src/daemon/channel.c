@@ -308,6 +308,23 @@ int channel_open(struct channel *c, json_t *request, const struct chan_stream_op
     return 0;
 }
 
+int channel_send(struct chan_stream *st, unsigned ch, const void *buf, size_t len,
+                 struct sbx_err *err)
+{
+    if (st->chan->closed)
+        return sbx_err_set(err, ECONNRESET, "sandbox_not_running", "the sandbox is not running");
+    const uint8_t *p = buf;
+    while (len) {
+        uint32_t n = len > PROTO_MAX_PAYLOAD ? PROTO_MAX_PAYLOAD : (uint32_t)len;
+        int r = send_frame(st->chan, st->id, PROTO_DATA, (uint8_t)ch, p, n, err);
+        if (r < 0)
+            return r;
+        p += n;
+        len -= n;
+    }
+    return 0;
+}
+
 int channel_signal(struct chan_stream *st, int signo, struct sbx_err *err)
 {
     json_t *j = json_pack("{s:i}", "signal", signo);

@@ -43,6 +43,10 @@ void channel_free(struct channel *c);
 /* Open a stream with a JSON request (borrowed). */
 int channel_open(struct channel *c, json_t *request, const struct chan_stream_ops *ops,
                  void *data, struct chan_stream **out, struct sbx_err *err);
+/* DATA on channel ch of a stream, in frames of at most PROTO_MAX_PAYLOAD bytes. The
+ * caller keeps within what the stream's op lets it send (docs/protocol.md). */
+int channel_send(struct chan_stream *st, unsigned ch, const void *buf, size_t len,
+                 struct sbx_err *err);
 /* Send a signal to the stream's process group. */
 int channel_signal(struct chan_stream *st, int signo, struct sbx_err *err);
 /* Forget a stream's callbacks: its frames are consumed and dropped from now on. */

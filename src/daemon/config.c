@@ -55,6 +55,10 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
     const char *a = getenv("SBX_AGENT"), *s = getenv("SBX_SHIM");
     cfg->agent_path = a && *a ? sbx_xstrdup(a) : beside_self("sbx-agent");
     cfg->shim_path = s && *s ? sbx_xstrdup(s) : beside_self("sbx-shim");
+    const char *lu = getenv("SBX_LLM_URL"), *lk = getenv("SBX_LLM_API_KEY");
+    cfg->llm_url = lu && *lu ? sbx_xstrdup(lu) : NULL;
+    cfg->llm_api_key = lk && *lk ? sbx_xstrdup(lk) : NULL;
+    cfg->llm_model = env_or("SBX_LLM_MODEL", "gpt-4o-mini");
 
     int r;
     if ((r = env_num("SBX_MEMORY_MB", 2048, 64, 1 << 20, &cfg->memory_mb, err)) < 0 ||
@@ -101,7 +105,8 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
                    "environment: SBX_LISTEN SBX_DATA_DIR SBX_ADMIN_KEY SBX_TEMPLATE_CACHE "
                    "SBX_RUNSC SBX_MEMORY_MB SBX_PIDS_MAX SBX_CPU_MILLICORES SBX_TMP_MB "
                    "SBX_MAX_PER_KEY SBX_MAX_PER_USER SBX_WORKSPACE_MB SBX_ARTIFACT_URL_TTL "
-                   "SBX_PUBLIC_URL SBX_CLAMAV_DB SBX_SIGNATURES\n");
+                   "SBX_PUBLIC_URL SBX_CLAMAV_DB SBX_SIGNATURES SBX_LLM_URL SBX_LLM_API_KEY "
+                   "SBX_LLM_MODEL\n");
             return 1;
         default:
             return sbx_err_set(err, EINVAL, "invalid_config", "unknown option (see --help)");
@@ -131,5 +136,10 @@ void config_free(struct sbxd_config *cfg)
     free(cfg->public_url);
     free(cfg->clamav_db);
     free(cfg->signatures);
+    free(cfg->llm_url);
+    if (cfg->llm_api_key)
+        memset(cfg->llm_api_key, 0, strlen(cfg->llm_api_key));
+    free(cfg->llm_api_key);
+    free(cfg->llm_model);
     memset(cfg, 0, sizeof(*cfg));
 }

@@ -22,6 +22,11 @@ struct sbxd_config {
     char *public_url;         /* SBX_PUBLIC_URL, base of signed links, http://<listen> */
     char *clamav_db;          /* SBX_CLAMAV_DB, the system's ClamAV database, /var/lib/clamav */
     char *signatures;         /* SBX_SIGNATURES, our own set, share/signatures/sbx.ndb */
+    /* llm_query's OpenAI-compatible endpoint; NULL when the operator set none. The key
+     * stays in sbxd: sandboxes never see it. */
+    char *llm_url;     /* SBX_LLM_URL, the base URL (…/v1): we POST {url}/chat/completions */
+    char *llm_api_key; /* SBX_LLM_API_KEY, optional */
+    char *llm_model;   /* SBX_LLM_MODEL, the default model */
     int verbose;
 };
 

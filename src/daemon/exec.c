@@ -251,7 +251,7 @@ void exec_abandon(struct exec_run *run)
     run->data = NULL;
 }
 
-static void put_output(json_t *o, const char *name, const struct exec_output *out)
+void exec_output_put(json_t *o, const char *name, const struct exec_output *out)
 {
     size_t n = out->len;
     char key[32];
@@ -278,8 +278,8 @@ json_t *exec_result_to_json(const struct exec_result *res)
     json_t *o = json_pack("{s:s,s:i,s:I,s:b}", "object", "exec", "exit_code", res->exit_code,
                           "duration_ms", (json_int_t)res->duration_ms, "timed_out",
                           res->timed_out);
-    put_output(o, "stdout", &res->out[0]);
-    put_output(o, "stderr", &res->out[1]);
+    exec_output_put(o, "stdout", &res->out[0]);
+    exec_output_put(o, "stderr", &res->out[1]);
     if (res->session)
         json_object_set(o, "session", res->session);
     return o;

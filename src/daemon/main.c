@@ -119,6 +119,8 @@ int main(int argc, char **argv)
     if (store_open(db, &d.store, &err) < 0 || bootstrap_admin(&d, &err) < 0 ||
         manager_new(&d.cfg, d.loop, d.store, &d.mgr, &err) < 0 || manager_start(d.mgr, &err) < 0 ||
         jobs_new(d.loop, &d.jobs, &err) < 0 || artifacts_new(&d.cfg, &d.artifacts, &err) < 0 ||
+        (d.cfg.llm_url &&
+         llm_new(d.loop, d.cfg.llm_url, d.cfg.llm_api_key, d.cfg.llm_model, &d.llm, &err) < 0) ||
         http_server_new(d.loop, d.cfg.listen, router_dispatch, &d, &d.http, &err) < 0)
         goto out;
     http_server_set_streaming(d.http, router_streams_body);
@@ -140,6 +142,7 @@ out:
     jobs_free(d.jobs);
     artifacts_free(d.artifacts);
     manager_free(d.mgr);
+    llm_free(d.llm);
     store_free(d.store);
     loop_free(d.loop);
     if (sfd >= 0)

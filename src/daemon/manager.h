@@ -45,6 +45,7 @@ struct sandbox {
     bool ready;      /* the agent said HELLO on the current channel */
     bool ended;      /* destroyed; freed on the next loop turn */
     bool exec_busy;  /* one exec at a time */
+    bool kernel_busy; /* a run_code cell is in flight (kernel.c) */
     struct sandbox_waiter *waiters;
     struct loop_timer *ttl_timer;
     struct loop_timer *ready_timer;

@@ -4,6 +4,7 @@
 
 #include "../common/loop.h"
 #include "config.h"
+#include "llm.h"
 #include "http/server.h"
 #include "manager.h"
 #include "store/store.h"
@@ -16,6 +17,7 @@ struct sbxd {
     struct http_server *http;
     struct jobs *jobs;           /* worker threads (artifact hashing and scanning) */
     struct artifacts *artifacts;
+    struct llm *llm; /* NULL unless the operator configured SBX_LLM_URL */
 };
 
 #endif

@@ -42,4 +42,8 @@ void api_artifacts_list(struct sbxd *d, struct http_req *req);
 void api_artifacts_download(struct sbxd *d, struct http_req *req);
 
 
+void api_run_code(struct sbxd *d, struct http_req *req);
+void api_kernel_reset(struct sbxd *d, struct http_req *req);
+void api_kernel_interrupt(struct sbxd *d, struct http_req *req);
+
 #endif

@@ -41,6 +41,7 @@ static const struct {
     {"process_not_found", 404},
     {"method_not_allowed", 405},
     {"sandbox_busy", 409},
+    {"kernel_busy", 409},
     {"sandbox_not_running", 409},
     {"idempotency_key_mismatch", 409},
     {"idempotency_key_in_progress", 409},
@@ -54,6 +55,7 @@ static const struct {
     {"sandbox_start_failed", 500},
     {"internal", 500},
     {"shutting_down", 503},
+    {"kernel_unavailable", 503},
     {"workspace_too_large", 507},
     {"sandbox_capacity", 503},
 };

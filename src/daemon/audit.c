@@ -12,6 +12,7 @@ void audit_record(struct store *st, const struct auth_identity *who, const char 
                   const char *outcome, json_t *details)
 {
     _cleanup_free_ char *dtext = details ? json_dumps(details, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(details);
     struct store_audit_entry e = {
         .ts_ms = sbx_wall_ms(),
         .user = who ? who->user : (user ? user : "system"),

@@ -10,7 +10,8 @@
 struct store;
 struct auth_identity;
 
-/* who NULL: the daemon itself (expiry, reconciliation). details may be NULL. */
+/* who NULL: the daemon itself (expiry, reconciliation), on behalf of user. details (may
+ * be NULL) is taken over. */
 void audit_record(struct store *st, const struct auth_identity *who, const char *user,
                   const char *request_id, const char *action, const char *sandbox_id,
                   const char *outcome, json_t *details);

@@ -4,12 +4,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/rand.h>
+
+#include "../common/log.h"
 #include "../common/text.h"
 #include "../common/util.h"
 #include "../proto/proto.h"
+#include "audit.h"
 #include "channel.h"
 #include "manager.h"
+#include "receipt.h"
 #include "session.h"
+#include "store/store.h"
 
 /* The agent enforces the timeout; this is our guard against an agent that never answers. */
 #define EXEC_GRACE_MS 15000
@@ -18,8 +24,16 @@ struct exec_run {
     struct sandbox *sb;
     struct chan_stream *stream;
     struct loop_timer *guard;
-    exec_done_fn cb;
+    const struct exec_observer *obs;
     void *data;
+    char id[EXEC_ID_LEN + 1];
+    char sandbox_id[STORE_ID_MAX + 1];
+    char user[AUTH_USER_MAX + 1];
+    char key_id[AUTH_KEY_ID_LEN + 1];
+    char request_id[64];
+    char action[16];
+    long long started_ms;
+    struct receipt_probe *probe;
     struct exec_result res;
 };
 
@@ -38,6 +52,7 @@ int exec_params_parse(json_t *body, struct exec_params *out, struct sbx_err *err
         return sbx_err_set(err, EINVAL, "invalid_request",
                            "give either shell, or language and code");
     json_t *argv;
+    const char *lang_name = NULL;
     if (shell) {
         if (!json_is_string(shell) || json_string_length(shell) == 0 ||
             json_string_length(shell) > EXEC_CODE_MAX)
@@ -48,6 +63,7 @@ int exec_params_parse(json_t *body, struct exec_params *out, struct sbx_err *err
             return sbx_err_set(err, EINVAL, "invalid_request",
                                "language goes with code, not with shell");
         argv = json_pack("[s,s,O]", "/bin/bash", "-c", shell);
+        lang_name = "shell";
     } else {
         if (!json_is_string(code) || json_string_length(code) > EXEC_CODE_MAX)
             return sbx_err_set(err, EINVAL, "invalid_request",
@@ -63,6 +79,9 @@ int exec_params_parse(json_t *body, struct exec_params *out, struct sbx_err *err
         else if (!strcmp(l, "node"))
             argv = json_pack("[s,s,O]", "node", "-e", code);
         else
+            argv = NULL;
+        lang_name = argv ? (l[0] == 'p' ? "python" : l[0] == 'b' ? "bash" : "node") : NULL;
+        if (!argv)
             return sbx_err_set(err, EINVAL, "invalid_request",
                                "language must be \"python\", \"bash\" or \"node\"");
     }
@@ -72,7 +91,11 @@ int exec_params_parse(json_t *body, struct exec_params *out, struct sbx_err *err
         return sbx_err_set(err, EINVAL, "invalid_request", "the command contains a NUL byte");
     }
 
-    struct exec_params p = {.argv = argv, .cwd = "/workspace", .timeout_s = EXEC_TIMEOUT_DEFAULT};
+    struct exec_params p = {.argv = argv,
+                            .cwd = "/workspace",
+                            .timeout_s = EXEC_TIMEOUT_DEFAULT,
+                            .command = json_string_value(shell ? shell : code),
+                            .language = lang_name};
     json_t *v;
     int r = 0;
     if ((v = json_object_get(body, "timeout_seconds")) && !json_is_null(v)) {
@@ -120,17 +143,63 @@ static void run_free(struct exec_run *run)
 {
     for (int i = 0; i < 2; i++)
         free(run->res.out[i].buf);
+    json_decref(run->res.receipt);
     json_decref(run->res.session);
+    receipt_probe_free(run->probe);
     free(run);
 }
 
+static const char *outcome_of(const struct exec_result *res, const struct sbx_err *err,
+                              char *buf, size_t cap)
+{
+    if (err)
+        snprintf(buf, cap, "error:%s", err->code);
+    else if (res->timed_out)
+        snprintf(buf, cap, "timed_out");
+    else
+        snprintf(buf, cap, "exit_code=%d", res->exit_code);
+    return buf;
+}
+
+/* Record the end (store, audit), then tell whoever still follows. */
 static void run_finish(struct exec_run *run, const struct sbx_err *err)
 {
+    struct manager *m = run->sb->mgr;
+    struct store *st = manager_store(m);
     if (run->guard)
-        loop_timer_cancel(manager_loop(run->sb->mgr), run->guard);
+        loop_timer_cancel(manager_loop(m), run->guard);
+    run->guard = NULL;
     run->sb->exec_busy = false;
-    if (run->cb)
-        run->cb(err ? NULL : &run->res, err, run->data);
+    if (!err)
+        run->res.receipt = receipt_build(run->probe, run->sb, run->id);
+
+    struct sbx_err serr = {0};
+    const char *status = EXEC_EXITED;
+    json_t *doc;
+    if (err) {
+        status = !strcmp(err->code, "sandbox_not_running") ? EXEC_INTERRUPTED : EXEC_FAILED;
+        doc = json_pack("{s:{s:s,s:s}}", "error", "code", err->code, "message", err->msg);
+    } else {
+        status = run->res.timed_out ? EXEC_TIMED_OUT : EXEC_EXITED;
+        doc = exec_result_to_json(&run->res);
+    }
+    char *text = json_dumps(doc, JSON_COMPACT);
+    json_decref(doc);
+    if (store_exec_finish(st, run->id, status, text, sbx_wall_ms(), &serr) < 0)
+        log_error("exec %s: %s", run->id, serr.msg);
+    free(text);
+
+    struct auth_identity who = {.authenticated = true};
+    snprintf(who.user, sizeof(who.user), "%s", run->user);
+    snprintf(who.key_id, sizeof(who.key_id), "%s", run->key_id);
+    char outcome[80];
+    json_t *details = json_pack("{s:s,s:s,s:I}", "exec_id", run->id, "status", status,
+                                "duration_ms", (json_int_t)run->res.duration_ms);
+    audit_record(st, &who, NULL, run->request_id, run->action, run->sandbox_id,
+                 outcome_of(&run->res, err, outcome, sizeof(outcome)), details);
+
+    if (run->obs && run->obs->on_done)
+        run->obs->on_done(err ? NULL : &run->res, err, run->data);
     run_free(run);
 }
 
@@ -148,8 +217,15 @@ static void on_data(struct chan_stream *st, unsigned ch, const uint8_t *buf, siz
         o->buf = sbx_xrealloc(o->buf, o->len + keep);
         memcpy(o->buf + o->len, buf, keep);
         o->len += keep;
+        if (run->obs && run->obs->on_output)
+            run->obs->on_output(ch, buf, keep, run->data);
     }
-    o->dropped += len - keep;
+    if (len > keep) {
+        /* Past the limit the command runs on; its bytes are counted, not kept. */
+        if (o->dropped == 0 && run->obs && run->obs->on_truncated)
+            run->obs->on_truncated(ch, run->data);
+        o->dropped += len - keep;
+    }
 }
 
 static void on_exit_frame(struct chan_stream *st, json_t *result, void *data)
@@ -170,7 +246,7 @@ static void on_error_frame(struct chan_stream *st, const struct sbx_err *err, vo
     /* The agent's codes that are the caller's fault keep their meaning; the rest are ours. */
     if (!strcmp(e.code, "invalid_cwd") || !strcmp(e.code, "too_many_sessions"))
         ;
-    else if (!strcmp(e.code, "channel_closed"))
+    else if (!strcmp(e.code, "channel_closed") || !strcmp(e.code, "sandbox_not_running"))
         snprintf(e.code, sizeof(e.code), "sandbox_not_running");
     else
         snprintf(e.code, sizeof(e.code), "internal");
@@ -213,8 +289,18 @@ json_t *exec_env_list(json_t *sandbox_env, json_t *exec_env)
     return list;
 }
 
-int exec_start(struct sandbox *sb, const struct exec_params *p, exec_done_fn cb, void *data,
-               struct exec_run **out, struct sbx_err *err)
+static void new_exec_id(char out[EXEC_ID_LEN + 1])
+{
+    unsigned char raw[10];
+    if (RAND_bytes(raw, sizeof(raw)) != 1)
+        abort();
+    memcpy(out, "ex_", 3);
+    sbx_hex(raw, sizeof(raw), out + 3);
+}
+
+int exec_start(struct sandbox *sb, const struct exec_params *p, const struct exec_origin *o,
+               const struct exec_observer *obs, void *data, struct exec_run **out,
+               struct sbx_err *err)
 {
     if (sb->exec_busy)
         return sbx_err_set(err, EBUSY, "sandbox_busy",
@@ -222,32 +308,57 @@ int exec_start(struct sandbox *sb, const struct exec_params *p, exec_done_fn cb,
     if (!sb->chan || sb->ended)
         return sbx_err_set(err, ECONNRESET, "sandbox_not_running", "sandbox %s is not running",
                            sb->rec.id);
+    struct exec_run *run = sbx_xcalloc(1, sizeof(*run));
+    run->sb = sb;
+    run->obs = obs;
+    run->data = data;
+    new_exec_id(run->id);
+    snprintf(run->sandbox_id, sizeof(run->sandbox_id), "%s", sb->rec.id);
+    snprintf(run->user, sizeof(run->user), "%s", o->who->user);
+    snprintf(run->key_id, sizeof(run->key_id), "%s", o->who->key_id);
+    snprintf(run->request_id, sizeof(run->request_id), "%s", o->request_id ? o->request_id : "");
+    snprintf(run->action, sizeof(run->action), "%s", o->action);
+    run->res.id = run->id;
+    run->res.sandbox_id = run->sandbox_id;
+    run->started_ms = sbx_wall_ms();
+
+    int r = receipt_probe_new(sb, p, &run->probe, err);
+    if (r < 0 || (r = store_exec_insert(manager_store(sb->mgr), run->id, sb->rec.id,
+                                        o->who->user, run->started_ms, err)) < 0) {
+        run_free(run);
+        return r;
+    }
     json_t *senv = json_loads(sb->rec.env_json ? sb->rec.env_json : "{}", 0, NULL);
     json_t *req = json_pack("{s:s,s:O,s:o,s:s,s:I,s:b}", "op", "exec", "argv", p->argv, "env",
                             exec_env_list(senv, p->env), "cwd", p->cwd, "timeout_ms",
                             (json_int_t)(p->timeout_s * 1000), "stdin", 0);
     json_decref(senv);
     session_exec_request(sb, p, req);
-    struct exec_run *run = sbx_xcalloc(1, sizeof(*run));
-    run->sb = sb;
-    run->cb = cb;
-    run->data = data;
-    int r = channel_open(sb->chan, req, &exec_ops, run, &run->stream, err);
+    r = channel_open(sb->chan, req, &exec_ops, run, &run->stream, err);
     json_decref(req);
     if (r < 0) {
+        struct sbx_err e2 = {0};
+        (void)store_exec_finish(manager_store(sb->mgr), run->id, EXEC_FAILED, NULL, sbx_wall_ms(),
+                                &e2);
         run_free(run);
         return r;
     }
     sb->exec_busy = true;
-    run->guard = loop_timer_add(manager_loop(sb->mgr), p->timeout_s * 1000 + EXEC_GRACE_MS, on_guard, run);
+    run->guard = loop_timer_add(manager_loop(sb->mgr), p->timeout_s * 1000 + EXEC_GRACE_MS,
+                                on_guard, run);
     if (out)
         *out = run;
     return 0;
 }
 
+const char *exec_run_id(const struct exec_run *run)
+{
+    return run->id;
+}
+
 void exec_abandon(struct exec_run *run)
 {
-    run->cb = NULL;
+    run->obs = NULL;
     run->data = NULL;
 }
 
@@ -267,19 +378,20 @@ void exec_output_put(json_t *o, const char *name, const struct exec_output *out)
     }
     snprintf(key, sizeof(key), "%s_truncated", name);
     json_object_set_new(o, key, json_boolean(out->dropped > 0));
-    if (out->dropped) {
-        snprintf(key, sizeof(key), "%s_dropped_bytes", name);
-        json_object_set_new(o, key, json_integer((json_int_t)out->dropped));
-    }
+    snprintf(key, sizeof(key), "%s_dropped_bytes", name);
+    json_object_set_new(o, key, json_integer((json_int_t)out->dropped));
 }
 
 json_t *exec_result_to_json(const struct exec_result *res)
 {
-    json_t *o = json_pack("{s:s,s:i,s:I,s:b}", "object", "exec", "exit_code", res->exit_code,
+    json_t *o = json_pack("{s:s,s:s,s:s,s:i,s:I,s:b}", "object", "exec", "id", res->id,
+                          "sandbox_id", res->sandbox_id, "exit_code", res->exit_code,
                           "duration_ms", (json_int_t)res->duration_ms, "timed_out",
                           res->timed_out);
     exec_output_put(o, "stdout", &res->out[0]);
     exec_output_put(o, "stderr", &res->out[1]);
+    if (res->receipt)
+        json_object_set(o, "receipt", res->receipt);
     if (res->session)
         json_object_set(o, "session", res->session);
     return o;

@@ -12,6 +12,7 @@
 #include "../common/log.h"
 #include "../common/text.h"
 #include "../common/util.h"
+#include "audit.h"
 #include "channel.h"
 #include "template.h"
 #include "wsimage.h"
@@ -110,6 +111,11 @@ struct loop *manager_loop(const struct manager *m)
     return m->loop;
 }
 
+struct store *manager_store(const struct manager *m)
+{
+    return m->store;
+}
+
 void manager_free(struct manager *m)
 {
     if (!m)
@@ -131,7 +137,8 @@ void manager_free(struct manager *m)
 }
 
 static int destroy(struct manager *m, struct sandbox *sb, const char *reason,
-                   const struct sbx_err *cause, struct sbx_err *err);
+                   const struct sbx_err *cause, const struct auth_identity *who,
+                   const char *request_id, struct sbx_err *err);
 
 /* --- readiness ------------------------------------------------------------------ */
 
@@ -210,7 +217,7 @@ static void on_channel_closed(struct channel *c, const struct sbx_err *why, void
                 why->msg);
     struct sbx_err derr = {0};
     (void)destroy(sb->mgr, sb, rt_alive(sb->state_dir) ? "channel_lost" : "runtime_exited", &err,
-                  &derr);
+                  NULL, NULL, &derr);
 }
 
 static const struct channel_ops chan_ops = {
@@ -255,7 +262,7 @@ static void on_start_news(struct loop *l, int fd, uint32_t events, void *data)
     if (r < 0) {
         log_error("sandbox %s: %s", sb->rec.id, err.msg);
         struct sbx_err derr = {0};
-        (void)destroy(sb->mgr, sb, "start_failed", &err, &derr);
+        (void)destroy(sb->mgr, sb, "start_failed", &err, NULL, NULL, &derr);
     }
 }
 
@@ -425,7 +432,8 @@ static void on_reap(struct loop *l, void *data)
 }
 
 static int destroy(struct manager *m, struct sandbox *sb, const char *reason,
-                   const struct sbx_err *cause, struct sbx_err *err)
+                   const struct sbx_err *cause, const struct auth_identity *who,
+                   const char *request_id, struct sbx_err *err)
 {
     if (sb->ended)
         return 0;
@@ -451,6 +459,8 @@ static int destroy(struct manager *m, struct sandbox *sb, const char *reason,
     if (rt_destroy(&m->rt, sb->rec.id, sb->state_dir, sb->dir, &rerr) < 0)
         log_error("sandbox %s: destroy: %s", sb->rec.id, rerr.msg);
     log_info("sandbox %s: destroyed (%s)", sb->rec.id, reason);
+    audit_record(m->store, who, sb->rec.user, request_id, "sandbox.destroy", sb->rec.id, reason,
+                 NULL);
     struct sbx_err gone = {0};
     if (cause) {
         gone = *cause;
@@ -469,7 +479,13 @@ static int destroy(struct manager *m, struct sandbox *sb, const char *reason,
 int manager_destroy(struct manager *m, struct sandbox *sb, const char *reason,
                     struct sbx_err *err)
 {
-    return destroy(m, sb, reason, NULL, err);
+    return destroy(m, sb, reason, NULL, NULL, NULL, err);
+}
+
+int manager_destroy_by(struct manager *m, struct sandbox *sb, const struct auth_identity *who,
+                       const char *request_id, const char *reason, struct sbx_err *err)
+{
+    return destroy(m, sb, reason, NULL, who, request_id, err);
 }
 
 /* --- start-up reconciliation --------------------------------------------------------- */
@@ -555,7 +571,12 @@ static void sweep_orphans(struct manager *m, const struct reconcile *rc)
 int manager_start(struct manager *m, struct sbx_err *err)
 {
     struct reconcile rc = {.m = m};
-    int r = store_sandbox_each_live(m->store, NULL, reconcile_one, &rc, err);
+    /* Nothing runs across a restart of ours: the agent drops a former daemon's execs. */
+    int r = store_exec_interrupt_running(m->store, sbx_wall_ms(), err);
+    if (r == 0)
+        r = store_idem_release_in_progress(m->store, err);
+    if (r == 0)
+        r = store_sandbox_each_live(m->store, NULL, reconcile_one, &rc, err);
     if (r == 0)
         sweep_orphans(m, &rc);
     for (size_t i = 0; i < rc.n; i++)

@@ -46,6 +46,8 @@ struct sandbox {
     bool ended;      /* destroyed; freed on the next loop turn */
     bool exec_busy;  /* one exec at a time */
     bool kernel_busy; /* a run_code cell is in flight (kernel.c) */
+    long long ws_generation;     /* moves with every change to the workspace */
+    char ws_fingerprint[65];     /* of the workspace tree when the generation was set */
     struct sandbox_waiter *waiters;
     struct loop_timer *ttl_timer;
     struct loop_timer *ready_timer;
@@ -63,6 +65,7 @@ int manager_new(const struct sbxd_config *cfg, struct loop *l, struct store *st,
                 struct manager **out, struct sbx_err *err);
 void manager_free(struct manager *m);
 struct loop *manager_loop(const struct manager *m);
+struct store *manager_store(const struct manager *m);
 /* Reconcile the store with the runtime, re-attach live sandboxes, arm TTLs. */
 int manager_start(struct manager *m, struct sbx_err *err);
 
@@ -79,8 +82,12 @@ void sandbox_drop_waiter(struct sandbox *sb, void *data);
 /* The caller's live sandbox, or sandbox_not_found (also for another user's). */
 int manager_lookup(struct manager *m, const struct auth_identity *who, const char *id,
                    struct sandbox **out, struct sbx_err *err);
+/* Destroy on the daemon's own account (expiry, failure) ... */
 int manager_destroy(struct manager *m, struct sandbox *sb, const char *reason,
                     struct sbx_err *err);
+/* ... or on a caller's, which the audit log names. */
+int manager_destroy_by(struct manager *m, struct sandbox *sb, const struct auth_identity *who,
+                       const char *request_id, const char *reason, struct sbx_err *err);
 /* Live sandboxes of a user, in creation order. */
 typedef void (*sandbox_each_fn)(struct sandbox *sb, void *data);
 void manager_each(struct manager *m, const char *user, sandbox_each_fn cb, void *data);

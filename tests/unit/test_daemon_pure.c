@@ -70,6 +70,7 @@ static void test_text(void)
     CHECK(!sbx_utf8_valid("\xe2\x82", 2), "a cut sequence is not UTF-8");
     CHECK_EQ_INT(sbx_utf8_prefix("ab\xe2\x82", 4), 2, "a cut sequence is left out of the prefix");
     CHECK_EQ_INT(sbx_utf8_prefix("ab\xe2\x82\xac", 5), 5, "a whole sequence stays");
+    CHECK_EQ_INT(sbx_utf8_prefix("ab\xff", 3), 3, "a byte that starts nothing is not held");
     char *b = sbx_base64_encode("\x00\xff\x10", 3);
     CHECK(!strcmp(b, "AP8Q"), "base64 of 00 ff 10 is AP8Q (%s)", b);
     free(b);

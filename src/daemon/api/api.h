@@ -40,7 +40,7 @@ void api_files_delete(struct sbxd *d, struct http_req *req);
 
 void api_artifacts_list(struct sbxd *d, struct http_req *req);
 void api_artifacts_download(struct sbxd *d, struct http_req *req);
-
+void api_exec_get(struct sbxd *d, struct http_req *req);
 
 void api_run_code(struct sbxd *d, struct http_req *req);
 void api_kernel_reset(struct sbxd *d, struct http_req *req);

@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "../../common/util.h"
+#include "../audit.h"
 #include "../auth/auth.h"
 #include "../http/server.h"
 #include "../sbxd.h"
@@ -48,6 +49,8 @@ void api_keys_create(struct sbxd *d, struct http_req *req)
         http_respond_error(req, &err);
         return;
     }
+    audit_record(d->store, http_req_identity(req), NULL, http_req_id(req), "key.create", NULL,
+                 "ok", json_pack("{s:s,s:s}", "key_id", k.id, "for_user", k.user));
     json_t *o = key_to_json(&k);
     json_object_set_new(o, "key", json_string(key));
     memset(key, 0, sizeof(key));
@@ -79,5 +82,7 @@ void api_keys_delete(struct sbxd *d, struct http_req *req)
         http_respond_error(req, &err);
         return;
     }
+    audit_record(d->store, http_req_identity(req), NULL, http_req_id(req), "key.delete", NULL,
+                 "ok", json_pack("{s:s}", "key_id", id));
     http_respond_json(req, 200, json_pack("{s:s,s:s,s:b}", "id", id, "object", "key", "deleted", 1));
 }

@@ -1,7 +1,9 @@
 #include <errno.h>
 
 #include "../../common/util.h"
+#include "../audit.h"
 #include "../http/server.h"
+#include "../idempotency.h"
 #include "../sbxd.h"
 #include "api.h"
 
@@ -13,6 +15,8 @@ static void on_create_abort(struct http_req *req, void *data)
 static void on_created(struct sandbox *sb, const struct sbx_err *err, void *data)
 {
     struct http_req *req = data;
+    audit_record(manager_store(sb->mgr), http_req_identity(req), NULL, http_req_id(req),
+                 "sandbox.create", sb->rec.id, err ? err->code : "ok", NULL);
     if (err) {
         http_respond_error(req, err);
         return;
@@ -26,6 +30,8 @@ void api_sandboxes_create(struct sbxd *d, struct http_req *req)
     json_t *body = NULL;
     struct sandbox_params p;
     struct sandbox *sb;
+    if (idem_begin(d->store, req, NULL))
+        return;
     if (http_req_json(req, &body, &err) < 0 || sandbox_params_parse(body, &p, &err) < 0 ||
         manager_create(d->mgr, http_req_identity(req), &p, on_created, req, &sb, &err) < 0) {
         json_decref(body);
@@ -65,7 +71,8 @@ void api_sandboxes_delete(struct sbxd *d, struct http_req *req)
     struct sbx_err err = {0};
     struct sandbox *sb;
     if (manager_lookup(d->mgr, http_req_identity(req), http_req_param(req, 0), &sb, &err) < 0 ||
-        manager_destroy(d->mgr, sb, "deleted", &err) < 0) {
+        manager_destroy_by(d->mgr, sb, http_req_identity(req), http_req_id(req), "deleted", &err) <
+            0) {
         http_respond_error(req, &err);
         return;
     }

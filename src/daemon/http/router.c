@@ -35,9 +35,6 @@ static const struct route routes[] = {
     {"GET", "/v1/sandboxes/{}", AUTH_SANDBOX, api_sandboxes_get},
     {"DELETE", "/v1/sandboxes/{}", AUTH_SANDBOX, api_sandboxes_delete},
     {"POST", "/v1/sandboxes/{}/exec", AUTH_SANDBOX, api_exec},
-    {"POST", "/v1/sandboxes/{}/run_code", AUTH_SANDBOX, api_run_code},
-    {"POST", "/v1/sandboxes/{}/kernel/reset", AUTH_SANDBOX, api_kernel_reset},
-    {"POST", "/v1/sandboxes/{}/kernel/interrupt", AUTH_SANDBOX, api_kernel_interrupt},
     {"POST", "/v1/sandboxes/{}/sessions", AUTH_SANDBOX, api_sessions_create},
     {"GET", "/v1/sandboxes/{}/sessions", AUTH_SANDBOX, api_sessions_list},
     {"DELETE", "/v1/sandboxes/{}/sessions/{}", AUTH_SANDBOX, api_sessions_delete},
@@ -47,6 +44,9 @@ static const struct route routes[] = {
     {"DELETE", "/v1/sandboxes/{}/processes/{}", AUTH_SANDBOX, api_processes_kill},
     {"GET", "/v1/sandboxes/{}/processes/{}/logs", AUTH_SANDBOX, api_processes_logs},
     {"POST", "/v1/sandboxes/{}/processes/{}/signal", AUTH_SANDBOX, api_processes_signal},
+    {"POST", "/v1/sandboxes/{}/run_code", AUTH_SANDBOX, api_run_code},
+    {"POST", "/v1/sandboxes/{}/kernel/reset", AUTH_SANDBOX, api_kernel_reset},
+    {"POST", "/v1/sandboxes/{}/kernel/interrupt", AUTH_SANDBOX, api_kernel_interrupt},
     {"GET", "/v1/sandboxes/{}/files", AUTH_SANDBOX, api_files_list},
     {"PUT", "/v1/sandboxes/{}/files/{*}", AUTH_SANDBOX, api_files_put},
     {"GET", "/v1/sandboxes/{}/files/{*}", AUTH_SANDBOX, api_files_get},
@@ -54,6 +54,7 @@ static const struct route routes[] = {
     {"GET", "/v1/sandboxes/{}/artifacts", AUTH_SANDBOX, api_artifacts_list},
     /* Signed links: the signature in the query is the credential. */
     {"GET", "/v1/sandboxes/{}/artifacts/{*}", AUTH_PUBLIC, api_artifacts_download},
+    {"GET", "/v1/sandboxes/{}/execs/{}", AUTH_SANDBOX, api_exec_get},
 };
 
 bool router_match(const char *pattern, const char *path, struct http_req *req)

@@ -36,6 +36,8 @@ struct http_req {
     uint64_t resp_fd_size;
     char *resp_type;
     bool suspended;
+    bool in_handler; /* inside our access handler: MHD must not be told yet */
+    bool mhd_suspended;
     /* The answer, once decided; queued when MHD next calls us for this request. */
     unsigned status;
     char *resp;
@@ -205,10 +207,15 @@ static void resume(struct http_req *r)
         return;
     r->suspended = false;
     unlink_suspended(r);
-    MHD_resume_connection(r->conn);
-    server_kick(r->srv);
+    if (r->mhd_suspended) {
+        r->mhd_suspended = false;
+        MHD_resume_connection(r->conn);
+        server_kick(r->srv);
+    }
 }
 
+/* Inside the access handler the suspension is only noted: an answer may still come
+ * before it returns, and then the connection never needs to leave MHD's loop. */
 static void park(struct http_req *r)
 {
     r->suspended = true;
@@ -216,7 +223,10 @@ static void park(struct http_req *r)
     if (r->next_suspended)
         r->next_suspended->prev_suspended = r;
     r->srv->suspended = r;
-    MHD_suspend_connection(r->conn);
+    if (!r->in_handler) {
+        r->mhd_suspended = true;
+        MHD_suspend_connection(r->conn);
+    }
 }
 
 void http_req_on_answer(struct http_req *r, http_answer_fn fn, void *data)
@@ -507,11 +517,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
     if (!r->dispatched) {
         r->dispatched = true;
+        r->in_handler = true;
         if (r->body_too_large)
             http_respond_errorf(r, "body_too_large", "request body exceeds %u bytes",
                                 HTTP_MAX_BODY);
         else
             s->dispatch(s->app, r);
+        r->in_handler = false;
+        if (r->suspended && !r->has_resp) {
+            r->mhd_suspended = true;
+            MHD_suspend_connection(conn);
+        }
     }
     if (r->has_resp)
         return queue_answer(r);

@@ -12,7 +12,9 @@ const char *const store_exec_schema =
     "  id TEXT PRIMARY KEY, sandbox_id TEXT NOT NULL, user TEXT NOT NULL,"
     "  status TEXT NOT NULL, started_at_ms INTEGER NOT NULL, ended_at_ms INTEGER,"
     "  result TEXT);"
-    "CREATE INDEX IF NOT EXISTS execs_running ON execs(status);";
+    "CREATE INDEX IF NOT EXISTS execs_running ON execs(status);"
+    "CREATE TABLE IF NOT EXISTS workspace_gen("
+    "  sandbox_id TEXT PRIMARY KEY, generation INTEGER NOT NULL, fingerprint TEXT NOT NULL);";
 
 static int step_done(struct store *s, sqlite3_stmt *st, struct sbx_err *err, const char *what)
 {
@@ -87,4 +89,37 @@ void store_exec_clear(struct store_exec *e)
         return;
     free(e->result_json);
     memset(e, 0, sizeof(*e));
+}
+
+int store_ws_get(struct store *s, const char *sandbox_id, long long *generation,
+                 char fingerprint[65], struct sbx_err *err)
+{
+    sqlite3_stmt *st;
+    int r = store_prepare(s, "SELECT generation, fingerprint FROM workspace_gen WHERE sandbox_id=?",
+                          &st, err, "t", sandbox_id);
+    if (r < 0)
+        return r;
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *generation = sqlite3_column_int64(st, 0);
+        store_col_text(st, 1, fingerprint, 65);
+    } else if (rc == SQLITE_DONE) {
+        *generation = 0;
+        fingerprint[0] = '\0';
+    } else {
+        r = store_db_err(s, err, "read workspace generation");
+    }
+    sqlite3_finalize(st);
+    return r;
+}
+
+int store_ws_set(struct store *s, const char *sandbox_id, long long generation,
+                 const char *fingerprint, struct sbx_err *err)
+{
+    sqlite3_stmt *st;
+    int r = store_prepare(s,
+                          "INSERT OR REPLACE INTO workspace_gen(sandbox_id,generation,fingerprint) "
+                          "VALUES(?,?,?)",
+                          &st, err, "tit", sandbox_id, generation, fingerprint);
+    return r < 0 ? r : step_done(s, st, err, "save workspace generation");
 }

@@ -2,7 +2,8 @@
  *
  * run_code answers one JSON object when the cell ends; with Accept: text/event-stream it
  * streams data: frames instead — start, stdout/stderr chunks as the cell prints, an output
- * frame per rich output, then exactly one result (the blocking answer) or error. */
+ * frame per rich output, then exactly one result (the blocking answer less the streamed
+ * stdout/stderr) or error. */
 #include <errno.h>
 #include <string.h>
 
@@ -67,8 +68,12 @@ static void on_done(json_t *answer, const struct sbx_err *err, void *data)
             ev = json_pack("{s:s,s:s,s:s}", "type", "error", "code", err->code, "message",
                            err->msg);
         } else {
+            /* The blocking answer without the output, which was already streamed. */
             ev = json_deep_copy(answer);
-            json_object_del(ev, "object");
+            static const char *const streamed[] = {"object", "stdout", "stderr",
+                                                   "stdout_encoding", "stderr_encoding"};
+            for (size_t i = 0; i < SBX_ARRAY_SIZE(streamed); i++)
+                json_object_del(ev, streamed[i]);
             json_object_set_new(ev, "type", json_string("result"));
         }
         (void)http_sse_event(x->req, ev);

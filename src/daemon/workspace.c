@@ -205,6 +205,14 @@ static int open_parent(int root, const char *path, bool create, int *dirfd, cons
     return 0;
 }
 
+/* The sandbox may remove a directory while we write into it: the kernel then refuses
+ * new entries there (EPERM, ENOENT), which is the client's "not found", not ours. */
+static bool dir_removed(int dir)
+{
+    struct stat st;
+    return fstat(dir, &st) == 0 && st.st_nlink == 0;
+}
+
 int ws_writer_open(int root, const char *path, mode_t mode, struct ws_writer *w,
                    struct sbx_err *err)
 {
@@ -220,7 +228,7 @@ int ws_writer_open(int root, const char *path, mode_t mode, struct ws_writer *w,
     snprintf(w->name, sizeof(w->name), "%s", name);
     w->fd = openat(w->dir, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, mode);
     if (w->fd < 0) {
-        r = path_errno(err, errno, path);
+        r = dir_removed(w->dir) ? path_errno(err, ENOENT, path) : path_errno(err, errno, path);
         ws_writer_close(w);
         return r;
     }
@@ -260,6 +268,9 @@ int ws_writer_commit(struct ws_writer *w, bool sync, struct sbx_err *err)
         snprintf(tmp, sizeof(tmp), ".sbx-upload-%s", hex);
         r = linkat(w->fd, "", w->dir, tmp, AT_EMPTY_PATH) < 0 ? -errno : 0;
     }
+    if (r < 0 && dir_removed(w->dir))
+        return sbx_err_set(err, ENOENT, "file_not_found",
+                           "the directory of %.200s was removed during the upload", w->name);
     if (r < 0)
         return path_errno(err, -r, w->name);
     /* The file being replaced, to give its blocks back once no name shows it. */

@@ -27,6 +27,7 @@ def main():
     build = args.build if os.path.isabs(args.build) else os.path.join(REPO, args.build)
     os.environ["SBX_BUILD"] = build
     import bench_core
+    import bench_kernel
     import bench_sessions
 
     print("sbx bench: %d runs per operation, build %s" % (args.n, build), flush=True)
@@ -34,6 +35,9 @@ def main():
     srows, snotes = bench_sessions.run(build, args.n)
     rows += srows
     notes += snotes
+    krows, knotes = bench_kernel.run(build, args.n)
+    rows += krows
+    notes += knotes
     p = bench_core.percentile
     head = "%-38s %8s %8s   %-22s %8s %8s   %7s %7s" % (
         "operation (sbx)", "p50 ms", "p95 ms", "baseline", "p50 ms", "p95 ms",

@@ -54,6 +54,17 @@ def main():
         print("note: " + n)
     print("ratio = sbx / baseline; the baseline is the same runsc and template, called directly.")
 
+    import bench_files
+
+    print()
+    rows, notes = bench_files.run(build, max(3, args.n // 10))
+    for name, xs, bname, bs in rows:
+        s50, b50 = p(xs, 50), p(bs, 50)
+        print("%-38s %s   %-22s %s   baseline/sbx %5.2f" % (name, ms(s50), bname, ms(b50),
+                                                            b50 / s50))
+    for n in notes:
+        print("note: " + n)
+
 
 if __name__ == "__main__":
     main()

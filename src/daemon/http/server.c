@@ -343,11 +343,13 @@ int http_sse_event(struct http_req *r, json_t *event)
     if (!s)
         abort();
     size_t n = strlen(s);
-    if (!r->sse || r->sse_ended || r->sse_bytes + n + 8 > HTTP_SSE_QUEUE_MAX) {
+    /* "data: " + event + "\n\n" + NUL */
+    size_t frame = n + 9;
+    if (!r->sse || r->sse_ended || r->sse_bytes + frame > HTTP_SSE_QUEUE_MAX) {
         free(s);
         return r->sse && !r->sse_ended ? -ENOBUFS : -EPIPE;
     }
-    struct sse_chunk *c = sbx_xmalloc(sizeof(*c) + n + 8);
+    struct sse_chunk *c = sbx_xmalloc(sizeof(*c) + frame);
     c->next = NULL;
     c->off = 0;
     c->len = (size_t)sprintf(c->data, "data: %s\n\n", s);
@@ -645,7 +647,11 @@ int http_server_new(struct loop *l, const char *listen, http_dispatch_fn dispatc
                               MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s,
                               MHD_OPTION_UNESCAPE_CALLBACK, unescape, s,
                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)3600,
-                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000, MHD_OPTION_END);
+                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
+                              /* Upload bodies reach sinks in pieces of up to this; the
+                               * default 32 KiB costs a write per 32 KiB. */
+                              MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEMORY,
+                              MHD_OPTION_END);
     if (!s->mhd) {
         free(s);
         return sbx_err_set(err, EADDRINUSE, "invalid_config", "cannot listen on %s", listen);

@@ -18,6 +18,7 @@
 #define HTTP_REQUEST_ID_LEN 24
 #define HTTP_SSE_QUEUE_MAX (8u * 1024u * 1024u)
 #define HTTP_EXTRA_HEADERS_MAX 4
+#define HTTP_CONN_MEMORY (256u * 1024u)
 
 struct http_server;
 struct http_req;

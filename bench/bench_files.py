@@ -1,0 +1,118 @@
+"""Files and artifacts throughput, measured in the same run as its baseline.
+
+  upload    PUT /v1/sandboxes/{id}/files/big.bin, 100 MB from a file on disk, streamed
+            vs  `cp` of the same file to a fresh name on the same disk
+  download  GET of the same file into a file on disk
+            vs  `cp` of the same file on the same disk
+  artifacts GET /v1/sandboxes/{id}/artifacts with 1 000 small files in /workspace/out
+            (each copied into the blob store, hashed, typed, scanned and signed)
+
+Ratios are cp's time over the API's (1.0 = as fast as cp; the aim is at least 0.3).
+
+    python3 bench/bench_files.py --build build [-n 5]
+"""
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
+import harness  # noqa: E402
+
+SIZE = 100 * 1000 * 1000
+ARTIFACTS = 1000
+
+
+def _curl(args):
+    """curl as the client: the client's own cost stays close to cp's."""
+    subprocess.run(["curl", "-sS", "-f", "-o", "/dev/null"] + args, check=True)
+
+
+def _put_file(port, key, path, src):
+    _curl(["-T", src, "-H", "Authorization: Bearer " + key,
+           "http://127.0.0.1:%d%s" % (port, path)])
+
+
+def _get_file(port, key, path, dst):
+    subprocess.run(["curl", "-sS", "-f", "-o", dst, "-H", "Authorization: Bearer " + key,
+                    "http://127.0.0.1:%d%s" % (port, path)], check=True)
+
+
+def _cp(src, dst):
+    t = time.perf_counter()
+    subprocess.run(["cp", src, dst], check=True)
+    return time.perf_counter() - t
+
+
+def run(build, n):
+    """Returns rows (name, sbx seconds list, baseline name, baseline seconds list) and notes."""
+    os.environ["SBX_BUILD"] = build
+    rows, notes = [], []
+    with harness.Daemon() as d:
+        c = d.client()
+        sid = c.create_sandbox(ttl_seconds=3600)["id"]
+        tmp = tempfile.mkdtemp(prefix="sbx-bench-files-", dir=d.tmp)
+        src = os.path.join(tmp, "src.bin")
+        with open(src, "wb") as f:
+            for _ in range(SIZE // (1 << 20) + 1):
+                f.write(os.urandom(1 << 20))
+            f.truncate(SIZE)
+        up, down, cp_times = [], [], []
+        for i in range(n):
+            t = time.perf_counter()
+            _put_file(d.port, c.key, "/v1/sandboxes/%s/files/big.bin" % sid, src)
+            up.append(time.perf_counter() - t)
+            dst = os.path.join(tmp, "down.bin")
+            t = time.perf_counter()
+            _get_file(d.port, c.key, "/v1/sandboxes/%s/files/big.bin" % sid, dst)
+            down.append(time.perf_counter() - t)
+            os.unlink(dst)
+            cp_times.append(_cp(src, os.path.join(tmp, "cp%d.bin" % i)))
+            os.unlink(os.path.join(tmp, "cp%d.bin" % i))
+        rows.append(("upload 100 MB (PUT files)", up, "cp 100 MB", cp_times))
+        rows.append(("download 100 MB (GET files)", down, "cp 100 MB", cp_times))
+        c.sh(sid, "mkdir -p /workspace/out && cd /workspace/out && python3 -c \"\n"
+                  "import os\nfor i in range(%d):\n"
+                  "    open('f%%04d.txt' %% i, 'w').write('artifact %%d\\n' %% i * 50)\n\""
+                  % ARTIFACTS)
+        arts = []
+        for _ in range(n):
+            t = time.perf_counter()
+            r = c.ok("GET", "/v1/sandboxes/%s/artifacts" % sid, timeout=300)
+            arts.append(time.perf_counter() - t)
+            assert len(r["data"]) == ARTIFACTS, len(r["data"])
+        hash_base = []
+        for _ in range(n):
+            t = time.perf_counter()
+            subprocess.run("sha256sum %s/workspace/out/* > /dev/null" % d.sandbox_dir(sid),
+                           shell=True, check=True)
+            hash_base.append(time.perf_counter() - t)
+        rows.append(("list+hash+scan 1000 artifacts", arts, "sha256sum of them", hash_base))
+        notes.append("files: %d MB per transfer, %d runs; disk of %s" % (SIZE // 10**6, n, tmp))
+        shutil.rmtree(tmp, ignore_errors=True)
+    return rows, notes
+
+
+def main():
+    ap = argparse.ArgumentParser(description="sbx files benchmark")
+    ap.add_argument("--build", default="build")
+    ap.add_argument("-n", type=int, default=5)
+    args = ap.parse_args()
+    build = args.build if os.path.isabs(args.build) else os.path.join(REPO, args.build)
+    rows, notes = run(build, args.n)
+    for name, xs, bname, bs in rows:
+        s, b = sorted(xs)[len(xs) // 2], sorted(bs)[len(bs) // 2]
+        print("%-34s %8.1f ms   %-18s %8.1f ms   ratio (baseline/sbx) %.2f"
+              % (name, s * 1000, bname, b * 1000, b / s))
+    for n_ in notes:
+        print("note: " + n_)
+
+
+if __name__ == "__main__":
+    main()

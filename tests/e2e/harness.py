@@ -58,7 +58,10 @@ def sanitizer_env(env):
         "ASAN_OPTIONS",
         "detect_leaks=1:abort_on_error=0:halt_on_error=0:strict_string_checks=1:"
         "detect_stack_use_after_return=0:check_initialization_order=1:"
-        "detect_invalid_pointer_pairs=0",
+        "detect_invalid_pointer_pairs=0:"
+        # A small quarantine keeps a sanitized daemon's RSS meaningful for the tests that
+        # check memory stays flat under heavy output.
+        "quarantine_size_mb=16",
     )
     env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=0")
     env.setdefault("LSAN_OPTIONS", "report_objects=0")
@@ -159,6 +162,35 @@ class Client:
             assert rid, "%s %s -> %d without x-request-id" % (method, path, status)
             self.request_ids.append(rid)
         return Response(status, rh, parsed, rawbody)
+
+    def stream(self, method, path, body=None, key="default", headers=None, timeout=None):
+        """Server-sent events: yields (monotonic time, event dict) for each data: frame.
+        The first item is instead the Response head (status, headers, body None) so the
+        caller can check it; an error answer (not a stream) is yielded as that Response
+        with its parsed body and the generator ends."""
+        hdrs = {"Accept": "text/event-stream", "Content-Type": "application/json"}
+        if key == "default":
+            key = self.key
+        if key is not None:
+            hdrs["Authorization"] = "Bearer " + key
+        hdrs.update(headers or {})
+        data = json.dumps(body).encode() if body is not None else b""
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout or self.timeout)
+        try:
+            conn.request(method, path, body=data, headers=hdrs)
+            resp = conn.getresponse()
+            rh = {k.lower(): v for k, v in resp.getheaders()}
+            if "text/event-stream" not in rh.get("content-type", ""):
+                raw = resp.read()
+                yield Response(resp.status, rh, json.loads(raw) if raw else None, raw)
+                return
+            yield Response(resp.status, rh, None, b"")
+            for line in resp:
+                line = line.rstrip(b"\r\n")
+                if line.startswith(b"data: "):
+                    yield time.monotonic(), json.loads(line[6:])
+        finally:
+            conn.close()
 
     # --- helpers that expect success ---------------------------------------------------
 

@@ -42,6 +42,9 @@ void api_artifacts_list(struct sbxd *d, struct http_req *req);
 void api_artifacts_download(struct sbxd *d, struct http_req *req);
 void api_exec_get(struct sbxd *d, struct http_req *req);
 
+void api_audit_list(struct sbxd *d, struct http_req *req);
+void api_audit_verify(struct sbxd *d, struct http_req *req);
+
 void api_run_code(struct sbxd *d, struct http_req *req);
 void api_kernel_reset(struct sbxd *d, struct http_req *req);
 void api_kernel_interrupt(struct sbxd *d, struct http_req *req);

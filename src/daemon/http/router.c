@@ -12,6 +12,7 @@
 
 enum route_auth {
     AUTH_PUBLIC,  /* no key */
+    AUTH_KEY,     /* any valid key */
     AUTH_SANDBOX, /* a key with tool level "sandbox" */
     AUTH_ADMIN,   /* an admin key */
 };
@@ -29,6 +30,8 @@ static const struct route routes[] = {
     {"POST", "/v1/keys", AUTH_ADMIN, api_keys_create},
     {"GET", "/v1/keys", AUTH_ADMIN, api_keys_list},
     {"DELETE", "/v1/keys/{}", AUTH_ADMIN, api_keys_delete},
+    {"GET", "/v1/audit/verify", AUTH_ADMIN, api_audit_verify},
+    {"GET", "/v1/audit", AUTH_KEY, api_audit_list},
     {"POST", "/v1/sandboxes/run", AUTH_SANDBOX, api_run},
     {"POST", "/v1/sandboxes", AUTH_SANDBOX, api_sandboxes_create},
     {"GET", "/v1/sandboxes", AUTH_SANDBOX, api_sandboxes_list},

@@ -29,12 +29,16 @@ def main():
     import bench_core
     import bench_kernel
     import bench_sessions
+    import bench_stream
 
     print("sbx bench: %d runs per operation, build %s" % (args.n, build), flush=True)
     rows, notes = bench_core.run(build, args.n)
     srows, snotes = bench_sessions.run(build, args.n)
     rows += srows
     notes += snotes
+    trows, tnotes = bench_stream.run(build, args.n)
+    rows += trows
+    notes += tnotes
     krows, knotes = bench_kernel.run(build, args.n)
     rows += krows
     notes += knotes

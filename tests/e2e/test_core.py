@@ -433,7 +433,9 @@ def test_exec_everyday_commands():
     for cmd, want in (("ls /workspace/ls", "a.txt\n"),
                       ("ls -a /workspace/ls", ".\n..\na.txt\n"),
                       ("stat -c %s /workspace/ls/a.txt", "3\n"),
-                      ("cd /tmp && echo x > y && ls", "y\n"),
+                      # A subshell: a plain cd would stay in the default session
+                      # (docs/sessions.md) and move the next tests' commands.
+                      ("(cd /tmp && echo x > y && ls)", "y\n"),
                       ("find /workspace/ls -type f", "/workspace/ls/a.txt\n"),
                       ("ls -d /", "/\n")):
         r = a.exec(sid, shell=cmd)

@@ -9,7 +9,6 @@
 #include <errno.h>
 #include <string.h>
 
-#include "../../common/text.h"
 #include "../../common/util.h"
 #include "../../proto/proto.h"
 #include "../audit.h"
@@ -19,14 +18,9 @@
 #include "../idempotency.h"
 #include "../inputs.h"
 #include "../sbxd.h"
+#include "../textchunk.h"
 #include "api.h"
 #include "artifacts.h"
-
-/* Bytes of an unfinished UTF-8 sequence held back between chunks. */
-struct utf8_carry {
-    uint8_t buf[4];
-    size_t len;
-};
 
 struct exec_req {
     struct sbxd *d;
@@ -68,30 +62,12 @@ static const char *stream_name(unsigned ch)
     return ch == PROTO_CH_STDOUT ? "stdout" : "stderr";
 }
 
-/* One output chunk as an event: text when it is UTF-8 (an unfinished sequence at the
- * end waits for the next chunk), base64 with "encoding" when it is not. */
+/* One output chunk as an event (textchunk.h). */
 static void send_chunk(struct exec_req *x, unsigned ch, const uint8_t *buf, size_t len, bool flush)
 {
-    struct utf8_carry *c = &x->carry[ch - 1];
-    _cleanup_free_ char *all = sbx_xmalloc(c->len + len + 1);
-    memcpy(all, c->buf, c->len);
-    if (len)
-        memcpy(all + c->len, buf, len);
-    size_t n = c->len + len;
-    size_t keep = flush ? n : sbx_utf8_prefix(all, n);
-    c->len = n - keep;
-    memcpy(c->buf, all + keep, c->len);
-    if (keep == 0)
-        return;
-    json_t *ev;
-    if (sbx_utf8_valid(all, keep)) {
-        ev = json_pack("{s:s,s:s%}", "type", stream_name(ch), "data", all, keep);
-    } else {
-        _cleanup_free_ char *b64 = sbx_base64_encode(all, keep);
-        ev = json_pack("{s:s,s:s,s:s}", "type", stream_name(ch), "data", b64, "encoding",
-                       "base64");
-    }
-    (void)http_sse_event(x->req, ev);
+    json_t *ev = textchunk_event(&x->carry[ch - 1], stream_name(ch), buf, len, flush);
+    if (ev)
+        (void)http_sse_event(x->req, ev);
 }
 
 static void on_output(unsigned ch, const uint8_t *buf, size_t len, void *data)

@@ -103,7 +103,8 @@ static json_t *logs_json(struct proc_req *x, json_t *proc)
         struct exec_output *out = &x->out[ch - 1];
         struct utf8_carry none = {0};
         json_t *ev = textchunk_event(&none, name, (const uint8_t *)out->buf, out->len, true);
-        json_object_set(o, name, ev ? json_object_get(ev, "data") : json_string(""));
+        json_object_set_new(o, name,
+                            ev ? json_incref(json_object_get(ev, "data")) : json_string(""));
         char key[32];
         if (ev && json_object_get(ev, "encoding")) {
             snprintf(key, sizeof(key), "%s_encoding", name);

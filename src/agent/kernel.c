@@ -169,8 +169,7 @@ static int k_spawn(struct kernel *k, json_t *env, struct sbx_err *err)
     char fdarg[16];
     snprintf(fdarg, sizeof(fdarg), "%d", SPAWN_EXTRA_FD_MIN);
     const char *argv[] = {"python3", "-u", "-c", sbx_kernel_src, fdarg, NULL};
-    struct spawn_req req = {
-        .argv = argv, .envp = e.v, .cwd = "/", .extra = {theirs, -1}};
+    struct spawn_req req = {.argv = argv, .envp = e.v, .cwd = "/", .extra = {theirs, -1}};
     struct spawn_fds fds;
     pid_t pid;
     r = spawn_command(&req, &pid, &fds, err);
@@ -203,8 +202,8 @@ static void ctl_cb(struct loop *l, int fd, uint32_t events, void *data);
 static void out_cb(struct loop *l, int fd, uint32_t events, void *data);
 
 /* A watch exists only while we want events: with an empty mask epoll still reports HUP. */
-static void set_watch(struct kernel *k, int fd, struct loop_watch **w, uint32_t want,
-                      loop_fd_cb cb, void *data, uint32_t *cur)
+static void set_watch(struct kernel *k, int fd, struct loop_watch **w, uint32_t want, loop_fd_cb cb,
+                      void *data, uint32_t *cur)
 {
     struct loop *l = k->agent->loop;
     if (fd < 0 || !want) {
@@ -241,8 +240,7 @@ static void k_update(struct kernel *k)
         ev |= EPOLLOUT;
     set_watch(k, k->ctl, &k->ctl_w, ev, ctl_cb, k, &k->ctl_events);
     for (unsigned i = 0; i < 2; i++)
-        set_watch(k, k->out[i], &k->out_w[i], can_send(k, i + 1) ? EPOLLIN : 0, out_cb, k,
-                  NULL);
+        set_watch(k, k->out[i], &k->out_w[i], can_send(k, i + 1) ? EPOLLIN : 0, out_cb, k, NULL);
 }
 
 /* ---- stdout / stderr ---- */
@@ -375,8 +373,8 @@ static void cell_data(struct stream *s, uint8_t ch, const uint8_t *p, uint32_t l
         return;
     }
     if (k->down_len - k->down_off + len > KERNEL_DOWN_MAX) {
-        conn_send_error(s->agent, s->id, "window_exceeded",
-                        "more than %u bytes for the kernel", KERNEL_DOWN_MAX);
+        conn_send_error(s->agent, s->id, "window_exceeded", "more than %u bytes for the kernel",
+                        KERNEL_DOWN_MAX);
         cell_free(c);
         return;
     }
@@ -559,11 +557,10 @@ void kernel_reaped(struct agent *a, pid_t pid, int status)
 {
     struct kernel *k = a->kernel;
     if (!k || pid != k->pid)
-        return; /* an orphan, or a kernel we already killed */
+        return;   /* an orphan, or a kernel we already killed */
     k_process(k); /* lines it managed to send first */
     if (k->cell)
-        cell_lost(k->cell,
-                  json_pack("{s:b,s:o}", "kernel_died", 1, "status", status_json(status)));
+        cell_lost(k->cell, json_pack("{s:b,s:o}", "kernel_died", 1, "status", status_json(status)));
     k_discard(k);
     wait_fail(k, "the kernel exited during start-up");
 }

@@ -42,8 +42,7 @@ int kernel_params_parse(json_t *body, struct kernel_params *out, struct sbx_err 
     if (!json_is_string(code) || json_string_length(code) > KERNEL_CODE_MAX)
         return sbx_err_set(err, EINVAL, "invalid_request",
                            "code must be a string of at most %u bytes", KERNEL_CODE_MAX);
-    struct kernel_params p = {.code = json_string_value(code),
-                              .timeout_s = KERNEL_TIMEOUT_DEFAULT};
+    struct kernel_params p = {.code = json_string_value(code), .timeout_s = KERNEL_TIMEOUT_DEFAULT};
     json_t *t = json_object_get(body, "timeout_seconds");
     if (t && !json_is_null(t)) {
         if (!json_is_integer(t) || json_integer_value(t) < 1 ||
@@ -106,7 +105,8 @@ static void reply_llm(struct kernel_run *run, json_t *reply)
     }
     line[n] = '\n';
     struct sbx_err e = {0};
-    (void)channel_send(run->stream, PROTO_CH_STDIN, line, n + 1, &e); /* a gone channel ends the run */
+    /* A channel that is gone ends the run by itself. */
+    (void)channel_send(run->stream, PROTO_CH_STDIN, line, n + 1, &e);
     free(line);
 }
 
@@ -199,8 +199,7 @@ static void on_kernel_bytes(struct kernel_run *run, const uint8_t *buf, size_t l
     }
 }
 
-static void on_data(struct chan_stream *st, unsigned ch, const uint8_t *buf, size_t len,
-                    void *data)
+static void on_data(struct chan_stream *st, unsigned ch, const uint8_t *buf, size_t len, void *data)
 {
     struct kernel_run *run = data;
     if (ch == PROTO_CH_KERNEL) {
@@ -285,8 +284,7 @@ static json_t *answer_json(struct kernel_run *run, json_t *exit_payload)
     json_object_set_new(o, "error", error);
     json_t *d = json_object_get(done, "duration_ms");
     json_object_set_new(o, "duration_ms",
-                        is_count(d) ? json_incref(d)
-                                    : json_integer(sbx_now_ms() - run->start_ms));
+                        is_count(d) ? json_incref(d) : json_integer(sbx_now_ms() - run->start_ms));
     json_object_set_new(o, "execution_count", checked(done, "execution_count", is_count));
     json_object_set_new(o, "kernel_restarted", json_boolean(restarted));
     json_object_set_new(o, "timed_out", json_boolean(timed_out));
@@ -361,9 +359,8 @@ int kernel_run_start(struct sandbox *sb, struct llm *llm, const struct kernel_pa
     if (sb->kernel_busy)
         return sbx_err_set(err, EBUSY, "kernel_busy", "the kernel of sandbox %s is running a cell",
                            sb->rec.id);
-    json_t *req = json_pack("{s:s,s:s,s:I,s:o}", "op", "kernel_run", "code", p->code,
-                            "timeout_ms", (json_int_t)(p->timeout_s * 1000), "env",
-                            sandbox_env(sb));
+    json_t *req = json_pack("{s:s,s:s,s:I,s:o}", "op", "kernel_run", "code", p->code, "timeout_ms",
+                            (json_int_t)(p->timeout_s * 1000), "env", sandbox_env(sb));
     struct kernel_run *run = sbx_xcalloc(1, sizeof(*run));
     run->sb = sb;
     run->llm = llm;
@@ -380,8 +377,8 @@ int kernel_run_start(struct sandbox *sb, struct llm *llm, const struct kernel_pa
         run_free(run);
         return r;
     }
-    run->guard = loop_timer_add(manager_loop(sb->mgr), p->timeout_s * 1000 + KERNEL_GRACE_MS,
-                                on_guard, run);
+    run->guard =
+        loop_timer_add(manager_loop(sb->mgr), p->timeout_s * 1000 + KERNEL_GRACE_MS, on_guard, run);
     sb->kernel_busy = true;
     if (out)
         *out = run;

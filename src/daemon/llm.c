@@ -215,7 +215,8 @@ static int build_body(struct llm *m, json_t *req, char **out, struct sbx_err *er
                            "temperature a number");
     json_t *messages = json_array();
     if (system)
-        json_array_append_new(messages, json_pack("{s:s,s:O}", "role", "system", "content", system));
+        json_array_append_new(messages,
+                              json_pack("{s:s,s:O}", "role", "system", "content", system));
     json_array_append_new(messages, json_pack("{s:s,s:O}", "role", "user", "content", prompt));
     json_t *body = json_pack("{s:s,s:o}", "model", model ? json_string_value(model) : m->model,
                              "messages", messages);

@@ -177,8 +177,11 @@ def test_bad_input():
     assert_error(bob.request("POST", "/v1/sandboxes/%s/kernel/reset" % s), 404,
                  "sandbox_not_found")
     basic = d.client(d.client().create_key("carol", tool_level="basic")["key"])
-    assert_error(basic.request("POST", path, {"code": "1"}), 403, "insufficient_tool_level")
-    # Nothing ran: the next cell is the next count.
+    for p in (path, "/v1/sandboxes/%s/kernel/reset" % s, "/v1/sandboxes/%s/kernel/interrupt" % s):
+        assert_error(basic.request("POST", p, {"code": "1"}), 403, "insufficient_tool_level")
+        assert_error(a.request("GET", p), 405, "method_not_allowed")
+    # Nothing ran and the kernel was neither reset nor interrupted: the next cell is the next
+    # count.
     assert count() == n + 1
 
 

@@ -65,13 +65,13 @@ static void on_done(json_t *answer, const struct sbx_err *err, void *data)
     if (x->req && x->sse) {
         json_t *ev;
         if (err) {
-            ev = json_pack("{s:s,s:s,s:s}", "type", "error", "code", err->code, "message",
-                           err->msg);
+            ev =
+                json_pack("{s:s,s:s,s:s}", "type", "error", "code", err->code, "message", err->msg);
         } else {
             /* The blocking answer without the output, which was already streamed. */
             ev = json_deep_copy(answer);
-            static const char *const streamed[] = {"object", "stdout", "stderr",
-                                                   "stdout_encoding", "stderr_encoding"};
+            static const char *const streamed[] = {"object", "stdout", "stderr", "stdout_encoding",
+                                                   "stderr_encoding"};
             for (size_t i = 0; i < SBX_ARRAY_SIZE(streamed); i++)
                 json_object_del(ev, streamed[i]);
             json_object_set_new(ev, "type", json_string("result"));
@@ -113,8 +113,8 @@ static void on_ready(struct sandbox *sb, const struct sbx_err *err, void *data)
     if (!err && kernel_run_start(sb, x->llm, &x->params, &observer, x, &x->run, &e) == 0) {
         if (x->sse) {
             http_sse_begin(x->req, on_abort, x);
-            (void)http_sse_event(x->req, json_pack("{s:s,s:s}", "type", "start", "sandbox_id",
-                                                   sb->rec.id));
+            (void)http_sse_event(x->req,
+                                 json_pack("{s:s,s:s}", "type", "start", "sandbox_id", sb->rec.id));
         }
         return;
     }

@@ -246,7 +246,7 @@ def test_kernel_death_is_reported_and_next_cell_starts_fresh():
 
 # --- concurrency -------------------------------------------------------------------------
 
-def test_busy_kernel_409_and_exec_files_gets_run_alongside():
+def test_busy_kernel_409_and_exec_files_and_gets_run_alongside():
     a, s = sandbox()
     ok("alongside = 'yes'")
     t, box = in_background(lambda: run(
@@ -260,6 +260,9 @@ def test_busy_kernel_409_and_exec_files_gets_run_alongside():
         out = a.sh(s, "echo exec-ran")
         assert out == "exec-ran\n", out
         assert a.get_sandbox(s)["status"] == "running"
+        files = "/v1/sandboxes/%s/files/alongside.txt" % s
+        assert a.request("PUT", files, raw=b"put while busy").status == 200
+        assert a.request("GET", files).raw == b"put while busy"
         other = D.get().client(D.once("key:alice", None)["key"])
         assert any(x["id"] == s for x in other.list_sandboxes())
         assert time.time() - t0 < 2.5, "exec/GET waited for the cell"

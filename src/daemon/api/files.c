@@ -10,6 +10,7 @@
 #include <sys/statvfs.h>
 
 #include "../../common/util.h"
+#include "../audit.h"
 #include "../http/server.h"
 #include "../sbxd.h"
 #include "../workspace.h"
@@ -30,6 +31,7 @@ static int open_workspace(struct sbxd *d, struct http_req *req, int *root, struc
 /* --- upload ----------------------------------------------------------------------------- */
 
 struct upload {
+    struct sbxd *d;
     struct ws_writer w;
     char *path;
 };
@@ -55,7 +57,11 @@ static void upload_end(struct http_req *req, void *data)
 {
     struct upload *u = data;
     struct sbx_err err = {0};
-    if (ws_writer_commit(&u->w, true, &err) < 0)
+    bool ok = ws_writer_commit(&u->w, true, &err) == 0;
+    audit_record(u->d->store, http_req_identity(req), NULL, http_req_id(req), "file.upload",
+                 http_req_param(req, 0), ok ? "ok" : err.code,
+                 json_pack("{s:s,s:I}", "path", u->path, "size", (json_int_t)u->w.written));
+    if (!ok)
         http_respond_error(req, &err);
     else
         http_respond_json(req, 200,
@@ -111,6 +117,7 @@ void api_files_put(struct sbxd *d, struct http_req *req)
         http_respond_error(req, &err);
         return;
     }
+    u->d = d;
     u->path = sbx_xstrdup(path);
     http_req_stream_body(req, &upload_sink, u, upload_abort);
 }
@@ -187,6 +194,8 @@ void api_files_delete(struct sbxd *d, struct http_req *req)
         http_respond_error(req, &err);
         return;
     }
+    audit_record(d->store, http_req_identity(req), NULL, http_req_id(req), "file.delete",
+                 http_req_param(req, 0), "ok", json_pack("{s:s}", "path", path));
     http_respond_json(req, 200,
                       json_pack("{s:s,s:s,s:b}", "object", "file", "path", path, "deleted", 1));
 }

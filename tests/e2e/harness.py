@@ -14,6 +14,7 @@ the env SBX_TEST_LOG_DIR is set by tests/run.py, the log is copied there before 
 dir is removed) so that the runner can look for sanitizer reports after the run.
 """
 
+import ctypes
 import http.client
 import json
 import os
@@ -387,6 +388,9 @@ class Daemon:
                 self._wait(1)
         finally:
             self._keep_log()
+            # Workspaces are loop-mounted images (the quota): when a daemon or shim died
+            # without removing its sandboxes, detach them rather than empty them.
+            detach_mounts_beneath(self.tmp)
             # runsc/shim processes still running there would keep files busy; the delete
             # is off the request path, so give it a moment, then remove what we can.
             for _ in range(20):
@@ -418,6 +422,22 @@ class Daemon:
     def __exit__(self, *exc):
         self.cleanup()
         return False
+
+
+def detach_mounts_beneath(top):
+    """umount2(MNT_DETACH) every mount at or below top, deepest first."""
+    top = os.path.realpath(top)
+    try:
+        with open("/proc/self/mountinfo") as f:
+            points = [line.split()[4].encode().decode("unicode_escape") for line in f]
+    except OSError:
+        return
+    mine = [p for p in points if p == top or p.startswith(top + "/")]
+    if not mine:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    for p in sorted(mine, key=len, reverse=True):
+        libc.umount2(p.encode(), 2)  # MNT_DETACH
 
 
 class _TrackingClient(Client):

@@ -11,6 +11,7 @@
 """
 
 import os
+import shutil
 import tempfile
 import threading
 import time
@@ -60,7 +61,10 @@ open('/workspace/race/flips', 'w').write(str(flips))
 
 
 def teardown_module():
+    host = D.cache.get("host")
     D.close()
+    if host:
+        shutil.rmtree(host[0], ignore_errors=True)
 
 
 def client():

@@ -6,6 +6,8 @@ one created with enable_default_session: false. Paths the document puts at / (/a
 /build, /test) live under /workspace here: the root filesystem is read-only.
 """
 
+import http.client
+import json
 import time
 
 import harness
@@ -121,6 +123,33 @@ def test_timeout_kills_the_command_not_the_session():
     assert r["timed_out"] is True and r["exit_code"] == 137, r
     assert r["session"]["saved"] is False, r
     assert out(a, sid, "pwd") == "/workspace\n"
+
+
+def test_streamed_exec_runs_in_the_session():
+    a, sid = main_sandbox()
+    conn = http.client.HTTPConnection("127.0.0.1", D.get().port, timeout=60)
+    conn.request("POST", "/v1/sandboxes/%s/exec" % sid,
+                 json.dumps({"shell": "cd /tmp; export STREAMED=1; echo hi"}),
+                 {"Authorization": "Bearer " + a.key, "Content-Type": "application/json",
+                  "Accept": "text/event-stream"})
+    resp = conn.getresponse()
+    assert resp.status == 200, (resp.status, resp.read())
+    events = [json.loads(line[6:]) for line in resp.read().decode().splitlines()
+              if line.startswith("data: ")]
+    conn.close()
+    assert [e["data"] for e in events if e["type"] == "stdout"] == ["hi\n"], events
+    end = events[-1]
+    assert end["type"] == "exit" and end["session"]["saved"] is True, end
+    assert out(a, sid, 'pwd; echo "$STREAMED"') == "/tmp\n1\n"
+    run(a, sid, "cd /workspace")
+
+
+def test_output_limit_as_for_any_exec():
+    a, sid = main_sandbox()
+    r = run(a, sid, "head -c 1100000 /dev/zero | tr '\\0' x; cd /tmp")
+    assert r["stdout_truncated"] is True and len(r["stdout"]) == 1024 * 1024, len(r["stdout"])
+    assert r["session"]["saved"] is True, r["session"]
+    assert out(a, sid, "pwd; cd /workspace") == "/tmp\n"
 
 
 def test_exec_env_is_for_that_command_only():

@@ -67,12 +67,6 @@ static void session_free(struct session *s)
     free(s);
 }
 
-void session_free_all(struct agent *a)
-{
-    while (a->nsessions > 0)
-        session_free(a->sessions[--a->nsessions]);
-}
-
 static int session_add(struct agent *a, const char *id, json_t *env, const char *cwd,
                        long long timeout_ms, struct session **out, struct sbx_err *err)
 {

@@ -68,7 +68,4 @@ void session_run_spawned(struct session_run *run);
 json_t *session_run_end(struct session_run *run);
 void session_run_free(struct session_run *run);
 
-/* The agent is going away. */
-void session_free_all(struct agent *a);
-
 #endif

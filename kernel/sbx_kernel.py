@@ -45,7 +45,13 @@ def _clean(s):
 
 
 def _send(msg):
-    _ctl.sendall(json.dumps(msg, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
+    line = json.dumps(msg, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+    # An interrupt must not cut a line in half: it is held until the line is written.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        _ctl.sendall(line)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def _recv():

@@ -17,6 +17,8 @@
 #define AGENT_MAX_SESSIONS 32
 /* Background processes, running or exited (an exited one keeps its logs). */
 #define AGENT_MAX_PROCESSES 64
+/* Terminals (pty.c), live or exited. */
+#define AGENT_MAX_PTYS 32
 /* Largest single read from a pipe or from the connection (and largest DATA frame we send). */
 #define AGENT_READ_CHUNK (64u * 1024u)
 
@@ -24,6 +26,7 @@ struct stream;
 struct kernel;
 struct session;
 struct process;
+struct pty;
 
 struct agent {
     struct loop *loop;
@@ -37,6 +40,9 @@ struct agent {
     unsigned nprocs;
     unsigned long long proc_seq;
     struct kernel *kernel; /* the Python kernel, NULL until first used (kernel.c) */
+    struct pty *ptys[AGENT_MAX_PTYS]; /* oldest first (pty.c) */
+    unsigned nptys;
+    unsigned long long pty_seq;
     int sigfd;
     struct loop_watch *sig_w;
     bool pid1;

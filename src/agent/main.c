@@ -11,6 +11,7 @@
  *   process.c ops "process_*": background processes and their log rings
  *   ring.c    the byte ring behind process logs
  *   kernel.c  ops "kernel_run", "kernel_reset", "kernel_interrupt" (the Python kernel)
+ *   pty.c     ops "pty_*": terminals (WebSocket terminals, exec_command sessions)
  *
  * To add an op: write its open function (validate, start, register a struct
  * stream with its stream_ops) and add a row to agent_ops below. */
@@ -31,6 +32,7 @@
 #include "agent.h"
 #include "exec.h"
 #include "process.h"
+#include "pty.h"
 #include "session.h"
 #include "kernel.h"
 #include "seccomp.h"
@@ -55,6 +57,11 @@ static const struct agent_op {
     {"kernel_run", kernel_run_open},
     {"kernel_reset", kernel_reset_open},
     {"kernel_interrupt", kernel_interrupt_open},
+    {"pty_open", pty_open_open},
+    {"pty_attach", pty_attach_open},
+    {"pty_read", pty_read_open},
+    {"pty_resize", pty_resize_open},
+    {"pty_kill", pty_kill_open},
 };
 
 _Noreturn void agent_die(struct agent *a, int code, const char *fmt, ...)
@@ -71,6 +78,7 @@ _Noreturn void agent_die(struct agent *a, int code, const char *fmt, ...)
      * frees streams that may be on the stack below us, but we never return. */
     stream_abort_all(a);
     process_kill_all(a);
+    pty_kill_all(a);
     _exit(code);
 }
 
@@ -218,7 +226,7 @@ static void reap(struct agent *a)
         struct stream *s = stream_find_pid(a, pid);
         if (s && s->ops->child_exit)
             s->ops->child_exit(s, pid, status);
-        else if (!process_child_exit(a, pid, status))
+        else if (!process_child_exit(a, pid, status) && !pty_child_exit(a, pid, status))
             kernel_reaped(a, pid, status); /* or an orphan, or a forgotten stream's child */
     }
 }

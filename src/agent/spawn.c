@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -86,6 +87,9 @@ static _Noreturn void spawn_child(const struct spawn_req *r, int in_fd, int out_
             (void)signal(sig, SIG_DFL);
     if (setsid() < 0)
         child_fail(rep_fd, STAGE_SETUP, errno);
+    /* A session leader without a terminal takes this one as its controlling terminal. */
+    if (r->tty > 0 && ioctl(r->tty, TIOCSCTTY, 0) < 0)
+        child_fail(rep_fd, STAGE_SETUP, errno);
     /* Park the extras above every target first: a source may sit on fd 3 or on
      * another extra's target. */
     int tmp[SPAWN_EXTRA_MAX];
@@ -124,7 +128,13 @@ int spawn_command(const struct spawn_req *r, pid_t *pid_out, struct spawn_fds *f
     _cleanup_close_ int rep_r = -1, rep_w = -1;
     int p[2];
 
-    if (r->want_stdin) {
+    if (r->tty > 0) {
+        in_r = fcntl(r->tty, F_DUPFD_CLOEXEC, 3);
+        out_w = fcntl(r->tty, F_DUPFD_CLOEXEC, 3);
+        err_w = fcntl(r->tty, F_DUPFD_CLOEXEC, 3);
+        if (in_r < 0 || out_w < 0 || err_w < 0)
+            return sbx_err_set(err, errno, "spawn_failed", "dup: %s", strerror(errno));
+    } else if (r->want_stdin) {
         if (pipe2(p, O_CLOEXEC) < 0)
             return sbx_err_set(err, errno, "spawn_failed", "pipe: %s", strerror(errno));
         in_r = p[0];
@@ -134,14 +144,16 @@ int spawn_command(const struct spawn_req *r, pid_t *pid_out, struct spawn_fds *f
         if (in_r < 0)
             return sbx_err_set(err, errno, "spawn_failed", "/dev/null: %s", strerror(errno));
     }
-    if (pipe2(p, O_CLOEXEC) < 0)
-        return sbx_err_set(err, errno, "spawn_failed", "pipe: %s", strerror(errno));
-    out_r = p[0];
-    out_w = p[1];
-    if (pipe2(p, O_CLOEXEC) < 0)
-        return sbx_err_set(err, errno, "spawn_failed", "pipe: %s", strerror(errno));
-    err_r = p[0];
-    err_w = p[1];
+    if (r->tty <= 0) {
+        if (pipe2(p, O_CLOEXEC) < 0)
+            return sbx_err_set(err, errno, "spawn_failed", "pipe: %s", strerror(errno));
+        out_r = p[0];
+        out_w = p[1];
+        if (pipe2(p, O_CLOEXEC) < 0)
+            return sbx_err_set(err, errno, "spawn_failed", "pipe: %s", strerror(errno));
+        err_r = p[0];
+        err_w = p[1];
+    }
     if (pipe2(p, O_CLOEXEC) < 0)
         return sbx_err_set(err, errno, "spawn_failed", "pipe: %s", strerror(errno));
     rep_r = p[0];
@@ -174,8 +186,8 @@ int spawn_command(const struct spawn_req *r, pid_t *pid_out, struct spawn_fds *f
         return sbx_err_set(err, rep.err, "spawn_failed", "setting up %s: %s", r->argv[0],
                            strerror(rep.err));
     }
-    if ((in_w >= 0 && sbx_set_nonblock(in_w) < 0) || sbx_set_nonblock(out_r) < 0 ||
-        sbx_set_nonblock(err_r) < 0) {
+    if ((in_w >= 0 && sbx_set_nonblock(in_w) < 0) || (out_r >= 0 && sbx_set_nonblock(out_r) < 0) ||
+        (err_r >= 0 && sbx_set_nonblock(err_r) < 0)) {
         int e = errno;
         (void)kill(-pid, SIGKILL);
         return sbx_err_set(err, e, "spawn_failed", "fcntl: %s", strerror(e));

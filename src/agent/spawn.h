@@ -21,11 +21,15 @@ struct spawn_req {
     bool want_stdin;
     /* extra[i] (>= 0) becomes fd SPAWN_EXTRA_FD_MIN + i in the command. */
     int extra[SPAWN_EXTRA_MAX];
+    /* A terminal's slave side: it becomes fds 0-2 and, after setsid, the command's
+     * controlling terminal; no pipes are made (want_stdin is ignored). 0 means none:
+     * fd 0 is the agent's connection, never a terminal. */
+    int tty;
 };
 
 struct spawn_fds {
     int in_w; /* -1 without stdin */
-    int out_r, err_r;
+    int out_r, err_r; /* -1 with a tty */
 };
 
 /* Returns 0 with the child's pid (a group leader) and non-blocking pipe ends, or

@@ -45,6 +45,11 @@ void api_exec_get(struct sbxd *d, struct http_req *req);
 void api_audit_list(struct sbxd *d, struct http_req *req);
 void api_audit_verify(struct sbxd *d, struct http_req *req);
 
+void api_pty_create(struct sbxd *d, struct http_req *req);
+void api_pty_input(struct sbxd *d, struct http_req *req);
+void api_pty_read(struct sbxd *d, struct http_req *req);
+void api_pty_delete(struct sbxd *d, struct http_req *req);
+
 void api_run_code(struct sbxd *d, struct http_req *req);
 void api_kernel_reset(struct sbxd *d, struct http_req *req);
 void api_kernel_interrupt(struct sbxd *d, struct http_req *req);

@@ -58,6 +58,10 @@ static const struct route routes[] = {
     /* Signed links: the signature in the query is the credential. */
     {"GET", "/v1/sandboxes/{}/artifacts/{*}", AUTH_PUBLIC, api_artifacts_download},
     {"GET", "/v1/sandboxes/{}/execs/{}", AUTH_SANDBOX, api_exec_get},
+    {"POST", "/v1/sandboxes/{}/pty", AUTH_SANDBOX, api_pty_create},
+    {"GET", "/v1/sandboxes/{}/pty/{}", AUTH_SANDBOX, api_pty_read},
+    {"DELETE", "/v1/sandboxes/{}/pty/{}", AUTH_SANDBOX, api_pty_delete},
+    {"POST", "/v1/sandboxes/{}/pty/{}/input", AUTH_SANDBOX, api_pty_input},
 };
 
 bool router_match(const char *pattern, const char *path, struct http_req *req)

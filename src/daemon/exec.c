@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 
 #include <openssl/rand.h>
 
@@ -170,8 +171,14 @@ static void run_finish(struct exec_run *run, const struct sbx_err *err)
         loop_timer_cancel(manager_loop(m), run->guard);
     run->guard = NULL;
     run->sb->exec_busy = false;
-    if (!err)
+    if (!err) {
         run->res.receipt = receipt_build(run->probe, run->sb, run->id);
+        struct statvfs vfs;
+        run->res.workspace_full =
+            statvfs(run->sb->workspace, &vfs) == 0 &&
+            ((unsigned long long)vfs.f_bavail * vfs.f_frsize < EXEC_WORKSPACE_FULL_BYTES ||
+             vfs.f_favail == 0);
+    }
 
     struct sbx_err serr = {0};
     const char *status = EXEC_EXITED;
@@ -392,6 +399,11 @@ json_t *exec_result_to_json(const struct exec_result *res)
     exec_output_put(o, "stderr", &res->out[1]);
     if (res->receipt)
         json_object_set(o, "receipt", res->receipt);
+    if (res->workspace_full)
+        json_object_set_new(o, "error",
+                            json_pack("{s:s,s:s}", "code", "workspace_too_large", "message",
+                                      "the workspace quota is used up: writes failed with "
+                                      "ENOSPC; remove files to make room"));
     if (res->session)
         json_object_set(o, "session", res->session);
     return o;

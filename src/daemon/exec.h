@@ -17,6 +17,8 @@ struct auth_identity;
 #define EXEC_TIMEOUT_MAX 900
 #define EXEC_CODE_MAX (512u * 1024u)
 #define EXEC_CWD_MAX 4096
+/* Less free space than this when a command ends means it ran into the quota. */
+#define EXEC_WORKSPACE_FULL_BYTES (1024 * 1024)
 #define EXEC_ID_LEN 23 /* "ex_" + 20 hex */
 
 struct sandbox;
@@ -34,6 +36,7 @@ struct exec_result {
     int exit_code;
     int signal;
     bool timed_out;
+    bool workspace_full; /* the workspace had no room left when the command ended */
     long long duration_ms;
     struct exec_output out[2]; /* stdout, stderr */
     json_t *receipt;

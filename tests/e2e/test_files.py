@@ -184,7 +184,18 @@ def test_quota_upload_507_and_usable_after_delete():
     # A write from inside fails the same way.
     r = c.exec(sid, shell="head -c 60000000 /dev/zero > /workspace/q/inside.bin")
     assert r["exit_code"] != 0 and "No space left" in r["stderr"], r
-    c.sh(sid, "rm -f /workspace/q/inside.bin")
+    assert r["error"]["code"] == "workspace_too_large", r
+    # Streamed, the same command ends with one error event that still has its exit facts.
+    gen = c.stream("POST", "/v1/sandboxes/%s/exec" % sid,
+                   {"shell": "head -c 60000000 /dev/zero > /workspace/q/inside2.bin"})
+    assert next(gen).status == 200
+    events = [e for _, e in gen]
+    ends = [e for e in events if e["type"] in ("exit", "error")]
+    assert len(ends) == 1 and ends[0]["type"] == "error", events
+    assert ends[0]["code"] == "workspace_too_large" and ends[0]["exit_code"] != 0, ends
+    c.sh(sid, "rm -f /workspace/q/inside.bin /workspace/q/inside2.bin")
+    r = c.exec(sid, shell="echo fits > /workspace/q/small.txt")
+    assert r["exit_code"] == 0 and "error" not in r, r
     # Freed space is usable again, whoever deleted the file.
     assert c.request("DELETE", fpath(sid, "q/one.bin")).status == 200
     r = c.request("PUT", fpath(sid, "q/two.bin"), raw=big)

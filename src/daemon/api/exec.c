@@ -86,7 +86,9 @@ static void on_truncated(unsigned ch, void *data)
                                                (json_int_t)EXEC_OUTPUT_MAX));
 }
 
-/* The exit event: the blocking answer without the output, which was already streamed. */
+/* The last event: the blocking answer without the output, which was already streamed.
+ * A command that filled the workspace ends with an error event (workspace_too_large)
+ * that still carries its exit facts. */
 static json_t *exit_event(json_t *result)
 {
     json_t *ev = json_deep_copy(result);
@@ -95,7 +97,15 @@ static json_t *exit_event(json_t *result)
     json_object_del(ev, "stdout_encoding");
     json_object_del(ev, "stderr_encoding");
     json_object_del(ev, "object");
-    json_object_set_new(ev, "type", json_string("exit"));
+    json_t *error = json_object_get(ev, "error");
+    if (error) {
+        json_object_set_new(ev, "type", json_string("error"));
+        json_object_set(ev, "code", json_object_get(error, "code"));
+        json_object_set(ev, "message", json_object_get(error, "message"));
+        json_object_del(ev, "error");
+    } else {
+        json_object_set_new(ev, "type", json_string("exit"));
+    }
     return ev;
 }
 

@@ -178,6 +178,10 @@ static void pty_done(struct pty *p)
     if (p->done)
         return;
     p->done = true;
+    /* Nobody reads a terminal by cursor: once it has told its attached client (below),
+     * it is gone. */
+    if (p->kind == PTY_TERMINAL)
+        p->deleted = true;
     if (p->drain_t) {
         loop_timer_cancel(p->agent->loop, p->drain_t);
         p->drain_t = NULL;

@@ -127,6 +127,15 @@ int oci_build_config(const struct rt_config *cfg, const struct rt_spec *spec, ch
     json_decref(caps);
     if (!process)
         return sbx_err_set(err, ENOMEM, "internal", "building process");
+    /* The sandbox's process limit is an rlimit that gVisor enforces itself, so fork fails
+     * with EAGAIN inside. The host cgroup cannot say it: under the ptrace platform every
+     * sandboxed process costs gVisor about a dozen host tasks, and a cgroup pids limit
+     * that low kills the whole sandbox instead of failing one fork. */
+    if (spec->pids_max)
+        json_array_append_new(json_object_get(process, "rlimits"),
+                              json_pack("{s:s, s:I, s:I}", "type", "RLIMIT_NPROC", "hard",
+                                        (json_int_t)spec->pids_max, "soft",
+                                        (json_int_t)spec->pids_max));
 
     json_t *mounts = json_array();
     json_array_append_new(mounts, mount("/proc", "proc", "proc", NULL));
@@ -159,7 +168,9 @@ int oci_build_config(const struct rt_config *cfg, const struct rt_spec *spec, ch
     }
     if (spec->pids_max)
         json_object_set_new(resources, "pids",
-                            json_pack("{s:I}", "limit", (json_int_t)spec->pids_max));
+                            json_pack("{s:I}", "limit",
+                                      (json_int_t)(spec->pids_max * OCI_HOST_TASKS_PER_PID +
+                                                   OCI_HOST_TASKS_BASE)));
     if (spec->cpu_millicores)
         json_object_set_new(resources, "cpu",
                             json_pack("{s:I, s:I}", "quota",

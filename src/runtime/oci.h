@@ -12,6 +12,10 @@
 /* Where the agent binary appears inside the sandbox (the template has an empty file there). */
 #define OCI_AGENT_PATH "/opt/sbx/sbx-agent"
 #define OCI_CPU_PERIOD_US 100000u
+/* The host cgroup pids limit is a host-protection ceiling: gVisor (ptrace) needs about a
+ * dozen host tasks per sandboxed process, plus a fixed set for itself. */
+#define OCI_HOST_TASKS_PER_PID 16u
+#define OCI_HOST_TASKS_BASE 256u
 #define OCI_SHM_BYTES (64u * 1024u * 1024u)
 
 /* Is id a valid sandbox id ([a-z0-9_-], 1..RT_ID_MAX, not starting with '-')? */

@@ -185,7 +185,16 @@ int main(void)
     CHECK(!strcmp(str_at(lx, "cgroupsPath", NULL), "/sbx/sb-abc_123"), "cgroupsPath /sbx/<id>");
     CHECK_EQ_INT(int_at(lx, "resources", "memory", "limit"), 512ll << 20, "memory limit");
     CHECK_EQ_INT(int_at(lx, "resources", "memory", "swap"), 512ll << 20, "memory+swap = limit");
-    CHECK_EQ_INT(int_at(lx, "resources", "pids", "limit"), 256, "pids limit");
+    CHECK_EQ_INT(int_at(lx, "resources", "pids", "limit"),
+                 256 * OCI_HOST_TASKS_PER_PID + OCI_HOST_TASKS_BASE,
+                 "the host pids limit leaves room for gVisor's own tasks");
+    int nproc = -1;
+    json_array_foreach(json_object_get(json_object_get(root, "process"), "rlimits"), i, v)
+    {
+        if (!strcmp(str_at(v, "type", NULL), "RLIMIT_NPROC"))
+            nproc = (int)json_integer_value(json_object_get(v, "soft"));
+    }
+    CHECK_EQ_INT(nproc, 256, "the sandbox's process limit is RLIMIT_NPROC, enforced by gVisor");
     CHECK_EQ_INT(int_at(lx, "resources", "cpu", "quota"), 150000, "cpu quota for 1500m");
     CHECK_EQ_INT(int_at(lx, "resources", "cpu", "period"), 100000, "cpu period");
     const char *want_ns[] = {"pid", "ipc", "uts", "mount", "network"};

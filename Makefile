@@ -12,6 +12,8 @@ CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu17 $(WARN) -D_GNU_SOURCE -fno-strict-aliasing -MMD -MP
 SAN      ?=
 PKGS     := libmicrohttpd jansson sqlite3 libcrypto libcurl libmagic libclamav
+# Libraries without a pkg-config file.
+NOPC_LIBS := -lwslay -lhttp_parser
 
 COMMON_SRC := $(wildcard src/common/*.c)
 PROTO_SRC  := $(wildcard src/proto/*.c)
@@ -60,7 +62,7 @@ $(BUILD)/agent-obj/gen/kernel_src.o: $(KERNEL_GEN)
 	$(CC) -std=gnu17 -O2 -c $< -o $@
 
 $(BUILD)/sbxd: $(DAEMON_OBJ)
-	$(CC) $(SAN) -o $@ $^ $(shell pkg-config --libs $(PKGS)) -lpthread
+	$(CC) $(SAN) -o $@ $^ $(shell pkg-config --libs $(PKGS)) $(NOPC_LIBS) -lpthread
 
 $(BUILD)/sbx-shim: $(SHIM_OBJ)
 	$(CC) $(SAN) -o $@ $^
@@ -70,12 +72,12 @@ $(BUILD)/sbx-agent: $(AGENT_OBJ)
 
 $(BUILD)/tests/%: tests/unit/%.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(SAN) $(shell pkg-config --cflags $(PKGS)) -o $@ $(filter %.c %.o,$^) $(shell pkg-config --libs $(PKGS)) -lpthread
+	$(CC) $(CFLAGS) $(SAN) $(shell pkg-config --cflags $(PKGS)) -o $@ $(filter %.c %.o,$^) $(shell pkg-config --libs $(PKGS)) $(NOPC_LIBS) -lpthread
 
 # A command-line front to the rt_* calls, for the runtime's end-to-end tests.
 $(BUILD)/tests/rt_driver: tests/e2e/rt_driver.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(SAN) $(shell pkg-config --cflags $(PKGS)) -o $@ $(filter %.c %.o,$^) $(shell pkg-config --libs $(PKGS)) -lpthread
+	$(CC) $(CFLAGS) $(SAN) $(shell pkg-config --cflags $(PKGS)) -o $@ $(filter %.c %.o,$^) $(shell pkg-config --libs $(PKGS)) $(NOPC_LIBS) -lpthread
 
 deps:
 	@scripts/deps.sh

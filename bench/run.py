@@ -42,6 +42,10 @@ def main():
     krows, knotes = bench_kernel.run(build, args.n)
     rows += krows
     notes += knotes
+    import bench_terminal
+    mrows, mnotes = bench_terminal.run(build)
+    rows += mrows
+    notes += mnotes
     p = bench_core.percentile
     head = "%-38s %8s %8s   %-22s %8s %8s   %7s %7s" % (
         "operation (sbx)", "p50 ms", "p95 ms", "baseline", "p50 ms", "p95 ms",

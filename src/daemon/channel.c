@@ -14,6 +14,7 @@ struct chan_stream {
     uint32_t id;
     const struct chan_stream_ops *ops;
     void *data;
+    bool manual_credit;
     struct chan_stream *next;
 };
 
@@ -29,6 +30,7 @@ struct channel {
     unsigned nstreams;
     struct chan_stream *streams;
     bool closed;
+    bool congested; /* channel_congested said so: tell on_writable streams when it drains */
 };
 
 uint32_t channel_stream_id(const struct chan_stream *st)
@@ -58,7 +60,9 @@ static void remove_stream(struct channel *c, struct chan_stream *st)
 
 static void update_events(struct channel *c)
 {
-    uint32_t ev = EPOLLIN | (proto_outq_len(c->out) ? EPOLLOUT : 0);
+    /* While congested, EPOLLOUT stays armed even when a direct flush emptied the queue:
+     * on_io is where on_writable streams are told. */
+    uint32_t ev = EPOLLIN | (proto_outq_len(c->out) || c->congested ? EPOLLOUT : 0);
     (void)loop_watch_mod(c->loop, c->watch, ev);
 }
 
@@ -86,6 +90,15 @@ static int send_json(struct channel *c, uint32_t stream, uint8_t type, json_t *j
                 ? sbx_err_set(err, EMSGSIZE, "invalid_request", "request too large for the agent")
                 : send_frame(c, stream, type, 0, s, (uint32_t)n, err);
     free(s);
+    return r;
+}
+
+static int send_error(struct channel *c, uint32_t stream, const char *code, const char *msg,
+                      struct sbx_err *err)
+{
+    json_t *j = json_pack("{s:s,s:s}", "code", code, "message", msg);
+    int r = send_json(c, stream, PROTO_ERROR, j, err);
+    json_decref(j);
     return r;
 }
 
@@ -121,6 +134,41 @@ static json_t *parse_payload(const struct proto_frame *f)
     return j;
 }
 
+/* An OPEN from the agent (docs/protocol.md, "Streams opened by the agent"). */
+static int handle_open(struct channel *c, const struct proto_frame *f, struct sbx_err *err)
+{
+    if ((f->stream & 1) || find_stream(c, f->stream))
+        return send_error(c, f->stream, "bad_stream", "agent streams use fresh even ids", err);
+    if (!c->ops->on_open)
+        return send_error(c, f->stream, "unknown_op", "this daemon accepts no agent streams",
+                          err);
+    if (c->nstreams >= CHANNEL_MAX_STREAMS)
+        return send_error(c, f->stream, "too_many_streams", "too many streams open", err);
+    json_t *req = parse_payload(f);
+    if (!req || !json_is_string(json_object_get(req, "op"))) {
+        json_decref(req);
+        return send_error(c, f->stream, "bad_request", "request has no string \"op\"", err);
+    }
+    struct chan_stream *st = sbx_xcalloc(1, sizeof(*st));
+    st->chan = c;
+    st->id = f->stream;
+    st->next = c->streams;
+    c->streams = st;
+    c->nstreams++;
+    const struct chan_stream_ops *ops = NULL;
+    void *sdata = NULL;
+    struct sbx_err e = {0};
+    int r = c->ops->on_open(c, st, req, &ops, &sdata, c->data, &e);
+    json_decref(req);
+    if (r < 0) {
+        remove_stream(c, st);
+        return send_error(c, f->stream, e.code[0] ? e.code : "internal", e.msg, err);
+    }
+    st->ops = ops;
+    st->data = sdata;
+    return 0;
+}
+
 static int handle_frame(struct channel *c, const struct proto_frame *f, struct sbx_err *err)
 {
     if (f->stream == 0) {
@@ -135,20 +183,30 @@ static int handle_frame(struct channel *c, const struct proto_frame *f, struct s
         }
         return 0;
     }
+    if (f->type == PROTO_OPEN)
+        return handle_open(c, f, err);
     struct chan_stream *st = find_stream(c, f->stream);
     if (!st)
         return 0; /* a stream we already ended or detached from */
     switch (f->type) {
     case PROTO_DATA: {
+        /* on_data may end the stream's owner but never the stream: it stays until EXIT. */
+        bool manual = st->manual_credit && st->ops;
         if (st->ops && st->ops->on_data)
             st->ops->on_data(st, f->flags, f->payload, f->len, st->data);
         uint8_t credit[4];
         proto_put_u32(credit, f->len);
-        if (f->len)
+        if (f->len && !manual)
             return send_frame(c, f->stream, PROTO_WINDOW, f->flags, credit, 4, err);
         return 0;
     }
     case PROTO_EOF:
+        if (st->ops && st->ops->on_eof)
+            st->ops->on_eof(st, f->flags, st->data);
+        return 0;
+    case PROTO_WINDOW:
+        if (f->len == 4 && st->ops && st->ops->on_window)
+            st->ops->on_window(st, f->flags, proto_get_u32(f->payload), st->data);
         return 0;
     case PROTO_EXIT: {
         json_t *j = parse_payload(f);
@@ -190,6 +248,12 @@ static void on_io(struct loop *l, int fd, uint32_t events, void *data)
             return;
         }
         update_events(c);
+        if (c->congested && proto_outq_len(c->out) < CHANNEL_OUTQ_LOW) {
+            c->congested = false;
+            for (struct chan_stream *s = c->streams; s; s = s->next)
+                if (s->ops && s->ops->on_writable)
+                    s->ops->on_writable(s, s->data);
+        }
     }
     if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
         return;
@@ -331,6 +395,36 @@ int channel_signal(struct chan_stream *st, int signo, struct sbx_err *err)
     int r = send_json(st->chan, st->id, PROTO_SIGNAL, j, err);
     json_decref(j);
     return r;
+}
+
+void channel_manual_credit(struct chan_stream *st)
+{
+    st->manual_credit = true;
+}
+
+int channel_credit(struct chan_stream *st, unsigned ch, uint32_t n, struct sbx_err *err)
+{
+    if (st->chan->closed)
+        return sbx_err_set(err, ECONNRESET, "sandbox_not_running", "the sandbox is not running");
+    uint8_t credit[4];
+    proto_put_u32(credit, n);
+    return send_frame(st->chan, st->id, PROTO_WINDOW, (uint8_t)ch, credit, 4, err);
+}
+
+int channel_send_eof(struct chan_stream *st, unsigned ch, struct sbx_err *err)
+{
+    if (st->chan->closed)
+        return sbx_err_set(err, ECONNRESET, "sandbox_not_running", "the sandbox is not running");
+    return send_frame(st->chan, st->id, PROTO_EOF, (uint8_t)ch, NULL, 0, err);
+}
+
+bool channel_congested(const struct chan_stream *st)
+{
+    struct channel *c = st->chan;
+    if (proto_outq_len(c->out) <= CHANNEL_OUTQ_HIGH)
+        return false;
+    c->congested = true;
+    return true;
 }
 
 void channel_detach(struct chan_stream *st)

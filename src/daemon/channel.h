@@ -13,6 +13,10 @@
 
 #define CHANNEL_MAX_STREAMS 256
 #define CHANNEL_OUTQ_MAX (16u * 1024u * 1024u)
+/* Past HIGH queued bytes channel_congested() says so; once the queue drains below LOW,
+ * every stream with on_writable hears about it. */
+#define CHANNEL_OUTQ_HIGH (4u * 1024u * 1024u)
+#define CHANNEL_OUTQ_LOW (1024u * 1024u)
 
 struct channel;
 struct chan_stream;
@@ -25,6 +29,13 @@ struct chan_stream_ops {
      * on_error also runs when the channel itself goes away (code "channel_closed"). */
     void (*on_exit)(struct chan_stream *st, json_t *result, void *data);
     void (*on_error)(struct chan_stream *st, const struct sbx_err *err, void *data);
+    /* Optional: EOF from the agent on channel ch. */
+    void (*on_eof)(struct chan_stream *st, unsigned ch, void *data);
+    /* Optional: WINDOW credit from the agent for what we send on channel ch. */
+    void (*on_window)(struct chan_stream *st, unsigned ch, uint32_t credit, void *data);
+    /* Optional: the output queue drained after channel_congested() was true. Must not
+     * end the stream. */
+    void (*on_writable)(struct chan_stream *st, void *data);
 };
 
 struct channel_ops {
@@ -33,6 +44,12 @@ struct channel_ops {
     /* The connection is gone (shim or sandbox died, protocol error). All streams have
      * already been failed. The channel must be freed by the owner. */
     void (*on_closed)(struct channel *c, const struct sbx_err *why, void *data);
+    /* Optional: the agent opened a stream (even id) with request. Accept it by filling
+     * *ops and *sdata and returning 0; or fill err and return < 0, and the agent gets
+     * ERROR with err's code. Without on_open every such OPEN gets ERROR unknown_op. */
+    int (*on_open)(struct channel *c, struct chan_stream *st, json_t *request,
+                   const struct chan_stream_ops **ops, void **sdata, void *data,
+                   struct sbx_err *err);
 };
 
 /* Take ownership of fd (connected, non-blocking) and send the daemon HELLO. */
@@ -49,6 +66,14 @@ int channel_send(struct chan_stream *st, unsigned ch, const void *buf, size_t le
                  struct sbx_err *err);
 /* Send a signal to the stream's process group. */
 int channel_signal(struct chan_stream *st, int signo, struct sbx_err *err);
+/* Credit is returned by the owner with channel_credit (after it has really consumed the
+ * bytes) instead of right after on_data. */
+void channel_manual_credit(struct chan_stream *st);
+int channel_credit(struct chan_stream *st, unsigned ch, uint32_t n, struct sbx_err *err);
+/* EOF on channel ch of a stream. */
+int channel_send_eof(struct chan_stream *st, unsigned ch, struct sbx_err *err);
+/* More than CHANNEL_OUTQ_HIGH bytes wait for the shim: stop producing until on_writable. */
+bool channel_congested(const struct chan_stream *st);
 /* Forget a stream's callbacks: its frames are consumed and dropped from now on. */
 void channel_detach(struct chan_stream *st);
 uint32_t channel_stream_id(const struct chan_stream *st);

@@ -35,6 +35,30 @@ static int env_num(const char *name, long long def, long long min, long long max
     return 0;
 }
 
+/* "a, b,,c" -> {"a", "b", "c", NULL}. */
+static char **split_list(const char *v)
+{
+    size_t n = 0;
+    char **out = sbx_xcalloc(1, sizeof(*out));
+    for (const char *p = v ? v : ""; *p;) {
+        size_t len = strcspn(p, ",");
+        const char *b = p, *e = p + len;
+        while (b < e && *b == ' ')
+            b++;
+        while (e > b && e[-1] == ' ')
+            e--;
+        if (e > b) {
+            out = sbx_xrealloc(out, (n + 2) * sizeof(*out));
+            out[n++] = strndup(b, (size_t)(e - b));
+            if (!out[n - 1])
+                abort();
+            out[n] = NULL;
+        }
+        p += len + (p[len] == ',');
+    }
+    return out;
+}
+
 static char *beside_self(const char *name)
 {
     char self[PATH_MAX];
@@ -74,6 +98,17 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
     if (cfg->workspace_mb > 0 && cfg->workspace_mb < 16)
         return sbx_err_set(err, EINVAL, "invalid_config",
                            "SBX_WORKSPACE_MB must be 0 (no quota) or at least 16");
+    long long idle_s;
+    if ((r = env_num("SBX_TERMINAL_IDLE_SECONDS", 900, 60, 86400, &idle_s, err)) < 0 ||
+        (r = env_num("SBX_TERMINAL_GRACE_SECONDS", 300, 0, 86400, &cfg->terminal_grace_s, err)) <
+            0 ||
+        /* Test knobs: the tests cannot wait a minute for an idle terminal or two for a
+         * ticket to expire. Never set them in production. */
+        (r = env_num("SBX_TEST_TERMINAL_IDLE_MS", idle_s * 1000, 1, 86400000,
+                     &cfg->terminal_idle_ms, err)) < 0 ||
+        (r = env_num("SBX_TEST_TICKET_TTL_MS", 120000, 1, 120000, &cfg->ticket_ttl_ms, err)) < 0)
+        return r;
+    cfg->terminal_origins = split_list(getenv("SBX_TERMINAL_ORIGINS"));
     cfg->clamav_db = env_or("SBX_CLAMAV_DB", "/var/lib/clamav");
     const char *sig = getenv("SBX_SIGNATURES");
     cfg->signatures = sig && *sig ? sbx_xstrdup(sig) : beside_self("../share/signatures/sbx.ndb");
@@ -106,7 +141,8 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
                    "SBX_RUNSC SBX_MEMORY_MB SBX_PIDS_MAX SBX_CPU_MILLICORES SBX_TMP_MB "
                    "SBX_MAX_PER_KEY SBX_MAX_PER_USER SBX_WORKSPACE_MB SBX_ARTIFACT_URL_TTL "
                    "SBX_PUBLIC_URL SBX_CLAMAV_DB SBX_SIGNATURES SBX_LLM_URL SBX_LLM_API_KEY "
-                   "SBX_LLM_MODEL\n");
+                   "SBX_LLM_MODEL SBX_TERMINAL_ORIGINS SBX_TERMINAL_IDLE_SECONDS "
+                   "SBX_TERMINAL_GRACE_SECONDS\n");
             return 1;
         default:
             return sbx_err_set(err, EINVAL, "invalid_config", "unknown option (see --help)");
@@ -141,5 +177,8 @@ void config_free(struct sbxd_config *cfg)
         memset(cfg->llm_api_key, 0, strlen(cfg->llm_api_key));
     free(cfg->llm_api_key);
     free(cfg->llm_model);
+    for (char **o = cfg->terminal_origins; o && *o; o++)
+        free(*o);
+    free(cfg->terminal_origins);
     memset(cfg, 0, sizeof(*cfg));
 }

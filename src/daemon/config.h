@@ -27,6 +27,11 @@ struct sbxd_config {
     char *llm_url;     /* SBX_LLM_URL, the base URL (…/v1): we POST {url}/chat/completions */
     char *llm_api_key; /* SBX_LLM_API_KEY, optional */
     char *llm_model;   /* SBX_LLM_MODEL, the default model */
+    /* Terminals (docs/terminals.md). */
+    char **terminal_origins;    /* SBX_TERMINAL_ORIGINS, comma-separated; NULL-terminated */
+    long long terminal_idle_ms; /* SBX_TERMINAL_IDLE_SECONDS, 900 (60..86400) */
+    long long terminal_grace_s; /* SBX_TERMINAL_GRACE_SECONDS, 300 (0..86400) */
+    long long ticket_ttl_ms;    /* 120 s */
     int verbose;
 };
 

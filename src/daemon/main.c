@@ -18,6 +18,7 @@
 #include "http/router.h"
 #include "jobs.h"
 #include "sbxd.h"
+#include "terminal.h"
 
 static void on_signal(struct loop *l, int fd, uint32_t events, void *data)
 {
@@ -121,6 +122,7 @@ int main(int argc, char **argv)
         jobs_new(d.loop, &d.jobs, &err) < 0 || artifacts_new(&d.cfg, &d.artifacts, &err) < 0 ||
         (d.cfg.llm_url &&
          llm_new(d.loop, d.cfg.llm_url, d.cfg.llm_api_key, d.cfg.llm_model, &d.llm, &err) < 0) ||
+        terminals_new(&d.cfg, d.loop, &d.terminals) < 0 ||
         http_server_new(d.loop, d.cfg.listen, router_dispatch, &d, &d.http, &err) < 0)
         goto out;
     http_server_set_streaming(d.http, router_streams_body);
@@ -137,6 +139,8 @@ int main(int argc, char **argv)
 out:
     if (ret)
         log_error("%s", err.msg[0] ? err.msg : "start-up failed");
+    /* Upgraded connections first: MHD must see them closed before it stops. */
+    terminals_free(d.terminals);
     http_server_free(d.http);
     /* After the server: requests waiting on jobs were aborted, so done callbacks only free. */
     jobs_free(d.jobs);

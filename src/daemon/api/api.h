@@ -50,6 +50,9 @@ void api_pty_input(struct sbxd *d, struct http_req *req);
 void api_pty_read(struct sbxd *d, struct http_req *req);
 void api_pty_delete(struct sbxd *d, struct http_req *req);
 
+void api_terminal_ticket(struct sbxd *d, struct http_req *req);
+void api_terminal_connect(struct sbxd *d, struct http_req *req);
+
 void api_run_code(struct sbxd *d, struct http_req *req);
 void api_kernel_reset(struct sbxd *d, struct http_req *req);
 void api_kernel_interrupt(struct sbxd *d, struct http_req *req);

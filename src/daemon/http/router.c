@@ -58,6 +58,9 @@ static const struct route routes[] = {
     /* Signed links: the signature in the query is the credential. */
     {"GET", "/v1/sandboxes/{}/artifacts/{*}", AUTH_PUBLIC, api_artifacts_download},
     {"GET", "/v1/sandboxes/{}/execs/{}", AUTH_SANDBOX, api_exec_get},
+    {"POST", "/v1/sandboxes/{}/terminal-ticket", AUTH_SANDBOX, api_terminal_ticket},
+    /* A WebSocket: the single-use ticket in the query is the credential. */
+    {"GET", "/v1/sandboxes/{}/terminal", AUTH_PUBLIC, api_terminal_connect},
     {"POST", "/v1/sandboxes/{}/pty", AUTH_SANDBOX, api_pty_create},
     {"GET", "/v1/sandboxes/{}/pty/{}", AUTH_SANDBOX, api_pty_read},
     {"DELETE", "/v1/sandboxes/{}/pty/{}", AUTH_SANDBOX, api_pty_delete},

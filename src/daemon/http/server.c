@@ -55,6 +55,8 @@ struct http_req {
     bool sse_ended;
     struct sse_chunk *sse_head, *sse_tail;
     size_t sse_bytes;
+    /* An upgrade answer (http_respond_upgrade), until MHD hands over the socket. */
+    struct http_upgraded *upgrade;
     char *params[HTTP_MAX_PARAMS];
     struct auth_identity ident;
     struct http_req *next_suspended, *prev_suspended;
@@ -72,6 +74,14 @@ struct http_server {
 };
 
 static void server_kick(struct http_server *s);
+
+struct http_upgraded {
+    struct http_server *srv;
+    struct MHD_UpgradeResponseHandle *urh;
+    http_upgraded_fn on_upgraded;
+    http_abort_fn on_abort;
+    void *data;
+};
 
 struct sse_chunk {
     struct sse_chunk *next;
@@ -318,6 +328,41 @@ void http_req_suspend(struct http_req *r, http_abort_fn on_abort, void *data)
     park(r);
 }
 
+void http_respond_upgrade(struct http_req *r, http_upgraded_fn on_upgraded, http_abort_fn on_abort,
+                          void *data)
+{
+    if (r->has_resp)
+        return;
+    struct http_upgraded *u = sbx_xcalloc(1, sizeof(*u));
+    *u = (struct http_upgraded){
+        .srv = r->srv, .on_upgraded = on_upgraded, .on_abort = on_abort, .data = data};
+    r->upgrade = u;
+    r->status = MHD_HTTP_SWITCHING_PROTOCOLS;
+    r->has_resp = true;
+    r->on_abort = NULL;
+    resume(r);
+}
+
+static void upgrade_cb(void *cls, struct MHD_Connection *conn, void *con_cls, const char *extra,
+                       size_t extra_len, MHD_socket sock, struct MHD_UpgradeResponseHandle *urh)
+{
+    struct http_upgraded *u = cls;
+    struct http_req *r = con_cls;
+    if (r && r->upgrade == u)
+        r->upgrade = NULL; /* the owner has it from here on */
+    u->urh = urh;
+    (void)sbx_set_nonblock(sock);
+    u->on_upgraded(u, sock, extra, extra_len, u->data);
+}
+
+void http_upgraded_close(struct http_upgraded *u)
+{
+    struct http_server *s = u->srv;
+    (void)MHD_upgrade_action(u->urh, MHD_UPGRADE_ACTION_CLOSE);
+    free(u);
+    server_kick(s);
+}
+
 bool http_req_wants_sse(const struct http_req *r)
 {
     const char *accept = http_req_header(r, "Accept");
@@ -402,6 +447,17 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 
 static enum MHD_Result queue_answer(struct http_req *r)
 {
+    if (r->upgrade) {
+        struct MHD_Response *uresp = MHD_create_response_for_upgrade(upgrade_cb, r->upgrade);
+        if (!uresp)
+            return MHD_NO;
+        MHD_add_response_header(uresp, "x-request-id", r->id);
+        for (unsigned i = 0; i < r->n_extra; i++)
+            MHD_add_response_header(uresp, r->extra_headers[2 * i], r->extra_headers[2 * i + 1]);
+        enum MHD_Result uret = MHD_queue_response(r->conn, r->status, uresp);
+        MHD_destroy_response(uresp);
+        return uret;
+    }
     if (r->sse) {
         struct MHD_Response *sresp =
             MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, sse_read, r, NULL);
@@ -547,6 +603,12 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         r->on_abort(r, r->abort_data);
     if (r->on_answer)
         r->on_answer(r, 0, NULL, r->answer_data);
+    if (r->upgrade) {
+        /* The 101 never made it out: its owner gets no socket. */
+        if (r->upgrade->on_abort)
+            r->upgrade->on_abort(NULL, r->upgrade->data);
+        free(r->upgrade);
+    }
     if (r->suspended)
         unlink_suspended(r);
     req_free(r);
@@ -641,7 +703,9 @@ int http_server_new(struct loop *l, const char *listen, http_dispatch_fn dispatc
     s->loop = l;
     s->dispatch = dispatch;
     s->app = app;
-    s->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0,
+    s->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE |
+                                  MHD_USE_ERROR_LOG,
+                              0,
                               NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, &sa,
                               MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                               MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s,

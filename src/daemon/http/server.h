@@ -104,6 +104,19 @@ void http_req_suspend(struct http_req *r, http_abort_fn on_abort, void *data);
  * on_abort runs if the client goes away before the end. http_sse_event returns
  * -ENOBUFS when more than HTTP_SSE_QUEUE_MAX bytes wait for a slow client, -EPIPE
  * after the end. */
+/* HTTP Upgrade (WebSocket): answer 101 Switching Protocols with the extra headers
+ * already added (http_req_add_header: Upgrade, Sec-WebSocket-Accept...). Once MHD has
+ * sent it, on_upgraded gets the raw, non-blocking socket and the bytes MHD had already
+ * read past the request; the socket is then the owner's until http_upgraded_close. If
+ * the connection fails before that, on_abort runs instead (with NULL request). */
+struct http_upgraded;
+typedef void (*http_upgraded_fn)(struct http_upgraded *u, int fd, const char *extra,
+                                 size_t extra_len, void *data);
+void http_respond_upgrade(struct http_req *r, http_upgraded_fn on_upgraded, http_abort_fn on_abort,
+                          void *data);
+/* MHD closes the socket; u is freed. */
+void http_upgraded_close(struct http_upgraded *u);
+
 bool http_req_wants_sse(const struct http_req *r);
 void http_sse_begin(struct http_req *r, http_abort_fn on_abort, void *data);
 int http_sse_event(struct http_req *r, json_t *event);

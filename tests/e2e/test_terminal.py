@@ -1,0 +1,286 @@
+"""Session terminals over WebSocket (docs/terminals.md), through a real sbxd and a real
+RFC 6455 client (wsclient.py): tickets, the interactive shell, resize, exit, re-attach
+with replay, the limit of 5, Origin, idle disconnect, and every refused handshake.
+
+Two daemons: the module's shared one (production timings) and a small one with the test
+knobs (short idle time, short tickets, short grace) for the time-dependent cases.
+"""
+
+import json
+import socket
+import struct
+import time
+
+import harness
+import wsclient
+from harness import assert_error
+
+ORIGIN = "https://app.example"
+D = harness.Shared(extra_env={"SBX_TERMINAL_ORIGINS": ORIGIN + ", https://other.example"})
+FAST = harness.Shared(extra_env={"SBX_TEST_TERMINAL_IDLE_MS": "1500",
+                                 "SBX_TEST_TICKET_TTL_MS": "1000",
+                                 "SBX_TERMINAL_GRACE_SECONDS": "30"})
+
+
+def teardown_module():
+    D.close()
+    FAST.close()
+
+
+def user(shared, name):
+    k = shared.once("key:" + name, lambda d: d.client().create_key(name))
+    return shared.get().client(k["key"])
+
+
+def sandbox(shared, name, who="alice"):
+    c = user(shared, who)
+    sb = shared.once("sb:%s:%s" % (who, name), lambda d: c.create_sandbox(ttl_seconds=1200))
+    return c, sb["id"]
+
+
+def ticket(c, sid):
+    return c.ok("POST", "/v1/sandboxes/%s/terminal-ticket" % sid)["ticket"]
+
+
+def path(sid, tk, **q):
+    s = "/v1/sandboxes/%s/terminal?ticket=%s" % (sid, tk)
+    for k, v in q.items():
+        s += "&%s=%s" % (k, v)
+    return s
+
+
+def open_term(shared, c, sid, origin=None, **q):
+    ws = wsclient.connect(shared.get().port, path(sid, ticket(c, sid), **q), origin=origin)
+    ready = ws.recv_json()
+    assert ready["type"] == "ready", ready
+    return ws, ready
+
+
+def shell(ws, cmd, until, timeout=20):
+    ws.send_binary(cmd.encode() + b"\n")
+    out, _ = ws.read_until(until, timeout)
+    return out.decode("utf-8", "replace")
+
+
+def handshake_error(shared, p, status, code, origin=None, headers=None):
+    try:
+        ws = wsclient.connect(shared.get().port, p, origin=origin, headers=headers)
+    except wsclient.HandshakeError as e:
+        assert e.status == status, (e.status, e.body)
+        assert e.body["error"]["code"] == code, e.body
+        assert set(e.body) == {"error"} and e.body["error"]["message"], e.body
+        return
+    ws.close()
+    raise AssertionError("handshake on %s succeeded; expected %d %s" % (p, status, code))
+
+
+def test_ticket_shape_and_errors():
+    c, sid = sandbox(D, "main")
+    r = c.ok("POST", "/v1/sandboxes/%s/terminal-ticket" % sid)
+    assert set(r) == {"object", "ticket", "expires_in"}, r
+    assert r["object"] == "terminal_ticket" and r["expires_in"] == 120, r
+    assert r["ticket"].startswith("tkt_") and len(r["ticket"]) == 68, r
+    assert_error(c.request("POST", "/v1/sandboxes/%s/terminal-ticket" % sid, key=None), 401,
+                 "missing_api_key")
+    assert_error(c.request("POST", "/v1/sandboxes/sb_00000000000000000000/terminal-ticket"),
+                 404, "sandbox_not_found")
+    # Another user's sandbox looks missing.
+    bob = user(D, "bob")
+    assert_error(bob.request("POST", "/v1/sandboxes/%s/terminal-ticket" % sid), 404,
+                 "sandbox_not_found")
+
+
+def test_interactive_shell_resize_and_exit():
+    c, sid = sandbox(D, "main")
+    ws, ready = open_term(D, c, sid, cols=100, rows=30)
+    assert set(ready) == {"type", "pty_id", "backend", "reattachable"}, ready
+    assert ready["backend"] == "gvisor" and ready["reattachable"] is True, ready
+    assert ready["pty_id"].startswith("pty_"), ready
+    # A prompt, then typed commands echo and answer.
+    out = shell(ws, "PS1='sbx$ '; stty size", "30 100")
+    assert "30 100" in out, out
+    ws.send_json({"type": "resize", "cols": 120, "rows": 40})
+    time.sleep(0.3)
+    # Fragmented input is reassembled by the server.
+    ws.send_binary(b"stty size\n", fragments=4)
+    out, _ = ws.read_until("40 120")
+    # A fragmented control message too.
+    ws.send_text(json.dumps({"type": "resize", "cols": 90, "rows": 20}), fragments=3)
+    time.sleep(0.3)
+    assert "20 90" in shell(ws, "stty size", "20 90")
+    # Pings are answered with the same payload.
+    ws.ping(b"hello")
+    shell(ws, "echo pinged", "pinged\r\n")
+    assert b"hello" in ws.pongs, ws.pongs
+    ws.send_binary(b"exit 7\n")
+    msgs = []
+    try:
+        while True:
+            op, data = ws.recv(20)
+            if op == wsclient.OP_TEXT:
+                msgs.append(json.loads(data))
+    except wsclient.Closed as e:
+        assert e.code == 1000, e
+    assert msgs == [{"type": "exited", "exit_code": 7}], msgs
+
+
+def test_own_session_controlling_terminal_and_no_tiocsti():
+    c, sid = sandbox(D, "main")
+    ws, _ = open_term(D, c, sid)
+    out = shell(ws, "python3 -c 'import os; print(\"SID\", os.getsid(0) == os.getsid(os.getppid()),"
+                    " os.getsid(os.getppid()) == os.getppid(), os.ttyname(0))'", "/dev/pts/")
+    assert "SID True True /dev/pts/" in out, out
+    out = shell(ws, "python3 -c 'import fcntl, termios; fcntl.ioctl(0, termios.TIOCSTI, b\"x\")'"
+                    " 2>&1 | tail -1; echo done-$((1))-tiocsti", "done-1-tiocsti")
+    assert "PermissionError" in out and "Operation not permitted" in out, out
+    ws.send_binary(b"exit\n")
+    ws.close()
+
+
+def test_reattach_replays_recent_output():
+    c, sid = sandbox(D, "main")
+    ws, ready = open_term(D, c, sid)
+    pty = ready["pty_id"]
+    shell(ws, "MYVAR=kept-$((6*7)); echo marker-$((1+1))-here", "marker-2-here")
+    ws.abort()  # dropped, no close frame: the shell keeps running for its grace period
+    time.sleep(0.3)
+    ws2 = wsclient.connect(D.get().port, path(sid, ticket(c, sid), pty_id=pty))
+    ready2 = ws2.recv_json()
+    assert ready2["pty_id"] == pty, ready2
+    replay, _ = ws2.read_until("marker-2-here", timeout=10)
+    assert b"marker-2-here" in replay
+    # The same shell: its variable survived.
+    assert "kept-42" in shell(ws2, "echo $MYVAR", "kept-42")
+    # A second connection to the same pty takes it over; the first hears why.
+    ws3 = wsclient.connect(D.get().port, path(sid, ticket(c, sid), pty_id=pty))
+    assert ws3.recv_json()["type"] == "ready"
+    msg = ws2.recv_json(10)
+    assert msg == {"type": "error", "code": "DETACHED"}, msg
+    ws3.send_binary(b"exit 3\n")
+    assert ws3.recv_json(20) == {"type": "exited", "exit_code": 3}
+    ws3.close()
+    ws2.close()
+    # Gone now: re-attaching is refused before the upgrade.
+    handshake_error(D, path(sid, ticket(c, sid), pty_id=pty), 404, "pty_not_found")
+
+
+def test_sixth_terminal_is_429():
+    c, sid = sandbox(D, "limit")
+    terms = [open_term(D, c, sid)[0] for _ in range(5)]
+    tk = ticket(c, sid)
+    handshake_error(D, path(sid, tk), 429, "too_many_terminals")
+    # The five still work; ending one frees a place.
+    assert "still-5" in shell(terms[4], "echo still-$((2+3))", "still-5")
+    terms[0].send_binary(b"exit\n")
+    assert terms[0].recv_json(20)["type"] == "exited"
+    terms[0].close()
+    time.sleep(0.3)
+    ws, _ = open_term(D, c, sid)
+    ws.send_binary(b"exit\n")
+    ws.close()
+    for t in terms[1:]:
+        t.send_binary(b"exit\n")
+        t.close()
+
+
+def test_origin_allowlist():
+    c, sid = sandbox(D, "main")
+    tk = ticket(c, sid)
+    handshake_error(D, path(sid, tk), 403, "origin_not_allowed", origin="https://evil.example")
+    # The refused attempt did not use the ticket up.
+    ws = wsclient.connect(D.get().port, path(sid, tk), origin=ORIGIN)
+    assert ws.recv_json()["type"] == "ready"
+    ws.send_binary(b"exit\n")
+    ws.close()
+    ws, _ = open_term(D, c, sid, origin="https://other.example")
+    ws.send_binary(b"exit\n")
+    ws.close()
+
+
+def test_refused_handshakes():
+    c, sid = sandbox(D, "main")
+    _, other = sandbox(D, "second")
+    # No ticket, a made-up one.
+    handshake_error(D, "/v1/sandboxes/%s/terminal" % sid, 401, "missing_ticket")
+    handshake_error(D, path(sid, "tkt_" + "0" * 64), 401, "invalid_ticket")
+    handshake_error(D, path(sid, "nonsense"), 401, "invalid_ticket")
+    # A ticket for another sandbox is refused, and used up.
+    tk = ticket(c, other)
+    handshake_error(D, path(sid, tk), 403, "ticket_forbidden")
+    handshake_error(D, path(other, tk), 401, "invalid_ticket")
+    # Reuse.
+    tk = ticket(c, sid)
+    ws = wsclient.connect(D.get().port, path(sid, tk))
+    ws.recv_json()
+    handshake_error(D, path(sid, tk), 401, "invalid_ticket")
+    ws.send_binary(b"exit\n")
+    ws.close()
+    # Bad sizes and pty ids are answered before the ticket is used.
+    tk = ticket(c, sid)
+    for q in ({"cols": 0}, {"rows": 1001}, {"cols": "abc"}):
+        handshake_error(D, path(sid, tk, **q), 400, "invalid_pty_size")
+    handshake_error(D, path(sid, ticket(c, sid), pty_id="pty_9999"), 404, "pty_not_found")
+    handshake_error(D, path(sid, ticket(c, sid), pty_id="../x"), 404, "pty_not_found")
+    # Not a WebSocket: 426, and the ticket is still good afterwards.
+    r = c.request("GET", path(sid, tk), key=None)
+    assert_error(r, 426, "websocket_required")
+    ws = wsclient.connect(D.get().port, path(sid, tk))
+    assert ws.recv_json()["type"] == "ready"
+    ws.send_binary(b"exit\n")
+    ws.close()
+    # A ticket whose key was deleted since.
+    admin = D.get().client()
+    k = admin.create_key("alice")
+    c2 = D.get().client(k["key"])
+    tk = ticket(c2, sid)
+    admin.delete_key(k["id"])
+    handshake_error(D, path(sid, tk), 401, "invalid_ticket")
+
+
+def test_protocol_errors_close_the_connection():
+    c, sid = sandbox(D, "main")
+    ws, _ = open_term(D, c, sid)
+    # A control message that is not one: an error message, the connection stays.
+    ws.send_text("not json")
+    assert ws.recv_json()["code"] == "BAD_MESSAGE"
+    ws.send_json({"type": "resize", "cols": 5000, "rows": 1})
+    assert ws.recv_json()["code"] == "BAD_MESSAGE"
+    assert "alive-ok" in shell(ws, "echo alive-$((0))k | sed s/0/o/", "alive-ok")
+    # An unmasked client frame breaks RFC 6455: the server closes with 1002.
+    ws.send(wsclient.OP_BINARY, b"x", mask=False)
+    try:
+        while True:
+            ws.recv(10)
+    except wsclient.Closed as e:
+        assert e.code == 1002, e
+    except ConnectionError:
+        pass
+    ws.abort()
+
+
+def test_idle_disconnect_keeps_the_shell():
+    c, sid = sandbox(FAST, "idle")
+    ws, ready = open_term(FAST, c, sid)
+    shell(ws, "IDLEVAR=still-here", "still-here")
+    t0 = time.monotonic()
+    msg = ws.recv_json(10)
+    assert msg == {"type": "error", "code": "IDLE_DISCONNECTED"}, msg
+    assert 1.0 < time.monotonic() - t0 < 5, time.monotonic() - t0
+    try:
+        ws.recv(10)
+        raise AssertionError("no close after IDLE_DISCONNECTED")
+    except wsclient.Closed as e:
+        assert e.code == 1000, e
+    ws2 = wsclient.connect(FAST.get().port, path(sid, ticket(c, sid), pty_id=ready["pty_id"]))
+    ws2.recv_json()
+    assert "still-here" in shell(ws2, "echo $IDLEVAR", "still-here\r\n")
+    ws2.send_binary(b"exit\n")
+    ws2.close()
+
+
+def test_expired_ticket():
+    c, sid = sandbox(FAST, "idle")
+    r = c.ok("POST", "/v1/sandboxes/%s/terminal-ticket" % sid)
+    assert r["expires_in"] == 1, r
+    time.sleep(1.2)
+    handshake_error(FAST, path(sid, r["ticket"]), 401, "invalid_ticket")

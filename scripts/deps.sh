@@ -14,6 +14,8 @@ PACKAGES=(
 	# daemon libraries (HTTP/SSE, WebSocket frames, JSON, store, crypto, MIME, syscall filter, AV scan)
 	libmicrohttpd-dev libwslay-dev libjansson-dev libsqlite3-dev libssl-dev libmagic-dev
 	libseccomp-dev libclamav-dev
+	# egress proxy: the client's CONNECT / plain-HTTP request head
+	libhttp-parser-dev
 	# llm_query: sbxd calls the operator's OpenAI-compatible endpoint
 	libcurl4-openssl-dev
 	# runtimes: gVisor (default backend), bubblewrap (namespaces backend)

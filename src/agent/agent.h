@@ -26,6 +26,7 @@ struct stream;
 struct kernel;
 struct session;
 struct process;
+struct egress_listener;
 struct pty;
 
 struct agent {
@@ -40,6 +41,7 @@ struct agent {
     unsigned nprocs;
     unsigned long long proc_seq;
     struct kernel *kernel; /* the Python kernel, NULL until first used (kernel.c) */
+    struct egress_listener *egress; /* the proxy listener, NULL outside a sandbox (egress.c) */
     struct pty *ptys[AGENT_MAX_PTYS]; /* oldest first (pty.c) */
     unsigned nptys;
     unsigned long long pty_seq;

@@ -141,6 +141,15 @@ static void chan_in_broken(struct chan_in *c)
     chan_in_consumed(c, dropped);
 }
 
+static void chan_in_finish(struct chan_in *c)
+{
+    if (c->done)
+        return;
+    c->done = true;
+    if (c->on_done)
+        c->on_done(c->owner, c->fd);
+}
+
 static void chan_in_pump(struct chan_in *c)
 {
     while (c->fd >= 0 && c->off < c->len) {
@@ -161,6 +170,7 @@ static void chan_in_pump(struct chan_in *c)
     if (c->off == c->len) {
         c->off = c->len = 0;
         if (c->eof) {
+            chan_in_finish(c);
             chan_in_close(c);
             return;
         }
@@ -209,6 +219,8 @@ int chan_in_data(struct chan_in *c, const uint8_t *p, uint32_t len)
 void chan_in_eof(struct chan_in *c)
 {
     c->eof = true;
-    if (c->fd >= 0 && c->off == c->len)
+    if (c->off == c->len) {
+        chan_in_finish(c);
         chan_in_close(c);
+    }
 }

@@ -52,6 +52,11 @@ struct chan_in {
     size_t off, len;
     uint64_t window; /* bytes the daemon may still send */
     bool eof;        /* the daemon sent EOF */
+    bool done;       /* on_done ran */
+    /* Optional: the daemon's EOF arrived and every byte before it was written (fd still
+     * open, about to be closed) or dropped (fd already closed). Runs once. */
+    void (*on_done)(void *owner, int fd);
+    void *owner;
 };
 
 void chan_in_init(struct chan_in *c, struct agent *a, uint32_t stream, uint8_t ch, int fd);

@@ -12,6 +12,15 @@ static const char *const env_base[] = {
     "TERM=dumb",
 };
 
+static const char *env_extra[ENV_BASE_EXTRA_MAX];
+static size_t env_nextra;
+
+void env_base_add(const char *kv)
+{
+    if (env_nextra < ENV_BASE_EXTRA_MAX)
+        env_extra[env_nextra++] = kv;
+}
+
 void envv_init_empty(struct envv *e)
 {
     *e = (struct envv){.v = sbx_xcalloc(1, sizeof(char *)), .cap = 1};
@@ -22,6 +31,8 @@ void envv_init_base(struct envv *e)
     envv_init_empty(e);
     for (size_t i = 0; i < SBX_ARRAY_SIZE(env_base); i++)
         (void)envv_set(e, env_base[i], strlen(env_base[i]));
+    for (size_t i = 0; i < env_nextra; i++)
+        (void)envv_set(e, env_extra[i], strlen(env_extra[i]));
 }
 
 void envv_copy(struct envv *dst, const struct envv *src)

@@ -22,8 +22,13 @@ struct envv {
     size_t n, cap, bytes;
 };
 
-/* PATH, HOME=/tmp, LANG=C.UTF-8, TERM=dumb: all a command gets from the agent. */
+/* PATH, HOME=/tmp, LANG=C.UTF-8, TERM=dumb, plus what env_base_add added: all a command
+ * gets from the agent. */
 void envv_init_base(struct envv *e);
+/* Add "K=V" (a static string) to every later base environment: the proxy variables,
+ * once the egress listener is up. At most ENV_BASE_EXTRA_MAX. */
+#define ENV_BASE_EXTRA_MAX 8
+void env_base_add(const char *kv);
 void envv_init_empty(struct envv *e);
 void envv_copy(struct envv *dst, const struct envv *src);
 void envv_free(struct envv *e);

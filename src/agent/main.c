@@ -11,6 +11,7 @@
  *   process.c ops "process_*": background processes and their log rings
  *   ring.c    the byte ring behind process logs
  *   kernel.c  ops "kernel_run", "kernel_reset", "kernel_interrupt" (the Python kernel)
+ *   egress.c  the proxy listener on 127.0.0.1: one agent-opened stream per connection
  *   pty.c     ops "pty_*": terminals (WebSocket terminals, exec_command sessions)
  *
  * To add an op: write its open function (validate, start, register a struct
@@ -30,6 +31,7 @@
 
 #include "../common/util.h"
 #include "agent.h"
+#include "egress.h"
 #include "exec.h"
 #include "process.h"
 #include "pty.h"
@@ -207,6 +209,10 @@ void agent_handle_frame(struct agent *a, const struct proto_frame *f)
     case PROTO_SIGNAL:
         handle_signal(s, f);
         break;
+    case PROTO_ERROR:
+        if (s->ops->peer_end)
+            s->ops->peer_end(s);
+        break;
     default:
         break; /* HELLO/EXIT/ERROR/PING/PONG on a stream: not meaningful from the daemon */
     }
@@ -346,6 +352,9 @@ int main(int argc, char **argv)
         dprintf(2, "sbx-agent: connection: %s\n", strerror(-r));
         return 1;
     }
+    /* Only in a sandbox: an agent run on a host (tests) must not take a host port. */
+    if (a->pid1 && (r = egress_listen(a)) < 0)
+        dprintf(2, "sbx-agent: egress listener: %s (egress unavailable)\n", strerror(-r));
     send_hello(a);
     r = loop_run(a->loop);
     agent_die(a, 1, "event loop: %s", strerror(-r));

@@ -28,6 +28,9 @@ struct stream_ops {
     void (*resume)(struct stream *s);
     /* The daemon that opened the stream is gone: kill its processes, free it, send nothing. */
     void (*abort)(struct stream *s);
+    /* Streams the agent opened (even ids): the daemon ended it with ERROR. Free it and
+     * send nothing. */
+    void (*peer_end)(struct stream *s);
 };
 
 struct stream {

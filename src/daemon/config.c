@@ -83,6 +83,11 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
     cfg->llm_url = lu && *lu ? sbx_xstrdup(lu) : NULL;
     cfg->llm_api_key = lk && *lk ? sbx_xstrdup(lk) : NULL;
     cfg->llm_model = env_or("SBX_LLM_MODEL", "gpt-4o-mini");
+    const char *np = getenv("SBX_NETWORK_POLICY"), *eh = getenv("SBX_EGRESS_HOSTS"),
+               *eu = getenv("SBX_EGRESS_TEST_UPSTREAMS");
+    cfg->network_policy = np && *np ? sbx_xstrdup(np) : NULL;
+    cfg->egress_hosts = eh && *eh ? sbx_xstrdup(eh) : NULL;
+    cfg->egress_test_upstreams = eu && *eu ? sbx_xstrdup(eu) : NULL;
 
     int r;
     if ((r = env_num("SBX_MEMORY_MB", 2048, 64, 1 << 20, &cfg->memory_mb, err)) < 0 ||
@@ -177,6 +182,9 @@ void config_free(struct sbxd_config *cfg)
         memset(cfg->llm_api_key, 0, strlen(cfg->llm_api_key));
     free(cfg->llm_api_key);
     free(cfg->llm_model);
+    free(cfg->network_policy);
+    free(cfg->egress_hosts);
+    free(cfg->egress_test_upstreams);
     for (char **o = cfg->terminal_origins; o && *o; o++)
         free(*o);
     free(cfg->terminal_origins);

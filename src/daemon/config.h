@@ -27,6 +27,10 @@ struct sbxd_config {
     char *llm_url;     /* SBX_LLM_URL, the base URL (…/v1): we POST {url}/chat/completions */
     char *llm_api_key; /* SBX_LLM_API_KEY, optional */
     char *llm_model;   /* SBX_LLM_MODEL, the default model */
+    /* Egress (docs/egress.md). NULL when unset. */
+    char *network_policy;        /* SBX_NETWORK_POLICY: the operator's policy file (JSON) */
+    char *egress_hosts;          /* SBX_EGRESS_HOSTS: tests only, a hosts file as the resolver */
+    char *egress_test_upstreams; /* SBX_EGRESS_TEST_UPSTREAMS: tests only, ADDR:PORT,... */
     /* Terminals (docs/terminals.md). */
     char **terminal_origins;    /* SBX_TERMINAL_ORIGINS, comma-separated; NULL-terminated */
     long long terminal_idle_ms; /* SBX_TERMINAL_IDLE_SECONDS, 900 (60..86400) */

@@ -16,6 +16,7 @@
 #include "artifacts.h"
 #include "auth/auth.h"
 #include "http/router.h"
+#include "egress/proxy.h"
 #include "jobs.h"
 #include "sbxd.h"
 #include "terminal.h"
@@ -79,6 +80,24 @@ static int bootstrap_admin(struct sbxd *d, struct sbx_err *err)
     return 0;
 }
 
+/* The egress proxy, and the manager's hand-off of the streams agents open to it. */
+static int egress_start(struct sbxd *d, struct sbx_err *err)
+{
+    struct egress_proxy_config ec = {.policy_path = d->cfg.network_policy,
+                                     .hosts_file = d->cfg.egress_hosts,
+                                     .test_upstreams = d->cfg.egress_test_upstreams};
+    int r = egress_proxy_new(d->loop, d->store, &ec, &d->egress, err);
+    if (r < 0)
+        return sbx_err_wrap(err, "egress");
+    manager_set_stream_open(d->mgr, egress_stream_open, d->egress);
+    if (ec.hosts_file || ec.test_upstreams)
+        log_warn("egress: SBX_EGRESS_HOSTS / SBX_EGRESS_TEST_UPSTREAMS are set: these are test "
+                 "knobs, never for a real deployment");
+    if (ec.policy_path)
+        log_info("egress: operator network policy from %s", ec.policy_path);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct sbxd d = {0};
@@ -119,6 +138,7 @@ int main(int argc, char **argv)
     }
     if (store_open(db, &d.store, &err) < 0 || bootstrap_admin(&d, &err) < 0 ||
         manager_new(&d.cfg, d.loop, d.store, &d.mgr, &err) < 0 || manager_start(d.mgr, &err) < 0 ||
+        egress_start(&d, &err) < 0 ||
         jobs_new(d.loop, &d.jobs, &err) < 0 || artifacts_new(&d.cfg, &d.artifacts, &err) < 0 ||
         (d.cfg.llm_url &&
          llm_new(d.loop, d.cfg.llm_url, d.cfg.llm_api_key, d.cfg.llm_model, &d.llm, &err) < 0) ||
@@ -146,6 +166,8 @@ out:
     jobs_free(d.jobs);
     artifacts_free(d.artifacts);
     manager_free(d.mgr);
+    /* After the manager: its channels' egress streams have ended. */
+    egress_proxy_free(d.egress);
     llm_free(d.llm);
     store_free(d.store);
     loop_free(d.loop);

@@ -26,6 +26,8 @@ struct manager {
     char *cgroup_parent;
     char *ws_template; /* the formatted workspace image to clone; NULL without a quota */
     struct sandbox *sandboxes; /* live ones, newest first */
+    sandbox_stream_open_fn stream_open; /* agent-opened streams (egress) */
+    void *stream_open_data;
 };
 
 static void stop_start_watch(struct sandbox *sb)
@@ -50,6 +52,7 @@ static void sandbox_free(struct sandbox *sb)
         free(w);
     }
     store_sandbox_clear(&sb->rec);
+    free(sb->egress);
     free(sb->dir);
     free(sb->state_dir);
     free(sb->workspace);
@@ -114,6 +117,12 @@ struct loop *manager_loop(const struct manager *m)
 struct store *manager_store(const struct manager *m)
 {
     return m->store;
+}
+
+void manager_set_stream_open(struct manager *m, sandbox_stream_open_fn fn, void *data)
+{
+    m->stream_open = fn;
+    m->stream_open_data = data;
 }
 
 void manager_free(struct manager *m)
@@ -220,9 +229,49 @@ static void on_channel_closed(struct channel *c, const struct sbx_err *why, void
                   NULL, NULL, &derr);
 }
 
+static int on_agent_open(struct channel *c, struct chan_stream *st, json_t *req,
+                         const struct chan_stream_ops **ops, void **sdata, void *data,
+                         struct sbx_err *err)
+{
+    struct sandbox *sb = data;
+    if (sb->ended || !sb->mgr->stream_open)
+        return sbx_err_set(err, EPERM, "unknown_op", "this daemon accepts no agent streams");
+    return sb->mgr->stream_open(sb, st, req, ops, sdata, sb->mgr->stream_open_data, err);
+}
+
+/* The policy given at creation: kept with the sandbox and in the store. */
+static int egress_init(struct manager *m, struct sandbox *sb, const struct egress_policy *p,
+                       struct sbx_err *err)
+{
+    sb->egress = sbx_xmalloc(sizeof(*sb->egress));
+    *sb->egress = *p;
+    json_t *j = egress_policy_to_json(p);
+    _cleanup_free_ char *text = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    return store_egress_policy_set(m->store, sb->rec.id, text ? text : "{\"mode\":\"none\"}",
+                                   sbx_wall_ms() / 1000, err);
+}
+
+/* After a restart: the stored policy; none when there is none or it no longer parses. */
+static void egress_load(struct manager *m, struct sandbox *sb)
+{
+    sb->egress = sbx_xcalloc(1, sizeof(*sb->egress));
+    _cleanup_free_ char *text = NULL;
+    struct sbx_err err = {0};
+    if (store_egress_policy_get(m->store, sb->rec.id, &text, &err) < 0 || !text)
+        return;
+    json_t *j = json_loads(text, 0, NULL);
+    if (egress_policy_parse(j, sb->egress, &err) < 0) {
+        log_warn("sandbox %s: stored egress policy unreadable (%s): none", sb->rec.id, err.msg);
+        memset(sb->egress, 0, sizeof(*sb->egress));
+    }
+    json_decref(j);
+}
+
 static const struct channel_ops chan_ops = {
     .on_hello = on_hello,
     .on_closed = on_channel_closed,
+    .on_open = on_agent_open,
 };
 
 static void on_ready_timeout(struct loop *l, void *data)
@@ -343,6 +392,8 @@ int manager_create(struct manager *m, const struct auth_identity *who,
     r = store_sandbox_insert(m->store, rec, err);
     if (r < 0)
         goto fail_nostore;
+    if ((r = egress_init(m, sb, &p->egress, err)) < 0)
+        goto fail;
 
     if ((r = sbx_mkdir_p(sb->state_dir, 0700)) < 0 || (r = sbx_mkdir_p(sb->workspace, 0755)) < 0) {
         sbx_err_sys(err, -r, "creating the sandbox directory");
@@ -509,6 +560,7 @@ static void reconcile_one(const struct store_sandbox *rec, void *data)
     struct sandbox *sb = sandbox_alloc(m, rec->id);
     sb->rec = *rec;
     sb->rec.env_json = sbx_xstrdup(rec->env_json);
+    egress_load(m, sb);
     struct sbx_err err = {0};
     if (!rt_alive(sb->state_dir) || attach(m, sb, &err) < 0) {
         log_warn("sandbox %s: not running any more, cleaning up %s", rec->id, err.msg);
@@ -591,7 +643,7 @@ json_t *sandbox_to_json(const struct sandbox *sb)
 {
     const struct store_sandbox *r = &sb->rec;
     json_t *env = json_loads(r->env_json ? r->env_json : "{}", 0, NULL);
-    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:o,s:{s:I,s:I,s:I},s:b}", "id", r->id,
+    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:o,s:{s:I,s:I,s:I},s:b,s:o}", "id", r->id,
                      "object", "sandbox", "status", r->status, "backend", r->backend, "runtime",
                      r->runtime, "template", r->template_name, "template_digest",
                      r->template_digest, "created_at", (json_int_t)r->created_at, "expires_at",
@@ -599,7 +651,8 @@ json_t *sandbox_to_json(const struct sandbox *sb)
                      env ? env : json_object(), "limits", "memory_mb", (json_int_t)r->memory_mb,
                      "pids", (json_int_t)r->pids, "cpu_millicores",
                      (json_int_t)r->cpu_millicores, "enable_default_session",
-                     r->enable_default_session);
+                     r->enable_default_session, "egress",
+                     sb->egress ? egress_policy_to_json(sb->egress) : json_pack("{s:s}", "mode", "none"));
 }
 
 int sandbox_env_validate(json_t *env, const char *field, struct sbx_err *err)
@@ -666,6 +719,9 @@ int sandbox_params_parse(json_t *body, struct sandbox_params *out, struct sbx_er
                                "enable_default_session must be true or false");
         p.enable_default_session = json_is_true(v);
     }
+    int er = egress_policy_parse(json_object_get(body, "egress"), &p.egress, err);
+    if (er < 0)
+        return er;
     v = json_object_get(body, "env");
     if (v && !json_is_null(v)) {
         int r = sandbox_env_validate(v, "env", err);

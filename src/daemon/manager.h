@@ -13,6 +13,7 @@
 #include "../runtime/rt.h"
 #include "auth/auth.h"
 #include "config.h"
+#include "egress/policy.h"
 #include "store/store.h"
 
 #define SANDBOX_TTL_DEFAULT 3600
@@ -24,6 +25,8 @@
 struct manager;
 struct sandbox;
 struct channel;
+struct chan_stream;
+struct chan_stream_ops;
 
 typedef void (*sandbox_ready_fn)(struct sandbox *sb, const struct sbx_err *err, void *data);
 
@@ -51,6 +54,9 @@ struct sandbox {
     struct sandbox_waiter *waiters;
     struct loop_timer *ttl_timer;
     struct loop_timer *ready_timer;
+    /* Its egress policy (docs/egress.md), replaced in place; stored in the store's
+     * egress_policies, which a fork copies (store_egress_policy_copy) with this. */
+    struct egress_policy *egress;
     struct sandbox *next;
 };
 
@@ -59,6 +65,7 @@ struct sandbox_params {
     long long ttl_seconds;
     json_t *env;               /* validated object of strings, borrowed */
     bool enable_default_session; /* docs/sessions.md */
+    struct egress_policy egress;  /* docs/egress.md */
 };
 
 int manager_new(const struct sbxd_config *cfg, struct loop *l, struct store *st,
@@ -91,6 +98,13 @@ int manager_destroy_by(struct manager *m, struct sandbox *sb, const struct auth_
 /* Live sandboxes of a user, in creation order. */
 typedef void (*sandbox_each_fn)(struct sandbox *sb, void *data);
 void manager_each(struct manager *m, const char *user, sandbox_each_fn cb, void *data);
+
+/* Streams the agent opens (egress connections) go to fn, which accepts them like
+ * channel_ops.on_open; without one they are refused. */
+typedef int (*sandbox_stream_open_fn)(struct sandbox *sb, struct chan_stream *st, json_t *req,
+                                      const struct chan_stream_ops **ops, void **sdata,
+                                      void *data, struct sbx_err *err);
+void manager_set_stream_open(struct manager *m, sandbox_stream_open_fn fn, void *data);
 
 json_t *sandbox_to_json(const struct sandbox *sb);
 /* Checks shared by create and run. */

@@ -18,6 +18,7 @@ struct sbxd {
     struct jobs *jobs;           /* worker threads (artifact hashing and scanning) */
     struct artifacts *artifacts;
     struct llm *llm; /* NULL unless the operator configured SBX_LLM_URL */
+    struct egress_proxy *egress;
     struct terminals *terminals; /* tickets and connected WebSocket terminals */
 };
 

@@ -57,4 +57,7 @@ void api_run_code(struct sbxd *d, struct http_req *req);
 void api_kernel_reset(struct sbxd *d, struct http_req *req);
 void api_kernel_interrupt(struct sbxd *d, struct http_req *req);
 
+void api_egress_get(struct sbxd *d, struct http_req *req);
+void api_egress_put(struct sbxd *d, struct http_req *req);
+
 #endif

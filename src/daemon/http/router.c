@@ -50,6 +50,8 @@ static const struct route routes[] = {
     {"POST", "/v1/sandboxes/{}/run_code", AUTH_SANDBOX, api_run_code},
     {"POST", "/v1/sandboxes/{}/kernel/reset", AUTH_SANDBOX, api_kernel_reset},
     {"POST", "/v1/sandboxes/{}/kernel/interrupt", AUTH_SANDBOX, api_kernel_interrupt},
+    {"GET", "/v1/sandboxes/{}/egress", AUTH_SANDBOX, api_egress_get},
+    {"PUT", "/v1/sandboxes/{}/egress", AUTH_SANDBOX, api_egress_put},
     {"GET", "/v1/sandboxes/{}/files", AUTH_SANDBOX, api_files_list},
     {"PUT", "/v1/sandboxes/{}/files/{*}", AUTH_SANDBOX, api_files_put},
     {"GET", "/v1/sandboxes/{}/files/{*}", AUTH_SANDBOX, api_files_get},

@@ -30,6 +30,7 @@ static const char *const *const store_schemas[] = {
     &store_exec_schema,
     &store_idem_schema,
     &store_audit_schema,
+    &store_egress_schema,
 };
 
 int store_db_err(struct store *s, struct sbx_err *err, const char *what)

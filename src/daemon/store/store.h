@@ -176,4 +176,43 @@ int store_audit_verify(struct store *s, struct store_audit_verdict *out, struct 
 /* The chain's hash function, exposed for unit tests. */
 void store_audit_hash(const struct store_audit_entry *e, char out[65]);
 
+/* --- egress (egress.c) ---------------------------------------------------------------- */
+
+/* Connections kept per sandbox; older rows are dropped as new ones come. */
+#define STORE_EGRESS_LOG_KEEP 10000
+
+struct store_egress_conn {
+    long long id;
+    const char *sandbox_id;
+    const char *method; /* CONNECT, or the plain-HTTP method */
+    const char *host;
+    const char *address; /* the address dialled or refused; NULL/"" when none */
+    unsigned port;
+    long long bytes_up, bytes_down; /* sandbox -> upstream, upstream -> sandbox */
+    long long started_at_ms, ended_at_ms; /* ended 0: still open */
+    const char *verdict; /* "allowed" | "denied" | "error" */
+    const char *reason;
+};
+
+/* policy_json: the sandbox's policy as egress_policy_to_json writes it. */
+int store_egress_policy_set(struct store *s, const char *sandbox_id, const char *policy_json,
+                            long long now, struct sbx_err *err);
+/* *out NULL when the sandbox has no row (policy none). */
+int store_egress_policy_get(struct store *s, const char *sandbox_id, char **out,
+                            struct sbx_err *err);
+/* A fork inherits its parent's policy. */
+int store_egress_policy_copy(struct store *s, const char *from_id, const char *to_id,
+                             long long now, struct sbx_err *err);
+int store_egress_log_insert(struct store *s, const struct store_egress_conn *c, long long *id,
+                            struct sbx_err *err);
+int store_egress_log_finish(struct store *s, long long id, long long bytes_up,
+                            long long bytes_down, long long ended_at_ms, const char *verdict,
+                            const char *reason, struct sbx_err *err);
+/* At start: connections left open by a previous daemon end, "interrupted". */
+int store_egress_log_interrupt(struct store *s, long long now_ms, struct sbx_err *err);
+typedef void (*store_egress_cb)(const struct store_egress_conn *c, void *data);
+/* Newest first; before_id 0: from the newest. */
+int store_egress_log_query(struct store *s, const char *sandbox_id, long long before_id,
+                           int limit, store_egress_cb cb, void *data, struct sbx_err *err);
+
 #endif

@@ -1,0 +1,1074 @@
+#include "proxy.h"
+
+#include <errno.h>
+#include <http_parser.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "../../common/util.h"
+#include "../../proto/proto.h"
+#include "../manager.h"
+#include "resolve.h"
+#include "sni.h"
+
+enum conn_state {
+    ST_HEAD,       /* reading the client's request head */
+    ST_RESOLVING,  /* waiting for the resolver */
+    ST_CONNECTING, /* non-blocking connect to a validated address */
+    ST_SNI,        /* CONNECT answered 200: waiting for the ClientHello */
+    ST_TUNNEL,     /* relaying both ways */
+    ST_CLOSING,    /* refused or finished: waiting for the agent's EXIT */
+};
+
+struct header {
+    uint32_t name_off, name_len, value_off, value_len;
+};
+
+struct egress_proxy {
+    struct loop *loop;
+    struct store *store;
+    struct egress_resolver *resolver;
+    struct egress_operator *op; /* NULL: no operator policy */
+    struct egress_conn *conns;
+};
+
+struct egress_conn {
+    struct egress_proxy *px;
+    struct chan_stream *st;
+    struct sandbox *sb;
+    enum conn_state state;
+    long long started_ms;
+    long long log_id; /* 0 until logged */
+    bool logged_final;
+
+    /* The request head, parsed in place: headers point into head[]. */
+    http_parser parser;
+    uint8_t head[EGRESS_HEAD_MAX];
+    size_t head_len;
+    uint32_t url_off, url_len;
+    struct header headers[EGRESS_HEADERS_MAX];
+    unsigned nheaders;
+    bool in_value; /* the last callback was a header value */
+    bool head_done;
+
+    char method[16];
+    bool is_connect;
+    char host[EGRESS_HOST_MAX + 1];
+    unsigned port;
+    char *target; /* plain HTTP: the origin-form request target */
+
+    struct egress_lookup *lookup;
+    struct egress_addr addrs[EGRESS_RESOLVE_MAX_ADDRS];
+    size_t naddrs, next_addr;
+    char address[EGRESS_ADDR_STR_MAX];
+
+    int ufd;
+    struct loop_watch *uw;
+    uint32_t uevents;
+    struct loop_timer *timer;
+
+    /* client -> upstream: bytes not yet written; the first `precredited` of them were
+     * credited already (they came with the head). */
+    uint8_t *up;
+    size_t up_off, up_len, precredited;
+    uint64_t up_window; /* what the agent may still send us on channel 1 */
+    /* upstream -> client */
+    uint64_t down_window;
+    bool client_eof, upstream_eof, down_eof_sent, upstream_shut;
+    long long bytes_up, bytes_down;
+
+    char verdict[16];
+    char reason[192];
+    struct egress_conn *next;
+};
+
+/* --- bookkeeping -------------------------------------------------------------------- */
+
+static unsigned count_for(struct egress_proxy *px, const struct sandbox *sb)
+{
+    unsigned n = 0;
+    for (struct egress_conn *c = px->conns; c; c = c->next)
+        n += c->sb == sb;
+    return n;
+}
+
+static void set_verdict(struct egress_conn *c, const char *verdict, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void set_verdict(struct egress_conn *c, const char *verdict, const char *fmt, ...)
+{
+    snprintf(c->verdict, sizeof(c->verdict), "%s", verdict);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->reason, sizeof(c->reason), fmt, ap);
+    va_end(ap);
+}
+
+/* The log row: written when the verdict is known, finished when the connection ends.
+ * A failed write is not the client's problem: the connection goes on unlogged. */
+static void log_write(struct egress_conn *c, bool final)
+{
+    struct sbx_err err = {0};
+    long long now = sbx_wall_ms();
+    if (c->logged_final)
+        return;
+    if (!c->log_id) {
+        struct store_egress_conn row = {
+            .sandbox_id = c->sb->rec.id,
+            .method = c->method[0] ? c->method : "-",
+            .host = c->host,
+            .address = c->address,
+            .port = c->port,
+            .bytes_up = c->bytes_up,
+            .bytes_down = c->bytes_down,
+            .started_at_ms = c->started_ms,
+            .ended_at_ms = final ? now : 0,
+            .verdict = c->verdict[0] ? c->verdict : "error",
+            .reason = c->reason,
+        };
+        (void)store_egress_log_insert(c->px->store, &row, &c->log_id, &err);
+    } else if (final) {
+        (void)store_egress_log_finish(c->px->store, c->log_id, c->bytes_up, c->bytes_down, now,
+                                      c->verdict, c->reason, &err);
+    }
+    c->logged_final = final;
+}
+
+static void stop_timer(struct egress_conn *c)
+{
+    if (c->timer)
+        loop_timer_cancel(c->px->loop, c->timer);
+    c->timer = NULL;
+}
+
+static void close_upstream(struct egress_conn *c)
+{
+    if (c->uw)
+        loop_watch_del(c->px->loop, c->uw);
+    c->uw = NULL;
+    c->uevents = 0;
+    if (c->ufd >= 0)
+        close(c->ufd);
+    c->ufd = -1;
+}
+
+static void conn_free(struct egress_conn *c)
+{
+    for (struct egress_conn **p = &c->px->conns; *p; p = &(*p)->next) {
+        if (*p == c) {
+            *p = c->next;
+            break;
+        }
+    }
+    log_write(c, true);
+    stop_timer(c);
+    egress_lookup_cancel(c->lookup);
+    close_upstream(c);
+    free(c->target);
+    free(c->up);
+    free(c);
+}
+
+static void on_linger(struct loop *l, void *data);
+
+/* Stop relaying; the agent ends the stream (EXIT) once the client is gone. */
+static void conn_close(struct egress_conn *c)
+{
+    struct sbx_err err = {0};
+    close_upstream(c);
+    egress_lookup_cancel(c->lookup);
+    c->lookup = NULL;
+    log_write(c, true);
+    c->state = ST_CLOSING;
+    if (!c->down_eof_sent) {
+        c->down_eof_sent = true;
+        (void)channel_send_eof(c->st, PROTO_CH_STDIN, &err);
+    }
+    stop_timer(c);
+    c->timer = loop_timer_add(c->px->loop, EGRESS_LINGER_MS, on_linger, c);
+}
+
+/* Cut it now: the client does not get to read anything more. */
+static void conn_abort(struct egress_conn *c)
+{
+    struct sbx_err err = {0};
+    conn_close(c);
+    stop_timer(c);
+    (void)channel_signal(c->st, 9, &err);
+}
+
+static void on_linger(struct loop *l, void *data)
+{
+    struct egress_conn *c = data;
+    c->timer = NULL;
+    struct sbx_err err = {0};
+    (void)channel_signal(c->st, 9, &err);
+}
+
+static void send_down(struct egress_conn *c, const void *buf, size_t len)
+{
+    struct sbx_err err = {0};
+    if (channel_send(c->st, PROTO_CH_STDIN, buf, len, &err) == 0)
+        c->down_window = c->down_window > len ? c->down_window - len : 0;
+}
+
+/* Refuse with an HTTP answer the client can read. */
+static void refuse(struct egress_conn *c, unsigned status, const char *verdict, const char *code,
+                   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static void refuse(struct egress_conn *c, unsigned status, const char *verdict, const char *code,
+                   const char *fmt, ...)
+{
+    if (c->state == ST_CLOSING)
+        return;
+    char msg[160];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    set_verdict(c, verdict, "%s: %s", code, msg);
+    const char *text = status == 403   ? "Forbidden"
+                       : status == 400 ? "Bad Request"
+                       : status == 408 ? "Request Timeout"
+                       : status == 502 ? "Bad Gateway"
+                       : status == 504 ? "Gateway Timeout"
+                                       : "Error";
+    char body[256];
+    int blen = snprintf(body, sizeof(body), "sbx egress proxy: %s: %s\n", code, msg);
+    char resp[512];
+    int n = snprintf(resp, sizeof(resp),
+                     "HTTP/1.1 %u %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                     "X-Sbx-Egress-Reason: %s\r\nConnection: close\r\nContent-Length: %d\r\n"
+                     "\r\n%s",
+                     status, text, code, blen, body);
+    if (n > 0)
+        send_down(c, resp, (size_t)n < sizeof(resp) ? (size_t)n : sizeof(resp) - 1);
+    conn_close(c);
+}
+
+/* --- upstream I/O ------------------------------------------------------------------- */
+
+static void upstream_update(struct egress_conn *c);
+
+static void credit_up(struct egress_conn *c, size_t written)
+{
+    size_t pre = written < c->precredited ? written : c->precredited;
+    c->precredited -= pre;
+    size_t n = written - pre;
+    if (n) {
+        struct sbx_err err = {0};
+        c->up_window += n;
+        (void)channel_credit(c->st, PROTO_CH_STDOUT, (uint32_t)n, &err);
+    }
+}
+
+static void flush_up(struct egress_conn *c)
+{
+    while (c->ufd >= 0 && c->up_off < c->up_len) {
+        ssize_t n = write(c->ufd, c->up + c->up_off, c->up_len - c->up_off);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN)
+                break;
+            set_verdict(c, "allowed", "upstream_write_failed: %s", strerror(errno));
+            conn_close(c);
+            return;
+        }
+        c->up_off += (size_t)n;
+        c->bytes_up += n;
+        credit_up(c, (size_t)n);
+    }
+    if (c->up_off == c->up_len) {
+        c->up_off = c->up_len = 0;
+        if (c->client_eof && !c->upstream_shut && c->ufd >= 0) {
+            c->upstream_shut = true;
+            (void)shutdown(c->ufd, SHUT_WR);
+        }
+    }
+}
+
+static void read_upstream(struct egress_conn *c)
+{
+    static uint8_t buf[PROTO_MAX_PAYLOAD];
+    while (c->ufd >= 0 && !c->upstream_eof && c->down_window > 0 && !channel_congested(c->st)) {
+        size_t want = c->down_window < sizeof(buf) ? (size_t)c->down_window : sizeof(buf);
+        ssize_t n = read(c->ufd, buf, want);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            return;
+        if (n <= 0) {
+            struct sbx_err err = {0};
+            c->upstream_eof = true;
+            c->down_eof_sent = true;
+            (void)channel_send_eof(c->st, PROTO_CH_STDIN, &err);
+            return;
+        }
+        c->bytes_down += n;
+        send_down(c, buf, (size_t)n);
+        if ((size_t)n < want)
+            return; /* drained for now: let epoll say when there is more */
+    }
+}
+
+static void upstream_cb(struct loop *l, int fd, uint32_t events, void *data)
+{
+    struct egress_conn *c = data;
+    if (c->state != ST_TUNNEL)
+        return;
+    if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))
+        flush_up(c);
+    if (c->state == ST_TUNNEL && (events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+        read_upstream(c);
+    if (c->state == ST_TUNNEL)
+        upstream_update(c);
+}
+
+/* Watch for what we can act on: writable while bytes wait, readable while the agent
+ * has window and the channel is not congested. */
+static void upstream_update(struct egress_conn *c)
+{
+    if (c->ufd < 0)
+        return;
+    uint32_t ev = 0;
+    if (c->up_off < c->up_len)
+        ev |= EPOLLOUT;
+    if (!c->upstream_eof && c->down_window > 0 && !channel_congested(c->st))
+        ev |= EPOLLIN;
+    if (ev == c->uevents && c->uw)
+        return;
+    if (c->uw)
+        loop_watch_del(c->px->loop, c->uw);
+    c->uw = NULL;
+    c->uevents = ev;
+    /* No watch at all while idle: epoll would still report EPOLLHUP. */
+    if (ev && loop_watch_add(c->px->loop, c->ufd, ev, upstream_cb, c, &c->uw) < 0) {
+        set_verdict(c, "error", "internal: watching the upstream socket");
+        conn_close(c);
+    }
+}
+
+static void up_append(struct egress_conn *c, const uint8_t *p, size_t n)
+{
+    if (c->up_off > 0 && c->up_off == c->up_len)
+        c->up_off = c->up_len = 0;
+    c->up = sbx_xrealloc(c->up, c->up_len + n);
+    memcpy(c->up + c->up_len, p, n);
+    c->up_len += n;
+}
+
+static void start_tunnel(struct egress_conn *c)
+{
+    stop_timer(c);
+    c->state = ST_TUNNEL;
+    flush_up(c);
+    if (c->state == ST_TUNNEL) {
+        read_upstream(c);
+        upstream_update(c);
+    }
+}
+
+/* --- SNI ------------------------------------------------------------------------------ */
+
+static void sni_refuse(struct egress_conn *c, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void sni_refuse(struct egress_conn *c, const char *code, const char *fmt, ...)
+{
+    char msg[160];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    set_verdict(c, "denied", "%s: %s", code, msg);
+    /* The 200 is already out: the client hears a TLS fatal alert, access_denied. */
+    static const uint8_t alert[] = {0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 49};
+    send_down(c, alert, sizeof(alert));
+    conn_close(c);
+}
+
+static void check_sni(struct egress_conn *c)
+{
+    char name[SNI_NAME_MAX + 1];
+    int r = sni_parse(c->up + c->up_off, c->up_len - c->up_off, name);
+    if (r == 1) {
+        if (c->up_len - c->up_off < SNI_RECORD_MAX)
+            return;
+        r = -EPROTO;
+    }
+    if (r == -ENOENT) {
+        sni_refuse(c, "sni_missing", "the TLS ClientHello names no server (SNI)");
+        return;
+    }
+    if (r < 0) {
+        sni_refuse(c, "sni_unreadable", "the tunnel does not start with a TLS ClientHello");
+        return;
+    }
+    char norm[EGRESS_HOST_MAX + 1];
+    struct sbx_err err = {0};
+    if (egress_host_normalise(name, strlen(name), norm, &err) < 0 || strcmp(norm, c->host)) {
+        sni_refuse(c, "sni_mismatch", "TLS SNI %.64s does not match CONNECT %s", name, c->host);
+        return;
+    }
+    start_tunnel(c);
+}
+
+static void on_sni_timeout(struct loop *l, void *data)
+{
+    struct egress_conn *c = data;
+    c->timer = NULL;
+    sni_refuse(c, "sni_timeout", "no TLS ClientHello within %d ms", EGRESS_SNI_TIMEOUT_MS);
+}
+
+/* --- connecting ----------------------------------------------------------------------- */
+
+static void try_connect(struct egress_conn *c);
+
+static void connected(struct egress_conn *c)
+{
+    loop_watch_del(c->px->loop, c->uw);
+    c->uw = NULL;
+    c->uevents = 0;
+    stop_timer(c);
+    set_verdict(c, "allowed", "ok");
+    log_write(c, false);
+    if (c->is_connect) {
+        static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+        send_down(c, ok, sizeof(ok) - 1);
+        c->state = ST_SNI;
+        c->timer = loop_timer_add(c->px->loop, EGRESS_SNI_TIMEOUT_MS, on_sni_timeout, c);
+        if (c->up_len > c->up_off)
+            check_sni(c);
+        return;
+    }
+    /* Plain HTTP: the origin-form request, without hop-by-hop headers, one request per
+     * connection (the upstream closes after its answer). */
+    static const char *const hop[] = {"connection", "proxy-connection", "keep-alive",
+                                      "proxy-authorization", "proxy-authenticate", "te",
+                                      "trailer", "upgrade", "host"};
+    size_t cap = c->head_len + EGRESS_HOST_MAX + strlen(c->target) + 128;
+    char *req = sbx_xmalloc(cap);
+    size_t n = (size_t)snprintf(req, cap, "%s %s HTTP/1.1\r\nHost: %s", c->method, c->target,
+                                c->host);
+    if (c->port != 80)
+        n += (size_t)snprintf(req + n, cap - n, ":%u", c->port);
+    n += (size_t)snprintf(req + n, cap - n, "\r\n");
+    for (unsigned i = 0; i < c->nheaders; i++) {
+        const struct header *h = &c->headers[i];
+        bool skip = false;
+        for (size_t k = 0; k < SBX_ARRAY_SIZE(hop) && !skip; k++)
+            skip = h->name_len == strlen(hop[k]) &&
+                   !strncasecmp((const char *)c->head + h->name_off, hop[k], h->name_len);
+        if (skip)
+            continue;
+        n += (size_t)snprintf(req + n, cap - n, "%.*s: %.*s\r\n", (int)h->name_len,
+                              (const char *)c->head + h->name_off, (int)h->value_len,
+                              (const char *)c->head + h->value_off);
+    }
+    n += (size_t)snprintf(req + n, cap - n, "Connection: close\r\n\r\n");
+    /* The rewritten head goes before the body bytes already buffered; it was credited
+     * with the head, so it counts as precredited. */
+    uint8_t *nb = sbx_xmalloc(n + c->up_len - c->up_off);
+    memcpy(nb, req, n);
+    memcpy(nb + n, c->up + c->up_off, c->up_len - c->up_off);
+    c->up_len = n + c->up_len - c->up_off;
+    c->up_off = 0;
+    c->precredited += n;
+    free(c->up);
+    c->up = nb;
+    free(req);
+    start_tunnel(c);
+}
+
+static void connect_cb(struct loop *l, int fd, uint32_t events, void *data)
+{
+    struct egress_conn *c = data;
+    int soerr = 0;
+    socklen_t sl = sizeof(soerr);
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
+        soerr = errno;
+    if (soerr) {
+        set_verdict(c, "error", "connect_failed: %s", strerror(soerr));
+        close_upstream(c);
+        try_connect(c);
+        return;
+    }
+    connected(c);
+}
+
+static void on_connect_timeout(struct loop *l, void *data)
+{
+    struct egress_conn *c = data;
+    c->timer = NULL;
+    refuse(c, 504, "error", "connect_timeout", "%s (%s) did not answer in %d ms", c->host,
+           c->address, EGRESS_CONNECT_TIMEOUT_MS);
+}
+
+/* Dial the next validated address; refuse when none is left. */
+static void try_connect(struct egress_conn *c)
+{
+    while (c->next_addr < c->naddrs) {
+        const struct egress_addr *a = &c->addrs[c->next_addr++];
+        egress_addr_format(a, c->address);
+        struct sockaddr_storage ss = {0};
+        socklen_t sl;
+        if (a->family == AF_INET) {
+            struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+            s4->sin_family = AF_INET;
+            s4->sin_port = htons((uint16_t)c->port);
+            memcpy(&s4->sin_addr, a->b, 4);
+            sl = sizeof(*s4);
+        } else {
+            struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+            s6->sin6_family = AF_INET6;
+            s6->sin6_port = htons((uint16_t)c->port);
+            memcpy(&s6->sin6_addr, a->b, 16);
+            sl = sizeof(*s6);
+        }
+        c->ufd = socket(a->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (c->ufd < 0) {
+            set_verdict(c, "error", "connect_failed: %s", strerror(errno));
+            continue;
+        }
+        int one = 1;
+        (void)setsockopt(c->ufd, IPPROTO_TCP, 1 /* TCP_NODELAY */, &one, sizeof(one));
+        if (connect(c->ufd, (struct sockaddr *)&ss, sl) == 0 || errno == EINPROGRESS) {
+            c->state = ST_CONNECTING;
+            if (loop_watch_add(c->px->loop, c->ufd, EPOLLOUT, connect_cb, c, &c->uw) < 0) {
+                close_upstream(c);
+                continue;
+            }
+            c->uevents = EPOLLOUT;
+            if (!c->timer)
+                c->timer =
+                    loop_timer_add(c->px->loop, EGRESS_CONNECT_TIMEOUT_MS, on_connect_timeout, c);
+            return;
+        }
+        set_verdict(c, "error", "connect_failed: %s", strerror(errno));
+        close_upstream(c);
+    }
+    stop_timer(c);
+    const char *why = c->reason[0] ? c->reason : "connect_failed";
+    char msg[192];
+    snprintf(msg, sizeof(msg), "%s", why);
+    refuse(c, 502, "error", "connect_failed", "%s: %s", c->host, msg);
+}
+
+/* --- the decision --------------------------------------------------------------------- */
+
+static void resolved(void *data, int status, const struct egress_addr *addrs, size_t n)
+{
+    struct egress_conn *c = data;
+    c->lookup = NULL;
+    stop_timer(c);
+    if (status < 0) {
+        refuse(c, 502, "error", "dns_failed", "%s does not resolve (%s)", c->host,
+               status == -ENOENT ? "no such name" : strerror(-status));
+        return;
+    }
+    bool host_ok = egress_operator_host_allowed(c->px->op, c->host);
+    const char *first_why = NULL;
+    char first_addr[EGRESS_ADDR_STR_MAX] = "";
+    for (size_t i = 0; i < n; i++) {
+        const char *why = egress_resolver_addr_check(c->px->resolver, &addrs[i], c->port);
+        if (!why)
+            why = egress_operator_addr_check(c->px->op, host_ok, &addrs[i]);
+        if (!why) {
+            c->addrs[c->naddrs++] = addrs[i];
+            continue;
+        }
+        if (!first_why) {
+            first_why = why;
+            egress_addr_format(&addrs[i], first_addr);
+        }
+    }
+    if (c->naddrs == 0) {
+        snprintf(c->address, sizeof(c->address), "%s", first_addr);
+        bool operator = !strncmp(first_why, "operator_", 9);
+        refuse(c, 403, "denied", operator ? first_why : "blocked_address",
+               "%s resolves to %s (%s)", c->host, first_addr, first_why);
+        return;
+    }
+    c->reason[0] = '\0';
+    try_connect(c);
+}
+
+static void on_resolve_timeout(struct loop *l, void *data)
+{
+    struct egress_conn *c = data;
+    c->timer = NULL;
+    refuse(c, 504, "error", "dns_timeout", "resolving %s took longer than %d ms", c->host,
+           EGRESS_RESOLVE_TIMEOUT_MS);
+}
+
+static void decide(struct egress_conn *c)
+{
+    snprintf(c->method, sizeof(c->method), "%s",
+             http_method_str((enum http_method)c->parser.method));
+    c->is_connect = c->parser.method == HTTP_CONNECT;
+    const char *url = (const char *)c->head + c->url_off;
+    struct http_parser_url u;
+    http_parser_url_init(&u);
+    if (http_parser_parse_url(url, c->url_len, c->is_connect, &u) != 0 ||
+        !(u.field_set & (1 << UF_HOST))) {
+        refuse(c, 400, "denied", "bad_request",
+               "send CONNECT host:443 or an absolute http:// URL");
+        return;
+    }
+    if (!c->is_connect) {
+        bool http = (u.field_set & (1 << UF_SCHEMA)) && u.field_data[UF_SCHEMA].len == 4 &&
+                    !strncasecmp(url + u.field_data[UF_SCHEMA].off, "http", 4);
+        if (!http) {
+            refuse(c, 400, "denied", "bad_request",
+                   "plain requests need an absolute http:// URL (use CONNECT for https)");
+            return;
+        }
+        const char *path = "/";
+        size_t plen = 1, end = c->url_len;
+        if (u.field_set & (1 << UF_PATH)) {
+            path = url + u.field_data[UF_PATH].off;
+            plen = u.field_data[UF_PATH].len;
+        }
+        if (u.field_set & (1 << UF_QUERY))
+            end = (size_t)u.field_data[UF_QUERY].off + u.field_data[UF_QUERY].len;
+        else if (u.field_set & (1 << UF_PATH))
+            end = (size_t)u.field_data[UF_PATH].off + plen;
+        if (u.field_set & (1 << UF_PATH))
+            c->target = sbx_xasprintf("%.*s", (int)(end - u.field_data[UF_PATH].off), path);
+        else if (u.field_set & (1 << UF_QUERY))
+            c->target = sbx_xasprintf("/?%.*s", (int)u.field_data[UF_QUERY].len,
+                                      url + u.field_data[UF_QUERY].off);
+        else
+            c->target = sbx_xstrdup("/");
+    }
+    c->port = (u.field_set & (1 << UF_PORT)) ? u.port : 80;
+    struct sbx_err err = {0};
+    const char *rawhost = url + u.field_data[UF_HOST].off;
+    size_t hlen = u.field_data[UF_HOST].len;
+    snprintf(c->host, sizeof(c->host), "%.*s", (int)(hlen < EGRESS_HOST_MAX ? hlen : EGRESS_HOST_MAX),
+             rawhost);
+    char host[EGRESS_HOST_MAX + 1];
+    if (egress_host_normalise(rawhost, hlen, host, &err) < 0) {
+        refuse(c, 400, "denied", "bad_request", "%s", err.msg);
+        return;
+    }
+    snprintf(c->host, sizeof(c->host), "%s", host);
+    /* An address in any spelling: never a target of its own. Judged as an address first
+     * so the reason says what it really is. */
+    if (egress_host_is_ip(host)) {
+        struct egress_addr a;
+        if (egress_addr_parse_literal(host, &a) == 0) {
+            egress_addr_format(&a, c->address);
+            const char *cls = egress_addr_class(&a);
+            if (cls) {
+                refuse(c, 403, "denied", "blocked_address", "%s is %s (%s)", host, c->address,
+                       cls);
+                return;
+            }
+        }
+        refuse(c, 403, "denied", "ip_literal",
+               "%s is an IP address: egress allows host names only", host);
+        return;
+    }
+    unsigned want_port = c->is_connect ? 443 : 80;
+    if (c->port != want_port) {
+        refuse(c, 403, "denied", "port_not_allowed", "%s to port %u: only %s", c->method, c->port,
+               c->is_connect ? "CONNECT to port 443" : "plain HTTP to port 80");
+        return;
+    }
+    const struct egress_policy *pol = c->sb->egress;
+    if (!pol || pol->mode == EGRESS_MODE_NONE) {
+        refuse(c, 403, "denied", "egress_none", "this sandbox's egress policy is none");
+        return;
+    }
+    if (!egress_policy_allows(pol, host)) {
+        refuse(c, 403, "denied", "host_not_allowed", "%s is not in this sandbox's egress %s",
+               host, pol->mode == EGRESS_MODE_PRESET ? "preset" : "allowlist");
+        return;
+    }
+    if (!egress_operator_host_allowed(c->px->op, host) &&
+        !egress_operator_may_allow_by_address(c->px->op)) {
+        refuse(c, 403, "denied", "operator_default_deny",
+               "%s is not in the operator's allow_out", host);
+        return;
+    }
+    c->state = ST_RESOLVING;
+    stop_timer(c);
+    c->timer = loop_timer_add(c->px->loop, EGRESS_RESOLVE_TIMEOUT_MS, on_resolve_timeout, c);
+    c->lookup = egress_resolve(c->px->resolver, host, resolved, c);
+}
+
+/* --- the request head ------------------------------------------------------------- */
+
+static struct egress_conn *of_parser(http_parser *p)
+{
+    return p->data;
+}
+
+static uint32_t off_of(struct egress_conn *c, const char *at)
+{
+    return (uint32_t)((const uint8_t *)at - c->head);
+}
+
+static int on_url(http_parser *p, const char *at, size_t len)
+{
+    struct egress_conn *c = of_parser(p);
+    if (!c->url_len)
+        c->url_off = off_of(c, at);
+    c->url_len += (uint32_t)len; /* pieces are contiguous: the whole head is in head[] */
+    return 0;
+}
+
+static int on_header_field(http_parser *p, const char *at, size_t len)
+{
+    struct egress_conn *c = of_parser(p);
+    if (c->nheaders == 0 || c->in_value) {
+        if (c->nheaders == EGRESS_HEADERS_MAX)
+            return 1;
+        c->headers[c->nheaders++] = (struct header){.name_off = off_of(c, at)};
+        c->in_value = false;
+    }
+    c->headers[c->nheaders - 1].name_len += (uint32_t)len;
+    return 0;
+}
+
+static int on_header_value(http_parser *p, const char *at, size_t len)
+{
+    struct egress_conn *c = of_parser(p);
+    struct header *h = &c->headers[c->nheaders - 1];
+    if (!c->in_value) {
+        h->value_off = off_of(c, at);
+        c->in_value = true;
+    }
+    h->value_len += (uint32_t)len;
+    return 0;
+}
+
+static int on_headers_complete(http_parser *p)
+{
+    struct egress_conn *c = of_parser(p);
+    c->head_done = true;
+    http_parser_pause(p, 1);
+    return 0;
+}
+
+static const http_parser_settings parser_settings = {
+    .on_url = on_url,
+    .on_header_field = on_header_field,
+    .on_header_value = on_header_value,
+    .on_headers_complete = on_headers_complete,
+};
+
+static void head_data(struct egress_conn *c, const uint8_t *p, size_t len)
+{
+    struct sbx_err err = {0};
+    /* Head bytes are ours to bound (EGRESS_HEAD_MAX), so they are credited at once. */
+    (void)channel_credit(c->st, PROTO_CH_STDOUT, (uint32_t)len, &err);
+    size_t room = sizeof(c->head) - c->head_len;
+    size_t take = len < room ? len : room;
+    memcpy(c->head + c->head_len, p, take);
+    size_t parsed = http_parser_execute(&c->parser, &parser_settings,
+                                        (const char *)c->head + c->head_len, take);
+    c->head_len += take;
+    enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
+    if (c->head_done && (e == HPE_PAUSED || e == HPE_OK)) {
+        /* What follows the head (a body, pipelined bytes) goes upstream as it is. */
+        size_t used = c->head_len - take + parsed;
+        /* Paused in on_headers_complete, http_parser stops on the head's final LF
+         * without counting it. */
+        if (used < c->head_len && c->head[used] == '\n')
+            used++, parsed++;
+        c->head_len = used;
+        up_append(c, c->head + used, take - parsed);
+        if (len > take)
+            up_append(c, p + take, len - take);
+        c->precredited = c->up_len;
+        decide(c);
+        return;
+    }
+    if (e != HPE_OK) {
+        refuse(c, 400, "denied", "bad_request", "malformed request (%s)", http_errno_name(e));
+        return;
+    }
+    if (c->head_len == sizeof(c->head))
+        refuse(c, 400, "denied", "bad_request", "request head larger than %u bytes",
+               EGRESS_HEAD_MAX);
+}
+
+/* --- the stream ----------------------------------------------------------------------- */
+
+static void st_data(struct chan_stream *st, unsigned ch, const uint8_t *buf, size_t len,
+                    void *data)
+{
+    struct egress_conn *c = data;
+    struct sbx_err err = {0};
+    if (ch != PROTO_CH_STDOUT || len == 0)
+        return;
+    if (c->state == ST_HEAD) {
+        head_data(c, buf, len);
+        return;
+    }
+    if (c->state == ST_CLOSING) {
+        (void)channel_credit(st, PROTO_CH_STDOUT, (uint32_t)len, &err);
+        return;
+    }
+    if (len > c->up_window) {
+        set_verdict(c, "error", "window_exceeded: the agent sent more than its window");
+        conn_abort(c);
+        return;
+    }
+    c->up_window -= len;
+    up_append(c, buf, len);
+    if (c->state == ST_SNI)
+        check_sni(c);
+    else if (c->state == ST_TUNNEL) {
+        flush_up(c);
+        if (c->state == ST_TUNNEL)
+            upstream_update(c);
+    }
+}
+
+static void st_eof(struct chan_stream *st, unsigned ch, void *data)
+{
+    struct egress_conn *c = data;
+    if (ch != PROTO_CH_STDOUT)
+        return;
+    c->client_eof = true;
+    if (c->state == ST_TUNNEL) {
+        flush_up(c);
+        if (c->state == ST_TUNNEL)
+            upstream_update(c);
+    } else if (c->state != ST_CLOSING) {
+        /* The client gave up before we were through: nobody is left to answer. */
+        set_verdict(c, c->verdict[0] ? c->verdict : "error", "client_closed: before %s",
+                    c->state == ST_HEAD ? "a whole request" : "the tunnel was up");
+        conn_close(c);
+    }
+}
+
+static void st_window(struct chan_stream *st, unsigned ch, uint32_t credit, void *data)
+{
+    struct egress_conn *c = data;
+    if (ch != PROTO_CH_STDIN)
+        return;
+    c->down_window += credit;
+    if (c->state == ST_TUNNEL) {
+        read_upstream(c);
+        upstream_update(c);
+    }
+}
+
+static void st_writable(struct chan_stream *st, void *data)
+{
+    struct egress_conn *c = data;
+    if (c->state == ST_TUNNEL)
+        upstream_update(c);
+}
+
+static void st_exit(struct chan_stream *st, json_t *result, void *data)
+{
+    struct egress_conn *c = data;
+    if (!c->verdict[0])
+        set_verdict(c, "error", "client_closed: before a whole request");
+    conn_free(c);
+}
+
+static void st_error(struct chan_stream *st, const struct sbx_err *err, void *data)
+{
+    struct egress_conn *c = data;
+    if (!c->verdict[0])
+        set_verdict(c, "error", "%s", err->code);
+    conn_free(c);
+}
+
+static const struct chan_stream_ops conn_ops = {
+    .on_data = st_data,
+    .on_exit = st_exit,
+    .on_error = st_error,
+    .on_eof = st_eof,
+    .on_window = st_window,
+    .on_writable = st_writable,
+};
+
+static void on_head_timeout(struct loop *l, void *data)
+{
+    struct egress_conn *c = data;
+    c->timer = NULL;
+    refuse(c, 408, "denied", "request_timeout", "no complete request in %d ms",
+           EGRESS_HEAD_TIMEOUT_MS);
+}
+
+int egress_stream_open(struct sandbox *sb, struct chan_stream *st, json_t *request,
+                       const struct chan_stream_ops **ops, void **sdata, void *data,
+                       struct sbx_err *err)
+{
+    struct egress_proxy *px = data;
+    const char *op = json_string_value(json_object_get(request, "op"));
+    if (!px || !op || strcmp(op, "egress"))
+        return sbx_err_set(err, EINVAL, "unknown_op", "sbxd accepts only op \"egress\"");
+    if (count_for(px, sb) >= EGRESS_CONNS_PER_SANDBOX)
+        return sbx_err_set(err, EBUSY, "too_many_streams",
+                           "at most %d egress connections per sandbox",
+                           EGRESS_CONNS_PER_SANDBOX);
+    struct egress_conn *c = sbx_xcalloc(1, sizeof(*c));
+    c->px = px;
+    c->st = st;
+    c->sb = sb;
+    c->ufd = -1;
+    c->started_ms = sbx_wall_ms();
+    c->up_window = PROTO_WINDOW_INIT;
+    c->down_window = PROTO_WINDOW_INIT;
+    http_parser_init(&c->parser, HTTP_REQUEST);
+    c->parser.data = c;
+    channel_manual_credit(st);
+    c->timer = loop_timer_add(px->loop, EGRESS_HEAD_TIMEOUT_MS, on_head_timeout, c);
+    c->next = px->conns;
+    px->conns = c;
+    *ops = &conn_ops;
+    *sdata = c;
+    return 0;
+}
+
+/* --- the proxy ------------------------------------------------------------------------ */
+
+int egress_proxy_new(struct loop *l, struct store *st, const struct egress_proxy_config *cfg,
+                     struct egress_proxy **out, struct sbx_err *err)
+{
+    struct egress_proxy *px = sbx_xcalloc(1, sizeof(*px));
+    px->loop = l;
+    px->store = st;
+    int r = 0;
+    if (cfg->policy_path && *cfg->policy_path)
+        r = egress_operator_load(cfg->policy_path, &px->op, err);
+    if (r == 0)
+        r = egress_resolver_new(l, cfg->hosts_file, cfg->test_upstreams, &px->resolver, err);
+    if (r == 0)
+        r = store_egress_log_interrupt(st, sbx_wall_ms(), err);
+    if (r < 0) {
+        egress_proxy_free(px);
+        return r;
+    }
+    *out = px;
+    return 0;
+}
+
+void egress_proxy_free(struct egress_proxy *px)
+{
+    if (!px)
+        return;
+    while (px->conns) {
+        struct egress_conn *c = px->conns;
+        if (!c->logged_final && strcmp(c->verdict, "denied"))
+            set_verdict(c, c->verdict[0] ? c->verdict : "error", "daemon_stopped");
+        channel_detach(c->st);
+        conn_free(c);
+    }
+    egress_resolver_free(px->resolver);
+    egress_operator_free(px->op);
+    free(px);
+}
+
+void egress_proxy_policy_changed(struct egress_proxy *px, const char *sandbox_id)
+{
+    for (struct egress_conn *c = px->conns; c; c = c->next) {
+        if (strcmp(c->sb->rec.id, sandbox_id) || c->state == ST_CLOSING || c->state == ST_HEAD)
+            continue;
+        if (c->sb->egress && egress_policy_allows(c->sb->egress, c->host))
+            continue;
+        set_verdict(c, "allowed", "policy_changed: %s is no longer allowed", c->host);
+        conn_abort(c);
+    }
+}
+
+/* --- fetches sbxd makes itself ------------------------------------------------------------ */
+
+int egress_proxy_check_url(const struct egress_proxy *px, const struct egress_policy *policy,
+                           const char *url, char host[EGRESS_HOST_MAX + 1], struct sbx_err *err)
+{
+    struct http_parser_url u;
+    http_parser_url_init(&u);
+    size_t len = strlen(url);
+    if (http_parser_parse_url(url, len, 0, &u) != 0 || !(u.field_set & (1 << UF_HOST)) ||
+        !(u.field_set & (1 << UF_SCHEMA)) || u.field_data[UF_SCHEMA].len != 5 ||
+        strncasecmp(url + u.field_data[UF_SCHEMA].off, "https", 5))
+        return sbx_err_set(err, EINVAL, "invalid_input", "url must be an https:// URL");
+    if ((u.field_set & (1 << UF_PORT)) && u.port != 443)
+        return sbx_err_set(err, EACCES, "egress_denied", "url: only port 443 is allowed");
+    if (u.field_set & (1 << UF_USERINFO))
+        return sbx_err_set(err, EINVAL, "invalid_input", "url must not carry credentials");
+    if (egress_host_normalise(url + u.field_data[UF_HOST].off, u.field_data[UF_HOST].len, host,
+                              err) < 0)
+        return sbx_err_set(err, EINVAL, "invalid_input", "url: %s", err->msg);
+    if (egress_host_is_ip(host))
+        return sbx_err_set(err, EACCES, "egress_denied",
+                           "url: %s is an IP address: egress allows host names only", host);
+    if (!policy || !egress_policy_allows(policy, host))
+        return sbx_err_set(err, EACCES, "egress_denied",
+                           "url: %s is not allowed by this sandbox's egress policy", host);
+    if (!egress_operator_host_allowed(px->op, host) &&
+        !egress_operator_may_allow_by_address(px->op))
+        return sbx_err_set(err, EACCES, "egress_denied",
+                           "url: %s is not in the operator's allow_out", host);
+    return 0;
+}
+
+struct egress_check {
+    struct egress_proxy *px;
+    struct egress_lookup *lookup;
+    char host[EGRESS_HOST_MAX + 1];
+    unsigned port;
+    egress_checked_fn cb;
+    void *data;
+};
+
+static void check_resolved(void *data, int status, const struct egress_addr *addrs, size_t n)
+{
+    struct egress_check *k = data;
+    struct sbx_err err = {0};
+    if (status < 0) {
+        sbx_err_set(&err, -status, "egress_denied", "%s does not resolve", k->host);
+        k->cb(k->data, -status ? status : -ENOENT, NULL, &err);
+        free(k);
+        return;
+    }
+    bool host_ok = egress_operator_host_allowed(k->px->op, k->host);
+    for (size_t i = 0; i < n; i++) {
+        if (!egress_resolver_addr_check(k->px->resolver, &addrs[i], k->port) &&
+            !egress_operator_addr_check(k->px->op, host_ok, &addrs[i])) {
+            k->cb(k->data, 0, &addrs[i], NULL);
+            free(k);
+            return;
+        }
+    }
+    sbx_err_set(&err, EACCES, "egress_denied", "%s resolves only to addresses egress refuses",
+                k->host);
+    k->cb(k->data, -EACCES, NULL, &err);
+    free(k);
+}
+
+struct egress_check *egress_proxy_resolve_checked(struct egress_proxy *px, const char *host,
+                                                  unsigned port, egress_checked_fn cb,
+                                                  void *data)
+{
+    struct egress_check *k = sbx_xcalloc(1, sizeof(*k));
+    k->px = px;
+    snprintf(k->host, sizeof(k->host), "%s", host);
+    k->port = port;
+    k->cb = cb;
+    k->data = data;
+    k->lookup = egress_resolve(px->resolver, host, check_resolved, k);
+    return k;
+}
+
+void egress_check_cancel(struct egress_check *k)
+{
+    if (!k)
+        return;
+    egress_lookup_cancel(k->lookup);
+    free(k);
+}

@@ -7,10 +7,10 @@
 #include <errno.h>
 #include <string.h>
 
-#include "../../common/text.h"
 #include "../../common/util.h"
 #include "../../proto/proto.h"
 #include "../http/server.h"
+#include "../textchunk.h"
 #include "../kernel.h"
 #include "../sbxd.h"
 #include "api.h"
@@ -23,6 +23,7 @@ struct run_req {
     struct kernel_params params;
     struct kernel_run *run;
     bool sse;
+    struct utf8_carry carry[2];
 };
 
 static void run_req_free(struct run_req *x)
@@ -37,15 +38,20 @@ static void on_output(unsigned ch, const uint8_t *buf, size_t len, void *data)
     if (!x->sse || !x->req)
         return;
     const char *type = ch == PROTO_CH_STDOUT ? "stdout" : "stderr";
-    json_t *ev;
-    if (sbx_utf8_valid((const char *)buf, len)) {
-        ev = json_pack("{s:s,s:s%}", "type", type, "data", (const char *)buf, len);
-    } else {
-        /* Not UTF-8 on its own (binary, or a character cut at a read boundary). */
-        _cleanup_free_ char *b64 = sbx_base64_encode(buf, len);
-        ev = json_pack("{s:s,s:s,s:s}", "type", type, "data", b64, "encoding", "base64");
+    json_t *ev = textchunk_event(&x->carry[ch == PROTO_CH_STDOUT ? 0 : 1], type, buf, len, false);
+    if (ev)
+        (void)http_sse_event(x->req, ev);
+}
+
+/* What a cut character held back at the end of a stream. */
+static void flush_output(struct run_req *x)
+{
+    static const char *const types[] = {"stdout", "stderr"};
+    for (int i = 0; i < 2; i++) {
+        json_t *ev = textchunk_event(&x->carry[i], types[i], NULL, 0, true);
+        if (ev)
+            (void)http_sse_event(x->req, ev);
     }
-    (void)http_sse_event(x->req, ev);
 }
 
 static void on_display(json_t *output, void *data)
@@ -64,6 +70,7 @@ static void on_done(json_t *answer, const struct sbx_err *err, void *data)
     x->run = NULL;
     if (x->req && x->sse) {
         json_t *ev;
+        flush_output(x);
         if (err) {
             ev =
                 json_pack("{s:s,s:s,s:s}", "type", "error", "code", err->code, "message", err->msg);

@@ -493,6 +493,13 @@ class Shared:
             self.cache[name] = fn(self.get())
         return self.cache[name]
 
+    def client(self, user="admin"):
+        """A client for the admin, or for a member user whose sandbox key is made once."""
+        if user == "admin":
+            return self.get().client()
+        k = self.once("key:" + user, lambda d: d.client().create_key(user))
+        return self.get().client(k["key"])
+
     def forget(self, name):
         self.cache.pop(name, None)
 

@@ -13,11 +13,7 @@ def teardown_module():
     D.close()
 
 
-def client(user="admin"):
-    if user == "admin":
-        return D.get().client()
-    k = D.once("key:" + user, lambda d: d.client().create_key(user))
-    return D.get().client(k["key"])
+client = D.client
 
 
 def sandbox():

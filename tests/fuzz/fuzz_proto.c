@@ -15,15 +15,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fuzz.h"
 #include "../../src/proto/proto.h"
 
-#define REQUIRE(c)                                                                                 \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "invariant failed: %s (%s:%d)\n", #c, __FILE__, __LINE__);             \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
 
 struct ref_frame {
     size_t off; /* of the header in the input */

@@ -9,17 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "../../src/daemon/exec.h"
 #include "../../src/daemon/http/errors.h"
 #include "../../src/daemon/manager.h"
 
-#define REQUIRE(c)                                                                                 \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "invariant failed: %s (%s:%d)\n", #c, __FILE__, __LINE__);             \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
 
 static void refused_with_4xx(const struct sbx_err *err)
 {

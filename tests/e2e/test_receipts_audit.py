@@ -146,3 +146,19 @@ def test_verify_finds_edited_reordered_and_deleted_entries():
     v = admin.ok("GET", "/v1/audit/verify")
     assert v["ok"] is False and "removed" in v["reason"], v
     con.close()
+
+
+def test_file_transfers_and_artifacts_are_audited():
+    c = client("ivan")
+    sid = c.create_sandbox()["id"]
+    assert c.request("PUT", "/v1/sandboxes/%s/files/out/a.txt" % sid, raw=b"hello").status == 200
+    assert c.request("GET", "/v1/sandboxes/%s/files/out/a.txt" % sid).raw == b"hello"
+    arts = c.ok("GET", "/v1/sandboxes/%s/artifacts" % sid)["data"]
+    assert len(arts) == 1 and arts[0].get("url")
+    got = entries(c, sandbox_id=sid)["data"]
+    actions = [e["action"] for e in got]
+    for want in ("file.upload", "file.download", "artifact.list"):
+        assert want in actions, actions
+    listed = [e for e in got if e["action"] == "artifact.list"][0]
+    assert listed["details"]["count"] == 1 and listed["user"] == "ivan"
+    c.delete_sandbox(sid)

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "../../common/util.h"
+#include "../audit.h"
 #include "../artifacts.h"
 #include "../http/server.h"
 #include "../jobs.h"
@@ -70,6 +71,10 @@ void api_artifacts_collect(struct sbxd *d, struct sandbox *sb, artifacts_ready_f
 
 struct list_req {
     struct http_req *req; /* NULL once the client went away */
+    struct store *store;
+    struct auth_identity who;
+    char request_id[HTTP_REQUEST_ID_LEN + 1];
+    char sandbox_id[STORE_ID_MAX + 1];
 };
 
 static void list_abort(struct http_req *req, void *data)
@@ -81,6 +86,9 @@ static void list_abort(struct http_req *req, void *data)
 static void list_ready(json_t *artifacts, const struct sbx_err *err, void *data)
 {
     struct list_req *l = data;
+    audit_record(l->store, &l->who, NULL, l->request_id, "artifact.list", l->sandbox_id,
+                 err ? err->code : "ok",
+                 err ? NULL : json_pack("{s:I}", "count", (json_int_t)json_array_size(artifacts)));
     if (l->req) {
         if (err)
             http_respond_error(l->req, err);
@@ -102,6 +110,10 @@ void api_artifacts_list(struct sbxd *d, struct http_req *req)
     }
     struct list_req *l = sbx_xcalloc(1, sizeof(*l));
     l->req = req;
+    l->store = d->store;
+    l->who = *http_req_identity(req);
+    snprintf(l->request_id, sizeof(l->request_id), "%s", http_req_id(req));
+    snprintf(l->sandbox_id, sizeof(l->sandbox_id), "%s", sb->rec.id);
     http_req_suspend(req, list_abort, l);
     api_artifacts_collect(d, sb, list_ready, l);
 }
@@ -132,5 +144,9 @@ void api_artifacts_download(struct sbxd *d, struct http_req *req)
     curl_free(enc);
     http_req_add_header(req, "Content-Disposition", disp);
     http_req_add_header(req, "x-sbx-sha256", sha);
+    /* Signed links need no key: the entry names the sandbox and the link, not a caller. */
+    audit_record(d->store, NULL, "link", http_req_id(req), "artifact.download",
+                 http_req_param(req, 0), "ok",
+                 json_pack("{s:s,s:s,s:I}", "path", path, "sha256", sha, "size", (json_int_t)size));
     http_respond_fd(req, 200, fd, size, "application/octet-stream");
 }

@@ -136,6 +136,9 @@ void api_files_get(struct sbxd *d, struct http_req *req)
         http_respond_error(req, &err);
         return;
     }
+    audit_record(d->store, http_req_identity(req), NULL, http_req_id(req), "file.download",
+                 http_req_param(req, 0), "ok",
+                 json_pack("{s:s,s:I}", "path", path, "size", (json_int_t)size));
     http_respond_fd(req, 200, fd, size, "application/octet-stream");
 }
 

@@ -24,12 +24,13 @@ build() { # target sources...
     mkdir -p "$out/corpus/$t" "$out/crashes/$t"
     # shellcheck disable=SC2086
     $CC $CFLAGS $(pkg-config --cflags $PKGS) -o "$out/$t" "tests/fuzz/$t.c" "$@" \
-        $(pkg-config --libs $PKGS) -lpthread
+        $(pkg-config --libs $PKGS) -lhttp_parser -lpthread
 }
 
 build fuzz_proto src/proto/proto.c src/common/util.c
 # shellcheck disable=SC2086
 build fuzz_requests $daemon_srcs
+build fuzz_sni src/daemon/egress/sni.c
 
 # A few well-formed seeds for each corpus.
 python3 - "$out/corpus" <<'PY'
@@ -50,6 +51,12 @@ seeds = {
     "code": b'{"language":"python","code":"print(1)","ttl_seconds":60,"template":"base"}',
     "bad": b'{"shell":1,"ttl_seconds":0,"env":{"SBX_X":"1"},"backend":"v1"}',
   },
+  "fuzz_sni": {
+    # A TLS 1.2 ClientHello naming pypi.org, and one without extensions.
+    "hello": bytes.fromhex("160301003c010000380303" + "11" * 32 + "000002130101000011"
+                           "0000000d000b000008707970692e6f7267"),
+    "noext": bytes.fromhex("160301002f0100002b0303" + "11" * 32 + "00000213010100"),
+  },
 }
 for target, files in seeds.items():
     d = os.path.join(root, target)
@@ -60,7 +67,7 @@ for target, files in seeds.items():
             f.write(body)
 PY
 
-for t in fuzz_proto fuzz_requests; do
+for t in fuzz_proto fuzz_requests fuzz_sni; do
     echo "fuzzing $t for ${secs}s"
     "$out/$t" -max_total_time="$secs" -max_len=262144 -timeout=10 -rss_limit_mb=2048 \
         -print_final_stats=1 -artifact_prefix="$out/crashes/$t/" "$out/corpus/$t"

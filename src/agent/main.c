@@ -13,6 +13,7 @@
  *   kernel.c  ops "kernel_run", "kernel_reset", "kernel_interrupt" (the Python kernel)
  *   egress.c  the proxy listener on 127.0.0.1: one agent-opened stream per connection
  *   pty.c     ops "pty_*": terminals (WebSocket terminals, exec_command sessions)
+ *   tcpconn.c op "tcp_connect": preview traffic to a port on the sandbox's loopback
  *
  * To add an op: write its open function (validate, start, register a struct
  * stream with its stream_ops) and add a row to agent_ops below. */
@@ -39,6 +40,7 @@
 #include "kernel.h"
 #include "seccomp.h"
 #include "stream.h"
+#include "tcpconn.h"
 
 typedef int (*agent_open_fn)(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err);
 
@@ -64,6 +66,7 @@ static const struct agent_op {
     {"pty_read", pty_read_open},
     {"pty_resize", pty_resize_open},
     {"pty_kill", pty_kill_open},
+    {"tcp_connect", tcpconn_open},
 };
 
 _Noreturn void agent_die(struct agent *a, int code, const char *fmt, ...)

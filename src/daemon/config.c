@@ -59,6 +59,28 @@ static char **split_list(const char *v)
     return out;
 }
 
+/* SBX_PREVIEW_RESERVED_PORTS: ports no preview link may name ("" reserves none). */
+static int preview_ports(struct sbxd_config *cfg, struct sbx_err *err)
+{
+    const char *v = getenv("SBX_PREVIEW_RESERVED_PORTS");
+    char **list = split_list(v ? v : "8080");
+    int r = 0;
+    for (char **p = list; *p; p++) {
+        char *end;
+        errno = 0;
+        unsigned long n = strtoul(*p, &end, 10);
+        if (!r && (errno || *end || n == 0 || n > 65535))
+            r = sbx_err_set(err, EINVAL, "invalid_config",
+                            "SBX_PREVIEW_RESERVED_PORTS must be a comma-separated list of ports");
+        cfg->preview_reserved =
+            sbx_xrealloc(cfg->preview_reserved, (cfg->npreview_reserved + 1) * sizeof(unsigned));
+        cfg->preview_reserved[cfg->npreview_reserved++] = (unsigned)n;
+        free(*p);
+    }
+    free(list);
+    return r;
+}
+
 static char *beside_self(const char *name)
 {
     char self[PATH_MAX];
@@ -114,6 +136,12 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
         (r = env_num("SBX_TEST_TICKET_TTL_MS", 120000, 1, 120000, &cfg->ticket_ttl_ms, err)) < 0)
         return r;
     cfg->terminal_origins = split_list(getenv("SBX_TERMINAL_ORIGINS"));
+    cfg->preview_listen = env_or("SBX_PREVIEW_LISTEN", "127.0.0.1:8788");
+    const char *pd = getenv("SBX_PREVIEW_DOMAIN");
+    cfg->preview_domain = pd && *pd ? sbx_xstrdup(pd) : NULL;
+    cfg->preview_scheme = env_or("SBX_PREVIEW_SCHEME", "https");
+    if ((r = preview_ports(cfg, err)) < 0)
+        return r;
     cfg->clamav_db = env_or("SBX_CLAMAV_DB", "/var/lib/clamav");
     const char *sig = getenv("SBX_SIGNATURES");
     cfg->signatures = sig && *sig ? sbx_xstrdup(sig) : beside_self("../share/signatures/sbx.ndb");
@@ -147,7 +175,8 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
                    "SBX_MAX_PER_KEY SBX_MAX_PER_USER SBX_WORKSPACE_MB SBX_ARTIFACT_URL_TTL "
                    "SBX_PUBLIC_URL SBX_CLAMAV_DB SBX_SIGNATURES SBX_LLM_URL SBX_LLM_API_KEY "
                    "SBX_LLM_MODEL SBX_TERMINAL_ORIGINS SBX_TERMINAL_IDLE_SECONDS "
-                   "SBX_TERMINAL_GRACE_SECONDS\n");
+                   "SBX_TERMINAL_GRACE_SECONDS SBX_PREVIEW_LISTEN SBX_PREVIEW_URL "
+                   "SBX_PREVIEW_DOMAIN SBX_PREVIEW_SCHEME SBX_PREVIEW_RESERVED_PORTS\n");
             return 1;
         default:
             return sbx_err_set(err, EINVAL, "invalid_config", "unknown option (see --help)");
@@ -163,6 +192,9 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
     cfg->data_dir = sbx_xstrdup(abs);
     const char *pub = getenv("SBX_PUBLIC_URL");
     cfg->public_url = pub && *pub ? sbx_xstrdup(pub) : sbx_xasprintf("http://%s", cfg->listen);
+    const char *pu = getenv("SBX_PREVIEW_URL");
+    cfg->preview_url =
+        pu && *pu ? sbx_xstrdup(pu) : sbx_xasprintf("http://%s", cfg->preview_listen);
     return 0;
 }
 
@@ -188,5 +220,10 @@ void config_free(struct sbxd_config *cfg)
     for (char **o = cfg->terminal_origins; o && *o; o++)
         free(*o);
     free(cfg->terminal_origins);
+    free(cfg->preview_listen);
+    free(cfg->preview_url);
+    free(cfg->preview_domain);
+    free(cfg->preview_scheme);
+    free(cfg->preview_reserved);
     memset(cfg, 0, sizeof(*cfg));
 }

@@ -2,6 +2,8 @@
 #ifndef SBX_CONFIG_H
 #define SBX_CONFIG_H
 
+#include <stddef.h>
+
 #include "../common/err.h"
 
 struct sbxd_config {
@@ -36,6 +38,13 @@ struct sbxd_config {
     long long terminal_idle_ms; /* SBX_TERMINAL_IDLE_SECONDS, 900 (60..86400) */
     long long terminal_grace_s; /* SBX_TERMINAL_GRACE_SECONDS, 300 (0..86400) */
     long long ticket_ttl_ms;    /* 120 s */
+    /* Preview URLs (docs/preview.md). */
+    char *preview_listen;  /* SBX_PREVIEW_LISTEN, default 127.0.0.1:8788 */
+    char *preview_url;     /* SBX_PREVIEW_URL, base of path-style links, http://<preview_listen> */
+    char *preview_domain;  /* SBX_PREVIEW_DOMAIN: links by host name {port}-{id}.<domain>; or NULL */
+    char *preview_scheme;  /* SBX_PREVIEW_SCHEME, of host-name links, default https */
+    unsigned *preview_reserved; /* SBX_PREVIEW_RESERVED_PORTS, default 8080 */
+    size_t npreview_reserved;
     int verbose;
 };
 

@@ -18,6 +18,7 @@
 #include "http/router.h"
 #include "egress/proxy.h"
 #include "jobs.h"
+#include "preview.h"
 #include "sbxd.h"
 #include "terminal.h"
 
@@ -143,6 +144,7 @@ int main(int argc, char **argv)
         (d.cfg.llm_url &&
          llm_new(d.loop, d.cfg.llm_url, d.cfg.llm_api_key, d.cfg.llm_model, &d.llm, &err) < 0) ||
         terminals_new(&d.cfg, d.loop, &d.terminals) < 0 ||
+        previews_new(&d.cfg, d.loop, d.mgr, &d.previews, &err) < 0 ||
         http_server_new(d.loop, d.cfg.listen, router_dispatch, &d, &d.http, &err) < 0)
         goto out;
     http_server_set_streaming(d.http, router_streams_body);
@@ -150,7 +152,8 @@ int main(int argc, char **argv)
         sbx_err_sys(&err, -r, "watching signals");
         goto out;
     }
-    log_info("sbxd listening on %s, data in %s", d.cfg.listen, d.cfg.data_dir);
+    log_info("sbxd listening on %s (previews on %s), data in %s", d.cfg.listen,
+             d.cfg.preview_listen, d.cfg.data_dir);
     if ((r = loop_run(d.loop)) < 0) {
         sbx_err_sys(&err, -r, "event loop");
         goto out;
@@ -166,8 +169,9 @@ out:
     jobs_free(d.jobs);
     artifacts_free(d.artifacts);
     manager_free(d.mgr);
-    /* After the manager: its channels' egress streams have ended. */
+    /* After the manager: its channels' egress and preview streams have ended. */
     egress_proxy_free(d.egress);
+    previews_free(d.previews);
     llm_free(d.llm);
     store_free(d.store);
     loop_free(d.loop);

@@ -20,6 +20,7 @@ struct sbxd {
     struct llm *llm; /* NULL unless the operator configured SBX_LLM_URL */
     struct egress_proxy *egress;
     struct terminals *terminals; /* tickets and connected WebSocket terminals */
+    struct previews *previews;   /* the preview listener and its links (preview.c) */
 };
 
 #endif

@@ -249,6 +249,8 @@ class Daemon:
         self.tmp = tempfile.mkdtemp(prefix="sbx-test-")
         self.data_dir = data_dir or os.path.join(self.tmp, "data")
         self.port = free_port()
+        # Every daemon has a preview listener (docs/preview.md); keep it off 8788.
+        self.preview_port = free_port()
         self.admin_key = new_admin_key() if admin_key == "generate" else admin_key
         self.preset_key = self.admin_key is not None
         self.extra_env = dict(extra_env or {})
@@ -269,6 +271,7 @@ class Daemon:
         sanitizer_env(env)
         if self.preset_key:
             env["SBX_ADMIN_KEY"] = self.admin_key
+        env["SBX_PREVIEW_LISTEN"] = "127.0.0.1:%d" % self.preview_port
         env.update(self.extra_env)
         return env
 

@@ -53,6 +53,8 @@ void api_pty_delete(struct sbxd *d, struct http_req *req);
 void api_terminal_ticket(struct sbxd *d, struct http_req *req);
 void api_terminal_connect(struct sbxd *d, struct http_req *req);
 
+void api_preview_create(struct sbxd *d, struct http_req *req);
+
 void api_run_code(struct sbxd *d, struct http_req *req);
 void api_kernel_reset(struct sbxd *d, struct http_req *req);
 void api_kernel_interrupt(struct sbxd *d, struct http_req *req);

@@ -67,6 +67,7 @@ static const struct route routes[] = {
     {"GET", "/v1/sandboxes/{}/pty/{}", AUTH_SANDBOX, api_pty_read},
     {"DELETE", "/v1/sandboxes/{}/pty/{}", AUTH_SANDBOX, api_pty_delete},
     {"POST", "/v1/sandboxes/{}/pty/{}/input", AUTH_SANDBOX, api_pty_input},
+    {"POST", "/v1/sandboxes/{}/preview", AUTH_SANDBOX, api_preview_create},
 };
 
 bool router_match(const char *pattern, const char *path, struct http_req *req)

@@ -671,7 +671,7 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap)
     /* Connection-level noise (resets, malformed requests) is answered by MHD itself. */
 }
 
-static int parse_listen(const char *listen, struct sockaddr_in *sa, struct sbx_err *err)
+int http_parse_listen(const char *listen, struct sockaddr_in *sa, struct sbx_err *err)
 {
     char host[64];
     const char *colon = strrchr(listen, ':');
@@ -696,7 +696,7 @@ int http_server_new(struct loop *l, const char *listen, http_dispatch_fn dispatc
                     struct http_server **out, struct sbx_err *err)
 {
     struct sockaddr_in sa;
-    int r = parse_listen(listen, &sa, err);
+    int r = http_parse_listen(listen, &sa, err);
     if (r < 0)
         return r;
     struct http_server *s = sbx_xcalloc(1, sizeof(*s));

@@ -33,6 +33,9 @@ int http_server_new(struct loop *l, const char *listen, http_dispatch_fn dispatc
                     struct http_server **out, struct sbx_err *err);
 /* Resume every suspended request with a 503 and stop listening. */
 void http_server_free(struct http_server *s);
+/* "ADDR:PORT" (IPv4) as a socket address; also for sbxd's other listeners. */
+struct sockaddr_in;
+int http_parse_listen(const char *listen, struct sockaddr_in *sa, struct sbx_err *err);
 
 /* Routes whose body is streamed to a sink instead of buffered: asked once per
  * request, after its headers. Those requests are dispatched at that point. */

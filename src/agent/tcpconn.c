@@ -1,0 +1,252 @@
+#include "tcpconn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "../common/util.h"
+#include "../proto/proto.h"
+#include "agent.h"
+#include "chan.h"
+#include "stream.h"
+
+/* The socket is read through a dup (chan_out closes its fd at EOF) and written through
+ * the original (chan_in), so each direction half-closes on its own, as in egress.c. */
+struct tcp_conn {
+    struct stream base;
+    unsigned port;
+    int fd; /* the socket while connecting; then owned by the pumps */
+    struct loop_watch *cw;
+    struct loop_timer *connect_t;
+    bool connected;
+    /* What the daemon sent before the connection was up: at most its window. */
+    uint8_t *early;
+    size_t nearly;
+    bool early_eof;
+    struct chan_out out; /* socket -> daemon, channel 1 */
+    struct chan_in in;   /* daemon -> socket, channel 0 */
+    bool out_done, in_done;
+    struct loop_timer *finish_t;
+};
+
+static struct tcp_conn *to_conn(struct stream *s)
+{
+    return (struct tcp_conn *)s; /* base is the first member */
+}
+
+static void conn_free(struct tcp_conn *t)
+{
+    struct agent *a = t->base.agent;
+    if (t->finish_t)
+        loop_timer_cancel(a->loop, t->finish_t);
+    if (t->connect_t)
+        loop_timer_cancel(a->loop, t->connect_t);
+    if (t->cw)
+        loop_watch_del(a->loop, t->cw);
+    if (t->connected) {
+        chan_out_close(&t->out, false);
+        chan_in_close(&t->in);
+    } else if (t->fd >= 0) {
+        close(t->fd);
+    }
+    free(t->early);
+    stream_unregister(a, &t->base);
+    free(t);
+}
+
+static void fail(struct tcp_conn *t, const char *why)
+{
+    conn_send_error(t->base.agent, t->base.id, "connect_failed",
+                    "nothing accepts connections on 127.0.0.1:%u in the sandbox: %s", t->port,
+                    why);
+    conn_free(t);
+}
+
+static void finish_cb(struct loop *l, void *data)
+{
+    struct tcp_conn *t = data;
+    t->finish_t = NULL;
+    conn_send_json(t->base.agent, t->base.id, PROTO_EXIT, json_object());
+    conn_free(t);
+}
+
+/* Deferred to the next turn: the pump reporting it still uses its own state afterwards. */
+static void maybe_finish(struct tcp_conn *t)
+{
+    if (t->out_done && t->in_done && !t->finish_t)
+        t->finish_t = loop_timer_add(t->base.agent->loop, 0, finish_cb, t);
+}
+
+static void on_server_eof(void *owner)
+{
+    struct tcp_conn *t = owner;
+    t->out_done = true;
+    maybe_finish(t);
+}
+
+static void on_daemon_done(void *owner, int fd)
+{
+    struct tcp_conn *t = owner;
+    /* The read side holds a dup of the socket, so closing this fd alone sends no FIN. */
+    if (fd >= 0)
+        (void)shutdown(fd, SHUT_WR);
+    t->in_done = true;
+    maybe_finish(t);
+}
+
+static void start_pumps(struct tcp_conn *t)
+{
+    struct agent *a = t->base.agent;
+    int rfd = fcntl(t->fd, F_DUPFD_CLOEXEC, 3);
+    if (rfd < 0) {
+        fail(t, strerror(errno));
+        return;
+    }
+    int fd = t->fd;
+    t->fd = -1;
+    t->connected = true;
+    chan_in_init(&t->in, a, t->base.id, PROTO_CH_STDIN, fd);
+    t->in.on_done = on_daemon_done;
+    t->in.owner = t;
+    chan_out_init(&t->out, a, t->base.id, PROTO_CH_STDOUT, rfd, on_server_eof, t);
+    if (t->nearly)
+        (void)chan_in_data(&t->in, t->early, (uint32_t)t->nearly); /* within the window */
+    free(t->early);
+    t->early = NULL;
+    t->nearly = 0;
+    if (t->early_eof)
+        chan_in_eof(&t->in);
+}
+
+static void connect_cb(struct loop *l, int fd, uint32_t events, void *data)
+{
+    struct tcp_conn *t = data;
+    loop_watch_del(l, t->cw);
+    t->cw = NULL;
+    loop_timer_cancel(l, t->connect_t);
+    t->connect_t = NULL;
+    int soerr = 0;
+    socklen_t len = sizeof(soerr);
+    if (getsockopt(t->fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
+        soerr = errno;
+    if (soerr) {
+        fail(t, strerror(soerr));
+        return;
+    }
+    start_pumps(t);
+}
+
+static void connect_timeout_cb(struct loop *l, void *data)
+{
+    struct tcp_conn *t = data;
+    t->connect_t = NULL;
+    fail(t, "timed out");
+}
+
+static void op_data(struct stream *s, uint8_t ch, const uint8_t *p, uint32_t len)
+{
+    struct tcp_conn *t = to_conn(s);
+    if (ch != PROTO_CH_STDIN)
+        return;
+    if (t->connected) {
+        if (chan_in_data(&t->in, p, len) == 0)
+            return;
+    } else if (t->nearly + len <= PROTO_WINDOW_INIT && !t->early_eof) {
+        t->early = sbx_xrealloc(t->early, t->nearly + len);
+        memcpy(t->early + t->nearly, p, len);
+        t->nearly += len;
+        return;
+    }
+    conn_send_error(s->agent, s->id, "window_exceeded", "more data than the window allows");
+    conn_free(t);
+}
+
+static void op_eof(struct stream *s, uint8_t ch)
+{
+    struct tcp_conn *t = to_conn(s);
+    if (ch != PROTO_CH_STDIN)
+        return;
+    if (t->connected)
+        chan_in_eof(&t->in);
+    else
+        t->early_eof = true;
+}
+
+static void op_window(struct stream *s, uint8_t ch, uint32_t credit)
+{
+    struct tcp_conn *t = to_conn(s);
+    if (ch == PROTO_CH_STDOUT && t->connected)
+        chan_out_credit(&t->out, credit);
+}
+
+/* SIGNAL from the daemon: its client went away, or the link expired. */
+static void op_signal(struct stream *s, int sig)
+{
+    conn_send_json(s->agent, s->id, PROTO_EXIT, json_pack("{s:b}", "aborted", 1));
+    conn_free(to_conn(s));
+}
+
+static void op_resume(struct stream *s)
+{
+    struct tcp_conn *t = to_conn(s);
+    if (t->connected)
+        chan_out_update(&t->out);
+}
+
+static void op_abort(struct stream *s)
+{
+    conn_free(to_conn(s));
+}
+
+static const struct stream_ops tcpconn_ops = {
+    .data = op_data,
+    .eof = op_eof,
+    .window = op_window,
+    .signal = op_signal,
+    .resume = op_resume,
+    .abort = op_abort,
+};
+
+int tcpconn_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err)
+{
+    json_t *port = json_object_get(req, "port");
+    if (!json_is_integer(port) || json_integer_value(port) < 1 ||
+        json_integer_value(port) > 65535)
+        return sbx_err_set(err, EINVAL, "bad_request", "\"port\" must be an integer 1..65535");
+    _cleanup_close_ int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return sbx_err_set(err, errno, "internal", "socket: %s", strerror(errno));
+    struct sockaddr_in sin = {.sin_family = AF_INET,
+                              .sin_port = htons((uint16_t)json_integer_value(port)),
+                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int r = connect(fd, (struct sockaddr *)&sin, sizeof(sin));
+    if (r < 0 && errno != EINPROGRESS)
+        return sbx_err_set(err, errno, "connect_failed",
+                           "nothing accepts connections on 127.0.0.1:%u in the sandbox: %s",
+                           (unsigned)json_integer_value(port), strerror(errno));
+    struct tcp_conn *t = sbx_xcalloc(1, sizeof(*t));
+    t->base = (struct stream){.agent = a, .id = id, .ops = &tcpconn_ops};
+    t->port = (unsigned)json_integer_value(port);
+    t->fd = TAKE_FD(fd);
+    int rr = stream_register(a, &t->base);
+    if (rr < 0) {
+        close(t->fd);
+        free(t);
+        return sbx_err_set(err, -rr, "internal", "registering the stream: %s", strerror(-rr));
+    }
+    if (r == 0) {
+        start_pumps(t);
+        return 0;
+    }
+    rr = loop_watch_add(a->loop, t->fd, EPOLLOUT, connect_cb, t, &t->cw);
+    if (rr < 0)
+        agent_die(a, 1, "watching a connecting socket: %s", strerror(-rr));
+    t->connect_t = loop_timer_add(a->loop, TCPCONN_CONNECT_TIMEOUT_MS, connect_timeout_cb, t);
+    return 0;
+}

@@ -21,6 +21,17 @@ void env_base_add(const char *kv)
         env_extra[env_nextra++] = kv;
 }
 
+bool envv_is_base(const char *kv)
+{
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(env_base); i++)
+        if (!strcmp(kv, env_base[i]))
+            return true;
+    for (size_t i = 0; i < env_nextra; i++)
+        if (!strcmp(kv, env_extra[i]))
+            return true;
+    return false;
+}
+
 void envv_init_empty(struct envv *e)
 {
     *e = (struct envv){.v = sbx_xcalloc(1, sizeof(char *)), .cap = 1};

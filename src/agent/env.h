@@ -29,6 +29,8 @@ void envv_init_base(struct envv *e);
  * once the egress listener is up. At most ENV_BASE_EXTRA_MAX. */
 #define ENV_BASE_EXTRA_MAX 8
 void env_base_add(const char *kv);
+/* Is "K=V" exactly an entry of the base environment? */
+bool envv_is_base(const char *kv);
 void envv_init_empty(struct envv *e);
 void envv_copy(struct envv *dst, const struct envv *src);
 void envv_free(struct envv *e);

@@ -104,16 +104,6 @@ static void session_remove(struct agent *a, struct session *s)
     session_free(s);
 }
 
-static bool env_is_base(const char *kv)
-{
-    static const char *const base[] = {"PATH=" ENV_BASE_PATH, "HOME=/tmp", "LANG=C.UTF-8",
-                                       "TERM=dumb"};
-    for (size_t i = 0; i < SBX_ARRAY_SIZE(base); i++)
-        if (!strcmp(kv, base[i]))
-            return true;
-    return false;
-}
-
 /* {id, cwd, env, command_timeout_ms, created_at}; env lists what differs from the
  * base environment (values that are not UTF-8 are left out). */
 static json_t *session_json(const struct session *s)
@@ -121,7 +111,7 @@ static json_t *session_json(const struct session *s)
     json_t *env = json_object();
     for (size_t i = 0; i < s->env.n; i++) {
         const char *kv = s->env.v[i];
-        if (env_is_base(kv))
+        if (envv_is_base(kv))
             continue;
         const char *eq = strchr(kv, '=');
         char name[256];

@@ -23,6 +23,7 @@ struct sbxd_config {
     long long artifact_url_ttl; /* SBX_ARTIFACT_URL_TTL, seconds a signed link lives, 3600 */
     char *public_url;         /* SBX_PUBLIC_URL, base of signed links, http://<listen> */
     char *clamav_db;          /* SBX_CLAMAV_DB, the system's ClamAV database, /var/lib/clamav */
+    char *fetch_ca_file;      /* SBX_FETCH_CA_FILE, an extra CA bundle for url inputs, or NULL */
     char *signatures;         /* SBX_SIGNATURES, our own set, share/signatures/sbx.ndb */
     /* llm_query's OpenAI-compatible endpoint; NULL when the operator set none. The key
      * stays in sbxd: sandboxes never see it. */

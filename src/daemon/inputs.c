@@ -1,16 +1,17 @@
 #include "inputs.h"
 
-#include <curl/curl.h>
 #include <errno.h>
 #include <openssl/evp.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "../common/util.h"
+#include "fetch.h"
 #include "workspace.h"
 
 struct input {
     const char *path; /* borrowed from the request body */
+    const char *url;  /* borrowed; data is NULL until it is fetched */
     unsigned char *data;
     size_t len;
 };
@@ -18,15 +19,82 @@ struct input {
 struct inputs {
     struct input v[INPUTS_MAX];
     size_t n;
+    /* While fetching the url inputs, one after the other. */
+    struct fetch *fetch;
+    size_t next;
+    struct egress_proxy *px;
+    struct jobs *jobs;
+    const struct egress_policy *policy;
+    const char *ca_file;
+    inputs_fetched_fn cb;
+    void *arg;
 };
 
 void inputs_free(struct inputs *in)
 {
     if (!in)
         return;
+    fetch_cancel(in->fetch);
     for (size_t i = 0; i < in->n; i++)
         free(in->v[i].data);
     free(in);
+}
+
+bool inputs_need_fetch(const struct inputs *in)
+{
+    for (size_t i = 0; in && i < in->n; i++)
+        if (in->v[i].url && !in->v[i].data)
+            return true;
+    return false;
+}
+
+static void fetch_next(struct inputs *in);
+
+static void on_fetched(unsigned char *data, size_t len, const struct sbx_err *err, void *arg)
+{
+    struct inputs *in = arg;
+    in->fetch = NULL;
+    if (err) {
+        struct sbx_err e = *err;
+        sbx_err_wrap(&e, "inputs[%zu].url", in->next);
+        in->cb(&e, in->arg);
+        return;
+    }
+    in->v[in->next].data = data ? data : sbx_xmalloc(1);
+    in->v[in->next].len = len;
+    in->next++;
+    fetch_next(in);
+}
+
+static void fetch_next(struct inputs *in)
+{
+    while (in->next < in->n && !in->v[in->next].url)
+        in->next++;
+    if (in->next == in->n) {
+        in->cb(NULL, in->arg);
+        return;
+    }
+    struct sbx_err err = {0};
+    in->fetch = fetch_start(in->px, in->jobs, in->policy, in->v[in->next].url, in->ca_file,
+                            on_fetched, in, &err);
+    if (!in->fetch) {
+        sbx_err_wrap(&err, "inputs[%zu].url", in->next);
+        in->cb(&err, in->arg);
+    }
+}
+
+void inputs_fetch(struct inputs *in, struct egress_proxy *px, struct jobs *jobs,
+                  const struct egress_policy *policy, const char *ca_file, inputs_fetched_fn cb,
+                  void *arg)
+{
+    in->px = px;
+    in->jobs = jobs;
+    in->policy = policy;
+    in->ca_file = ca_file;
+    in->cb = cb;
+    in->arg = arg;
+    in->next = 0;
+    fetch_next(in);
 }
 
 static int decode_base64(const char *s, size_t len, unsigned char **out, size_t *out_len)
@@ -47,28 +115,6 @@ static int decode_base64(const char *s, size_t len, unsigned char **out, size_t 
     *out = buf;
     *out_len = (size_t)(n + m);
     return 0;
-}
-
-static int check_url(const char *url, size_t i, struct sbx_err *err)
-{
-    CURLU *h = curl_url();
-    if (!h)
-        abort();
-    char *scheme = NULL, *host = NULL;
-    bool ok = curl_url_set(h, CURLUPART_URL, url, 0) == CURLUE_OK &&
-              curl_url_get(h, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
-              curl_url_get(h, CURLUPART_HOST, &host, 0) == CURLUE_OK;
-    bool https = ok && !strcmp(scheme, "https");
-    curl_free(scheme);
-    curl_free(host);
-    curl_url_cleanup(h);
-    if (!ok)
-        return sbx_err_set(err, EINVAL, "invalid_input", "inputs[%zu].url is not a valid URL", i);
-    if (!https)
-        return sbx_err_set(err, EINVAL, "invalid_input", "inputs[%zu].url must be https://", i);
-    return sbx_err_set(err, EACCES, "egress_denied",
-                       "inputs[%zu].url: url inputs follow the sandbox's egress policy, which is "
-                       "\"none\"", i);
 }
 
 static int parse_one(json_t *item, size_t i, struct input *out, struct sbx_err *err)
@@ -92,8 +138,14 @@ static int parse_one(json_t *item, size_t i, struct input *out, struct sbx_err *
         return sbx_err_set(err, EINVAL, "invalid_input", "inputs[%zu]: the source must be a string",
                            i);
     out->path = json_string_value(path);
-    if (url)
-        return check_url(json_string_value(url), i, err);
+    if (url) {
+        /* Whether the URL may be fetched is the egress policy's call, at fetch time. */
+        if (strncmp(json_string_value(url), "https://", 8))
+            return sbx_err_set(err, EINVAL, "invalid_input", "inputs[%zu].url must be https://",
+                               i);
+        out->url = json_string_value(url);
+        return 0;
+    }
     if (content) {
         out->len = json_string_length(content);
         out->data = sbx_xmalloc(out->len + 1);

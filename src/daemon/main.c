@@ -1,5 +1,6 @@
 /* sbxd: the sandbox daemon. main owns start-up and shut-down decisions and logging;
  * everything else returns errors to it. */
+#include <curl/curl.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -115,6 +116,12 @@ int main(int argc, char **argv)
     sbx_log_set_level(d.cfg.verbose ? LOG_DEBUG : LOG_INFO);
     signal(SIGPIPE, SIG_IGN);
     umask(022);
+    /* libcurl's global state must exist before any worker thread (url inputs) uses it. */
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        fprintf(stderr, "sbxd: libcurl did not initialise\n");
+        config_free(&d.cfg);
+        return 1;
+    }
 
     sigset_t mask;
     sigemptyset(&mask);
@@ -178,5 +185,6 @@ out:
     if (sfd >= 0)
         close(sfd);
     config_free(&d.cfg);
+    curl_global_cleanup();
     return ret;
 }

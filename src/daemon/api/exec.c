@@ -227,6 +227,26 @@ static void on_ready(struct sandbox *sb, const struct sbx_err *err, void *data)
     }
 }
 
+/* Inputs are written before the command starts, once every url input has arrived. */
+static void write_inputs_and_go(struct exec_req *x)
+{
+    struct sbx_err err = {0};
+    if (inputs_write(x->inputs, x->sb->workspace, &err) < 0) {
+        fail(x, &err);
+        return;
+    }
+    sandbox_when_ready(x->sb, on_ready, x);
+}
+
+static void on_inputs_fetched(const struct sbx_err *err, void *arg)
+{
+    struct exec_req *x = arg;
+    if (err)
+        fail(x, err);
+    else
+        write_inputs_and_go(x);
+}
+
 static void start(struct sbxd *d, struct http_req *req, struct exec_req *x)
 {
     x->d = d;
@@ -237,7 +257,12 @@ static void start(struct sbxd *d, struct http_req *req, struct exec_req *x)
     /* From here the operation owns the Idempotency-Key claim, whatever the client does. */
     x->claim = idem_take(req);
     http_req_suspend(req, on_abort, x);
-    sandbox_when_ready(x->sb, on_ready, x);
+    if (inputs_need_fetch(x->inputs)) {
+        inputs_fetch(x->inputs, d->egress, d->jobs, x->sb->egress, d->cfg.fetch_ca_file,
+                     on_inputs_fetched, x);
+        return;
+    }
+    write_inputs_and_go(x);
 }
 
 /* A replayed answer, as events when the client asked for a stream. */
@@ -298,11 +323,6 @@ void api_exec(struct sbxd *d, struct http_req *req)
         http_respond_error(req, &err);
         return;
     }
-    if (inputs_write(x->inputs, x->sb->workspace, &err) < 0) {
-        exec_req_free(x);
-        http_respond_error(req, &err);
-        return;
-    }
     start(d, req, x);
 }
 
@@ -325,12 +345,6 @@ void api_run(struct sbxd *d, struct http_req *req)
     }
     audit_record(d->store, http_req_identity(req), NULL, http_req_id(req), "sandbox.create",
                  x->sb->rec.id, "ok", NULL);
-    if (inputs_write(x->inputs, x->sb->workspace, &err) < 0) {
-        end_one_shot(x);
-        exec_req_free(x);
-        http_respond_error(req, &err);
-        return;
-    }
     start(d, req, x);
 }
 

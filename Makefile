@@ -39,7 +39,13 @@ UNIT_BIN   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 # Everything but the daemon's main, so unit tests can link any module.
 LIB_OBJ    := $(filter-out $(BUILD)/obj/src/daemon/main.o,$(DAEMON_OBJ))
 
-.PHONY: all build run test deps template unit e2e bench fuzz clean distclean format
+# For scripts/fuzz.sh: the daemon's libraries, from this one list.
+print-libs:
+	@echo $(shell pkg-config --libs $(PKGS)) $(NOPC_LIBS) -lpthread
+print-cflags:
+	@echo $(shell pkg-config --cflags $(PKGS))
+
+.PHONY: all build print-libs print-cflags run test deps template unit e2e bench fuzz clean distclean format
 
 all: build
 build: $(BUILD)/sbxd $(BUILD)/sbx-agent $(BUILD)/sbx-shim

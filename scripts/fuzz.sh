@@ -12,7 +12,9 @@ out=build-fuzz
 CC=${FUZZ_CC:-clang}
 CFLAGS="-std=gnu17 -g -O1 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter \
  -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
-PKGS="libmicrohttpd jansson sqlite3 libcrypto"
+# The daemon's own library list, so targets that link daemon modules never fall behind it.
+LIBS=$(make -s --no-print-directory print-libs)
+INCS=$(make -s --no-print-directory print-cflags)
 
 # The daemon's modules without its main, for targets that test daemon code.
 daemon_srcs=$(ls src/daemon/*.c src/daemon/*/*.c src/runtime/*.c src/common/*.c src/proto/*.c |
@@ -23,8 +25,7 @@ build() { # target sources...
     shift
     mkdir -p "$out/corpus/$t" "$out/crashes/$t"
     # shellcheck disable=SC2086
-    $CC $CFLAGS $(pkg-config --cflags $PKGS) -o "$out/$t" "tests/fuzz/$t.c" "$@" \
-        $(pkg-config --libs $PKGS) -lhttp_parser -lpthread
+    $CC $CFLAGS $INCS -o "$out/$t" "tests/fuzz/$t.c" "$@" $LIBS
 }
 
 build fuzz_proto src/proto/proto.c src/common/util.c

@@ -356,6 +356,19 @@ def _on_sigint(signum, frame):
         raise KeyboardInterrupt
 
 
+def _on_forked(signum, frame):
+    # The agent says this process is one of several copies restored from one memory
+    # snapshot (a fork): generators seeded before it would repeat in every copy.
+    for name in ("random", "numpy"):
+        mod = sys.modules.get(name)
+        if mod is None:
+            continue
+        if name == "random":
+            mod.seed()
+        elif hasattr(mod, "random"):
+            mod.random.seed()
+
+
 def main():
     global _ctl, _ctl_in
     fd = int(sys.argv[1])
@@ -363,6 +376,7 @@ def main():
     _ctl = socket.socket(fileno=fd)
     _ctl_in = _ctl.makefile("rb")
     signal.signal(signal.SIGINT, _on_sigint)
+    signal.signal(signal.SIGUSR2, _on_forked)
     sys.meta_path.append(_BackendFinder())
     sys.argv = [""]
     main_mod = types.ModuleType("__main__")

@@ -565,6 +565,14 @@ void kernel_reaped(struct agent *a, pid_t pid, int status)
     wait_fail(k, "the kernel exited during start-up");
 }
 
+void kernel_forked(struct agent *a)
+{
+    struct kernel *k = a->kernel;
+    /* Not before "ready": until the kernel installs its handler, SIGUSR2 would kill it. */
+    if (k && k->ready && k->pid > 0)
+        (void)kill(k->pid, SIGUSR2);
+}
+
 /* ---- ops ---- */
 
 static int parse_timeout(json_t *req, long long *out, struct sbx_err *err)

@@ -32,6 +32,10 @@ int kernel_run_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *e
 int kernel_reset_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err);
 int kernel_interrupt_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err);
 
+/* This agent is one of several copies restored from one image (a fork): SIGUSR2 tells a
+ * running kernel to reseed the random generators it holds (kernel/sbx_kernel.py). */
+void kernel_forked(struct agent *a);
+
 /* A child no stream owns was reaped: it may be the kernel. */
 void kernel_reaped(struct agent *a, pid_t pid, int status);
 

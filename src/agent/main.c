@@ -39,6 +39,7 @@
 #include "session.h"
 #include "kernel.h"
 #include "seccomp.h"
+#include "snapshot.h"
 #include "stream.h"
 #include "tcpconn.h"
 
@@ -61,6 +62,8 @@ static const struct agent_op {
     {"kernel_run", kernel_run_open},
     {"kernel_reset", kernel_reset_open},
     {"kernel_interrupt", kernel_interrupt_open},
+    {"snapshot_prepare", snapshot_prepare_open},
+    {"snapshot_resume", snapshot_resume_open},
     {"pty_open", pty_open_open},
     {"pty_attach", pty_attach_open},
     {"pty_read", pty_read_open},
@@ -106,6 +109,13 @@ static void handle_hello(struct agent *a, const struct proto_frame *f)
      * gone: its streams can never deliver their results. Sessions and background
      * processes are not streams: they stay for the next daemon. */
     stream_abort_all(a);
+    /* After a fork's restore every copy holds the same memory: reseed what we own. */
+    json_t *j = json_loadb((const char *)f->payload, f->len, 0, NULL);
+    if (json_is_true(json_object_get(j, "restored")))
+        snapshot_restored(a);
+    if (json_is_true(json_object_get(j, "forked")))
+        kernel_forked(a);
+    json_decref(j);
     send_hello(a);
 }
 

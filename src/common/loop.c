@@ -17,7 +17,9 @@ struct loop_watch {
     int fd;
     loop_fd_cb cb;
     void *data;
+    uint32_t events;
     bool dead;
+    bool parked; /* out of the epoll set for now (loop_fd_park) */
     struct loop_watch *next_dead;
     struct loop_watch *prev, *next; /* all live watches, so loop_free can release them */
 };
@@ -80,6 +82,7 @@ int loop_watch_add(struct loop *l, int fd, uint32_t events, loop_fd_cb cb, void 
     w->fd = fd;
     w->cb = cb;
     w->data = data;
+    w->events = events;
     struct epoll_event ev = {.events = events, .data.ptr = w};
     if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
         int r = -errno;
@@ -97,10 +100,42 @@ int loop_watch_add(struct loop *l, int fd, uint32_t events, loop_fd_cb cb, void 
 
 int loop_watch_mod(struct loop *l, struct loop_watch *w, uint32_t events)
 {
+    w->events = events;
+    if (w->parked)
+        return 0; /* applied by loop_fd_unpark */
     struct epoll_event ev = {.events = events, .data.ptr = w};
     if (epoll_ctl(l->epfd, EPOLL_CTL_MOD, w->fd, &ev) < 0)
         return -errno;
     return 0;
+}
+
+int loop_fd_park(struct loop *l, int fd)
+{
+    int n = 0;
+    for (struct loop_watch *w = l->live; w; w = w->next) {
+        if (w->fd != fd || w->parked)
+            continue;
+        if (epoll_ctl(l->epfd, EPOLL_CTL_DEL, fd, NULL) < 0)
+            return -errno;
+        w->parked = true;
+        n++;
+    }
+    return n;
+}
+
+int loop_fd_unpark(struct loop *l, int fd)
+{
+    int n = 0;
+    for (struct loop_watch *w = l->live; w; w = w->next) {
+        if (w->fd != fd || !w->parked)
+            continue;
+        struct epoll_event ev = {.events = w->events, .data.ptr = w};
+        if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+            return -errno;
+        w->parked = false;
+        n++;
+    }
+    return n;
 }
 
 void loop_watch_del(struct loop *l, struct loop_watch *w)

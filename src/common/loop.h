@@ -19,6 +19,11 @@ void loop_free(struct loop *l);
 int loop_watch_add(struct loop *l, int fd, uint32_t events, loop_fd_cb cb, void *data,
                    struct loop_watch **out);
 int loop_watch_mod(struct loop *l, struct loop_watch *w, uint32_t events);
+/* Take fd's watch out of the epoll set and put it back later, its owner none the wiser
+ * (loop_watch_mod meanwhile only records the events). gVisor cannot checkpoint a socket
+ * that anything waits on (docs/snapshots.md). Return how many watches, or -errno. */
+int loop_fd_park(struct loop *l, int fd);
+int loop_fd_unpark(struct loop *l, int fd);
 /* Stop watching; safe to call from inside the watcher's own callback. NULL is fine. */
 void loop_watch_del(struct loop *l, struct loop_watch *w);
 

@@ -205,3 +205,28 @@ int sbx_set_nonblock(int fd)
         return -errno;
     return 0;
 }
+
+int sbx_copy_sparse(int in, int out)
+{
+    struct stat st;
+    if (fstat(in, &st) < 0 || ftruncate(out, st.st_size) < 0)
+        return -errno;
+    off_t pos = 0;
+    for (;;) {
+        off_t data = lseek(in, pos, SEEK_DATA);
+        if (data < 0)
+            return errno == ENXIO ? 0 : -errno;
+        off_t hole = lseek(in, data, SEEK_HOLE);
+        if (hole < 0)
+            return -errno;
+        loff_t ip = data, op = data;
+        size_t left = (size_t)(hole - data);
+        while (left) {
+            ssize_t n = copy_file_range(in, &ip, out, &op, left, 0);
+            if (n <= 0)
+                return n < 0 ? -errno : -EIO;
+            left -= (size_t)n;
+        }
+        pos = hole;
+    }
+}

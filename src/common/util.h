@@ -68,5 +68,8 @@ int sbx_rm_rf(const char *path);
 /* The same for name inside the directory dirfd (a single component, not followed). */
 int sbx_rm_rf_at(int dirfd, const char *name);
 int sbx_set_nonblock(int fd);
+/* Copy in to out (sized to match) extent by extent: holes stay holes, so a sparse image
+ * costs only its data. Both offsets are explicit; returns 0 or -errno. */
+int sbx_copy_sparse(int in, int out);
 
 #endif

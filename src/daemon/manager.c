@@ -2,6 +2,11 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <spawn.h>
+#include <sys/ioctl.h>
+#include <sys/wait.h>
 #include <openssl/rand.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +17,7 @@
 #include "../common/log.h"
 #include "../common/text.h"
 #include "../common/util.h"
+#include "agentcall.h"
 #include "audit.h"
 #include "channel.h"
 #include "template.h"
@@ -40,11 +46,27 @@ static void stop_start_watch(struct sandbox *sb)
     sb->start_fd = -1;
 }
 
+static void stop_ckpt_watch(struct sandbox *sb)
+{
+    if (sb->ckpt_fd >= 0) {
+        loop_watch_del(sb->mgr->loop, sb->ckpt_watch);
+        sb->ckpt_watch = NULL;
+        close(sb->ckpt_fd);
+        sb->ckpt_fd = -1;
+    }
+    if (sb->op_timer) {
+        loop_timer_cancel(sb->mgr->loop, sb->op_timer);
+        sb->op_timer = NULL;
+    }
+}
+
 static void sandbox_free(struct sandbox *sb)
 {
     if (!sb)
         return;
     stop_start_watch(sb);
+    stop_ckpt_watch(sb);
+    free(sb->image_dir);
     channel_free(sb->chan);
     while (sb->waiters) {
         struct sandbox_waiter *w = sb->waiters;
@@ -64,6 +86,7 @@ static struct sandbox *sandbox_alloc(struct manager *m, const char *id)
     struct sandbox *sb = sbx_xcalloc(1, sizeof(*sb));
     sb->mgr = m;
     sb->start_fd = -1;
+    sb->ckpt_fd = -1;
     sb->dir = sbx_xasprintf("%s/sandboxes/%s", m->cfg->data_dir, id);
     sb->state_dir = sbx_xasprintf("%s/state", sb->dir);
     sb->workspace = sbx_xasprintf("%s/workspace", sb->dir);
@@ -163,6 +186,23 @@ static void notify_waiters(struct sandbox *sb, const struct sbx_err *err)
     }
 }
 
+static void paused_error(const struct sandbox *sb, struct sbx_err *err)
+{
+    sbx_err_set(err, ECONNRESET, "sandbox_not_running",
+                "sandbox %s is paused: resume it first", sb->rec.id);
+}
+
+static void on_paused_waiters(struct loop *l, void *data)
+{
+    struct sandbox *sb = data;
+    sb->op_timer = NULL;
+    if (!sb->paused || sb->restoring)
+        return;
+    struct sbx_err err = {0};
+    paused_error(sb, &err);
+    notify_waiters(sb, &err);
+}
+
 void sandbox_when_ready(struct sandbox *sb, sandbox_ready_fn cb, void *data)
 {
     if (sb->ready) {
@@ -176,6 +216,10 @@ void sandbox_when_ready(struct sandbox *sb, sandbox_ready_fn cb, void *data)
     while (*p)
         p = &(*p)->next;
     *p = w;
+    /* A paused sandbox will not become ready by itself. Answered on the next turn:
+     * callers expect their callback after they have returned. */
+    if (sb->paused && !sb->restoring && !sb->op_timer)
+        sb->op_timer = loop_timer_add(sb->mgr->loop, 0, on_paused_waiters, sb);
 }
 
 void sandbox_drop_waiter(struct sandbox *sb, void *data)
@@ -202,7 +246,27 @@ static void on_hello(struct channel *c, json_t *hello, void *data)
         loop_timer_cancel(sb->mgr->loop, sb->ready_timer);
         sb->ready_timer = NULL;
     }
-    if (!strcmp(sb->rec.status, SANDBOX_CREATING)) {
+    const char *boot = json_string_value(json_object_get(hello, "boot_id"));
+    if (sb->restoring) {
+        /* Measured, never assumed: only the agent process that was checkpointed knows
+         * its boot id; a cold start makes a new one. */
+        sb->restoring = false;
+        sb->restored = boot && sb->expect_boot[0] && !strcmp(boot, sb->expect_boot);
+        sb->ready_ms = sbx_now_ms() - sb->op_t0;
+        log_info("sandbox %s: back in %lld ms (%s)", sb->rec.id, sb->ready_ms,
+                 sb->restored ? "restored" : "cold start");
+        if (sb->image_dir && sb->drop_image)
+            (void)sbx_rm_rf(sb->image_dir); /* a resume's image is spent */
+        free(sb->image_dir);
+        sb->image_dir = NULL;
+    }
+    if (boot && strlen(boot) < sizeof(sb->boot_id) && strcmp(boot, sb->boot_id)) {
+        snprintf(sb->boot_id, sizeof(sb->boot_id), "%s", boot);
+        struct sbx_err err = {0};
+        if (store_meta_set(sb->mgr->store, sb->rec.id, STORE_META_BOOT_ID, boot, &err) < 0)
+            log_error("sandbox %s: %s", sb->rec.id, err.msg);
+    }
+    if (strcmp(sb->rec.status, SANDBOX_RUNNING)) {
         struct sbx_err err = {0};
         if (store_sandbox_set_status(sb->mgr->store, sb->rec.id, SANDBOX_RUNNING, NULL, 0, &err) <
             0)
@@ -220,6 +284,11 @@ static void on_channel_closed(struct channel *c, const struct sbx_err *why, void
     struct sandbox *sb = data;
     if (sb->ended)
         return;
+    if (sb->pausing) {
+        /* The checkpoint stops the container: expected. Its outcome decides. */
+        sb->chan_lost = true;
+        return;
+    }
     log_warn("sandbox %s: channel closed: %s", sb->rec.id, why->msg);
     struct sbx_err err = {0};
     sbx_err_set(&err, ECONNRESET, "sandbox_not_running", "sandbox %s stopped: %s", sb->rec.id,
@@ -298,6 +367,8 @@ static int attach(struct manager *m, struct sandbox *sb, struct sbx_err *err)
     return 0;
 }
 
+static void cold_start(struct sandbox *sb, const struct sbx_err *why);
+
 static void on_start_news(struct loop *l, int fd, uint32_t events, void *data)
 {
     struct sandbox *sb = data;
@@ -308,6 +379,10 @@ static void on_start_news(struct loop *l, int fd, uint32_t events, void *data)
     stop_start_watch(sb);
     if (r == 0)
         r = attach(sb->mgr, sb, &err);
+    if (r < 0 && sb->restoring && !sb->cold_tried) {
+        cold_start(sb, &err);
+        return;
+    }
     if (r < 0) {
         log_error("sandbox %s: %s", sb->rec.id, err.msg);
         struct sbx_err derr = {0};
@@ -448,6 +523,607 @@ fail_nostore:
     return r < 0 ? r : -EIO;
 }
 
+/* --- memory snapshots: pause, resume, fork (docs/snapshots.md) ----------------------- */
+
+static void fill_spec(const struct manager *m, const struct sandbox *sb, const char *rootfs,
+                      struct rt_spec *spec)
+{
+    *spec = (struct rt_spec){
+        .id = sb->rec.id,
+        .rootfs = rootfs,
+        .state_dir = sb->state_dir,
+        .workspace = sb->workspace,
+        .memory_bytes = (uint64_t)sb->rec.memory_mb << 20,
+        .pids_max = (uint64_t)sb->rec.pids,
+        .cpu_millicores = (uint64_t)sb->rec.cpu_millicores,
+        .tmp_bytes = (uint64_t)m->cfg->tmp_mb << 20,
+        .hostname = "sandbox",
+    };
+}
+
+/* Start sb from image (cold when NULL), watched as a create is. */
+static int launch(struct manager *m, struct sandbox *sb, const char *image, bool forked,
+                  struct sbx_err *err)
+{
+    struct template_info tpl;
+    int r = template_resolve(m->cfg->template_cache, sb->rec.template_name, &tpl, err);
+    if (r < 0)
+        return r;
+    struct rt_spec spec;
+    fill_spec(m, sb, tpl.rootfs, &spec);
+    r = image ? rt_restore(&m->rt, &spec, image, forked, &sb->start_fd, err)
+              : rt_start(&m->rt, &spec, &sb->start_fd, err);
+    template_info_clear(&tpl);
+    if (r < 0)
+        return r;
+    r = loop_watch_add(m->loop, sb->start_fd, EPOLLIN, on_start_news, sb, &sb->start_watch);
+    if (r < 0) {
+        close(sb->start_fd);
+        sb->start_fd = -1;
+        return sbx_err_sys(err, -r, "watching the sandbox start");
+    }
+    if (!sb->ready_timer)
+        sb->ready_timer = loop_timer_add(m->loop, SANDBOX_READY_TIMEOUT_MS, on_ready_timeout, sb);
+    return 0;
+}
+
+static bool container_known(struct manager *m, const char *id)
+{
+    char **ids = NULL;
+    struct sbx_err err = {0};
+    if (rt_list(&m->rt, &ids, &err) < 0)
+        return false;
+    bool found = false;
+    for (char **p = ids; *p && !found; p++)
+        found = !strcmp(*p, id);
+    rt_strv_free(ids);
+    return found;
+}
+
+static void on_cold_poll(struct loop *l, void *data)
+{
+    struct sandbox *sb = data;
+    sb->op_timer = NULL;
+    /* The failed restore's shim deletes its container; the same id must be free. */
+    if ((rt_busy(sb->state_dir) || container_known(sb->mgr, sb->rec.id)) &&
+        sbx_now_ms() < sb->op_deadline) {
+        sb->op_timer = loop_timer_add(l, 20, on_cold_poll, sb);
+        return;
+    }
+    struct sbx_err err = {0};
+    if (launch(sb->mgr, sb, NULL, false, &err) < 0) {
+        log_error("sandbox %s: cold start: %s", sb->rec.id, err.msg);
+        struct sbx_err derr = {0};
+        (void)destroy(sb->mgr, sb, "start_failed", &err, NULL, NULL, &derr);
+    }
+}
+
+/* The image could not be used: start cold from the saved workspace (restored: false). */
+static void cold_start(struct sandbox *sb, const struct sbx_err *why)
+{
+    log_warn("sandbox %s: restore failed (%s); starting cold from the workspace", sb->rec.id,
+             why->msg);
+    sb->cold_tried = true;
+    sb->op_deadline = sbx_now_ms() + SANDBOX_SHIM_GONE_MS;
+    if (sb->op_timer)
+        loop_timer_cancel(sb->mgr->loop, sb->op_timer);
+    sb->op_timer = loop_timer_add(sb->mgr->loop, 0, on_cold_poll, sb);
+}
+
+static void op_finish(struct sandbox *sb, const struct sbx_err *err)
+{
+    sandbox_op_fn cb = sb->op_cb;
+    void *data = sb->op_data;
+    sb->op_cb = NULL;
+    sb->op_data = NULL;
+    if (cb)
+        cb(sb, err, data);
+}
+
+static int check_can_snapshot(const struct sandbox *sb, struct sbx_err *err)
+{
+    if (strcmp(sb->rec.backend, "v2"))
+        return sbx_err_set(err, ENOTSUP, "not_supported_on_v1",
+                           "sandbox %s runs on v1, which has no memory snapshots: use "
+                           "POST /v1/sandboxes/%s/snapshot",
+                           sb->rec.id, sb->rec.id);
+    if (sb->paused)
+        return sbx_err_set(err, ECONNRESET, "sandbox_not_running", "sandbox %s is paused",
+                           sb->rec.id);
+    if (sb->op_cb || sb->pausing || sb->restoring || sb->ckpt_fd >= 0)
+        return sbx_err_set(err, EBUSY, "sandbox_busy",
+                           "sandbox %s is being paused, resumed or forked", sb->rec.id);
+    if (!sb->ready || !sb->chan)
+        return sbx_err_set(err, ECONNRESET, "sandbox_not_running", "sandbox %s is not running",
+                           sb->rec.id);
+    return 0;
+}
+
+static int start_checkpoint(struct manager *m, struct sandbox *sb, const char *image,
+                            loop_fd_cb done, struct sbx_err *err)
+{
+    (void)sbx_rm_rf(image); /* a leftover of a pause that failed half-way */
+    int r = rt_checkpoint(&m->rt, sb->rec.id, sb->state_dir, image, &sb->ckpt_fd, err);
+    if (r < 0)
+        return r;
+    r = loop_watch_add(m->loop, sb->ckpt_fd, EPOLLIN, done, sb, &sb->ckpt_watch);
+    if (r < 0) {
+        close(sb->ckpt_fd);
+        sb->ckpt_fd = -1;
+        return sbx_err_sys(err, -r, "watching the checkpoint");
+    }
+    free(sb->image_dir);
+    sb->image_dir = sbx_xstrdup(image);
+    return 0;
+}
+
+struct prepare {
+    struct sandbox *sb;
+    char *image;
+    loop_fd_cb done;
+};
+
+static void on_relisten(json_t *result, const struct sbx_err *err, void *data)
+{
+    if (err) /* egress stays down in that sandbox until its next restore */
+        log_warn("snapshot_resume: %s", err->msg);
+}
+
+static const struct agentcall_ops relisten_ops = {.on_done = on_relisten};
+
+/* The checkpoint is over and the sandbox still runs: its agent listens again. */
+static void agent_relisten(struct sandbox *sb)
+{
+    struct sbx_err err = {0};
+    if (agentcall_start(sb, json_pack("{s:s}", "op", "snapshot_resume"), &relisten_ops, NULL,
+                        NULL, &err) < 0)
+        log_warn("sandbox %s: snapshot_resume: %s", sb->rec.id, err.msg);
+}
+
+static void on_prepared(json_t *result, const struct sbx_err *perr, void *data)
+{
+    struct prepare *p = data;
+    struct sandbox *sb = p->sb;
+    /* ended: the sandbox went while the agent answered (destroy reported the op). */
+    if (!sb->ended) {
+        struct sbx_err err = {0};
+        if (perr) {
+            /* Nothing was parked or checkpointed: the sandbox runs on as it was. */
+            err = *perr;
+        } else if (start_checkpoint(sb->mgr, sb, p->image, p->done, &err) < 0) {
+            log_error("sandbox %s: checkpoint: %s", sb->rec.id, err.msg);
+            if (sb->chan)
+                agent_relisten(sb);
+        }
+        if (err.code[0]) {
+            sb->pausing = false;
+            sb->ready = sb->chan != NULL;
+            if (sb->ready)
+                notify_waiters(sb, NULL);
+            op_finish(sb, &err);
+        }
+    }
+    free(p->image);
+    free(p);
+}
+
+/* snapshot_prepare on the agent (docs/protocol.md), then the checkpoint. */
+static int prepare_checkpoint(struct sandbox *sb, const char *image, loop_fd_cb done,
+                              struct sbx_err *err)
+{
+    struct prepare *p = sbx_xcalloc(1, sizeof(*p));
+    p->sb = sb;
+    p->image = sbx_xstrdup(image);
+    p->done = done;
+    static const struct agentcall_ops ops = {.on_done = on_prepared};
+    int r = agentcall_start(sb, json_pack("{s:s}", "op", "snapshot_prepare"), &ops, p, NULL, err);
+    if (r < 0) {
+        free(p->image);
+        free(p);
+    }
+    return r;
+}
+
+/* Read a finished checkpoint's outcome: 0, -EAGAIN while it runs, or the error. */
+static int ckpt_outcome(struct sandbox *sb, struct sbx_err *err)
+{
+    int r = rt_checkpoint_read(sb->image_dir, sb->ckpt_fd, err);
+    if (r == -EAGAIN)
+        return r;
+    loop_watch_del(sb->mgr->loop, sb->ckpt_watch);
+    sb->ckpt_watch = NULL;
+    close(sb->ckpt_fd);
+    sb->ckpt_fd = -1;
+    return r;
+}
+
+static void mark_paused(struct sandbox *sb)
+{
+    struct manager *m = sb->mgr;
+    sb->paused = true;
+    sb->paused_at = sbx_wall_ms() / 1000;
+    struct sbx_err err = {0};
+    char at[24];
+    snprintf(at, sizeof(at), "%lld", sb->paused_at);
+    if (store_sandbox_set_status(m->store, sb->rec.id, SANDBOX_PAUSED, NULL, 0, &err) < 0 ||
+        store_meta_set(m->store, sb->rec.id, STORE_META_PAUSED_AT, at, &err) < 0)
+        log_error("sandbox %s: %s", sb->rec.id, err.msg);
+    snprintf(sb->rec.status, sizeof(sb->rec.status), "%s", SANDBOX_PAUSED);
+    log_info("sandbox %s: paused in %lld ms", sb->rec.id, sbx_now_ms() - sb->op_t0);
+    struct sbx_err perr = {0};
+    paused_error(sb, &perr);
+    notify_waiters(sb, &perr); /* requests that came in while it was pausing */
+}
+
+/* The checkpoint stopped the container; its shim is still deleting it. A pause is done
+ * once the shim is gone; a fork goes on to restore it (op_cb). */
+static void on_stopped(struct loop *l, void *data)
+{
+    struct sandbox *sb = data;
+    sb->op_timer = NULL;
+    if (rt_busy(sb->state_dir) && sbx_now_ms() < sb->op_deadline) {
+        sb->op_timer = loop_timer_add(l, 10, on_stopped, sb);
+        return;
+    }
+    channel_free(sb->chan);
+    sb->chan = NULL;
+    sb->pausing = sb->chan_lost = false;
+    if (!sb->forking)
+        mark_paused(sb);
+    sb->forking = false;
+    op_finish(sb, NULL);
+}
+
+static void on_ckpt(struct loop *l, int fd, uint32_t events, void *data)
+{
+    struct sandbox *sb = data;
+    struct sbx_err err = {0};
+    int r = ckpt_outcome(sb, &err);
+    if (r == -EAGAIN)
+        return;
+    if (r == 0) {
+        sb->op_deadline = sbx_now_ms() + SANDBOX_SHIM_GONE_MS;
+        on_stopped(l, sb);
+        return;
+    }
+    log_error("sandbox %s: checkpoint: %s", sb->rec.id, err.msg);
+    sb->pausing = sb->forking = false;
+    (void)sbx_rm_rf(sb->image_dir);
+    if (!sb->chan_lost && rt_alive(sb->state_dir)) {
+        sb->ready = true; /* the checkpoint failed before it stopped anything */
+        agent_relisten(sb);
+        notify_waiters(sb, NULL);
+        op_finish(sb, &err);
+        return;
+    }
+    /* A failed checkpoint can take the sandbox down with it (a panic in gVisor's
+     * save): it comes back cold from its workspace rather than being lost. */
+    op_finish(sb, &err);
+    channel_free(sb->chan);
+    sb->chan = NULL;
+    sb->restoring = true;
+    sb->expect_boot[0] = '\0';
+    sb->op_t0 = sbx_now_ms();
+    cold_start(sb, &err);
+}
+
+int manager_pause(struct manager *m, struct sandbox *sb, sandbox_op_fn cb, void *data,
+                  struct sbx_err *err)
+{
+    int r = check_can_snapshot(sb, err);
+    if (r < 0)
+        return r;
+    if (sb->exec_busy || sb->kernel_busy)
+        return sbx_err_set(err, EBUSY, "sandbox_busy",
+                           "sandbox %s is running a command or a cell; pause it afterwards",
+                           sb->rec.id);
+    struct store_sandbox_counts n;
+    if ((r = store_sandbox_counts(m->store, sb->rec.user, sb->rec.key_id, &n, err)) < 0)
+        return r;
+    if (n.user_paused >= SANDBOX_PAUSED_MAX)
+        return sbx_err_set(err, EAGAIN, "sandbox_paused_limit",
+                           "at most %d paused sandboxes per user: delete old ones to make room",
+                           SANDBOX_PAUSED_MAX);
+    _cleanup_free_ char *image = sbx_xasprintf("%s/snapshots/memory", sb->dir);
+    sb->op_t0 = sbx_now_ms();
+    if ((r = prepare_checkpoint(sb, image, on_ckpt, err)) < 0)
+        return r;
+    sb->pausing = true;
+    sb->chan_lost = false;
+    sb->ready = false; /* requests from now on wait for the outcome */
+    sb->op_cb = cb;
+    sb->op_data = data;
+    return 0;
+}
+
+int manager_resume(struct manager *m, struct sandbox *sb, sandbox_ready_fn cb, void *data,
+                   struct sbx_err *err)
+{
+    if (!sb->paused || sb->restoring)
+        return sbx_err_set(err, EALREADY, "sandbox_not_paused", "sandbox %s is not paused",
+                           sb->rec.id);
+    long long per_user, per_key;
+    int r = store_sandbox_count_live(m->store, sb->rec.user, sb->rec.key_id, &per_user, &per_key,
+                                     err);
+    if (r < 0)
+        return r;
+    if (per_key >= m->cfg->max_per_key || per_user >= m->cfg->max_per_user)
+        return sbx_err_set(err, EAGAIN, "sandbox_concurrency_limit",
+                           "resuming would pass %lld running sandboxes per %s",
+                           per_key >= m->cfg->max_per_key ? m->cfg->max_per_key
+                                                          : m->cfg->max_per_user,
+                           per_key >= m->cfg->max_per_key ? "key" : "user");
+    if (sb->op_timer) {
+        loop_timer_cancel(m->loop, sb->op_timer);
+        sb->op_timer = NULL;
+    }
+    free(sb->image_dir);
+    sb->image_dir = sbx_xasprintf("%s/snapshots/memory", sb->dir);
+    sb->drop_image = true;
+    sb->op_t0 = sbx_now_ms();
+    snprintf(sb->expect_boot, sizeof(sb->expect_boot), "%s", sb->boot_id);
+    _cleanup_free_ char *img = sbx_xasprintf("%s/checkpoint.img", sb->image_dir);
+    sb->cold_tried = access(img, F_OK) != 0;
+    sb->restoring = true;
+    r = launch(m, sb, sb->cold_tried ? NULL : sb->image_dir, false, err);
+    if (r < 0 && !sb->cold_tried) {
+        log_warn("sandbox %s: restore failed (%s); starting cold", sb->rec.id, err->msg);
+        sb->cold_tried = true;
+        r = launch(m, sb, NULL, false, err);
+    }
+    if (r < 0) {
+        sb->restoring = false;
+        return r;
+    }
+    sb->paused = false;
+    sandbox_when_ready(sb, cb, data);
+    return 0;
+}
+
+/* --- fork --- */
+
+struct fork_op {
+    struct manager *m;
+    struct auth_identity who;
+    char parent_id[STORE_ID_MAX + 1];
+    char *image_dir;
+    int count, pending;
+    long long ttl, t0;
+    struct fork_child kids[SANDBOX_FORK_MAX];
+    fork_done_fn cb;
+    void *data;
+};
+
+static void fork_finish(struct fork_op *f, const struct sbx_err *err)
+{
+    if (f->image_dir)
+        (void)sbx_rm_rf(f->image_dir); /* every copy has read it whole by now */
+    f->cb(f->parent_id, f->kids, f->count, err, f->data);
+    free(f->image_dir);
+    free(f);
+}
+
+static void on_kid_ready(struct sandbox *kid, const struct sbx_err *err, void *data)
+{
+    struct fork_op *f = data;
+    for (int i = 0; i < f->count; i++) {
+        struct fork_child *k = &f->kids[i];
+        if (strcmp(k->id, kid->rec.id))
+            continue;
+        k->ok = !err;
+        if (err)
+            k->err = *err;
+        k->restored = !err && kid->restored;
+        k->ready_ms = err ? 0 : kid->ready_ms;
+    }
+    if (--f->pending == 0)
+        fork_finish(f, NULL);
+}
+
+/* A copy of the stopped parent's workspace for a fork: with the quota the image, without
+ * it a plain recursive copy. */
+static int copy_workspace(struct manager *m, const struct sandbox *from, struct sandbox *to,
+                          struct sbx_err *err)
+{
+    if (m->ws_template) {
+        _cleanup_free_ char *src = sbx_xasprintf("%s/workspace.img", from->dir);
+        _cleanup_free_ char *dst = sbx_xasprintf("%s/workspace.img", to->dir);
+        return wsimage_mount(src, dst, to->workspace, err);
+    }
+    _cleanup_free_ char *src = sbx_xasprintf("%s/.", from->workspace);
+    char *argv[] = {"cp", "-a", "--reflink=auto", src, to->workspace, NULL};
+    extern char **environ;
+    pid_t pid;
+    int r = posix_spawnp(&pid, "cp", NULL, NULL, argv, environ);
+    if (r != 0)
+        return sbx_err_sys(err, r, "copying the workspace");
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            return sbx_err_sys(err, errno, "copying the workspace");
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        return sbx_err_set(err, EIO, "internal", "copying the workspace failed (status %d)", st);
+    return 0;
+}
+
+static int fork_kid(struct fork_op *f, struct sandbox *parent, struct fork_child *out,
+                    struct sbx_err *err)
+{
+    struct manager *m = f->m;
+    char id[STORE_ID_MAX + 1];
+    new_sandbox_id(id);
+    struct sandbox *sb = sandbox_alloc(m, id);
+    struct store_sandbox *rec = &sb->rec;
+    const struct store_sandbox *p = &parent->rec;
+    long long now = sbx_wall_ms() / 1000;
+    *rec = *p;
+    snprintf(rec->id, sizeof(rec->id), "%s", id);
+    snprintf(rec->key_id, sizeof(rec->key_id), "%s", f->who.key_id);
+    snprintf(rec->status, sizeof(rec->status), "%s", SANDBOX_CREATING);
+    rec->env_json = sbx_xstrdup(p->env_json ? p->env_json : "{}");
+    rec->ttl_seconds = f->ttl ? f->ttl : p->ttl_seconds;
+    rec->created_at = now;
+    rec->expires_at = now + rec->ttl_seconds;
+    rec->ended_at = 0;
+    rec->end_reason[0] = '\0';
+    int r = store_sandbox_insert(m->store, rec, err);
+    if (r < 0) {
+        sandbox_free(sb);
+        return r;
+    }
+    snprintf(out->id, sizeof(out->id), "%s", id);
+    snprintf(sb->parent_id, sizeof(sb->parent_id), "%s", p->id);
+    (void)store_meta_set(m->store, id, STORE_META_PARENT, p->id, NULL);
+    if ((r = sbx_mkdir_p(sb->state_dir, 0700)) < 0 || (r = sbx_mkdir_p(sb->workspace, 0755)) < 0)
+        sbx_err_sys(err, -r, "creating the sandbox directory");
+    if (r == 0)
+        r = copy_workspace(m, parent, sb, err);
+    if (r == 0) {
+        sb->restoring = true;
+        sb->op_t0 = f->t0;
+        snprintf(sb->expect_boot, sizeof(sb->expect_boot), "%s", parent->boot_id);
+        sb->image_dir = sbx_xstrdup(f->image_dir);
+        r = launch(m, sb, f->image_dir, true, err);
+    }
+    if (r < 0) {
+        (void)store_sandbox_set_status(m->store, id, SANDBOX_FAILED, "start_failed", now, NULL);
+        struct sbx_err e2 = {0};
+        (void)rt_destroy(&m->rt, id, sb->state_dir, sb->dir, &e2);
+        sandbox_free(sb);
+        snprintf(err->code, sizeof(err->code), "sandbox_start_failed");
+        return r;
+    }
+    sb->next = m->sandboxes;
+    m->sandboxes = sb;
+    arm_ttl(m, sb);
+    log_info("sandbox %s: forked from %s", id, p->id);
+    f->pending++;
+    sandbox_when_ready(sb, on_kid_ready, f);
+    return 0;
+}
+
+static void on_parent_ready(struct sandbox *sb, const struct sbx_err *err, void *data)
+{
+    struct fork_op *f = data;
+    if (err)
+        log_error("sandbox %s: back after the fork: %s", f->parent_id, err->msg);
+    if (--f->pending == 0)
+        fork_finish(f, NULL);
+}
+
+/* The parent is stopped (a checkpoint stops a container: runsc's --leave-running
+ * restores it behind a new runsc that our shim does not hold). Its workspace is still,
+ * so the copies are consistent; then the parent and every copy restore from the image. */
+static void fork_on_checkpoint(struct sandbox *parent, const struct sbx_err *err, void *data)
+{
+    struct fork_op *f = data;
+    if (err || parent->ended) {
+        struct sbx_err gone = {0};
+        if (!err)
+            sbx_err_set(&gone, ECONNRESET, "sandbox_not_running", "sandbox %s went away",
+                        f->parent_id);
+        log_error("sandbox %s: fork: %s", f->parent_id, err ? err->msg : gone.msg);
+        fork_finish(f, err ? err : &gone);
+        return;
+    }
+    /* The image file lags behind its mounted filesystem (dirty pages, the journal):
+     * frozen, the filesystem is written out whole and clean for the copies. */
+    int frozen = -1;
+    if (f->m->ws_template) {
+        frozen = open(parent->workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (frozen >= 0 && ioctl(frozen, FIFREEZE, 0) < 0) {
+            log_warn("sandbox %s: freezing the workspace: %s", f->parent_id, strerror(errno));
+            close(frozen);
+            frozen = -1;
+        }
+    }
+    for (int i = 0; i < f->count; i++) {
+        struct sbx_err kerr = {0};
+        if (fork_kid(f, parent, &f->kids[i], &kerr) < 0) {
+            f->kids[i].ok = false;
+            f->kids[i].err = kerr;
+            log_error("sandbox %s: fork copy %d: %s", f->parent_id, i, kerr.msg);
+        }
+    }
+    if (frozen >= 0) {
+        (void)ioctl(frozen, FITHAW, 0);
+        close(frozen);
+    }
+    struct sbx_err perr = {0};
+    parent->restoring = true;
+    parent->cold_tried = false;
+    parent->drop_image = false;
+    parent->op_t0 = sbx_now_ms();
+    snprintf(parent->expect_boot, sizeof(parent->expect_boot), "%s", parent->boot_id);
+    free(parent->image_dir);
+    parent->image_dir = sbx_xstrdup(f->image_dir);
+    if (launch(f->m, parent, f->image_dir, false, &perr) < 0) {
+        parent->cold_tried = true;
+        if (launch(f->m, parent, NULL, false, &perr) < 0) {
+            struct sbx_err derr = {0};
+            (void)destroy(f->m, parent, "start_failed", &perr, NULL, NULL, &derr);
+        }
+    }
+    if (!parent->ended) {
+        f->pending++;
+        sandbox_when_ready(parent, on_parent_ready, f);
+    }
+    f->pending--; /* the checkpoint's own count */
+    if (f->pending == 0)
+        fork_finish(f, NULL);
+}
+
+int manager_fork(struct manager *m, struct sandbox *sb, const struct auth_identity *who,
+                 int count, long long ttl_seconds, fork_done_fn cb, void *data,
+                 struct sbx_err *err)
+{
+    int r = check_can_snapshot(sb, err);
+    if (r < 0)
+        return r;
+    if (sb->exec_busy || sb->kernel_busy)
+        return sbx_err_set(err, EBUSY, "sandbox_busy",
+                           "sandbox %s is running a command or a cell; fork it afterwards",
+                           sb->rec.id);
+    struct store_sandbox_counts n;
+    if ((r = store_sandbox_counts(m->store, who->user, who->key_id, &n, err)) < 0)
+        return r;
+    if (n.key_active + count > SANDBOX_FORK_KEY_ACTIVE)
+        return sbx_err_set(err, EAGAIN, "sandbox_concurrency_limit",
+                           "a fork may not take a key past %d active sandboxes (%lld now)",
+                           SANDBOX_FORK_KEY_ACTIVE, n.key_active);
+    if (n.user_running + count > m->cfg->max_per_user)
+        return sbx_err_set(err, EAGAIN, "sandbox_concurrency_limit",
+                           "a fork may not take a user past %lld running sandboxes (%lld now)",
+                           m->cfg->max_per_user, n.user_running);
+    struct fork_op *f = sbx_xcalloc(1, sizeof(*f));
+    f->m = m;
+    f->who = *who;
+    snprintf(f->parent_id, sizeof(f->parent_id), "%s", sb->rec.id);
+    f->count = count;
+    f->ttl = ttl_seconds;
+    f->t0 = sbx_now_ms();
+    f->pending = 1;
+    f->cb = cb;
+    f->data = data;
+    unsigned char raw[6];
+    char hex[13];
+    if (RAND_bytes(raw, sizeof(raw)) != 1)
+        abort();
+    sbx_hex(raw, sizeof(raw), hex);
+    f->image_dir = sbx_xasprintf("%s/snapshots/fork-%s", sb->dir, hex);
+    if ((r = prepare_checkpoint(sb, f->image_dir, on_ckpt, err)) < 0) {
+        free(f->image_dir);
+        free(f);
+        return r;
+    }
+    sb->pausing = sb->forking = true;
+    sb->chan_lost = false;
+    sb->ready = false; /* requests wait for the parent to be back */
+    sb->op_cb = fork_on_checkpoint;
+    sb->op_data = f;
+    return 0;
+}
+
 /* --- lookup, list, destroy ----------------------------------------------------------- */
 
 int manager_lookup(struct manager *m, const struct auth_identity *who, const char *id,
@@ -521,7 +1197,9 @@ static int destroy(struct manager *m, struct sandbox *sb, const char *reason,
                     sb->rec.id, reason);
     }
     stop_start_watch(sb);
+    stop_ckpt_watch(sb);
     notify_waiters(sb, &gone);
+    op_finish(sb, &gone); /* a pause or a fork's checkpoint that will never end */
     /* Streams and callers may still be on the stack: free on the next turn. */
     (void)loop_timer_add(m->loop, 0, on_reap, sb);
     return r;
@@ -562,6 +1240,22 @@ static void reconcile_one(const struct store_sandbox *rec, void *data)
     sb->rec.env_json = sbx_xstrdup(rec->env_json);
     egress_load(m, sb);
     struct sbx_err err = {0};
+    (void)store_meta_get(m->store, rec->id, STORE_META_BOOT_ID, sb->boot_id, sizeof(sb->boot_id),
+                         NULL);
+    (void)store_meta_get(m->store, rec->id, STORE_META_PARENT, sb->parent_id,
+                         sizeof(sb->parent_id), NULL);
+    if (!strcmp(rec->status, SANDBOX_PAUSED)) {
+        /* No shim is normal for a paused sandbox: its image waits on disk. */
+        char at[24];
+        if (store_meta_get(m->store, rec->id, STORE_META_PAUSED_AT, at, sizeof(at), NULL) == 0)
+            sb->paused_at = strtoll(at, NULL, 10);
+        sb->paused = true;
+        sb->next = m->sandboxes;
+        m->sandboxes = sb;
+        arm_ttl(m, sb);
+        log_info("sandbox %s: paused, kept", rec->id);
+        return;
+    }
     if (!rt_alive(sb->state_dir) || attach(m, sb, &err) < 0) {
         log_warn("sandbox %s: not running any more, cleaning up %s", rec->id, err.msg);
         (void)store_sandbox_set_status(m->store, rec->id, SANDBOX_FAILED, "lost",
@@ -639,11 +1333,46 @@ int manager_start(struct manager *m, struct sbx_err *err)
 
 /* --- JSON and validation ------------------------------------------------------------ */
 
+/* Bytes on disk beneath dirfd (allocated blocks: images are sparse). Depth is bounded
+ * by what the daemon itself writes there. */
+static long long dir_bytes(int dirfd, int depth)
+{
+    DIR *d = fdopendir(dirfd);
+    if (!d) {
+        close(dirfd);
+        return 0;
+    }
+    long long total = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        struct stat st;
+        if (de->d_name[0] == '.' ||
+            fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            continue;
+        if (S_ISREG(st.st_mode))
+            total += (long long)st.st_blocks * 512;
+        else if (S_ISDIR(st.st_mode) && depth > 0) {
+            int sub = openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub >= 0)
+                total += dir_bytes(sub, depth - 1);
+        }
+    }
+    closedir(d);
+    return total;
+}
+
+long long sandbox_snapshot_bytes(const struct sandbox *sb)
+{
+    _cleanup_free_ char *path = sbx_xasprintf("%s/snapshots", sb->dir);
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    return fd < 0 ? 0 : dir_bytes(fd, 2);
+}
+
 json_t *sandbox_to_json(const struct sandbox *sb)
 {
     const struct store_sandbox *r = &sb->rec;
     json_t *env = json_loads(r->env_json ? r->env_json : "{}", 0, NULL);
-    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:o,s:{s:I,s:I,s:I},s:b,s:o}", "id", r->id,
+    json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:o,s:{s:I,s:I,s:I},s:b,s:o}", "id", r->id,
                      "object", "sandbox", "status", r->status, "backend", r->backend, "runtime",
                      r->runtime, "template", r->template_name, "template_digest",
                      r->template_digest, "created_at", (json_int_t)r->created_at, "expires_at",
@@ -653,6 +1382,12 @@ json_t *sandbox_to_json(const struct sandbox *sb)
                      (json_int_t)r->cpu_millicores, "enable_default_session",
                      r->enable_default_session, "egress",
                      sb->egress ? egress_policy_to_json(sb->egress) : json_pack("{s:s}", "mode", "none"));
+    json_object_set_new(j, "snapshot_bytes", json_integer(sandbox_snapshot_bytes(sb)));
+    if (sb->paused)
+        json_object_set_new(j, "paused_at", json_integer(sb->paused_at));
+    if (sb->parent_id[0])
+        json_object_set_new(j, "parent_id", json_string(sb->parent_id));
+    return j;
 }
 
 int sandbox_env_validate(json_t *env, const char *field, struct sbx_err *err)

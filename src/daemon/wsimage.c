@@ -71,34 +71,6 @@ int wsimage_prepare(const char *data_dir, long long mb, char **template_out,
     return 0;
 }
 
-/* Copy only the data extents: the clone is as sparse as the template. */
-static int sparse_copy(int in, int out, struct sbx_err *err)
-{
-    struct stat st;
-    if (fstat(in, &st) < 0 || ftruncate(out, st.st_size) < 0)
-        return sbx_err_sys(err, errno, "sizing the workspace image");
-    off_t pos = 0;
-    for (;;) {
-        off_t data = lseek(in, pos, SEEK_DATA);
-        if (data < 0 && errno == ENXIO)
-            return 0;
-        if (data < 0)
-            return sbx_err_sys(err, errno, "reading the workspace template");
-        off_t hole = lseek(in, data, SEEK_HOLE);
-        if (hole < 0)
-            return sbx_err_sys(err, errno, "reading the workspace template");
-        loff_t ip = data, op = data;
-        size_t left = (size_t)(hole - data);
-        while (left) {
-            ssize_t n = copy_file_range(in, &ip, out, &op, left, 0);
-            if (n <= 0)
-                return sbx_err_sys(err, n < 0 ? errno : EIO, "cloning the workspace template");
-            left -= (size_t)n;
-        }
-        pos = hole;
-    }
-}
-
 static int attach_loop(int image_fd, int *loop_fd, char dev[32], struct sbx_err *err)
 {
     _cleanup_close_ int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
@@ -137,9 +109,9 @@ int wsimage_mount(const char *template_path, const char *image, const char *moun
     _cleanup_close_ int out = open(image, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (out < 0)
         return sbx_err_sys(err, errno, "creating %s", image);
-    int r = sparse_copy(in, out, err);
+    int r = sbx_copy_sparse(in, out);
     if (r < 0)
-        return r;
+        return sbx_err_sys(err, -r, "cloning %s", template_path);
     _cleanup_close_ int loop = -1;
     char dev[32];
     r = attach_loop(out, &loop, dev, err);

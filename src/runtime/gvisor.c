@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/socket.h>
@@ -115,6 +116,15 @@ bool rt_alive(const char *state_dir)
     return lstat(sock, &st) == 0 && S_ISSOCK(st.st_mode);
 }
 
+bool rt_busy(const char *state_dir)
+{
+    _cleanup_close_ int fd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    /* The shim holds a shared lock on the dir for its whole life (shim.c). */
+    return flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK;
+}
+
 /* Start argv detached: double fork, setsid, stdio on /dev/null, a clean signal mask
  * and environment. keep_fd (or -1) survives the exec. Only async-signal-safe calls
  * happen after fork, as the daemon may be multithreaded. Returns 0 or -errno. */
@@ -210,8 +220,24 @@ static int read_ready(int fd, int timeout_ms, char *line, size_t size)
     }
 }
 
-int rt_start(const struct rt_config *cfg, const struct rt_spec *spec, int *ready_fd,
-             struct sbx_err *err)
+/* Copy (or hard-link, when both live on one filesystem) src to dst, replacing dst. */
+static int install_file(const char *src, const char *dst, int mode)
+{
+    (void)unlink(dst);
+    if (link(src, dst) == 0)
+        return 0;
+    _cleanup_close_ int in = open(src, O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return -errno;
+    _cleanup_close_ int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+    if (out < 0)
+        return -errno;
+    return sbx_copy_sparse(in, out);
+}
+
+/* rt_start and rt_restore: restore_dir NULL boots the container, else restores it. */
+static int launch(const struct rt_config *cfg, const struct rt_spec *spec,
+                  const char *restore_dir, bool forked, int *ready_fd, struct sbx_err *err)
 {
     if (!oci_id_valid(spec->id))
         return sbx_err_set(err, EINVAL, "invalid_request", "invalid sandbox id");
@@ -223,14 +249,27 @@ int rt_start(const struct rt_config *cfg, const struct rt_spec *spec, int *ready
         return sbx_err_set(err, EEXIST, "internal", "sandbox %s already has a running shim",
                            spec->id);
 
+    if (restore_dir && !abs_path_ok(restore_dir))
+        return sbx_err_set(err, EINVAL, "internal", "the image dir must be an absolute path");
+
+    /* Each sandbox runs its own copy of the agent: gVisor maps the binary's pages from
+     * the file, and a checkpoint image only restores against the very build it was
+     * taken with (a rebuilt agent under a restore crashes it). */
+    _cleanup_free_ char *bundle = sbx_xasprintf("%s/bundle", spec->state_dir);
+    int r = sbx_mkdir_p(bundle, 0700);
+    if (r < 0)
+        return sbx_err_sys(err, -r, "creating %s", bundle);
+    _cleanup_free_ char *agent = sbx_xasprintf("%s/sbx-agent", spec->state_dir);
+    _cleanup_free_ char *agent_src =
+        restore_dir ? sbx_xasprintf("%s/sbx-agent", restore_dir) : sbx_xstrdup(cfg->agent_path);
+    if ((r = install_file(agent_src, agent, 0755)) < 0)
+        return sbx_err_sys(err, -r, "installing the agent %s", agent_src);
+    struct rt_config pinned = *cfg;
+    pinned.agent_path = agent;
     _cleanup_free_ char *json = NULL;
-    int r = oci_build_config(cfg, spec, &json, err);
+    r = oci_build_config(&pinned, spec, &json, err);
     if (r < 0)
         return sbx_err_wrap(err, "sandbox %s", spec->id);
-
-    _cleanup_free_ char *bundle = sbx_xasprintf("%s/bundle", spec->state_dir);
-    if ((r = sbx_mkdir_p(bundle, 0700)) < 0)
-        return sbx_err_sys(err, -r, "creating %s", bundle);
     if ((r = sbx_mkdir_p(cfg->runsc_root, 0700)) < 0)
         return sbx_err_sys(err, -r, "creating %s", cfg->runsc_root);
     _cleanup_free_ char *config = sbx_xasprintf("%s/config.json", bundle);
@@ -260,7 +299,7 @@ int rt_start(const struct rt_config *cfg, const struct rt_spec *spec, int *ready
     }
     char fdbuf[16];
     snprintf(fdbuf, sizeof(fdbuf), "%d", ready_w);
-    char *argv[16];
+    char *argv[20];
     int i = 0;
     argv[i++] = (char *)cfg->shim_path;
     argv[i++] = "--id";
@@ -280,6 +319,12 @@ int rt_start(const struct rt_config *cfg, const struct rt_spec *spec, int *ready
     }
     if (cfg->debug)
         argv[i++] = "--debug";
+    if (restore_dir) {
+        argv[i++] = "--restore";
+        argv[i++] = (char *)restore_dir;
+        if (forked)
+            argv[i++] = "--forked";
+    }
     argv[i] = NULL;
 
     r = spawn_detached(argv, ready_w);
@@ -291,6 +336,122 @@ int rt_start(const struct rt_config *cfg, const struct rt_spec *spec, int *ready
         return sbx_err_sys(err, -r, "readiness pipe");
     *ready_fd = TAKE_FD(ready_r);
     return 0;
+}
+
+int rt_start(const struct rt_config *cfg, const struct rt_spec *spec, int *ready_fd,
+             struct sbx_err *err)
+{
+    return launch(cfg, spec, NULL, false, ready_fd, err);
+}
+
+int rt_restore(const struct rt_config *cfg, const struct rt_spec *spec, const char *image_dir,
+               bool forked, int *ready_fd, struct sbx_err *err)
+{
+    return launch(cfg, spec, image_dir, forked, ready_fd, err);
+}
+
+int rt_checkpoint(const struct rt_config *cfg, const char *id, const char *state_dir,
+                  const char *image_dir, int *done_fd, struct sbx_err *err)
+{
+    if (!oci_id_valid(id))
+        return sbx_err_set(err, EINVAL, "invalid_request", "invalid sandbox id");
+    if (!abs_path_ok(state_dir) || !abs_path_ok(image_dir) || !abs_path_ok(cfg->runsc_root))
+        return sbx_err_set(err, EINVAL, "internal", "checkpoint paths must be absolute");
+    int r = sbx_mkdir_p(image_dir, 0700);
+    if (r < 0)
+        return sbx_err_sys(err, -r, "creating %s", image_dir);
+    /* The image is only good with the agent it was taken from (see launch). A sandbox
+     * started before agents were pinned runs cfg->agent_path. */
+    _cleanup_free_ char *agent = sbx_xasprintf("%s/sbx-agent", state_dir);
+    _cleanup_free_ char *kept = sbx_xasprintf("%s/sbx-agent", image_dir);
+    if ((r = install_file(access(agent, F_OK) == 0 ? agent : cfg->agent_path, kept, 0755)) < 0)
+        return sbx_err_sys(err, -r, "keeping the agent beside the image");
+    _cleanup_free_ char *log = sbx_xasprintf("%s/checkpoint.log", image_dir);
+    _cleanup_close_ int logfd =
+        open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (logfd < 0)
+        return sbx_err_sys(err, errno, "creating %s", log);
+    _cleanup_close_ int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (nul < 0)
+        return sbx_err_sys(err, errno, "opening /dev/null");
+    int pfd[2];
+    if (pipe2(pfd, O_CLOEXEC) < 0)
+        return sbx_err_sys(err, errno, "pipe");
+    _cleanup_close_ int rd = pfd[0];
+    _cleanup_close_ int wr = pfd[1];
+    char *argv[12];
+    int i = 0;
+    argv[i++] = (char *)(cfg->runsc_path ? cfg->runsc_path : "runsc");
+    argv[i++] = "--root";
+    argv[i++] = (char *)cfg->runsc_root;
+    argv[i++] = "checkpoint";
+    argv[i++] = "--image-path";
+    argv[i++] = (char *)image_dir;
+    argv[i++] = (char *)id;
+    argv[i] = NULL;
+    struct shim_env env;
+    shim_env_init(&env);
+    /* A watcher process waits for runsc and writes its status to the pipe: the daemon
+     * reaps every child it has, so it could not collect runsc's status itself. Only
+     * async-signal-safe calls after fork. */
+    pid_t pid = fork();
+    if (pid < 0) {
+        r = -errno;
+        shim_env_free(&env);
+        return sbx_err_sys(err, -r, "fork");
+    }
+    if (pid == 0) {
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        pid_t runsc = fork();
+        if (runsc < 0)
+            _exit(126);
+        if (runsc == 0) {
+            if (dup2(nul, 0) < 0 || dup2(logfd, 1) < 0 || dup2(logfd, 2) < 0)
+                _exit(126);
+            execvpe(argv[0], argv, env.v);
+            _exit(127);
+        }
+        int st;
+        while (waitpid(runsc, &st, 0) < 0)
+            if (errno != EINTR)
+                _exit(126);
+        char line[32];
+        int n = snprintf(line, sizeof(line), "%d\n", st);
+        (void)sbx_write_all(wr, line, (size_t)n);
+        _exit(0);
+    }
+    shim_env_free(&env);
+    close(TAKE_FD(wr));
+    if ((r = sbx_set_nonblock(rd)) < 0)
+        return sbx_err_sys(err, -r, "checkpoint pipe");
+    *done_fd = TAKE_FD(rd);
+    return 0;
+}
+
+int rt_checkpoint_read(const char *image_dir, int done_fd, struct sbx_err *err)
+{
+    char line[32];
+    ssize_t n;
+    do
+        n = read(done_fd, line, sizeof(line) - 1);
+    while (n < 0 && errno == EINTR);
+    if (n < 0 && errno == EAGAIN)
+        return -EAGAIN;
+    line[n > 0 ? n : 0] = '\0';
+    int st = n > 0 ? atoi(line) : -1;
+    if (n > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0)
+        return 0;
+    /* runsc says why on its first line; a Go panic's stack follows it. */
+    _cleanup_free_ char *log = sbx_xasprintf("%s/checkpoint.log", image_dir);
+    char head[RT_LOG_TAIL] = "";
+    _cleanup_close_ int fd = open(log, O_RDONLY | O_CLOEXEC);
+    ssize_t got = fd >= 0 ? read(fd, head, sizeof(head) - 1) : -1;
+    head[got > 0 ? got : 0] = '\0';
+    head[strcspn(head, "\n")] = '\0';
+    return sbx_err_set(err, EIO, "internal", "runsc checkpoint failed (status %d): %.300s", st,
+                       head[0] ? head : "(no output)");
 }
 
 /* Turn the shim's readiness line (or the error reading it) into our answer. */

@@ -50,6 +50,26 @@ int rt_start_read(const char *id, const char *state_dir, int ready_fd, struct sb
 int rt_start_wait(const struct rt_config *cfg, const struct rt_spec *spec, int ready_fd,
                   struct sbx_err *err);
 
+/* Memory snapshots (docs/snapshots.md).
+ *
+ * rt_checkpoint saves a running sandbox into image_dir (created) with `runsc checkpoint`:
+ * memory, processes, kernel state. The container stops and its shim exits, keeping the
+ * sandbox's directory (runsc's --leave-running would restore it behind a runsc process
+ * no shim holds). The agent binary the sandbox runs is kept beside the image. Returns at once
+ * with *done_fd (non-blocking, O_CLOEXEC), readable when runsc has finished; the caller
+ * owns it and reads the outcome with rt_checkpoint_read: 0, -EAGAIN (not yet), or an
+ * error with the tail of runsc's output. */
+int rt_checkpoint(const struct rt_config *cfg, const char *id, const char *state_dir,
+                  const char *image_dir, int *done_fd, struct sbx_err *err);
+int rt_checkpoint_read(const char *image_dir, int done_fd, struct sbx_err *err);
+/* rt_start from a checkpoint image (`runsc restore`), into spec's state dir and workspace,
+ * which may differ from the checkpointed sandbox's (a fork). Readiness as for rt_start
+ * (rt_start_read): the shim greets the restored agent with a daemon HELLO, with "forked"
+ * when the image is restored as one of several copies (docs/protocol.md). The image is
+ * read whole during the restore; the caller may remove it once the sandbox is ready. */
+int rt_restore(const struct rt_config *cfg, const struct rt_spec *spec, const char *image_dir,
+               bool forked, int *ready_fd, struct sbx_err *err);
+
 /* Connect to a sandbox's channel socket: a non-blocking, O_CLOEXEC unix stream fd
  * carrying proto frames to and from its agent. Only one client at a time; a new
  * connection replaces the old. */
@@ -57,6 +77,10 @@ int rt_connect(const char *state_dir, int *out_fd, struct sbx_err *err);
 
 /* Is the shim of this sandbox alive? */
 bool rt_alive(const char *state_dir);
+/* Is any shim or cleanup helper still at work on this state dir? Unlike rt_alive, true
+ * until it has exited, after its runsc delete and cgroup removal too: a new container
+ * with the same id must wait for that. */
+bool rt_busy(const char *state_dir);
 
 /* Ask the shim to kill the sandbox, delete the runsc container and then remove
  * remove_dir (the sandbox's directory, workspace included), off the caller's path.

@@ -4,7 +4,14 @@
  * between them and at most one client on <state_dir>/shim.sock.
  *
  *   sbx-shim --id ID --state-dir DIR --runsc PATH --root RUNSC_ROOT --ready-fd N
- *            [--cgroup CGROUPS_PATH] [--debug]
+ *            [--cgroup CGROUPS_PATH] [--debug] [--restore IMAGE_DIR [--forked]]
+ *
+ * With --restore the container comes back from a `runsc checkpoint` image (`runsc
+ * restore`) instead of booting. A restored agent is in the middle of waiting for input
+ * and says nothing first, so the shim greets it with a daemon HELLO
+ * {"version":1,"role":"daemon","restored":true[,"forked":true]} and its answer is the
+ * "first frame" below. "forked" tells the agent it is one of several copies of one
+ * image, so it reseeds what it owns (docs/protocol.md).
  *
  * Readiness: one line on fd N, then the fd is closed:
  *   "ready <ms>\n"     the agent sent its first whole frame <ms> after runsc was spawned
@@ -59,10 +66,13 @@ struct shim {
     struct loop *loop;
     const char *id, *state_dir, *runsc, *root;
     const char *cgroup; /* the cgroupsPath given to runsc, e.g. /sbx/<id>; may be NULL */
+    const char *restore; /* checkpoint image dir: runsc restore instead of runsc run */
+    bool forked;
     bool debug;
     int log_fd;
     int ready_fd;
     int pid_fd; /* shim.pid, flock'ed for our lifetime */
+    int dir_fd; /* the state dir, flock'ed (shared) until we exit: rt_busy */
     char *sock_path, *pid_path, *runsc_log, *log_path;
 
     int listen_fd;
@@ -518,7 +528,13 @@ static int spawn_runsc(struct shim *s)
         argv[i++] = "--debug";
         argv[i++] = debug_log;
     }
-    argv[i++] = "run";
+    if (s->restore) {
+        argv[i++] = "restore";
+        argv[i++] = "--image-path";
+        argv[i++] = (char *)s->restore;
+    } else {
+        argv[i++] = "run";
+    }
     argv[i++] = "--bundle";
     argv[i++] = bundle;
     argv[i++] = "--detach=false";
@@ -558,7 +574,18 @@ static int spawn_runsc(struct shim *s)
         r = loop_watch_add(s->loop, s->agent_in, 0, on_agent_in, s, &s->agent_in_w);
     if (r < 0)
         return r;
-    shim_log(s, "spawned runsc run (pid %d) for %s", (int)pid, s->id);
+    shim_log(s, "spawned runsc %s (pid %d) for %s", s->restore ? "restore" : "run", (int)pid,
+             s->id);
+    if (s->restore) {
+        /* Queued now, read by the agent once it runs again. */
+        char hello[96];
+        int n = snprintf(hello, sizeof(hello),
+                         "{\"version\":%d,\"role\":\"daemon\",\"restored\":true%s}",
+                         PROTO_VERSION, s->forked ? ",\"forked\":true" : "");
+        (void)proto_outq_push(s->to_agent, 0, PROTO_HELLO, 0, (const uint8_t *)hello, (size_t)n);
+        flush_to_agent(s);
+        update_interest(s);
+    }
     return 0;
 }
 
@@ -823,7 +850,7 @@ static int cleanup_main(struct shim *s, const char *remove)
 static void usage(void)
 {
     fprintf(stderr, "usage: sbx-shim --id ID --state-dir DIR --runsc PATH --root DIR "
-                    "--ready-fd N [--cgroup PATH] [--debug]\n"
+                    "--ready-fd N [--cgroup PATH] [--debug] [--restore DIR [--forked]]\n"
                     "       sbx-shim --cleanup --id ID --state-dir DIR --runsc PATH --root DIR "
                     "[--cgroup PATH] [--remove DIR]\n");
     exit(2);
@@ -833,13 +860,14 @@ int main(int argc, char **argv)
 {
     struct shim s = {.log_fd = -1, .ready_fd = -1, .pid_fd = -1, .listen_fd = -1,
                      .client_fd = -1, .agent_in = -1, .agent_out = -1, .sig_fd = -1,
-                     .exit_code = -1, .runsc = "runsc"};
+                     .exit_code = -1, .runsc = "runsc", .dir_fd = -1};
     static const struct option opts[] = {
         {"id", required_argument, NULL, 'i'},    {"state-dir", required_argument, NULL, 's'},
         {"runsc", required_argument, NULL, 'r'}, {"root", required_argument, NULL, 'R'},
         {"ready-fd", required_argument, NULL, 'f'}, {"debug", no_argument, NULL, 'd'},
         {"cleanup", no_argument, NULL, 'C'},     {"remove", required_argument, NULL, 'X'},
         {"cgroup", required_argument, NULL, 'G'},
+        {"restore", required_argument, NULL, 'B'}, {"forked", no_argument, NULL, 'F'},
         {NULL, 0, NULL, 0},
     };
     int c;
@@ -856,6 +884,8 @@ int main(int argc, char **argv)
         case 'C': cleanup = true; break;
         case 'X': remove = optarg; break;
         case 'G': s.cgroup = optarg; break;
+        case 'B': s.restore = optarg; break;
+        case 'F': s.forked = true; break;
         default: usage();
         }
     }
@@ -868,6 +898,10 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     if (chdir("/") < 0)
         return 1;
+    /* Held until exit, through the cleanup and the removal of cgroups (rt_busy). */
+    s.dir_fd = open(s.state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (s.dir_fd >= 0)
+        (void)flock(s.dir_fd, LOCK_SH);
     s.log_path = sbx_xasprintf("%s/shim.log", s.state_dir);
     s.log_fd = open(s.log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
     if (s.log_fd >= 0 && s.log_fd != 2)

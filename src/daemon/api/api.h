@@ -19,6 +19,10 @@ void api_sandboxes_list(struct sbxd *d, struct http_req *req);
 void api_sandboxes_get(struct sbxd *d, struct http_req *req);
 void api_sandboxes_delete(struct sbxd *d, struct http_req *req);
 
+void api_sandbox_pause(struct sbxd *d, struct http_req *req);
+void api_sandbox_resume(struct sbxd *d, struct http_req *req);
+void api_sandbox_fork(struct sbxd *d, struct http_req *req);
+
 void api_exec(struct sbxd *d, struct http_req *req);
 void api_run(struct sbxd *d, struct http_req *req);
 
@@ -55,11 +59,11 @@ void api_terminal_connect(struct sbxd *d, struct http_req *req);
 
 void api_preview_create(struct sbxd *d, struct http_req *req);
 
+void api_egress_get(struct sbxd *d, struct http_req *req);
+void api_egress_put(struct sbxd *d, struct http_req *req);
+
 void api_run_code(struct sbxd *d, struct http_req *req);
 void api_kernel_reset(struct sbxd *d, struct http_req *req);
 void api_kernel_interrupt(struct sbxd *d, struct http_req *req);
-
-void api_egress_get(struct sbxd *d, struct http_req *req);
-void api_egress_put(struct sbxd *d, struct http_req *req);
 
 #endif

@@ -31,6 +31,7 @@ static const char *const *const store_schemas[] = {
     &store_idem_schema,
     &store_audit_schema,
     &store_egress_schema,
+    &store_meta_schema,
 };
 
 int store_db_err(struct store *s, struct sbx_err *err, const char *what)
@@ -319,7 +320,7 @@ int store_sandbox_get(struct store *s, const char *id, struct store_sandbox *out
 int store_sandbox_set_status(struct store *s, const char *id, const char *status,
                              const char *reason, long long now, struct sbx_err *err)
 {
-    bool ended = strcmp(status, SANDBOX_RUNNING) && strcmp(status, SANDBOX_CREATING);
+    bool ended = !strcmp(status, SANDBOX_DESTROYED) || !strcmp(status, SANDBOX_FAILED);
     sqlite3_stmt *st;
     int r = store_prepare(s, "UPDATE sandboxes SET status=?, ended_at=?, end_reason=? WHERE id=?", &st,
                     err, "titt", status, ended ? now : 0, reason, id);
@@ -335,7 +336,8 @@ int store_sandbox_each_live(struct store *s, const char *user, store_sandbox_cb 
 {
     sqlite3_stmt *st;
     int r = store_prepare(s,
-                    "SELECT " SB_COLS " FROM sandboxes WHERE status IN ('creating','running') "
+                    "SELECT " SB_COLS " FROM sandboxes "
+                    "WHERE status IN ('creating','running','paused') "
                     "AND (?1 IS NULL OR user=?1) ORDER BY created_at, id",
                     &st, err, "t", user);
     if (r < 0)

@@ -4,6 +4,7 @@
 #define SBX_STORE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "../../common/err.h"
 #include "../auth/auth.h"
@@ -34,9 +35,11 @@ typedef void (*store_key_cb)(const struct store_key *k, void *data);
 int store_key_each(struct store *s, store_key_cb cb, void *data, struct sbx_err *err);
 int store_key_count(struct store *s, long long *out, struct sbx_err *err);
 
-/* Sandbox states as stored. "creating" and "running" count as live. */
+/* Sandbox states as stored. "creating", "running" and "paused" count as live; only
+ * "creating" and "running" against the running limits. */
 #define SANDBOX_CREATING "creating"
 #define SANDBOX_RUNNING "running"
+#define SANDBOX_PAUSED "paused"
 #define SANDBOX_DESTROYED "destroyed"
 #define SANDBOX_FAILED "failed"
 
@@ -72,6 +75,27 @@ int store_sandbox_each_live(struct store *s, const char *user, store_sandbox_cb 
                             struct sbx_err *err);
 int store_sandbox_count_live(struct store *s, const char *user, const char *key_id,
                              long long *per_user, long long *per_key, struct sbx_err *err);
+
+/* --- sandbox meta (sandbox_meta.c): name -> value facts beside a sandbox's row ----- */
+
+#define STORE_META_BOOT_ID "boot_id"     /* the agent's boot id, from its HELLO */
+#define STORE_META_PARENT "parent_id"    /* a fork's parent */
+#define STORE_META_PAUSED_AT "paused_at" /* unix seconds, while paused */
+#define STORE_META_FALLBACK "backend_fallback" /* why v1 was used when backend was omitted */
+
+int store_meta_set(struct store *s, const char *sandbox_id, const char *name, const char *value,
+                   struct sbx_err *err);
+/* -ENOENT (err untouched) when the sandbox has no such fact; out is then "". */
+int store_meta_get(struct store *s, const char *sandbox_id, const char *name, char *out,
+                   size_t cap, struct sbx_err *err);
+
+struct store_sandbox_counts {
+    long long user_running; /* creating or running, all the user's keys */
+    long long user_paused;
+    long long key_active;   /* creating, running or paused, this key */
+};
+int store_sandbox_counts(struct store *s, const char *user, const char *key_id,
+                         struct store_sandbox_counts *out, struct sbx_err *err);
 
 /* --- exec records (execs.c) ----------------------------------------------------- */
 

@@ -974,7 +974,11 @@ static int fork_kid(struct fork_op *f, struct sandbox *parent, struct fork_child
     snprintf(out->id, sizeof(out->id), "%s", id);
     snprintf(sb->parent_id, sizeof(sb->parent_id), "%s", p->id);
     (void)store_meta_set(m->store, id, STORE_META_PARENT, p->id, NULL);
-    if ((r = sbx_mkdir_p(sb->state_dir, 0700)) < 0 || (r = sbx_mkdir_p(sb->workspace, 0755)) < 0)
+    /* A copy goes out the way its parent does. */
+    if ((r = store_egress_policy_copy(m->store, p->id, id, now, err)) == 0)
+        egress_load(m, sb);
+    if (r == 0 && ((r = sbx_mkdir_p(sb->state_dir, 0700)) < 0 ||
+                   (r = sbx_mkdir_p(sb->workspace, 0755)) < 0))
         sbx_err_sys(err, -r, "creating the sandbox directory");
     if (r == 0)
         r = copy_workspace(m, parent, sb, err);

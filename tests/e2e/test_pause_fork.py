@@ -157,6 +157,11 @@ def test_fork_copies_diverge_and_the_parent_runs_on():
     parent = c.create_sandbox(ttl_seconds=1800)["id"]
     token, pid = remember(c, parent)
     run_code(c, parent, "import random\nrandom.random()")  # seeded before the fork
+    r = c.request("PUT", "/v1/sandboxes/%s/egress" % parent,
+                  {"mode": "allowlist", "domains": ["example.com"]})
+    assert r.status == 200, r
+    egress = c.get_sandbox(parent)["egress"]
+    assert egress["mode"] == "allowlist", egress
 
     t0 = time.time()
     r = post(c, parent, "fork", {"count": 2, "ttl_seconds": 900})
@@ -172,6 +177,7 @@ def test_fork_copies_diverge_and_the_parent_runs_on():
         s = c.get_sandbox(k["id"])
         assert s["status"] == "running" and s["parent_id"] == parent, s
         assert s["ttl_seconds"] == 900, s
+        assert s["egress"] == egress, s  # copies go out the way the parent does
 
     # The parent kept running: same kernel, same process, untouched by the copies.
     assert c.get_sandbox(parent)["status"] == "running"

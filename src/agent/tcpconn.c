@@ -63,8 +63,7 @@ static void conn_free(struct tcp_conn *t)
 static void fail(struct tcp_conn *t, const char *why)
 {
     conn_send_error(t->base.agent, t->base.id, "connect_failed",
-                    "nothing accepts connections on 127.0.0.1:%u in the sandbox: %s", t->port,
-                    why);
+                    "nothing accepts connections on 127.0.0.1:%u in the sandbox: %s", t->port, why);
     conn_free(t);
 }
 
@@ -216,8 +215,7 @@ static const struct stream_ops tcpconn_ops = {
 int tcpconn_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err)
 {
     json_t *port = json_object_get(req, "port");
-    if (!json_is_integer(port) || json_integer_value(port) < 1 ||
-        json_integer_value(port) > 65535)
+    if (!json_is_integer(port) || json_integer_value(port) < 1 || json_integer_value(port) > 65535)
         return sbx_err_set(err, EINVAL, "bad_request", "\"port\" must be an integer 1..65535");
     _cleanup_close_ int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)

@@ -125,10 +125,10 @@ static void answer(struct preview_conn *c, const char *code, const char *fmt, ..
     _cleanup_free_ char *text = json_dumps(body, JSON_COMPACT);
     json_decref(body);
     unsigned status = http_status_for_code(code);
-    _cleanup_free_ char *resp = sbx_xasprintf(
-        "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-        "Connection: close\r\n\r\n%s\n",
-        status, MHD_get_reason_phrase_for(status), strlen(text) + 1, text);
+    _cleanup_free_ char *resp =
+        sbx_xasprintf("HTTP/1.1 %u %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                      "Connection: close\r\n\r\n%s\n",
+                      status, MHD_get_reason_phrase_for(status), strlen(text) + 1, text);
     if (c->timer)
         loop_timer_cancel(c->pv->loop, c->timer);
     c->timer = NULL;
@@ -205,8 +205,7 @@ static void read_head(struct preview_conn *c);
 static void client_cb(struct loop *l, int fd, uint32_t events, void *data)
 {
     struct preview_conn *c = data;
-    if ((events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) && c->down_off < c->down_len &&
-        !flush_down(c))
+    if ((events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) && c->down_off < c->down_len && !flush_down(c))
         return;
     if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
         if (c->state == PS_HEAD) {
@@ -226,9 +225,8 @@ static void conn_update(struct preview_conn *c)
     uint32_t ev = 0;
     if (c->down_off < c->down_len)
         ev |= EPOLLOUT;
-    if (c->state == PS_HEAD ||
-        (c->state == PS_RELAY && c->st && !c->client_eof && c->up_window > 0 &&
-         !channel_congested(c->st)))
+    if (c->state == PS_HEAD || (c->state == PS_RELAY && c->st && !c->client_eof &&
+                                c->up_window > 0 && !channel_congested(c->st)))
         ev |= EPOLLIN;
     if (ev == c->events && (c->w || !ev))
         return;
@@ -242,8 +240,7 @@ static void conn_update(struct preview_conn *c)
 
 /* --- the stream ------------------------------------------------------------------------- */
 
-static void st_data(struct chan_stream *st, unsigned ch, const uint8_t *buf, size_t len,
-                    void *data)
+static void st_data(struct chan_stream *st, unsigned ch, const uint8_t *buf, size_t len, void *data)
 {
     struct preview_conn *c = data;
     if (ch != PROTO_CH_STDOUT || len == 0)
@@ -385,8 +382,7 @@ static bool parse_label(const char *s, size_t len, unsigned *port, char id[STORE
 }
 
 /* Host: {port}-{id}.<preview domain>[:port]. */
-static bool route_by_host(const struct preview_conn *c, unsigned *port,
-                          char id[STORE_ID_MAX + 1])
+static bool route_by_host(const struct preview_conn *c, unsigned *port, char id[STORE_ID_MAX + 1])
 {
     const char *domain = c->pv->cfg->preview_domain;
     const struct header *h = find_header(c, "Host");
@@ -405,8 +401,8 @@ static bool route_by_host(const struct preview_conn *c, unsigned *port,
 }
 
 /* Path /p/{id}/{port}[/rest]: the prefix is taken off what the server sees. */
-static bool route_by_path(const char *path, size_t len, unsigned *port,
-                          char id[STORE_ID_MAX + 1], size_t *prefix)
+static bool route_by_path(const char *path, size_t len, unsigned *port, char id[STORE_ID_MAX + 1],
+                          size_t *prefix)
 {
     if (len < 3 || strncmp(path, "/p/", 3))
         return false;
@@ -502,7 +498,8 @@ static char *rebuild_head(const struct preview_conn *c, const char *target, bool
                                 c->parser.http_major, c->parser.http_minor);
     for (unsigned i = 0; i < c->nheaders; i++) {
         const struct header *h = &c->headers[i];
-        if (force_close && h->name_len == 10 && !strncasecmp(c->head + h->name_off, "Connection", 10))
+        if (force_close && h->name_len == 10 &&
+            !strncasecmp(c->head + h->name_off, "Connection", 10))
             continue;
         n += (size_t)snprintf(out + n, cap - n, "%.*s: %.*s\r\n", (int)h->name_len,
                               c->head + h->name_off, (int)h->value_len, c->head + h->value_off);
@@ -518,8 +515,8 @@ static void route(struct preview_conn *c, size_t body_off)
     const char *url = c->head + c->url_off;
     struct http_parser_url u;
     http_parser_url_init(&u);
-    if (c->parser.method == HTTP_CONNECT ||
-        http_parser_parse_url(url, c->url_len, 0, &u) != 0 || !(u.field_set & (1 << UF_PATH))) {
+    if (c->parser.method == HTTP_CONNECT || http_parser_parse_url(url, c->url_len, 0, &u) != 0 ||
+        !(u.field_set & (1 << UF_PATH))) {
         answer(c, "invalid_request", "the request target must be a path");
         return;
     }
@@ -531,8 +528,8 @@ static void route(struct preview_conn *c, size_t body_off)
     /* Two Host headers could route us one way and a proxy in front another. */
     unsigned nhost = 0;
     for (unsigned i = 0; i < c->nheaders; i++)
-        nhost += c->headers[i].name_len == 4 && !strncasecmp(c->head + c->headers[i].name_off,
-                                                               "Host", 4);
+        nhost += c->headers[i].name_len == 4 &&
+                 !strncasecmp(c->head + c->headers[i].name_off, "Host", 4);
     if (nhost > 1) {
         answer(c, "invalid_request", "more than one Host header");
         return;
@@ -553,8 +550,8 @@ static void route(struct preview_conn *c, size_t body_off)
 
     const char *tok = NULL;
     size_t tok_len = 0, pair_off = 0, pair_len = 0;
-    bool in_query = find_pair(query, query_len, '&', PREVIEW_TOKEN_PARAM, &tok, &tok_len,
-                              &pair_off, &pair_len);
+    bool in_query =
+        find_pair(query, query_len, '&', PREVIEW_TOKEN_PARAM, &tok, &tok_len, &pair_off, &pair_len);
     const struct header *cookie = find_header(c, "Cookie");
     size_t unused_off, unused_len;
     if (!in_query && cookie)
@@ -564,8 +561,8 @@ static void route(struct preview_conn *c, size_t body_off)
     char sig[SIGNURL_SIG_HEX_LEN + 1];
     if (!tok || !parse_token(tok, tok_len, &expires, sig) ||
         !verify(pv, c->sandbox_id, port, expires, sig)) {
-        answer(c, "invalid_signature",
-               "this preview link is not signed for port %u of sandbox %s", port, c->sandbox_id);
+        answer(c, "invalid_signature", "this preview link is not signed for port %u of sandbox %s",
+               port, c->sandbox_id);
         return;
     }
     long long now_ms = sbx_wall_ms();
@@ -584,8 +581,8 @@ static void route(struct preview_conn *c, size_t body_off)
         return;
     }
     if (conns_for(pv, c->sandbox_id) >= PREVIEW_CONNS_PER_SANDBOX) {
-        answer(c, "too_many_preview_connections",
-               "at most %d preview connections per sandbox", PREVIEW_CONNS_PER_SANDBOX);
+        answer(c, "too_many_preview_connections", "at most %d preview connections per sandbox",
+               PREVIEW_CONNS_PER_SANDBOX);
         return;
     }
 
@@ -629,14 +626,12 @@ static void route(struct preview_conn *c, size_t body_off)
         loop_timer_cancel(pv->loop, c->timer);
     c->timer = loop_timer_add(pv->loop, expires * 1000 - now_ms, on_expired, c);
     size_t hlen;
-    _cleanup_free_ char *head =
-        rebuild_head(c, target, by_path && !c->parser.upgrade, &hlen);
+    _cleanup_free_ char *head = rebuild_head(c, target, by_path && !c->parser.upgrade, &hlen);
     /* Within the first window: the head is at most PREVIEW_HEAD_MAX plus our changes. */
     (void)channel_send(c->st, PROTO_CH_STDIN, head, hlen, &err);
     c->up_window -= hlen;
     if (body_off < c->head_len) {
-        (void)channel_send(c->st, PROTO_CH_STDIN, c->head + body_off, c->head_len - body_off,
-                           &err);
+        (void)channel_send(c->st, PROTO_CH_STDIN, c->head + body_off, c->head_len - body_off, &err);
         c->up_window -= c->head_len - body_off;
     }
     conn_update(c);
@@ -836,8 +831,8 @@ int preview_link(struct previews *pv, const struct sandbox *sb, long long port,
                            PREVIEW_PORT_MIN, PREVIEW_PORT_MAX);
     for (size_t i = 0; i < cfg->npreview_reserved; i++)
         if (cfg->preview_reserved[i] == port)
-            return sbx_err_set(err, EINVAL, "invalid_port",
-                               "port %lld is reserved by the operator", port);
+            return sbx_err_set(err, EINVAL, "invalid_port", "port %lld is reserved by the operator",
+                               port);
     if (ttl_seconds < PREVIEW_TTL_MIN || ttl_seconds > PREVIEW_TTL_MAX)
         return sbx_err_set(err, EINVAL, "invalid_ttl", "ttl_seconds must be an integer %d..%d",
                            PREVIEW_TTL_MIN, PREVIEW_TTL_MAX);
@@ -846,11 +841,11 @@ int preview_link(struct previews *pv, const struct sandbox *sb, long long port,
     sign(pv, sb->rec.id, (unsigned)port, expires, sig);
     int n;
     if (cfg->preview_domain)
-        n = snprintf(url, PREVIEW_URL_MAX, "%s://%lld-%s.%s/?%s=%lld.%s", cfg->preview_scheme,
-                     port, sb->rec.id, cfg->preview_domain, PREVIEW_TOKEN_PARAM, expires, sig);
+        n = snprintf(url, PREVIEW_URL_MAX, "%s://%lld-%s.%s/?%s=%lld.%s", cfg->preview_scheme, port,
+                     sb->rec.id, cfg->preview_domain, PREVIEW_TOKEN_PARAM, expires, sig);
     else
-        n = snprintf(url, PREVIEW_URL_MAX, "%s/p/%s/%lld/?%s=%lld.%s", cfg->preview_url,
-                     sb->rec.id, port, PREVIEW_TOKEN_PARAM, expires, sig);
+        n = snprintf(url, PREVIEW_URL_MAX, "%s/p/%s/%lld/?%s=%lld.%s", cfg->preview_url, sb->rec.id,
+                     port, PREVIEW_TOKEN_PARAM, expires, sig);
     if (n < 0 || n >= PREVIEW_URL_MAX)
         return sbx_err_set(err, ENAMETOOLONG, "internal", "the preview URL is too long");
     *expires_at = expires;

@@ -15,7 +15,8 @@ static int parse_body(json_t *body, long long *port, long long *ttl, struct sbx_
 {
     const char *k;
     json_t *v;
-    json_object_foreach(body, k, v) {
+    json_object_foreach(body, k, v)
+    {
         if (strcmp(k, "port") && strcmp(k, "ttl_seconds"))
             return sbx_err_set(err, EINVAL, "invalid_request", "unknown field \"%.64s\"", k);
     }

@@ -53,6 +53,8 @@ static void remove_stream(struct channel *c, struct chan_stream *st)
             *p = st->next;
             c->nstreams--;
             free(st);
+            if (c->nstreams == 0 && !c->closed && c->ops->on_idle)
+                c->ops->on_idle(c, c->data);
             return;
         }
     }

@@ -50,6 +50,9 @@ struct channel_ops {
     int (*on_open)(struct channel *c, struct chan_stream *st, json_t *request,
                    const struct chan_stream_ops **ops, void **sdata, void *data,
                    struct sbx_err *err);
+    /* Optional: the last open stream has ended (the v1 backend stops its machine). Must
+     * not free the channel. */
+    void (*on_idle)(struct channel *c, void *data);
 };
 
 /* Take ownership of fd (connected, non-blocking) and send the daemon HELLO. */

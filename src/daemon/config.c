@@ -119,6 +119,7 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
         (r = env_num("SBX_MAX_PER_KEY", 3, 1, 10000, &cfg->max_per_key, err)) < 0 ||
         (r = env_num("SBX_MAX_PER_USER", 5, 1, 10000, &cfg->max_per_user, err)) < 0 ||
         (r = env_num("SBX_WORKSPACE_MB", 2048, 0, 1 << 22, &cfg->workspace_mb, err)) < 0 ||
+        (r = env_num("SBX_V2_CAPACITY", 0, 0, 1 << 20, &cfg->v2_capacity, err)) < 0 ||
         (r = env_num("SBX_ARTIFACT_URL_TTL", 3600, 1, 7 * 86400, &cfg->artifact_url_ttl, err)) <
             0)
         return r;
@@ -174,7 +175,8 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
             printf("usage: sbxd [--listen ADDR:PORT] [--data-dir DIR] [--verbose]\n"
                    "environment: SBX_LISTEN SBX_DATA_DIR SBX_ADMIN_KEY SBX_TEMPLATE_CACHE "
                    "SBX_RUNSC SBX_MEMORY_MB SBX_PIDS_MAX SBX_CPU_MILLICORES SBX_TMP_MB "
-                   "SBX_MAX_PER_KEY SBX_MAX_PER_USER SBX_WORKSPACE_MB SBX_ARTIFACT_URL_TTL "
+                   "SBX_MAX_PER_KEY SBX_MAX_PER_USER SBX_WORKSPACE_MB SBX_V2_CAPACITY "
+                   "SBX_ARTIFACT_URL_TTL "
                    "SBX_PUBLIC_URL SBX_CLAMAV_DB SBX_FETCH_CA_FILE SBX_SIGNATURES SBX_LLM_URL SBX_LLM_API_KEY "
                    "SBX_LLM_MODEL SBX_TERMINAL_ORIGINS SBX_TERMINAL_IDLE_SECONDS "
                    "SBX_TERMINAL_GRACE_SECONDS SBX_PREVIEW_LISTEN SBX_PREVIEW_URL "

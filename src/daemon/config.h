@@ -19,6 +19,9 @@ struct sbxd_config {
     long long tmp_mb;         /* SBX_TMP_MB, 512 */
     long long max_per_key;    /* SBX_MAX_PER_KEY, 3 */
     long long max_per_user;   /* SBX_MAX_PER_USER, 5 */
+    /* SBX_V2_CAPACITY: v2 sandboxes (creating or running) this host takes; past it a create
+     * without backend gets v1, with backend "v2" 503 sandbox_capacity. 0: no limit. */
+    long long v2_capacity;
     long long workspace_mb;   /* SBX_WORKSPACE_MB, 2048; 0 = a plain directory, no quota */
     long long artifact_url_ttl; /* SBX_ARTIFACT_URL_TTL, seconds a signed link lives, 3600 */
     char *public_url;         /* SBX_PUBLIC_URL, base of signed links, http://<listen> */

@@ -58,6 +58,10 @@ static void stop_ckpt_watch(struct sandbox *sb)
         loop_timer_cancel(sb->mgr->loop, sb->op_timer);
         sb->op_timer = NULL;
     }
+    if (sb->machine_timer) {
+        loop_timer_cancel(sb->mgr->loop, sb->machine_timer);
+        sb->machine_timer = NULL;
+    }
 }
 
 static void sandbox_free(struct sandbox *sb)
@@ -203,12 +207,8 @@ static void on_paused_waiters(struct loop *l, void *data)
     notify_waiters(sb, &err);
 }
 
-void sandbox_when_ready(struct sandbox *sb, sandbox_ready_fn cb, void *data)
+static void add_waiter(struct sandbox *sb, sandbox_ready_fn cb, void *data)
 {
-    if (sb->ready) {
-        cb(sb, NULL, data);
-        return;
-    }
     struct sandbox_waiter *w = sbx_xcalloc(1, sizeof(*w));
     w->cb = cb;
     w->data = data;
@@ -216,10 +216,29 @@ void sandbox_when_ready(struct sandbox *sb, sandbox_ready_fn cb, void *data)
     while (*p)
         p = &(*p)->next;
     *p = w;
+}
+
+static bool is_v1(const struct sandbox *sb)
+{
+    return !strcmp(sb->rec.backend, "v1");
+}
+
+static void v1_start(struct sandbox *sb);
+
+void sandbox_when_ready(struct sandbox *sb, sandbox_ready_fn cb, void *data)
+{
+    if (sb->ready) {
+        cb(sb, NULL, data);
+        return;
+    }
+    add_waiter(sb, cb, data);
     /* A paused sandbox will not become ready by itself. Answered on the next turn:
      * callers expect their callback after they have returned. */
     if (sb->paused && !sb->restoring && !sb->op_timer)
         sb->op_timer = loop_timer_add(sb->mgr->loop, 0, on_paused_waiters, sb);
+    /* v1: each op gets a fresh machine; a spent one is replaced once it has stopped. */
+    if (is_v1(sb) && !sb->chan && !sb->v1_starting && !sb->machine_timer && !sb->ended)
+        v1_start(sb);
 }
 
 void sandbox_drop_waiter(struct sandbox *sb, void *data)
@@ -275,8 +294,22 @@ static void on_hello(struct channel *c, json_t *hello, void *data)
     }
     if (!sb->ready)
         log_info("sandbox %s: agent ready", sb->rec.id);
+    sb->v1_starting = false;
     sb->ready = true;
     notify_waiters(sb, NULL);
+}
+
+static void v1_stop(struct loop *l, void *data);
+
+static void on_channel_idle(struct channel *c, void *data)
+{
+    struct sandbox *sb = data;
+    if (!is_v1(sb) || sb->ended || sb->machine_timer)
+        return;
+    /* The op is over: this machine is spent. Stopped on the next turn, outside the
+     * channel's own callback. */
+    sb->ready = false;
+    sb->machine_timer = loop_timer_add(sb->mgr->loop, 0, v1_stop, sb);
 }
 
 static void on_channel_closed(struct channel *c, const struct sbx_err *why, void *data)
@@ -287,6 +320,12 @@ static void on_channel_closed(struct channel *c, const struct sbx_err *why, void
     if (sb->pausing) {
         /* The checkpoint stops the container: expected. Its outcome decides. */
         sb->chan_lost = true;
+        return;
+    }
+    if (is_v1(sb)) {
+        /* A v1 machine ended under its op; the sandbox is its workspace and stays. */
+        log_warn("sandbox %s: v1 machine gone: %s", sb->rec.id, why->msg);
+        on_channel_idle(c, sb);
         return;
     }
     log_warn("sandbox %s: channel closed: %s", sb->rec.id, why->msg);
@@ -340,6 +379,7 @@ static void egress_load(struct manager *m, struct sandbox *sb)
 static const struct channel_ops chan_ops = {
     .on_hello = on_hello,
     .on_closed = on_channel_closed,
+    .on_idle = on_channel_idle,
     .on_open = on_agent_open,
 };
 
@@ -383,6 +423,13 @@ static void on_start_news(struct loop *l, int fd, uint32_t events, void *data)
         cold_start(sb, &err);
         return;
     }
+    if (r < 0 && is_v1(sb)) {
+        log_error("sandbox %s: v1 machine: %s", sb->rec.id, err.msg);
+        sb->v1_starting = false;
+        snprintf(err.code, sizeof(err.code), "sandbox_start_failed");
+        notify_waiters(sb, &err);
+        return;
+    }
     if (r < 0) {
         log_error("sandbox %s: %s", sb->rec.id, err.msg);
         struct sbx_err derr = {0};
@@ -420,6 +467,67 @@ static void new_sandbox_id(char out[STORE_ID_MAX + 1])
     snprintf(out, STORE_ID_MAX + 1, "sb_%s", hex);
 }
 
+static int v2_running(const struct manager *m)
+{
+    int n = 0;
+    for (const struct sandbox *sb = m->sandboxes; sb; sb = sb->next)
+        n += !is_v1(sb) && !sb->paused;
+    return n;
+}
+
+static void on_v1_created(struct loop *l, void *data)
+{
+    struct sandbox *sb = data;
+    sb->op_timer = NULL;
+    notify_waiters(sb, NULL); /* only the create's own callback waits yet */
+}
+
+/* cp -a of a directory's contents: workspaces without the quota image. */
+static int copy_tree(const char *from, const char *to, struct sbx_err *err)
+{
+    _cleanup_free_ char *src = sbx_xasprintf("%s/.", from);
+    char *argv[] = {"cp", "-a", "--reflink=auto", src, (char *)to, NULL};
+    extern char **environ;
+    pid_t pid;
+    int r = posix_spawnp(&pid, "cp", NULL, NULL, argv, environ);
+    if (r != 0)
+        return sbx_err_sys(err, r, "copying a workspace");
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            return sbx_err_sys(err, errno, "copying a workspace");
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        return sbx_err_set(err, EIO, "internal", "copying a workspace failed (status %d)", st);
+    return 0;
+}
+
+/* A v1 workspace snapshot ("snap_<hex of its sandbox>_<hex>") of one of the caller's
+ * live sandboxes: the path of its image (or directory, without the quota). */
+static int snapshot_source(struct manager *m, const struct auth_identity *who, const char *snap,
+                           char **out, struct sbx_err *err)
+{
+    char sid[STORE_ID_MAX + 1];
+    size_t n = strlen(snap);
+    bool ok = n == 5 + 20 + 1 + 8 && !strncmp(snap, "snap_", 5) && snap[25] == '_';
+    for (size_t i = 5; ok && i < n; i++)
+        ok = i == 25 || (snap[i] >= '0' && snap[i] <= '9') || (snap[i] >= 'a' && snap[i] <= 'f');
+    if (!ok)
+        return sbx_err_set(err, ENOENT, "snapshot_not_found", "no snapshot with id %.64s", snap);
+    snprintf(sid, sizeof(sid), "sb_%.20s", snap + 5);
+    for (struct sandbox *sb = m->sandboxes; sb; sb = sb->next) {
+        if (strcmp(sb->rec.id, sid) || strcmp(sb->rec.user, who->user))
+            continue;
+        char *path = sbx_xasprintf("%s/snapshots/%s/%s", sb->dir, snap,
+                                   m->ws_template ? "workspace.img" : "workspace");
+        if (access(path, F_OK) == 0) {
+            *out = path;
+            return 0;
+        }
+        free(path);
+    }
+    return sbx_err_set(err, ENOENT, "snapshot_not_found", "no snapshot with id %s", snap);
+}
+
 int manager_create(struct manager *m, const struct auth_identity *who,
                    const struct sandbox_params *p, sandbox_ready_fn cb, void *data,
                    struct sandbox **out, struct sbx_err *err)
@@ -434,6 +542,21 @@ int manager_create(struct manager *m, const struct auth_identity *who,
     if (per_user >= m->cfg->max_per_user)
         return sbx_err_set(err, EAGAIN, "sandbox_concurrency_limit",
                            "at most %lld running sandboxes per user", m->cfg->max_per_user);
+    bool v1 = p->backend && !strcmp(p->backend, "v1");
+    char fallback[sizeof(((struct sandbox *)0)->fallback)] = "";
+    if (!v1 && m->cfg->v2_capacity > 0 && v2_running(m) >= m->cfg->v2_capacity) {
+        if (p->backend)
+            return sbx_err_set(err, EAGAIN, "sandbox_capacity",
+                               "this host runs at most %lld v2 sandboxes: retry later or create "
+                               "with backend \"v1\"",
+                               m->cfg->v2_capacity);
+        v1 = true;
+        snprintf(fallback, sizeof(fallback), "v2 is at capacity on this host (%lld sandboxes)",
+                 m->cfg->v2_capacity);
+    }
+    _cleanup_free_ char *from = NULL;
+    if (p->snapshot_id && (r = snapshot_source(m, who, p->snapshot_id, &from, err)) < 0)
+        return r;
 
     struct template_info tpl;
     r = template_resolve(m->cfg->template_cache, p->template_name, &tpl, err);
@@ -449,7 +572,7 @@ int manager_create(struct manager *m, const struct auth_identity *who,
     snprintf(rec->user, sizeof(rec->user), "%s", who->user);
     snprintf(rec->key_id, sizeof(rec->key_id), "%s", who->key_id);
     snprintf(rec->status, sizeof(rec->status), "%s", SANDBOX_CREATING);
-    snprintf(rec->backend, sizeof(rec->backend), "v2");
+    snprintf(rec->backend, sizeof(rec->backend), "%s", v1 ? "v1" : "v2");
     snprintf(rec->runtime, sizeof(rec->runtime), "gvisor");
     snprintf(rec->template_name, sizeof(rec->template_name), "%s", tpl.name);
     snprintf(rec->template_digest, sizeof(rec->template_digest), "%s", tpl.digest);
@@ -469,6 +592,10 @@ int manager_create(struct manager *m, const struct auth_identity *who,
         goto fail_nostore;
     if ((r = egress_init(m, sb, &p->egress, err)) < 0)
         goto fail;
+    if (fallback[0]) {
+        snprintf(sb->fallback, sizeof(sb->fallback), "%s", fallback);
+        (void)store_meta_set(m->store, id, STORE_META_FALLBACK, fallback, NULL);
+    }
 
     if ((r = sbx_mkdir_p(sb->state_dir, 0700)) < 0 || (r = sbx_mkdir_p(sb->workspace, 0755)) < 0) {
         sbx_err_sys(err, -r, "creating the sandbox directory");
@@ -476,8 +603,28 @@ int manager_create(struct manager *m, const struct auth_identity *who,
     }
     if (m->ws_template) {
         _cleanup_free_ char *image = sbx_xasprintf("%s/workspace.img", sb->dir);
-        if ((r = wsimage_mount(m->ws_template, image, sb->workspace, err)) < 0)
+        if ((r = wsimage_mount(from ? from : m->ws_template, image, sb->workspace, err)) < 0)
             goto fail;
+    } else if (from && (r = copy_tree(from, sb->workspace, err)) < 0) {
+        goto fail;
+    }
+    if (v1) {
+        /* No machine until an op needs one; the sandbox is its workspace. */
+        template_info_clear(&tpl);
+        if ((r = store_sandbox_set_status(m->store, id, SANDBOX_RUNNING, NULL, 0, err)) < 0)
+            goto fail;
+        snprintf(rec->status, sizeof(rec->status), "%s", SANDBOX_RUNNING);
+        sb->next = m->sandboxes;
+        m->sandboxes = sb;
+        arm_ttl(m, sb);
+        log_info("sandbox %s: v1 for user %s (key %s)%s%s", id, who->user, who->key_id,
+                 fallback[0] ? ": " : "", fallback);
+        if (cb) {
+            add_waiter(sb, cb, data);
+            sb->op_timer = loop_timer_add(m->loop, 0, on_v1_created, sb);
+        }
+        *out = sb;
+        return 0;
     }
     struct rt_spec spec = {
         .id = id,
@@ -524,6 +671,62 @@ fail_nostore:
 }
 
 /* --- memory snapshots: pause, resume, fork (docs/snapshots.md) ----------------------- */
+
+static int launch(struct manager *m, struct sandbox *sb, const char *image, bool forked,
+                  struct sbx_err *err);
+static bool container_known(struct manager *m, const char *id);
+
+/* --- the v1 backend: a fresh machine for each op over the persistent workspace ------ */
+
+static void v1_start_poll(struct loop *l, void *data)
+{
+    struct sandbox *sb = data;
+    sb->machine_timer = NULL;
+    if (!sb->waiters) { /* whoever asked went away */
+        sb->v1_starting = false;
+        return;
+    }
+    /* The last machine's shim may still be deleting the container (same id). */
+    if ((rt_busy(sb->state_dir) || container_known(sb->mgr, sb->rec.id)) &&
+        sbx_now_ms() < sb->op_deadline) {
+        sb->machine_timer = loop_timer_add(l, 5, v1_start_poll, sb);
+        return;
+    }
+    struct sbx_err err = {0};
+    if (launch(sb->mgr, sb, NULL, false, &err) < 0) {
+        log_error("sandbox %s: v1 machine: %s", sb->rec.id, err.msg);
+        sb->v1_starting = false;
+        snprintf(err.code, sizeof(err.code), "sandbox_start_failed");
+        notify_waiters(sb, &err);
+    }
+}
+
+static void v1_start(struct sandbox *sb)
+{
+    sb->v1_starting = true;
+    sb->op_deadline = sbx_now_ms() + SANDBOX_SHIM_GONE_MS;
+    sb->machine_timer = loop_timer_add(sb->mgr->loop, 0, v1_start_poll, sb);
+}
+
+static void v1_stop(struct loop *l, void *data)
+{
+    struct sandbox *sb = data;
+    sb->machine_timer = NULL;
+    channel_free(sb->chan);
+    sb->chan = NULL;
+    sb->ready = false;
+    if (sb->ready_timer) {
+        loop_timer_cancel(l, sb->ready_timer);
+        sb->ready_timer = NULL;
+    }
+    /* No remove dir: the shim kills and deletes the container and leaves the workspace. */
+    struct sbx_err err = {0};
+    if (rt_destroy(&sb->mgr->rt, sb->rec.id, sb->state_dir, NULL, &err) < 0)
+        log_error("sandbox %s: stopping the v1 machine: %s", sb->rec.id, err.msg);
+    if (sb->waiters && !sb->ended)
+        v1_start(sb);
+}
+
 
 static void fill_spec(const struct manager *m, const struct sandbox *sb, const char *rootfs,
                       struct rt_spec *spec)
@@ -880,6 +1083,90 @@ int manager_resume(struct manager *m, struct sandbox *sb, sandbox_ready_fn cb, v
     return 0;
 }
 
+/* --- v1 workspace snapshots --- */
+
+static long long dir_bytes(int dirfd, int depth);
+
+/* Frozen, a loop-mounted workspace is written out whole and clean to its image file
+ * (which otherwise lags behind: dirty pages, the journal). -1 when not frozen. */
+static int freeze_workspace(const struct manager *m, const struct sandbox *sb)
+{
+    if (!m->ws_template)
+        return -1;
+    int fd = open(sb->workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0 && ioctl(fd, FIFREEZE, 0) < 0) {
+        log_warn("sandbox %s: freezing the workspace: %s", sb->rec.id, strerror(errno));
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+static void thaw_workspace(int fd)
+{
+    if (fd < 0)
+        return;
+    (void)ioctl(fd, FITHAW, 0);
+    close(fd);
+}
+
+int manager_workspace_snapshot(struct manager *m, struct sandbox *sb, json_t **out,
+                               struct sbx_err *err)
+{
+    if (!is_v1(sb))
+        return sbx_err_set(err, ENOTSUP, "not_supported_on_v2",
+                           "sandbox %s runs on v2: use pause and fork, which keep its memory too",
+                           sb->rec.id);
+    _cleanup_free_ char *root = sbx_xasprintf("%s/snapshots", sb->dir);
+    int n = 0;
+    DIR *d = opendir(root);
+    for (struct dirent *de; d && (de = readdir(d));)
+        n += !strncmp(de->d_name, "snap_", 5);
+    if (d)
+        closedir(d);
+    if (n >= SANDBOX_SNAPSHOTS_MAX)
+        return sbx_err_set(err, EAGAIN, "too_many_snapshots",
+                           "at most %d snapshots per sandbox", SANDBOX_SNAPSHOTS_MAX);
+    unsigned char raw[4];
+    char hex[9];
+    if (RAND_bytes(raw, sizeof(raw)) != 1)
+        abort();
+    sbx_hex(raw, sizeof(raw), hex);
+    _cleanup_free_ char *id = sbx_xasprintf("snap_%s_%s", sb->rec.id + 3, hex);
+    _cleanup_free_ char *dir = sbx_xasprintf("%s/%s", root, id);
+    int r = sbx_mkdir_p(dir, 0700);
+    if (r < 0)
+        return sbx_err_sys(err, -r, "creating %s", dir);
+    if (m->ws_template) {
+        _cleanup_free_ char *src = sbx_xasprintf("%s/workspace.img", sb->dir);
+        _cleanup_free_ char *dst = sbx_xasprintf("%s/workspace.img", dir);
+        _cleanup_close_ int in = open(src, O_RDONLY | O_CLOEXEC);
+        _cleanup_close_ int outfd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        int frozen = freeze_workspace(m, sb);
+        r = in < 0 || outfd < 0 ? -errno : sbx_copy_sparse(in, outfd);
+        thaw_workspace(frozen);
+        if (r < 0)
+            sbx_err_sys(err, -r, "copying the workspace image");
+    } else {
+        _cleanup_free_ char *dst = sbx_xasprintf("%s/workspace", dir);
+        if ((r = sbx_mkdir_p(dst, 0755)) == 0)
+            r = copy_tree(sb->workspace, dst, err);
+        else
+            sbx_err_sys(err, -r, "creating %s", dst);
+    }
+    if (r < 0) {
+        (void)sbx_rm_rf(dir);
+        return r;
+    }
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    long long bytes = dfd < 0 ? 0 : dir_bytes(dfd, 1);
+    *out = json_pack("{s:s,s:s,s:s,s:I,s:I}", "id", id, "object", "snapshot", "sandbox_id",
+                     sb->rec.id, "size_bytes", (json_int_t)bytes, "created_at",
+                     (json_int_t)(sbx_wall_ms() / 1000));
+    log_info("sandbox %s: workspace snapshot %s (%lld bytes)", sb->rec.id, id, bytes);
+    return 0;
+}
+
 /* --- fork --- */
 
 struct fork_op {
@@ -925,25 +1212,11 @@ static void on_kid_ready(struct sandbox *kid, const struct sbx_err *err, void *d
 static int copy_workspace(struct manager *m, const struct sandbox *from, struct sandbox *to,
                           struct sbx_err *err)
 {
-    if (m->ws_template) {
-        _cleanup_free_ char *src = sbx_xasprintf("%s/workspace.img", from->dir);
-        _cleanup_free_ char *dst = sbx_xasprintf("%s/workspace.img", to->dir);
-        return wsimage_mount(src, dst, to->workspace, err);
-    }
-    _cleanup_free_ char *src = sbx_xasprintf("%s/.", from->workspace);
-    char *argv[] = {"cp", "-a", "--reflink=auto", src, to->workspace, NULL};
-    extern char **environ;
-    pid_t pid;
-    int r = posix_spawnp(&pid, "cp", NULL, NULL, argv, environ);
-    if (r != 0)
-        return sbx_err_sys(err, r, "copying the workspace");
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR)
-            return sbx_err_sys(err, errno, "copying the workspace");
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-        return sbx_err_set(err, EIO, "internal", "copying the workspace failed (status %d)", st);
-    return 0;
+    if (!m->ws_template)
+        return copy_tree(from->workspace, to->workspace, err);
+    _cleanup_free_ char *src = sbx_xasprintf("%s/workspace.img", from->dir);
+    _cleanup_free_ char *dst = sbx_xasprintf("%s/workspace.img", to->dir);
+    return wsimage_mount(src, dst, to->workspace, err);
 }
 
 static int fork_kid(struct fork_op *f, struct sandbox *parent, struct fork_child *out,
@@ -1030,17 +1303,7 @@ static void fork_on_checkpoint(struct sandbox *parent, const struct sbx_err *err
         fork_finish(f, err ? err : &gone);
         return;
     }
-    /* The image file lags behind its mounted filesystem (dirty pages, the journal):
-     * frozen, the filesystem is written out whole and clean for the copies. */
-    int frozen = -1;
-    if (f->m->ws_template) {
-        frozen = open(parent->workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (frozen >= 0 && ioctl(frozen, FIFREEZE, 0) < 0) {
-            log_warn("sandbox %s: freezing the workspace: %s", f->parent_id, strerror(errno));
-            close(frozen);
-            frozen = -1;
-        }
-    }
+    int frozen = freeze_workspace(f->m, parent);
     for (int i = 0; i < f->count; i++) {
         struct sbx_err kerr = {0};
         if (fork_kid(f, parent, &f->kids[i], &kerr) < 0) {
@@ -1049,10 +1312,7 @@ static void fork_on_checkpoint(struct sandbox *parent, const struct sbx_err *err
             log_error("sandbox %s: fork copy %d: %s", f->parent_id, i, kerr.msg);
         }
     }
-    if (frozen >= 0) {
-        (void)ioctl(frozen, FITHAW, 0);
-        close(frozen);
-    }
+    thaw_workspace(frozen);
     struct sbx_err perr = {0};
     parent->restoring = true;
     parent->cold_tried = false;
@@ -1248,6 +1508,18 @@ static void reconcile_one(const struct store_sandbox *rec, void *data)
                          NULL);
     (void)store_meta_get(m->store, rec->id, STORE_META_PARENT, sb->parent_id,
                          sizeof(sb->parent_id), NULL);
+    (void)store_meta_get(m->store, rec->id, STORE_META_FALLBACK, sb->fallback,
+                         sizeof(sb->fallback), NULL);
+    if (is_v1(sb)) {
+        /* v1 keeps no machine between ops; one caught mid-op by the restart goes. */
+        if (rt_alive(sb->state_dir))
+            (void)rt_destroy(&m->rt, rec->id, sb->state_dir, NULL, &err);
+        sb->next = m->sandboxes;
+        m->sandboxes = sb;
+        arm_ttl(m, sb);
+        log_info("sandbox %s: v1, kept", rec->id);
+        return;
+    }
     if (!strcmp(rec->status, SANDBOX_PAUSED)) {
         /* No shim is normal for a paused sandbox: its image waits on disk. */
         char at[24];
@@ -1391,6 +1663,8 @@ json_t *sandbox_to_json(const struct sandbox *sb)
         json_object_set_new(j, "paused_at", json_integer(sb->paused_at));
     if (sb->parent_id[0])
         json_object_set_new(j, "parent_id", json_string(sb->parent_id));
+    if (sb->fallback[0])
+        json_object_set_new(j, "backend_fallback", json_string(sb->fallback));
     return j;
 }
 
@@ -1448,9 +1722,15 @@ int sandbox_params_parse(json_t *body, struct sandbox_params *out, struct sbx_er
         p.ttl_seconds = json_integer_value(v);
     }
     if ((v = json_object_get(body, "backend")) && !json_is_null(v)) {
-        if (!json_is_string(v) || strcmp(json_string_value(v), "v2"))
-            return sbx_err_set(err, EINVAL, "invalid_backend",
-                               "backend must be \"v2\" (the only backend this server runs)");
+        if (!json_is_string(v) ||
+            (strcmp(json_string_value(v), "v1") && strcmp(json_string_value(v), "v2")))
+            return sbx_err_set(err, EINVAL, "invalid_backend", "backend must be \"v1\" or \"v2\"");
+        p.backend = json_string_value(v);
+    }
+    if ((v = json_object_get(body, "snapshot_id")) && !json_is_null(v)) {
+        if (!json_is_string(v))
+            return sbx_err_set(err, EINVAL, "invalid_request", "snapshot_id must be a string");
+        p.snapshot_id = json_string_value(v);
     }
     if ((v = json_object_get(body, "enable_default_session")) && !json_is_null(v)) {
         if (!json_is_boolean(v))

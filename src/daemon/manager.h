@@ -25,7 +25,8 @@
 #define SANDBOX_PAUSED_MAX 10     /* paused sandboxes per user */
 #define SANDBOX_FORK_MAX 5        /* copies per fork */
 #define SANDBOX_FORK_KEY_ACTIVE 6 /* a fork may not take a key past this many live sandboxes */
-#define SANDBOX_SHIM_GONE_MS 30000 /* a stopped sandbox's shim finishes runsc delete by then */
+#define SANDBOX_SHIM_GONE_MS 30000
+#define SANDBOX_SNAPSHOTS_MAX 10  /* v1 workspace snapshots per sandbox */ /* a stopped sandbox's shim finishes runsc delete by then */
 
 struct manager;
 struct sandbox;
@@ -78,6 +79,10 @@ struct sandbox {
     char *image_dir;      /* the checkpoint image being taken or restored (owned) */
     bool drop_image;      /* remove image_dir once restored (a resume's; a fork's is shared) */
     long long paused_at;  /* unix seconds, while paused */
+    /* The v1 backend (docs/snapshots.md): a fresh machine per agent op. */
+    bool v1_starting;
+    struct loop_timer *machine_timer; /* starts or stops the machine */
+    char fallback[96];    /* why a create without backend got v1, else "" */
     int ckpt_fd;          /* rt_checkpoint's done pipe while one runs, else -1 */
     struct loop_watch *ckpt_watch;
     struct loop_timer *op_timer; /* polls for a stopped shim to be gone */
@@ -96,6 +101,8 @@ struct sandbox_params {
     json_t *env;               /* validated object of strings, borrowed */
     bool enable_default_session; /* docs/sessions.md */
     struct egress_policy egress;  /* docs/egress.md */
+    const char *backend;          /* "v1", "v2" or NULL (v2 when this host can, else v1) */
+    const char *snapshot_id;      /* a v1 workspace snapshot to start from, or NULL */
 };
 
 int manager_new(const struct sbxd_config *cfg, struct loop *l, struct store *st,
@@ -164,6 +171,12 @@ typedef int (*sandbox_stream_open_fn)(struct sandbox *sb, struct chan_stream *st
                                       const struct chan_stream_ops **ops, void **sdata,
                                       void *data, struct sbx_err *err);
 void manager_set_stream_open(struct manager *m, sandbox_stream_open_fn fn, void *data);
+
+/* v1: save the workspace as a snapshot (under the sandbox's dir, gone with it) that
+ * POST /v1/sandboxes {snapshot_id} starts from. *out: the snapshot object.
+ * not_supported_on_v2 on a v2 sandbox. */
+int manager_workspace_snapshot(struct manager *m, struct sandbox *sb, json_t **out,
+                               struct sbx_err *err);
 
 json_t *sandbox_to_json(const struct sandbox *sb);
 /* What the sandbox's snapshots (a paused image, v1 workspace snapshots) take on disk. */

@@ -14,7 +14,8 @@
 int wsimage_prepare(const char *data_dir, long long mb, char **template_out,
                     struct sbx_err *err);
 
-/* Clone the template to image (sparse), attach it to a free loop device (auto-cleared
+/* Clone the template (or another workspace's image: a fork, a v1 snapshot) to image
+ * (sparse), attach it to a free loop device (auto-cleared
  * when unmounted) and mount it nosuid,nodev at mountpoint. */
 int wsimage_mount(const char *template_path, const char *image, const char *mountpoint,
                   struct sbx_err *err);

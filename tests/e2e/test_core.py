@@ -339,7 +339,7 @@ def test_invalid_template_and_backend():
     c = user("tina")
     _rejected_creates(c, [{"template": t} for t in ("nope", "../base", "", "BASE")],
                       "invalid_template")
-    _rejected_creates(c, [{"backend": b} for b in ("v1", "v3", "", "gvisor")], "invalid_backend")
+    _rejected_creates(c, [{"backend": b} for b in ("v3", "", "gvisor", "V1")], "invalid_backend")
 
 
 def test_concurrency_limits():

@@ -22,6 +22,7 @@ void api_sandboxes_delete(struct sbxd *d, struct http_req *req);
 void api_sandbox_pause(struct sbxd *d, struct http_req *req);
 void api_sandbox_resume(struct sbxd *d, struct http_req *req);
 void api_sandbox_fork(struct sbxd *d, struct http_req *req);
+void api_sandbox_snapshot(struct sbxd *d, struct http_req *req);
 
 void api_exec(struct sbxd *d, struct http_req *req);
 void api_run(struct sbxd *d, struct http_req *req);

@@ -1,6 +1,7 @@
-/* POST /v1/sandboxes/{id}/pause, /resume and /fork: memory snapshots of v2 sandboxes
- * (docs/snapshots.md). Each suspends the request until the runtime has done its part;
- * the operation goes on if the client leaves, and is audited either way. */
+/* POST /v1/sandboxes/{id}/pause, /resume and /fork: memory snapshots of v2 sandboxes; and
+ * POST /v1/sandboxes/{id}/snapshot: a v1 sandbox's workspace (docs/snapshots.md). The
+ * first three suspend the request until the runtime has done its part; the operation goes
+ * on if the client leaves, and is audited either way. */
 #include <errno.h>
 #include <string.h>
 
@@ -209,4 +210,27 @@ void api_sandbox_fork(struct sbxd *d, struct http_req *req)
         return;
     }
     http_req_suspend(req, on_gone, x);
+}
+
+void api_sandbox_snapshot(struct sbxd *d, struct http_req *req)
+{
+    struct sbx_err err = {0};
+    struct sandbox *sb;
+    json_t *body = NULL, *snap = NULL;
+    if (manager_lookup(d->mgr, http_req_identity(req), http_req_param(req, 0), &sb, &err) < 0 ||
+        optional_body(req, &body, &err) < 0) {
+        http_respond_error(req, &err);
+        return;
+    }
+    json_decref(body);
+    int r = manager_workspace_snapshot(d->mgr, sb, &snap, &err);
+    audit_record(d->store, http_req_identity(req), NULL, http_req_id(req), "sandbox.snapshot",
+                 sb->rec.id, r < 0 ? err.code : "ok",
+                 r < 0 ? NULL
+                       : json_pack("{s:O,s:O}", "snapshot_id", json_object_get(snap, "id"),
+                                   "size_bytes", json_object_get(snap, "size_bytes")));
+    if (r < 0)
+        http_respond_error(req, &err);
+    else
+        http_respond_json(req, 201, snap);
 }

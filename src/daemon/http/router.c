@@ -41,6 +41,7 @@ static const struct route routes[] = {
     {"POST", "/v1/sandboxes/{}/pause", AUTH_SANDBOX, api_sandbox_pause},
     {"POST", "/v1/sandboxes/{}/resume", AUTH_SANDBOX, api_sandbox_resume},
     {"POST", "/v1/sandboxes/{}/fork", AUTH_SANDBOX, api_sandbox_fork},
+    {"POST", "/v1/sandboxes/{}/snapshot", AUTH_SANDBOX, api_sandbox_snapshot},
     {"POST", "/v1/sandboxes/{}/sessions", AUTH_SANDBOX, api_sessions_create},
     {"GET", "/v1/sandboxes/{}/sessions", AUTH_SANDBOX, api_sessions_list},
     {"DELETE", "/v1/sandboxes/{}/sessions/{}", AUTH_SANDBOX, api_sessions_delete},

@@ -131,6 +131,12 @@ def test_route_bad_input_changes_nothing():
     assert_error(c.request("POST", p, {"port": 8000}, key=None), 401, "missing_api_key")
     assert_error(c.request("GET", p), 405, "method_not_allowed")
     assert len(c.ok("GET", "/v1/audit?sandbox_id=%s" % sid)["data"]) == before
+    v1 = c.create_sandbox(backend="v1")["id"]
+    assert_error(c.request("POST", "/v1/sandboxes/%s/preview" % v1, {"port": 8000}), 409,
+                 "not_supported_on_v1")
+    assert [e["action"] for e in c.ok("GET", "/v1/audit?sandbox_id=%s" % v1)["data"]] == [
+        "sandbox.create"]
+    c.delete_sandbox(v1)
 
 
 def test_http_by_host_name_and_by_path():

@@ -33,6 +33,15 @@ static int parse_body(json_t *body, long long *port, long long *ttl, struct sbx_
     return 0;
 }
 
+/* A v1 sandbox has no machine between commands, so nothing could stay listening. */
+static int v2_only(const struct sandbox *sb, struct sbx_err *err)
+{
+    if (strcmp(sb->rec.backend, "v2"))
+        return sbx_err_set(err, ENOTSUP, "not_supported_on_v1",
+                           "preview URLs need a v2 sandbox; %s runs on v1", sb->rec.id);
+    return 0;
+}
+
 void api_preview_create(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
@@ -41,7 +50,8 @@ void api_preview_create(struct sbxd *d, struct http_req *req)
     long long port = 0, ttl = 0, expires_at = 0;
     char url[PREVIEW_URL_MAX];
     if (manager_lookup(d->mgr, http_req_identity(req), http_req_param(req, 0), &sb, &err) < 0 ||
-        http_req_json(req, &body, &err) < 0 || parse_body(body, &port, &ttl, &err) < 0 ||
+        v2_only(sb, &err) < 0 || http_req_json(req, &body, &err) < 0 ||
+        parse_body(body, &port, &ttl, &err) < 0 ||
         preview_link(d->previews, sb, port, ttl, url, &expires_at, &err) < 0) {
         json_decref(body);
         http_respond_error(req, &err);

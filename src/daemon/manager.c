@@ -959,13 +959,14 @@ static void mark_paused(struct sandbox *sb)
 }
 
 /* The checkpoint stopped the container; its shim is still deleting it. A pause is done
- * once the shim is gone; a fork goes on to restore it (op_cb). */
+ * now (a resume waits for the shim to be gone); a fork, which restores the parent under
+ * the same id right away, waits here (op_cb). */
 static void on_stopped(struct loop *l, void *data)
 {
     struct sandbox *sb = data;
     sb->op_timer = NULL;
-    if (rt_busy(sb->state_dir) && sbx_now_ms() < sb->op_deadline) {
-        sb->op_timer = loop_timer_add(l, 10, on_stopped, sb);
+    if (sb->forking && rt_busy(sb->state_dir) && sbx_now_ms() < sb->op_deadline) {
+        sb->op_timer = loop_timer_add(l, 5, on_stopped, sb);
         return;
     }
     channel_free(sb->chan);
@@ -1039,6 +1040,31 @@ int manager_pause(struct manager *m, struct sandbox *sb, sandbox_op_fn cb, void 
     return 0;
 }
 
+/* A resume right after its pause: the pause's shim may still be deleting the container. */
+static void on_resume_free(struct loop *l, void *data)
+{
+    struct sandbox *sb = data;
+    sb->op_timer = NULL;
+    if (rt_busy(sb->state_dir) && sbx_now_ms() < sb->op_deadline) {
+        sb->op_timer = loop_timer_add(l, 5, on_resume_free, sb);
+        return;
+    }
+    struct sbx_err err = {0};
+    int r = launch(sb->mgr, sb, sb->cold_tried ? NULL : sb->image_dir, false, &err);
+    if (r < 0 && !sb->cold_tried) {
+        log_warn("sandbox %s: restore failed (%s); starting cold", sb->rec.id, err.msg);
+        sb->cold_tried = true;
+        r = launch(sb->mgr, sb, NULL, false, &err);
+    }
+    if (r < 0) {
+        log_error("sandbox %s: resume: %s", sb->rec.id, err.msg);
+        sb->restoring = false;
+        sb->paused = true;
+        snprintf(err.code, sizeof(err.code), "sandbox_start_failed");
+        notify_waiters(sb, &err); /* it stays paused: its image and workspace are kept */
+    }
+}
+
 int manager_resume(struct manager *m, struct sandbox *sb, sandbox_ready_fn cb, void *data,
                    struct sbx_err *err)
 {
@@ -1068,18 +1094,10 @@ int manager_resume(struct manager *m, struct sandbox *sb, sandbox_ready_fn cb, v
     _cleanup_free_ char *img = sbx_xasprintf("%s/checkpoint.img", sb->image_dir);
     sb->cold_tried = access(img, F_OK) != 0;
     sb->restoring = true;
-    r = launch(m, sb, sb->cold_tried ? NULL : sb->image_dir, false, err);
-    if (r < 0 && !sb->cold_tried) {
-        log_warn("sandbox %s: restore failed (%s); starting cold", sb->rec.id, err->msg);
-        sb->cold_tried = true;
-        r = launch(m, sb, NULL, false, err);
-    }
-    if (r < 0) {
-        sb->restoring = false;
-        return r;
-    }
     sb->paused = false;
-    sandbox_when_ready(sb, cb, data);
+    sb->op_deadline = sbx_now_ms() + SANDBOX_SHIM_GONE_MS;
+    add_waiter(sb, cb, data);
+    on_resume_free(m->loop, sb);
     return 0;
 }
 

@@ -899,7 +899,7 @@ static void on_prepared(json_t *result, const struct sbx_err *perr, void *data)
                 agent_relisten(sb);
         }
         if (err.code[0]) {
-            sb->pausing = false;
+            sb->pausing = sb->forking = false;
             sb->ready = sb->chan != NULL;
             if (sb->ready)
                 notify_waiters(sb, NULL);

@@ -156,7 +156,8 @@ def test_fork_copies_diverge_and_the_parent_runs_on():
     c = user("fk")
     parent = c.create_sandbox(ttl_seconds=1800)["id"]
     token, pid = remember(c, parent)
-    run_code(c, parent, "import random\nrandom.random()")  # seeded before the fork
+    # Both generators seeded before the fork.
+    run_code(c, parent, "import random, numpy\nrandom.random(), numpy.random.random()")
     r = c.request("PUT", "/v1/sandboxes/%s/egress" % parent,
                   {"mode": "allowlist", "domains": ["example.com"]})
     assert r.status == 200, r
@@ -184,18 +185,20 @@ def test_fork_copies_diverge_and_the_parent_runs_on():
     assert run_code(c, parent, "secret")["result"] == repr(token)
     assert sleeper_alive(c, parent, pid)
 
-    seen_random, seen_urandom = set(), set()
+    seen_random, seen_numpy, seen_urandom = set(), set(), set()
     for i, k in enumerate(kids):
         assert run_code(c, k, "secret")["result"] == repr(token), "kernel state not copied"
         assert sleeper_alive(c, k, pid), "process not copied"
         out = c.sh(k, "cat /workspace/w.txt /tmp/t.txt; ls -la /workspace")
         assert out.split()[:2] == [token, token], out
         seen_random.add(run_code(c, k, "random.random()")["result"])
+        seen_numpy.add(run_code(c, k, "numpy.random.random()")["result"])
         seen_urandom.add(c.sh(k, "head -c16 /dev/urandom | od -An -tx1 | tr -d ' \\n'"))
         # Diverge: each copy writes its own file and its own kernel value.
         run_code(c, k, "secret = 'kid%d'" % i)
         c.sh(k, "echo kid%d > /workspace/kid%d.txt" % (i, i))
     assert len(seen_random) == 2, "siblings share Python's random state: %r" % seen_random
+    assert len(seen_numpy) == 2, "siblings share numpy's random state: %r" % seen_numpy
     assert len(seen_urandom) == 2, seen_urandom
 
     for i, k in enumerate(kids):
@@ -216,6 +219,33 @@ def test_fork_copies_diverge_and_the_parent_runs_on():
     assert acts and acts[-1]["outcome"] == "ok", acts
     for k in kids + [parent]:
         c.delete_sandbox(k)
+
+
+def test_a_network_socket_blocks_a_snapshot_and_nothing_breaks():
+    # gVisor cannot save a socket anything waits on: a user's server must stop first.
+    c = user("sock")
+    sid = c.create_sandbox(ttl_seconds=600)["id"]
+    r = c.request("POST", "/v1/sandboxes/%s/processes" % sid,
+                  {"command": "python3 -m http.server 8000 --bind 127.0.0.1"}, timeout=60)
+    assert r.status in (200, 201), r
+    proc = r.body["id"]
+    wait_for(lambda: ":1F40" in c.sh(sid, "cat /proc/net/tcp"), 20, what="the server listens")
+    for what, body in (("pause", None), ("fork", {"count": 1})):
+        r = post(c, sid, what, body)
+        assert_error(r, 409, "snapshot_unsupported")
+        assert "8000" in r.body["error"]["message"], r.body
+    assert c.get_sandbox(sid)["status"] == "running"
+    assert len(live_ids(c)) == 1
+    assert c.sh(sid, "echo still") == "still\n"
+    # Egress still works after the refused attempts: its listener was put back.
+    assert ":0C38" in c.sh(sid, "cat /proc/net/tcp"), "the egress listener is gone"
+    r = c.request("DELETE", "/v1/sandboxes/%s/processes/%s" % (sid, proc), timeout=60)
+    assert r.status == 200, r
+    wait_for(lambda: ":1F40" not in c.sh(sid, "cat /proc/net/tcp"), 20, what="server gone")
+    pause(c, sid)
+    assert resume(c, sid)["restored"] is True
+    assert ":0C38" in c.sh(sid, "cat /proc/net/tcp"), "the egress listener did not come back"
+    c.delete_sandbox(sid)
 
 
 def test_fork_limits():

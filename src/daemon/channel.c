@@ -434,3 +434,8 @@ void channel_detach(struct chan_stream *st)
     st->ops = NULL;
     st->data = NULL;
 }
+
+unsigned channel_stream_count(const struct channel *c)
+{
+    return c->nstreams;
+}

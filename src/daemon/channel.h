@@ -80,5 +80,7 @@ bool channel_congested(const struct chan_stream *st);
 /* Forget a stream's callbacks: its frames are consumed and dropped from now on. */
 void channel_detach(struct chan_stream *st);
 uint32_t channel_stream_id(const struct chan_stream *st);
+/* Streams open on the channel. */
+unsigned channel_stream_count(const struct channel *c);
 
 #endif

@@ -712,6 +712,8 @@ static void v1_stop(struct loop *l, void *data)
 {
     struct sandbox *sb = data;
     sb->machine_timer = NULL;
+    if (sb->chan && channel_stream_count(sb->chan) > 0)
+        return; /* an op opened a stream since: it stops when that one ends */
     channel_free(sb->chan);
     sb->chan = NULL;
     sb->ready = false;

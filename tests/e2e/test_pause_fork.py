@@ -140,8 +140,9 @@ def test_bad_requests_change_nothing():
     for body in ({"count": 1, "ttl_seconds": 0}, {"count": 1, "ttl_seconds": 86401},
                  {"count": 1, "ttl_seconds": "60"}):
         assert_error(post(c, sid, "fork", body), 400, "invalid_ttl")
-    assert_error(c.request("POST", "/v1/sandboxes/%s/fork" % sid, raw=b"{nope"), 400,
-                 "invalid_json")
+    for what in ("fork", "pause", "resume"):
+        assert_error(c.request("POST", "/v1/sandboxes/%s/%s" % (sid, what), raw=b"{nope"), 400,
+                     "invalid_json")
     for what in ("pause", "resume", "fork"):
         assert_error(post(c, "sb_00000000000000000000", what), 404, "sandbox_not_found")
         assert_error(post(other, sid, what), 404, "sandbox_not_found")

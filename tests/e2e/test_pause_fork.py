@@ -116,16 +116,17 @@ def test_pause_refuses_while_busy_and_keeps_running():
     sid = c.create_sandbox(ttl_seconds=600)["id"]
     done = {}
     t = threading.Thread(target=lambda: done.update(
-        r=c.request("POST", "/v1/sandboxes/%s/exec" % sid, {"shell": "sleep 2; echo ok"},
-                    timeout=60)))
+        r=c.request("POST", "/v1/sandboxes/%s/exec" % sid,
+                    {"shell": "touch /workspace/started; sleep 2; echo ok"}, timeout=60)))
     t.start()
-    wait_for(lambda: post(c, sid, "pause").status == 409, 10, what="pause refused")
-    r = post(c, sid, "pause")
-    if r.status == 409:
-        assert_error(r, 409, "sandbox_busy")
+    wait_for(lambda: c.request("GET", "/v1/sandboxes/%s/files/started" % sid).status == 200, 20,
+             what="the command to start")
+    for what, body in (("pause", None), ("fork", {"count": 1})):
+        assert_error(post(c, sid, what, body), 409, "sandbox_busy")
     t.join()
     assert done["r"].status == 200 and done["r"].body["stdout"] == "ok\n", done["r"]
     assert c.get_sandbox(sid)["status"] == "running"
+    assert len(live_ids(c)) == 1
     c.delete_sandbox(sid)
 
 

@@ -1483,7 +1483,12 @@ static int destroy(struct manager *m, struct sandbox *sb, const char *reason,
     stop_start_watch(sb);
     stop_ckpt_watch(sb);
     notify_waiters(sb, &gone);
-    op_finish(sb, &gone); /* a pause or a fork's checkpoint that will never end */
+    if (sb->op_cb) { /* a pause or a fork's checkpoint that will never end */
+        struct sbx_err ended = {0};
+        sbx_err_set(&ended, ECANCELED, "sandbox_not_running", "sandbox %s went away (%s)",
+                    sb->rec.id, reason);
+        op_finish(sb, &ended);
+    }
     /* Streams and callers may still be on the stack: free on the next turn. */
     (void)loop_timer_add(m->loop, 0, on_reap, sb);
     return r;

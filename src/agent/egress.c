@@ -1,7 +1,6 @@
 #include "egress.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -15,6 +14,7 @@
 #include "agent.h"
 #include "chan.h"
 #include "env.h"
+#include "sockpump.h"
 #include "stream.h"
 
 struct egress_listener {
@@ -24,15 +24,10 @@ struct egress_listener {
     uint32_t next_id; /* even */
 };
 
-/* One client connection. The socket is read through a dup (chan_out closes its fd at
- * EOF) and written through the original (chan_in), so each direction ends on its own:
- * the client's EOF and the daemon's EOF are both half-closes. */
+/* One client connection. */
 struct egress_conn {
     struct stream base;
-    struct chan_out out; /* client -> daemon, channel 1 */
-    struct chan_in in;   /* daemon -> client, channel 0 */
-    bool out_done, in_done;
-    struct loop_timer *finish_t;
+    struct sockpump pump; /* client <-> daemon */
 };
 
 static void listener_update(struct agent *a);
@@ -40,47 +35,16 @@ static void listener_update(struct agent *a);
 static void conn_free(struct egress_conn *e)
 {
     struct agent *a = e->base.agent;
-    if (e->finish_t)
-        loop_timer_cancel(a->loop, e->finish_t);
-    chan_out_close(&e->out, false);
-    chan_in_close(&e->in);
+    sockpump_close(&e->pump);
     stream_unregister(a, &e->base);
     free(e);
     a->egress->nconns--;
     listener_update(a);
 }
 
-static void finish_cb(struct loop *l, void *data)
+static void on_end(void *owner)
 {
-    struct egress_conn *e = data;
-    e->finish_t = NULL;
-    conn_send_json(e->base.agent, e->base.id, PROTO_EXIT, json_object());
-    conn_free(e);
-}
-
-/* Both directions are over: end the stream with EXIT. Deferred to the next turn because
- * the pumps that report it still use their own state afterwards. */
-static void maybe_finish(struct egress_conn *e)
-{
-    if (e->out_done && e->in_done && !e->finish_t)
-        e->finish_t = loop_timer_add(e->base.agent->loop, 0, finish_cb, e);
-}
-
-static void on_client_eof(void *owner)
-{
-    struct egress_conn *e = owner;
-    e->out_done = true;
-    maybe_finish(e);
-}
-
-static void on_daemon_done(void *owner, int fd)
-{
-    struct egress_conn *e = owner;
-    /* The read side holds a dup of the socket, so closing this fd alone sends no FIN. */
-    if (fd >= 0)
-        (void)shutdown(fd, SHUT_WR);
-    e->in_done = true;
-    maybe_finish(e);
+    conn_free(owner);
 }
 
 static struct egress_conn *to_conn(struct stream *s)
@@ -93,7 +57,7 @@ static void op_data(struct stream *s, uint8_t ch, const uint8_t *p, uint32_t len
     struct egress_conn *e = to_conn(s);
     if (ch != PROTO_CH_STDIN)
         return;
-    if (chan_in_data(&e->in, p, len) < 0) {
+    if (chan_in_data(&e->pump.in, p, len) < 0) {
         conn_send_error(s->agent, s->id, "window_exceeded", "more data than the window allows");
         conn_free(e);
     }
@@ -102,13 +66,13 @@ static void op_data(struct stream *s, uint8_t ch, const uint8_t *p, uint32_t len
 static void op_eof(struct stream *s, uint8_t ch)
 {
     if (ch == PROTO_CH_STDIN)
-        chan_in_eof(&to_conn(s)->in);
+        chan_in_eof(&to_conn(s)->pump.in);
 }
 
 static void op_window(struct stream *s, uint8_t ch, uint32_t credit)
 {
     if (ch == PROTO_CH_STDOUT)
-        chan_out_credit(&to_conn(s)->out, credit);
+        chan_out_credit(&to_conn(s)->pump.out, credit);
 }
 
 /* SIGNAL from the daemon: it gave up on the connection (a timeout, a policy change). */
@@ -120,7 +84,7 @@ static void op_signal(struct stream *s, int sig)
 
 static void op_resume(struct stream *s)
 {
-    chan_out_update(&to_conn(s)->out);
+    chan_out_update(&to_conn(s)->pump.out);
 }
 
 static void op_abort(struct stream *s)
@@ -157,25 +121,21 @@ static void on_accept(struct loop *lp, int fd, uint32_t events, void *data)
         int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (cfd < 0)
             break; /* EAGAIN, or a connection that died in the backlog */
-        int rfd = fcntl(cfd, F_DUPFD_CLOEXEC, 3);
-        if (rfd < 0) {
-            close(cfd);
-            break;
-        }
         struct egress_conn *e = sbx_xcalloc(1, sizeof(*e));
         e->base = (struct stream){.agent = a, .id = next_stream_id(a), .ops = &egress_ops};
-        if (stream_register(a, &e->base) < 0) {
-            close(rfd);
+        if (sockpump_start(&e->pump, a, e->base.id, cfd, on_end, e) < 0) {
             close(cfd);
+            free(e);
+            break;
+        }
+        /* The pump only reads in a later turn of the loop, so OPEN still goes first. */
+        if (stream_register(a, &e->base) < 0) {
+            sockpump_close(&e->pump);
             free(e);
             break;
         }
         l->nconns++;
         conn_send_json(a, e->base.id, PROTO_OPEN, json_pack("{s:s}", "op", "egress"));
-        chan_in_init(&e->in, a, e->base.id, PROTO_CH_STDIN, cfd);
-        e->in.on_done = on_daemon_done;
-        e->in.owner = e;
-        chan_out_init(&e->out, a, e->base.id, PROTO_CH_STDOUT, rfd, on_client_eof, e);
     }
     listener_update(a);
 }

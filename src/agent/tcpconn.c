@@ -1,7 +1,6 @@
 #include "tcpconn.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -14,10 +13,9 @@
 #include "../proto/proto.h"
 #include "agent.h"
 #include "chan.h"
+#include "sockpump.h"
 #include "stream.h"
 
-/* The socket is read through a dup (chan_out closes its fd at EOF) and written through
- * the original (chan_in), so each direction half-closes on its own, as in egress.c. */
 struct tcp_conn {
     struct stream base;
     unsigned port;
@@ -29,10 +27,7 @@ struct tcp_conn {
     uint8_t *early;
     size_t nearly;
     bool early_eof;
-    struct chan_out out; /* socket -> daemon, channel 1 */
-    struct chan_in in;   /* daemon -> socket, channel 0 */
-    bool out_done, in_done;
-    struct loop_timer *finish_t;
+    struct sockpump pump; /* server <-> daemon, once connected */
 };
 
 static struct tcp_conn *to_conn(struct stream *s)
@@ -43,18 +38,14 @@ static struct tcp_conn *to_conn(struct stream *s)
 static void conn_free(struct tcp_conn *t)
 {
     struct agent *a = t->base.agent;
-    if (t->finish_t)
-        loop_timer_cancel(a->loop, t->finish_t);
     if (t->connect_t)
         loop_timer_cancel(a->loop, t->connect_t);
     if (t->cw)
         loop_watch_del(a->loop, t->cw);
-    if (t->connected) {
-        chan_out_close(&t->out, false);
-        chan_in_close(&t->in);
-    } else if (t->fd >= 0) {
+    if (t->connected)
+        sockpump_close(&t->pump);
+    else if (t->fd >= 0)
         close(t->fd);
-    }
     free(t->early);
     stream_unregister(a, &t->base);
     free(t);
@@ -67,60 +58,27 @@ static void fail(struct tcp_conn *t, const char *why)
     conn_free(t);
 }
 
-static void finish_cb(struct loop *l, void *data)
+static void on_end(void *owner)
 {
-    struct tcp_conn *t = data;
-    t->finish_t = NULL;
-    conn_send_json(t->base.agent, t->base.id, PROTO_EXIT, json_object());
-    conn_free(t);
-}
-
-/* Deferred to the next turn: the pump reporting it still uses its own state afterwards. */
-static void maybe_finish(struct tcp_conn *t)
-{
-    if (t->out_done && t->in_done && !t->finish_t)
-        t->finish_t = loop_timer_add(t->base.agent->loop, 0, finish_cb, t);
-}
-
-static void on_server_eof(void *owner)
-{
-    struct tcp_conn *t = owner;
-    t->out_done = true;
-    maybe_finish(t);
-}
-
-static void on_daemon_done(void *owner, int fd)
-{
-    struct tcp_conn *t = owner;
-    /* The read side holds a dup of the socket, so closing this fd alone sends no FIN. */
-    if (fd >= 0)
-        (void)shutdown(fd, SHUT_WR);
-    t->in_done = true;
-    maybe_finish(t);
+    conn_free(owner);
 }
 
 static void start_pumps(struct tcp_conn *t)
 {
-    struct agent *a = t->base.agent;
-    int rfd = fcntl(t->fd, F_DUPFD_CLOEXEC, 3);
-    if (rfd < 0) {
-        fail(t, strerror(errno));
+    int r = sockpump_start(&t->pump, t->base.agent, t->base.id, t->fd, on_end, t);
+    if (r < 0) {
+        fail(t, strerror(-r));
         return;
     }
-    int fd = t->fd;
     t->fd = -1;
     t->connected = true;
-    chan_in_init(&t->in, a, t->base.id, PROTO_CH_STDIN, fd);
-    t->in.on_done = on_daemon_done;
-    t->in.owner = t;
-    chan_out_init(&t->out, a, t->base.id, PROTO_CH_STDOUT, rfd, on_server_eof, t);
     if (t->nearly)
-        (void)chan_in_data(&t->in, t->early, (uint32_t)t->nearly); /* within the window */
+        (void)chan_in_data(&t->pump.in, t->early, (uint32_t)t->nearly); /* within the window */
     free(t->early);
     t->early = NULL;
     t->nearly = 0;
     if (t->early_eof)
-        chan_in_eof(&t->in);
+        chan_in_eof(&t->pump.in);
 }
 
 static void connect_cb(struct loop *l, int fd, uint32_t events, void *data)
@@ -154,7 +112,7 @@ static void op_data(struct stream *s, uint8_t ch, const uint8_t *p, uint32_t len
     if (ch != PROTO_CH_STDIN)
         return;
     if (t->connected) {
-        if (chan_in_data(&t->in, p, len) == 0)
+        if (chan_in_data(&t->pump.in, p, len) == 0)
             return;
     } else if (t->nearly + len <= PROTO_WINDOW_INIT && !t->early_eof) {
         t->early = sbx_xrealloc(t->early, t->nearly + len);
@@ -172,7 +130,7 @@ static void op_eof(struct stream *s, uint8_t ch)
     if (ch != PROTO_CH_STDIN)
         return;
     if (t->connected)
-        chan_in_eof(&t->in);
+        chan_in_eof(&t->pump.in);
     else
         t->early_eof = true;
 }
@@ -181,7 +139,7 @@ static void op_window(struct stream *s, uint8_t ch, uint32_t credit)
 {
     struct tcp_conn *t = to_conn(s);
     if (ch == PROTO_CH_STDOUT && t->connected)
-        chan_out_credit(&t->out, credit);
+        chan_out_credit(&t->pump.out, credit);
 }
 
 /* SIGNAL from the daemon: its client went away, or the link expired. */
@@ -195,7 +153,7 @@ static void op_resume(struct stream *s)
 {
     struct tcp_conn *t = to_conn(s);
     if (t->connected)
-        chan_out_update(&t->out);
+        chan_out_update(&t->pump.out);
 }
 
 static void op_abort(struct stream *s)

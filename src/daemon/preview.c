@@ -19,16 +19,13 @@
 #include "auth/signurl.h"
 #include "channel.h"
 #include "http/errors.h"
+#include "http/reqhead.h"
 #include "http/server.h"
 
 enum conn_state {
     PS_HEAD,   /* reading the first request head */
     PS_RELAY,  /* relaying bytes with the agent's tcp_connect stream */
     PS_ANSWER, /* writing our own answer, then closing */
-};
-
-struct header {
-    uint32_t name_off, name_len, value_off, value_len;
 };
 
 struct previews {
@@ -51,13 +48,9 @@ struct preview_conn {
     enum conn_state state;
     struct loop_timer *timer; /* the head's deadline, then the link's expiry */
 
-    http_parser parser;
+    struct reqhead rh;
     char head[PREVIEW_HEAD_MAX];
-    size_t head_len;
-    uint32_t url_off, url_len;
-    struct header headers[PREVIEW_HEADERS_MAX];
-    unsigned nheaders;
-    bool in_value, head_done;
+    struct reqhead_header headers[PREVIEW_HEADERS_MAX];
 
     char sandbox_id[STORE_ID_MAX + 1];
     unsigned port;
@@ -351,9 +344,9 @@ static bool verify(const struct previews *pv, const char *sandbox_id, unsigned p
     return signurl_verify(&pv->key, sandbox_id, what, "preview", expires, sig);
 }
 
-static const struct header *find_header(const struct preview_conn *c, const char *name)
+static const struct reqhead_header *find_header(const struct preview_conn *c, const char *name)
 {
-    for (unsigned i = 0; i < c->nheaders; i++)
+    for (unsigned i = 0; i < c->rh.nheaders; i++)
         if (c->headers[i].name_len == strlen(name) &&
             !strncasecmp(c->head + c->headers[i].name_off, name, strlen(name)))
             return &c->headers[i];
@@ -385,7 +378,7 @@ static bool parse_label(const char *s, size_t len, unsigned *port, char id[STORE
 static bool route_by_host(const struct preview_conn *c, unsigned *port, char id[STORE_ID_MAX + 1])
 {
     const char *domain = c->pv->cfg->preview_domain;
-    const struct header *h = find_header(c, "Host");
+    const struct reqhead_header *h = find_header(c, "Host");
     if (!domain || !h)
         return false;
     const char *v = c->head + h->value_off;
@@ -491,13 +484,13 @@ static void on_expired(struct loop *l, void *data)
 static char *rebuild_head(const struct preview_conn *c, const char *target, bool force_close,
                           size_t *len)
 {
-    size_t cap = strlen(target) + 64 + c->head_len + 32;
+    size_t cap = strlen(target) + 64 + c->rh.len + 32;
     char *out = sbx_xmalloc(cap);
     size_t n = (size_t)snprintf(out, cap, "%s %s HTTP/%u.%u\r\n",
-                                http_method_str((enum http_method)c->parser.method), target,
-                                c->parser.http_major, c->parser.http_minor);
-    for (unsigned i = 0; i < c->nheaders; i++) {
-        const struct header *h = &c->headers[i];
+                                http_method_str((enum http_method)c->rh.parser.method), target,
+                                c->rh.parser.http_major, c->rh.parser.http_minor);
+    for (unsigned i = 0; i < c->rh.nheaders; i++) {
+        const struct reqhead_header *h = &c->headers[i];
         if (force_close && h->name_len == 10 &&
             !strncasecmp(c->head + h->name_off, "Connection", 10))
             continue;
@@ -512,11 +505,11 @@ static char *rebuild_head(const struct preview_conn *c, const char *target, bool
 static void route(struct preview_conn *c, size_t body_off)
 {
     struct previews *pv = c->pv;
-    const char *url = c->head + c->url_off;
+    const char *url = c->head + c->rh.url_off;
     struct http_parser_url u;
     http_parser_url_init(&u);
-    if (c->parser.method == HTTP_CONNECT || http_parser_parse_url(url, c->url_len, 0, &u) != 0 ||
-        !(u.field_set & (1 << UF_PATH))) {
+    if (c->rh.parser.method == HTTP_CONNECT ||
+        http_parser_parse_url(url, c->rh.url_len, 0, &u) != 0 || !(u.field_set & (1 << UF_PATH))) {
         answer(c, "invalid_request", "the request target must be a path");
         return;
     }
@@ -527,7 +520,7 @@ static void route(struct preview_conn *c, size_t body_off)
 
     /* Two Host headers could route us one way and a proxy in front another. */
     unsigned nhost = 0;
-    for (unsigned i = 0; i < c->nheaders; i++)
+    for (unsigned i = 0; i < c->rh.nheaders; i++)
         nhost += c->headers[i].name_len == 4 &&
                  !strncasecmp(c->head + c->headers[i].name_off, "Host", 4);
     if (nhost > 1) {
@@ -552,7 +545,7 @@ static void route(struct preview_conn *c, size_t body_off)
     size_t tok_len = 0, pair_off = 0, pair_len = 0;
     bool in_query =
         find_pair(query, query_len, '&', PREVIEW_TOKEN_PARAM, &tok, &tok_len, &pair_off, &pair_len);
-    const struct header *cookie = find_header(c, "Cookie");
+    const struct reqhead_header *cookie = find_header(c, "Cookie");
     size_t unused_off, unused_len;
     if (!in_query && cookie)
         (void)find_pair(c->head + cookie->value_off, cookie->value_len, ';', PREVIEW_TOKEN_PARAM,
@@ -626,108 +619,34 @@ static void route(struct preview_conn *c, size_t body_off)
         loop_timer_cancel(pv->loop, c->timer);
     c->timer = loop_timer_add(pv->loop, expires * 1000 - now_ms, on_expired, c);
     size_t hlen;
-    _cleanup_free_ char *head = rebuild_head(c, target, by_path && !c->parser.upgrade, &hlen);
+    _cleanup_free_ char *head = rebuild_head(c, target, by_path && !c->rh.parser.upgrade, &hlen);
     /* Within the first window: the head is at most PREVIEW_HEAD_MAX plus our changes. */
     (void)channel_send(c->st, PROTO_CH_STDIN, head, hlen, &err);
     c->up_window -= hlen;
-    if (body_off < c->head_len) {
-        (void)channel_send(c->st, PROTO_CH_STDIN, c->head + body_off, c->head_len - body_off, &err);
-        c->up_window -= c->head_len - body_off;
+    if (body_off < c->rh.len) {
+        (void)channel_send(c->st, PROTO_CH_STDIN, c->head + body_off, c->rh.len - body_off, &err);
+        c->up_window -= c->rh.len - body_off;
     }
     conn_update(c);
 }
 
 /* --- the request head ---------------------------------------------------------------- */
 
-static struct preview_conn *of_parser(http_parser *p)
-{
-    return p->data;
-}
-
-static uint32_t off_of(struct preview_conn *c, const char *at)
-{
-    return (uint32_t)(at - c->head);
-}
-
-static int on_url(http_parser *p, const char *at, size_t len)
-{
-    struct preview_conn *c = of_parser(p);
-    if (!c->url_len)
-        c->url_off = off_of(c, at);
-    c->url_len += (uint32_t)len; /* pieces are contiguous: the whole head is in head[] */
-    return 0;
-}
-
-static int on_header_field(http_parser *p, const char *at, size_t len)
-{
-    struct preview_conn *c = of_parser(p);
-    if (c->nheaders == 0 || c->in_value) {
-        if (c->nheaders == PREVIEW_HEADERS_MAX)
-            return 1;
-        c->headers[c->nheaders++] = (struct header){.name_off = off_of(c, at)};
-        c->in_value = false;
-    }
-    c->headers[c->nheaders - 1].name_len += (uint32_t)len;
-    return 0;
-}
-
-static int on_header_value(http_parser *p, const char *at, size_t len)
-{
-    struct preview_conn *c = of_parser(p);
-    struct header *h = &c->headers[c->nheaders - 1];
-    if (!c->in_value) {
-        h->value_off = off_of(c, at);
-        c->in_value = true;
-    }
-    h->value_len += (uint32_t)len;
-    return 0;
-}
-
-static int on_headers_complete(http_parser *p)
-{
-    struct preview_conn *c = of_parser(p);
-    c->head_done = true;
-    http_parser_pause(p, 1);
-    return 0;
-}
-
-static const http_parser_settings parser_settings = {
-    .on_url = on_url,
-    .on_header_field = on_header_field,
-    .on_header_value = on_header_value,
-    .on_headers_complete = on_headers_complete,
-};
-
 static void read_head(struct preview_conn *c)
 {
-    size_t room = sizeof(c->head) - c->head_len;
-    ssize_t n = read(c->fd, c->head + c->head_len, room);
+    size_t room = sizeof(c->head) - c->rh.len;
+    ssize_t n = read(c->fd, c->head + c->rh.len, room);
     if (n < 0 && (errno == EINTR || errno == EAGAIN))
         return;
     if (n <= 0) {
         conn_free(c); /* the client gave up before a whole request */
         return;
     }
-    size_t parsed =
-        http_parser_execute(&c->parser, &parser_settings, c->head + c->head_len, (size_t)n);
-    size_t start = c->head_len;
-    c->head_len += (size_t)n;
-    enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
-    if (c->head_done && (e == HPE_PAUSED || e == HPE_OK)) {
-        size_t used = start + parsed;
-        /* Paused in on_headers_complete, http_parser stops on the head's final LF without
-         * counting it. */
-        if (used < c->head_len && c->head[used] == '\n')
-            used++;
-        route(c, used);
-        return;
-    }
-    if (e != HPE_OK) {
-        answer(c, "invalid_request", "malformed request (%s)", http_errno_name(e));
-        return;
-    }
-    if (c->head_len == sizeof(c->head))
-        answer(c, "invalid_request", "request head larger than %u bytes", PREVIEW_HEAD_MAX);
+    struct sbx_err err = {0};
+    if (reqhead_feed(&c->rh, (size_t)n, &err) < 0)
+        answer(c, "invalid_request", "%s", err.msg);
+    else if (c->rh.done)
+        route(c, c->rh.body_off);
 }
 
 static void on_head_timeout(struct loop *l, void *data)
@@ -750,8 +669,7 @@ static void on_accept(struct loop *l, int fd, uint32_t events, void *data)
         c->pv = pv;
         c->fd = cfd;
         c->state = PS_HEAD;
-        http_parser_init(&c->parser, HTTP_REQUEST);
-        c->parser.data = c;
+        reqhead_init(&c->rh, c->head, sizeof(c->head), c->headers, PREVIEW_HEADERS_MAX);
         c->next = pv->conns;
         pv->conns = c;
         pv->nconns++;

@@ -14,6 +14,7 @@
 
 #include "../../common/util.h"
 #include "../../proto/proto.h"
+#include "../http/reqhead.h"
 #include "../manager.h"
 #include "resolve.h"
 #include "sni.h"
@@ -25,10 +26,6 @@ enum conn_state {
     ST_SNI,        /* CONNECT answered 200: waiting for the ClientHello */
     ST_TUNNEL,     /* relaying both ways */
     ST_CLOSING,    /* refused or finished: waiting for the agent's EXIT */
-};
-
-struct header {
-    uint32_t name_off, name_len, value_off, value_len;
 };
 
 struct egress_proxy {
@@ -49,14 +46,9 @@ struct egress_conn {
     bool logged_final;
 
     /* The request head, parsed in place: headers point into head[]. */
-    http_parser parser;
+    struct reqhead rh;
     uint8_t head[EGRESS_HEAD_MAX];
-    size_t head_len;
-    uint32_t url_off, url_len;
-    struct header headers[EGRESS_HEADERS_MAX];
-    unsigned nheaders;
-    bool in_value; /* the last callback was a header value */
-    bool head_done;
+    struct reqhead_header headers[EGRESS_HEADERS_MAX];
 
     char method[16];
     bool is_connect;
@@ -451,15 +443,15 @@ static void connected(struct egress_conn *c)
     static const char *const hop[] = {"connection", "proxy-connection", "keep-alive",
                                       "proxy-authorization", "proxy-authenticate", "te",
                                       "trailer", "upgrade", "host"};
-    size_t cap = c->head_len + EGRESS_HOST_MAX + strlen(c->target) + 128;
+    size_t cap = c->rh.len + EGRESS_HOST_MAX + strlen(c->target) + 128;
     char *req = sbx_xmalloc(cap);
     size_t n = (size_t)snprintf(req, cap, "%s %s HTTP/1.1\r\nHost: %s", c->method, c->target,
                                 c->host);
     if (c->port != 80)
         n += (size_t)snprintf(req + n, cap - n, ":%u", c->port);
     n += (size_t)snprintf(req + n, cap - n, "\r\n");
-    for (unsigned i = 0; i < c->nheaders; i++) {
-        const struct header *h = &c->headers[i];
+    for (unsigned i = 0; i < c->rh.nheaders; i++) {
+        const struct reqhead_header *h = &c->headers[i];
         bool skip = false;
         for (size_t k = 0; k < SBX_ARRAY_SIZE(hop) && !skip; k++)
             skip = h->name_len == strlen(hop[k]) &&
@@ -609,12 +601,12 @@ static void on_resolve_timeout(struct loop *l, void *data)
 static void decide(struct egress_conn *c)
 {
     snprintf(c->method, sizeof(c->method), "%s",
-             http_method_str((enum http_method)c->parser.method));
-    c->is_connect = c->parser.method == HTTP_CONNECT;
-    const char *url = (const char *)c->head + c->url_off;
+             http_method_str((enum http_method)c->rh.parser.method));
+    c->is_connect = c->rh.parser.method == HTTP_CONNECT;
+    const char *url = (const char *)c->head + c->rh.url_off;
     struct http_parser_url u;
     http_parser_url_init(&u);
-    if (http_parser_parse_url(url, c->url_len, c->is_connect, &u) != 0 ||
+    if (http_parser_parse_url(url, c->rh.url_len, c->is_connect, &u) != 0 ||
         !(u.field_set & (1 << UF_HOST))) {
         refuse(c, 400, "denied", "bad_request",
                "send CONNECT host:443 or an absolute http:// URL");
@@ -629,7 +621,7 @@ static void decide(struct egress_conn *c)
             return;
         }
         const char *path = "/";
-        size_t plen = 1, end = c->url_len;
+        size_t plen = 1, end = c->rh.url_len;
         if (u.field_set & (1 << UF_PATH)) {
             path = url + u.field_data[UF_PATH].off;
             plen = u.field_data[UF_PATH].len;
@@ -705,99 +697,28 @@ static void decide(struct egress_conn *c)
 
 /* --- the request head ------------------------------------------------------------- */
 
-static struct egress_conn *of_parser(http_parser *p)
-{
-    return p->data;
-}
-
-static uint32_t off_of(struct egress_conn *c, const char *at)
-{
-    return (uint32_t)((const uint8_t *)at - c->head);
-}
-
-static int on_url(http_parser *p, const char *at, size_t len)
-{
-    struct egress_conn *c = of_parser(p);
-    if (!c->url_len)
-        c->url_off = off_of(c, at);
-    c->url_len += (uint32_t)len; /* pieces are contiguous: the whole head is in head[] */
-    return 0;
-}
-
-static int on_header_field(http_parser *p, const char *at, size_t len)
-{
-    struct egress_conn *c = of_parser(p);
-    if (c->nheaders == 0 || c->in_value) {
-        if (c->nheaders == EGRESS_HEADERS_MAX)
-            return 1;
-        c->headers[c->nheaders++] = (struct header){.name_off = off_of(c, at)};
-        c->in_value = false;
-    }
-    c->headers[c->nheaders - 1].name_len += (uint32_t)len;
-    return 0;
-}
-
-static int on_header_value(http_parser *p, const char *at, size_t len)
-{
-    struct egress_conn *c = of_parser(p);
-    struct header *h = &c->headers[c->nheaders - 1];
-    if (!c->in_value) {
-        h->value_off = off_of(c, at);
-        c->in_value = true;
-    }
-    h->value_len += (uint32_t)len;
-    return 0;
-}
-
-static int on_headers_complete(http_parser *p)
-{
-    struct egress_conn *c = of_parser(p);
-    c->head_done = true;
-    http_parser_pause(p, 1);
-    return 0;
-}
-
-static const http_parser_settings parser_settings = {
-    .on_url = on_url,
-    .on_header_field = on_header_field,
-    .on_header_value = on_header_value,
-    .on_headers_complete = on_headers_complete,
-};
-
 static void head_data(struct egress_conn *c, const uint8_t *p, size_t len)
 {
     struct sbx_err err = {0};
     /* Head bytes are ours to bound (EGRESS_HEAD_MAX), so they are credited at once. */
     (void)channel_credit(c->st, PROTO_CH_STDOUT, (uint32_t)len, &err);
-    size_t room = sizeof(c->head) - c->head_len;
+    size_t room = sizeof(c->head) - c->rh.len;
     size_t take = len < room ? len : room;
-    memcpy(c->head + c->head_len, p, take);
-    size_t parsed = http_parser_execute(&c->parser, &parser_settings,
-                                        (const char *)c->head + c->head_len, take);
-    c->head_len += take;
-    enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
-    if (c->head_done && (e == HPE_PAUSED || e == HPE_OK)) {
+    memcpy(c->head + c->rh.len, p, take);
+    if (reqhead_feed(&c->rh, take, &err) < 0) {
+        refuse(c, 400, "denied", "bad_request", "%s", err.msg);
+        return;
+    }
+    if (c->rh.done) {
         /* What follows the head (a body, pipelined bytes) goes upstream as it is. */
-        size_t used = c->head_len - take + parsed;
-        /* Paused in on_headers_complete, http_parser stops on the head's final LF
-         * without counting it. */
-        if (used < c->head_len && c->head[used] == '\n')
-            used++, parsed++;
-        c->head_len = used;
-        up_append(c, c->head + used, take - parsed);
+        size_t used = c->rh.body_off;
+        up_append(c, c->head + used, c->rh.len - used);
+        c->rh.len = used;
         if (len > take)
             up_append(c, p + take, len - take);
         c->precredited = c->up_len;
         decide(c);
-        return;
     }
-    if (e != HPE_OK) {
-        refuse(c, 400, "denied", "bad_request", "malformed request (%s)", http_errno_name(e));
-        return;
-    }
-    if (c->head_len == sizeof(c->head))
-        refuse(c, 400, "denied", "bad_request", "request head larger than %u bytes",
-               EGRESS_HEAD_MAX);
 }
 
 /* --- the stream ----------------------------------------------------------------------- */
@@ -923,8 +844,7 @@ int egress_stream_open(struct sandbox *sb, struct chan_stream *st, json_t *reque
     c->started_ms = sbx_wall_ms();
     c->up_window = PROTO_WINDOW_INIT;
     c->down_window = PROTO_WINDOW_INIT;
-    http_parser_init(&c->parser, HTTP_REQUEST);
-    c->parser.data = c;
+    reqhead_init(&c->rh, c->head, sizeof(c->head), c->headers, EGRESS_HEADERS_MAX);
     channel_manual_credit(st);
     c->timer = loop_timer_add(px->loop, EGRESS_HEAD_TIMEOUT_MS, on_head_timeout, c);
     c->next = px->conns;

@@ -1,6 +1,5 @@
 #include "receipt.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
@@ -15,76 +14,24 @@
 #include "exec.h"
 #include "manager.h"
 #include "store/store.h"
+#include "workspace.h"
 
-/* --- walking the workspace without following links ------------------------------- */
-
-typedef void (*walk_fn)(int dirfd, const char *name, const char *rel, const struct stat *st,
-                        void *data);
-
-struct walk {
-    walk_fn fn;
-    void *data;
-    size_t entries;
-    bool truncated;
-};
-
-/* Every directory is opened relative to its parent's fd with O_NOFOLLOW, so a sandbox
- * swapping a directory for a symlink mid-walk can never lead us outside. */
-static void walk_dir(struct walk *w, int dirfd, const char *rel, int depth)
+/* Walk root/sub with ws_walk (beneath the workspace fd, never following links). A
+ * missing directory is an empty one. Returns false when the walk was cut short. */
+static bool walk(const char *workspace, const char *sub, ws_walk_fn fn, void *data)
 {
-    if (depth > WS_WALK_MAX_DEPTH) {
-        w->truncated = true;
-        return;
-    }
-    int fd = dup(dirfd);
-    if (fd < 0)
-        return;
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return;
-    }
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-            continue;
-        if (++w->entries > WS_WALK_MAX_ENTRIES) {
-            w->truncated = true;
-            break;
-        }
-        struct stat st;
-        if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-            continue;
-        _cleanup_free_ char *path =
-            rel[0] ? sbx_xasprintf("%s/%s", rel, de->d_name) : sbx_xstrdup(de->d_name);
-        w->fn(dirfd, de->d_name, path, &st, w->data);
-        if (S_ISDIR(st.st_mode)) {
-            _cleanup_close_ int sub =
-                openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            if (sub >= 0)
-                walk_dir(w, sub, path, depth + 1);
-        }
-    }
-    closedir(d);
+    struct sbx_err err = {0};
+    _cleanup_close_ int root = -1;
+    if (ws_open_root(workspace, &root, &err) < 0)
+        return true;
+    bool truncated = false;
+    (void)ws_walk(root, sub, true, WS_WALK_MAX_ENTRIES, fn, data, &truncated, &err);
+    return !truncated;
 }
 
-/* Walk the tree under root/sub (sub "" for root itself). Returns false when truncated. */
-static bool walk(const char *root, const char *sub, walk_fn fn, void *data)
-{
-    struct walk w = {.fn = fn, .data = data};
-    _cleanup_close_ int rfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (rfd < 0)
-        return true;
-    _cleanup_close_ int fd =
-        sub[0] ? openat(rfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : dup(rfd);
-    if (fd < 0)
-        return true;
-    walk_dir(&w, fd, sub, 0);
-    return !w.truncated;
-}
-
-int receipt_hash_file(int dirfd, const char *name, char out[65], long long *size,
-                      struct sbx_err *err)
+/* SHA-256 of a regular file opened beneath dirfd without following symlinks. */
+static int hash_file(int dirfd, const char *name, char out[65], long long *size,
+                     struct sbx_err *err)
 {
     _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
@@ -92,46 +39,24 @@ int receipt_hash_file(int dirfd, const char *name, char out[65], long long *size
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
         return sbx_err_set(err, EINVAL, "internal", "%s is not a regular file", name);
-    EVP_MD_CTX *md = EVP_MD_CTX_new();
-    if (!md || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1)
-        abort();
-    unsigned char buf[64 * 1024];
-    long long total = 0;
-    int r = 0;
-    for (;;) {
-        ssize_t n = read(fd, buf, sizeof(buf));
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            r = sbx_err_sys(err, errno, "reading %s", name);
-            break;
-        }
-        if (n == 0)
-            break;
-        EVP_DigestUpdate(md, buf, (size_t)n);
-        total += n;
-    }
-    unsigned char d[EVP_MAX_MD_SIZE];
-    unsigned int dlen = 0;
-    EVP_DigestFinal_ex(md, d, &dlen);
-    EVP_MD_CTX_free(md);
-    if (r < 0)
-        return r;
-    sbx_hex(d, dlen, out);
-    *size = total;
-    return 0;
+    uint64_t n;
+    int r = ws_sha256_fd(fd, out, &n, err);
+    if (r == 0)
+        *size = (long long)n;
+    return r;
 }
 
 /* --- the generation counter -------------------------------------------------------- */
 
-static void fingerprint_entry(int dirfd, const char *name, const char *rel, const struct stat *st,
-                              void *data)
+static int fingerprint_entry(const struct ws_entry *e, void *data, struct sbx_err *err)
 {
+    const struct stat *st = e->st;
     char line[128];
     int n = snprintf(line, sizeof(line), "|%o|%lld|%lld.%09ld|", (unsigned)st->st_mode,
                      (long long)st->st_size, (long long)st->st_mtim.tv_sec, st->st_mtim.tv_nsec);
-    EVP_DigestUpdate(data, rel, strlen(rel) + 1);
+    EVP_DigestUpdate(data, e->path, strlen(e->path) + 1);
     EVP_DigestUpdate(data, line, (size_t)n);
+    return 0;
 }
 
 static void fingerprint(const char *workspace, char out[65])
@@ -186,23 +111,24 @@ struct receipt_probe {
     json_t *warnings;
 };
 
-static void note_out(int dirfd, const char *name, const char *rel, const struct stat *st,
-                     void *data)
+static int note_out(const struct ws_entry *e, void *data, struct sbx_err *err)
 {
     struct out_list *l = data;
+    const struct stat *st = e->st;
     if (!S_ISREG(st->st_mode))
-        return;
+        return 0;
     if (l->n == l->cap) {
         l->cap = l->cap ? 2 * l->cap : 64;
         l->v = sbx_xrealloc(l->v, l->cap * sizeof(*l->v));
     }
     l->v[l->n++] = (struct out_entry){
-        .path = sbx_xstrdup(rel),
+        .path = sbx_xstrdup(e->path),
         .size = st->st_size,
         .mtime_ns = (long long)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec,
         .ctime_ns = (long long)st->st_ctim.tv_sec * 1000000000LL + st->st_ctim.tv_nsec,
         .ino = st->st_ino,
     };
+    return 0;
 }
 
 static void out_list_clear(struct out_list *l)
@@ -257,32 +183,34 @@ struct build {
     json_t *warnings;
 };
 
-static void add_output(int dirfd, const char *name, const char *rel, const struct stat *st,
-                       void *data)
+static int add_output(const struct ws_entry *e, void *data, struct sbx_err *unused)
 {
     struct build *b = data;
+    const struct stat *st = e->st;
+    const char *rel = e->path;
     if (!S_ISREG(st->st_mode))
-        return;
+        return 0;
     const struct out_entry *was = find_out(b->before, rel);
     long long mt = (long long)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec;
     long long ct = (long long)st->st_ctim.tv_sec * 1000000000LL + st->st_ctim.tv_nsec;
     if (was && was->size == st->st_size && was->mtime_ns == mt && was->ctime_ns == ct &&
         was->ino == st->st_ino)
-        return;
+        return 0;
     if (json_array_size(b->outputs) >= RECEIPT_MAX_OUTPUTS) {
         if (json_array_size(b->warnings) == 0)
             json_array_append_new(b->warnings, json_string("more outputs than a receipt lists"));
-        return;
+        return 0;
     }
     char sha[65];
-    long long size;
+    long long size = 0;
     struct sbx_err err = {0};
-    if (receipt_hash_file(dirfd, name, sha, &size, &err) < 0) {
+    if (hash_file(e->dir, e->name, sha, &size, &err) < 0) {
         json_array_append_new(b->warnings, json_sprintf("%s: %s", rel, err.msg));
-        return;
+        return 0;
     }
     json_array_append_new(b->outputs, json_pack("{s:s,s:s,s:I}", "path", rel, "sha256",
                                                 sha, "size", (json_int_t)size));
+    return 0;
 }
 
 json_t *receipt_build(struct receipt_probe *probe, struct sandbox *sb, const char *exec_id)

@@ -13,7 +13,6 @@
 
 #define RECEIPT_MAX_OUTPUTS 1000
 #define WS_WALK_MAX_ENTRIES 200000
-#define WS_WALK_MAX_DEPTH 64
 
 struct sandbox;
 struct exec_params;
@@ -28,9 +27,5 @@ json_t *receipt_build(struct receipt_probe *probe, struct sandbox *sb, const cha
 /* Re-read the workspace tree and move the generation if it changed; returns it. Called
  * around every exec, and by anything else that changes the workspace (file uploads). */
 long long receipt_sync_generation(struct sandbox *sb);
-
-/* SHA-256 of a regular file opened beneath dirfd without following symlinks. */
-int receipt_hash_file(int dirfd, const char *name, char out[65], long long *size,
-                      struct sbx_err *err);
 
 #endif

@@ -463,6 +463,7 @@ static int walk_dir(struct walk *w, int dirfd, size_t plen, unsigned depth, stru
             .mtime = (int64_t)st.st_mtim.tv_sec,
             .dir = dirfd,
             .name = names[i],
+            .st = &st,
         };
         w->count++;
         r = w->fn(&e, w->data, err);

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "../common/err.h"
@@ -78,6 +79,7 @@ struct ws_entry {
      * can open it with openat(dir, name, O_NOFOLLOW) without resolving again. */
     int dir;
     const char *name;
+    const struct stat *st; /* all of it, for callers that compare (receipts) */
 };
 
 /* Return 0 to go on, 1 to stop early (no error), <0 with err filled to fail. */

@@ -48,6 +48,27 @@ static int optional_body(struct http_req *req, json_t **out, struct sbx_err *err
     return http_req_json(req, out, err);
 }
 
+/* The sandbox named in the path and the optional body, which is parsed even where @body is
+ * NULL (the caller takes no options) so that malformed JSON stays an error. On failure the
+ * request has been answered. */
+static int target(struct sbxd *d, struct http_req *req, struct sandbox **sb, json_t **body)
+{
+    struct sbx_err err = {0};
+    json_t *b = NULL;
+    int r = manager_lookup(d->mgr, http_req_identity(req), http_req_param(req, 0), sb, &err);
+    if (r >= 0)
+        r = optional_body(req, &b, &err);
+    if (r < 0) {
+        http_respond_error(req, &err);
+        return r;
+    }
+    if (body)
+        *body = b;
+    else
+        json_decref(b);
+    return 0;
+}
+
 static void on_paused(struct sandbox *sb, const struct sbx_err *err, void *data)
 {
     struct snap_req *x = data;
@@ -72,13 +93,8 @@ void api_sandbox_pause(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     struct sandbox *sb;
-    json_t *body = NULL;
-    if (manager_lookup(d->mgr, http_req_identity(req), http_req_param(req, 0), &sb, &err) < 0 ||
-        optional_body(req, &body, &err) < 0) {
-        http_respond_error(req, &err);
+    if (target(d, req, &sb, NULL) < 0)
         return;
-    }
-    json_decref(body);
     struct snap_req *x = snap_req_new(d, req);
     if (manager_pause(d->mgr, sb, on_paused, x, &err) < 0) {
         free(x);
@@ -118,13 +134,8 @@ void api_sandbox_resume(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     struct sandbox *sb;
-    json_t *body = NULL;
-    if (manager_lookup(d->mgr, http_req_identity(req), http_req_param(req, 0), &sb, &err) < 0 ||
-        optional_body(req, &body, &err) < 0) {
-        http_respond_error(req, &err);
+    if (target(d, req, &sb, NULL) < 0)
         return;
-    }
-    json_decref(body);
     struct snap_req *x = snap_req_new(d, req);
     x->sb = sb;
     /* Suspended first: the ready callback only ever runs on a later loop turn. */
@@ -173,11 +184,8 @@ void api_sandbox_fork(struct sbxd *d, struct http_req *req)
     struct sbx_err err = {0};
     struct sandbox *sb;
     json_t *body = NULL;
-    if (manager_lookup(d->mgr, http_req_identity(req), http_req_param(req, 0), &sb, &err) < 0 ||
-        optional_body(req, &body, &err) < 0) {
-        http_respond_error(req, &err);
+    if (target(d, req, &sb, &body) < 0)
         return;
-    }
     json_t *v = json_object_get(body, "count");
     long long count = 1;
     if (v && !json_is_null(v)) {
@@ -216,13 +224,9 @@ void api_sandbox_snapshot(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     struct sandbox *sb;
-    json_t *body = NULL, *snap = NULL;
-    if (manager_lookup(d->mgr, http_req_identity(req), http_req_param(req, 0), &sb, &err) < 0 ||
-        optional_body(req, &body, &err) < 0) {
-        http_respond_error(req, &err);
+    json_t *snap = NULL;
+    if (target(d, req, &sb, NULL) < 0)
         return;
-    }
-    json_decref(body);
     int r = manager_workspace_snapshot(d->mgr, sb, &snap, &err);
     audit_record(d->store, http_req_identity(req), NULL, http_req_id(req), "sandbox.snapshot",
                  sb->rec.id, r < 0 ? err.code : "ok",

@@ -825,7 +825,8 @@ static void op_finish(struct sandbox *sb, const struct sbx_err *err)
         cb(sb, err, data);
 }
 
-static int check_can_snapshot(const struct sandbox *sb, struct sbx_err *err)
+/* Whether sb can be snapshotted now; @verb ("pause", "fork") names the operation in the error. */
+static int check_can_snapshot(const struct sandbox *sb, const char *verb, struct sbx_err *err)
 {
     if (strcmp(sb->rec.backend, "v2"))
         return sbx_err_set(err, ENOTSUP, "not_supported_on_v1",
@@ -841,6 +842,10 @@ static int check_can_snapshot(const struct sandbox *sb, struct sbx_err *err)
     if (!sb->ready || !sb->chan)
         return sbx_err_set(err, ECONNRESET, "sandbox_not_running", "sandbox %s is not running",
                            sb->rec.id);
+    if (sb->exec_busy || sb->kernel_busy)
+        return sbx_err_set(err, EBUSY, "sandbox_busy",
+                           "sandbox %s is running a command or a cell; %s it afterwards",
+                           sb->rec.id, verb);
     return 0;
 }
 
@@ -1016,13 +1021,9 @@ static void on_ckpt(struct loop *l, int fd, uint32_t events, void *data)
 int manager_pause(struct manager *m, struct sandbox *sb, sandbox_op_fn cb, void *data,
                   struct sbx_err *err)
 {
-    int r = check_can_snapshot(sb, err);
+    int r = check_can_snapshot(sb, "pause", err);
     if (r < 0)
         return r;
-    if (sb->exec_busy || sb->kernel_busy)
-        return sbx_err_set(err, EBUSY, "sandbox_busy",
-                           "sandbox %s is running a command or a cell; pause it afterwards",
-                           sb->rec.id);
     struct store_sandbox_counts n;
     if ((r = store_sandbox_counts(m->store, sb->rec.user, sb->rec.key_id, &n, err)) < 0)
         return r;
@@ -1361,13 +1362,9 @@ int manager_fork(struct manager *m, struct sandbox *sb, const struct auth_identi
                  int count, long long ttl_seconds, fork_done_fn cb, void *data,
                  struct sbx_err *err)
 {
-    int r = check_can_snapshot(sb, err);
+    int r = check_can_snapshot(sb, "fork", err);
     if (r < 0)
         return r;
-    if (sb->exec_busy || sb->kernel_busy)
-        return sbx_err_set(err, EBUSY, "sandbox_busy",
-                           "sandbox %s is running a command or a cell; fork it afterwards",
-                           sb->rec.id);
     struct store_sandbox_counts n;
     if ((r = store_sandbox_counts(m->store, who->user, who->key_id, &n, err)) < 0)
         return r;

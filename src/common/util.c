@@ -41,6 +41,15 @@ void *sbx_xrealloc(void *p, size_t n)
     return q;
 }
 
+void sbx_queue_append(uint8_t **buf, size_t *off, size_t *len, const void *p, size_t n)
+{
+    if (*off > 0 && *off == *len)
+        *off = *len = 0;
+    *buf = sbx_xrealloc(*buf, *len + n);
+    memcpy(*buf + *len, p, n);
+    *len += n;
+}
+
 char *sbx_xstrdup(const char *s)
 {
     char *p = strdup(s);

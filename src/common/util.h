@@ -3,6 +3,7 @@
 #ifndef SBX_UTIL_H
 #define SBX_UTIL_H
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include <errno.h>
@@ -50,6 +51,9 @@ void *sbx_xcalloc(size_t n, size_t m);
 void *sbx_xrealloc(void *p, size_t n);
 char *sbx_xstrdup(const char *s);
 char *sbx_xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Append n bytes to a queue that is consumed from *off. A drained queue starts over at 0
+ * first, so a buffer that is written out as fast as it fills does not keep growing. */
+void sbx_queue_append(uint8_t **buf, size_t *off, size_t *len, const void *p, size_t n);
 
 /* Monotonic and wall-clock milliseconds. */
 long long sbx_now_ms(void);

@@ -97,11 +97,7 @@ static void conn_free(struct preview_conn *c)
 
 static void down_append(struct preview_conn *c, const void *p, size_t n)
 {
-    if (c->down_off > 0 && c->down_off == c->down_len)
-        c->down_off = c->down_len = 0;
-    c->down = sbx_xrealloc(c->down, c->down_len + n);
-    memcpy(c->down + c->down_len, p, n);
-    c->down_len += n;
+    sbx_queue_append(&c->down, &c->down_off, &c->down_len, p, n);
 }
 
 /* Our own answer, as the API's errors: JSON, the status http/errors.c gives the code. */

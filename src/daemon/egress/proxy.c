@@ -348,11 +348,7 @@ static void upstream_update(struct egress_conn *c)
 
 static void up_append(struct egress_conn *c, const uint8_t *p, size_t n)
 {
-    if (c->up_off > 0 && c->up_off == c->up_len)
-        c->up_off = c->up_len = 0;
-    c->up = sbx_xrealloc(c->up, c->up_len + n);
-    memcpy(c->up + c->up_len, p, n);
-    c->up_len += n;
+    sbx_queue_append(&c->up, &c->up_off, &c->up_len, p, n);
 }
 
 static void start_tunnel(struct egress_conn *c)

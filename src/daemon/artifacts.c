@@ -5,17 +5,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <magic.h>
-#include <openssl/evp.h>
 #include <pthread.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../common/text.h"
 #include "../common/util.h"
 #include "auth/signurl.h"
 
-#define ARTIFACTS_COPY_BUF (256u * 1024u)
 #define ARTIFACTS_GC_EVERY_S 60
 /* A blob stays this long past the expiry of the newest link to it. */
 #define ARTIFACTS_GC_SLACK_S 60
@@ -170,37 +167,9 @@ static int store_blob(struct artifacts *a, int sbdir, int fd, char sha[WS_SHA256
     _cleanup_close_ int tmp = openat(sbdir, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
     if (tmp < 0)
         return sbx_err_sys(err, errno, "creating a blob");
-    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    if (!ctx || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1)
-        abort();
-    _cleanup_free_ char *buf = sbx_xmalloc(ARTIFACTS_COPY_BUF);
-    uint64_t total = 0;
-    int r = 0;
-    for (;;) {
-        ssize_t n = read(fd, buf, ARTIFACTS_COPY_BUF);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            r = sbx_err_sys(err, errno, "reading an artifact");
-            break;
-        }
-        if (n == 0)
-            break;
-        EVP_DigestUpdate(ctx, buf, (size_t)n);
-        if ((r = sbx_write_all(tmp, buf, (size_t)n)) < 0) {
-            sbx_err_sys(err, -r, "writing a blob");
-            break;
-        }
-        total += (uint64_t)n;
-    }
-    unsigned char md[32];
-    unsigned mdlen = 0;
-    EVP_DigestFinal_ex(ctx, md, &mdlen);
-    EVP_MD_CTX_free(ctx);
+    int r = ws_sha256_fd(fd, tmp, sha, size, err);
     if (r < 0)
         return r;
-    sbx_hex(md, sizeof(md), sha);
-    *size = total;
     pthread_mutex_lock(&a->store_mu);
     if (linkat(tmp, "", sbdir, sha, AT_EMPTY_PATH) == 0) {
         *blob = TAKE_FD(tmp);

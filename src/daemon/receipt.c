@@ -40,7 +40,7 @@ static int hash_file(int dirfd, const char *name, char out[65], long long *size,
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
         return sbx_err_set(err, EINVAL, "internal", "%s is not a regular file", name);
     uint64_t n;
-    int r = ws_sha256_fd(fd, out, &n, err);
+    int r = ws_sha256_fd(fd, -1, out, &n, err);
     if (r == 0)
         *size = (long long)n;
     return r;

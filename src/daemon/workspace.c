@@ -518,7 +518,8 @@ int ws_walk(int root, const char *dir, bool recursive, size_t max, ws_walk_fn fn
 
 /* --- hashing -------------------------------------------------------------------------- */
 
-int ws_sha256_fd(int fd, char hex[WS_SHA256_HEX_LEN + 1], uint64_t *size, struct sbx_err *err)
+int ws_sha256_fd(int fd, int copy_to, char hex[WS_SHA256_HEX_LEN + 1], uint64_t *size,
+                 struct sbx_err *err)
 {
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     if (!ctx || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1)
@@ -537,6 +538,10 @@ int ws_sha256_fd(int fd, char hex[WS_SHA256_HEX_LEN + 1], uint64_t *size, struct
         if (n == 0)
             break;
         EVP_DigestUpdate(ctx, buf, (size_t)n);
+        if (copy_to >= 0 && (r = sbx_write_all(copy_to, buf, (size_t)n)) < 0) {
+            sbx_err_sys(err, -r, "writing a copy of a file");
+            break;
+        }
         total += (uint64_t)n;
     }
     unsigned char md[32];
@@ -574,7 +579,7 @@ static int hash_one(const struct ws_entry *e, void *data, struct sbx_err *err)
         return 0; /* replaced since the walk saw it */
     struct ws_file f = {.path = e->path, .mode = st.st_mode & 07777,
                         .mtime = (int64_t)st.st_mtim.tv_sec};
-    int r = ws_sha256_fd(fd, f.sha256, &f.size, err);
+    int r = ws_sha256_fd(fd, -1, f.sha256, &f.size, err);
     if (r < 0)
         return r;
     h->count++;

@@ -92,8 +92,10 @@ int ws_walk(int root, const char *dir, bool recursive, size_t max, ws_walk_fn fn
             bool *truncated, struct sbx_err *err);
 
 /* SHA-256 of everything readable from fd (from its current offset), as lower-case
- * hex, and the byte count. */
-int ws_sha256_fd(int fd, char hex[WS_SHA256_HEX_LEN + 1], uint64_t *size, struct sbx_err *err);
+ * hex, and the byte count. With copy_to >= 0 the same bytes are written there too, so
+ * a file can be stored and hashed in one read. */
+int ws_sha256_fd(int fd, int copy_to, char hex[WS_SHA256_HEX_LEN + 1], uint64_t *size,
+                 struct sbx_err *err);
 
 /* One regular file under a directory with its digest (receipts and artifacts). */
 struct ws_file {

@@ -1,7 +1,6 @@
 /* GET /v1/audit (admin: everyone's entries; member: their own) and
  * GET /v1/audit/verify (admin): walk the hash chain and name the first broken entry. */
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "../../common/util.h"
@@ -12,22 +11,6 @@
 
 #define AUDIT_PAGE_DEFAULT 100
 #define AUDIT_PAGE_MAX 500
-
-static int query_int(struct http_req *req, const char *name, long long min, long long max,
-                     long long *out, struct sbx_err *err)
-{
-    const char *v = http_req_query(req, name);
-    if (!v)
-        return 0;
-    char *end;
-    errno = 0;
-    long long n = strtoll(v, &end, 10);
-    if (!*v || *end || errno || n < min || n > max)
-        return sbx_err_set(err, EINVAL, "invalid_audit_query",
-                           "%s must be an integer from %lld to %lld", name, min, max);
-    *out = n;
-    return 0;
-}
 
 struct page {
     json_t *data;
@@ -52,10 +35,11 @@ void api_audit_list(struct sbxd *d, struct http_req *req)
     struct sbx_err err = {0};
     const struct auth_identity *who = http_req_identity(req);
     long long limit = AUDIT_PAGE_DEFAULT, after = 0, since = 0, until = 0;
-    if (query_int(req, "limit", 1, AUDIT_PAGE_MAX, &limit, &err) < 0 ||
-        query_int(req, "after", 0, (1LL << 62), &after, &err) < 0 ||
-        query_int(req, "since", 0, (1LL << 40), &since, &err) < 0 ||
-        query_int(req, "until", 0, (1LL << 40), &until, &err) < 0) {
+    const char *bad = "invalid_audit_query";
+    if (http_req_query_int(req, "limit", 1, AUDIT_PAGE_MAX, bad, &limit, &err) < 0 ||
+        http_req_query_int(req, "after", 0, (1LL << 62), bad, &after, &err) < 0 ||
+        http_req_query_int(req, "since", 0, (1LL << 40), bad, &since, &err) < 0 ||
+        http_req_query_int(req, "until", 0, (1LL << 40), bad, &until, &err) < 0) {
         http_respond_error(req, &err);
         return;
     }

@@ -14,22 +14,6 @@
 #define EGRESS_PAGE_DEFAULT 100
 #define EGRESS_PAGE_MAX 1000
 
-static int query_int(struct http_req *req, const char *name, long long min, long long max,
-                     long long *out, struct sbx_err *err)
-{
-    const char *v = http_req_query(req, name);
-    if (!v)
-        return 0;
-    char *end;
-    errno = 0;
-    long long n = strtoll(v, &end, 10);
-    if (!*v || *end || errno || n < min || n > max)
-        return sbx_err_set(err, EINVAL, "invalid_request", "%s must be an integer from %lld to %lld",
-                           name, min, max);
-    *out = n;
-    return 0;
-}
-
 struct page {
     json_t *data;
     long long last_id;
@@ -56,8 +40,8 @@ void api_egress_get(struct sbxd *d, struct http_req *req)
     struct sandbox *sb;
     long long limit = EGRESS_PAGE_DEFAULT, before = 0;
     if (manager_lookup(d->mgr, http_req_identity(req), http_req_param(req, 0), &sb, &err) < 0 ||
-        query_int(req, "limit", 1, EGRESS_PAGE_MAX, &limit, &err) < 0 ||
-        query_int(req, "before", 1, (1LL << 62), &before, &err) < 0) {
+        http_req_query_int(req, "limit", 1, EGRESS_PAGE_MAX, "invalid_request", &limit, &err) < 0 ||
+        http_req_query_int(req, "before", 1, (1LL << 62), "invalid_request", &before, &err) < 0) {
         http_respond_error(req, &err);
         return;
     }

@@ -85,15 +85,12 @@ static const struct agentcall_ops call_ops = {.on_done = on_done};
 /* cols/rows from the query: absent, or an integer in 1..1000. */
 static int dim_query(struct http_req *req, const char *name, json_t *op, struct sbx_err *err)
 {
-    const char *v = http_req_query(req, name);
-    if (!v)
+    if (!http_req_query(req, name))
         return 0;
-    char *end;
-    errno = 0;
-    long n = strtol(v, &end, 10);
-    if (!*v || *end || errno || n < 1 || n > 1000)
-        return sbx_err_set(err, EINVAL, "invalid_pty_size", "%s must be an integer in 1..1000",
-                           name);
+    long long n;
+    int r = http_req_query_int(req, name, 1, 1000, "invalid_pty_size", &n, err);
+    if (r < 0)
+        return r;
     json_object_set_new(op, name, json_integer(n));
     return 0;
 }

@@ -142,6 +142,22 @@ const char *http_req_query(const struct http_req *r, const char *name)
 {
     return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
 }
+int http_req_query_int(const struct http_req *r, const char *name, long long min, long long max,
+                       const char *code, long long *out, struct sbx_err *err)
+{
+    const char *v = http_req_query(r, name);
+    if (!v)
+        return 0;
+    char *end;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    if (!*v || *end || errno || n < min || n > max)
+        return sbx_err_set(err, EINVAL, code, "%s must be an integer from %lld to %lld", name, min,
+                           max);
+    *out = n;
+    return 0;
+}
+
 const char *http_req_body(const struct http_req *r, size_t *len)
 {
     if (len)

@@ -47,6 +47,10 @@ const char *http_req_method(const struct http_req *r);
 const char *http_req_path(const struct http_req *r);
 const char *http_req_header(const struct http_req *r, const char *name);
 const char *http_req_query(const struct http_req *r, const char *name);
+/* Query parameter name as a decimal integer in min..max. Absent: 0 and *out untouched;
+ * anything else: err filled with code. */
+int http_req_query_int(const struct http_req *r, const char *name, long long min, long long max,
+                       const char *code, long long *out, struct sbx_err *err);
 const char *http_req_id(const struct http_req *r);
 const char *http_req_body(const struct http_req *r, size_t *len);
 /* Route parameters captured by the router ({id} ...). */

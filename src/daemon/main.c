@@ -14,14 +14,14 @@
 
 #include "../common/log.h"
 #include "../common/util.h"
-#include "artifacts.h"
+#include "files/artifacts.h"
 #include "auth/auth.h"
 #include "http/router.h"
 #include "egress/proxy.h"
-#include "jobs.h"
-#include "preview.h"
+#include "../common/jobs.h"
+#include "live/preview.h"
 #include "sbxd.h"
-#include "terminal.h"
+#include "live/terminal.h"
 
 static void on_signal(struct loop *l, int fd, uint32_t events, void *data)
 {

@@ -4,9 +4,9 @@
 
 #include "../common/loop.h"
 #include "config.h"
-#include "llm.h"
+#include "live/llm.h"
 #include "http/server.h"
-#include "manager.h"
+#include "sandbox/manager.h"
 #include "store/store.h"
 
 struct sbxd {

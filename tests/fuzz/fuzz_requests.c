@@ -10,9 +10,9 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "../../src/daemon/exec.h"
+#include "../../src/daemon/exec/exec.h"
 #include "../../src/daemon/http/errors.h"
-#include "../../src/daemon/manager.h"
+#include "../../src/daemon/sandbox/manager.h"
 
 
 static void refused_with_4xx(const struct sbx_err *err)

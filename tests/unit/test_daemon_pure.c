@@ -8,10 +8,10 @@
 #include "../../src/common/text.h"
 #include "../../src/common/util.h"
 #include "../../src/daemon/auth/auth.h"
-#include "../../src/daemon/exec.h"
+#include "../../src/daemon/exec/exec.h"
 #include "../../src/daemon/http/errors.h"
 #include "../../src/daemon/http/router.h"
-#include "../../src/daemon/manager.h"
+#include "../../src/daemon/sandbox/manager.h"
 #include "../../src/daemon/store/store.h"
 #include "check.h"
 

@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "../../src/common/util.h"
-#include "../../src/daemon/workspace.h"
+#include "../../src/daemon/files/workspace.h"
 #include "check.h"
 
 static char top[] = "/tmp/sbx-ws-unit-XXXXXX";

@@ -15,7 +15,7 @@
 #include "../../common/util.h"
 #include "../../proto/proto.h"
 #include "../http/reqhead.h"
-#include "../manager.h"
+#include "../sandbox/manager.h"
 #include "resolve.h"
 #include "sni.h"
 

@@ -13,7 +13,7 @@
 
 #include "../../common/err.h"
 #include "../../common/loop.h"
-#include "../channel.h"
+#include "../sandbox/channel.h"
 #include "../store/store.h"
 #include "policy.h"
 

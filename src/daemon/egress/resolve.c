@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "../../common/util.h"
-#include "../jobs.h"
+#include "../../common/jobs.h"
 #include "policy.h"
 
 struct hosts_entry {

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "../../common/util.h"
-#include "../api/api.h"
+#include "../routes.h"
 #include "../auth/auth.h"
 #include "../sbxd.h"
 #include "../store/store.h"

@@ -1,0 +1,88 @@
+#include <errno.h>
+#include <string.h>
+
+#include "../../common/util.h"
+#include "../audit/audit.h"
+#include "auth.h"
+#include "../http/server.h"
+#include "../sbxd.h"
+#include "../routes.h"
+
+static json_t *key_to_json(const struct store_key *k)
+{
+    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:I}", "id", k->id, "object", "key", "user", k->user,
+                     "role", auth_role_name(k->role), "tool_level",
+                     auth_tool_level_name(k->tool_level), "created_at",
+                     (json_int_t)k->created_at);
+}
+
+void api_keys_create(struct sbxd *d, struct http_req *req)
+{
+    struct sbx_err err = {0};
+    json_t *body = NULL;
+    if (http_req_json(req, &body, &err) < 0) {
+        http_respond_error(req, &err);
+        return;
+    }
+    const char *user = json_string_value(json_object_get(body, "user"));
+    const char *role = json_string_value(json_object_get(body, "role"));
+    const char *level = json_string_value(json_object_get(body, "tool_level"));
+    struct store_key k = {0};
+    if (!user || !auth_user_valid(user)) {
+        sbx_err_set(&err, EINVAL, "invalid_request", "user must be 1-64 of [A-Za-z0-9_.@-]");
+    } else if (!role || auth_role_parse(role, &k.role) < 0) {
+        sbx_err_set(&err, EINVAL, "invalid_request", "role must be \"admin\" or \"member\"");
+    } else if (!level || auth_tool_level_parse(level, &k.tool_level) < 0) {
+        sbx_err_set(&err, EINVAL, "invalid_request",
+                    "tool_level must be \"none\", \"basic\" or \"sandbox\"");
+    }
+    if (err.code[0]) {
+        json_decref(body);
+        http_respond_error(req, &err);
+        return;
+    }
+    char key[AUTH_KEY_LEN + 1];
+    snprintf(k.user, sizeof(k.user), "%s", user);
+    json_decref(body);
+    k.created_at = sbx_wall_ms() / 1000;
+    if (auth_key_generate(key, k.id, k.hash, &err) < 0 || store_key_insert(d->store, &k, &err) < 0) {
+        http_respond_error(req, &err);
+        return;
+    }
+    audit_record(d->store, http_req_identity(req), NULL, http_req_id(req), "key.create", NULL,
+                 "ok", json_pack("{s:s,s:s}", "key_id", k.id, "for_user", k.user));
+    json_t *o = key_to_json(&k);
+    json_object_set_new(o, "key", json_string(key));
+    memset(key, 0, sizeof(key));
+    http_respond_json(req, 201, o);
+}
+
+static void append_key(const struct store_key *k, void *data)
+{
+    json_array_append_new(data, key_to_json(k));
+}
+
+void api_keys_list(struct sbxd *d, struct http_req *req)
+{
+    struct sbx_err err = {0};
+    json_t *list = json_array();
+    if (store_key_each(d->store, append_key, list, &err) < 0) {
+        json_decref(list);
+        http_respond_error(req, &err);
+        return;
+    }
+    http_respond_json(req, 200, json_pack("{s:s,s:o}", "object", "list", "data", list));
+}
+
+void api_keys_delete(struct sbxd *d, struct http_req *req)
+{
+    struct sbx_err err = {0};
+    const char *id = http_req_param(req, 0);
+    if (store_key_delete(d->store, id, &err) < 0) {
+        http_respond_error(req, &err);
+        return;
+    }
+    audit_record(d->store, http_req_identity(req), NULL, http_req_id(req), "key.delete", NULL,
+                 "ok", json_pack("{s:s}", "key_id", id));
+    http_respond_json(req, 200, json_pack("{s:s,s:s,s:b}", "id", id, "object", "key", "deleted", 1));
+}

@@ -1,0 +1,410 @@
+#include "exec.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+
+#include <openssl/rand.h>
+
+#include "../../common/log.h"
+#include "../../common/text.h"
+#include "../../common/util.h"
+#include "../../proto/proto.h"
+#include "../audit/audit.h"
+#include "../sandbox/channel.h"
+#include "../sandbox/manager.h"
+#include "receipt.h"
+#include "session.h"
+#include "../store/store.h"
+
+/* The agent enforces the timeout; this is our guard against an agent that never answers. */
+#define EXEC_GRACE_MS 15000
+
+struct exec_run {
+    struct sandbox *sb;
+    struct chan_stream *stream;
+    struct loop_timer *guard;
+    const struct exec_observer *obs;
+    void *data;
+    char id[EXEC_ID_LEN + 1];
+    char sandbox_id[STORE_ID_MAX + 1];
+    char user[AUTH_USER_MAX + 1];
+    char key_id[AUTH_KEY_ID_LEN + 1];
+    char request_id[64];
+    char action[16];
+    long long started_ms;
+    struct receipt_probe *probe;
+    struct exec_result res;
+};
+
+int exec_params_parse(json_t *body, struct exec_params *out, struct sbx_err *err)
+{
+    json_t *shell = json_object_get(body, "shell");
+    json_t *lang = json_object_get(body, "language");
+    json_t *code = json_object_get(body, "code");
+    if (shell && json_is_null(shell))
+        shell = NULL;
+    if (code && json_is_null(code))
+        code = NULL;
+    if (lang && json_is_null(lang))
+        lang = NULL;
+    if (!!shell == !!code)
+        return sbx_err_set(err, EINVAL, "invalid_request",
+                           "give either shell, or language and code");
+    json_t *argv;
+    const char *lang_name = NULL;
+    if (shell) {
+        if (!json_is_string(shell) || json_string_length(shell) == 0 ||
+            json_string_length(shell) > EXEC_CODE_MAX)
+            return sbx_err_set(err, EINVAL, "invalid_request",
+                               "shell must be a non-empty string of at most %u bytes",
+                               EXEC_CODE_MAX);
+        if (lang)
+            return sbx_err_set(err, EINVAL, "invalid_request",
+                               "language goes with code, not with shell");
+        argv = json_pack("[s,s,O]", "/bin/bash", "-c", shell);
+        lang_name = "shell";
+    } else {
+        if (!json_is_string(code) || json_string_length(code) > EXEC_CODE_MAX)
+            return sbx_err_set(err, EINVAL, "invalid_request",
+                               "code must be a string of at most %u bytes", EXEC_CODE_MAX);
+        const char *l = lang ? json_string_value(lang) : NULL;
+        if (!l)
+            return sbx_err_set(err, EINVAL, "invalid_request",
+                               "language must be \"python\", \"bash\" or \"node\"");
+        if (!strcmp(l, "python"))
+            argv = json_pack("[s,s,O]", "python3", "-c", code);
+        else if (!strcmp(l, "bash"))
+            argv = json_pack("[s,s,O]", "/bin/bash", "-c", code);
+        else if (!strcmp(l, "node"))
+            argv = json_pack("[s,s,O]", "node", "-e", code);
+        else
+            argv = NULL;
+        lang_name = argv ? (l[0] == 'p' ? "python" : l[0] == 'b' ? "bash" : "node") : NULL;
+        if (!argv)
+            return sbx_err_set(err, EINVAL, "invalid_request",
+                               "language must be \"python\", \"bash\" or \"node\"");
+    }
+    if (memchr(json_string_value(shell ? shell : code), '\0',
+               json_string_length(shell ? shell : code))) {
+        json_decref(argv);
+        return sbx_err_set(err, EINVAL, "invalid_request", "the command contains a NUL byte");
+    }
+
+    struct exec_params p = {.argv = argv,
+                            .cwd = "/workspace",
+                            .timeout_s = EXEC_TIMEOUT_DEFAULT,
+                            .command = json_string_value(shell ? shell : code),
+                            .language = lang_name};
+    json_t *v;
+    int r = 0;
+    if ((v = json_object_get(body, "timeout_seconds")) && !json_is_null(v)) {
+        if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+            json_integer_value(v) > EXEC_TIMEOUT_MAX) {
+            r = sbx_err_set(err, EINVAL, "invalid_timeout",
+                            "timeout_seconds must be an integer from 1 to %d", EXEC_TIMEOUT_MAX);
+            goto fail;
+        }
+        p.timeout_s = json_integer_value(v);
+        p.timeout_given = true;
+    }
+    if ((v = json_object_get(body, "cwd")) && !json_is_null(v)) {
+        const char *c = json_string_value(v);
+        if (!c || !*c || json_string_length(v) > EXEC_CWD_MAX ||
+            memchr(c, '\0', json_string_length(v))) {
+            r = sbx_err_set(err, EINVAL, "invalid_cwd", "cwd must be a non-empty path string");
+            goto fail;
+        }
+        p.cwd = c;
+        p.cwd_given = true;
+    }
+    if ((r = session_id_parse(body, &p.session_id, err)) < 0)
+        goto fail;
+    v = json_object_get(body, "env");
+    if (v && !json_is_null(v)) {
+        if ((r = sandbox_env_validate(v, "env", err)) < 0)
+            goto fail;
+        p.env = v;
+    }
+    *out = p;
+    return 0;
+fail:
+    json_decref(argv);
+    return r;
+}
+
+void exec_params_clear(struct exec_params *p)
+{
+    json_decref(p->argv);
+    memset(p, 0, sizeof(*p));
+}
+
+static void run_free(struct exec_run *run)
+{
+    for (int i = 0; i < 2; i++)
+        free(run->res.out[i].buf);
+    json_decref(run->res.receipt);
+    json_decref(run->res.session);
+    receipt_probe_free(run->probe);
+    free(run);
+}
+
+static const char *outcome_of(const struct exec_result *res, const struct sbx_err *err,
+                              char *buf, size_t cap)
+{
+    if (err)
+        snprintf(buf, cap, "error:%s", err->code);
+    else if (res->timed_out)
+        snprintf(buf, cap, "timed_out");
+    else
+        snprintf(buf, cap, "exit_code=%d", res->exit_code);
+    return buf;
+}
+
+/* Record the end (store, audit), then tell whoever still follows. */
+static void run_finish(struct exec_run *run, const struct sbx_err *err)
+{
+    struct manager *m = run->sb->mgr;
+    struct store *st = manager_store(m);
+    if (run->guard)
+        loop_timer_cancel(manager_loop(m), run->guard);
+    run->guard = NULL;
+    run->sb->exec_busy = false;
+    if (!err) {
+        run->res.receipt = receipt_build(run->probe, run->sb, run->id);
+        struct statvfs vfs;
+        run->res.workspace_full =
+            statvfs(run->sb->workspace, &vfs) == 0 &&
+            ((unsigned long long)vfs.f_bavail * vfs.f_frsize < EXEC_WORKSPACE_FULL_BYTES ||
+             vfs.f_favail == 0);
+    }
+
+    struct sbx_err serr = {0};
+    const char *status = EXEC_EXITED;
+    json_t *doc;
+    if (err) {
+        status = !strcmp(err->code, "sandbox_not_running") ? EXEC_INTERRUPTED : EXEC_FAILED;
+        doc = json_pack("{s:{s:s,s:s}}", "error", "code", err->code, "message", err->msg);
+    } else {
+        status = run->res.timed_out ? EXEC_TIMED_OUT : EXEC_EXITED;
+        doc = exec_result_to_json(&run->res);
+    }
+    char *text = json_dumps(doc, JSON_COMPACT);
+    json_decref(doc);
+    if (store_exec_finish(st, run->id, status, text, sbx_wall_ms(), &serr) < 0)
+        log_error("exec %s: %s", run->id, serr.msg);
+    free(text);
+
+    struct auth_identity who = {.authenticated = true};
+    snprintf(who.user, sizeof(who.user), "%s", run->user);
+    snprintf(who.key_id, sizeof(who.key_id), "%s", run->key_id);
+    char outcome[80];
+    json_t *details = json_pack("{s:s,s:s,s:I}", "exec_id", run->id, "status", status,
+                                "duration_ms", (json_int_t)run->res.duration_ms);
+    audit_record(st, &who, NULL, run->request_id, run->action, run->sandbox_id,
+                 outcome_of(&run->res, err, outcome, sizeof(outcome)), details);
+
+    if (run->obs && run->obs->on_done)
+        run->obs->on_done(err ? NULL : &run->res, err, run->data);
+    run_free(run);
+}
+
+static void on_data(struct chan_stream *st, unsigned ch, const uint8_t *buf, size_t len,
+                    void *data)
+{
+    struct exec_run *run = data;
+    if (ch != PROTO_CH_STDOUT && ch != PROTO_CH_STDERR)
+        return;
+    struct exec_output *o = &run->res.out[ch - 1];
+    size_t keep = len;
+    if (o->len + keep > EXEC_OUTPUT_MAX)
+        keep = EXEC_OUTPUT_MAX - o->len;
+    if (keep) {
+        o->buf = sbx_xrealloc(o->buf, o->len + keep);
+        memcpy(o->buf + o->len, buf, keep);
+        o->len += keep;
+        if (run->obs && run->obs->on_output)
+            run->obs->on_output(ch, buf, keep, run->data);
+    }
+    if (len > keep) {
+        /* Past the limit the command runs on; its bytes are counted, not kept. */
+        if (o->dropped == 0 && run->obs && run->obs->on_truncated)
+            run->obs->on_truncated(ch, run->data);
+        o->dropped += len - keep;
+    }
+}
+
+static void on_exit_frame(struct chan_stream *st, json_t *result, void *data)
+{
+    struct exec_run *run = data;
+    run->res.exit_code = (int)json_integer_value(json_object_get(result, "exit_code"));
+    run->res.signal = (int)json_integer_value(json_object_get(result, "signal"));
+    run->res.timed_out = json_is_true(json_object_get(result, "timed_out"));
+    run->res.duration_ms = json_integer_value(json_object_get(result, "duration_ms"));
+    run->res.session = json_incref(json_object_get(result, "session"));
+    run_finish(run, NULL);
+}
+
+static void on_error_frame(struct chan_stream *st, const struct sbx_err *err, void *data)
+{
+    struct exec_run *run = data;
+    struct sbx_err e = *err;
+    /* The agent's codes that are the caller's fault keep their meaning; the rest are ours. */
+    if (!strcmp(e.code, "invalid_cwd") || !strcmp(e.code, "too_many_sessions"))
+        ;
+    else if (!strcmp(e.code, "channel_closed") || !strcmp(e.code, "sandbox_not_running"))
+        snprintf(e.code, sizeof(e.code), "sandbox_not_running");
+    else
+        snprintf(e.code, sizeof(e.code), "internal");
+    run_finish(run, &e);
+}
+
+static const struct chan_stream_ops exec_ops = {
+    .on_data = on_data,
+    .on_exit = on_exit_frame,
+    .on_error = on_error_frame,
+};
+
+static void on_guard(struct loop *l, void *data)
+{
+    struct exec_run *run = data;
+    run->guard = NULL;
+    channel_detach(run->stream);
+    struct sbx_err e = {0};
+    sbx_err_set(&e, ETIMEDOUT, "internal", "the sandbox's agent did not answer in time");
+    run_finish(run, &e);
+}
+
+json_t *exec_env_list(json_t *sandbox_env, json_t *exec_env)
+{
+    json_t *list = json_array();
+    json_t *merged = json_object();
+    if (sandbox_env)
+        json_object_update(merged, sandbox_env);
+    if (exec_env)
+        json_object_update(merged, exec_env);
+    const char *k;
+    json_t *v;
+    json_object_foreach(merged, k, v)
+    {
+        char *kv = sbx_xasprintf("%s=%s", k, json_string_value(v));
+        json_array_append_new(list, json_string(kv));
+        free(kv);
+    }
+    json_decref(merged);
+    return list;
+}
+
+static void new_exec_id(char out[EXEC_ID_LEN + 1])
+{
+    unsigned char raw[10];
+    if (RAND_bytes(raw, sizeof(raw)) != 1)
+        abort();
+    memcpy(out, "ex_", 3);
+    sbx_hex(raw, sizeof(raw), out + 3);
+}
+
+int exec_start(struct sandbox *sb, const struct exec_params *p, const struct exec_origin *o,
+               const struct exec_observer *obs, void *data, struct exec_run **out,
+               struct sbx_err *err)
+{
+    if (sb->exec_busy)
+        return sbx_err_set(err, EBUSY, "sandbox_busy",
+                           "sandbox %s is already running a command", sb->rec.id);
+    if (!sb->chan || sb->ended)
+        return sbx_err_set(err, ECONNRESET, "sandbox_not_running", "sandbox %s is not running",
+                           sb->rec.id);
+    struct exec_run *run = sbx_xcalloc(1, sizeof(*run));
+    run->sb = sb;
+    run->obs = obs;
+    run->data = data;
+    new_exec_id(run->id);
+    snprintf(run->sandbox_id, sizeof(run->sandbox_id), "%s", sb->rec.id);
+    snprintf(run->user, sizeof(run->user), "%s", o->who->user);
+    snprintf(run->key_id, sizeof(run->key_id), "%s", o->who->key_id);
+    snprintf(run->request_id, sizeof(run->request_id), "%s", o->request_id ? o->request_id : "");
+    snprintf(run->action, sizeof(run->action), "%s", o->action);
+    run->res.id = run->id;
+    run->res.sandbox_id = run->sandbox_id;
+    run->started_ms = sbx_wall_ms();
+
+    int r = receipt_probe_new(sb, p, &run->probe, err);
+    if (r < 0 || (r = store_exec_insert(manager_store(sb->mgr), run->id, sb->rec.id,
+                                        o->who->user, run->started_ms, err)) < 0) {
+        run_free(run);
+        return r;
+    }
+    json_t *senv = json_loads(sb->rec.env_json ? sb->rec.env_json : "{}", 0, NULL);
+    json_t *req = json_pack("{s:s,s:O,s:o,s:s,s:I,s:b}", "op", "exec", "argv", p->argv, "env",
+                            exec_env_list(senv, p->env), "cwd", p->cwd, "timeout_ms",
+                            (json_int_t)(p->timeout_s * 1000), "stdin", 0);
+    json_decref(senv);
+    session_exec_request(sb, p, req);
+    r = channel_open(sb->chan, req, &exec_ops, run, &run->stream, err);
+    json_decref(req);
+    if (r < 0) {
+        struct sbx_err e2 = {0};
+        (void)store_exec_finish(manager_store(sb->mgr), run->id, EXEC_FAILED, NULL, sbx_wall_ms(),
+                                &e2);
+        run_free(run);
+        return r;
+    }
+    sb->exec_busy = true;
+    run->guard = loop_timer_add(manager_loop(sb->mgr), p->timeout_s * 1000 + EXEC_GRACE_MS,
+                                on_guard, run);
+    if (out)
+        *out = run;
+    return 0;
+}
+
+const char *exec_run_id(const struct exec_run *run)
+{
+    return run->id;
+}
+
+void exec_abandon(struct exec_run *run)
+{
+    run->obs = NULL;
+    run->data = NULL;
+}
+
+void exec_output_put(json_t *o, const char *name, const struct exec_output *out)
+{
+    size_t n = out->len;
+    char key[32];
+    if (sbx_utf8_valid(out->buf ? out->buf : "", n)) {
+        json_object_set_new(o, name, json_stringn(out->buf ? out->buf : "", n));
+    } else {
+        /* Bytes that are not UTF-8 arrive intact as base64, never mangled. */
+        char *b64 = sbx_base64_encode(out->buf ? out->buf : "", n);
+        json_object_set_new(o, name, json_string(b64));
+        free(b64);
+        snprintf(key, sizeof(key), "%s_encoding", name);
+        json_object_set_new(o, key, json_string("base64"));
+    }
+    snprintf(key, sizeof(key), "%s_truncated", name);
+    json_object_set_new(o, key, json_boolean(out->dropped > 0));
+    snprintf(key, sizeof(key), "%s_dropped_bytes", name);
+    json_object_set_new(o, key, json_integer((json_int_t)out->dropped));
+}
+
+json_t *exec_result_to_json(const struct exec_result *res)
+{
+    json_t *o = json_pack("{s:s,s:s,s:s,s:i,s:I,s:b}", "object", "exec", "id", res->id,
+                          "sandbox_id", res->sandbox_id, "exit_code", res->exit_code,
+                          "duration_ms", (json_int_t)res->duration_ms, "timed_out",
+                          res->timed_out);
+    exec_output_put(o, "stdout", &res->out[0]);
+    exec_output_put(o, "stderr", &res->out[1]);
+    if (res->receipt)
+        json_object_set(o, "receipt", res->receipt);
+    if (res->workspace_full)
+        json_object_set_new(o, "error",
+                            json_pack("{s:s,s:s}", "code", "workspace_too_large", "message",
+                                      "the workspace quota is used up: writes failed with "
+                                      "ENOSPC; remove files to make room"));
+    if (res->session)
+        json_object_set(o, "session", res->session);
+    return o;
+}

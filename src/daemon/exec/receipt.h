@@ -1,0 +1,31 @@
+/* Receipts: the proof of what an exec ran and what it produced. Before a command a
+ * probe notes the workspace generation and the state of /workspace/out; after it, the
+ * receipt lists the template, the hashes of the command and inputs, every file under
+ * /workspace/out the command created or changed (SHA-256, size), and the generation
+ * before and after. The generation is a counter that moves whenever the workspace tree
+ * changed (any path, type, size, mode or mtime), and is kept in the store. */
+#ifndef SBX_RECEIPT_H
+#define SBX_RECEIPT_H
+
+#include <jansson.h>
+
+#include "../../common/err.h"
+
+#define RECEIPT_MAX_OUTPUTS 1000
+#define WS_WALK_MAX_ENTRIES 200000
+
+struct sandbox;
+struct exec_params;
+struct receipt_probe;
+
+int receipt_probe_new(struct sandbox *sb, const struct exec_params *p, struct receipt_probe **out,
+                      struct sbx_err *err);
+void receipt_probe_free(struct receipt_probe *probe);
+/* Never NULL; the facts it could not establish are left out and said in "warnings". */
+json_t *receipt_build(struct receipt_probe *probe, struct sandbox *sb, const char *exec_id);
+
+/* Re-read the workspace tree and move the generation if it changed; returns it. Called
+ * around every exec, and by anything else that changes the workspace (file uploads). */
+long long receipt_sync_generation(struct sandbox *sb);
+
+#endif

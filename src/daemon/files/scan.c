@@ -1,0 +1,138 @@
+#include "scan.h"
+
+#include <clamav.h>
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../../common/util.h"
+
+struct scanner {
+    pthread_mutex_t mu;
+    bool tried;
+    struct cl_engine *engine;
+    char *system_db, *own_set;
+    json_t *databases;
+    unsigned signatures;
+    char error[256];
+};
+
+struct scanner *scanner_new(const char *system_db, const char *own_set)
+{
+    struct scanner *s = sbx_xcalloc(1, sizeof(*s));
+    pthread_mutex_init(&s->mu, NULL);
+    s->system_db = sbx_xstrdup(system_db);
+    s->own_set = sbx_xstrdup(own_set);
+    s->databases = json_array();
+    return s;
+}
+
+void scanner_free(struct scanner *s)
+{
+    if (!s)
+        return;
+    if (s->engine)
+        cl_engine_free(s->engine);
+    json_decref(s->databases);
+    free(s->system_db);
+    free(s->own_set);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+static bool has_system_db(const char *dir)
+{
+    static const char *const names[] = {"main.cvd", "main.cld", "daily.cvd", "daily.cld"};
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(names); i++) {
+        _cleanup_free_ char *p = sbx_xasprintf("%s/%s", dir, names[i]);
+        if (access(p, R_OK) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Under s->mu. */
+static void build(struct scanner *s)
+{
+    s->tried = true;
+    cl_error_t rc = cl_init(CL_INIT_DEFAULT);
+    if (rc != CL_SUCCESS) {
+        snprintf(s->error, sizeof(s->error), "cl_init: %s", cl_strerror(rc));
+        return;
+    }
+    struct cl_engine *e = cl_engine_new();
+    if (!e) {
+        snprintf(s->error, sizeof(s->error), "cl_engine_new failed");
+        return;
+    }
+    const char *sets[2] = {has_system_db(s->system_db) ? s->system_db : NULL, s->own_set};
+    for (size_t i = 0; i < 2; i++) {
+        if (!sets[i])
+            continue;
+        unsigned n = 0;
+        rc = cl_load(sets[i], e, &n, CL_DB_STDOPT);
+        if (rc != CL_SUCCESS) {
+            snprintf(s->error, sizeof(s->error), "loading %.180s: %s", sets[i], cl_strerror(rc));
+            cl_engine_free(e);
+            return;
+        }
+        s->signatures += n;
+        json_array_append_new(s->databases, json_string(sets[i]));
+    }
+    rc = cl_engine_compile(e);
+    if (rc != CL_SUCCESS) {
+        snprintf(s->error, sizeof(s->error), "compiling the engine: %s", cl_strerror(rc));
+        cl_engine_free(e);
+        return;
+    }
+    s->engine = e;
+}
+
+enum scan_verdict scanner_scan_fd(struct scanner *s, int fd, char *virus, size_t virus_len)
+{
+    pthread_mutex_lock(&s->mu);
+    if (!s->tried)
+        build(s);
+    pthread_mutex_unlock(&s->mu);
+    if (!s->engine) {
+        snprintf(virus, virus_len, "%s", s->error);
+        return SCAN_ERROR;
+    }
+    if (lseek(fd, 0, SEEK_SET) < 0) {
+        snprintf(virus, virus_len, "seek: %s", strerror(errno));
+        return SCAN_ERROR;
+    }
+    struct cl_scan_options opts = {.parse = ~0u, .general = CL_SCAN_GENERAL_HEURISTICS};
+    const char *name = NULL;
+    unsigned long scanned = 0;
+    cl_error_t rc = cl_scandesc(fd, NULL, &name, &scanned, s->engine, &opts);
+    if (rc == CL_VIRUS) {
+        snprintf(virus, virus_len, "%s", name ? name : "unknown");
+        return SCAN_INFECTED;
+    }
+    if (rc == CL_CLEAN)
+        return SCAN_CLEAN;
+    snprintf(virus, virus_len, "%s", cl_strerror(rc));
+    return SCAN_ERROR;
+}
+
+const char *scan_verdict_name(enum scan_verdict v)
+{
+    return v == SCAN_CLEAN ? "clean" : v == SCAN_INFECTED ? "infected" : "error";
+}
+
+json_t *scanner_describe(struct scanner *s)
+{
+    pthread_mutex_lock(&s->mu);
+    json_t *o = json_pack("{s:s,s:s}", "engine", "clamav", "version", cl_retver());
+    if (s->engine) {
+        json_object_set(o, "databases", s->databases);
+        json_object_set_new(o, "signatures", json_integer(s->signatures));
+    } else if (s->tried) {
+        json_object_set_new(o, "error", json_string(s->error));
+    }
+    pthread_mutex_unlock(&s->mu);
+    return o;
+}

@@ -1,0 +1,47 @@
+/* Preview URLs (docs/preview.md): signed links to a port inside a sandbox, served on
+ * sbxd's own preview listener. A connection's first request head is parsed (by
+ * http_parser) only to route it — by host name {port}-{id}.<domain> or by path
+ * /p/{id}/{port}/… — and to check the link's signature and expiry; from then on its
+ * bytes are relayed as they are, both ways, through the agent's "tcp_connect" stream to
+ * 127.0.0.1:port inside that sandbox, so streaming, chunked, SSE and WebSocket upgrades
+ * pass through untouched. A relayed connection is cut when its link expires. */
+#ifndef SBX_PREVIEW_H
+#define SBX_PREVIEW_H
+
+#include <stddef.h>
+
+#include "../../common/err.h"
+#include "../../common/loop.h"
+#include "../config.h"
+#include "../sandbox/manager.h"
+
+#define PREVIEW_PORT_MIN 1024
+#define PREVIEW_PORT_MAX 65535
+#define PREVIEW_TTL_MIN 60
+#define PREVIEW_TTL_MAX 3600
+#define PREVIEW_TTL_DEFAULT 900
+/* Bounds on what a client controls. */
+#define PREVIEW_HEAD_MAX (16u * 1024u) /* request line + headers */
+#define PREVIEW_HEADERS_MAX 100
+#define PREVIEW_HEAD_TIMEOUT_MS 30000
+#define PREVIEW_CONNS_MAX 1024
+#define PREVIEW_CONNS_PER_SANDBOX 64
+/* "<expires>.<signature>" in ?sbx_preview= or the sbx_preview cookie. */
+#define PREVIEW_TOKEN_PARAM "sbx_preview"
+#define PREVIEW_URL_MAX 1024
+
+struct previews;
+
+/* Load the link key (<data>/preview-link.key) and listen on cfg->preview_listen. */
+int previews_new(const struct sbxd_config *cfg, struct loop *l, struct manager *mgr,
+                 struct previews **out, struct sbx_err *err);
+/* Cut every connection. Call after manager_free, when no stream is left. */
+void previews_free(struct previews *pv);
+
+/* A signed link to port of sb for ttl_seconds, both validated here (invalid_port,
+ * invalid_ttl). */
+int preview_link(struct previews *pv, const struct sandbox *sb, long long port,
+                 long long ttl_seconds, char url[PREVIEW_URL_MAX], long long *expires_at,
+                 struct sbx_err *err);
+
+#endif

@@ -1,0 +1,170 @@
+/* Session terminals (docs/terminals.md):
+ *   POST /v1/sandboxes/{id}/terminal-ticket   -> {ticket, expires_in}
+ *   GET  /v1/sandboxes/{id}/terminal?ticket=&cols=&rows=&pty_id=   WebSocket
+ * The WebSocket route takes no key: the single-use ticket is its credential. Every
+ * check that can fail is answered as plain HTTP before the upgrade. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../common/util.h"
+#include "../sandbox/agentcall.h"
+#include "../http/server.h"
+#include "../http/ws.h"
+#include "../sbxd.h"
+#include "terminal.h"
+#include "../routes.h"
+
+#define TERMINAL_PTY_ID_MAX 31
+
+void api_terminal_ticket(struct sbxd *d, struct http_req *req)
+{
+    struct sbx_err err = {0};
+    struct sandbox *sb;
+    char ticket[TERMINAL_TICKET_LEN + 1];
+    if (manager_lookup(d->mgr, http_req_identity(req), http_req_param(req, 0), &sb, &err) < 0 ||
+        terminal_ticket_issue(d->terminals, http_req_identity(req), sb->rec.id, ticket, &err) <
+            0) {
+        http_respond_error(req, &err);
+        return;
+    }
+    http_respond_json(req, 200,
+                      json_pack("{s:s,s:s,s:I}", "object", "terminal_ticket", "ticket", ticket,
+                                "expires_in", (json_int_t)(d->cfg.ticket_ttl_ms + 999) / 1000));
+}
+
+struct term_req {
+    struct sbxd *d;
+    struct http_req *req;
+    struct agentcall *call;
+    struct auth_identity who;
+    char sandbox_id[STORE_ID_MAX + 1];
+    char pty_id[TERMINAL_PTY_ID_MAX + 1];
+};
+
+static void on_req_abort(struct http_req *req, void *data)
+{
+    struct term_req *x = data;
+    if (x->call)
+        agentcall_cancel(x->call, false);
+    free(x);
+}
+
+static void on_upgraded(struct http_upgraded *u, int fd, const char *extra, size_t extra_len,
+                        void *data)
+{
+    struct term_req *x = data;
+    struct sandbox *sb = NULL;
+    /* Looked up again: the sandbox may have ended while the 101 was on its way. */
+    (void)manager_lookup(x->d->mgr, &x->who, x->sandbox_id, &sb, NULL);
+    terminal_bridge(x->d->terminals, sb, x->pty_id, u, fd, extra, extra_len);
+    free(x);
+}
+
+static void on_upgrade_abort(struct http_req *req, void *data)
+{
+    free(data); /* the shell stays for its grace period */
+}
+
+static void on_done(json_t *result, const struct sbx_err *err, void *data)
+{
+    struct term_req *x = data;
+    x->call = NULL;
+    if (err) {
+        http_respond_error(x->req, err);
+        free(x);
+        return;
+    }
+    snprintf(x->pty_id, sizeof(x->pty_id), "%s", json_string_value(json_object_get(result, "id")));
+    ws_handshake_accept(x->req);
+    http_respond_upgrade(x->req, on_upgraded, on_upgrade_abort, x);
+}
+
+static const struct agentcall_ops call_ops = {.on_done = on_done};
+
+/* cols/rows from the query: absent, or an integer in 1..1000. */
+static int dim_query(struct http_req *req, const char *name, json_t *op, struct sbx_err *err)
+{
+    if (!http_req_query(req, name))
+        return 0;
+    long long n;
+    int r = http_req_query_int(req, name, 1, 1000, "invalid_pty_size", &n, err);
+    if (r < 0)
+        return r;
+    json_object_set_new(op, name, json_integer(n));
+    return 0;
+}
+
+void api_terminal_connect(struct sbxd *d, struct http_req *req)
+{
+    struct sbx_err err = {0};
+    struct term_req *x = sbx_xcalloc(1, sizeof(*x));
+    x->d = d;
+    x->req = req;
+    json_t *op = json_object();
+    struct terminal_ticket tk;
+    struct store_key key;
+    struct sandbox *sb;
+    const char *ticket = http_req_query(req, "ticket");
+    const char *pty_id = http_req_query(req, "pty_id");
+    if (!terminal_origin_allowed(d->terminals, http_req_header(req, "Origin"))) {
+        sbx_err_set(&err, EACCES, "origin_not_allowed",
+                    "this Origin is not allowed to open terminals (SBX_TERMINAL_ORIGINS)");
+        goto fail;
+    }
+    if (ws_handshake_check(req, &err) < 0 || dim_query(req, "cols", op, &err) < 0 ||
+        dim_query(req, "rows", op, &err) < 0)
+        goto fail;
+    if (pty_id) {
+        size_t n = strlen(pty_id);
+        bool ok = n > 0 && n <= TERMINAL_PTY_ID_MAX;
+        for (const char *c = pty_id; ok && *c; c++)
+            ok = (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_';
+        if (!ok) {
+            sbx_err_set(&err, ENOENT, "pty_not_found", "no terminal %.64s", pty_id);
+            goto fail;
+        }
+    }
+    if (!ticket || !*ticket) {
+        sbx_err_set(&err, EACCES, "missing_ticket",
+                    "send ?ticket= from POST /v1/sandboxes/{id}/terminal-ticket");
+        goto fail;
+    }
+    if (terminal_ticket_redeem(d->terminals, ticket, &tk, &err) < 0)
+        goto fail;
+    if (strcmp(tk.sandbox_id, http_req_param(req, 0))) {
+        sbx_err_set(&err, EPERM, "ticket_forbidden", "this ticket is for another sandbox");
+        goto fail;
+    }
+    /* The key that asked for the ticket must still exist. */
+    if (store_key_get(d->store, tk.key_id, &key, NULL) < 0) {
+        sbx_err_set(&err, EACCES, "invalid_ticket", "the key this ticket was issued to is gone");
+        goto fail;
+    }
+    x->who.authenticated = true;
+    snprintf(x->who.user, sizeof(x->who.user), "%s", tk.user);
+    snprintf(x->who.key_id, sizeof(x->who.key_id), "%s", tk.key_id);
+    if (manager_lookup(d->mgr, &x->who, tk.sandbox_id, &sb, &err) < 0)
+        goto fail;
+    snprintf(x->sandbox_id, sizeof(x->sandbox_id), "%s", sb->rec.id);
+    if (pty_id) {
+        /* Re-attach: the resize doubles as "does it still exist". */
+        json_object_set_new(op, "op", json_string("pty_resize"));
+        json_object_set_new(op, "id", json_string(pty_id));
+    } else {
+        json_object_set_new(op, "op", json_string("pty_open"));
+        json_object_set_new(op, "kind", json_string("terminal"));
+        json_object_set_new(op, "argv", json_pack("[s,s]", "/bin/bash", "-l"));
+        json_object_set_new(op, "grace_ms", json_integer(d->cfg.terminal_grace_s * 1000));
+    }
+    http_req_suspend(req, on_req_abort, x);
+    if (agentcall_start(sb, op, &call_ops, x, &x->call, &err) < 0) {
+        http_respond_error(req, &err);
+        free(x);
+    }
+    return;
+fail:
+    json_decref(op);
+    free(x);
+    http_respond_error(req, &err);
+}

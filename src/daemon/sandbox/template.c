@@ -1,0 +1,63 @@
+#include "template.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../../common/util.h"
+
+#define MANIFEST_MAX (1024 * 1024)
+
+bool template_name_valid(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n > TEMPLATE_NAME_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'))
+            return false;
+    }
+    return true;
+}
+
+int template_resolve(const char *cache, const char *name, struct template_info *out,
+                     struct sbx_err *err)
+{
+    if (!template_name_valid(name))
+        return sbx_err_set(err, EINVAL, "invalid_template", "template names are [a-z0-9-]");
+    _cleanup_free_ char *link = sbx_xasprintf("%s/%s", cache, name);
+    char dir[PATH_MAX];
+    if (!realpath(link, dir))
+        return sbx_err_set(err, ENOENT, "invalid_template", "template %s is not built here",
+                           name);
+    _cleanup_free_ char *manifest_path = sbx_xasprintf("%s/manifest.json", dir);
+    _cleanup_free_ char *rootfs = sbx_xasprintf("%s/rootfs", dir);
+    _cleanup_free_ char *text = NULL;
+    int r = sbx_read_file(manifest_path, MANIFEST_MAX, &text, NULL);
+    struct stat st;
+    if (r < 0 || stat(rootfs, &st) < 0 || !S_ISDIR(st.st_mode))
+        return sbx_err_set(err, ENOENT, "invalid_template", "template %s is incomplete", name);
+    json_t *m = json_loads(text, 0, NULL);
+    const char *digest = m ? json_string_value(json_object_get(m, "content_digest")) : NULL;
+    if (!digest) {
+        json_decref(m);
+        return sbx_err_set(err, EINVAL, "invalid_template", "template %s has no digest", name);
+    }
+    memset(out, 0, sizeof(*out));
+    snprintf(out->name, sizeof(out->name), "%s", name);
+    snprintf(out->digest, sizeof(out->digest), "%s%s", strncmp(digest, "sha256:", 7) ? "sha256:" : "",
+             digest);
+    out->rootfs = TAKE_PTR(rootfs);
+    json_decref(m);
+    return 0;
+}
+
+void template_info_clear(struct template_info *t)
+{
+    free(t->rootfs);
+    memset(t, 0, sizeof(*t));
+}

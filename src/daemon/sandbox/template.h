@@ -1,0 +1,25 @@
+/* Templates: read-only root filesystems built by scripts/build-template.sh into the
+ * template cache as <cache>/<name> -> <name>-<recipe digest>/{rootfs,manifest.json}. */
+#ifndef SBX_TEMPLATE_H
+#define SBX_TEMPLATE_H
+
+#include <stdbool.h>
+
+#include "../../common/err.h"
+
+#define TEMPLATE_NAME_MAX 32
+#define TEMPLATE_DIGEST_MAX 80
+
+struct template_info {
+    char name[TEMPLATE_NAME_MAX + 1];
+    char digest[TEMPLATE_DIGEST_MAX + 1]; /* "sha256:<content digest>" */
+    char *rootfs;                         /* owned */
+};
+
+bool template_name_valid(const char *name);
+/* Resolve a built template; invalid_template when it is not there. */
+int template_resolve(const char *cache, const char *name, struct template_info *out,
+                     struct sbx_err *err);
+void template_info_clear(struct template_info *t);
+
+#endif

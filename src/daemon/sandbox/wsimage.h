@@ -1,0 +1,23 @@
+/* The workspace quota: each sandbox's workspace is a sparse ext4 image of the quota's
+ * size, loop-mounted on the host at <sandbox dir>/workspace (and from there bind-mounted
+ * into the sandbox). A write past the quota then fails with ENOSPC wherever it comes
+ * from — an upload through sbxd or a command inside — and freeing files frees space.
+ * The image is cloned from a template formatted once per data dir and size, so creating
+ * a sandbox runs no mkfs. Unmounting is the shim's job (sbx_umount_beneath) before it
+ * removes the sandbox dir. */
+#ifndef SBX_WSIMAGE_H
+#define SBX_WSIMAGE_H
+
+#include "../../common/err.h"
+
+/* Format <data_dir>/workspace-<mb>m.ext4 unless it exists; *template_out is its path. */
+int wsimage_prepare(const char *data_dir, long long mb, char **template_out,
+                    struct sbx_err *err);
+
+/* Clone the template (or another workspace's image: a fork, a v1 snapshot) to image
+ * (sparse), attach it to a free loop device (auto-cleared
+ * when unmounted) and mount it nosuid,nodev at mountpoint. */
+int wsimage_mount(const char *template_path, const char *image, const char *mountpoint,
+                  struct sbx_err *err);
+
+#endif

@@ -40,8 +40,8 @@ struct agent {
     struct process *procs[AGENT_MAX_PROCESSES]; /* in start order */
     unsigned nprocs;
     unsigned long long proc_seq;
-    struct kernel *kernel; /* the Python kernel, NULL until first used (kernel.c) */
-    struct egress_listener *egress; /* the proxy listener, NULL outside a sandbox (egress.c) */
+    struct kernel *kernel;            /* the Python kernel, NULL until first used (kernel.c) */
+    struct egress_listener *egress;   /* the proxy listener, NULL outside a sandbox (egress.c) */
     struct pty *ptys[AGENT_MAX_PTYS]; /* oldest first (pty.c) */
     unsigned nptys;
     unsigned long long pty_seq;
@@ -49,18 +49,9 @@ struct agent {
     struct loop_watch *sig_w;
     bool pid1;
     char boot_id[33];
+    /* Kill every stream's processes before a fatal exit (fatal.c; set by main). */
+    void (*on_fatal)(struct agent *a);
     uint8_t iobuf[AGENT_READ_CHUNK]; /* scratch for reads; single threaded */
 };
-
-/* Kill every stream's processes and exit. For a lost or corrupt connection. */
-_Noreturn void agent_die(struct agent *a, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/* Handle one decoded frame from the daemon (main.c). */
-struct proto_frame;
-void agent_handle_frame(struct agent *a, const struct proto_frame *f);
-
-/* The output queue drained below its low-water mark: streams may read again. */
-void agent_resume_streams(struct agent *a);
 
 #endif

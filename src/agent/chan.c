@@ -8,6 +8,7 @@
 #include "../common/util.h"
 #include "../proto/proto.h"
 #include "agent.h"
+#include "fatal.h"
 
 /* ---- chan_out ---- */
 

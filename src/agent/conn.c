@@ -9,6 +9,8 @@
 
 #include "../common/util.h"
 #include "agent.h"
+#include "fatal.h"
+#include "stream.h"
 
 static void conn_out_cb(struct loop *l, int fd, uint32_t events, void *data);
 static void conn_in_cb(struct loop *l, int fd, uint32_t events, void *data);
@@ -30,7 +32,7 @@ static void conn_drain_frames(struct agent *a)
             return;
         if (r < 0)
             agent_die(a, 2, "malformed frame header from the daemon (%s)", strerror(-r));
-        agent_handle_frame(a, &f);
+        c->on_frame(a, &f);
     }
 }
 
@@ -112,9 +114,10 @@ static void conn_in_cb(struct loop *l, int fd, uint32_t events, void *data)
     conn_drain_frames(a);
 }
 
-int conn_init(struct agent *a, int in_fd, int out_fd)
+int conn_init(struct agent *a, int in_fd, int out_fd, conn_frame_fn on_frame)
 {
     struct conn *c = &a->conn;
+    c->on_frame = on_frame;
     c->in_fd = in_fd;
     c->out_fd = out_fd;
     int r = sbx_set_nonblock(in_fd);

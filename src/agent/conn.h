@@ -22,15 +22,19 @@
 
 struct agent;
 
+/* Handles one decoded frame from the daemon. */
+typedef void (*conn_frame_fn)(struct agent *a, const struct proto_frame *f);
+
 struct conn {
     int in_fd, out_fd;
+    conn_frame_fn on_frame;
     struct proto_decoder *dec;
     struct proto_outq *outq;
     struct loop_watch *in_w, *out_w;
     bool paused;
 };
 
-int conn_init(struct agent *a, int in_fd, int out_fd);
+int conn_init(struct agent *a, int in_fd, int out_fd, conn_frame_fn on_frame);
 /* Queue a frame and try to write it. A full queue or a dead fd is fatal (agent_die). */
 void conn_send(struct agent *a, uint32_t stream, uint8_t type, uint8_t flags, const void *payload,
                uint32_t len);

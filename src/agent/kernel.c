@@ -13,6 +13,7 @@
 #include "../common/util.h"
 #include "../proto/proto.h"
 #include "agent.h"
+#include "fatal.h"
 #include "env.h"
 #include "kernel_src.h"
 #include "spawn.h"

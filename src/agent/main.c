@@ -1,6 +1,7 @@
 /* sbx-agent: PID 1 inside every sandbox. See docs/protocol.md.
  *
  *   main.c    start-up, signals and reaping, frame routing, the op table
+ *   fatal.c   agent_die: the one fatal exit, which main hooks to kill what runs
  *   conn.c    the framed connection on fd 0/1 with output back-pressure
  *   stream.c  the table of live streams
  *   chan.c    fd <-> channel byte pumps with flow control
@@ -20,7 +21,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -34,11 +34,12 @@
 #include "agent.h"
 #include "egress.h"
 #include "exec.h"
+#include "fatal.h"
+#include "kernel.h"
 #include "process.h"
 #include "pty.h"
-#include "session.h"
-#include "kernel.h"
 #include "seccomp.h"
+#include "session.h"
 #include "snapshot.h"
 #include "stream.h"
 #include "tcpconn.h"
@@ -72,22 +73,13 @@ static const struct agent_op {
     {"tcp_connect", tcpconn_open},
 };
 
-_Noreturn void agent_die(struct agent *a, int code, const char *fmt, ...)
+/* Leave no process groups behind (matters when we are not PID 1). Aborting frees
+ * streams that may be on the stack below us, but agent_die never returns. */
+static void kill_everything(struct agent *a)
 {
-    if (fmt) {
-        char msg[512];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, sizeof(msg), fmt, ap);
-        va_end(ap);
-        dprintf(2, "sbx-agent: %s\n", msg);
-    }
-    /* Leave no process groups behind (matters when we are not PID 1). Aborting
-     * frees streams that may be on the stack below us, but we never return. */
     stream_abort_all(a);
     process_kill_all(a);
     pty_kill_all(a);
-    _exit(code);
 }
 
 /* ---- control frames ---- */
@@ -183,7 +175,7 @@ static void handle_signal(struct stream *s, const struct proto_frame *f)
     json_decref(req);
 }
 
-void agent_handle_frame(struct agent *a, const struct proto_frame *f)
+static void handle_frame(struct agent *a, const struct proto_frame *f)
 {
     if (f->stream == 0) {
         switch (f->type) {
@@ -360,7 +352,8 @@ int main(int argc, char **argv)
         dprintf(2, "sbx-agent: signals: %s\n", strerror(-r));
         return 1;
     }
-    r = conn_init(a, 0, 1);
+    a->on_fatal = kill_everything;
+    r = conn_init(a, 0, 1, handle_frame);
     if (r < 0) {
         dprintf(2, "sbx-agent: connection: %s\n", strerror(-r));
         return 1;

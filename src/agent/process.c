@@ -13,6 +13,7 @@
 #include "../common/util.h"
 #include "../proto/proto.h"
 #include "agent.h"
+#include "fatal.h"
 #include "conn.h"
 #include "env.h"
 #include "exec.h"

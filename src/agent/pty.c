@@ -15,6 +15,7 @@
 #include "../common/util.h"
 #include "../proto/proto.h"
 #include "agent.h"
+#include "fatal.h"
 #include "env.h"
 #include "ring.h"
 #include "spawn.h"

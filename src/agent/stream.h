@@ -47,5 +47,7 @@ struct stream *stream_find(struct agent *a, uint32_t id);
 struct stream *stream_find_pid(struct agent *a, pid_t pid);
 /* Abort every stream (daemon re-HELLO, agent exit). */
 void stream_abort_all(struct agent *a);
+/* The output queue drained below its low-water mark: streams may read again. */
+void agent_resume_streams(struct agent *a);
 
 #endif

@@ -12,6 +12,7 @@
 #include "../common/util.h"
 #include "../proto/proto.h"
 #include "agent.h"
+#include "fatal.h"
 #include "chan.h"
 #include "sockpump.h"
 #include "stream.h"

@@ -239,3 +239,28 @@ int sbx_copy_sparse(int in, int out)
         pos = hole;
     }
 }
+
+long long sbx_dir_bytes(int dirfd, int depth)
+{
+    DIR *d = fdopendir(dirfd);
+    if (!d) {
+        close(dirfd);
+        return 0;
+    }
+    long long total = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        struct stat st;
+        if (de->d_name[0] == '.' || fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            continue;
+        if (S_ISREG(st.st_mode))
+            total += (long long)st.st_blocks * 512;
+        else if (S_ISDIR(st.st_mode) && depth > 0) {
+            int sub = openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub >= 0)
+                total += sbx_dir_bytes(sub, depth - 1);
+        }
+    }
+    closedir(d);
+    return total;
+}

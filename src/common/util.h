@@ -3,15 +3,18 @@
 #ifndef SBX_UTIL_H
 #define SBX_UTIL_H
 
+#include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
-#include <errno.h>
-#include <stdio.h>
 
 #define SBX_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
-static inline void sbx_freep(void *p) { free(*(void **)p); }
+static inline void sbx_freep(void *p)
+{
+    free(*(void **)p);
+}
 static inline void sbx_closep(int *fd)
 {
     if (*fd >= 0) {
@@ -75,5 +78,8 @@ int sbx_set_nonblock(int fd);
 /* Copy in to out (sized to match) extent by extent: holes stay holes, so a sparse image
  * costs only its data. Both offsets are explicit; returns 0 or -errno. */
 int sbx_copy_sparse(int in, int out);
+/* Bytes on disk beneath dirfd (allocated blocks: images are sparse), descending depth
+ * levels; never follows symlinks. Takes dirfd (closed). */
+long long sbx_dir_bytes(int dirfd, int depth);
 
 #endif

@@ -14,9 +14,9 @@
 #include "../audit/audit.h"
 #include "../sandbox/channel.h"
 #include "../sandbox/manager.h"
+#include "../store/store.h"
 #include "receipt.h"
 #include "session.h"
-#include "../store/store.h"
 
 /* The agent enforces the timeout; this is our guard against an agent that never answers. */
 #define EXEC_GRACE_MS 15000
@@ -150,8 +150,8 @@ static void run_free(struct exec_run *run)
     free(run);
 }
 
-static const char *outcome_of(const struct exec_result *res, const struct sbx_err *err,
-                              char *buf, size_t cap)
+static const char *outcome_of(const struct exec_result *res, const struct sbx_err *err, char *buf,
+                              size_t cap)
 {
     if (err)
         snprintf(buf, cap, "error:%s", err->code);
@@ -210,8 +210,7 @@ static void run_finish(struct exec_run *run, const struct sbx_err *err)
     run_free(run);
 }
 
-static void on_data(struct chan_stream *st, unsigned ch, const uint8_t *buf, size_t len,
-                    void *data)
+static void on_data(struct chan_stream *st, unsigned ch, const uint8_t *buf, size_t len, void *data)
 {
     struct exec_run *run = data;
     if (ch != PROTO_CH_STDOUT && ch != PROTO_CH_STDERR)
@@ -276,24 +275,21 @@ static void on_guard(struct loop *l, void *data)
     run_finish(run, &e);
 }
 
-json_t *exec_env_list(json_t *sandbox_env, json_t *exec_env)
+/* Make an exec request (built for a command outside any session) run in the session
+ * p names or the default one: the sandbox's env becomes where a new session starts,
+ * and the cwd and timeout are left to the session unless p gave them. */
+static void session_exec_request(const struct sandbox *sb, const struct exec_params *p, json_t *req)
 {
-    json_t *list = json_array();
-    json_t *merged = json_object();
-    if (sandbox_env)
-        json_object_update(merged, sandbox_env);
-    if (exec_env)
-        json_object_update(merged, exec_env);
-    const char *k;
-    json_t *v;
-    json_object_foreach(merged, k, v)
-    {
-        char *kv = sbx_xasprintf("%s=%s", k, json_string_value(v));
-        json_array_append_new(list, json_string(kv));
-        free(kv);
-    }
-    json_decref(merged);
-    return list;
+    const char *sid = session_for(sb, p->session_id);
+    if (!sid)
+        return;
+    json_object_set_new(req, "session", json_string(sid));
+    json_object_set_new(req, "session_env", session_env_list(sb, NULL));
+    json_object_set_new(req, "env", sandbox_env_list(NULL, p->env));
+    if (!p->cwd_given)
+        json_object_del(req, "cwd");
+    if (!p->timeout_given)
+        json_object_set_new(req, "session_timeout", json_true());
 }
 
 static void new_exec_id(char out[EXEC_ID_LEN + 1])
@@ -310,8 +306,8 @@ int exec_start(struct sandbox *sb, const struct exec_params *p, const struct exe
                struct sbx_err *err)
 {
     if (sb->exec_busy)
-        return sbx_err_set(err, EBUSY, "sandbox_busy",
-                           "sandbox %s is already running a command", sb->rec.id);
+        return sbx_err_set(err, EBUSY, "sandbox_busy", "sandbox %s is already running a command",
+                           sb->rec.id);
     if (!sb->chan || sb->ended)
         return sbx_err_set(err, ECONNRESET, "sandbox_not_running", "sandbox %s is not running",
                            sb->rec.id);
@@ -330,14 +326,14 @@ int exec_start(struct sandbox *sb, const struct exec_params *p, const struct exe
     run->started_ms = sbx_wall_ms();
 
     int r = receipt_probe_new(sb, p, &run->probe, err);
-    if (r < 0 || (r = store_exec_insert(manager_store(sb->mgr), run->id, sb->rec.id,
-                                        o->who->user, run->started_ms, err)) < 0) {
+    if (r < 0 || (r = store_exec_insert(manager_store(sb->mgr), run->id, sb->rec.id, o->who->user,
+                                        run->started_ms, err)) < 0) {
         run_free(run);
         return r;
     }
     json_t *senv = json_loads(sb->rec.env_json ? sb->rec.env_json : "{}", 0, NULL);
     json_t *req = json_pack("{s:s,s:O,s:o,s:s,s:I,s:b}", "op", "exec", "argv", p->argv, "env",
-                            exec_env_list(senv, p->env), "cwd", p->cwd, "timeout_ms",
+                            sandbox_env_list(senv, p->env), "cwd", p->cwd, "timeout_ms",
                             (json_int_t)(p->timeout_s * 1000), "stdin", 0);
     json_decref(senv);
     session_exec_request(sb, p, req);
@@ -351,8 +347,8 @@ int exec_start(struct sandbox *sb, const struct exec_params *p, const struct exe
         return r;
     }
     sb->exec_busy = true;
-    run->guard = loop_timer_add(manager_loop(sb->mgr), p->timeout_s * 1000 + EXEC_GRACE_MS,
-                                on_guard, run);
+    run->guard =
+        loop_timer_add(manager_loop(sb->mgr), p->timeout_s * 1000 + EXEC_GRACE_MS, on_guard, run);
     if (out)
         *out = run;
     return 0;
@@ -392,9 +388,8 @@ void exec_output_put(json_t *o, const char *name, const struct exec_output *out)
 json_t *exec_result_to_json(const struct exec_result *res)
 {
     json_t *o = json_pack("{s:s,s:s,s:s,s:i,s:I,s:b}", "object", "exec", "id", res->id,
-                          "sandbox_id", res->sandbox_id, "exit_code", res->exit_code,
-                          "duration_ms", (json_int_t)res->duration_ms, "timed_out",
-                          res->timed_out);
+                          "sandbox_id", res->sandbox_id, "exit_code", res->exit_code, "duration_ms",
+                          (json_int_t)res->duration_ms, "timed_out", res->timed_out);
     exec_output_put(o, "stdout", &res->out[0]);
     exec_output_put(o, "stderr", &res->out[1]);
     if (res->receipt)

@@ -85,8 +85,6 @@ const char *exec_run_id(const struct exec_run *run);
 /* The requester went away: the command runs on and its record is still finished. */
 void exec_abandon(struct exec_run *run);
 
-/* ["K=V", ...] for the agent: the sandbox's env (object) overlaid by a request's. */
-json_t *exec_env_list(json_t *sandbox_env, json_t *exec_env);
 /* o[name]: the output as text, or base64 with name_encoding when it is not UTF-8, plus
  * name_truncated (and name_dropped_bytes). */
 void exec_output_put(json_t *o, const char *name, const struct exec_output *out);

@@ -269,7 +269,7 @@ void api_processes_start(struct sbxd *d, struct http_req *req)
         /* The sandbox's env is where a new session starts; the request's is this command's. */
         json_object_set_new(op, "session", json_string(session));
         json_object_set_new(op, "session_env", session_env_list(sb, NULL));
-        json_object_set_new(op, "env", exec_env_list(NULL, env));
+        json_object_set_new(op, "env", sandbox_env_list(NULL, env));
     } else {
         json_object_set_new(op, "env", session_env_list(sb, env));
     }

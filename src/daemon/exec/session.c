@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <string.h>
 
-#include "exec.h"
 #include "../sandbox/manager.h"
 
 bool session_id_valid(const char *id)
@@ -42,21 +41,7 @@ const char *session_for(const struct sandbox *sb, const char *requested)
 json_t *session_env_list(const struct sandbox *sb, json_t *extra)
 {
     json_t *senv = json_loads(sb->rec.env_json ? sb->rec.env_json : "{}", 0, NULL);
-    json_t *list = exec_env_list(senv, extra);
+    json_t *list = sandbox_env_list(senv, extra);
     json_decref(senv);
     return list;
-}
-
-void session_exec_request(const struct sandbox *sb, const struct exec_params *p, json_t *req)
-{
-    const char *sid = session_for(sb, p->session_id);
-    if (!sid)
-        return;
-    json_object_set_new(req, "session", json_string(sid));
-    json_object_set_new(req, "session_env", session_env_list(sb, NULL));
-    json_object_set_new(req, "env", exec_env_list(NULL, p->env));
-    if (!p->cwd_given)
-        json_object_del(req, "cwd");
-    if (!p->timeout_given)
-        json_object_set_new(req, "session_timeout", json_true());
 }

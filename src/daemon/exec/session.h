@@ -26,10 +26,4 @@ const char *session_for(const struct sandbox *sb, const char *requested);
  * object of strings, may be NULL). */
 json_t *session_env_list(const struct sandbox *sb, json_t *extra);
 
-/* Make an exec request (built for a command outside any session) run in the session
- * p names or the default one: the sandbox's env becomes where a new session starts,
- * and the cwd and timeout are left to the session unless p gave them. */
-struct exec_params;
-void session_exec_request(const struct sandbox *sb, const struct exec_params *p, json_t *req);
-
 #endif

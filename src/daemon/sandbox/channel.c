@@ -142,8 +142,7 @@ static int handle_open(struct channel *c, const struct proto_frame *f, struct sb
     if ((f->stream & 1) || find_stream(c, f->stream))
         return send_error(c, f->stream, "bad_stream", "agent streams use fresh even ids", err);
     if (!c->ops->on_open)
-        return send_error(c, f->stream, "unknown_op", "this daemon accepts no agent streams",
-                          err);
+        return send_error(c, f->stream, "unknown_op", "this daemon accepts no agent streams", err);
     if (c->nstreams >= CHANNEL_MAX_STREAMS)
         return send_error(c, f->stream, "too_many_streams", "too many streams open", err);
     json_t *req = parse_payload(f);
@@ -349,8 +348,8 @@ void channel_free(struct channel *c)
     free(c);
 }
 
-int channel_open(struct channel *c, json_t *request, const struct chan_stream_ops *ops,
-                 void *data, struct chan_stream **out, struct sbx_err *err)
+int channel_open(struct channel *c, json_t *request, const struct chan_stream_ops *ops, void *data,
+                 struct chan_stream **out, struct sbx_err *err)
 {
     if (c->closed)
         return sbx_err_set(err, ECONNRESET, "sandbox_not_running", "the sandbox is not running");

@@ -61,8 +61,8 @@ int channel_new(struct loop *l, int fd, const struct channel_ops *ops, void *dat
 void channel_free(struct channel *c);
 
 /* Open a stream with a JSON request (borrowed). */
-int channel_open(struct channel *c, json_t *request, const struct chan_stream_ops *ops,
-                 void *data, struct chan_stream **out, struct sbx_err *err);
+int channel_open(struct channel *c, json_t *request, const struct chan_stream_ops *ops, void *data,
+                 struct chan_stream **out, struct sbx_err *err);
 /* DATA on channel ch of a stream, in frames of at most PROTO_MAX_PAYLOAD bytes. The
  * caller keeps within what the stream's op lets it send (docs/protocol.md). */
 int channel_send(struct chan_stream *st, unsigned ch, const void *buf, size_t len,

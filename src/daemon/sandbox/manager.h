@@ -15,18 +15,10 @@
 #include "../config.h"
 #include "../egress/policy.h"
 #include "../store/store.h"
+#include "params.h"
 
-#define SANDBOX_TTL_DEFAULT 3600
-#define SANDBOX_TTL_MAX 86400
 #define SANDBOX_READY_TIMEOUT_MS 60000
-#define SANDBOX_ENV_MAX 128
-#define SANDBOX_ENV_VALUE_MAX (32 * 1024)
-/* Memory snapshots (docs/snapshots.md). */
-#define SANDBOX_PAUSED_MAX 10     /* paused sandboxes per user */
-#define SANDBOX_FORK_MAX 5        /* copies per fork */
-#define SANDBOX_FORK_KEY_ACTIVE 6 /* a fork may not take a key past this many live sandboxes */
-#define SANDBOX_SHIM_GONE_MS 30000
-#define SANDBOX_SNAPSHOTS_MAX 10  /* v1 workspace snapshots per sandbox */ /* a stopped sandbox's shim finishes runsc delete by then */
+#define SANDBOX_SHIM_GONE_MS 30000 /* a stopped sandbox's shim finishes runsc delete by then */
 
 struct manager;
 struct sandbox;
@@ -54,55 +46,45 @@ struct sandbox {
     int start_fd;    /* the shim's readiness pipe while starting, else -1 */
     struct loop_watch *start_watch;
     struct channel *chan;
-    bool ready;      /* the agent said HELLO on the current channel */
-    bool ended;      /* destroyed; freed on the next loop turn */
-    bool exec_busy;  /* one exec at a time */
-    bool kernel_busy; /* a run_code cell is in flight (kernel.c) */
-    long long ws_generation;     /* moves with every change to the workspace */
-    char ws_fingerprint[65];     /* of the workspace tree when the generation was set */
+    bool ready;              /* the agent said HELLO on the current channel */
+    bool ended;              /* destroyed; freed on the next loop turn */
+    bool exec_busy;          /* one exec at a time */
+    bool kernel_busy;        /* a run_code cell is in flight (kernel.c) */
+    long long ws_generation; /* moves with every change to the workspace */
+    char ws_fingerprint[65]; /* of the workspace tree when the generation was set */
     struct sandbox_waiter *waiters;
     struct loop_timer *ttl_timer;
     struct loop_timer *ready_timer;
     /* Memory snapshots (docs/snapshots.md). */
-    bool paused;       /* checkpointed and stopped: no shim, no channel */
-    bool pausing;      /* a checkpoint that stops it is under way (a pause or a fork) */
-    bool forking;      /* ... for a fork: it restores right after */
-    bool chan_lost;    /* the channel closed while pausing */
-    bool restoring;    /* started from an image: its HELLO says whether memory came back */
-    bool cold_tried;   /* the image could not be used: started cold from the workspace */
-    bool restored;     /* the last restore brought the agent's memory back (measured) */
-    long long ready_ms; /* the last resume or fork: request to the agent's HELLO */
-    long long op_t0;    /* monotonic ms when that began */
+    bool paused;          /* checkpointed and stopped: no shim, no channel */
+    bool pausing;         /* a checkpoint that stops it is under way (a pause or a fork) */
+    bool forking;         /* ... for a fork: it restores right after */
+    bool chan_lost;       /* the channel closed while pausing */
+    bool restoring;       /* started from an image: its HELLO says whether memory came back */
+    bool cold_tried;      /* the image could not be used: started cold from the workspace */
+    bool restored;        /* the last restore brought the agent's memory back (measured) */
+    long long ready_ms;   /* the last resume or fork: request to the agent's HELLO */
+    long long op_t0;      /* monotonic ms when that began */
     char boot_id[33];     /* the agent's, from its HELLO (store meta boot_id) */
     char expect_boot[33]; /* a restore counts as restored when the agent answers this */
     char parent_id[STORE_ID_MAX + 1]; /* a fork's parent, else "" */
-    char *image_dir;      /* the checkpoint image being taken or restored (owned) */
-    bool drop_image;      /* remove image_dir once restored (a resume's; a fork's is shared) */
-    long long paused_at;  /* unix seconds, while paused */
+    char *image_dir;                  /* the checkpoint image being taken or restored (owned) */
+    bool drop_image;     /* remove image_dir once restored (a resume's; a fork's is shared) */
+    long long paused_at; /* unix seconds, while paused */
     /* The v1 backend (docs/snapshots.md): a fresh machine per agent op. */
     bool v1_starting;
     struct loop_timer *machine_timer; /* starts or stops the machine */
-    char fallback[96];    /* why a create without backend got v1, else "" */
-    int ckpt_fd;          /* rt_checkpoint's done pipe while one runs, else -1 */
+    char fallback[96];                /* why a create without backend got v1, else "" */
+    int ckpt_fd;                      /* rt_checkpoint's done pipe while one runs, else -1 */
     struct loop_watch *ckpt_watch;
     struct loop_timer *op_timer; /* polls for a stopped shim to be gone */
     long long op_deadline;
-    sandbox_op_fn op_cb;  /* who waits for the checkpoint */
+    sandbox_op_fn op_cb; /* who waits for the checkpoint */
     void *op_data;
     /* Its egress policy (docs/egress.md), replaced in place; stored in the store's
      * egress_policies, which a fork copies (store_egress_policy_copy) with this. */
     struct egress_policy *egress;
     struct sandbox *next;
-};
-
-struct sandbox_params {
-    const char *template_name; /* validated name */
-    long long ttl_seconds;
-    json_t *env;               /* validated object of strings, borrowed */
-    bool enable_default_session; /* docs/sessions.md */
-    struct egress_policy egress;  /* docs/egress.md */
-    const char *backend;          /* "v1", "v2" or NULL (v2 when this host can, else v1) */
-    const char *snapshot_id;      /* a v1 workspace snapshot to start from, or NULL */
 };
 
 int manager_new(const struct sbxd_config *cfg, struct loop *l, struct store *st,
@@ -127,8 +109,7 @@ void sandbox_drop_waiter(struct sandbox *sb, void *data);
 int manager_lookup(struct manager *m, const struct auth_identity *who, const char *id,
                    struct sandbox **out, struct sbx_err *err);
 /* Destroy on the daemon's own account (expiry, failure) ... */
-int manager_destroy(struct manager *m, struct sandbox *sb, const char *reason,
-                    struct sbx_err *err);
+int manager_destroy(struct manager *m, struct sandbox *sb, const char *reason, struct sbx_err *err);
 /* ... or on a caller's, which the audit log names. */
 int manager_destroy_by(struct manager *m, struct sandbox *sb, const struct auth_identity *who,
                        const char *request_id, const char *reason, struct sbx_err *err);
@@ -136,53 +117,14 @@ int manager_destroy_by(struct manager *m, struct sandbox *sb, const struct auth_
 typedef void (*sandbox_each_fn)(struct sandbox *sb, void *data);
 void manager_each(struct manager *m, const char *user, sandbox_each_fn cb, void *data);
 
-/* Checkpoint a running v2 sandbox with its memory and stop it (status paused). cb runs
- * once, when it is paused or the pause failed (a sandbox whose checkpoint failed but
- * which still runs keeps running). sandbox_busy while a command or cell runs,
- * sandbox_paused_limit past SANDBOX_PAUSED_MAX per user. */
-int manager_pause(struct manager *m, struct sandbox *sb, sandbox_op_fn cb, void *data,
-                  struct sbx_err *err);
-/* Bring a paused sandbox back from its image (restored) or, when the image cannot be
- * used, cold from its workspace (not restored). cb runs when it is ready, as for
- * create; sb->restored and sb->ready_ms then say how it came back. */
-int manager_resume(struct manager *m, struct sandbox *sb, sandbox_ready_fn cb, void *data,
-                   struct sbx_err *err);
-
-struct fork_child {
-    char id[STORE_ID_MAX + 1]; /* "" when the copy could not even be recorded */
-    bool ok;
-    bool restored;
-    long long ready_ms;
-    struct sbx_err err; /* when !ok */
-};
-/* err set: the fork failed as a whole (no copies). Otherwise kids[0..n) say how each
- * copy started. */
-typedef void (*fork_done_fn)(const char *parent_id, const struct fork_child *kids, int n,
-                             const struct sbx_err *err, void *data);
-/* Snapshot a running v2 sandbox, which keeps running, and start count copies of it, each
- * with its own id and copy of the workspace. ttl_seconds 0: the parent's. */
-int manager_fork(struct manager *m, struct sandbox *sb, const struct auth_identity *who,
-                 int count, long long ttl_seconds, fork_done_fn cb, void *data,
-                 struct sbx_err *err);
-
 /* Streams the agent opens (egress connections) go to fn, which accepts them like
  * channel_ops.on_open; without one they are refused. */
 typedef int (*sandbox_stream_open_fn)(struct sandbox *sb, struct chan_stream *st, json_t *req,
-                                      const struct chan_stream_ops **ops, void **sdata,
-                                      void *data, struct sbx_err *err);
+                                      const struct chan_stream_ops **ops, void **sdata, void *data,
+                                      struct sbx_err *err);
 void manager_set_stream_open(struct manager *m, sandbox_stream_open_fn fn, void *data);
-
-/* v1: save the workspace as a snapshot (under the sandbox's dir, gone with it) that
- * POST /v1/sandboxes {snapshot_id} starts from. *out: the snapshot object.
- * not_supported_on_v2 on a v2 sandbox. */
-int manager_workspace_snapshot(struct manager *m, struct sandbox *sb, json_t **out,
-                               struct sbx_err *err);
 
 json_t *sandbox_to_json(const struct sandbox *sb);
 /* What the sandbox's snapshots (a paused image, v1 workspace snapshots) take on disk. */
 long long sandbox_snapshot_bytes(const struct sandbox *sb);
-/* Checks shared by create and run. */
-int sandbox_params_parse(json_t *body, struct sandbox_params *out, struct sbx_err *err);
-int sandbox_env_validate(json_t *env, const char *field, struct sbx_err *err);
-
 #endif

@@ -2,10 +2,10 @@
 
 #include "../../common/util.h"
 #include "../audit/audit.h"
-#include "../http/server.h"
 #include "../http/idempotency.h"
-#include "../sbxd.h"
+#include "../http/server.h"
 #include "../routes.h"
+#include "../sbxd.h"
 
 static void on_create_abort(struct http_req *req, void *data)
 {

@@ -32,8 +32,7 @@ int template_resolve(const char *cache, const char *name, struct template_info *
     _cleanup_free_ char *link = sbx_xasprintf("%s/%s", cache, name);
     char dir[PATH_MAX];
     if (!realpath(link, dir))
-        return sbx_err_set(err, ENOENT, "invalid_template", "template %s is not built here",
-                           name);
+        return sbx_err_set(err, ENOENT, "invalid_template", "template %s is not built here", name);
     _cleanup_free_ char *manifest_path = sbx_xasprintf("%s/manifest.json", dir);
     _cleanup_free_ char *rootfs = sbx_xasprintf("%s/rootfs", dir);
     _cleanup_free_ char *text = NULL;
@@ -49,8 +48,8 @@ int template_resolve(const char *cache, const char *name, struct template_info *
     }
     memset(out, 0, sizeof(*out));
     snprintf(out->name, sizeof(out->name), "%s", name);
-    snprintf(out->digest, sizeof(out->digest), "%s%s", strncmp(digest, "sha256:", 7) ? "sha256:" : "",
-             digest);
+    snprintf(out->digest, sizeof(out->digest), "%s%s",
+             strncmp(digest, "sha256:", 7) ? "sha256:" : "", digest);
     out->rootfs = TAKE_PTR(rootfs);
     json_decref(m);
     return 0;

@@ -23,8 +23,15 @@ static int run_mkfs(const char *path, struct sbx_err *err)
     /* lazy_itable_init + the noinit_itable mount option: nothing but metadata is ever
      * written up front, so the image stays sparse. No reserved blocks: the quota is
      * the user's. */
-    char *argv[] = {"mkfs.ext4", "-q", "-F", "-m", "0", "-E",
-                    "lazy_itable_init=1,lazy_journal_init=1,nodiscard", (char *)path, NULL};
+    char *argv[] = {"mkfs.ext4",
+                    "-q",
+                    "-F",
+                    "-m",
+                    "0",
+                    "-E",
+                    "lazy_itable_init=1,lazy_journal_init=1,nodiscard",
+                    (char *)path,
+                    NULL};
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
@@ -43,8 +50,7 @@ static int run_mkfs(const char *path, struct sbx_err *err)
     return 0;
 }
 
-int wsimage_prepare(const char *data_dir, long long mb, char **template_out,
-                    struct sbx_err *err)
+int wsimage_prepare(const char *data_dir, long long mb, char **template_out, struct sbx_err *err)
 {
     _cleanup_free_ char *path = sbx_xasprintf("%s/workspace-%lldm.ext4", data_dir, mb);
     if (access(path, F_OK) == 0) {
@@ -122,5 +128,22 @@ int wsimage_mount(const char *template_path, const char *image, const char *moun
     /* mkfs's lost+found would show up in every listing; the workspace starts empty. */
     _cleanup_free_ char *lf = sbx_xasprintf("%s/lost+found", mountpoint);
     (void)rmdir(lf);
+    return 0;
+}
+
+int wsimage_copy_tree(const char *from, const char *to, struct sbx_err *err)
+{
+    _cleanup_free_ char *src = sbx_xasprintf("%s/.", from);
+    char *argv[] = {"cp", "-a", "--reflink=auto", src, (char *)to, NULL};
+    pid_t pid;
+    int r = posix_spawnp(&pid, "cp", NULL, NULL, argv, environ);
+    if (r != 0)
+        return sbx_err_sys(err, r, "copying a workspace");
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            return sbx_err_sys(err, errno, "copying a workspace");
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        return sbx_err_set(err, EIO, "internal", "copying a workspace failed (status %d)", st);
     return 0;
 }

@@ -11,13 +11,16 @@
 #include "../../common/err.h"
 
 /* Format <data_dir>/workspace-<mb>m.ext4 unless it exists; *template_out is its path. */
-int wsimage_prepare(const char *data_dir, long long mb, char **template_out,
-                    struct sbx_err *err);
+int wsimage_prepare(const char *data_dir, long long mb, char **template_out, struct sbx_err *err);
 
 /* Clone the template (or another workspace's image: a fork, a v1 snapshot) to image
  * (sparse), attach it to a free loop device (auto-cleared
  * when unmounted) and mount it nosuid,nodev at mountpoint. */
 int wsimage_mount(const char *template_path, const char *image, const char *mountpoint,
                   struct sbx_err *err);
+
+/* cp -a of a directory's contents: a workspace without the quota image (a fork's copy,
+ * a v1 snapshot, a create from one). */
+int wsimage_copy_tree(const char *from, const char *to, struct sbx_err *err);
 
 #endif

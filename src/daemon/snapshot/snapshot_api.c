@@ -8,8 +8,9 @@
 #include "../../common/util.h"
 #include "../audit/audit.h"
 #include "../http/server.h"
-#include "../sbxd.h"
 #include "../routes.h"
+#include "../sbxd.h"
+#include "snapshot.h"
 
 struct snap_req {
     struct sbxd *d;
@@ -96,7 +97,7 @@ void api_sandbox_pause(struct sbxd *d, struct http_req *req)
     if (target(d, req, &sb, NULL) < 0)
         return;
     struct snap_req *x = snap_req_new(d, req);
-    if (manager_pause(d->mgr, sb, on_paused, x, &err) < 0) {
+    if (snapshot_pause(d->mgr, sb, on_paused, x, &err) < 0) {
         free(x);
         http_respond_error(req, &err);
         return;
@@ -140,7 +141,7 @@ void api_sandbox_resume(struct sbxd *d, struct http_req *req)
     x->sb = sb;
     /* Suspended first: the ready callback only ever runs on a later loop turn. */
     http_req_suspend(req, on_resume_abort, x);
-    if (manager_resume(d->mgr, sb, on_resumed, x, &err) < 0) {
+    if (snapshot_resume(d->mgr, sb, on_resumed, x, &err) < 0) {
         free(x);
         http_respond_error(req, &err);
     }
@@ -157,8 +158,8 @@ static void on_forked(const char *parent_id, const struct fork_child *kids, int 
         json_t *c = json_pack("{s:s?,s:b,s:I}", "id", k->id[0] ? k->id : NULL, "restored",
                               k->restored, "ready_ms", (json_int_t)k->ready_ms);
         if (!k->ok)
-            json_object_set_new(c, "error", json_pack("{s:s,s:s}", "code", k->err.code,
-                                                      "message", k->err.msg));
+            json_object_set_new(c, "error",
+                                json_pack("{s:s,s:s}", "code", k->err.code, "message", k->err.msg));
         else
             json_array_append_new(ids, json_string(k->id));
         json_array_append_new(list, c);
@@ -171,9 +172,9 @@ static void on_forked(const char *parent_id, const struct fork_child *kids, int 
         if (err)
             http_respond_error(x->req, err);
         else
-            http_respond_json(x->req, 200,
-                              json_pack("{s:s,s:s,s:O}", "object", "list", "parent_id",
-                                        parent_id, "data", list));
+            http_respond_json(
+                x->req, 200,
+                json_pack("{s:s,s:s,s:O}", "object", "list", "parent_id", parent_id, "data", list));
     }
     json_decref(list);
     free(x);
@@ -212,7 +213,7 @@ void api_sandbox_fork(struct sbxd *d, struct http_req *req)
     }
     json_decref(body);
     struct snap_req *x = snap_req_new(d, req);
-    if (manager_fork(d->mgr, sb, &x->who, (int)count, ttl, on_forked, x, &err) < 0) {
+    if (snapshot_fork(d->mgr, sb, &x->who, (int)count, ttl, on_forked, x, &err) < 0) {
         free(x);
         http_respond_error(req, &err);
         return;
@@ -227,7 +228,7 @@ void api_sandbox_snapshot(struct sbxd *d, struct http_req *req)
     json_t *snap = NULL;
     if (target(d, req, &sb, NULL) < 0)
         return;
-    int r = manager_workspace_snapshot(d->mgr, sb, &snap, &err);
+    int r = snapshot_workspace(d->mgr, sb, &snap, &err);
     audit_record(d->store, http_req_identity(req), NULL, http_req_id(req), "sandbox.snapshot",
                  sb->rec.id, r < 0 ? err.code : "ok",
                  r < 0 ? NULL

@@ -1,0 +1,58 @@
+/* The manager's inside, for the files of sandbox/ and for snapshot/, which builds pause,
+ * resume and fork on the same life cycle. Nothing else includes this: every other
+ * feature goes through manager.h. */
+#ifndef SBX_SANDBOX_LIFECYCLE_H
+#define SBX_SANDBOX_LIFECYCLE_H
+
+#include "manager.h"
+
+struct manager {
+    const struct sbxd_config *cfg;
+    struct loop *loop;
+    struct store *store;
+    struct rt_config rt;
+    char *runsc_root;
+    char *cgroup_parent;
+    char *ws_template;         /* the formatted workspace image to clone; NULL without a quota */
+    struct sandbox *sandboxes; /* live ones, newest first */
+    sandbox_stream_open_fn stream_open; /* agent-opened streams (egress) */
+    void *stream_open_data;
+};
+
+/* manager.c: the registry and the sandbox object. */
+struct sandbox *sandbox_alloc(struct manager *m, const char *id);
+void sandbox_free(struct sandbox *sb);
+void sandbox_stop_start_watch(struct sandbox *sb);
+void sandbox_stop_ckpt_watch(struct sandbox *sb);
+/* Answer every waiter (err NULL: ready) and forget them. */
+void sandbox_notify_waiters(struct sandbox *sb, const struct sbx_err *err);
+void sandbox_add_waiter(struct sandbox *sb, sandbox_ready_fn cb, void *data);
+void sandbox_paused_error(const struct sandbox *sb, struct sbx_err *err);
+bool sandbox_is_v1(const struct sandbox *sb);
+/* After a restart or for a fork's copy: the stored egress policy; none when there is
+ * none or it no longer parses. */
+void sandbox_egress_load(struct manager *m, struct sandbox *sb);
+void sandbox_arm_ttl(struct manager *m, struct sandbox *sb);
+/* Run and forget the pending pause or fork callback (sb->op_cb), if any. */
+void sandbox_op_finish(struct sandbox *sb, const struct sbx_err *err);
+/* Record the end (destroyed or failed, by reason), tear the runtime down, answer every
+ * waiter with cause (or a generic reason) and free sb on the next loop turn. */
+int sandbox_destroy(struct manager *m, struct sandbox *sb, const char *reason,
+                    const struct sbx_err *cause, const struct auth_identity *who,
+                    const char *request_id, struct sbx_err *err);
+
+/* machine.c: the runtime instance under a sandbox and its agent channel. */
+/* Start sb's machine from image (cold when NULL), watched until its agent's HELLO. */
+int sandbox_launch(struct manager *m, struct sandbox *sb, const char *image, bool forked,
+                   struct sbx_err *err);
+/* Connect to a running machine's shim and greet its agent (a restart re-attaches so). */
+int sandbox_attach(struct manager *m, struct sandbox *sb, struct sbx_err *err);
+/* An image could not be used: start cold from the saved workspace (restored: false). */
+void sandbox_cold_start(struct sandbox *sb, const struct sbx_err *why);
+/* v1: a fresh machine for the next op, once the last one's shim has let go. */
+void sandbox_v1_start(struct sandbox *sb);
+
+/* create.c */
+void sandbox_new_id(char out[STORE_ID_MAX + 1]);
+
+#endif

@@ -1,0 +1,333 @@
+/* A sandbox's machine: the runtime instance (runsc behind its shim) and the agent channel
+ * on it. Launching cold or from an image, the agent's HELLO (which measures whether a
+ * restore brought the memory back), a channel that closes, the cold start when an image
+ * is unusable, and the v1 backend's machine per op. */
+#include "lifecycle.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "../../common/log.h"
+#include "../../common/util.h"
+#include "channel.h"
+#include "template.h"
+
+static void on_paused_waiters(struct loop *l, void *data)
+{
+    struct sandbox *sb = data;
+    sb->op_timer = NULL;
+    if (!sb->paused || sb->restoring)
+        return;
+    struct sbx_err err = {0};
+    sandbox_paused_error(sb, &err);
+    sandbox_notify_waiters(sb, &err);
+}
+
+void sandbox_when_ready(struct sandbox *sb, sandbox_ready_fn cb, void *data)
+{
+    if (sb->ready) {
+        cb(sb, NULL, data);
+        return;
+    }
+    sandbox_add_waiter(sb, cb, data);
+    /* A paused sandbox will not become ready by itself. Answered on the next turn:
+     * callers expect their callback after they have returned. */
+    if (sb->paused && !sb->restoring && !sb->op_timer)
+        sb->op_timer = loop_timer_add(sb->mgr->loop, 0, on_paused_waiters, sb);
+    /* v1: each op gets a fresh machine; a spent one is replaced once it has stopped. */
+    if (sandbox_is_v1(sb) && !sb->chan && !sb->v1_starting && !sb->machine_timer && !sb->ended)
+        sandbox_v1_start(sb);
+}
+
+static void on_hello(struct channel *c, json_t *hello, void *data)
+{
+    struct sandbox *sb = data;
+    if (sb->ended)
+        return;
+    const char *role = json_string_value(json_object_get(hello, "role"));
+    if (!role || strcmp(role, "agent"))
+        return;
+    if (sb->ready_timer) {
+        loop_timer_cancel(sb->mgr->loop, sb->ready_timer);
+        sb->ready_timer = NULL;
+    }
+    const char *boot = json_string_value(json_object_get(hello, "boot_id"));
+    if (sb->restoring) {
+        /* Measured, never assumed: only the agent process that was checkpointed knows
+         * its boot id; a cold start makes a new one. */
+        sb->restoring = false;
+        sb->restored = boot && sb->expect_boot[0] && !strcmp(boot, sb->expect_boot);
+        sb->ready_ms = sbx_now_ms() - sb->op_t0;
+        log_info("sandbox %s: back in %lld ms (%s)", sb->rec.id, sb->ready_ms,
+                 sb->restored ? "restored" : "cold start");
+        if (sb->image_dir && sb->drop_image)
+            (void)sbx_rm_rf(sb->image_dir); /* a resume's image is spent */
+        free(sb->image_dir);
+        sb->image_dir = NULL;
+    }
+    if (boot && strlen(boot) < sizeof(sb->boot_id) && strcmp(boot, sb->boot_id)) {
+        snprintf(sb->boot_id, sizeof(sb->boot_id), "%s", boot);
+        struct sbx_err err = {0};
+        if (store_meta_set(sb->mgr->store, sb->rec.id, STORE_META_BOOT_ID, boot, &err) < 0)
+            log_error("sandbox %s: %s", sb->rec.id, err.msg);
+    }
+    if (strcmp(sb->rec.status, SANDBOX_RUNNING)) {
+        struct sbx_err err = {0};
+        if (store_sandbox_set_status(sb->mgr->store, sb->rec.id, SANDBOX_RUNNING, NULL, 0, &err) <
+            0)
+            log_error("sandbox %s: %s", sb->rec.id, err.msg);
+        snprintf(sb->rec.status, sizeof(sb->rec.status), "%s", SANDBOX_RUNNING);
+    }
+    if (!sb->ready)
+        log_info("sandbox %s: agent ready", sb->rec.id);
+    sb->v1_starting = false;
+    sb->ready = true;
+    sandbox_notify_waiters(sb, NULL);
+}
+
+static void v1_stop(struct loop *l, void *data);
+
+static void on_channel_idle(struct channel *c, void *data)
+{
+    struct sandbox *sb = data;
+    if (!sandbox_is_v1(sb) || sb->ended || sb->machine_timer)
+        return;
+    /* The op is over: this machine is spent. Stopped on the next turn, outside the
+     * channel's own callback. */
+    sb->ready = false;
+    sb->machine_timer = loop_timer_add(sb->mgr->loop, 0, v1_stop, sb);
+}
+
+static void on_channel_closed(struct channel *c, const struct sbx_err *why, void *data)
+{
+    struct sandbox *sb = data;
+    if (sb->ended)
+        return;
+    if (sb->pausing) {
+        /* The checkpoint stops the container: expected. Its outcome decides. */
+        sb->chan_lost = true;
+        return;
+    }
+    if (sandbox_is_v1(sb)) {
+        /* A v1 machine ended under its op; the sandbox is its workspace and stays. */
+        log_warn("sandbox %s: v1 machine gone: %s", sb->rec.id, why->msg);
+        on_channel_idle(c, sb);
+        return;
+    }
+    log_warn("sandbox %s: channel closed: %s", sb->rec.id, why->msg);
+    struct sbx_err err = {0};
+    sbx_err_set(&err, ECONNRESET, "sandbox_not_running", "sandbox %s stopped: %s", sb->rec.id,
+                why->msg);
+    struct sbx_err derr = {0};
+    (void)sandbox_destroy(sb->mgr, sb, rt_alive(sb->state_dir) ? "channel_lost" : "runtime_exited",
+                          &err, NULL, NULL, &derr);
+}
+
+static int on_agent_open(struct channel *c, struct chan_stream *st, json_t *req,
+                         const struct chan_stream_ops **ops, void **sdata, void *data,
+                         struct sbx_err *err)
+{
+    struct sandbox *sb = data;
+    if (sb->ended || !sb->mgr->stream_open)
+        return sbx_err_set(err, EPERM, "unknown_op", "this daemon accepts no agent streams");
+    return sb->mgr->stream_open(sb, st, req, ops, sdata, sb->mgr->stream_open_data, err);
+}
+
+static const struct channel_ops chan_ops = {
+    .on_hello = on_hello,
+    .on_closed = on_channel_closed,
+    .on_idle = on_channel_idle,
+    .on_open = on_agent_open,
+};
+
+static void on_ready_timeout(struct loop *l, void *data)
+{
+    struct sandbox *sb = data;
+    sb->ready_timer = NULL;
+    log_error("sandbox %s: agent not ready after %d ms", sb->rec.id, SANDBOX_READY_TIMEOUT_MS);
+    struct sbx_err err = {0};
+    (void)manager_destroy(sb->mgr, sb, "start_timeout", &err);
+}
+
+int sandbox_attach(struct manager *m, struct sandbox *sb, struct sbx_err *err)
+{
+    int fd;
+    int r = rt_connect(sb->state_dir, &fd, err);
+    if (r < 0)
+        return r;
+    r = channel_new(m->loop, fd, &chan_ops, sb, &sb->chan, err);
+    if (r < 0)
+        return r;
+    sb->ready = false;
+    if (!sb->ready_timer)
+        sb->ready_timer = loop_timer_add(m->loop, SANDBOX_READY_TIMEOUT_MS, on_ready_timeout, sb);
+    return 0;
+}
+
+static void on_start_news(struct loop *l, int fd, uint32_t events, void *data)
+{
+    struct sandbox *sb = data;
+    struct sbx_err err = {0};
+    int r = rt_start_read(sb->rec.id, sb->state_dir, sb->start_fd, &err);
+    if (r == -EAGAIN)
+        return;
+    sandbox_stop_start_watch(sb);
+    if (r == 0)
+        r = sandbox_attach(sb->mgr, sb, &err);
+    if (r < 0 && sb->restoring && !sb->cold_tried) {
+        sandbox_cold_start(sb, &err);
+        return;
+    }
+    if (r < 0 && sandbox_is_v1(sb)) {
+        log_error("sandbox %s: v1 machine: %s", sb->rec.id, err.msg);
+        sb->v1_starting = false;
+        snprintf(err.code, sizeof(err.code), "sandbox_start_failed");
+        sandbox_notify_waiters(sb, &err);
+        return;
+    }
+    if (r < 0) {
+        log_error("sandbox %s: %s", sb->rec.id, err.msg);
+        struct sbx_err derr = {0};
+        (void)sandbox_destroy(sb->mgr, sb, "start_failed", &err, NULL, NULL, &derr);
+    }
+}
+
+static void fill_spec(const struct manager *m, const struct sandbox *sb, const char *rootfs,
+                      struct rt_spec *spec)
+{
+    *spec = (struct rt_spec){
+        .id = sb->rec.id,
+        .rootfs = rootfs,
+        .state_dir = sb->state_dir,
+        .workspace = sb->workspace,
+        .memory_bytes = (uint64_t)sb->rec.memory_mb << 20,
+        .pids_max = (uint64_t)sb->rec.pids,
+        .cpu_millicores = (uint64_t)sb->rec.cpu_millicores,
+        .tmp_bytes = (uint64_t)m->cfg->tmp_mb << 20,
+        .hostname = "sandbox",
+    };
+}
+
+/* Start sb from image (cold when NULL), watched as a create is. */
+int sandbox_launch(struct manager *m, struct sandbox *sb, const char *image, bool forked,
+                   struct sbx_err *err)
+{
+    struct template_info tpl;
+    int r = template_resolve(m->cfg->template_cache, sb->rec.template_name, &tpl, err);
+    if (r < 0)
+        return r;
+    struct rt_spec spec;
+    fill_spec(m, sb, tpl.rootfs, &spec);
+    r = image ? rt_restore(&m->rt, &spec, image, forked, &sb->start_fd, err)
+              : rt_start(&m->rt, &spec, &sb->start_fd, err);
+    template_info_clear(&tpl);
+    if (r < 0)
+        return r;
+    r = loop_watch_add(m->loop, sb->start_fd, EPOLLIN, on_start_news, sb, &sb->start_watch);
+    if (r < 0) {
+        close(sb->start_fd);
+        sb->start_fd = -1;
+        return sbx_err_sys(err, -r, "watching the sandbox start");
+    }
+    if (!sb->ready_timer)
+        sb->ready_timer = loop_timer_add(m->loop, SANDBOX_READY_TIMEOUT_MS, on_ready_timeout, sb);
+    return 0;
+}
+
+static bool container_known(struct manager *m, const char *id)
+{
+    char **ids = NULL;
+    struct sbx_err err = {0};
+    if (rt_list(&m->rt, &ids, &err) < 0)
+        return false;
+    bool found = false;
+    for (char **p = ids; *p && !found; p++)
+        found = !strcmp(*p, id);
+    rt_strv_free(ids);
+    return found;
+}
+
+static void on_cold_poll(struct loop *l, void *data)
+{
+    struct sandbox *sb = data;
+    sb->op_timer = NULL;
+    /* The failed restore's shim deletes its container; the same id must be free. */
+    if ((rt_busy(sb->state_dir) || container_known(sb->mgr, sb->rec.id)) &&
+        sbx_now_ms() < sb->op_deadline) {
+        sb->op_timer = loop_timer_add(l, 20, on_cold_poll, sb);
+        return;
+    }
+    struct sbx_err err = {0};
+    if (sandbox_launch(sb->mgr, sb, NULL, false, &err) < 0) {
+        log_error("sandbox %s: cold start: %s", sb->rec.id, err.msg);
+        struct sbx_err derr = {0};
+        (void)sandbox_destroy(sb->mgr, sb, "start_failed", &err, NULL, NULL, &derr);
+    }
+}
+
+/* The image could not be used: start cold from the saved workspace (restored: false). */
+void sandbox_cold_start(struct sandbox *sb, const struct sbx_err *why)
+{
+    log_warn("sandbox %s: restore failed (%s); starting cold from the workspace", sb->rec.id,
+             why->msg);
+    sb->cold_tried = true;
+    sb->op_deadline = sbx_now_ms() + SANDBOX_SHIM_GONE_MS;
+    if (sb->op_timer)
+        loop_timer_cancel(sb->mgr->loop, sb->op_timer);
+    sb->op_timer = loop_timer_add(sb->mgr->loop, 0, on_cold_poll, sb);
+}
+
+/* --- the v1 backend: a fresh machine for each op over the persistent workspace ------ */
+
+static void v1_start_poll(struct loop *l, void *data)
+{
+    struct sandbox *sb = data;
+    sb->machine_timer = NULL;
+    if (!sb->waiters) { /* whoever asked went away */
+        sb->v1_starting = false;
+        return;
+    }
+    /* The last machine's shim may still be deleting the container (same id). */
+    if ((rt_busy(sb->state_dir) || container_known(sb->mgr, sb->rec.id)) &&
+        sbx_now_ms() < sb->op_deadline) {
+        sb->machine_timer = loop_timer_add(l, 5, v1_start_poll, sb);
+        return;
+    }
+    struct sbx_err err = {0};
+    if (sandbox_launch(sb->mgr, sb, NULL, false, &err) < 0) {
+        log_error("sandbox %s: v1 machine: %s", sb->rec.id, err.msg);
+        sb->v1_starting = false;
+        snprintf(err.code, sizeof(err.code), "sandbox_start_failed");
+        sandbox_notify_waiters(sb, &err);
+    }
+}
+
+void sandbox_v1_start(struct sandbox *sb)
+{
+    sb->v1_starting = true;
+    sb->op_deadline = sbx_now_ms() + SANDBOX_SHIM_GONE_MS;
+    sb->machine_timer = loop_timer_add(sb->mgr->loop, 0, v1_start_poll, sb);
+}
+
+static void v1_stop(struct loop *l, void *data)
+{
+    struct sandbox *sb = data;
+    sb->machine_timer = NULL;
+    if (sb->chan && channel_stream_count(sb->chan) > 0)
+        return; /* an op opened a stream since: it stops when that one ends */
+    channel_free(sb->chan);
+    sb->chan = NULL;
+    sb->ready = false;
+    if (sb->ready_timer) {
+        loop_timer_cancel(l, sb->ready_timer);
+        sb->ready_timer = NULL;
+    }
+    /* No remove dir: the shim kills and deletes the container and leaves the workspace. */
+    struct sbx_err err = {0};
+    if (rt_destroy(&sb->mgr->rt, sb->rec.id, sb->state_dir, NULL, &err) < 0)
+        log_error("sandbox %s: stopping the v1 machine: %s", sb->rec.id, err.msg);
+    if (sb->waiters && !sb->ended)
+        sandbox_v1_start(sb);
+}

@@ -1,0 +1,135 @@
+/* Start-up: the store and the runtime made to agree. Every live record whose shim still
+ * answers is re-attached, every live record whose machine is gone is marked failed
+ * (lost), and whatever runs or lies on disk without a live record is removed. */
+#include "lifecycle.h"
+
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../common/log.h"
+#include "../../common/util.h"
+
+struct reconcile {
+    struct manager *m;
+    char **live; /* ids the store says are live */
+    size_t n, cap;
+};
+
+static void reconcile_one(const struct store_sandbox *rec, void *data)
+{
+    struct reconcile *rc = data;
+    struct manager *m = rc->m;
+    if (rc->n == rc->cap) {
+        rc->cap = rc->cap ? rc->cap * 2 : 16;
+        rc->live = sbx_xrealloc(rc->live, rc->cap * sizeof(*rc->live));
+    }
+    rc->live[rc->n++] = sbx_xstrdup(rec->id);
+
+    struct sandbox *sb = sandbox_alloc(m, rec->id);
+    sb->rec = *rec;
+    sb->rec.env_json = sbx_xstrdup(rec->env_json);
+    sandbox_egress_load(m, sb);
+    struct sbx_err err = {0};
+    (void)store_meta_get(m->store, rec->id, STORE_META_BOOT_ID, sb->boot_id, sizeof(sb->boot_id),
+                         NULL);
+    (void)store_meta_get(m->store, rec->id, STORE_META_PARENT, sb->parent_id, sizeof(sb->parent_id),
+                         NULL);
+    (void)store_meta_get(m->store, rec->id, STORE_META_FALLBACK, sb->fallback, sizeof(sb->fallback),
+                         NULL);
+    if (sandbox_is_v1(sb)) {
+        /* v1 keeps no machine between ops; one caught mid-op by the restart goes. */
+        if (rt_alive(sb->state_dir))
+            (void)rt_destroy(&m->rt, rec->id, sb->state_dir, NULL, &err);
+        sb->next = m->sandboxes;
+        m->sandboxes = sb;
+        sandbox_arm_ttl(m, sb);
+        log_info("sandbox %s: v1, kept", rec->id);
+        return;
+    }
+    if (!strcmp(rec->status, SANDBOX_PAUSED)) {
+        /* No shim is normal for a paused sandbox: its image waits on disk. */
+        char at[24];
+        if (store_meta_get(m->store, rec->id, STORE_META_PAUSED_AT, at, sizeof(at), NULL) == 0)
+            sb->paused_at = strtoll(at, NULL, 10);
+        sb->paused = true;
+        sb->next = m->sandboxes;
+        m->sandboxes = sb;
+        sandbox_arm_ttl(m, sb);
+        log_info("sandbox %s: paused, kept", rec->id);
+        return;
+    }
+    if (!rt_alive(sb->state_dir) || sandbox_attach(m, sb, &err) < 0) {
+        log_warn("sandbox %s: not running any more, cleaning up %s", rec->id, err.msg);
+        (void)store_sandbox_set_status(m->store, rec->id, SANDBOX_FAILED, "lost",
+                                       sbx_wall_ms() / 1000, NULL);
+        (void)rt_destroy(&m->rt, rec->id, sb->state_dir, sb->dir, &err);
+        sandbox_free(sb);
+        return;
+    }
+    sb->next = m->sandboxes;
+    m->sandboxes = sb;
+    sandbox_arm_ttl(m, sb);
+    log_info("sandbox %s: re-attached", rec->id);
+}
+
+static bool is_live(const struct reconcile *rc, const char *id)
+{
+    for (size_t i = 0; i < rc->n; i++)
+        if (!strcmp(rc->live[i], id))
+            return true;
+    return false;
+}
+
+/* Whatever runs or lies on disk without a live record goes. */
+static void sweep_orphans(struct manager *m, const struct reconcile *rc)
+{
+    char **ids = NULL;
+    struct sbx_err lerr = {0};
+    if (rt_list(&m->rt, &ids, &lerr) == 0) {
+        for (char **p = ids; *p; p++) {
+            if (is_live(rc, *p))
+                continue;
+            log_warn("container %s has no live sandbox: removing it", *p);
+            _cleanup_free_ char *dir = sbx_xasprintf("%s/sandboxes/%s", m->cfg->data_dir, *p);
+            _cleanup_free_ char *state = sbx_xasprintf("%s/state", dir);
+            (void)rt_destroy(&m->rt, *p, state, dir, &lerr);
+        }
+        rt_strv_free(ids);
+    } else {
+        log_warn("listing containers: %s", lerr.msg);
+    }
+    _cleanup_free_ char *sbdir = sbx_xasprintf("%s/sandboxes", m->cfg->data_dir);
+    DIR *d = opendir(sbdir);
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.' || is_live(rc, de->d_name))
+            continue;
+        _cleanup_free_ char *dir = sbx_xasprintf("%s/%s", sbdir, de->d_name);
+        _cleanup_free_ char *state = sbx_xasprintf("%s/state", dir);
+        if (!rt_alive(state)) {
+            log_info("removing leftover sandbox dir %s", dir);
+            (void)rt_destroy(&m->rt, de->d_name, state, dir, &lerr);
+        }
+    }
+    closedir(d);
+}
+
+int manager_start(struct manager *m, struct sbx_err *err)
+{
+    struct reconcile rc = {.m = m};
+    /* Nothing runs across a restart of ours: the agent drops a former daemon's execs. */
+    int r = store_exec_interrupt_running(m->store, sbx_wall_ms(), err);
+    if (r == 0)
+        r = store_idem_release_in_progress(m->store, err);
+    if (r == 0)
+        r = store_sandbox_each_live(m->store, NULL, reconcile_one, &rc, err);
+    if (r == 0)
+        sweep_orphans(m, &rc);
+    for (size_t i = 0; i < rc.n; i++)
+        free(rc.live[i]);
+    free(rc.live);
+    return r;
+}

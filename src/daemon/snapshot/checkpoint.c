@@ -1,0 +1,232 @@
+#include "checkpoint.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "../../common/log.h"
+#include "../../common/util.h"
+#include "../sandbox/agentcall.h"
+#include "../sandbox/channel.h"
+
+int checkpoint_check(const struct sandbox *sb, const char *verb, struct sbx_err *err)
+{
+    if (strcmp(sb->rec.backend, "v2"))
+        return sbx_err_set(err, ENOTSUP, "not_supported_on_v1",
+                           "sandbox %s runs on v1, which has no memory snapshots: use "
+                           "POST /v1/sandboxes/%s/snapshot",
+                           sb->rec.id, sb->rec.id);
+    if (sb->paused)
+        return sbx_err_set(err, ECONNRESET, "sandbox_not_running", "sandbox %s is paused",
+                           sb->rec.id);
+    if (sb->op_cb || sb->pausing || sb->restoring || sb->ckpt_fd >= 0)
+        return sbx_err_set(err, EBUSY, "sandbox_busy",
+                           "sandbox %s is being paused, resumed or forked", sb->rec.id);
+    if (!sb->ready || !sb->chan)
+        return sbx_err_set(err, ECONNRESET, "sandbox_not_running", "sandbox %s is not running",
+                           sb->rec.id);
+    if (sb->exec_busy || sb->kernel_busy)
+        return sbx_err_set(err, EBUSY, "sandbox_busy",
+                           "sandbox %s is running a command or a cell; %s it afterwards",
+                           sb->rec.id, verb);
+    return 0;
+}
+
+static int start_checkpoint(struct manager *m, struct sandbox *sb, const char *image,
+                            loop_fd_cb done, struct sbx_err *err)
+{
+    (void)sbx_rm_rf(image); /* a leftover of a pause that failed half-way */
+    int r = rt_checkpoint(&m->rt, sb->rec.id, sb->state_dir, image, &sb->ckpt_fd, err);
+    if (r < 0)
+        return r;
+    r = loop_watch_add(m->loop, sb->ckpt_fd, EPOLLIN, done, sb, &sb->ckpt_watch);
+    if (r < 0) {
+        close(sb->ckpt_fd);
+        sb->ckpt_fd = -1;
+        return sbx_err_sys(err, -r, "watching the checkpoint");
+    }
+    free(sb->image_dir);
+    sb->image_dir = sbx_xstrdup(image);
+    return 0;
+}
+
+struct prepare {
+    struct sandbox *sb;
+    char *image;
+    loop_fd_cb done;
+};
+
+static void on_relisten(json_t *result, const struct sbx_err *err, void *data)
+{
+    if (err) /* egress stays down in that sandbox until its next restore */
+        log_warn("snapshot_resume: %s", err->msg);
+}
+
+static const struct agentcall_ops relisten_ops = {.on_done = on_relisten};
+
+/* The checkpoint is over and the sandbox still runs: its agent listens again. */
+static void agent_relisten(struct sandbox *sb)
+{
+    struct sbx_err err = {0};
+    if (agentcall_start(sb, json_pack("{s:s}", "op", "snapshot_resume"), &relisten_ops, NULL, NULL,
+                        &err) < 0)
+        log_warn("sandbox %s: snapshot_resume: %s", sb->rec.id, err.msg);
+}
+
+static void on_prepared(json_t *result, const struct sbx_err *perr, void *data)
+{
+    struct prepare *p = data;
+    struct sandbox *sb = p->sb;
+    /* ended: the sandbox went while the agent answered (sandbox_destroy reported the op). */
+    if (!sb->ended) {
+        struct sbx_err err = {0};
+        if (perr) {
+            /* Nothing was parked or checkpointed: the sandbox runs on as it was. */
+            err = *perr;
+        } else if (start_checkpoint(sb->mgr, sb, p->image, p->done, &err) < 0) {
+            log_error("sandbox %s: checkpoint: %s", sb->rec.id, err.msg);
+            if (sb->chan)
+                agent_relisten(sb);
+        }
+        if (err.code[0]) {
+            sb->pausing = sb->forking = false;
+            sb->ready = sb->chan != NULL;
+            if (sb->ready)
+                sandbox_notify_waiters(sb, NULL);
+            sandbox_op_finish(sb, &err);
+        }
+    }
+    free(p->image);
+    free(p);
+}
+
+/* snapshot_prepare on the agent (docs/protocol.md), then the checkpoint. */
+static int prepare_checkpoint(struct sandbox *sb, const char *image, loop_fd_cb done,
+                              struct sbx_err *err)
+{
+    struct prepare *p = sbx_xcalloc(1, sizeof(*p));
+    p->sb = sb;
+    p->image = sbx_xstrdup(image);
+    p->done = done;
+    static const struct agentcall_ops ops = {.on_done = on_prepared};
+    int r = agentcall_start(sb, json_pack("{s:s}", "op", "snapshot_prepare"), &ops, p, NULL, err);
+    if (r < 0) {
+        free(p->image);
+        free(p);
+    }
+    return r;
+}
+
+/* Read a finished checkpoint's outcome: 0, -EAGAIN while it runs, or the error. */
+static int ckpt_outcome(struct sandbox *sb, struct sbx_err *err)
+{
+    int r = rt_checkpoint_read(sb->image_dir, sb->ckpt_fd, err);
+    if (r == -EAGAIN)
+        return r;
+    loop_watch_del(sb->mgr->loop, sb->ckpt_watch);
+    sb->ckpt_watch = NULL;
+    close(sb->ckpt_fd);
+    sb->ckpt_fd = -1;
+    return r;
+}
+
+static void mark_paused(struct sandbox *sb)
+{
+    struct manager *m = sb->mgr;
+    sb->paused = true;
+    sb->paused_at = sbx_wall_ms() / 1000;
+    struct sbx_err err = {0};
+    char at[24];
+    snprintf(at, sizeof(at), "%lld", sb->paused_at);
+    if (store_sandbox_set_status(m->store, sb->rec.id, SANDBOX_PAUSED, NULL, 0, &err) < 0 ||
+        store_meta_set(m->store, sb->rec.id, STORE_META_PAUSED_AT, at, &err) < 0)
+        log_error("sandbox %s: %s", sb->rec.id, err.msg);
+    snprintf(sb->rec.status, sizeof(sb->rec.status), "%s", SANDBOX_PAUSED);
+    log_info("sandbox %s: paused in %lld ms", sb->rec.id, sbx_now_ms() - sb->op_t0);
+    struct sbx_err perr = {0};
+    sandbox_paused_error(sb, &perr);
+    sandbox_notify_waiters(sb, &perr); /* requests that came in while it was pausing */
+}
+
+/* The checkpoint stopped the container; its shim is still deleting it. A pause is done
+ * now (a resume waits for the shim to be gone); a fork, which restores the parent under
+ * the same id right away, waits here (op_cb). */
+static void on_stopped(struct loop *l, void *data)
+{
+    struct sandbox *sb = data;
+    sb->op_timer = NULL;
+    if (sb->forking && rt_busy(sb->state_dir) && sbx_now_ms() < sb->op_deadline) {
+        sb->op_timer = loop_timer_add(l, 5, on_stopped, sb);
+        return;
+    }
+    channel_free(sb->chan);
+    sb->chan = NULL;
+    sb->pausing = sb->chan_lost = false;
+    if (!sb->forking)
+        mark_paused(sb);
+    sb->forking = false;
+    sandbox_op_finish(sb, NULL);
+}
+
+static void on_ckpt(struct loop *l, int fd, uint32_t events, void *data)
+{
+    struct sandbox *sb = data;
+    struct sbx_err err = {0};
+    int r = ckpt_outcome(sb, &err);
+    if (r == -EAGAIN)
+        return;
+    if (r == 0) {
+        sb->op_deadline = sbx_now_ms() + SANDBOX_SHIM_GONE_MS;
+        on_stopped(l, sb);
+        return;
+    }
+    log_error("sandbox %s: checkpoint: %s", sb->rec.id, err.msg);
+    sb->pausing = sb->forking = false;
+    (void)sbx_rm_rf(sb->image_dir);
+    if (!sb->chan_lost && rt_alive(sb->state_dir)) {
+        sb->ready = true; /* the checkpoint failed before it stopped anything */
+        agent_relisten(sb);
+        sandbox_notify_waiters(sb, NULL);
+        sandbox_op_finish(sb, &err);
+        return;
+    }
+    /* A failed checkpoint can take the sandbox down with it (a panic in gVisor's
+     * save): it comes back cold from its workspace rather than being lost. */
+    sandbox_op_finish(sb, &err);
+    channel_free(sb->chan);
+    sb->chan = NULL;
+    sb->restoring = true;
+    sb->expect_boot[0] = '\0';
+    sb->op_t0 = sbx_now_ms();
+    sandbox_cold_start(sb, &err);
+}
+
+int checkpoint_start(struct sandbox *sb, const char *image, struct sbx_err *err)
+{
+    return prepare_checkpoint(sb, image, on_ckpt, err);
+}
+
+int checkpoint_freeze_workspace(const struct manager *m, const struct sandbox *sb)
+{
+    if (!m->ws_template)
+        return -1;
+    int fd = open(sb->workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0 && ioctl(fd, FIFREEZE, 0) < 0) {
+        log_warn("sandbox %s: freezing the workspace: %s", sb->rec.id, strerror(errno));
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+void checkpoint_thaw_workspace(int fd)
+{
+    if (fd < 0)
+        return;
+    (void)ioctl(fd, FITHAW, 0);
+    close(fd);
+}

@@ -1,0 +1,227 @@
+/* Fork: checkpoint the parent once, copy its still workspace per copy, then restore
+ * the parent and every copy from the same image (each its own id and workspace). */
+#include "snapshot.h"
+
+#include <errno.h>
+#include <openssl/rand.h>
+#include <string.h>
+
+#include "../../common/log.h"
+#include "../../common/text.h"
+#include "../../common/util.h"
+#include "../sandbox/wsimage.h"
+#include "checkpoint.h"
+
+struct fork_op {
+    struct manager *m;
+    struct auth_identity who;
+    char parent_id[STORE_ID_MAX + 1];
+    char *image_dir;
+    int count, pending;
+    long long ttl, t0;
+    struct fork_child kids[SANDBOX_FORK_MAX];
+    fork_done_fn cb;
+    void *data;
+};
+
+static void fork_finish(struct fork_op *f, const struct sbx_err *err)
+{
+    if (f->image_dir)
+        (void)sbx_rm_rf(f->image_dir); /* every copy has read it whole by now */
+    f->cb(f->parent_id, f->kids, f->count, err, f->data);
+    free(f->image_dir);
+    free(f);
+}
+
+static void on_kid_ready(struct sandbox *kid, const struct sbx_err *err, void *data)
+{
+    struct fork_op *f = data;
+    for (int i = 0; i < f->count; i++) {
+        struct fork_child *k = &f->kids[i];
+        if (strcmp(k->id, kid->rec.id))
+            continue;
+        k->ok = !err;
+        if (err)
+            k->err = *err;
+        k->restored = !err && kid->restored;
+        k->ready_ms = err ? 0 : kid->ready_ms;
+    }
+    if (--f->pending == 0)
+        fork_finish(f, NULL);
+}
+
+/* A copy of the stopped parent's workspace for a fork: with the quota the image, without
+ * it a plain recursive copy. */
+static int copy_workspace(struct manager *m, const struct sandbox *from, struct sandbox *to,
+                          struct sbx_err *err)
+{
+    if (!m->ws_template)
+        return wsimage_copy_tree(from->workspace, to->workspace, err);
+    _cleanup_free_ char *src = sbx_xasprintf("%s/workspace.img", from->dir);
+    _cleanup_free_ char *dst = sbx_xasprintf("%s/workspace.img", to->dir);
+    return wsimage_mount(src, dst, to->workspace, err);
+}
+
+static int fork_kid(struct fork_op *f, struct sandbox *parent, struct fork_child *out,
+                    struct sbx_err *err)
+{
+    struct manager *m = f->m;
+    char id[STORE_ID_MAX + 1];
+    sandbox_new_id(id);
+    struct sandbox *sb = sandbox_alloc(m, id);
+    struct store_sandbox *rec = &sb->rec;
+    const struct store_sandbox *p = &parent->rec;
+    long long now = sbx_wall_ms() / 1000;
+    *rec = *p;
+    snprintf(rec->id, sizeof(rec->id), "%s", id);
+    snprintf(rec->key_id, sizeof(rec->key_id), "%s", f->who.key_id);
+    snprintf(rec->status, sizeof(rec->status), "%s", SANDBOX_CREATING);
+    rec->env_json = sbx_xstrdup(p->env_json ? p->env_json : "{}");
+    rec->ttl_seconds = f->ttl ? f->ttl : p->ttl_seconds;
+    rec->created_at = now;
+    rec->expires_at = now + rec->ttl_seconds;
+    rec->ended_at = 0;
+    rec->end_reason[0] = '\0';
+    int r = store_sandbox_insert(m->store, rec, err);
+    if (r < 0) {
+        sandbox_free(sb);
+        return r;
+    }
+    snprintf(out->id, sizeof(out->id), "%s", id);
+    snprintf(sb->parent_id, sizeof(sb->parent_id), "%s", p->id);
+    (void)store_meta_set(m->store, id, STORE_META_PARENT, p->id, NULL);
+    /* A copy goes out the way its parent does. */
+    if ((r = store_egress_policy_copy(m->store, p->id, id, now, err)) == 0)
+        sandbox_egress_load(m, sb);
+    if (r == 0 &&
+        ((r = sbx_mkdir_p(sb->state_dir, 0700)) < 0 || (r = sbx_mkdir_p(sb->workspace, 0755)) < 0))
+        sbx_err_sys(err, -r, "creating the sandbox directory");
+    if (r == 0)
+        r = copy_workspace(m, parent, sb, err);
+    if (r == 0) {
+        sb->restoring = true;
+        sb->op_t0 = f->t0;
+        snprintf(sb->expect_boot, sizeof(sb->expect_boot), "%s", parent->boot_id);
+        sb->image_dir = sbx_xstrdup(f->image_dir);
+        r = sandbox_launch(m, sb, f->image_dir, true, err);
+    }
+    if (r < 0) {
+        (void)store_sandbox_set_status(m->store, id, SANDBOX_FAILED, "start_failed", now, NULL);
+        struct sbx_err e2 = {0};
+        (void)rt_destroy(&m->rt, id, sb->state_dir, sb->dir, &e2);
+        sandbox_free(sb);
+        snprintf(err->code, sizeof(err->code), "sandbox_start_failed");
+        return r;
+    }
+    sb->next = m->sandboxes;
+    m->sandboxes = sb;
+    sandbox_arm_ttl(m, sb);
+    log_info("sandbox %s: forked from %s", id, p->id);
+    f->pending++;
+    sandbox_when_ready(sb, on_kid_ready, f);
+    return 0;
+}
+
+static void on_parent_ready(struct sandbox *sb, const struct sbx_err *err, void *data)
+{
+    struct fork_op *f = data;
+    if (err)
+        log_error("sandbox %s: back after the fork: %s", f->parent_id, err->msg);
+    if (--f->pending == 0)
+        fork_finish(f, NULL);
+}
+
+/* The parent is stopped (a checkpoint stops a container: runsc's --leave-running
+ * restores it behind a new runsc that our shim does not hold). Its workspace is still,
+ * so the copies are consistent; then the parent and every copy restore from the image. */
+static void fork_on_checkpoint(struct sandbox *parent, const struct sbx_err *err, void *data)
+{
+    struct fork_op *f = data;
+    if (err || parent->ended) {
+        struct sbx_err gone = {0};
+        if (!err)
+            sbx_err_set(&gone, ECONNRESET, "sandbox_not_running", "sandbox %s went away",
+                        f->parent_id);
+        log_error("sandbox %s: fork: %s", f->parent_id, err ? err->msg : gone.msg);
+        fork_finish(f, err ? err : &gone);
+        return;
+    }
+    int frozen = checkpoint_freeze_workspace(f->m, parent);
+    for (int i = 0; i < f->count; i++) {
+        struct sbx_err kerr = {0};
+        if (fork_kid(f, parent, &f->kids[i], &kerr) < 0) {
+            f->kids[i].ok = false;
+            f->kids[i].err = kerr;
+            log_error("sandbox %s: fork copy %d: %s", f->parent_id, i, kerr.msg);
+        }
+    }
+    checkpoint_thaw_workspace(frozen);
+    struct sbx_err perr = {0};
+    parent->restoring = true;
+    parent->cold_tried = false;
+    parent->drop_image = false;
+    parent->op_t0 = sbx_now_ms();
+    snprintf(parent->expect_boot, sizeof(parent->expect_boot), "%s", parent->boot_id);
+    free(parent->image_dir);
+    parent->image_dir = sbx_xstrdup(f->image_dir);
+    if (sandbox_launch(f->m, parent, f->image_dir, false, &perr) < 0) {
+        parent->cold_tried = true;
+        if (sandbox_launch(f->m, parent, NULL, false, &perr) < 0) {
+            struct sbx_err derr = {0};
+            (void)sandbox_destroy(f->m, parent, "start_failed", &perr, NULL, NULL, &derr);
+        }
+    }
+    if (!parent->ended) {
+        f->pending++;
+        sandbox_when_ready(parent, on_parent_ready, f);
+    }
+    f->pending--; /* the checkpoint's own count */
+    if (f->pending == 0)
+        fork_finish(f, NULL);
+}
+
+int snapshot_fork(struct manager *m, struct sandbox *sb, const struct auth_identity *who, int count,
+                  long long ttl_seconds, fork_done_fn cb, void *data, struct sbx_err *err)
+{
+    int r = checkpoint_check(sb, "fork", err);
+    if (r < 0)
+        return r;
+    struct store_sandbox_counts n;
+    if ((r = store_sandbox_counts(m->store, who->user, who->key_id, &n, err)) < 0)
+        return r;
+    if (n.key_active + count > SANDBOX_FORK_KEY_ACTIVE)
+        return sbx_err_set(err, EAGAIN, "sandbox_concurrency_limit",
+                           "a fork may not take a key past %d active sandboxes (%lld now)",
+                           SANDBOX_FORK_KEY_ACTIVE, n.key_active);
+    if (n.user_running + count > m->cfg->max_per_user)
+        return sbx_err_set(err, EAGAIN, "sandbox_concurrency_limit",
+                           "a fork may not take a user past %lld running sandboxes (%lld now)",
+                           m->cfg->max_per_user, n.user_running);
+    struct fork_op *f = sbx_xcalloc(1, sizeof(*f));
+    f->m = m;
+    f->who = *who;
+    snprintf(f->parent_id, sizeof(f->parent_id), "%s", sb->rec.id);
+    f->count = count;
+    f->ttl = ttl_seconds;
+    f->t0 = sbx_now_ms();
+    f->pending = 1;
+    f->cb = cb;
+    f->data = data;
+    unsigned char raw[6];
+    char hex[13];
+    if (RAND_bytes(raw, sizeof(raw)) != 1)
+        abort();
+    sbx_hex(raw, sizeof(raw), hex);
+    f->image_dir = sbx_xasprintf("%s/snapshots/fork-%s", sb->dir, hex);
+    if ((r = checkpoint_start(sb, f->image_dir, err)) < 0) {
+        free(f->image_dir);
+        free(f);
+        return r;
+    }
+    sb->pausing = sb->forking = true;
+    sb->chan_lost = false;
+    sb->ready = false; /* requests wait for the parent to be back */
+    sb->op_cb = fork_on_checkpoint;
+    sb->op_data = f;
+    return 0;
+}

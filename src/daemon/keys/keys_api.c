@@ -3,7 +3,7 @@
 
 #include "../../common/util.h"
 #include "../audit/audit.h"
-#include "auth.h"
+#include "../auth/auth.h"
 #include "../http/server.h"
 #include "../sbxd.h"
 #include "../routes.h"

@@ -8,20 +8,21 @@
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
-#include <sys/wait.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "../common/jobs.h"
 #include "../common/log.h"
 #include "../common/util.h"
-#include "files/artifacts.h"
 #include "auth/auth.h"
-#include "http/router.h"
 #include "egress/proxy.h"
-#include "../common/jobs.h"
+#include "files/artifacts.h"
+#include "http/router.h"
 #include "live/preview.h"
-#include "sbxd.h"
 #include "live/terminal.h"
+#include "routes.h"
+#include "sbxd.h"
 
 static void on_signal(struct loop *l, int fd, uint32_t events, void *data)
 {
@@ -144,15 +145,18 @@ int main(int argc, char **argv)
         sbx_err_sys(&err, -r, "creating the event loop");
         goto out;
     }
-    if (store_open(db, &d.store, &err) < 0 || bootstrap_admin(&d, &err) < 0 ||
-        manager_new(&d.cfg, d.loop, d.store, &d.mgr, &err) < 0 || manager_start(d.mgr, &err) < 0 ||
-        egress_start(&d, &err) < 0 ||
+    if (store_open(db, &d.store, &err) < 0)
+        goto out;
+    d.router = (struct router){
+        .tables = sbxd_routes, .ntables = sbxd_route_tables, .store = d.store, .app = &d};
+    if (bootstrap_admin(&d, &err) < 0 || manager_new(&d.cfg, d.loop, d.store, &d.mgr, &err) < 0 ||
+        manager_start(d.mgr, &err) < 0 || egress_start(&d, &err) < 0 ||
         jobs_new(d.loop, &d.jobs, &err) < 0 || artifacts_new(&d.cfg, &d.artifacts, &err) < 0 ||
         (d.cfg.llm_url &&
          llm_new(d.loop, d.cfg.llm_url, d.cfg.llm_api_key, d.cfg.llm_model, &d.llm, &err) < 0) ||
         terminals_new(&d.cfg, d.loop, &d.terminals) < 0 ||
         previews_new(&d.cfg, d.loop, d.mgr, &d.previews, &err) < 0 ||
-        http_server_new(d.loop, d.cfg.listen, router_dispatch, &d, &d.http, &err) < 0)
+        http_server_new(d.loop, d.cfg.listen, router_dispatch, &d.router, &d.http, &err) < 0)
         goto out;
     http_server_set_streaming(d.http, router_streams_body);
     if ((r = loop_watch_add(d.loop, sfd, EPOLLIN, on_signal, &d, NULL)) < 0) {

@@ -4,8 +4,9 @@
 
 #include "../common/loop.h"
 #include "config.h"
-#include "live/llm.h"
+#include "http/router.h"
 #include "http/server.h"
+#include "live/llm.h"
 #include "sandbox/manager.h"
 #include "store/store.h"
 
@@ -15,7 +16,8 @@ struct sbxd {
     struct store *store;
     struct manager *mgr;
     struct http_server *http;
-    struct jobs *jobs;           /* worker threads (artifact hashing and scanning) */
+    struct router router; /* every feature's routes (routes.c) */
+    struct jobs *jobs;    /* worker threads (artifact hashing and scanning) */
     struct artifacts *artifacts;
     struct llm *llm; /* NULL unless the operator configured SBX_LLM_URL */
     struct egress_proxy *egress;

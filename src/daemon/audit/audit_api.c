@@ -6,8 +6,8 @@
 #include "../../common/util.h"
 #include "../auth/auth.h"
 #include "../http/server.h"
-#include "../sbxd.h"
 #include "../routes.h"
+#include "../sbxd.h"
 
 #define AUDIT_PAGE_DEFAULT 100
 #define AUDIT_PAGE_MAX 500
@@ -30,7 +30,7 @@ static void add_entry(const struct store_audit_entry *e, void *arg)
     p->last_seq = e->seq;
 }
 
-void api_audit_list(struct sbxd *d, struct http_req *req)
+static void api_audit_list(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     const struct auth_identity *who = http_req_identity(req);
@@ -78,7 +78,7 @@ void api_audit_list(struct sbxd *d, struct http_req *req)
     http_respond_json(req, 200, o);
 }
 
-void api_audit_verify(struct sbxd *d, struct http_req *req)
+static void api_audit_verify(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     struct store_audit_verdict v;
@@ -94,3 +94,10 @@ void api_audit_verify(struct sbxd *d, struct http_req *req)
     }
     http_respond_json(req, 200, o);
 }
+
+static const struct route routes[] = {
+    {"GET", "/v1/audit/verify", AUTH_ADMIN, api_audit_verify, 0},
+    {"GET", "/v1/audit", AUTH_KEY, api_audit_list, 0},
+};
+
+const struct route_table audit_routes = ROUTE_TABLE(routes);

@@ -6,10 +6,10 @@
 
 #include "../../common/util.h"
 #include "../audit/audit.h"
-#include "proxy.h"
 #include "../http/server.h"
-#include "../sbxd.h"
 #include "../routes.h"
+#include "../sbxd.h"
+#include "proxy.h"
 
 #define EGRESS_PAGE_DEFAULT 100
 #define EGRESS_PAGE_MAX 1000
@@ -23,18 +23,17 @@ static void add_conn(const struct store_egress_conn *c, void *arg)
 {
     struct page *p = arg;
     json_t *o = json_pack("{s:s,s:I,s:s,s:s,s:s?,s:i,s:I,s:I,s:I,s:o,s:s,s:s}", "object",
-                          "egress_connection", "id", (json_int_t)c->id, "method", c->method,
-                          "host", c->host, "address", c->address, "port", (int)c->port,
-                          "bytes_sent", (json_int_t)c->bytes_up, "bytes_received",
-                          (json_int_t)c->bytes_down, "started_at_ms",
-                          (json_int_t)c->started_at_ms, "ended_at_ms",
+                          "egress_connection", "id", (json_int_t)c->id, "method", c->method, "host",
+                          c->host, "address", c->address, "port", (int)c->port, "bytes_sent",
+                          (json_int_t)c->bytes_up, "bytes_received", (json_int_t)c->bytes_down,
+                          "started_at_ms", (json_int_t)c->started_at_ms, "ended_at_ms",
                           c->ended_at_ms ? json_integer(c->ended_at_ms) : json_null(), "verdict",
                           c->verdict, "reason", c->reason);
     json_array_append_new(p->data, o);
     p->last_id = c->id;
 }
 
-void api_egress_get(struct sbxd *d, struct http_req *req)
+static void api_egress_get(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     struct sandbox *sb;
@@ -56,14 +55,14 @@ void api_egress_get(struct sbxd *d, struct http_req *req)
     bool more = json_array_size(p.data) > (size_t)limit;
     if (more)
         json_array_remove(p.data, (size_t)limit);
-    json_t *policy = sb->egress ? egress_policy_to_json(sb->egress)
-                                : json_pack("{s:s}", "mode", "none");
+    json_t *policy =
+        sb->egress ? egress_policy_to_json(sb->egress) : json_pack("{s:s}", "mode", "none");
     http_respond_json(req, 200,
-                      json_pack("{s:s,s:s,s:o,s:o,s:b}", "object", "list", "sandbox_id",
-                                sb->rec.id, "policy", policy, "data", p.data, "has_more", more));
+                      json_pack("{s:s,s:s,s:o,s:o,s:b}", "object", "list", "sandbox_id", sb->rec.id,
+                                "policy", policy, "data", p.data, "has_more", more));
 }
 
-void api_egress_put(struct sbxd *d, struct http_req *req)
+static void api_egress_put(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     struct sandbox *sb;
@@ -94,3 +93,10 @@ void api_egress_put(struct sbxd *d, struct http_req *req)
         egress_proxy_policy_changed(d->egress, sb->rec.id);
     http_respond_json(req, 200, sandbox_to_json(sb));
 }
+
+static const struct route routes[] = {
+    {"GET", "/v1/sandboxes/{}/egress", AUTH_SANDBOX, api_egress_get, 0},
+    {"PUT", "/v1/sandboxes/{}/egress", AUTH_SANDBOX, api_egress_put, 0},
+};
+
+const struct route_table egress_routes = ROUTE_TABLE(routes);

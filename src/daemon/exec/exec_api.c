@@ -12,15 +12,15 @@
 #include "../../common/util.h"
 #include "../../proto/proto.h"
 #include "../audit/audit.h"
-#include "exec.h"
-#include "../http/errors.h"
-#include "../http/server.h"
-#include "../http/idempotency.h"
+#include "../files/artifacts.h"
 #include "../files/inputs.h"
-#include "../sbxd.h"
-#include "textchunk.h"
+#include "../http/errors.h"
+#include "../http/idempotency.h"
+#include "../http/server.h"
 #include "../routes.h"
-#include "../files/artifacts_api.h"
+#include "../sbxd.h"
+#include "exec.h"
+#include "textchunk.h"
 
 struct exec_req {
     struct sbxd *d;
@@ -33,7 +33,7 @@ struct exec_req {
     struct auth_identity who;
     char request_id[HTTP_REQUEST_ID_LEN + 1];
     bool sse;
-    bool one_shot; /* /run: the sandbox goes when the command ends */
+    bool one_shot;   /* /run: the sandbox goes when the command ends */
     bool collecting; /* /run: the result waits for the artifacts (api/artifacts.h) */
     json_t *pending_doc;
     struct inputs *inputs; /* written into the workspace before the command starts */
@@ -143,14 +143,14 @@ static void on_done(const struct exec_result *res, const struct sbx_err *err, vo
         x->run = NULL;
         x->collecting = true;
         x->pending_doc = doc;
-        api_artifacts_collect(x->d, x->sb, on_run_artifacts, x);
+        artifacts_collect_async(x->d->artifacts, x->d->jobs, x->sb->workspace, x->sb->rec.id,
+                                on_run_artifacts, x);
         return;
     }
     finish_done(x, doc, status, err);
 }
 
-static void finish_done(struct exec_req *x, json_t *doc, unsigned status,
-                        const struct sbx_err *err)
+static void finish_done(struct exec_req *x, json_t *doc, unsigned status, const struct sbx_err *err)
 {
     char *text = json_dumps(doc, JSON_COMPACT);
     idem_finish(x->claim, status, text);
@@ -214,8 +214,8 @@ static void on_ready(struct sandbox *sb, const struct sbx_err *err, void *data)
         fail(x, err);
         return;
     }
-    struct exec_origin origin = {.who = &x->who, .request_id = x->request_id,
-                                 .action = x->one_shot ? "run" : "exec"};
+    struct exec_origin origin = {
+        .who = &x->who, .request_id = x->request_id, .action = x->one_shot ? "run" : "exec"};
     if (exec_start(sb, &x->params, &origin, &observer, x, &x->run, &e) < 0) {
         fail(x, &e);
         return;
@@ -302,7 +302,7 @@ static void replay(struct http_req *req, unsigned status, const char *body)
     http_sse_end(req);
 }
 
-void api_exec(struct sbxd *d, struct http_req *req)
+static void api_exec(struct sbxd *d, struct http_req *req)
 {
     if (idem_begin(d->store, req, replay))
         return;
@@ -326,7 +326,7 @@ void api_exec(struct sbxd *d, struct http_req *req)
     start(d, req, x);
 }
 
-void api_run(struct sbxd *d, struct http_req *req)
+static void api_run(struct sbxd *d, struct http_req *req)
 {
     if (idem_begin(d->store, req, replay))
         return;
@@ -348,7 +348,7 @@ void api_run(struct sbxd *d, struct http_req *req)
     start(d, req, x);
 }
 
-void api_exec_get(struct sbxd *d, struct http_req *req)
+static void api_exec_get(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     struct store_exec e;
@@ -370,3 +370,11 @@ void api_exec_get(struct sbxd *d, struct http_req *req)
     store_exec_clear(&e);
     http_respond_json(req, 200, o);
 }
+
+static const struct route routes[] = {
+    {"POST", "/v1/sandboxes/run", AUTH_SANDBOX, api_run, 0},
+    {"POST", "/v1/sandboxes/{}/exec", AUTH_SANDBOX, api_exec, 0},
+    {"GET", "/v1/sandboxes/{}/execs/{}", AUTH_SANDBOX, api_exec_get, 0},
+};
+
+const struct route_table exec_routes = ROUTE_TABLE(routes);

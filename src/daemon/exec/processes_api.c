@@ -13,13 +13,13 @@
 
 #include "../../common/util.h"
 #include "../../proto/proto.h"
-#include "../sandbox/agentcall.h"
-#include "exec.h"
 #include "../http/server.h"
+#include "../routes.h"
+#include "../sandbox/agentcall.h"
 #include "../sbxd.h"
+#include "exec.h"
 #include "session.h"
 #include "textchunk.h"
-#include "../routes.h"
 
 /* What one logs answer holds per stream; the agent keeps less (PROCESS_LOG_MAX). */
 #define PROCESS_LOGS_MAX (1024u * 1024u)
@@ -113,8 +113,7 @@ static json_t *logs_json(struct proc_req *x, json_t *proc)
         json_decref(ev);
         /* Older output the agent's ring no longer holds, or past our own bound. */
         snprintf(key, sizeof(key), "%s_dropped", name);
-        json_int_t lost = json_integer_value(json_object_get(proc, key)) +
-                          (json_int_t)out->dropped;
+        json_int_t lost = json_integer_value(json_object_get(proc, key)) + (json_int_t)out->dropped;
         snprintf(key, sizeof(key), "%s_truncated", name);
         json_object_set_new(o, key, json_boolean(lost > 0));
     }
@@ -133,8 +132,8 @@ static void on_done(json_t *result, const struct sbx_err *err, void *data)
         }
         json_t *ev;
         if (err) {
-            ev = json_pack("{s:s,s:s,s:s}", "type", "error", "code", err->code, "message",
-                           err->msg);
+            ev =
+                json_pack("{s:s,s:s,s:s}", "type", "error", "code", err->code, "message", err->msg);
         } else {
             ev = json_deep_copy(result);
             json_object_set_new(ev, "type", json_string("exit"));
@@ -185,8 +184,8 @@ static void start_call(struct proc_req *x, json_t *op)
     if (agentcall_start(x->sb, op, &call_ops, x, &x->call, &err) == 0)
         return;
     if (x->kind == CALL_FOLLOW) {
-        (void)http_sse_event(x->req, json_pack("{s:s,s:s,s:s}", "type", "error", "code",
-                                               err.code, "message", err.msg));
+        (void)http_sse_event(x->req, json_pack("{s:s,s:s,s:s}", "type", "error", "code", err.code,
+                                               "message", err.msg));
         http_sse_end(x->req);
     } else {
         http_respond_error(x->req, &err);
@@ -210,8 +209,8 @@ static void run(struct sbxd *d, struct http_req *req, bool with_ref, enum proc_c
         size_t n = strlen(ref);
         bool ok = n > 0 && n <= PROCESS_REF_MAX;
         for (const char *c = ref; ok && *c; c++)
-            ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
-                 (*c >= '0' && *c <= '9') || *c == '_';
+            ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+                 *c == '_';
         if (!ok) {
             sbx_err_set(&err, ENOENT, "process_not_found", "no process %.64s", ref);
             goto fail;
@@ -228,7 +227,7 @@ fail:
     http_respond_error(req, &err);
 }
 
-void api_processes_start(struct sbxd *d, struct http_req *req)
+static void api_processes_start(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     json_t *body = NULL;
@@ -263,8 +262,8 @@ void api_processes_start(struct sbxd *d, struct http_req *req)
     if (manager_lookup(d->mgr, http_req_identity(req), http_req_param(req, 0), &sb, &err) < 0)
         goto fail;
     session = session_for(sb, session);
-    json_t *op = json_pack("{s:s,s:[s,s,O]}", "op", "process_start", "argv", "/bin/bash", "-c",
-                           cmd);
+    json_t *op =
+        json_pack("{s:s,s:[s,s,O]}", "op", "process_start", "argv", "/bin/bash", "-c", cmd);
     if (session) {
         /* The sandbox's env is where a new session starts; the request's is this command's. */
         json_object_set_new(op, "session", json_string(session));
@@ -283,22 +282,23 @@ fail:
     http_respond_error(req, &err);
 }
 
-void api_processes_list(struct sbxd *d, struct http_req *req)
+static void api_processes_list(struct sbxd *d, struct http_req *req)
 {
     run(d, req, false, CALL_PLAIN, 200, json_pack("{s:s}", "op", "process_list"));
 }
 
-void api_processes_get(struct sbxd *d, struct http_req *req)
+static void api_processes_get(struct sbxd *d, struct http_req *req)
 {
     run(d, req, true, CALL_PLAIN, 200, json_pack("{s:s}", "op", "process_get"));
 }
 
-void api_processes_logs(struct sbxd *d, struct http_req *req)
+static void api_processes_logs(struct sbxd *d, struct http_req *req)
 {
     if (http_req_wants_sse(req))
         run(d, req, true, CALL_CHECK, 200, json_pack("{s:s}", "op", "process_get"));
     else
-        run(d, req, true, CALL_LOGS, 200, json_pack("{s:s,s:b}", "op", "process_logs", "follow", 0));
+        run(d, req, true, CALL_LOGS, 200,
+            json_pack("{s:s,s:b}", "op", "process_logs", "follow", 0));
 }
 
 static const struct {
@@ -327,7 +327,7 @@ static int parse_signal(json_t *v, struct sbx_err *err)
                        "signal must be an integer from 1 to 64 or a name such as \"SIGTERM\"");
 }
 
-void api_processes_signal(struct sbxd *d, struct http_req *req)
+static void api_processes_signal(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     json_t *body = NULL;
@@ -343,7 +343,18 @@ void api_processes_signal(struct sbxd *d, struct http_req *req)
         json_pack("{s:s,s:i}", "op", "process_signal", "signal", signo));
 }
 
-void api_processes_kill(struct sbxd *d, struct http_req *req)
+static void api_processes_kill(struct sbxd *d, struct http_req *req)
 {
     run(d, req, true, CALL_PLAIN, 200, json_pack("{s:s}", "op", "process_kill"));
 }
+
+static const struct route routes[] = {
+    {"POST", "/v1/sandboxes/{}/processes", AUTH_SANDBOX, api_processes_start, 0},
+    {"GET", "/v1/sandboxes/{}/processes", AUTH_SANDBOX, api_processes_list, 0},
+    {"GET", "/v1/sandboxes/{}/processes/{}", AUTH_SANDBOX, api_processes_get, 0},
+    {"DELETE", "/v1/sandboxes/{}/processes/{}", AUTH_SANDBOX, api_processes_kill, 0},
+    {"GET", "/v1/sandboxes/{}/processes/{}/logs", AUTH_SANDBOX, api_processes_logs, 0},
+    {"POST", "/v1/sandboxes/{}/processes/{}/signal", AUTH_SANDBOX, api_processes_signal, 0},
+};
+
+const struct route_table process_routes = ROUTE_TABLE(routes);

@@ -6,12 +6,12 @@
 
 #include "../../common/text.h"
 #include "../../common/util.h"
-#include "../sandbox/agentcall.h"
-#include "exec.h"
 #include "../http/server.h"
-#include "../sbxd.h"
-#include "session.h"
 #include "../routes.h"
+#include "../sandbox/agentcall.h"
+#include "../sbxd.h"
+#include "exec.h"
+#include "session.h"
 
 struct session_req {
     struct http_req *req;
@@ -88,7 +88,7 @@ static void new_session_id(char out[SESSION_ID_MAX + 1])
     snprintf(out, SESSION_ID_MAX + 1, "sess_%s", hex);
 }
 
-void api_sessions_create(struct sbxd *d, struct http_req *req)
+static void api_sessions_create(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     json_t *body = NULL;
@@ -151,7 +151,7 @@ fail:
     http_respond_error(req, &err);
 }
 
-void api_sessions_list(struct sbxd *d, struct http_req *req)
+static void api_sessions_list(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     struct sandbox *sb;
@@ -168,7 +168,7 @@ void api_sessions_list(struct sbxd *d, struct http_req *req)
     call(req, sb, op, 200);
 }
 
-void api_sessions_delete(struct sbxd *d, struct http_req *req)
+static void api_sessions_delete(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     struct sandbox *sb;
@@ -190,3 +190,11 @@ void api_sessions_delete(struct sbxd *d, struct http_req *req)
     }
     call(req, sb, json_pack("{s:s,s:s}", "op", "session_delete", "id", sid), 200);
 }
+
+static const struct route routes[] = {
+    {"POST", "/v1/sandboxes/{}/sessions", AUTH_SANDBOX, api_sessions_create, 0},
+    {"GET", "/v1/sandboxes/{}/sessions", AUTH_SANDBOX, api_sessions_list, 0},
+    {"DELETE", "/v1/sandboxes/{}/sessions/{}", AUTH_SANDBOX, api_sessions_delete, 0},
+};
+
+const struct route_table session_routes = ROUTE_TABLE(routes);

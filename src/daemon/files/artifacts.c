@@ -10,8 +10,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../../common/jobs.h"
 #include "../../common/util.h"
 #include "../auth/signurl.h"
+#include "../store/store.h"
 
 #define ARTIFACTS_GC_EVERY_S 60
 /* A blob stays this long past the expiry of the newest link to it. */
@@ -247,9 +249,10 @@ void artifacts_collect(struct artifacts *a, int root, const char *sandbox_id,
         pthread_mutex_unlock(&a->store_mu);
         return;
     }
-    struct collect c = {.a = a, .out = out,
-                        .sbdir = openat(a->store, sandbox_id,
-                                        O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)};
+    struct collect c = {
+        .a = a,
+        .out = out,
+        .sbdir = openat(a->store, sandbox_id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)};
     pthread_mutex_unlock(&a->store_mu);
     if (c.sbdir < 0) {
         out->ret = sbx_err_sys(&out->err, errno, "opening the artifact store");
@@ -339,4 +342,55 @@ int artifacts_open_link(struct artifacts *a, const char *sandbox_id, const char 
     *size = (uint64_t)st.st_size;
     *fd = TAKE_FD(b);
     return 0;
+}
+
+struct collect_job {
+    struct artifacts *a;
+    int root;
+    char sandbox_id[STORE_ID_MAX + 1];
+    struct artifact_list list;
+    artifacts_ready_fn cb;
+    void *data;
+};
+
+static void collect_run(void *data)
+{
+    struct collect_job *j = data;
+    artifacts_collect(j->a, j->root, j->sandbox_id, &j->list);
+}
+
+static void collect_done(void *data, bool ran)
+{
+    struct collect_job *j = data;
+    struct sbx_err err = {0};
+    if (!ran)
+        sbx_err_set(&err, ESHUTDOWN, "shutting_down", "sbxd is stopping");
+    else if (j->list.ret < 0)
+        err = j->list.err;
+    if (ran && j->list.ret == 0)
+        j->cb(artifacts_to_json(j->a, j->sandbox_id, &j->list, sbx_wall_ms() / 1000), NULL,
+              j->data);
+    else
+        j->cb(NULL, &err, j->data);
+    artifact_list_clear(&j->list);
+    close(j->root);
+    free(j);
+}
+
+void artifacts_collect_async(struct artifacts *a, struct jobs *jobs, const char *workspace,
+                             const char *sandbox_id, artifacts_ready_fn cb, void *data)
+{
+    struct sbx_err err = {0};
+    int root;
+    if (ws_open_root(workspace, &root, &err) < 0) {
+        cb(NULL, &err, data);
+        return;
+    }
+    struct collect_job *j = sbx_xcalloc(1, sizeof(*j));
+    j->a = a;
+    j->root = root;
+    snprintf(j->sandbox_id, sizeof(j->sandbox_id), "%s", sandbox_id);
+    j->cb = cb;
+    j->data = data;
+    jobs_submit(jobs, collect_run, collect_done, j);
 }

@@ -55,6 +55,15 @@ void artifact_list_clear(struct artifact_list *l);
 json_t *artifacts_to_json(struct artifacts *a, const char *sandbox_id,
                           const struct artifact_list *l, long long now);
 
+/* artifacts: the JSON array (owned by the callee) or NULL with err. */
+typedef void (*artifacts_ready_fn)(json_t *artifacts, const struct sbx_err *err, void *data);
+
+/* Collect a workspace's artifacts on a worker thread; cb runs on the loop. The sandbox
+ * may be destroyed meanwhile: the job holds its own workspace fd. */
+struct jobs;
+void artifacts_collect_async(struct artifacts *a, struct jobs *jobs, const char *workspace,
+                             const char *sandbox_id, artifacts_ready_fn cb, void *data);
+
 /* A signed link's blob: invalid_signature / link_expired (403), artifact_not_found. */
 int artifacts_open_link(struct artifacts *a, const char *sandbox_id, const char *path,
                         const char *sha256, const char *expires, const char *sig, long long now,

@@ -1,7 +1,5 @@
 /* GET /v1/sandboxes/{id}/artifacts and the signed links it hands out,
  * GET /v1/sandboxes/{id}/artifacts/{path}?sha256=&expires=&sig= (no key). */
-#include "artifacts_api.h"
-
 #include <curl/curl.h>
 #include <errno.h>
 #include <string.h>
@@ -9,63 +7,11 @@
 
 #include "../../common/util.h"
 #include "../audit/audit.h"
-#include "artifacts.h"
 #include "../http/server.h"
-#include "../../common/jobs.h"
-#include "../sbxd.h"
-#include "workspace.h"
 #include "../routes.h"
-
-struct collect_job {
-    struct sbxd *d;
-    int root;
-    char sandbox_id[STORE_ID_MAX + 1];
-    struct artifact_list list;
-    artifacts_ready_fn cb;
-    void *data;
-};
-
-static void collect_run(void *data)
-{
-    struct collect_job *j = data;
-    artifacts_collect(j->d->artifacts, j->root, j->sandbox_id, &j->list);
-}
-
-static void collect_done(void *data, bool ran)
-{
-    struct collect_job *j = data;
-    struct sbx_err err = {0};
-    if (!ran)
-        sbx_err_set(&err, ESHUTDOWN, "shutting_down", "sbxd is stopping");
-    else if (j->list.ret < 0)
-        err = j->list.err;
-    if (ran && j->list.ret == 0)
-        j->cb(artifacts_to_json(j->d->artifacts, j->sandbox_id, &j->list, sbx_wall_ms() / 1000),
-              NULL, j->data);
-    else
-        j->cb(NULL, &err, j->data);
-    artifact_list_clear(&j->list);
-    close(j->root);
-    free(j);
-}
-
-void api_artifacts_collect(struct sbxd *d, struct sandbox *sb, artifacts_ready_fn cb,
-                           void *data)
-{
-    struct sbx_err err = {0};
-    int root;
-    if (ws_open_root(sb->workspace, &root, &err) < 0) {
-        cb(NULL, &err, data);
-        return;
-    }
-    struct collect_job *j = sbx_xcalloc(1, sizeof(*j));
-    j->d = d;
-    j->root = root;
-    snprintf(j->sandbox_id, sizeof(j->sandbox_id), "%s", sb->rec.id);
-    j->cb = cb;
-    j->data = data;
-    jobs_submit(d->jobs, collect_run, collect_done, j);
-}
+#include "../sbxd.h"
+#include "artifacts.h"
+#include "workspace.h"
 
 /* --- GET /v1/sandboxes/{id}/artifacts ----------------------------------------------------- */
 
@@ -100,7 +46,7 @@ static void list_ready(json_t *artifacts, const struct sbx_err *err, void *data)
     free(l);
 }
 
-void api_artifacts_list(struct sbxd *d, struct http_req *req)
+static void api_artifacts_list(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     struct sandbox *sb;
@@ -115,12 +61,12 @@ void api_artifacts_list(struct sbxd *d, struct http_req *req)
     snprintf(l->request_id, sizeof(l->request_id), "%s", http_req_id(req));
     snprintf(l->sandbox_id, sizeof(l->sandbox_id), "%s", sb->rec.id);
     http_req_suspend(req, list_abort, l);
-    api_artifacts_collect(d, sb, list_ready, l);
+    artifacts_collect_async(d->artifacts, d->jobs, sb->workspace, sb->rec.id, list_ready, l);
 }
 
 /* --- signed links -------------------------------------------------------------------------- */
 
-void api_artifacts_download(struct sbxd *d, struct http_req *req)
+static void api_artifacts_download(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     const char *sha = http_req_query(req, "sha256");
@@ -150,3 +96,11 @@ void api_artifacts_download(struct sbxd *d, struct http_req *req)
                  json_pack("{s:s,s:s,s:I}", "path", path, "sha256", sha, "size", (json_int_t)size));
     http_respond_fd(req, 200, fd, size, "application/octet-stream");
 }
+
+static const struct route routes[] = {
+    {"GET", "/v1/sandboxes/{}/artifacts", AUTH_SANDBOX, api_artifacts_list, 0},
+    /* Signed links: the signature in the query is the credential. */
+    {"GET", "/v1/sandboxes/{}/artifacts/{*}", AUTH_PUBLIC, api_artifacts_download, 0},
+};
+
+const struct route_table artifact_routes = ROUTE_TABLE(routes);

@@ -12,9 +12,9 @@
 #include "../../common/util.h"
 #include "../audit/audit.h"
 #include "../http/server.h"
+#include "../routes.h"
 #include "../sbxd.h"
 #include "workspace.h"
-#include "../routes.h"
 
 #define FILES_UPLOAD_MAX (100ull * 1000ull * 1000ull)
 #define FILES_LIST_MAX 10000
@@ -86,7 +86,7 @@ static const struct http_body_sink upload_sink = {
     .on_failed = upload_failed,
 };
 
-void api_files_put(struct sbxd *d, struct http_req *req)
+static void api_files_put(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     const char *path = http_req_param(req, 1);
@@ -105,10 +105,9 @@ void api_files_put(struct sbxd *d, struct http_req *req)
     /* Refuse at once what cannot fit; what can is still bounded by the filesystem. */
     struct statvfs vfs;
     if (has_len && fstatvfs(root, &vfs) == 0 && len > (uint64_t)vfs.f_bavail * vfs.f_frsize) {
-        http_respond_errorf(req, "workspace_too_large",
-                            "the workspace has %llu bytes free, the upload is %llu",
-                            (unsigned long long)vfs.f_bavail * vfs.f_frsize,
-                            (unsigned long long)len);
+        http_respond_errorf(
+            req, "workspace_too_large", "the workspace has %llu bytes free, the upload is %llu",
+            (unsigned long long)vfs.f_bavail * vfs.f_frsize, (unsigned long long)len);
         return;
     }
     struct upload *u = sbx_xcalloc(1, sizeof(*u));
@@ -124,7 +123,7 @@ void api_files_put(struct sbxd *d, struct http_req *req)
 
 /* --- download, list, delete --------------------------------------------------------------- */
 
-void api_files_get(struct sbxd *d, struct http_req *req)
+static void api_files_get(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     const char *path = http_req_param(req, 1);
@@ -163,7 +162,7 @@ static int parse_bool(const char *v, bool *out)
     return 0;
 }
 
-void api_files_list(struct sbxd *d, struct http_req *req)
+static void api_files_list(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     const char *path = http_req_query(req, "path");
@@ -187,7 +186,7 @@ void api_files_list(struct sbxd *d, struct http_req *req)
                                 "recursive", recursive, "data", list, "truncated", truncated));
 }
 
-void api_files_delete(struct sbxd *d, struct http_req *req)
+static void api_files_delete(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     const char *path = http_req_param(req, 1);
@@ -202,3 +201,12 @@ void api_files_delete(struct sbxd *d, struct http_req *req)
     http_respond_json(req, 200,
                       json_pack("{s:s,s:s,s:b}", "object", "file", "path", path, "deleted", 1));
 }
+
+static const struct route routes[] = {
+    {"GET", "/v1/sandboxes/{}/files", AUTH_SANDBOX, api_files_list, 0},
+    {"PUT", "/v1/sandboxes/{}/files/{*}", AUTH_SANDBOX, api_files_put, ROUTE_STREAM_BODY},
+    {"GET", "/v1/sandboxes/{}/files/{*}", AUTH_SANDBOX, api_files_get, 0},
+    {"DELETE", "/v1/sandboxes/{}/files/{*}", AUTH_SANDBOX, api_files_delete, 0},
+};
+
+const struct route_table file_routes = ROUTE_TABLE(routes);

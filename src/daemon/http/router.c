@@ -4,75 +4,9 @@
 #include <string.h>
 
 #include "../../common/util.h"
-#include "../routes.h"
 #include "../auth/auth.h"
-#include "../sbxd.h"
 #include "../store/store.h"
 #include "server.h"
-
-enum route_auth {
-    AUTH_PUBLIC,  /* no key */
-    AUTH_KEY,     /* any valid key */
-    AUTH_SANDBOX, /* a key with tool level "sandbox" */
-    AUTH_ADMIN,   /* an admin key */
-};
-
-struct route {
-    const char *method;
-    const char *pattern; /* segments; "{}" captures one segment */
-    enum route_auth auth;
-    api_handler handler;
-};
-
-/* Literal segments before captures: /v1/sandboxes/run must win over /v1/sandboxes/{}. */
-static const struct route routes[] = {
-    {"GET", "/healthz", AUTH_PUBLIC, api_health},
-    {"POST", "/v1/keys", AUTH_ADMIN, api_keys_create},
-    {"GET", "/v1/keys", AUTH_ADMIN, api_keys_list},
-    {"DELETE", "/v1/keys/{}", AUTH_ADMIN, api_keys_delete},
-    {"GET", "/v1/audit/verify", AUTH_ADMIN, api_audit_verify},
-    {"GET", "/v1/audit", AUTH_KEY, api_audit_list},
-    {"POST", "/v1/sandboxes/run", AUTH_SANDBOX, api_run},
-    {"POST", "/v1/sandboxes", AUTH_SANDBOX, api_sandboxes_create},
-    {"GET", "/v1/sandboxes", AUTH_SANDBOX, api_sandboxes_list},
-    {"GET", "/v1/sandboxes/{}", AUTH_SANDBOX, api_sandboxes_get},
-    {"DELETE", "/v1/sandboxes/{}", AUTH_SANDBOX, api_sandboxes_delete},
-    {"POST", "/v1/sandboxes/{}/exec", AUTH_SANDBOX, api_exec},
-    {"POST", "/v1/sandboxes/{}/pause", AUTH_SANDBOX, api_sandbox_pause},
-    {"POST", "/v1/sandboxes/{}/resume", AUTH_SANDBOX, api_sandbox_resume},
-    {"POST", "/v1/sandboxes/{}/fork", AUTH_SANDBOX, api_sandbox_fork},
-    {"POST", "/v1/sandboxes/{}/snapshot", AUTH_SANDBOX, api_sandbox_snapshot},
-    {"POST", "/v1/sandboxes/{}/sessions", AUTH_SANDBOX, api_sessions_create},
-    {"GET", "/v1/sandboxes/{}/sessions", AUTH_SANDBOX, api_sessions_list},
-    {"DELETE", "/v1/sandboxes/{}/sessions/{}", AUTH_SANDBOX, api_sessions_delete},
-    {"POST", "/v1/sandboxes/{}/processes", AUTH_SANDBOX, api_processes_start},
-    {"GET", "/v1/sandboxes/{}/processes", AUTH_SANDBOX, api_processes_list},
-    {"GET", "/v1/sandboxes/{}/processes/{}", AUTH_SANDBOX, api_processes_get},
-    {"DELETE", "/v1/sandboxes/{}/processes/{}", AUTH_SANDBOX, api_processes_kill},
-    {"GET", "/v1/sandboxes/{}/processes/{}/logs", AUTH_SANDBOX, api_processes_logs},
-    {"POST", "/v1/sandboxes/{}/processes/{}/signal", AUTH_SANDBOX, api_processes_signal},
-    {"GET", "/v1/sandboxes/{}/egress", AUTH_SANDBOX, api_egress_get},
-    {"PUT", "/v1/sandboxes/{}/egress", AUTH_SANDBOX, api_egress_put},
-    {"POST", "/v1/sandboxes/{}/run_code", AUTH_SANDBOX, api_run_code},
-    {"POST", "/v1/sandboxes/{}/kernel/reset", AUTH_SANDBOX, api_kernel_reset},
-    {"POST", "/v1/sandboxes/{}/kernel/interrupt", AUTH_SANDBOX, api_kernel_interrupt},
-    {"GET", "/v1/sandboxes/{}/files", AUTH_SANDBOX, api_files_list},
-    {"PUT", "/v1/sandboxes/{}/files/{*}", AUTH_SANDBOX, api_files_put},
-    {"GET", "/v1/sandboxes/{}/files/{*}", AUTH_SANDBOX, api_files_get},
-    {"DELETE", "/v1/sandboxes/{}/files/{*}", AUTH_SANDBOX, api_files_delete},
-    {"GET", "/v1/sandboxes/{}/artifacts", AUTH_SANDBOX, api_artifacts_list},
-    /* Signed links: the signature in the query is the credential. */
-    {"GET", "/v1/sandboxes/{}/artifacts/{*}", AUTH_PUBLIC, api_artifacts_download},
-    {"GET", "/v1/sandboxes/{}/execs/{}", AUTH_SANDBOX, api_exec_get},
-    {"POST", "/v1/sandboxes/{}/terminal-ticket", AUTH_SANDBOX, api_terminal_ticket},
-    /* A WebSocket: the single-use ticket in the query is the credential. */
-    {"GET", "/v1/sandboxes/{}/terminal", AUTH_PUBLIC, api_terminal_connect},
-    {"POST", "/v1/sandboxes/{}/pty", AUTH_SANDBOX, api_pty_create},
-    {"GET", "/v1/sandboxes/{}/pty/{}", AUTH_SANDBOX, api_pty_read},
-    {"DELETE", "/v1/sandboxes/{}/pty/{}", AUTH_SANDBOX, api_pty_delete},
-    {"POST", "/v1/sandboxes/{}/pty/{}/input", AUTH_SANDBOX, api_pty_input},
-    {"POST", "/v1/sandboxes/{}/preview", AUTH_SANDBOX, api_preview_create},
-};
 
 bool router_match(const char *pattern, const char *path, struct http_req *req)
 {
@@ -108,7 +42,7 @@ bool router_match(const char *pattern, const char *path, struct http_req *req)
     return !*p && !*s;
 }
 
-static int authenticate(struct sbxd *d, struct http_req *req, enum route_auth need,
+static int authenticate(struct store *store, struct http_req *req, enum route_auth need,
                         struct sbx_err *err)
 {
     const char *h = http_req_header(req, "Authorization");
@@ -127,7 +61,7 @@ static int authenticate(struct sbxd *d, struct http_req *req, enum route_auth ne
         return r;
     struct store_key k;
     struct sbx_err lerr = {0};
-    r = store_key_get(d->store, key_id, &k, &lerr);
+    r = store_key_get(store, key_id, &k, &lerr);
     char hash[AUTH_HASH_HEX_LEN + 1];
     auth_key_hash(key, hash);
     if (r == -ENOENT || (r == 0 && !auth_hash_equal(hash, k.hash)))
@@ -150,49 +84,80 @@ static int authenticate(struct sbxd *d, struct http_req *req, enum route_auth ne
     return 0;
 }
 
-/* Routes dispatched right after the headers, whose handler takes the body as a
- * stream (uploads) instead of the 1 MiB buffer. */
-static const struct {
-    const char *method, *pattern;
-} streamed[] = {
-    {"PUT", "/v1/sandboxes/{}/files/{*}"},
-};
+/* How a pattern ranks against another that matches the same path: at the first segment
+ * where one is a literal and the other a capture, the literal wins; "{}" beats "{*}". */
+static int segment_rank(const char *seg, size_t n)
+{
+    if (n == 3 && !strncmp(seg, "{*}", 3))
+        return 0;
+    if (n == 2 && !strncmp(seg, "{}", 2))
+        return 1;
+    return 2;
+}
+
+static bool more_specific(const char *a, const char *b)
+{
+    while (*a && *b) {
+        a++;
+        b++;
+        const char *ae = strchrnul(a, '/'), *be = strchrnul(b, '/');
+        int ra = segment_rank(a, (size_t)(ae - a)), rb = segment_rank(b, (size_t)(be - b));
+        if (ra != rb)
+            return ra > rb;
+        a = ae;
+        b = be;
+    }
+    return false;
+}
+
+/* The route for the request's method and path, or NULL; *path_known says whether any
+ * route has that path (so a wrong method is a 405). */
+static const struct route *find(const struct router *rt, const char *method, const char *path,
+                                bool *path_known)
+{
+    const struct route *best = NULL;
+    *path_known = false;
+    for (size_t t = 0; t < rt->ntables; t++) {
+        for (size_t i = 0; i < rt->tables[t]->n; i++) {
+            const struct route *r = &rt->tables[t]->routes[i];
+            if (!router_match(r->pattern, path, NULL))
+                continue;
+            *path_known = true;
+            if (!strcmp(r->method, method) && (!best || more_specific(r->pattern, best->pattern)))
+                best = r;
+        }
+    }
+    return best;
+}
 
 bool router_streams_body(void *app, const struct http_req *req)
 {
-    for (size_t i = 0; i < SBX_ARRAY_SIZE(streamed); i++)
-        if (!strcmp(streamed[i].method, http_req_method(req)) &&
-            router_match(streamed[i].pattern, http_req_path(req), NULL))
-            return true;
-    return false;
+    bool known;
+    const struct route *r = find(app, http_req_method(req), http_req_path(req), &known);
+    return r && (r->flags & ROUTE_STREAM_BODY);
 }
 
 void router_dispatch(void *app, struct http_req *req)
 {
-    struct sbxd *d = app;
+    const struct router *rt = app;
     const char *method = http_req_method(req);
     const char *path = http_req_path(req);
-    bool path_known = false;
-    for (size_t i = 0; i < SBX_ARRAY_SIZE(routes); i++) {
-        const struct route *rt = &routes[i];
-        if (!router_match(rt->pattern, path, NULL))
-            continue;
-        path_known = true;
-        if (strcmp(rt->method, method))
-            continue;
-        (void)router_match(rt->pattern, path, req);
-        if (rt->auth != AUTH_PUBLIC) {
-            struct sbx_err err = {0};
-            if (authenticate(d, req, rt->auth, &err) < 0) {
-                http_respond_error(req, &err);
-                return;
-            }
-        }
-        rt->handler(d, req);
+    bool path_known;
+    const struct route *r = find(rt, method, path, &path_known);
+    if (!r) {
+        if (path_known)
+            http_respond_errorf(req, "method_not_allowed", "%s is not allowed on %s", method, path);
+        else
+            http_respond_errorf(req, "not_found", "no route for %s %s", method, path);
         return;
     }
-    if (path_known)
-        http_respond_errorf(req, "method_not_allowed", "%s is not allowed on %s", method, path);
-    else
-        http_respond_errorf(req, "not_found", "no route for %s %s", method, path);
+    (void)router_match(r->pattern, path, req);
+    if (r->auth != AUTH_PUBLIC) {
+        struct sbx_err err = {0};
+        if (authenticate(rt->store, req, r->auth, &err) < 0) {
+            http_respond_error(req, &err);
+            return;
+        }
+    }
+    r->handler(rt->app, req);
 }

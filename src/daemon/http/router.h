@@ -1,21 +1,64 @@
-/* Routes: method + path pattern -> handler, with the authentication each needs. */
+/* Routes: method + path pattern -> handler, with the authentication each needs. Each
+ * feature keeps its own table beside its handlers (its *_api.c); the router is given
+ * the list of tables and knows nothing of the features. */
 #ifndef SBX_HTTP_ROUTER_H
 #define SBX_HTTP_ROUTER_H
 
+#include <stdbool.h>
+#include <stddef.h>
+
 struct http_req;
 struct sbxd;
+struct store;
 
-#include <stdbool.h>
+enum route_auth {
+    AUTH_PUBLIC,  /* no key */
+    AUTH_KEY,     /* any valid key */
+    AUTH_SANDBOX, /* a key with tool level "sandbox" */
+    AUTH_ADMIN,   /* an admin key */
+};
+
+/* The handler takes the body as a stream (uploads) instead of the 1 MiB buffer: it is
+ * dispatched right after the headers. */
+#define ROUTE_STREAM_BODY 1u
+
+typedef void (*route_handler)(struct sbxd *d, struct http_req *req);
+
+struct route {
+    const char *method;
+    const char *pattern; /* segments; "{}" captures one segment, a final "{*}" the rest */
+    enum route_auth auth;
+    route_handler handler;
+    unsigned flags; /* ROUTE_* */
+};
+
+struct route_table {
+    const struct route *routes;
+    size_t n;
+};
+#define ROUTE_TABLE(a)                                                                             \
+    {                                                                                              \
+        (a), sizeof(a) / sizeof((a)[0])                                                            \
+    }
+
+struct router {
+    const struct route_table *const *tables;
+    size_t ntables;
+    struct store *store; /* keys, for authentication */
+    struct sbxd *app;    /* handed to every handler */
+};
 
 /* Does path match pattern ("/v1/sandboxes/{}/exec": "{}" is one non-empty segment;
  * a final "{*}" is the non-empty rest of the path)?
  * With req, the captured segments become its parameters. */
 bool router_match(const char *pattern, const char *path, struct http_req *req);
 
-/* For http_server_set_streaming: routes that take their body as a stream. */
-bool router_streams_body(void *app, const struct http_req *req);
+/* For http_server_set_streaming (app: the struct router). */
+bool router_streams_body(void *router, const struct http_req *req);
 
-/* The dispatch function given to http_server_new. */
-void router_dispatch(void *app, struct http_req *req);
+/* The dispatch function given to http_server_new (app: the struct router). When several
+ * patterns match a path, the one with a literal segment where the others capture wins
+ * (/v1/sandboxes/run over /v1/sandboxes/{}). */
+void router_dispatch(void *router, struct http_req *req);
 
 #endif

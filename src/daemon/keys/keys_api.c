@@ -5,18 +5,17 @@
 #include "../audit/audit.h"
 #include "../auth/auth.h"
 #include "../http/server.h"
-#include "../sbxd.h"
 #include "../routes.h"
+#include "../sbxd.h"
 
 static json_t *key_to_json(const struct store_key *k)
 {
     return json_pack("{s:s,s:s,s:s,s:s,s:s,s:I}", "id", k->id, "object", "key", "user", k->user,
                      "role", auth_role_name(k->role), "tool_level",
-                     auth_tool_level_name(k->tool_level), "created_at",
-                     (json_int_t)k->created_at);
+                     auth_tool_level_name(k->tool_level), "created_at", (json_int_t)k->created_at);
 }
 
-void api_keys_create(struct sbxd *d, struct http_req *req)
+static void api_keys_create(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     json_t *body = NULL;
@@ -45,12 +44,13 @@ void api_keys_create(struct sbxd *d, struct http_req *req)
     snprintf(k.user, sizeof(k.user), "%s", user);
     json_decref(body);
     k.created_at = sbx_wall_ms() / 1000;
-    if (auth_key_generate(key, k.id, k.hash, &err) < 0 || store_key_insert(d->store, &k, &err) < 0) {
+    if (auth_key_generate(key, k.id, k.hash, &err) < 0 ||
+        store_key_insert(d->store, &k, &err) < 0) {
         http_respond_error(req, &err);
         return;
     }
-    audit_record(d->store, http_req_identity(req), NULL, http_req_id(req), "key.create", NULL,
-                 "ok", json_pack("{s:s,s:s}", "key_id", k.id, "for_user", k.user));
+    audit_record(d->store, http_req_identity(req), NULL, http_req_id(req), "key.create", NULL, "ok",
+                 json_pack("{s:s,s:s}", "key_id", k.id, "for_user", k.user));
     json_t *o = key_to_json(&k);
     json_object_set_new(o, "key", json_string(key));
     memset(key, 0, sizeof(key));
@@ -62,7 +62,7 @@ static void append_key(const struct store_key *k, void *data)
     json_array_append_new(data, key_to_json(k));
 }
 
-void api_keys_list(struct sbxd *d, struct http_req *req)
+static void api_keys_list(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     json_t *list = json_array();
@@ -74,7 +74,7 @@ void api_keys_list(struct sbxd *d, struct http_req *req)
     http_respond_json(req, 200, json_pack("{s:s,s:o}", "object", "list", "data", list));
 }
 
-void api_keys_delete(struct sbxd *d, struct http_req *req)
+static void api_keys_delete(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     const char *id = http_req_param(req, 0);
@@ -82,7 +82,16 @@ void api_keys_delete(struct sbxd *d, struct http_req *req)
         http_respond_error(req, &err);
         return;
     }
-    audit_record(d->store, http_req_identity(req), NULL, http_req_id(req), "key.delete", NULL,
-                 "ok", json_pack("{s:s}", "key_id", id));
-    http_respond_json(req, 200, json_pack("{s:s,s:s,s:b}", "id", id, "object", "key", "deleted", 1));
+    audit_record(d->store, http_req_identity(req), NULL, http_req_id(req), "key.delete", NULL, "ok",
+                 json_pack("{s:s}", "key_id", id));
+    http_respond_json(req, 200,
+                      json_pack("{s:s,s:s,s:b}", "id", id, "object", "key", "deleted", 1));
 }
+
+static const struct route routes[] = {
+    {"POST", "/v1/keys", AUTH_ADMIN, api_keys_create, 0},
+    {"GET", "/v1/keys", AUTH_ADMIN, api_keys_list, 0},
+    {"DELETE", "/v1/keys/{}", AUTH_ADMIN, api_keys_delete, 0},
+};
+
+const struct route_table key_routes = ROUTE_TABLE(routes);

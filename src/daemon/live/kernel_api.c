@@ -9,11 +9,11 @@
 
 #include "../../common/util.h"
 #include "../../proto/proto.h"
-#include "../http/server.h"
 #include "../exec/textchunk.h"
-#include "kernel.h"
-#include "../sbxd.h"
+#include "../http/server.h"
 #include "../routes.h"
+#include "../sbxd.h"
+#include "kernel.h"
 
 struct run_req {
     struct http_req *req; /* NULL once the client went away */
@@ -129,7 +129,7 @@ static void on_ready(struct sandbox *sb, const struct sbx_err *err, void *data)
     run_req_free(x);
 }
 
-void api_run_code(struct sbxd *d, struct http_req *req)
+static void api_run_code(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     struct run_req *x = sbx_xcalloc(1, sizeof(*x));
@@ -210,12 +210,20 @@ static void control(struct sbxd *d, struct http_req *req, const char *op)
     sandbox_when_ready(sb, on_ctl_ready, x);
 }
 
-void api_kernel_reset(struct sbxd *d, struct http_req *req)
+static void api_kernel_reset(struct sbxd *d, struct http_req *req)
 {
     control(d, req, "kernel_reset");
 }
 
-void api_kernel_interrupt(struct sbxd *d, struct http_req *req)
+static void api_kernel_interrupt(struct sbxd *d, struct http_req *req)
 {
     control(d, req, "kernel_interrupt");
 }
+
+static const struct route routes[] = {
+    {"POST", "/v1/sandboxes/{}/run_code", AUTH_SANDBOX, api_run_code, 0},
+    {"POST", "/v1/sandboxes/{}/kernel/reset", AUTH_SANDBOX, api_kernel_reset, 0},
+    {"POST", "/v1/sandboxes/{}/kernel/interrupt", AUTH_SANDBOX, api_kernel_interrupt, 0},
+};
+
+const struct route_table kernel_routes = ROUTE_TABLE(routes);

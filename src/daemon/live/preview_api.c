@@ -7,9 +7,9 @@
 #include "../../common/util.h"
 #include "../audit/audit.h"
 #include "../http/server.h"
-#include "preview.h"
-#include "../sbxd.h"
 #include "../routes.h"
+#include "../sbxd.h"
+#include "preview.h"
 
 static int parse_body(json_t *body, long long *port, long long *ttl, struct sbx_err *err)
 {
@@ -42,7 +42,7 @@ static int v2_only(const struct sandbox *sb, struct sbx_err *err)
     return 0;
 }
 
-void api_preview_create(struct sbxd *d, struct http_req *req)
+static void api_preview_create(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     struct sandbox *sb;
@@ -68,3 +68,9 @@ void api_preview_create(struct sbxd *d, struct http_req *req)
                                 sb->rec.id, "port", (json_int_t)port, "url", url, "expires_at",
                                 (json_int_t)expires_at));
 }
+
+static const struct route routes[] = {
+    {"POST", "/v1/sandboxes/{}/preview", AUTH_SANDBOX, api_preview_create, 0},
+};
+
+const struct route_table preview_routes = ROUTE_TABLE(routes);

@@ -12,11 +12,11 @@
 
 #include "../../common/util.h"
 #include "../../proto/proto.h"
-#include "../sandbox/agentcall.h"
 #include "../exec/exec.h"
 #include "../http/server.h"
-#include "../sbxd.h"
 #include "../routes.h"
+#include "../sandbox/agentcall.h"
+#include "../sbxd.h"
 
 #define PTY_GRACE_DEFAULT_MS 1000
 #define PTY_WAIT_DEFAULT_MS 1000
@@ -76,10 +76,10 @@ static void start_call(struct pty_req *x, json_t *op);
 static json_t *read_json(struct pty_req *x, json_t *res)
 {
     bool alive = json_is_true(json_object_get(res, "alive"));
-    json_t *o = json_pack("{s:s,s:O,s:O,s:b,s:O,s:O}", "object", "pty", "pid",
-                          json_object_get(res, "pid"), "cursor", json_object_get(res, "cursor"),
-                          "alive", alive, "status", json_object_get(res, "status"), "exit_code",
-                          json_object_get(res, "exit_code"));
+    json_t *o =
+        json_pack("{s:s,s:O,s:O,s:b,s:O,s:O}", "object", "pty", "pid", json_object_get(res, "pid"),
+                  "cursor", json_object_get(res, "cursor"), "alive", alive, "status",
+                  json_object_get(res, "status"), "exit_code", json_object_get(res, "exit_code"));
     /* A command that is over has no session to come back to (it was released). */
     if (alive || x->kind != CALL_OPEN)
         json_object_set(o, "session_id", json_object_get(res, "id"));
@@ -192,7 +192,7 @@ static void run(struct http_req *req, struct pty_req *x, json_t *op)
     start_call(x, op);
 }
 
-void api_pty_create(struct sbxd *d, struct http_req *req)
+static void api_pty_create(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     json_t *body = NULL;
@@ -212,8 +212,8 @@ void api_pty_create(struct sbxd *d, struct http_req *req)
     }
     json_object_set_new(op, "argv", json_pack("[s,s,O]", "/bin/bash", "-c", cmd));
     if (dim_parse(body, "rows", 24, op, &err) < 0 || dim_parse(body, "cols", 80, op, &err) < 0 ||
-        seconds_parse(json_object_get(body, "grace_seconds"), "grace_seconds",
-                      PTY_GRACE_DEFAULT_MS, &x->wait_ms, &err) < 0 ||
+        seconds_parse(json_object_get(body, "grace_seconds"), "grace_seconds", PTY_GRACE_DEFAULT_MS,
+                      &x->wait_ms, &err) < 0 ||
         lookup(d, req, x, false, op, &err) < 0)
         goto fail;
     json_decref(body);
@@ -226,7 +226,7 @@ fail:
     http_respond_error(req, &err);
 }
 
-void api_pty_input(struct sbxd *d, struct http_req *req)
+static void api_pty_input(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     json_t *body = NULL;
@@ -276,7 +276,7 @@ static json_t *query_number(struct http_req *req, const char *name)
     return json_real(n);
 }
 
-void api_pty_read(struct sbxd *d, struct http_req *req)
+static void api_pty_read(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     struct pty_req *x = sbx_xcalloc(1, sizeof(*x));
@@ -302,7 +302,7 @@ void api_pty_read(struct sbxd *d, struct http_req *req)
     run(req, x, op);
 }
 
-void api_pty_delete(struct sbxd *d, struct http_req *req)
+static void api_pty_delete(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     struct pty_req *x = sbx_xcalloc(1, sizeof(*x));
@@ -317,3 +317,12 @@ void api_pty_delete(struct sbxd *d, struct http_req *req)
     }
     run(req, x, op);
 }
+
+static const struct route routes[] = {
+    {"POST", "/v1/sandboxes/{}/pty", AUTH_SANDBOX, api_pty_create, 0},
+    {"GET", "/v1/sandboxes/{}/pty/{}", AUTH_SANDBOX, api_pty_read, 0},
+    {"DELETE", "/v1/sandboxes/{}/pty/{}", AUTH_SANDBOX, api_pty_delete, 0},
+    {"POST", "/v1/sandboxes/{}/pty/{}/input", AUTH_SANDBOX, api_pty_input, 0},
+};
+
+const struct route_table pty_routes = ROUTE_TABLE(routes);

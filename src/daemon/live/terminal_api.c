@@ -8,23 +8,22 @@
 #include <string.h>
 
 #include "../../common/util.h"
-#include "../sandbox/agentcall.h"
 #include "../http/server.h"
 #include "../http/ws.h"
+#include "../routes.h"
+#include "../sandbox/agentcall.h"
 #include "../sbxd.h"
 #include "terminal.h"
-#include "../routes.h"
 
 #define TERMINAL_PTY_ID_MAX 31
 
-void api_terminal_ticket(struct sbxd *d, struct http_req *req)
+static void api_terminal_ticket(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     struct sandbox *sb;
     char ticket[TERMINAL_TICKET_LEN + 1];
     if (manager_lookup(d->mgr, http_req_identity(req), http_req_param(req, 0), &sb, &err) < 0 ||
-        terminal_ticket_issue(d->terminals, http_req_identity(req), sb->rec.id, ticket, &err) <
-            0) {
+        terminal_ticket_issue(d->terminals, http_req_identity(req), sb->rec.id, ticket, &err) < 0) {
         http_respond_error(req, &err);
         return;
     }
@@ -95,7 +94,7 @@ static int dim_query(struct http_req *req, const char *name, json_t *op, struct 
     return 0;
 }
 
-void api_terminal_connect(struct sbxd *d, struct http_req *req)
+static void api_terminal_connect(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     struct term_req *x = sbx_xcalloc(1, sizeof(*x));
@@ -168,3 +167,11 @@ fail:
     free(x);
     http_respond_error(req, &err);
 }
+
+static const struct route routes[] = {
+    {"POST", "/v1/sandboxes/{}/terminal-ticket", AUTH_SANDBOX, api_terminal_ticket, 0},
+    /* A WebSocket: the single-use ticket in the query is the credential. */
+    {"GET", "/v1/sandboxes/{}/terminal", AUTH_PUBLIC, api_terminal_connect, 0},
+};
+
+const struct route_table terminal_routes = ROUTE_TABLE(routes);

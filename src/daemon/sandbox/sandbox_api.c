@@ -24,7 +24,7 @@ static void on_created(struct sandbox *sb, const struct sbx_err *err, void *data
     http_respond_json(req, 201, sandbox_to_json(sb));
 }
 
-void api_sandboxes_create(struct sbxd *d, struct http_req *req)
+static void api_sandboxes_create(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     json_t *body = NULL;
@@ -48,14 +48,14 @@ static void append_sandbox(struct sandbox *sb, void *data)
     json_array_append_new(data, sandbox_to_json(sb));
 }
 
-void api_sandboxes_list(struct sbxd *d, struct http_req *req)
+static void api_sandboxes_list(struct sbxd *d, struct http_req *req)
 {
     json_t *list = json_array();
     manager_each(d->mgr, http_req_identity(req)->user, append_sandbox, list);
     http_respond_json(req, 200, json_pack("{s:s,s:o}", "object", "list", "data", list));
 }
 
-void api_sandboxes_get(struct sbxd *d, struct http_req *req)
+static void api_sandboxes_get(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     struct sandbox *sb;
@@ -66,7 +66,7 @@ void api_sandboxes_get(struct sbxd *d, struct http_req *req)
     http_respond_json(req, 200, sandbox_to_json(sb));
 }
 
-void api_sandboxes_delete(struct sbxd *d, struct http_req *req)
+static void api_sandboxes_delete(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     struct sandbox *sb;
@@ -80,3 +80,12 @@ void api_sandboxes_delete(struct sbxd *d, struct http_req *req)
                       json_pack("{s:s,s:s,s:b}", "id", http_req_param(req, 0), "object", "sandbox",
                                 "deleted", 1));
 }
+
+static const struct route routes[] = {
+    {"POST", "/v1/sandboxes", AUTH_SANDBOX, api_sandboxes_create, 0},
+    {"GET", "/v1/sandboxes", AUTH_SANDBOX, api_sandboxes_list, 0},
+    {"GET", "/v1/sandboxes/{}", AUTH_SANDBOX, api_sandboxes_get, 0},
+    {"DELETE", "/v1/sandboxes/{}", AUTH_SANDBOX, api_sandboxes_delete, 0},
+};
+
+const struct route_table sandbox_routes = ROUTE_TABLE(routes);

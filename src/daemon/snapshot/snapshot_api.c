@@ -90,7 +90,7 @@ static void on_paused(struct sandbox *sb, const struct sbx_err *err, void *data)
     free(x);
 }
 
-void api_sandbox_pause(struct sbxd *d, struct http_req *req)
+static void api_sandbox_pause(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     struct sandbox *sb;
@@ -131,7 +131,7 @@ static void on_resume_abort(struct http_req *req, void *data)
     free(x);
 }
 
-void api_sandbox_resume(struct sbxd *d, struct http_req *req)
+static void api_sandbox_resume(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     struct sandbox *sb;
@@ -180,7 +180,7 @@ static void on_forked(const char *parent_id, const struct fork_child *kids, int 
     free(x);
 }
 
-void api_sandbox_fork(struct sbxd *d, struct http_req *req)
+static void api_sandbox_fork(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     struct sandbox *sb;
@@ -221,7 +221,7 @@ void api_sandbox_fork(struct sbxd *d, struct http_req *req)
     http_req_suspend(req, on_gone, x);
 }
 
-void api_sandbox_snapshot(struct sbxd *d, struct http_req *req)
+static void api_sandbox_snapshot(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     struct sandbox *sb;
@@ -239,3 +239,12 @@ void api_sandbox_snapshot(struct sbxd *d, struct http_req *req)
     else
         http_respond_json(req, 201, snap);
 }
+
+static const struct route routes[] = {
+    {"POST", "/v1/sandboxes/{}/pause", AUTH_SANDBOX, api_sandbox_pause, 0},
+    {"POST", "/v1/sandboxes/{}/resume", AUTH_SANDBOX, api_sandbox_resume, 0},
+    {"POST", "/v1/sandboxes/{}/fork", AUTH_SANDBOX, api_sandbox_fork, 0},
+    {"POST", "/v1/sandboxes/{}/snapshot", AUTH_SANDBOX, api_sandbox_snapshot, 0},
+};
+
+const struct route_table snapshot_routes = ROUTE_TABLE(routes);

@@ -98,6 +98,7 @@ run: deps
 
 # The test build: ASan + UBSan for everything that runs on the host.
 test: deps
+	@scripts/npm-deps.sh
 	$(MAKE) BUILD=build-asan SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" build unit-bins
 	@SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) scripts/build-template.sh base
 	SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) python3 tests/run.py --build build-asan

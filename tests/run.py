@@ -5,7 +5,9 @@
 
 1. every unit test binary DIR/tests/test_* (each ends with a line `N passed, N failed`);
 2. every Python module tests/e2e/test_*.py and tests/security/test_*.py: each top-level
-   function test_* in file order, then the module's teardown_module() if it has one;
+   function test_* in file order, then each suite_*(ext) (a suite run by another test
+   runner, node --test or pytest, whose every case counts as one test: see External),
+   then the module's teardown_module() if it has one;
 3. the sanitizer check: any ASan/UBSan/LSan report in a daemon log or a unit test's output
    is one more failed test named `sanitizers`.
 
@@ -30,6 +32,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAN_PATTERNS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer")
 UNIT_TIMEOUT = 120       # seconds per unit test binary
 TEST_TIMEOUT = 240       # seconds per Python test function
+SUITE_TIMEOUT = 900      # seconds per suite_* function (a whole node --test or pytest run)
 RESULT_RE = re.compile(r"^\s*(\d+) passed, (\d+) failed\s*$")
 
 
@@ -125,7 +128,7 @@ class Runner:
         # Decide from the file's text which tests are selected, so a filtered-out module
         # is not even imported.
         src = open(path).read()
-        names = re.findall(r"^def (test_\w+)\s*\(", src, re.M)
+        names = re.findall(r"^def ((?:test|suite)_\w+)\s*\(", src, re.M)
         wanted = [n for n in names if self.selected("%s.%s" % (modname, n))]
         if not wanted:
             return
@@ -138,12 +141,15 @@ class Runner:
             self.fail(modname, "import failed: %s" % e, traceback.format_exc())
             return
         funcs = [(n, f) for n, f in vars(mod).items()
-                 if n.startswith("test_") and inspect.isfunction(f)
+                 if n.startswith(("test_", "suite_")) and inspect.isfunction(f)
                  and f.__module__ == modname and n in wanted]
-        funcs.sort(key=lambda nf: nf[1].__code__.co_firstlineno)
+        funcs.sort(key=lambda nf: (nf[0].startswith("suite_"), nf[1].__code__.co_firstlineno))
         try:
             for n, f in funcs:
-                self.run_test("%s.%s" % (modname, n), f)
+                if n.startswith("suite_"):
+                    self.run_suite("%s.%s" % (modname, n), f)
+                else:
+                    self.run_test("%s.%s" % (modname, n), f)
         finally:
             td = getattr(mod, "teardown_module", None)
             if td is not None:
@@ -167,6 +173,24 @@ class Runner:
             return
         self.ok(name, time.time() - t0)
 
+    def run_suite(self, name, f):
+        """A suite function gets an External and drives another test runner with it; every
+        case that runner reports is one PASS or FAIL here. A suite that raises before its
+        runner reported anything is one failure under its own name."""
+        ext = External(self, name)
+        t0 = time.time()
+        try:
+            with _deadline(SUITE_TIMEOUT):
+                f(ext)
+        except Exception as e:
+            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+            if not isinstance(e, AssertionError):
+                msg = "%s: %s" % (type(e).__name__, msg)
+            self.fail(name, msg, traceback.format_exc())
+            return
+        if ext.cases == 0:
+            self.fail(name, "the suite reported no test case (%.1fs)" % (time.time() - t0))
+
     # --- daemon logs -----------------------------------------------------------------------
 
     def check_daemon_logs(self, harness):
@@ -183,6 +207,92 @@ class Runner:
                 continue
             self.scan_sanitizers(p, text)
 
+
+
+class External:
+    """What a suite_* function uses to run another test runner against the daemon it
+    started. Each case becomes one result named <suite>.<case>.
+
+        ext.tap(argv, cwd=..., env=...)      node --test --test-reporter=tap ...
+        ext.junit(argv, xml, cwd=..., env=...)  pytest ... --junitxml=xml
+    """
+
+    TAP_LINE = re.compile(r"^(\s*)(not )?ok \d+ - (.*?)(\s+#\s*(SKIP|TODO).*)?$")
+
+    def __init__(self, runner, name):
+        self.runner = runner
+        self.name = name
+        self.cases = 0
+
+    def _run(self, argv, cwd, env, timeout):
+        e = dict(os.environ)
+        e.update(env or {})
+        try:
+            p = subprocess.run(argv, cwd=cwd or REPO, env=e, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               timeout=timeout)
+            return p.returncode, p.stdout.decode("utf-8", "replace")
+        except subprocess.TimeoutExpired as te:
+            out = (te.stdout or b"").decode("utf-8", "replace")
+            return None, out
+
+    def _case(self, case, ok, detail=""):
+        self.cases += 1
+        full = "%s.%s" % (self.name, re.sub(r"\s+", "_", case.strip()))
+        if ok:
+            self.runner.ok(full, 0.0)
+        else:
+            self.runner.fail(full, "failed", detail)
+
+    def tap(self, argv, cwd=None, env=None, timeout=SUITE_TIMEOUT - 60):
+        """Leaf cases of node's TAP output (a describe() block reports its children)."""
+        rc, out = self._run(argv, cwd, env, timeout)
+        lines = out.splitlines()
+        entries = []  # (indent, ok, name, index)
+        for i, line in enumerate(lines):
+            m = self.TAP_LINE.match(line)
+            if m and not m.group(4):
+                entries.append((len(m.group(1)), m.group(2) is None, m.group(3), i))
+        before = self.cases
+        for j, (ind, ok, case, i) in enumerate(entries):
+            # A parent's line comes after its children's, which are indented deeper.
+            k = j - 1
+            parent = k >= 0 and entries[k][0] > ind
+            if parent:
+                continue
+            start = entries[j - 1][3] + 1 if j else 0
+            self._case(case, ok, "\n".join(lines[start:i + 30]) if not ok else "")
+        if rc is None:
+            self.runner.fail(self.name, "timed out", out[-4000:])
+        elif rc != 0 and not any(not e[1] for e in entries):
+            self.runner.fail(self.name, "exit status %d with no failed case" % rc, out[-4000:])
+        if self.cases == before and out:
+            self.runner.fail(self.name, "no TAP results", out[-4000:])
+
+    def junit(self, argv, xml, cwd=None, env=None, timeout=SUITE_TIMEOUT - 60):
+        """Cases of a JUnit XML report (pytest --junitxml=xml)."""
+        import xml.etree.ElementTree as ET
+        rc, out = self._run(argv, cwd, env, timeout)
+        try:
+            root = ET.parse(xml).getroot()
+        except (OSError, ET.ParseError) as e:
+            self.runner.fail(self.name, "no JUnit report (%s), exit %s" % (e, rc), out[-4000:])
+            return
+        bad = False
+        for tc in root.iter("testcase"):
+            case = "%s.%s" % (tc.get("classname", "").split(".")[-1], tc.get("name", ""))
+            if tc.find("skipped") is not None:
+                continue
+            err = tc.find("failure")
+            if err is None:
+                err = tc.find("error")
+            bad = bad or err is not None
+            self._case(case, err is None,
+                       "" if err is None else (err.get("message", "") + "\n" + (err.text or "")))
+        if rc is None:
+            self.runner.fail(self.name, "timed out", out[-4000:])
+        elif rc not in (0, 1) or (rc == 1 and not bad):
+            self.runner.fail(self.name, "exit status %d" % rc, out[-4000:])
 
 def _print_detail(text):
     # Indented, so that no line of a test's output looks like the final summary line.

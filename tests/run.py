@@ -160,18 +160,23 @@ class Runner:
                     self.fail(modname + ".teardown_module", str(e) or type(e).__name__,
                               traceback.format_exc())
 
-    def run_test(self, name, f):
-        t0 = time.time()
+    def _call(self, name, secs, f, *args):
+        """f(*args) under a deadline; an exception is one failure named name (False)."""
         try:
-            with _deadline(TEST_TIMEOUT):
-                f()
+            with _deadline(secs):
+                f(*args)
         except Exception as e:
             msg = str(e).splitlines()[0] if str(e) else type(e).__name__
             if not isinstance(e, AssertionError):
                 msg = "%s: %s" % (type(e).__name__, msg)
             self.fail(name, msg, traceback.format_exc())
-            return
-        self.ok(name, time.time() - t0)
+            return False
+        return True
+
+    def run_test(self, name, f):
+        t0 = time.time()
+        if self._call(name, TEST_TIMEOUT, f):
+            self.ok(name, time.time() - t0)
 
     def run_suite(self, name, f):
         """A suite function gets an External and drives another test runner with it; every
@@ -179,16 +184,7 @@ class Runner:
         runner reported anything is one failure under its own name."""
         ext = External(self, name)
         t0 = time.time()
-        try:
-            with _deadline(SUITE_TIMEOUT):
-                f(ext)
-        except Exception as e:
-            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-            if not isinstance(e, AssertionError):
-                msg = "%s: %s" % (type(e).__name__, msg)
-            self.fail(name, msg, traceback.format_exc())
-            return
-        if ext.cases == 0:
+        if self._call(name, SUITE_TIMEOUT, f, ext) and ext.cases == 0:
             self.fail(name, "the suite reported no test case (%.1fs)" % (time.time() - t0))
 
     # --- daemon logs -----------------------------------------------------------------------

@@ -27,6 +27,8 @@ PACKAGES=(
 	python3 nodejs iproute2 poppler-utils busybox-static ca-certificates openssl
 	# used by the scripts themselves (flock, sha256sum, du)
 	util-linux coreutils
+	# browser tests: Debian's Chromium, driven headless by playwright-core (tests/browser)
+	chromium
 	# xxd embeds the Python kernel (kernel/*.py) into the static agent at build time
 	xxd
 )

@@ -3,6 +3,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +15,7 @@
 #include "../proto/proto.h"
 #include "agent.h"
 #include "conn.h"
+#include "egress.h"
 
 /* One agent per process: the parked fds are the process's own. */
 static struct {
@@ -48,6 +51,11 @@ static int foreign_socket(struct sbx_err *err)
             if (sscanf(line, " %*s %63s %*s %7s", local, state) != 2)
                 continue;
             const char *port = strrchr(local, ':');
+            if (!strcmp(state, "0A")) /* TCP_LISTEN */
+                return sbx_err_set(err, EBUSY, "snapshot_unsupported",
+                                   "a process in the sandbox listens on TCP port %ld, which "
+                                   "gVisor cannot checkpoint: stop that server and try again",
+                                   port ? strtol(port + 1, NULL, 16) : 0L);
             return sbx_err_set(err, EBUSY, "snapshot_unsupported",
                                "a process in the sandbox holds a network socket (%s port %ld, "
                                "state %s), which gVisor cannot checkpoint: end it and try again",
@@ -56,6 +64,36 @@ static int foreign_socket(struct sbx_err *err)
         }
     }
     return 0;
+}
+
+static unsigned inet_port(const struct sockaddr_storage *ss)
+{
+    if (ss->ss_family == AF_INET)
+        return ntohs(((const struct sockaddr_in *)ss)->sin_port);
+    if (ss->ss_family == AF_INET6)
+        return ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
+    return 0;
+}
+
+/* One of the agent's own connections blocks the checkpoint: say which kind, since the
+ * cure differs (an egress connection is the sandbox's own, a preview one a browser's). */
+static int open_connection_error(int fd, struct sbx_err *err)
+{
+    struct sockaddr_storage local, peer;
+    socklen_t ll = sizeof(local), pl = sizeof(peer);
+    bool named = getsockname(fd, (struct sockaddr *)&local, &ll) == 0 &&
+                 getpeername(fd, (struct sockaddr *)&peer, &pl) == 0;
+    if (named && inet_port(&local) == EGRESS_PORT)
+        return sbx_err_set(err, EBUSY, "snapshot_unsupported",
+                           "an egress connection (a process in the sandbox talking through "
+                           "the proxy) is open; try again when it has ended");
+    if (named)
+        return sbx_err_set(err, EBUSY, "snapshot_unsupported",
+                           "an incoming preview connection to port %u is open (a browser or "
+                           "client on the preview link); try again when it has closed",
+                           inet_port(&peer));
+    return sbx_err_set(err, EBUSY, "snapshot_unsupported",
+                       "a connection of the agent is open; try again when it has ended");
 }
 
 /* Close a listener, keeping its fd number (on /dev/null) and its address: a restored
@@ -99,9 +137,14 @@ int snapshot_prepare_open(struct agent *a, uint32_t id, json_t *req, struct sbx_
         int domain = sock_opt((int)fd, SO_DOMAIN);
         if (domain != AF_INET && domain != AF_INET6)
             continue;
-        if (sock_opt((int)fd, SO_ACCEPTCONN) != 1 || nparked == SNAPSHOT_PARKED_MAX) {
+        if (sock_opt((int)fd, SO_ACCEPTCONN) != 1) {
+            r = open_connection_error((int)fd, err);
+            break;
+        }
+        if (nparked == SNAPSHOT_PARKED_MAX) {
             r = sbx_err_set(err, EBUSY, "snapshot_unsupported",
-                            "an egress connection is open; try again when it has ended");
+                            "more than %d listening sockets are open in the agent",
+                            SNAPSHOT_PARKED_MAX);
             break;
         }
         if ((r = park(a, (int)fd)) < 0) {
@@ -129,8 +172,8 @@ int snapshot_relisten(struct agent *a)
             socket(parked[i].addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         int one = 1;
         if (s < 0 || setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-            bind(s, (struct sockaddr *)&parked[i].addr, parked[i].len) < 0 ||
-            listen(s, 128) < 0 || dup3(s, fd, O_CLOEXEC) < 0)
+            bind(s, (struct sockaddr *)&parked[i].addr, parked[i].len) < 0 || listen(s, 128) < 0 ||
+            dup3(s, fd, O_CLOEXEC) < 0)
             continue; /* that listener stays closed; its owner sees no connections */
         if (loop_fd_unpark(a->loop, fd) > 0)
             n++;

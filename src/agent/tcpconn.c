@@ -12,8 +12,8 @@
 #include "../common/util.h"
 #include "../proto/proto.h"
 #include "agent.h"
-#include "fatal.h"
 #include "chan.h"
+#include "fatal.h"
 #include "sockpump.h"
 #include "stream.h"
 
@@ -24,6 +24,7 @@ struct tcp_conn {
     struct loop_watch *cw;
     struct loop_timer *connect_t;
     bool connected;
+    bool probe; /* only say whether the port accepts connections (EXIT), then close */
     /* What the daemon sent before the connection was up: at most its window. */
     uint8_t *early;
     size_t nearly;
@@ -82,6 +83,18 @@ static void start_pumps(struct tcp_conn *t)
         chan_in_eof(&t->pump.in);
 }
 
+/* Connected: relay, or for a probe answer and hang up (the server sees a connection
+ * that closes at once, which every server takes in its stride). */
+static void on_connected(struct tcp_conn *t)
+{
+    if (!t->probe) {
+        start_pumps(t);
+        return;
+    }
+    conn_send_json(t->base.agent, t->base.id, PROTO_EXIT, json_pack("{s:b}", "connected", 1));
+    conn_free(t);
+}
+
 static void connect_cb(struct loop *l, int fd, uint32_t events, void *data)
 {
     struct tcp_conn *t = data;
@@ -97,7 +110,7 @@ static void connect_cb(struct loop *l, int fd, uint32_t events, void *data)
         fail(t, strerror(soerr));
         return;
     }
-    start_pumps(t);
+    on_connected(t);
 }
 
 static void connect_timeout_cb(struct loop *l, void *data)
@@ -190,6 +203,7 @@ int tcpconn_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err)
     struct tcp_conn *t = sbx_xcalloc(1, sizeof(*t));
     t->base = (struct stream){.agent = a, .id = id, .ops = &tcpconn_ops};
     t->port = (unsigned)json_integer_value(port);
+    t->probe = json_is_true(json_object_get(req, "probe"));
     t->fd = TAKE_FD(fd);
     int rr = stream_register(a, &t->base);
     if (rr < 0) {
@@ -198,7 +212,7 @@ int tcpconn_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err)
         return sbx_err_set(err, -rr, "internal", "registering the stream: %s", strerror(-rr));
     }
     if (r == 0) {
-        start_pumps(t);
+        on_connected(t);
         return 0;
     }
     rr = loop_watch_add(a->loop, t->fd, EPOLLOUT, connect_cb, t, &t->cw);

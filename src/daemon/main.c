@@ -159,6 +159,7 @@ int main(int argc, char **argv)
         http_server_new(d.loop, d.cfg.listen, router_dispatch, &d.router, &d.http, &err) < 0)
         goto out;
     http_server_set_streaming(d.http, router_streams_body);
+    http_server_set_cors(d.http, d.cfg.cors_origins);
     if ((r = loop_watch_add(d.loop, sfd, EPOLLIN, on_signal, &d, NULL)) < 0) {
         sbx_err_sys(&err, -r, "watching signals");
         goto out;

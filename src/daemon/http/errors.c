@@ -53,6 +53,7 @@ static const struct {
     {"request_timeout", 408},
     {"too_many_preview_connections", 429},
     {"preview_unreachable", 502},
+    {"preview_port_timeout", 504},
     {"not_found", 404},
     {"sandbox_not_found", 404},
     {"snapshot_not_found", 404},

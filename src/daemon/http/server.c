@@ -7,13 +7,14 @@
 #include <openssl/rand.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <sys/epoll.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include "../../common/text.h"
 #include "../../common/util.h"
 #include "../auth/auth.h"
+#include "cors.h"
 #include "errors.h"
 
 struct http_req {
@@ -59,6 +60,7 @@ struct http_req {
     struct http_upgraded *upgrade;
     char *params[HTTP_MAX_PARAMS];
     struct auth_identity ident;
+    char *cors_origin; /* the request's Origin when SBX_CORS_ORIGINS allows it */
     struct http_req *next_suspended, *prev_suspended;
 };
 
@@ -70,6 +72,7 @@ struct http_server {
     http_dispatch_fn dispatch;
     http_streams_fn streams;
     void *app;
+    char *const *cors_origins;  /* borrowed; NULL: no cross-origin access */
     struct http_req *suspended; /* list, to fail them all on shutdown */
 };
 
@@ -94,6 +97,7 @@ static void req_free(struct http_req *r)
     if (!r)
         return;
     free(r->path);
+    free(r->cors_origin);
     free(r->body);
     free(r->resp);
     free(r->resp_type);
@@ -198,6 +202,11 @@ void http_req_stream_body(struct http_req *r, const struct http_body_sink *sink,
     r->sink_data = data;
     r->on_abort = on_abort;
     r->abort_data = data;
+}
+
+void http_server_set_cors(struct http_server *s, char *const *origins)
+{
+    s->cors_origins = origins;
 }
 
 void http_server_set_streaming(struct http_server *s, http_streams_fn fn)
@@ -319,8 +328,8 @@ void http_respond_json(struct http_req *r, unsigned status, json_t *body)
 void http_respond_error(struct http_req *r, const struct sbx_err *err)
 {
     const char *code = err->code[0] ? err->code : "internal";
-    json_t *body = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message",
-                             err->msg[0] ? err->msg : code);
+    json_t *body =
+        json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", err->msg[0] ? err->msg : code);
     http_respond_json(r, http_status_for_code(code), body);
 }
 
@@ -461,6 +470,38 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
     return 0;
 }
 
+/* The request id, the handler's extra headers and, for an allowed Origin, CORS. */
+static void add_headers(const struct http_req *r, struct MHD_Response *resp)
+{
+    MHD_add_response_header(resp, "x-request-id", r->id);
+    for (unsigned i = 0; i < r->n_extra; i++)
+        MHD_add_response_header(resp, r->extra_headers[2 * i], r->extra_headers[2 * i + 1]);
+    if (!r->cors_origin)
+        return;
+    MHD_add_response_header(resp, "Access-Control-Allow-Origin", r->cors_origin);
+    for (const char *const *h = cors_response_headers; *h; h += 2)
+        MHD_add_response_header(resp, h[0], h[1]);
+    if (!strcmp(r->method, "OPTIONS"))
+        for (const char *const *h = cors_preflight_headers; *h; h += 2)
+            MHD_add_response_header(resp, h[0], h[1]);
+}
+
+/* A browser's preflight (OPTIONS with Access-Control-Request-Method) is answered here,
+ * for every route: 204 with the CORS headers, or origin_not_allowed. */
+static bool answer_preflight(struct http_req *r)
+{
+    if (strcmp(r->method, "OPTIONS") ||
+        !MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Access-Control-Request-Method"))
+        return false;
+    if (r->cors_origin)
+        http_respond_text(r, 204, "");
+    else
+        http_respond_errorf(r, "origin_not_allowed",
+                            "cross-origin requests from this Origin are not allowed "
+                            "(SBX_CORS_ORIGINS)");
+    return true;
+}
+
 static enum MHD_Result queue_answer(struct http_req *r)
 {
     if (r->upgrade) {
@@ -481,9 +522,7 @@ static enum MHD_Result queue_answer(struct http_req *r)
             return MHD_NO;
         MHD_add_response_header(sresp, "Content-Type", "text/event-stream");
         MHD_add_response_header(sresp, "Cache-Control", "no-cache");
-        MHD_add_response_header(sresp, "x-request-id", r->id);
-        for (unsigned i = 0; i < r->n_extra; i++)
-            MHD_add_response_header(sresp, r->extra_headers[2 * i], r->extra_headers[2 * i + 1]);
+        add_headers(r, sresp);
         enum MHD_Result sret = MHD_queue_response(r->conn, r->status, sresp);
         MHD_destroy_response(sresp);
         return sret;
@@ -500,11 +539,8 @@ static enum MHD_Result queue_answer(struct http_req *r)
             return MHD_NO;
         r->resp = NULL; /* owned by MHD now */
     }
-    MHD_add_response_header(resp, "Content-Type",
-                            r->resp_type ? r->resp_type : "application/json");
-    MHD_add_response_header(resp, "x-request-id", r->id);
-    for (unsigned i = 0; i < r->n_extra; i++)
-        MHD_add_response_header(resp, r->extra_headers[2 * i], r->extra_headers[2 * i + 1]);
+    MHD_add_response_header(resp, "Content-Type", r->resp_type ? r->resp_type : "application/json");
+    add_headers(r, resp);
     enum MHD_Result ret = MHD_queue_response(r->conn, r->status, resp);
     MHD_destroy_response(resp);
     return ret;
@@ -520,9 +556,8 @@ static void new_request_id(char out[HTTP_REQUEST_ID_LEN + 1])
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls)
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
 {
     struct http_server *s = cls;
     struct http_req *r = *con_cls;
@@ -536,6 +571,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         r->resp_fd = -1;
         new_request_id(r->id);
         *con_cls = r;
+        const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
+        if (cors_origin_allowed(s->cors_origins, origin))
+            r->cors_origin = sbx_xstrdup(origin);
+        if (answer_preflight(r))
+            return queue_answer(r);
         if (s->streams && s->streams(s->app, r)) {
             /* Dispatched before the body: the handler installs a sink or answers now
              * (then MHD closes the connection without reading the body). */
@@ -719,19 +759,14 @@ int http_server_new(struct loop *l, const char *listen, http_dispatch_fn dispatc
     s->loop = l;
     s->dispatch = dispatch;
     s->app = app;
-    s->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE |
-                                  MHD_USE_ERROR_LOG,
-                              0,
-                              NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, &sa,
-                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                              MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s,
-                              MHD_OPTION_UNESCAPE_CALLBACK, unescape, s,
-                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)3600,
-                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
-                              /* Upload bodies reach sinks in pieces of up to this; the
-                               * default 32 KiB costs a write per 32 KiB. */
-                              MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEMORY,
-                              MHD_OPTION_END);
+    s->mhd = MHD_start_daemon(
+        MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG, 0, NULL,
+        NULL, on_request, s, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+        s, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s, MHD_OPTION_UNESCAPE_CALLBACK, unescape, s,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)3600, MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
+        /* Upload bodies reach sinks in pieces of up to this; the
+         * default 32 KiB costs a write per 32 KiB. */
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEMORY, MHD_OPTION_END);
     if (!s->mhd) {
         free(s);
         return sbx_err_set(err, EADDRINUSE, "invalid_config", "cannot listen on %s", listen);

@@ -41,6 +41,8 @@ int http_parse_listen(const char *listen, struct sockaddr_in *sa, struct sbx_err
  * request, after its headers. Those requests are dispatched at that point. */
 typedef bool (*http_streams_fn)(void *app, const struct http_req *req);
 void http_server_set_streaming(struct http_server *s, http_streams_fn fn);
+/* Origins (NULL-terminated, borrowed) whose browser apps may call the API (http/cors.h). */
+void http_server_set_cors(struct http_server *s, char *const *origins);
 
 /* Request accessors. */
 const char *http_req_method(const struct http_req *r);

@@ -17,10 +17,10 @@
 #include "../../common/util.h"
 #include "../../proto/proto.h"
 #include "../auth/signurl.h"
-#include "../sandbox/channel.h"
 #include "../http/errors.h"
 #include "../http/reqhead.h"
 #include "../http/server.h"
+#include "../sandbox/channel.h"
 
 enum conn_state {
     PS_HEAD,   /* reading the first request head */
@@ -100,6 +100,18 @@ static void down_append(struct preview_conn *c, const void *p, size_t n)
     sbx_queue_append(&c->down, &c->down_off, &c->down_len, p, n);
 }
 
+/* Write a whole answer of ours, then close. */
+static void send_answer(struct preview_conn *c, const char *resp)
+{
+    if (c->timer)
+        loop_timer_cancel(c->pv->loop, c->timer);
+    c->timer = NULL;
+    c->state = PS_ANSWER;
+    c->down_off = c->down_len = 0;
+    down_append(c, resp, strlen(resp));
+    conn_update(c);
+}
+
 /* Our own answer, as the API's errors: JSON, the status http/errors.c gives the code. */
 static void answer(struct preview_conn *c, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -118,13 +130,7 @@ static void answer(struct preview_conn *c, const char *code, const char *fmt, ..
         sbx_xasprintf("HTTP/1.1 %u %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
                       "Connection: close\r\n\r\n%s\n",
                       status, MHD_get_reason_phrase_for(status), strlen(text) + 1, text);
-    if (c->timer)
-        loop_timer_cancel(c->pv->loop, c->timer);
-    c->timer = NULL;
-    c->state = PS_ANSWER;
-    c->down_off = c->down_len = 0;
-    down_append(c, resp, strlen(resp));
-    conn_update(c);
+    send_answer(c, resp);
 }
 
 /* --- client socket ---------------------------------------------------------------------- */
@@ -498,6 +504,52 @@ static char *rebuild_head(const struct preview_conn *c, const char *target, bool
     return out;
 }
 
+/* A browser opening the link (a page load, not an API client or a script's fetch): only
+ * then is the token traded for a cookie, so curl and the SDKs keep getting the app's own
+ * answer to the link. */
+static bool header_has(const struct preview_conn *c, const char *name, const char *needle)
+{
+    const struct reqhead_header *h = find_header(c, name);
+    if (!h)
+        return false;
+    size_t n = strlen(needle);
+    for (size_t i = 0; i + n <= h->value_len; i++)
+        if (!strncasecmp(c->head + h->value_off + i, needle, n))
+            return true;
+    return false;
+}
+
+static bool is_navigation(const struct preview_conn *c)
+{
+    if (c->rh.parser.upgrade ||
+        (c->rh.parser.method != HTTP_GET && c->rh.parser.method != HTTP_HEAD))
+        return false;
+    if (find_header(c, "Sec-Fetch-Mode"))
+        return header_has(c, "Sec-Fetch-Mode", "navigate");
+    return header_has(c, "Accept", "text/html");
+}
+
+/* 302 to location with the token as a host-only cookie: HttpOnly, SameSite=Lax, Secure
+ * when previews are served over TLS, scoped to the sandbox's path when routed by path
+ * (a host-routed preview's host name is already its sandbox and port), and living as long
+ * as the link. The signature binds it to this sandbox and port wherever it is replayed. */
+static void redirect_with_cookie(struct preview_conn *c, const char *location, bool by_path,
+                                 unsigned port, const char *tok, size_t tok_len, long long max_age)
+{
+    const struct sbxd_config *cfg = c->pv->cfg;
+    bool tls =
+        by_path ? !strncmp(cfg->preview_url, "https://", 8) : !strcmp(cfg->preview_scheme, "https");
+    _cleanup_free_ char *scope =
+        by_path ? sbx_xasprintf("/p/%s/%u", c->sandbox_id, port) : sbx_xstrdup("/");
+    _cleanup_free_ char *resp = sbx_xasprintf(
+        "HTTP/1.1 302 Found\r\nLocation: %s\r\nSet-Cookie: %s=%.*s; Path=%s; Max-Age=%lld; "
+        "HttpOnly; SameSite=Lax%s\r\nCache-Control: no-store\r\nContent-Length: 0\r\n"
+        "Connection: close\r\n\r\n",
+        location, PREVIEW_TOKEN_PARAM, (int)tok_len, tok, scope, max_age > 0 ? max_age : 1,
+        tls ? "; Secure" : "");
+    send_answer(c, resp);
+}
+
 static void route(struct preview_conn *c, size_t body_off)
 {
     struct previews *pv = c->pv;
@@ -596,6 +648,15 @@ static void route(struct preview_conn *c, size_t body_off)
         }
         target = sbx_xasprintf("%s%.*s%s%.*s", rest_len ? "" : "/", (int)rest_len, rest,
                                qn ? "?" : "", (int)qn, q);
+        if (in_query && is_navigation(c)) {
+            /* A browser session: the link's token becomes a cookie for this sandbox and
+             * port only, and the page reloads without it, so the app's own links work. */
+            _cleanup_free_ char *location =
+                sbx_xasprintf("%.*s%s%.*s", (int)path_len, path, qn ? "?" : "", (int)qn, q);
+            free(q);
+            redirect_with_cookie(c, location, by_path, port, tok, tok_len, expires - now_ms / 1000);
+            return;
+        }
         free(q);
     }
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../common/log.h"
 #include "../../common/util.h"
 #include "../http/server.h"
 #include "../http/ws.h"
@@ -165,6 +166,12 @@ static void api_terminal_connect(struct sbxd *d, struct http_req *req)
 fail:
     json_decref(op);
     free(x);
+    /* A browser shows a refused WebSocket only as close code 1006: the reason is in the
+     * JSON answer for other clients, and here for the operator. */
+    log_warn("terminal %s refused (%s, Origin %s): %s: %s", http_req_param(req, 0),
+             http_req_id(req),
+             http_req_header(req, "Origin") ? http_req_header(req, "Origin") : "none", err.code,
+             err.msg);
     http_respond_error(req, &err);
 }
 

@@ -87,12 +87,17 @@ int manager_create(struct manager *m, const struct auth_identity *who,
     int r = store_sandbox_count_live(m->store, who->user, who->key_id, &per_user, &per_key, err);
     if (r < 0)
         return r;
-    if (per_key >= m->cfg->max_per_key)
+    if (per_key >= m->cfg->max_per_key || per_user >= m->cfg->max_per_user) {
+        bool key = per_key >= m->cfg->max_per_key;
+        char who_runs[SANDBOX_DESCRIBE_MAX];
+        manager_describe_running(m, who->user, key ? who->key_id : NULL, who_runs,
+                                 sizeof(who_runs));
         return sbx_err_set(err, EAGAIN, "sandbox_concurrency_limit",
-                           "at most %lld running sandboxes per key", m->cfg->max_per_key);
-    if (per_user >= m->cfg->max_per_user)
-        return sbx_err_set(err, EAGAIN, "sandbox_concurrency_limit",
-                           "at most %lld running sandboxes per user", m->cfg->max_per_user);
+                           "at most %lld running sandboxes per %s, and these count: %s; "
+                           "delete or pause one first",
+                           key ? m->cfg->max_per_key : m->cfg->max_per_user, key ? "key" : "user",
+                           who_runs);
+    }
     bool v1 = p->backend && !strcmp(p->backend, "v1");
     char fallback[sizeof(((struct sandbox *)0)->fallback)] = "";
     if (!v1 && m->cfg->v2_capacity > 0 && v2_running(m) >= m->cfg->v2_capacity) {

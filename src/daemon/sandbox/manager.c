@@ -242,6 +242,34 @@ void sandbox_op_finish(struct sandbox *sb, const struct sbx_err *err)
 
 /* --- lookup, list, sandbox_destroy ----------------------------------------------------------- */
 
+void manager_describe_running(struct manager *m, const char *user, const char *key_id, char *out,
+                              size_t n)
+{
+    size_t len = 0;
+    out[0] = '\0';
+    /* Oldest first, as a person would list them. */
+    struct sandbox *v[64];
+    size_t k = 0;
+    for (struct sandbox *sb = m->sandboxes; sb && k < SBX_ARRAY_SIZE(v); sb = sb->next)
+        if (!strcmp(sb->rec.user, user) && (!key_id || !strcmp(sb->rec.key_id, key_id)) &&
+            (!strcmp(sb->rec.status, SANDBOX_RUNNING) || !strcmp(sb->rec.status, SANDBOX_CREATING)))
+            v[k++] = sb;
+    for (size_t i = k; i-- > 0;) {
+        const struct sandbox *sb = v[i];
+        char item[2 * STORE_ID_MAX + 32];
+        int w = snprintf(item, sizeof(item), "%s%s%s%s%s", len ? ", " : "", sb->rec.id,
+                         sb->parent_id[0] ? " (fork copy of " : "", sb->parent_id,
+                         sb->parent_id[0] ? ")" : "");
+        if (w < 0 || len + (size_t)w + sizeof(", ...") > n) {
+            if (len + sizeof(", ...") <= n)
+                memcpy(out + len, ", ...", sizeof(", ..."));
+            return;
+        }
+        memcpy(out + len, item, (size_t)w + 1);
+        len += (size_t)w;
+    }
+}
+
 int manager_lookup(struct manager *m, const struct auth_identity *who, const char *id,
                    struct sandbox **out, struct sbx_err *err)
 {
@@ -302,8 +330,8 @@ int sandbox_destroy(struct manager *m, struct sandbox *sb, const char *reason,
     if (rt_destroy(&m->rt, sb->rec.id, sb->state_dir, sb->dir, &rerr) < 0)
         log_error("sandbox %s: destroy: %s", sb->rec.id, rerr.msg);
     log_info("sandbox %s: destroyed (%s)", sb->rec.id, reason);
-    audit_record(m->store, who, sb->rec.user, request_id, "sandbox.destroy", sb->rec.id,
-                 reason, NULL);
+    audit_record(m->store, who, sb->rec.user, request_id, "sandbox.destroy", sb->rec.id, reason,
+                 NULL);
     struct sbx_err gone = {0};
     if (cause) {
         gone = *cause;

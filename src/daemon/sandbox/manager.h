@@ -113,6 +113,11 @@ int manager_destroy(struct manager *m, struct sandbox *sb, const char *reason, s
 /* ... or on a caller's, which the audit log names. */
 int manager_destroy_by(struct manager *m, struct sandbox *sb, const struct auth_identity *who,
                        const char *request_id, const char *reason, struct sbx_err *err);
+/* "sb_a, sb_b (fork copy of sb_a), ...": what counts against a running-sandbox limit, for
+ * its refusal (key_id NULL: the user's on every key). */
+#define SANDBOX_DESCRIBE_MAX 512
+void manager_describe_running(struct manager *m, const char *user, const char *key_id, char *out,
+                              size_t n);
 /* Live sandboxes of a user, in creation order. */
 typedef void (*sandbox_each_fn)(struct sandbox *sb, void *data);
 void manager_each(struct manager *m, const char *user, sandbox_each_fn cb, void *data);

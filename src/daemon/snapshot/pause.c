@@ -71,12 +71,17 @@ int snapshot_resume(struct manager *m, struct sandbox *sb, sandbox_ready_fn cb, 
         store_sandbox_count_live(m->store, sb->rec.user, sb->rec.key_id, &per_user, &per_key, err);
     if (r < 0)
         return r;
-    if (per_key >= m->cfg->max_per_key || per_user >= m->cfg->max_per_user)
+    if (per_key >= m->cfg->max_per_key || per_user >= m->cfg->max_per_user) {
+        bool key = per_key >= m->cfg->max_per_key;
+        char who_runs[SANDBOX_DESCRIBE_MAX];
+        manager_describe_running(m, sb->rec.user, key ? sb->rec.key_id : NULL, who_runs,
+                                 sizeof(who_runs));
         return sbx_err_set(err, EAGAIN, "sandbox_concurrency_limit",
-                           "resuming would pass %lld running sandboxes per %s",
-                           per_key >= m->cfg->max_per_key ? m->cfg->max_per_key
-                                                          : m->cfg->max_per_user,
-                           per_key >= m->cfg->max_per_key ? "key" : "user");
+                           "resuming would pass %lld running sandboxes per %s; these count: "
+                           "%s",
+                           key ? m->cfg->max_per_key : m->cfg->max_per_user, key ? "key" : "user",
+                           who_runs);
+    }
     if (sb->op_timer) {
         loop_timer_cancel(m->loop, sb->op_timer);
         sb->op_timer = NULL;

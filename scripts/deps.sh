@@ -16,6 +16,8 @@ PACKAGES=(
 	libseccomp-dev libclamav-dev
 	# egress proxy: the client's CONNECT / plain-HTTP request head
 	libhttp-parser-dev
+	# skills: bundles read with libarchive, SKILL.md front matter with libyaml
+	libarchive-dev libyaml-dev
 	# llm_query: sbxd calls the operator's OpenAI-compatible endpoint
 	libcurl4-openssl-dev
 	# runtimes: gVisor (default backend), bubblewrap (namespaces backend)

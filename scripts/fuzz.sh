@@ -32,6 +32,8 @@ build fuzz_proto src/proto/proto.c src/common/util.c
 # shellcheck disable=SC2086
 build fuzz_requests $daemon_srcs
 build fuzz_sni src/daemon/egress/sni.c
+# shellcheck disable=SC2086
+build fuzz_skill_md $daemon_srcs
 
 # A few well-formed seeds for each corpus.
 python3 - "$out/corpus" <<'PY'
@@ -52,6 +54,10 @@ seeds = {
     "code": b'{"language":"python","code":"print(1)","ttl_seconds":60,"template":"base"}',
     "bad": b'{"shell":1,"ttl_seconds":0,"env":{"SBX_X":"1"},"backend":"v1"}',
   },
+  "fuzz_skill_md": {
+    "ok": b"---\nname: docx\ndescription: Word\nversion: 1.0\nenvs:\n  - A\n  - {name: B, required: true}\n---\n# docx\n",
+    "bad": b"---\nname: [\n---\n",
+  },
   "fuzz_sni": {
     # A TLS 1.2 ClientHello naming pypi.org, and one without extensions.
     "hello": bytes.fromhex("160301003c010000380303" + "11" * 32 + "000002130101000011"
@@ -68,7 +74,7 @@ for target, files in seeds.items():
             f.write(body)
 PY
 
-for t in fuzz_proto fuzz_requests fuzz_sni; do
+for t in fuzz_proto fuzz_requests fuzz_sni fuzz_skill_md; do
     echo "fuzzing $t for ${secs}s"
     "$out/$t" -max_total_time="$secs" -max_len=262144 -timeout=10 -rss_limit_mb=2048 \
         -print_final_stats=1 -artifact_prefix="$out/crashes/$t/" "$out/corpus/$t"

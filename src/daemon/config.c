@@ -138,6 +138,9 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
         return r;
     cfg->terminal_origins = split_list(getenv("SBX_TERMINAL_ORIGINS"));
     cfg->cors_origins = split_list(getenv("SBX_CORS_ORIGINS"));
+    const char *sd = getenv("SBX_SKILLS_DIR"), *si = getenv("SBX_SKILL_INDEX_URL");
+    cfg->skills_dir = sd && *sd ? sbx_xstrdup(sd) : beside_self("../skills");
+    cfg->skill_index_url = si && *si ? sbx_xstrdup(si) : NULL;
     cfg->preview_listen = env_or("SBX_PREVIEW_LISTEN", "127.0.0.1:8788");
     const char *pd = getenv("SBX_PREVIEW_DOMAIN");
     cfg->preview_domain = pd && *pd ? sbx_xstrdup(pd) : NULL;
@@ -179,7 +182,7 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
                    "SBX_MAX_PER_KEY SBX_MAX_PER_USER SBX_WORKSPACE_MB SBX_V2_CAPACITY "
                    "SBX_ARTIFACT_URL_TTL "
                    "SBX_PUBLIC_URL SBX_CLAMAV_DB SBX_FETCH_CA_FILE SBX_SIGNATURES SBX_LLM_URL SBX_LLM_API_KEY "
-                   "SBX_LLM_MODEL SBX_TERMINAL_ORIGINS SBX_CORS_ORIGINS SBX_TERMINAL_IDLE_SECONDS "
+                   "SBX_LLM_MODEL SBX_TERMINAL_ORIGINS SBX_CORS_ORIGINS SBX_SKILLS_DIR SBX_SKILL_INDEX_URL SBX_TERMINAL_IDLE_SECONDS "
                    "SBX_TERMINAL_GRACE_SECONDS SBX_PREVIEW_LISTEN SBX_PREVIEW_URL "
                    "SBX_PREVIEW_DOMAIN SBX_PREVIEW_SCHEME SBX_PREVIEW_RESERVED_PORTS\n");
             return 1;
@@ -229,6 +232,8 @@ void config_free(struct sbxd_config *cfg)
     for (char **o = cfg->cors_origins; o && *o; o++)
         free(*o);
     free(cfg->cors_origins);
+    free(cfg->skills_dir);
+    free(cfg->skill_index_url);
     free(cfg->preview_listen);
     free(cfg->preview_url);
     free(cfg->preview_domain);

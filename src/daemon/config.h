@@ -39,6 +39,8 @@ struct sbxd_config {
     char *egress_test_upstreams; /* SBX_EGRESS_TEST_UPSTREAMS: tests only, ADDR:PORT,... */
     /* Terminals (docs/terminals.md). */
     char **terminal_origins;    /* SBX_TERMINAL_ORIGINS, comma-separated; NULL-terminated */
+    char *skills_dir;      /* SBX_SKILLS_DIR: the skills shipped with sbx, skills/ of the checkout */
+    char *skill_index_url; /* SBX_SKILL_INDEX_URL: where "@owner/slug" sources come from, or NULL */
     char **cors_origins;        /* SBX_CORS_ORIGINS: browser apps' origins, or "*" */
     long long terminal_idle_ms; /* SBX_TERMINAL_IDLE_SECONDS, 900 (60..86400) */
     long long terminal_grace_s; /* SBX_TERMINAL_GRACE_SECONDS, 300 (0..86400) */

@@ -22,6 +22,7 @@
 #include "live/preview.h"
 #include "live/terminal.h"
 #include "routes.h"
+#include "skills/catalog.h"
 #include "sbxd.h"
 
 static void on_signal(struct loop *l, int fd, uint32_t events, void *data)
@@ -152,6 +153,7 @@ int main(int argc, char **argv)
     if (bootstrap_admin(&d, &err) < 0 || manager_new(&d.cfg, d.loop, d.store, &d.mgr, &err) < 0 ||
         manager_start(d.mgr, &err) < 0 || egress_start(&d, &err) < 0 ||
         jobs_new(d.loop, &d.jobs, &err) < 0 || artifacts_new(&d.cfg, &d.artifacts, &err) < 0 ||
+        skills_new(&d.cfg, d.store, d.jobs, &d.skills, &err) < 0 ||
         (d.cfg.llm_url &&
          llm_new(d.loop, d.cfg.llm_url, d.cfg.llm_api_key, d.cfg.llm_model, &d.llm, &err) < 0) ||
         terminals_new(&d.cfg, d.loop, &d.terminals) < 0 ||
@@ -180,6 +182,7 @@ out:
     /* After the server: requests waiting on jobs were aborted, so done callbacks only free. */
     jobs_free(d.jobs);
     artifacts_free(d.artifacts);
+    skills_free(d.skills);
     manager_free(d.mgr);
     /* After the manager: its channels' egress and preview streams have ended. */
     egress_proxy_free(d.egress);

@@ -18,6 +18,6 @@ static const struct route_table health_routes = ROUTE_TABLE(routes);
 const struct route_table *const sbxd_routes[] = {
     &health_routes, &key_routes,     &audit_routes,   &sandbox_routes,  &snapshot_routes,
     &exec_routes,   &session_routes, &process_routes, &file_routes,     &artifact_routes,
-    &egress_routes, &kernel_routes,  &pty_routes,     &terminal_routes, &preview_routes,
+    &egress_routes, &kernel_routes,  &pty_routes,     &terminal_routes, &preview_routes, &skill_routes,
 };
 const size_t sbxd_route_tables = SBX_ARRAY_SIZE(sbxd_routes);

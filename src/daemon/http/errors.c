@@ -9,6 +9,16 @@ static const struct {
     unsigned status;
 } table[] = {
     {"invalid_json", 400},
+    /* skills/ */
+    {"invalid_bundle", 400},
+    {"invalid_skill", 400},
+    {"invalid_source", 400},
+    {"skill_not_found", 404},
+    {"skill_exists", 409},
+    {"skill_builtin", 409},
+    {"bundle_too_large", 413},
+    {"unsupported_media_type", 415},
+    {"skill_index_unavailable", 503},
     {"invalid_request", 400},
     {"invalid_ttl", 400},
     {"invalid_env", 400},

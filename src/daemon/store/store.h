@@ -239,4 +239,30 @@ typedef void (*store_egress_cb)(const struct store_egress_conn *c, void *data);
 int store_egress_log_query(struct store *s, const char *sandbox_id, long long before_id,
                            int limit, store_egress_cb cb, void *data, struct sbx_err *err);
 
+/* --- the skill catalog (skills/) --- */
+#define STORE_SKILL_ID_MAX 72
+struct store_skill {
+    char id[STORE_SKILL_ID_MAX + 1];
+    char name[65];
+    char version[33];
+    char bundle_sha256[65];
+    char source[160];   /* "builtin", "upload" or "@owner/slug" */
+    char owner[AUTH_USER_MAX + 1];
+    char *description; /* owned */
+    char *envs_json;   /* owned: [{name, description, required}] */
+    long long created_at;
+};
+void store_skill_clear(struct store_skill *k);
+int store_skill_insert(struct store *s, const struct store_skill *k, struct sbx_err *err);
+/* skill_not_found. */
+int store_skill_get(struct store *s, const char *id, struct store_skill *out,
+                    struct sbx_err *err);
+/* 0 and *id "" when none has that name and version. */
+int store_skill_find(struct store *s, const char *name, const char *version,
+                     char id[STORE_SKILL_ID_MAX + 1], struct sbx_err *err);
+typedef void (*store_skill_cb)(const struct store_skill *k, void *data);
+/* Oldest first. */
+int store_skill_each(struct store *s, store_skill_cb cb, void *data, struct sbx_err *err);
+int store_skill_delete(struct store *s, const char *id, struct sbx_err *err);
+
 #endif

@@ -23,6 +23,8 @@ struct sbxd {
     struct egress_proxy *egress;
     struct terminals *terminals; /* tickets and connected WebSocket terminals */
     struct previews *previews;   /* the preview listener and its links (preview.c) */
+    struct billing *billing;     /* metering, limits, settlement (billing/) */
+    struct metrics_listener *metrics; /* SBX_METRICS_LISTEN, or NULL */
 };
 
 #endif

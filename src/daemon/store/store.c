@@ -32,6 +32,7 @@ static const char *const *const store_schemas[] = {
     &store_audit_schema,
     &store_egress_schema,
     &store_meta_schema,
+    &store_usage_schema,
 };
 
 int store_db_err(struct store *s, struct sbx_err *err, const char *what)

@@ -27,6 +27,8 @@ PACKAGES=(
 	python3 nodejs iproute2 poppler-utils busybox-static ca-certificates openssl
 	# used by the scripts themselves (flock, sha256sum, du)
 	util-linux coreutils
+	# the metrics test parses /metrics with a real Prometheus text parser (run by /usr/bin/python3)
+	python3-prometheus-client
 	# xxd embeds the Python kernel (kernel/*.py) into the static agent at build time
 	xxd
 )

@@ -196,8 +196,9 @@ void billing_headers(struct http_req *req)
         http_req_add_header(req, "x-sbx-cost-micro-usd", "0");
 }
 
-void billing_error_details(const char *code, const struct auth_identity *who, json_t *error)
+void billing_on_error(const char *code, const struct auth_identity *who, json_t *error)
 {
+    metrics_error(code);
     if (strcmp(code, "insufficient_balance") || !who || !who->authenticated)
         return;
     json_object_set_new(error, "unpaid_micro_eur", json_integer(billing_unpaid(who->user)));

@@ -60,8 +60,9 @@ long long billing_unpaid(const char *user);
  * (x-sbx-cost-micro-usd: the cost is settled later from the wallet). */
 struct http_req;
 void billing_headers(struct http_req *req);
-/* Add billing's fields to an error object being sent (unpaid_micro_eur for a 402). */
-void billing_error_details(const char *code, const struct auth_identity *who, json_t *error);
+/* An error answer is being sent: count it (metrics) and add billing's fields to its
+ * error object (unpaid_micro_eur for a 402). */
+void billing_on_error(const char *code, const struct auth_identity *who, json_t *error);
 
 /* The configured limit and prices, for the routes. */
 const struct sbxd_config *billing_config(void);

@@ -43,7 +43,8 @@ static void meter_running(struct billing *b, const struct store_sandbox *sb, lon
     }
     if (strcmp(sb->status, SANDBOX_RUNNING))
         return;
-    long long from = mark ? mark : sb->created_at * 1000;
+    /* Never metered yet: from its creation, or from now under a test clock set before it. */
+    long long from = mark ? mark : sb->created_at * 1000 < now ? sb->created_at * 1000 : now;
     long long iv = b->cfg->billing_interval_s * 1000;
     for (int n = 0; from < now && n < BILLING_SETTLE_PER_TICK; n++) {
         long long end = (from / iv + 1) * iv;

@@ -324,8 +324,7 @@ void http_respond_error(struct http_req *r, const struct sbx_err *err)
     const char *code = err->code[0] ? err->code : "internal";
     json_t *body = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message",
                              err->msg[0] ? err->msg : code);
-    billing_error_details(code, &r->ident, json_object_get(body, "error"));
-    metrics_error(code);
+    billing_on_error(code, &r->ident, json_object_get(body, "error"));
     http_respond_json(r, http_status_for_code(code), body);
 }
 

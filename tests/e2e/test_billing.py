@@ -294,3 +294,55 @@ def test_v2_running_time_is_metered_by_the_clock():
     # From its creation (the clock's 10:00) to 10:25, give or take the meter's tick.
     assert u["total"]["v2_running_ms"] <= 26 * 60 * 1000, u
     c.delete_sandbox(sb["id"])
+
+
+def test_run_code_cells_are_metered():
+    c = member("coder")
+    clock().set("2026-11-07T10:00:00")
+    sid = c.create_sandbox(ttl_seconds=600)["id"]
+    r = c.request("POST", "/v1/sandboxes/%s/run_code" % sid,
+                  {"code": "import time\ntime.sleep(0.6)\n41 + 1"}, timeout=120)
+    assert r.status == 200 and r.body["result"] == "42", r
+    assert r.headers.get("x-sbx-cost-micro-usd") == "0", r.headers
+    u = c.ok("GET", "/v1/usage?from=2026-11-07&to=2026-11-07")
+    assert u["total"]["exec_ms"] >= 600, u
+    c.delete_sandbox(sid)
+
+
+def snapshot_bytes(d, sid):
+    top = os.path.join(d.sandbox_dir(sid), "snapshots", "memory")
+    total = 0
+    for root, _, files in os.walk(top):
+        for f in files:
+            p = os.path.join(root, f)
+            if not os.path.islink(p):
+                total += os.path.getsize(p)
+    return total
+
+
+def test_paused_snapshot_is_metered_hourly_and_charged():
+    d = daemon()
+    c = member("sleeper")
+    clock().set("2026-11-08T11:10:00")
+    sid = c.create_sandbox(ttl_seconds=3600)["id"]
+    r = c.request("POST", "/v1/sandboxes/%s/pause" % sid, timeout=120)
+    assert r.status == 200 and r.body["status"] == "paused", r
+    time.sleep(0.5)  # a tick sees it paused at 11:10
+    run_before = c.ok("GET", "/v1/usage")["total"]["v2_running_ms"]
+    clock().set("2026-11-08T13:30:00")
+    wait_for(lambda: c.ok("GET", "/v1/usage")["total"]["snapshot_byte_hours"], 10,
+             what="snapshot hours metered")
+    size = snapshot_bytes(d, sid)
+    assert size > 0, "no snapshot image on disk"
+    u = c.ok("GET", "/v1/usage")
+    # Two full hours sampled (12:00 and 13:00), none of it running time.
+    assert u["total"]["snapshot_byte_hours"] == 2 * size, (u, size)
+    assert u["total"]["v2_running_ms"] - run_before < 60000, u
+    clock().set("2026-11-08T13:40:30")
+    want = 2 * size * 50000 // (10 ** 9 * 730)
+    led = wait_for(lambda: [e for e in charges("sleeper")
+                            if e["details"]["snapshot_byte_hours"]], 10,
+                   what="the snapshot charge") if want else []
+    if want:
+        assert sum(e["details"]["snapshot_micro_eur"] for e in led) == want, (led, size)
+    c.delete_sandbox(sid)

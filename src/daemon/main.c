@@ -117,6 +117,7 @@ int main(int argc, char **argv)
         return 2;
     }
     sbx_log_set_level(d.cfg.verbose ? LOG_DEBUG : LOG_INFO);
+    sbx_log_set_json(d.cfg.log_json);
     signal(SIGPIPE, SIG_IGN);
     umask(022);
     /* libcurl's global state must exist before any worker thread (url inputs) uses it. */

@@ -1,6 +1,6 @@
 """GET /metrics (docs/operations.md): the page is parsed by a real Prometheus text parser
 (Debian's python3-prometheus-client, so /usr/bin/python3) and its values match what the
-test did against a daemon of its own."""
+test did against a daemon of its own. That daemon also logs JSON (SBX_LOG_FORMAT=json)."""
 
 import json
 import subprocess
@@ -24,7 +24,8 @@ _state = {}
 def daemon():
     if "d" not in _state:
         port = harness.free_port()
-        d = harness.Daemon(extra_env={"SBX_METRICS_LISTEN": "127.0.0.1:%d" % port}).start()
+        d = harness.Daemon(extra_env={"SBX_METRICS_LISTEN": "127.0.0.1:%d" % port,
+                                           "SBX_LOG_FORMAT": "json"}).start()
         _state.update(d=d, port=port)
     return _state["d"]
 
@@ -112,3 +113,24 @@ def test_metrics_need_an_admin_key_except_on_their_own_listener():
     assert any(x[2] == "sbx_http_requests_total" for x in s), s[:5]
     # That listener serves nothing else.
     assert_error(side.request("GET", "/v1/sandboxes", key=None), 404, "not_found")
+
+
+def test_json_logs_name_request_user_and_sandbox():
+    d = daemon()
+    k = d.client().create_key("logged", "member", "sandbox")
+    c = d.client(k["key"])
+    r = c.request("POST", "/v1/sandboxes", {"ttl_seconds": 600}, timeout=120)
+    assert r.status == 201, r
+    sid = r.body["id"]
+    lines = [l for l in d.log_text().splitlines()
+             if l.startswith("{") or l.startswith("20")]   # ours, not harness or sanitizer
+    assert lines, d.log_tail()
+    docs = []
+    for l in lines:
+        doc = json.loads(l)   # every line the daemon logs is one JSON object
+        assert {"ts", "level", "msg"} <= set(doc), doc
+        docs.append(doc)
+    mine = [x for x in docs if x.get("sandbox") == sid and x.get("request_id")]
+    assert mine, [x for x in docs if sid in x["msg"]]
+    assert mine[0]["request_id"] == r.headers["x-request-id"] and mine[0]["user"] == "logged", mine
+    c.delete_sandbox(sid)

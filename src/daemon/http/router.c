@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "../../common/log.h"
 #include "../../common/util.h"
 #include "../auth/auth.h"
 #include "../billing/billing.h"
@@ -161,5 +162,7 @@ void router_dispatch(void *app, struct http_req *req)
             return;
         }
     }
+    sbx_log_context(http_req_id(req), http_req_identity(req)->user);
     r->handler(rt->app, req);
+    sbx_log_context(NULL, NULL);
 }

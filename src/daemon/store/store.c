@@ -141,6 +141,13 @@ int store_prepare(struct store *s, const char *sql, sqlite3_stmt **st, struct sb
     return 0;
 }
 
+int store_step_done(struct store *s, sqlite3_stmt *st, struct sbx_err *err, const char *what)
+{
+    int r = sqlite3_step(st) == SQLITE_DONE ? 0 : store_db_err(s, err, what);
+    sqlite3_finalize(st);
+    return r;
+}
+
 void store_col_text(sqlite3_stmt *st, int col, char *dst, size_t cap)
 {
     const unsigned char *v = sqlite3_column_text(st, col);

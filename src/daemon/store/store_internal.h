@@ -24,5 +24,7 @@ int store_db_err(struct store *s, struct sbx_err *err, const char *what);
 int store_prepare(struct store *s, const char *sql, sqlite3_stmt **st, struct sbx_err *err,
                   const char *types, ...);
 void store_col_text(sqlite3_stmt *st, int col, char *dst, size_t cap);
+/* Step a statement that returns no rows, finalize it, and say whether it ran. */
+int store_step_done(struct store *s, sqlite3_stmt *st, struct sbx_err *err, const char *what);
 
 #endif

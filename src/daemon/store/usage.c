@@ -32,13 +32,6 @@ const char *const store_usage_schema =
     "  BEGIN SELECT RAISE(ABORT, 'wallet_ledger is append-only'); END;"
     "CREATE TABLE IF NOT EXISTS billing_state(name TEXT PRIMARY KEY, value INTEGER NOT NULL);";
 
-static int step_done(struct store *s, sqlite3_stmt *st, struct sbx_err *err, const char *what)
-{
-    int r = sqlite3_step(st) == SQLITE_DONE ? 0 : store_db_err(s, err, what);
-    sqlite3_finalize(st);
-    return r;
-}
-
 static int one_int(struct store *s, sqlite3_stmt *st, long long *out, struct sbx_err *err,
                    const char *what)
 {
@@ -62,7 +55,7 @@ int store_usage_add(struct store *s, const struct store_usage_event *e, struct s
                       "VALUES(?,?,?,?,?,?,?)",
                       &st, err, "ittttti", e->ts_ms, e->user, e->key_id ? e->key_id : "",
                       e->sandbox_id, e->backend ? e->backend : "", e->kind, e->amount);
-    return r < 0 ? r : step_done(s, st, err, "add usage");
+    return r < 0 ? r : store_step_done(s, st, err, "add usage");
 }
 
 int store_usage_sum(struct store *s, const char *user, const char *key_id, const char *kind,
@@ -141,7 +134,7 @@ int store_usage_mark_set(struct store *s, const char *sandbox_id, const char *ki
                           "INSERT INTO usage_marks(sandbox_id,kind,upto_ms) VALUES(?,?,?) "
                           "ON CONFLICT(sandbox_id,kind) DO UPDATE SET upto_ms=excluded.upto_ms",
                           &st, err, "tti", sandbox_id, kind, upto_ms);
-    return r < 0 ? r : step_done(s, st, err, "set usage mark");
+    return r < 0 ? r : store_step_done(s, st, err, "set usage mark");
 }
 
 int store_wallet_balance(struct store *s, const char *user, long long *out, struct sbx_err *err)
@@ -174,7 +167,7 @@ int store_wallet_post(struct store *s, struct store_ledger_entry *e, struct sbx_
                            &st, err, "titiiiit", e->user, e->ts_ms, e->source, e->amount,
                            e->interval_start_ms, e->interval_end_ms, e->balance_after,
                            e->details)) < 0 ||
-        (r = step_done(s, st, err, "append ledger")) < 0)
+        (r = store_step_done(s, st, err, "append ledger")) < 0)
         goto out;
     e->id = sqlite3_last_insert_rowid(s->db);
 out:
@@ -230,7 +223,7 @@ int store_billing_set(struct store *s, const char *name, long long value, struct
                           "INSERT INTO billing_state(name,value) VALUES(?,?) "
                           "ON CONFLICT(name) DO UPDATE SET value=excluded.value",
                           &st, err, "ti", name, value);
-    return r < 0 ? r : step_done(s, st, err, "set billing state");
+    return r < 0 ? r : store_step_done(s, st, err, "set billing state");
 }
 
 int store_tx_begin(struct store *s, struct sbx_err *err)

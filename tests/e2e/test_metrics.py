@@ -6,7 +6,7 @@ import json
 import subprocess
 
 import harness
-from harness import assert_error
+from harness import assert_error, wait_for
 
 PARSE = r"""
 import json, sys
@@ -16,6 +16,16 @@ for fam in text_string_to_metric_families(sys.stdin.read()):
     for s in fam.samples:
         out.append([fam.name, fam.type, s.name, s.labels, s.value])
 print(json.dumps(out))
+"""
+
+# A CONNECT the default policy ("none") refuses: one denied egress connection.
+DENIED_CONNECT = r"""
+import os, socket, urllib.parse
+u = urllib.parse.urlparse(os.environ["HTTPS_PROXY"])
+s = socket.create_connection((u.hostname, u.port), 10)
+s.sendall(b"CONNECT blocked.example.com:443 HTTP/1.1\r\nHost: blocked.example.com:443\r\n\r\n")
+print(s.recv(200).split(b"\r\n")[0].decode())
+s.close()
 """
 
 _state = {}
@@ -66,15 +76,20 @@ def test_metrics_match_what_was_done():
     sid = sb["id"]
     for _ in range(2):
         c.exec(sid, shell="sleep 0.3")
+    r = c.exec(sid, language="python", code=DENIED_CONNECT)
+    assert r["stdout"].startswith("HTTP/1.1 403"), r
     assert_error(c.request("POST", "/v1/sandboxes/%s/exec" % sid, {"shell": ""}), 400,
                  "invalid_request")
     assert_error(c.request("GET", "/v1/sandboxes/sb_00000000000000000000"), 404,
                  "sandbox_not_found")
-    s = scrape(admin)
+    # The proxy counts a connection when its log row is final, which may follow the exec.
+    s = wait_for(lambda: (lambda s: s if value(s, "sbx_egress_connections_total",
+                                               verdict="denied") else None)(scrape(admin)),
+                 10, what="the denied connection counted")
 
     exec_route = "/v1/sandboxes/{id}/exec"
     assert value(s, "sbx_http_requests_total", route=exec_route, method="POST",
-                 status="200") == 2, [x for x in s if x[2] == "sbx_http_requests_total"]
+                 status="200") == 3, [x for x in s if x[2] == "sbx_http_requests_total"]
     assert value(s, "sbx_http_requests_total", route=exec_route, status="400") == 1
     assert value(s, "sbx_http_requests_total", route="/v1/sandboxes", method="POST",
                  status="201") == 1
@@ -84,11 +99,15 @@ def test_metrics_match_what_was_done():
     assert value(s, "sbx_errors_total", code="sandbox_not_found") == 1
     assert value(s, "sbx_sandboxes", state="running", backend="v2") == 1, \
         [x for x in s if x[2] == "sbx_sandboxes"]
-    assert value(s, "sbx_execs_total", backend="v2") == 2
+    assert value(s, "sbx_execs_total", backend="v2") == 3
     assert value(s, "sbx_exec_seconds_total", backend="v2") >= 0.6
-    assert value(s, "sbx_operation_duration_seconds_count", op="exec") == 2
+    assert value(s, "sbx_operation_duration_seconds_count", op="exec") == 3
     assert value(s, "sbx_operation_duration_seconds_count", op="create") == 1
-    assert value(s, "sbx_operation_duration_seconds_bucket", op="exec", le="+Inf") == 2
+    assert value(s, "sbx_operation_duration_seconds_bucket", op="exec", le="+Inf") == 3
+    assert value(s, "sbx_egress_connections_total", verdict="denied") == 1, \
+        [x for x in s if x[2].startswith("sbx_egress")]
+    assert value(s, "sbx_egress_connections_total", verdict="allowed") is None
+    assert value(s, "sbx_egress_bytes_total", verdict="denied", direction="up") is not None
     assert value(s, "sbx_operation_duration_seconds_sum", op="exec") >= 0.6
     assert value(s, "sbx_store_statement_duration_seconds_count") > 0
     # No id ever becomes a label value.

@@ -77,6 +77,18 @@ void billing_free(struct billing *b)
     free(b);
 }
 
+void billing_sandbox_state(const struct store_sandbox *rec, const char *to)
+{
+    struct billing *b = current;
+    if (!b || strcmp(rec->backend, "v2"))
+        return;
+    long long now = billing_now_ms();
+    if (!strcmp(rec->status, SANDBOX_RUNNING))
+        billing_meter_running(b, rec, now);
+    /* Whatever it becomes, what it did before now is accounted for. */
+    (void)store_usage_mark_set(b->store, rec->id, USAGE_V2_RUNNING_MS, now, NULL);
+}
+
 void billing_tick_now(void)
 {
     if (current)

@@ -49,6 +49,11 @@ void billing_exec_begin(const char *user, const char *key_id, const char *sandbo
 /* The exec ended: its wall time becomes a usage event. Harmless on a zero x. */
 void billing_meter_exec(struct billing_exec *x);
 
+/* A sandbox goes from rec->status to `to` (running, paused, destroyed, failed): its v2
+ * running time is metered up to this moment, so pauses and ends are exact. */
+struct store_sandbox;
+void billing_sandbox_state(const struct store_sandbox *rec, const char *to);
+
 /* Run metering and settlement up to now (the tick does it on its own; routes call it so
  * an answer reflects the clock). */
 void billing_tick_now(void);

@@ -26,6 +26,8 @@ struct billing {
     long long last_token;
 };
 
+/* Meter sb's running time from its mark up to now (chunks never straddle an interval). */
+void billing_meter_running(struct billing *b, const struct store_sandbox *sb, long long now);
 /* Meter running v2 sandboxes and paused snapshots up to now, then settle every
  * interval that has ended (meter.c). */
 void billing_run(struct billing *b, long long now_ms);

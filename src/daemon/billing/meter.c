@@ -29,19 +29,10 @@ static int add_usage(struct billing *b, const struct store_sandbox *sb, const ch
     return store_usage_add(b->store, &e, NULL);
 }
 
-/* A v2 sandbox costs while it runs, busy or idle; chunks never straddle an interval. */
-static void meter_running(struct billing *b, const struct store_sandbox *sb, long long now)
+void billing_meter_running(struct billing *b, const struct store_sandbox *sb, long long now)
 {
     long long mark = 0;
     if (store_usage_mark_get(b->store, sb->id, USAGE_V2_RUNNING_MS, &mark, NULL) < 0)
-        return;
-    if (!strcmp(sb->status, SANDBOX_PAUSED)) {
-        /* Paused time is the snapshot's, not running time. */
-        if (mark < now)
-            (void)store_usage_mark_set(b->store, sb->id, USAGE_V2_RUNNING_MS, now, NULL);
-        return;
-    }
-    if (strcmp(sb->status, SANDBOX_RUNNING))
         return;
     /* Never metered yet: from its creation, or from now under a test clock set before it. */
     long long from = mark ? mark : sb->created_at * 1000 < now ? sb->created_at * 1000 : now;
@@ -55,6 +46,21 @@ static void meter_running(struct billing *b, const struct store_sandbox *sb, lon
         from = end;
     }
     (void)store_usage_mark_set(b->store, sb->id, USAGE_V2_RUNNING_MS, from, NULL);
+}
+
+/* A v2 sandbox costs while it runs, busy or idle. The state hooks make the edges exact;
+ * the tick meters what runs in between, and what ran while sbxd was down. */
+static void meter_running(struct billing *b, const struct store_sandbox *sb, long long now)
+{
+    if (!strcmp(sb->status, SANDBOX_RUNNING)) {
+        billing_meter_running(b, sb, now);
+        return;
+    }
+    long long mark = 0;
+    /* Paused time is the snapshot's, not running time. */
+    if (!strcmp(sb->status, SANDBOX_PAUSED) &&
+        store_usage_mark_get(b->store, sb->id, USAGE_V2_RUNNING_MS, &mark, NULL) == 0 && mark < now)
+        (void)store_usage_mark_set(b->store, sb->id, USAGE_V2_RUNNING_MS, now, NULL);
 }
 
 static long long walk_bytes;

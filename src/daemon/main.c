@@ -110,6 +110,8 @@ int main(int argc, char **argv)
     int sfd = -1, ret = 1;
 
     int r = config_load(&d.cfg, argc, argv, &err);
+    if (r != 0)
+        config_free(&d.cfg);
     if (r == 1)
         return 0;
     if (r < 0) {

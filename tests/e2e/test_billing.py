@@ -363,3 +363,20 @@ def test_paused_snapshot_is_metered_hourly_and_charged():
     clock().set("2026-11-08T14:30:00")
     c.delete_sandbox(sid)
     assert c.ok("GET", "/v1/usage")["total"]["v2_running_ms"] == 30 * 60 * 1000
+
+
+def test_bad_billing_settings_stop_the_daemon_at_start():
+    import subprocess
+    for env, words in ((("SBX_BILLING_INTERVAL_SECONDS", "700"), "must divide 86400"),
+                       (("SBX_BILLING_START", "17/10/2026"), "YYYY-MM-DD"),
+                       (("SBX_DAILY_EXEC_SECONDS", "-1"), "SBX_DAILY_EXEC_SECONDS"),
+                       (("SBX_PRICE_EXEC_HOUR_MICRO_EUR", "cheap"), "SBX_PRICE_EXEC_HOUR"),
+                       (("SBX_LOG_FORMAT", "xml"), "text or json")):
+        d = harness.Daemon(extra_env=dict([env]))
+        try:
+            p = subprocess.run([d.binary, "--listen", "127.0.0.1:%d" % d.port, "--data-dir",
+                                d.data_dir], env=d.env(), stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, timeout=30)
+            assert p.returncode == 2 and words in p.stdout.decode(), (env, p)
+        finally:
+            d.cleanup()

@@ -39,7 +39,7 @@ def daemon():
     if "d" not in _state:
         tmp = harness.tempfile.mkdtemp(prefix="sbx-billing-")
         clock = Clock(os.path.join(tmp, "clock"))
-        clock.set("2026-10-31T23:45:00")
+        clock.set("2026-10-16T12:00:00")
         d = harness.Daemon(extra_env={
             "SBX_TEST_CLOCK_FILE": clock.path,
             "SBX_TEST_BILLING_TICK_MS": "100",
@@ -80,9 +80,29 @@ def charges(user):
     return [e for e in led if e["source"] == "sandbox_charge"]
 
 
+def test_nothing_before_the_billing_start_is_charged_or_uses_free_hours():
+    c = member("early")
+    sid = c.create_sandbox(backend="v1", ttl_seconds=3600)["id"]
+    # October 16th, the day before SBX_BILLING_START (default 2026-10-17).
+    c.sh(sid, "sleep 1.2")
+    clock().set("2026-10-17T00:00:30")
+    c.sh(sid, "sleep 1.2")
+    oct17, _ = usage_ms("early", "2026-10-17", "2026-10-17")
+    oct16, _ = usage_ms("early", "2026-10-16", "2026-10-16")
+    assert oct16 >= 1200 and oct17 >= 1200, (oct16, oct17)
+    clock().set("2026-10-17T00:10:30")
+    wait_for(lambda: charges("early"), 10, what="the October 17th interval settled")
+    ch = charges("early")
+    # Only the 17th is charged, less the whole free second: the 16th did not use it up.
+    assert len(ch) == 1 and ch[0]["amount_micro_eur"] == -(oct17 - FREE_MS) * PER_MS, (ch, oct17)
+    assert ch[0]["interval"]["start_ms"] == ts("2026-10-17T00:00:00") * 1000, ch
+    c.delete_sandbox(sid)
+
+
 def test_settlement_free_tier_month_boundary_402_and_top_up():
     c = member("bill")
     admin = daemon().client()
+    clock().set("2026-10-31T23:45:00")
     sb = c.create_sandbox(backend="v1", ttl_seconds=3600)
     sid = sb["id"]
     # October 31st, 23:45: one exec past the free second.

@@ -95,11 +95,6 @@ void billing_tick_now(void)
         billing_run(current, billing_now_ms());
 }
 
-const struct sbxd_config *billing_config(void)
-{
-    return current ? current->cfg : NULL;
-}
-
 long long billing_unpaid(const char *user)
 {
     long long bal = 0;

@@ -1,9 +1,10 @@
 /* Metering, the daily exec limit, the wallet check and settlement (docs/billing.md).
  *
  * One billing per daemon, reachable from the features it meters without a handle: exec,
- * kernel cells and later tools and E2B processes call billing_exec_begin when they start
- * and billing_meter_exec when they end, and sandbox creation calls billing_admit. Without
- * a billing (unit tests) these admit everything and meter nothing. */
+ * kernel cells and later tools and E2B processes call billing_admit before they start,
+ * billing_exec_begin once started and billing_meter_exec when they end; sandbox creation
+ * calls billing_admit, and the sandbox life cycle billing_sandbox_state. Without a billing
+ * (unit tests) these admit everything and meter nothing. */
 #ifndef SBX_BILLING_H
 #define SBX_BILLING_H
 
@@ -68,9 +69,6 @@ void billing_headers(struct http_req *req);
 /* An error answer is being sent: count it (metrics) and add billing's fields to its
  * error object (unpaid_micro_eur for a 402). */
 void billing_on_error(const char *code, const struct auth_identity *who, json_t *error);
-
-/* The configured limit and prices, for the routes. */
-const struct sbxd_config *billing_config(void);
 
 /* Micro-EUR for cumulative usage `used` (ms or byte-hours) of which `free_units` are free,
  * at price micro-EUR per `unit`: floor((used - free) * price / unit), 0 below the free

@@ -92,14 +92,14 @@ static int billing_config(struct sbxd_config *cfg, struct sbx_err *err)
         (r = env_num("SBX_PRICE_EXEC_HOUR_MICRO_EUR", 100000, 0, 1000000000000LL,
                      &cfg->price_exec_hour, err)) < 0 ||
         (r = env_num("SBX_FREE_EXEC_SECONDS", 36000, 0, 31 * 86400, &cfg->free_exec_s, err)) < 0 ||
-        (r = env_num("SBX_PRICE_V2_HOUR_MICRO_EUR", 100000, 0, 1000000000000LL,
-                     &cfg->price_v2_hour, err)) < 0 ||
+        (r = env_num("SBX_PRICE_V2_HOUR_MICRO_EUR", 100000, 0, 1000000000000LL, &cfg->price_v2_hour,
+                     err)) < 0 ||
         (r = env_num("SBX_FREE_V2_SECONDS", 18000, 0, 31 * 86400, &cfg->free_v2_s, err)) < 0 ||
         (r = env_num("SBX_PRICE_SNAPSHOT_GB_MONTH_MICRO_EUR", 50000, 0, 1000000000000LL,
                      &cfg->price_snapshot_gb_month, err)) < 0 ||
         /* Test knob: the tests cannot wait a minute for the meter to run. */
-        (r = env_num("SBX_TEST_BILLING_TICK_MS", 60000, 10, 3600000, &cfg->billing_tick_ms,
-                     err)) < 0)
+        (r = env_num("SBX_TEST_BILLING_TICK_MS", 60000, 10, 3600000, &cfg->billing_tick_ms, err)) <
+            0)
         return r;
     /* Intervals that divide a day also divide every month, so none straddles two. */
     if (86400 % cfg->billing_interval_s)

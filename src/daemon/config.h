@@ -58,7 +58,7 @@ struct sbxd_config {
     long long price_v2_hour;      /* SBX_PRICE_V2_HOUR_MICRO_EUR, 100000 */
     long long free_v2_s;          /* SBX_FREE_V2_SECONDS per user per month, 18000 */
     long long price_snapshot_gb_month; /* SBX_PRICE_SNAPSHOT_GB_MONTH_MICRO_EUR, 50000 */
-    char *data_region;     /* SBX_DATA_REGION, the x-sbx-data-region header, "local" */
+    char *data_region;                 /* SBX_DATA_REGION, the x-sbx-data-region header, "local" */
     char *metrics_listen;  /* SBX_METRICS_LISTEN: /metrics without a key on ADDR:PORT, or NULL */
     int log_json;          /* SBX_LOG_FORMAT=json */
     char *test_clock_file; /* SBX_TEST_CLOCK_FILE: tests only, billing's "now" in unix seconds */

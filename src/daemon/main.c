@@ -155,7 +155,8 @@ int main(int argc, char **argv)
     d.router = (struct router){
         .tables = sbxd_routes, .ntables = sbxd_route_tables, .store = d.store, .app = &d};
     if (bootstrap_admin(&d, &err) < 0 ||
-        billing_new(&d.cfg, d.loop, d.store, &d.billing, &err) < 0 || manager_new(&d.cfg, d.loop, d.store, &d.mgr, &err) < 0 ||
+        billing_new(&d.cfg, d.loop, d.store, &d.billing, &err) < 0 ||
+        manager_new(&d.cfg, d.loop, d.store, &d.mgr, &err) < 0 ||
         manager_start(d.mgr, &err) < 0 || egress_start(&d, &err) < 0 ||
         jobs_new(d.loop, &d.jobs, &err) < 0 || artifacts_new(&d.cfg, &d.artifacts, &err) < 0 ||
         (d.cfg.llm_url &&

@@ -11,8 +11,8 @@
 
 #include "../../common/log.h"
 #include "../../common/util.h"
-#include "../billing/billing.h"
 #include "../audit/audit.h"
+#include "../billing/billing.h"
 #include "channel.h"
 #include "wsimage.h"
 

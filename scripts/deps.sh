@@ -31,6 +31,8 @@ PACKAGES=(
 	util-linux coreutils
 	# browser tests: Debian's Chromium, driven headless by playwright-core (tests/browser)
 	chromium
+	# the metrics test parses /metrics with a real Prometheus text parser (run by /usr/bin/python3)
+	python3-prometheus-client
 	# xxd embeds the Python kernel (kernel/*.py) into the static agent at build time
 	xxd
 )

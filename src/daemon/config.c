@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../common/util.h"
@@ -81,6 +82,47 @@ static int preview_ports(struct sbxd_config *cfg, struct sbx_err *err)
     return r;
 }
 
+/* SBX_BILLING_START and the rest of the billing block (docs/billing.md). */
+static int billing_config(struct sbxd_config *cfg, struct sbx_err *err)
+{
+    int r;
+    if ((r = env_num("SBX_DAILY_EXEC_SECONDS", 7200, 0, 86400, &cfg->daily_exec_s, err)) < 0 ||
+        (r = env_num("SBX_BILLING_INTERVAL_SECONDS", 600, 60, 86400, &cfg->billing_interval_s,
+                     err)) < 0 ||
+        (r = env_num("SBX_PRICE_EXEC_HOUR_MICRO_EUR", 100000, 0, 1000000000000LL,
+                     &cfg->price_exec_hour, err)) < 0 ||
+        (r = env_num("SBX_FREE_EXEC_SECONDS", 36000, 0, 31 * 86400, &cfg->free_exec_s, err)) < 0 ||
+        (r = env_num("SBX_PRICE_V2_HOUR_MICRO_EUR", 100000, 0, 1000000000000LL, &cfg->price_v2_hour,
+                     err)) < 0 ||
+        (r = env_num("SBX_FREE_V2_SECONDS", 18000, 0, 31 * 86400, &cfg->free_v2_s, err)) < 0 ||
+        (r = env_num("SBX_PRICE_SNAPSHOT_GB_MONTH_MICRO_EUR", 50000, 0, 1000000000000LL,
+                     &cfg->price_snapshot_gb_month, err)) < 0 ||
+        /* Test knob: the tests cannot wait a minute for the meter to run. */
+        (r = env_num("SBX_TEST_BILLING_TICK_MS", 60000, 10, 3600000, &cfg->billing_tick_ms, err)) <
+            0)
+        return r;
+    /* Intervals that divide a day also divide every month, so none straddles two. */
+    if (86400 % cfg->billing_interval_s)
+        return sbx_err_set(err, EINVAL, "invalid_config",
+                           "SBX_BILLING_INTERVAL_SECONDS must divide 86400");
+    const char *start = getenv("SBX_BILLING_START");
+    struct tm tm = {0};
+    const char *end = strptime(start && *start ? start : "2026-10-17", "%Y-%m-%d", &tm);
+    if (!end || *end)
+        return sbx_err_set(err, EINVAL, "invalid_config",
+                           "SBX_BILLING_START must be a date YYYY-MM-DD (UTC)");
+    cfg->billing_start_s = (long long)timegm(&tm);
+    cfg->data_region = env_or("SBX_DATA_REGION", "local");
+    const char *ml = getenv("SBX_METRICS_LISTEN"), *cf = getenv("SBX_TEST_CLOCK_FILE"),
+               *lf = getenv("SBX_LOG_FORMAT");
+    cfg->metrics_listen = ml && *ml ? sbx_xstrdup(ml) : NULL;
+    cfg->test_clock_file = cf && *cf ? sbx_xstrdup(cf) : NULL;
+    if (lf && *lf && strcmp(lf, "json") && strcmp(lf, "text"))
+        return sbx_err_set(err, EINVAL, "invalid_config", "SBX_LOG_FORMAT must be text or json");
+    cfg->log_json = lf && !strcmp(lf, "json");
+    return 0;
+}
+
 static char *beside_self(const char *name)
 {
     char self[PATH_MAX];
@@ -145,7 +187,7 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
     const char *pd = getenv("SBX_PREVIEW_DOMAIN");
     cfg->preview_domain = pd && *pd ? sbx_xstrdup(pd) : NULL;
     cfg->preview_scheme = env_or("SBX_PREVIEW_SCHEME", "https");
-    if ((r = preview_ports(cfg, err)) < 0)
+    if ((r = preview_ports(cfg, err)) < 0 || (r = billing_config(cfg, err)) < 0)
         return r;
     cfg->clamav_db = env_or("SBX_CLAMAV_DB", "/var/lib/clamav");
     const char *ca = getenv("SBX_FETCH_CA_FILE");
@@ -184,7 +226,11 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
                    "SBX_PUBLIC_URL SBX_CLAMAV_DB SBX_FETCH_CA_FILE SBX_SIGNATURES SBX_LLM_URL SBX_LLM_API_KEY "
                    "SBX_LLM_MODEL SBX_TERMINAL_ORIGINS SBX_CORS_ORIGINS SBX_SKILLS_DIR SBX_SKILL_INDEX_URL SBX_TERMINAL_IDLE_SECONDS "
                    "SBX_TERMINAL_GRACE_SECONDS SBX_PREVIEW_LISTEN SBX_PREVIEW_URL "
-                   "SBX_PREVIEW_DOMAIN SBX_PREVIEW_SCHEME SBX_PREVIEW_RESERVED_PORTS\n");
+                   "SBX_PREVIEW_DOMAIN SBX_PREVIEW_SCHEME SBX_PREVIEW_RESERVED_PORTS "
+                   "SBX_DAILY_EXEC_SECONDS SBX_BILLING_START SBX_BILLING_INTERVAL_SECONDS "
+                   "SBX_PRICE_EXEC_HOUR_MICRO_EUR SBX_FREE_EXEC_SECONDS SBX_PRICE_V2_HOUR_MICRO_EUR "
+                   "SBX_FREE_V2_SECONDS SBX_PRICE_SNAPSHOT_GB_MONTH_MICRO_EUR SBX_DATA_REGION "
+                   "SBX_METRICS_LISTEN SBX_LOG_FORMAT\n");
             return 1;
         default:
             return sbx_err_set(err, EINVAL, "invalid_config", "unknown option (see --help)");
@@ -239,5 +285,8 @@ void config_free(struct sbxd_config *cfg)
     free(cfg->preview_domain);
     free(cfg->preview_scheme);
     free(cfg->preview_reserved);
+    free(cfg->data_region);
+    free(cfg->metrics_listen);
+    free(cfg->test_clock_file);
     memset(cfg, 0, sizeof(*cfg));
 }

@@ -52,6 +52,20 @@ struct sbxd_config {
     char *preview_scheme;  /* SBX_PREVIEW_SCHEME, of host-name links, default https */
     unsigned *preview_reserved; /* SBX_PREVIEW_RESERVED_PORTS, default 8080 */
     size_t npreview_reserved;
+    /* Metering, billing and metrics (docs/billing.md, docs/operations.md). */
+    long long daily_exec_s;       /* SBX_DAILY_EXEC_SECONDS per user per UTC day, 7200; 0: none */
+    long long billing_start_s;    /* SBX_BILLING_START (YYYY-MM-DD, UTC), 2026-10-17 */
+    long long billing_interval_s; /* SBX_BILLING_INTERVAL_SECONDS, 600; divides a day */
+    long long price_exec_hour;    /* SBX_PRICE_EXEC_HOUR_MICRO_EUR, 100000 (0.10 EUR) */
+    long long free_exec_s;        /* SBX_FREE_EXEC_SECONDS per user per month, 36000 */
+    long long price_v2_hour;      /* SBX_PRICE_V2_HOUR_MICRO_EUR, 100000 */
+    long long free_v2_s;          /* SBX_FREE_V2_SECONDS per user per month, 18000 */
+    long long price_snapshot_gb_month; /* SBX_PRICE_SNAPSHOT_GB_MONTH_MICRO_EUR, 50000 */
+    char *data_region;                 /* SBX_DATA_REGION, the x-sbx-data-region header, "local" */
+    char *metrics_listen;  /* SBX_METRICS_LISTEN: /metrics without a key on ADDR:PORT, or NULL */
+    int log_json;          /* SBX_LOG_FORMAT=json */
+    char *test_clock_file; /* SBX_TEST_CLOCK_FILE: tests only, billing's "now" in unix seconds */
+    long long billing_tick_ms; /* SBX_TEST_BILLING_TICK_MS: metering and settlement, 60000 */
     int verbose;
 };
 

@@ -16,6 +16,8 @@
 #include "../common/log.h"
 #include "../common/util.h"
 #include "auth/auth.h"
+#include "billing/billing.h"
+#include "billing/metrics_api.h"
 #include "egress/proxy.h"
 #include "files/artifacts.h"
 #include "http/router.h"
@@ -109,6 +111,8 @@ int main(int argc, char **argv)
     int sfd = -1, ret = 1;
 
     int r = config_load(&d.cfg, argc, argv, &err);
+    if (r != 0)
+        config_free(&d.cfg);
     if (r == 1)
         return 0;
     if (r < 0) {
@@ -116,6 +120,7 @@ int main(int argc, char **argv)
         return 2;
     }
     sbx_log_set_level(d.cfg.verbose ? LOG_DEBUG : LOG_INFO);
+    sbx_log_set_json(d.cfg.log_json);
     signal(SIGPIPE, SIG_IGN);
     umask(022);
     /* libcurl's global state must exist before any worker thread (url inputs) uses it. */
@@ -150,7 +155,9 @@ int main(int argc, char **argv)
         goto out;
     d.router = (struct router){
         .tables = sbxd_routes, .ntables = sbxd_route_tables, .store = d.store, .app = &d};
-    if (bootstrap_admin(&d, &err) < 0 || manager_new(&d.cfg, d.loop, d.store, &d.mgr, &err) < 0 ||
+    if (bootstrap_admin(&d, &err) < 0 ||
+        billing_new(&d.cfg, d.loop, d.store, &d.billing, &err) < 0 ||
+        manager_new(&d.cfg, d.loop, d.store, &d.mgr, &err) < 0 ||
         manager_start(d.mgr, &err) < 0 || egress_start(&d, &err) < 0 ||
         jobs_new(d.loop, &d.jobs, &err) < 0 || artifacts_new(&d.cfg, &d.artifacts, &err) < 0 ||
         skills_new(&d.cfg, d.store, d.jobs, &d.skills, &err) < 0 ||
@@ -158,7 +165,8 @@ int main(int argc, char **argv)
          llm_new(d.loop, d.cfg.llm_url, d.cfg.llm_api_key, d.cfg.llm_model, &d.llm, &err) < 0) ||
         terminals_new(&d.cfg, d.loop, &d.terminals) < 0 ||
         previews_new(&d.cfg, d.loop, d.mgr, &d.previews, &err) < 0 ||
-        http_server_new(d.loop, d.cfg.listen, router_dispatch, &d.router, &d.http, &err) < 0)
+        http_server_new(d.loop, d.cfg.listen, router_dispatch, &d.router, &d.http, &err) < 0 ||
+        metrics_listener_new(&d, &d.metrics, &err) < 0)
         goto out;
     http_server_set_streaming(d.http, router_streams_body);
     http_server_set_cors(d.http, d.cfg.cors_origins);
@@ -178,6 +186,7 @@ out:
         log_error("%s", err.msg[0] ? err.msg : "start-up failed");
     /* Upgraded connections first: MHD must see them closed before it stops. */
     terminals_free(d.terminals);
+    metrics_listener_free(d.metrics);
     http_server_free(d.http);
     /* After the server: requests waiting on jobs were aborted, so done callbacks only free. */
     jobs_free(d.jobs);
@@ -188,6 +197,7 @@ out:
     egress_proxy_free(d.egress);
     previews_free(d.previews);
     llm_free(d.llm);
+    billing_free(d.billing);
     store_free(d.store);
     loop_free(d.loop);
     if (sfd >= 0)

@@ -15,9 +15,27 @@ static const struct route routes[] = {
 };
 static const struct route_table health_routes = ROUTE_TABLE(routes);
 
+/* One table a line, so that features add lines, not edit them. */
+/* clang-format off */
 const struct route_table *const sbxd_routes[] = {
-    &health_routes, &key_routes,     &audit_routes,   &sandbox_routes,  &snapshot_routes,
-    &exec_routes,   &session_routes, &process_routes, &file_routes,     &artifact_routes,
-    &egress_routes, &kernel_routes,  &pty_routes,     &terminal_routes, &preview_routes, &skill_routes,
+    &health_routes,
+    &key_routes,
+    &audit_routes,
+    &sandbox_routes,
+    &snapshot_routes,
+    &exec_routes,
+    &session_routes,
+    &process_routes,
+    &file_routes,
+    &artifact_routes,
+    &egress_routes,
+    &kernel_routes,
+    &pty_routes,
+    &terminal_routes,
+    &preview_routes,
+    &skill_routes,
+    &wallet_routes,
+    &metrics_routes,
 };
+/* clang-format on */
 const size_t sbxd_route_tables = SBX_ARRAY_SIZE(sbxd_routes);

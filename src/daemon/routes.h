@@ -22,6 +22,8 @@ extern const struct route_table pty_routes;      /* live/pty_api.c */
 extern const struct route_table terminal_routes; /* live/terminal_api.c */
 extern const struct route_table preview_routes;  /* live/preview_api.c */
 extern const struct route_table skill_routes;    /* skills/skills_api.c */
+extern const struct route_table wallet_routes;   /* billing/wallet_api.c */
+extern const struct route_table metrics_routes;  /* billing/metrics_api.c */
 
 /* Every table sbxd serves, /healthz first. */
 extern const struct route_table *const sbxd_routes[];

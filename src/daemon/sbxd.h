@@ -24,6 +24,8 @@ struct sbxd {
     struct terminals *terminals; /* tickets and connected WebSocket terminals */
     struct previews *previews;   /* the preview listener and its links (preview.c) */
     struct skills *skills;       /* the skill catalog (skills/catalog.c) */
+    struct billing *billing;     /* metering, limits, settlement (billing/) */
+    struct metrics_listener *metrics; /* SBX_METRICS_LISTEN, or NULL */
 };
 
 #endif

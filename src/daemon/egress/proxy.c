@@ -14,6 +14,7 @@
 
 #include "../../common/util.h"
 #include "../../proto/proto.h"
+#include "../billing/metrics.h"
 #include "../http/reqhead.h"
 #include "../sandbox/manager.h"
 #include "resolve.h"
@@ -129,6 +130,8 @@ static void log_write(struct egress_conn *c, bool final)
         (void)store_egress_log_finish(c->px->store, c->log_id, c->bytes_up, c->bytes_down, now,
                                       c->verdict, c->reason, &err);
     }
+    if (final)
+        metrics_egress(c->verdict[0] ? c->verdict : "error", c->bytes_up, c->bytes_down);
     c->logged_final = final;
 }
 

@@ -12,6 +12,7 @@
 #include "../../common/util.h"
 #include "../../proto/proto.h"
 #include "../audit/audit.h"
+#include "../billing/billing.h"
 #include "../sandbox/channel.h"
 #include "../sandbox/manager.h"
 #include "../store/store.h"
@@ -36,6 +37,7 @@ struct exec_run {
     long long started_ms;
     struct receipt_probe *probe;
     struct exec_result res;
+    struct billing_exec billing;
 };
 
 int exec_params_parse(json_t *body, struct exec_params *out, struct sbx_err *err)
@@ -167,6 +169,7 @@ static void run_finish(struct exec_run *run, const struct sbx_err *err)
 {
     struct manager *m = run->sb->mgr;
     struct store *st = manager_store(m);
+    billing_meter_exec(&run->billing);
     if (run->guard)
         loop_timer_cancel(manager_loop(m), run->guard);
     run->guard = NULL;
@@ -311,6 +314,8 @@ int exec_start(struct sandbox *sb, const struct exec_params *p, const struct exe
     if (!sb->chan || sb->ended)
         return sbx_err_set(err, ECONNRESET, "sandbox_not_running", "sandbox %s is not running",
                            sb->rec.id);
+    if (billing_admit(o->who->user, err) < 0)
+        return sbx_err_ret(err);
     struct exec_run *run = sbx_xcalloc(1, sizeof(*run));
     run->sb = sb;
     run->obs = obs;
@@ -347,6 +352,7 @@ int exec_start(struct sandbox *sb, const struct exec_params *p, const struct exe
         return r;
     }
     sb->exec_busy = true;
+    billing_exec_begin(run->user, run->key_id, sb->rec.id, sb->rec.backend, &run->billing);
     run->guard =
         loop_timer_add(manager_loop(sb->mgr), p->timeout_s * 1000 + EXEC_GRACE_MS, on_guard, run);
     if (out)

@@ -12,6 +12,7 @@
 #include "../../common/util.h"
 #include "../../proto/proto.h"
 #include "../audit/audit.h"
+#include "../billing/billing.h"
 #include "../files/artifacts.h"
 #include "../files/inputs.h"
 #include "../http/errors.h"
@@ -195,6 +196,7 @@ static void fail(struct exec_req *x, const struct sbx_err *err)
     char *text = NULL;
     unsigned status = http_status_for_code(err->code);
     json_t *doc = json_pack("{s:{s:s,s:s}}", "error", "code", err->code, "message", err->msg);
+    billing_on_error(err->code, &x->who, json_object_get(doc, "error"));
     text = json_dumps(doc, JSON_COMPACT);
     json_decref(doc);
     idem_finish(x->claim, status, text);

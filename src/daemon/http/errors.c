@@ -105,6 +105,11 @@ static const struct {
     {"kernel_unavailable", 503},
     {"workspace_too_large", 507},
     {"sandbox_capacity", 503},
+    /* billing/ (docs/billing.md) */
+    {"invalid_top_up", 400},
+    {"invalid_usage_query", 400},
+    {"insufficient_balance", 402},
+    {"sandbox_daily_limit", 429},
 };
 
 unsigned http_status_for_code(const char *code)

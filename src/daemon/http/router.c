@@ -3,8 +3,10 @@
 #include <errno.h>
 #include <string.h>
 
+#include "../../common/log.h"
 #include "../../common/util.h"
 #include "../auth/auth.h"
+#include "../billing/billing.h"
 #include "../store/store.h"
 #include "server.h"
 
@@ -143,6 +145,7 @@ void router_dispatch(void *app, struct http_req *req)
     const char *method = http_req_method(req);
     const char *path = http_req_path(req);
     bool path_known;
+    billing_headers(req);
     const struct route *r = find(rt, method, path, &path_known);
     if (!r) {
         if (path_known)
@@ -159,5 +162,7 @@ void router_dispatch(void *app, struct http_req *req)
             return;
         }
     }
+    sbx_log_context(http_req_id(req), http_req_identity(req)->user);
     r->handler(rt->app, req);
+    sbx_log_context(NULL, NULL);
 }

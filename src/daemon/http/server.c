@@ -14,6 +14,8 @@
 #include "../../common/text.h"
 #include "../../common/util.h"
 #include "../auth/auth.h"
+#include "../billing/billing.h"
+#include "../billing/metrics.h"
 #include "cors.h"
 #include "errors.h"
 
@@ -23,6 +25,7 @@ struct http_req {
     char id[HTTP_REQUEST_ID_LEN + 1];
     const char *method;
     char *path;
+    long long t0_ms; /* monotonic, when the request came (metrics) */
     char *body;
     size_t body_len;
     bool body_too_large;
@@ -328,8 +331,9 @@ void http_respond_json(struct http_req *r, unsigned status, json_t *body)
 void http_respond_error(struct http_req *r, const struct sbx_err *err)
 {
     const char *code = err->code[0] ? err->code : "internal";
-    json_t *body =
-        json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", err->msg[0] ? err->msg : code);
+    json_t *body = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message",
+                             err->msg[0] ? err->msg : code);
+    billing_on_error(code, &r->ident, json_object_get(body, "error"));
     http_respond_json(r, http_status_for_code(code), body);
 }
 
@@ -569,6 +573,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         r->method = method;
         r->path = sbx_xstrdup(url);
         r->resp_fd = -1;
+        r->t0_ms = sbx_now_ms();
         new_request_id(r->id);
         *con_cls = r;
         const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
@@ -667,6 +672,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     }
     if (r->suspended)
         unlink_suspended(r);
+    metrics_http_done(r->method, r->path, r->has_resp ? r->status : 0, sbx_now_ms() - r->t0_ms);
     req_free(r);
     *con_cls = NULL;
 }

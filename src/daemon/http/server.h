@@ -17,7 +17,7 @@
 #define HTTP_MAX_PARAMS 4
 #define HTTP_REQUEST_ID_LEN 24
 #define HTTP_SSE_QUEUE_MAX (8u * 1024u * 1024u)
-#define HTTP_EXTRA_HEADERS_MAX 4
+#define HTTP_EXTRA_HEADERS_MAX 8
 #define HTTP_CONN_MEMORY (256u * 1024u)
 
 struct http_server;

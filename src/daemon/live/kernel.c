@@ -6,6 +6,7 @@
 
 #include "../../common/util.h"
 #include "../../proto/proto.h"
+#include "../billing/billing.h"
 #include "../sandbox/channel.h"
 #include "../exec/exec.h"
 #include "llm.h"
@@ -34,6 +35,7 @@ struct kernel_run {
     bool outputs_truncated;
     struct llm_call *llm_call;
     json_int_t llm_id;
+    struct billing_exec billing;
 };
 
 int kernel_params_parse(json_t *body, struct kernel_params *out, struct sbx_err *err)
@@ -79,6 +81,7 @@ static void run_free(struct kernel_run *run)
 
 static void run_finish(struct kernel_run *run, json_t *answer, const struct sbx_err *err)
 {
+    billing_meter_exec(&run->billing);
     if (run->guard)
         loop_timer_cancel(manager_loop(run->sb->mgr), run->guard);
     run->sb->kernel_busy = false;
@@ -359,6 +362,8 @@ int kernel_run_start(struct sandbox *sb, struct llm *llm, const struct kernel_pa
     if (sb->kernel_busy)
         return sbx_err_set(err, EBUSY, "kernel_busy", "the kernel of sandbox %s is running a cell",
                            sb->rec.id);
+    if (billing_admit(sb->rec.user, err) < 0)
+        return sbx_err_ret(err);
     json_t *req = json_pack("{s:s,s:s,s:I,s:o}", "op", "kernel_run", "code", p->code, "timeout_ms",
                             (json_int_t)(p->timeout_s * 1000), "env", sandbox_env(sb));
     struct kernel_run *run = sbx_xcalloc(1, sizeof(*run));
@@ -380,6 +385,7 @@ int kernel_run_start(struct sandbox *sb, struct llm *llm, const struct kernel_pa
     run->guard =
         loop_timer_add(manager_loop(sb->mgr), p->timeout_s * 1000 + KERNEL_GRACE_MS, on_guard, run);
     sb->kernel_busy = true;
+    billing_exec_begin(sb->rec.user, sb->rec.key_id, sb->rec.id, sb->rec.backend, &run->billing);
     if (out)
         *out = run;
     return 0;

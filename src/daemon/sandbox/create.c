@@ -11,6 +11,7 @@
 #include "../../common/log.h"
 #include "../../common/text.h"
 #include "../../common/util.h"
+#include "../billing/billing.h"
 #include "template.h"
 #include "wsimage.h"
 
@@ -83,6 +84,8 @@ int manager_create(struct manager *m, const struct auth_identity *who,
                    const struct sandbox_params *p, sandbox_ready_fn cb, void *data,
                    struct sandbox **out, struct sbx_err *err)
 {
+    if (billing_admit(who->user, err) < 0)
+        return sbx_err_ret(err);
     long long per_user, per_key;
     int r = store_sandbox_count_live(m->store, who->user, who->key_id, &per_user, &per_key, err);
     if (r < 0)

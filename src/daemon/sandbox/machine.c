@@ -11,6 +11,7 @@
 
 #include "../../common/log.h"
 #include "../../common/util.h"
+#include "../billing/billing.h"
 #include "channel.h"
 #include "template.h"
 
@@ -75,6 +76,7 @@ static void on_hello(struct channel *c, json_t *hello, void *data)
     }
     if (strcmp(sb->rec.status, SANDBOX_RUNNING)) {
         struct sbx_err err = {0};
+        billing_sandbox_state(&sb->rec, SANDBOX_RUNNING);
         if (store_sandbox_set_status(sb->mgr->store, sb->rec.id, SANDBOX_RUNNING, NULL, 0, &err) <
             0)
             log_error("sandbox %s: %s", sb->rec.id, err.msg);

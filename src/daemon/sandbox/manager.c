@@ -12,6 +12,7 @@
 #include "../../common/log.h"
 #include "../../common/util.h"
 #include "../audit/audit.h"
+#include "../billing/billing.h"
 #include "channel.h"
 #include "wsimage.h"
 
@@ -324,6 +325,7 @@ int sandbox_destroy(struct manager *m, struct sandbox *sb, const char *reason,
         !strcmp(reason, "deleted") || !strcmp(reason, "expired") || !strcmp(reason, "run_finished")
             ? SANDBOX_DESTROYED
             : SANDBOX_FAILED;
+    billing_sandbox_state(&sb->rec, status);
     int r =
         store_sandbox_set_status(m->store, sb->rec.id, status, reason, sbx_wall_ms() / 1000, err);
     struct sbx_err rerr = {0};

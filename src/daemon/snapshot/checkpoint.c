@@ -10,6 +10,7 @@
 
 #include "../../common/log.h"
 #include "../../common/util.h"
+#include "../billing/billing.h"
 #include "../sandbox/agentcall.h"
 #include "../sandbox/channel.h"
 
@@ -142,6 +143,7 @@ static void mark_paused(struct sandbox *sb)
     struct sbx_err err = {0};
     char at[24];
     snprintf(at, sizeof(at), "%lld", sb->paused_at);
+    billing_sandbox_state(&sb->rec, SANDBOX_PAUSED);
     if (store_sandbox_set_status(m->store, sb->rec.id, SANDBOX_PAUSED, NULL, 0, &err) < 0 ||
         store_meta_set(m->store, sb->rec.id, STORE_META_PAUSED_AT, at, &err) < 0)
         log_error("sandbox %s: %s", sb->rec.id, err.msg);

@@ -33,6 +33,7 @@ static const char *const *const store_schemas[] = {
     &store_egress_schema,
     &store_meta_schema,
     &store_skill_schema,
+    &store_usage_schema,
 };
 
 int store_db_err(struct store *s, struct sbx_err *err, const char *what)
@@ -139,6 +140,13 @@ int store_prepare(struct store *s, const char *sql, sqlite3_stmt **st, struct sb
     }
     va_end(ap);
     return 0;
+}
+
+int store_step_done(struct store *s, sqlite3_stmt *st, struct sbx_err *err, const char *what)
+{
+    int r = sqlite3_step(st) == SQLITE_DONE ? 0 : store_db_err(s, err, what);
+    sqlite3_finalize(st);
+    return r;
 }
 
 void store_col_text(sqlite3_stmt *st, int col, char *dst, size_t cap)

@@ -18,11 +18,14 @@ extern const char *const store_audit_schema;
 extern const char *const store_egress_schema;
 extern const char *const store_meta_schema;
 extern const char *const store_skill_schema;
+extern const char *const store_usage_schema;
 
 int store_db_err(struct store *s, struct sbx_err *err, const char *what);
 /* Prepare sql and bind arguments by types: 't' text (NULL binds NULL), 'i' int64. */
 int store_prepare(struct store *s, const char *sql, sqlite3_stmt **st, struct sbx_err *err,
                   const char *types, ...);
 void store_col_text(sqlite3_stmt *st, int col, char *dst, size_t cap);
+/* Step a statement that returns no rows, finalize it, and say whether it ran. */
+int store_step_done(struct store *s, sqlite3_stmt *st, struct sbx_err *err, const char *what);
 
 #endif

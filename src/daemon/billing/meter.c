@@ -1,0 +1,234 @@
+/* What the tick does: meter the time v2 sandboxes run and the hours paused snapshots are
+ * kept, then settle each finished interval into the wallets (docs/billing.md). */
+#include <errno.h>
+#include <ftw.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../common/util.h"
+#include "../config.h"
+#include "../store/usage.h"
+#include "billing.h"
+#include "billing_internal.h"
+#include "metrics.h"
+
+#define SETTLED_UNTIL "settled_until_ms"
+/* A GB-month is 730 hours: a monthly price spread over the hours it is sampled at. */
+#define SNAPSHOT_UNIT (1000000000LL * 730)
+
+static int add_usage(struct billing *b, const struct store_sandbox *sb, const char *kind,
+                     long long ts, long long amount)
+{
+    struct store_usage_event e = {.ts_ms = ts,
+                                  .user = sb->user,
+                                  .key_id = sb->key_id,
+                                  .sandbox_id = sb->id,
+                                  .backend = sb->backend,
+                                  .kind = kind,
+                                  .amount = amount};
+    return store_usage_add(b->store, &e, NULL);
+}
+
+void billing_meter_running(struct billing *b, const struct store_sandbox *sb, long long now)
+{
+    long long mark = 0;
+    if (store_usage_mark_get(b->store, sb->id, USAGE_V2_RUNNING_MS, &mark, NULL) < 0)
+        return;
+    /* Never metered yet: from its creation, or from now under a test clock set before it. */
+    long long from = mark ? mark : sb->created_at * 1000 < now ? sb->created_at * 1000 : now;
+    long long iv = b->cfg->billing_interval_s * 1000;
+    for (int n = 0; from < now && n < BILLING_SETTLE_PER_TICK; n++) {
+        long long end = (from / iv + 1) * iv;
+        if (end > now)
+            end = now;
+        if (add_usage(b, sb, USAGE_V2_RUNNING_MS, from, end - from) < 0)
+            return;
+        from = end;
+    }
+    (void)store_usage_mark_set(b->store, sb->id, USAGE_V2_RUNNING_MS, from, NULL);
+}
+
+/* A v2 sandbox costs while it runs, busy or idle. The state hooks make the edges exact;
+ * the tick meters what runs in between, and what ran while sbxd was down. */
+static void meter_running(struct billing *b, const struct store_sandbox *sb, long long now)
+{
+    if (!strcmp(sb->status, SANDBOX_RUNNING)) {
+        billing_meter_running(b, sb, now);
+        return;
+    }
+    long long mark = 0;
+    /* Paused time is the snapshot's, not running time. */
+    if (!strcmp(sb->status, SANDBOX_PAUSED) &&
+        store_usage_mark_get(b->store, sb->id, USAGE_V2_RUNNING_MS, &mark, NULL) == 0 && mark < now)
+        (void)store_usage_mark_set(b->store, sb->id, USAGE_V2_RUNNING_MS, now, NULL);
+}
+
+static long long walk_bytes;
+static int add_size(const char *path, const struct stat *st, int type, struct FTW *f)
+{
+    if (type == FTW_F)
+        walk_bytes += st->st_size;
+    return 0;
+}
+
+/* The memory image a paused sandbox keeps (snapshot/pause.c writes it there). */
+static long long snapshot_bytes(struct billing *b, const char *id)
+{
+    _cleanup_free_ char *dir =
+        sbx_xasprintf("%s/sandboxes/%s/snapshots/memory", b->cfg->data_dir, id);
+    walk_bytes = 0;
+    if (nftw(dir, add_size, 8, FTW_PHYS) < 0)
+        return 0;
+    return walk_bytes;
+}
+
+/* A paused snapshot is sampled at each full hour it is kept: its bytes for that hour. */
+static void meter_snapshot(struct billing *b, const struct store_sandbox *sb, long long now)
+{
+    long long mark = 0;
+    if (store_usage_mark_get(b->store, sb->id, USAGE_SNAPSHOT_BYTE_HOURS, &mark, NULL) < 0)
+        return;
+    if (strcmp(sb->status, SANDBOX_PAUSED)) {
+        if (mark)
+            (void)store_usage_mark_set(b->store, sb->id, USAGE_SNAPSHOT_BYTE_HOURS, 0, NULL);
+        return;
+    }
+    if (!mark) {
+        (void)store_usage_mark_set(b->store, sb->id, USAGE_SNAPSHOT_BYTE_HOURS,
+                                   now - now % BILLING_HOUR_MS, NULL);
+        return;
+    }
+    if (mark + BILLING_HOUR_MS > now)
+        return;
+    long long bytes = snapshot_bytes(b, sb->id);
+    for (int n = 0; mark + BILLING_HOUR_MS <= now && n < BILLING_SETTLE_PER_TICK; n++) {
+        if (bytes > 0 && add_usage(b, sb, USAGE_SNAPSHOT_BYTE_HOURS, mark, bytes) < 0)
+            return;
+        mark += BILLING_HOUR_MS;
+    }
+    (void)store_usage_mark_set(b->store, sb->id, USAGE_SNAPSHOT_BYTE_HOURS, mark, NULL);
+}
+
+struct meter_ctx {
+    struct billing *b;
+    long long now;
+};
+
+static void meter_one(const struct store_sandbox *sb, void *data)
+{
+    struct meter_ctx *c = data;
+    if (strcmp(sb->backend, "v2"))
+        return;
+    meter_running(c->b, sb, c->now);
+    meter_snapshot(c->b, sb, c->now);
+}
+
+struct users {
+    char **v;
+    size_t n;
+};
+
+static void collect_user(const char *user, void *data)
+{
+    struct users *u = data;
+    u->v = sbx_xrealloc(u->v, (u->n + 1) * sizeof(*u->v));
+    u->v[u->n++] = sbx_xstrdup(user);
+}
+
+/* One kind's charge for [lo, end), given what the month used before lo. */
+static int charge_of(struct billing *b, const char *user, const char *kind, const char *backend,
+                     long long from, long long lo, long long end, long long free_units,
+                     long long price, long long unit, long long *used, long long *charge)
+{
+    long long before;
+    int r;
+    if ((r = store_usage_sum(b->store, user, NULL, kind, backend, from, lo, &before, NULL)) < 0 ||
+        (r = store_usage_sum(b->store, user, NULL, kind, backend, lo, end, used, NULL)) < 0)
+        return r;
+    *charge = billing_cost(before + *used, free_units, price, unit) -
+              billing_cost(before, free_units, price, unit);
+    return 0;
+}
+
+static int settle_user(struct billing *b, const char *user, long long a, long long end)
+{
+    const struct sbxd_config *cfg = b->cfg;
+    long long start = cfg->billing_start_s * 1000;
+    if (end <= start)
+        return 0;
+    long long lo = a > start ? a : start;
+    long long month = billing_month_start(a);
+    long long from = month > start ? month : start;
+    long long exec_ms, run_ms, snap_bh, c_exec, c_run, c_snap;
+    int r;
+    /* v1 pays its exec time; v2 pays the time it runs, which already holds its execs. */
+    if ((r = charge_of(b, user, USAGE_EXEC_MS, "v1", from, lo, end, cfg->free_exec_s * 1000,
+                       cfg->price_exec_hour, BILLING_HOUR_MS, &exec_ms, &c_exec)) < 0 ||
+        (r = charge_of(b, user, USAGE_V2_RUNNING_MS, NULL, from, lo, end, cfg->free_v2_s * 1000,
+                       cfg->price_v2_hour, BILLING_HOUR_MS, &run_ms, &c_run)) < 0 ||
+        (r = charge_of(b, user, USAGE_SNAPSHOT_BYTE_HOURS, NULL, from, lo, end, 0,
+                       cfg->price_snapshot_gb_month, SNAPSHOT_UNIT, &snap_bh, &c_snap)) < 0)
+        return r;
+    long long total = c_exec + c_run + c_snap;
+    if (total <= 0)
+        return 0;
+    json_t *d =
+        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}", "v1_exec_ms", (json_int_t)exec_ms,
+                  "v1_exec_micro_eur", (json_int_t)c_exec, "v2_running_ms", (json_int_t)run_ms,
+                  "v2_running_micro_eur", (json_int_t)c_run, "snapshot_byte_hours",
+                  (json_int_t)snap_bh, "snapshot_micro_eur", (json_int_t)c_snap);
+    _cleanup_free_ char *details = json_dumps(d, JSON_COMPACT);
+    json_decref(d);
+    struct store_ledger_entry e = {.user = user,
+                                   .ts_ms = end,
+                                   .source = LEDGER_SANDBOX_CHARGE,
+                                   .amount = -total,
+                                   .interval_start_ms = a,
+                                   .interval_end_ms = end,
+                                   .details = details};
+    if ((r = store_wallet_post(b->store, &e, NULL)) < 0)
+        return r;
+    metrics_add(M_CHARGED, "", (double)total);
+    return 0;
+}
+
+/* [a, end) lands whole or not at all, with the watermark: a crash never charges twice. */
+static int settle_interval(struct billing *b, long long a, long long end)
+{
+    struct users u = {0};
+    int r = store_tx_begin(b->store, NULL);
+    if (r < 0)
+        return r;
+    r = store_usage_users(b->store, a, end, collect_user, &u, NULL);
+    for (size_t i = 0; r == 0 && i < u.n; i++)
+        r = settle_user(b, u.v[i], a, end);
+    if (r == 0)
+        r = store_billing_set(b->store, SETTLED_UNTIL, end, NULL);
+    for (size_t i = 0; i < u.n; i++)
+        free(u.v[i]);
+    free(u.v);
+    if (r < 0) {
+        (void)store_tx_end(b->store, false, NULL);
+        return r;
+    }
+    if ((r = store_tx_end(b->store, true, NULL)) == 0)
+        metrics_add(M_SETTLEMENTS, "", 1);
+    return r;
+}
+
+void billing_run(struct billing *b, long long now)
+{
+    struct meter_ctx c = {b, now};
+    if (store_tx_begin(b->store, NULL) == 0) {
+        int r = store_sandbox_each_live(b->store, NULL, meter_one, &c, NULL);
+        (void)store_tx_end(b->store, r == 0, NULL);
+    }
+    long long iv = b->cfg->billing_interval_s * 1000, wm;
+    int r = store_billing_get(b->store, SETTLED_UNTIL, &wm, NULL);
+    if (r == -ENOENT) {
+        wm = now - now % iv;
+        r = store_billing_set(b->store, SETTLED_UNTIL, wm, NULL);
+    }
+    for (int n = 0; r == 0 && wm + iv <= now && n < BILLING_SETTLE_PER_TICK; n++, wm += iv)
+        r = settle_interval(b, wm, wm + iv);
+}

@@ -19,7 +19,9 @@ const char *const cors_response_headers[] = {
     "Vary", "Origin",
     /* What a browser app may read of an answer besides the simple headers. */
     "Access-Control-Expose-Headers",
-    "x-request-id, x-sbx-sha256, Content-Disposition, x-sbx-idempotent-replay, Location", NULL};
+    "x-request-id, x-sbx-sha256, Content-Disposition, x-sbx-idempotent-replay, Location, "
+    "x-sbx-cost-micro-usd, x-sbx-data-region",
+    NULL};
 
 const char *const cors_preflight_headers[] = {
     "Access-Control-Allow-Methods",

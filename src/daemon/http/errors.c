@@ -94,6 +94,10 @@ static const struct {
     {"kernel_unavailable", 503},
     {"workspace_too_large", 507},
     {"sandbox_capacity", 503},
+    /* agent tools and MCP (docs/tools.md, docs/mcp.md) */
+    {"tool_not_found", 404},
+    {"edit_not_unique", 409},
+    {"edit_no_match", 422},
 };
 
 unsigned http_status_for_code(const char *code)

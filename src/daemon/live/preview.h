@@ -44,4 +44,12 @@ int preview_link(struct previews *pv, const struct sandbox *sb, long long port,
                  long long ttl_seconds, char url[PREVIEW_URL_MAX], long long *expires_at,
                  struct sbx_err *err);
 
+/* POST /preview's body {port, ttl_seconds?} on a v2 sandbox: the link, audited (without
+ * the link, which is a credential). *out: {object, sandbox_id, port, url, expires_at}. */
+struct store;
+struct auth_identity;
+int preview_grant(struct previews *pv, struct store *st, const struct auth_identity *who,
+                  const char *request_id, const struct sandbox *sb, json_t *body, json_t **out,
+                  struct sbx_err *err);
+
 #endif

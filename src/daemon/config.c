@@ -137,6 +137,8 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
         (r = env_num("SBX_TEST_TICKET_TTL_MS", 120000, 1, 120000, &cfg->ticket_ttl_ms, err)) < 0)
         return r;
     cfg->terminal_origins = split_list(getenv("SBX_TERMINAL_ORIGINS"));
+    cfg->mcp_origins = split_list(getenv("SBX_MCP_ORIGINS"));
+    cfg->mcp_hosts = split_list(getenv("SBX_MCP_HOSTS"));
     cfg->preview_listen = env_or("SBX_PREVIEW_LISTEN", "127.0.0.1:8788");
     const char *pd = getenv("SBX_PREVIEW_DOMAIN");
     cfg->preview_domain = pd && *pd ? sbx_xstrdup(pd) : NULL;
@@ -225,6 +227,12 @@ void config_free(struct sbxd_config *cfg)
     for (char **o = cfg->terminal_origins; o && *o; o++)
         free(*o);
     free(cfg->terminal_origins);
+    for (char **o = cfg->mcp_origins; o && *o; o++)
+        free(*o);
+    free(cfg->mcp_origins);
+    for (char **o = cfg->mcp_hosts; o && *o; o++)
+        free(*o);
+    free(cfg->mcp_hosts);
     free(cfg->preview_listen);
     free(cfg->preview_url);
     free(cfg->preview_domain);

@@ -42,6 +42,10 @@ struct sbxd_config {
     long long terminal_idle_ms; /* SBX_TERMINAL_IDLE_SECONDS, 900 (60..86400) */
     long long terminal_grace_s; /* SBX_TERMINAL_GRACE_SECONDS, 300 (0..86400) */
     long long ticket_ttl_ms;    /* 120 s */
+    /* MCP (docs/mcp.md). */
+    char **mcp_origins; /* SBX_MCP_ORIGINS: browser Origins allowed at /mcp (default none) */
+    char **mcp_hosts;   /* SBX_MCP_HOSTS: Host names allowed besides loopback and the listen
+                           and public addresses (DNS rebinding) */
     /* Preview URLs (docs/preview.md). */
     char *preview_listen;  /* SBX_PREVIEW_LISTEN, default 127.0.0.1:8788 */
     char *preview_url;     /* SBX_PREVIEW_URL, base of path-style links, http://<preview_listen> */

@@ -21,6 +21,7 @@
 #include "http/router.h"
 #include "live/preview.h"
 #include "live/terminal.h"
+#include "mcp/mcp.h"
 #include "routes.h"
 #include "sbxd.h"
 
@@ -159,6 +160,7 @@ int main(int argc, char **argv)
         http_server_new(d.loop, d.cfg.listen, router_dispatch, &d.router, &d.http, &err) < 0)
         goto out;
     http_server_set_streaming(d.http, router_streams_body);
+    mcp_new(&d, &d.mcp);
     if ((r = loop_watch_add(d.loop, sfd, EPOLLIN, on_signal, &d, NULL)) < 0) {
         sbx_err_sys(&err, -r, "watching signals");
         goto out;
@@ -176,6 +178,7 @@ out:
     /* Upgraded connections first: MHD must see them closed before it stops. */
     terminals_free(d.terminals);
     http_server_free(d.http);
+    mcp_free(d.mcp); /* after the server, which aborted its calls */
     /* After the server: requests waiting on jobs were aborted, so done callbacks only free. */
     jobs_free(d.jobs);
     artifacts_free(d.artifacts);

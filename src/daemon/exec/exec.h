@@ -92,4 +92,10 @@ void exec_output_put(json_t *o, const char *name, const struct exec_output *out)
 /* The blocking answer (and the stored result): exit facts, output, flags, receipt. */
 json_t *exec_result_to_json(const struct exec_result *res);
 
+/* GET .../execs/{id}: an exec's record of user's (running, or its stored result), with
+ * status and times. exec_not_found for another user's or an unknown id. */
+struct store;
+int exec_record_json(struct store *st, const char *sandbox_id, const char *exec_id,
+                     const char *user, json_t **out, struct sbx_err *err);
+
 #endif

@@ -12,7 +12,7 @@
 #define EXEC_OUT                                                                                   \
     "{\"type\":\"object\",\"properties\":{\"exit_code\":{\"type\":\"integer\"},"                   \
     "\"stdout\":{\"type\":\"string\"},\"stderr\":{\"type\":\"string\"},"                           \
-    "\"timed_out\":{\"type\":\"boolean\"}},\"required\":[\"exit_code\",\"stdout\",\"stderr\"]}"
+    "\"timed_out\":{\"type\":\"boolean\"},\"status\":{\"type\":\"string\"}}}"
 
 #define PTY_OUT                                                                                    \
     "{\"type\":\"object\",\"properties\":{\"session_id\":{\"type\":\"string\"},"                   \
@@ -59,12 +59,13 @@ static const struct tool_def defs[] = {
      false, true, true, true},
     {TOOL_SANDBOX_EXEC, "sandbox_exec", "Run a command",
      "Run a shell line (shell) or code in a language (language: python, bash or node; code) "
-     "in the sandbox, in /workspace, and return its exit code and output with a receipt.",
+     "in the sandbox, in /workspace, and return its exit code and output with a receipt. "
+     "With exec_id instead: the state or result of a command answered while still running.",
      "{\"type\":\"object\",\"properties\":{" SBX_ID ",\"shell\":{\"type\":\"string\"},"
      "\"language\":{\"type\":\"string\",\"enum\":[\"python\",\"bash\",\"node\"]},"
      "\"code\":{\"type\":\"string\"},"
      "\"timeout_seconds\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":900},"
-     "\"cwd\":{\"type\":\"string\"},"
+     "\"cwd\":{\"type\":\"string\"},\"exec_id\":{\"type\":\"string\"},"
      "\"env\":{\"type\":\"object\",\"additionalProperties\":{\"type\":\"string\"}}},"
      "\"required\":[\"sandbox_id\"]}",
      EXEC_OUT, false, true, false, true},

@@ -367,6 +367,17 @@ static int run_bash(struct tool_call *c, struct sbx_err *err)
 static int run_exec(struct tool_call *c, struct sbx_err *err)
 {
     static const char *const target[] = {"sandbox_id"};
+    json_t *poll = json_object_get(c->args, "exec_id");
+    if (poll && !json_is_null(poll)) { /* the handle of a command answered while running */
+        json_t *rec;
+        if (!json_is_string(poll))
+            return sbx_err_set(err, EINVAL, "invalid_request", "exec_id must be a string");
+        if (exec_record_json(c->d->store, c->sandbox_id, json_string_value(poll), c->who.user,
+                             &rec, err) < 0)
+            return sbx_err_ret(err);
+        finish(c, rec, NULL, NULL);
+        return 0;
+    }
     json_t *body = args_without(c->args, target, SBX_ARRAY_SIZE(target));
     json_object_set_new(c->args, "_body", body);
     return start_exec(c, body, err);

@@ -149,7 +149,7 @@ static void on_tick(struct loop *l, void *data)
                               "message", json_sprintf("running for %lld s", ms / 1000));
         (void)http_sse_event(c->req, json_pack("{s:s,s:s,s:o}", "jsonrpc", "2.0", "method",
                                                "notifications/progress", "params", p));
-    } else if (ms >= MCP_HOLD_MS && tools_call_exec_id(c->call)) {
+    } else if (ms >= c->m->d->cfg.mcp_hold_ms && tools_call_exec_id(c->call)) {
         /* An error result, so clients do not check it against the tool's output schema. */
         struct sbx_err err = {0};
         sbx_err_set(&err, EINPROGRESS, "still_running",
@@ -165,7 +165,7 @@ static void on_tick(struct loop *l, void *data)
         call_answer(c, rpc_result(c->id, r));
         return;
     }
-    c->timer = loop_timer_add(c->m->d->loop, MCP_TICK_MS, on_tick, c);
+    c->timer = loop_timer_add(c->m->d->loop, c->m->d->cfg.mcp_tick_ms, on_tick, c);
 }
 
 static json_t *tool_call(struct mcp *m, struct http_req *req, const char *session, json_t *id,
@@ -208,7 +208,7 @@ static json_t *tool_call(struct mcp *m, struct http_req *req, const char *sessio
         c->sse = true;
         http_sse_begin(req, on_call_abort, c);
     }
-    c->timer = loop_timer_add(m->d->loop, MCP_TICK_MS, on_tick, c);
+    c->timer = loop_timer_add(m->d->loop, m->d->cfg.mcp_tick_ms, on_tick, c);
     return NULL;
 }
 

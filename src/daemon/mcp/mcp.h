@@ -4,14 +4,12 @@
  * caller's key, so each sandbox is checked against that key on every call.
  *
  * A call answers application/json, or, when the client asked for progress, an SSE stream
- * of notifications/progress every MCP_TICK_MS and then the response. A command still
- * running after MCP_HOLD_MS without progress is answered with a handle (its exec_id) to
- * poll with sandbox_exec, so no call outlives a client's 60 s request timeout. */
+ * of notifications/progress every 10 s and then the response. A command still running
+ * after 50 s without progress is answered with a handle (its exec_id) to poll with
+ * sandbox_exec, so no call outlives a client's 60 s request timeout (config.h). */
 #ifndef SBX_MCP_H
 #define SBX_MCP_H
 
-#define MCP_TICK_MS 10000
-#define MCP_HOLD_MS 50000
 #define MCP_PROTOCOL_LATEST "2025-11-25"
 #define MCP_SERVER_VERSION "0.1.0"
 

@@ -3,7 +3,8 @@
 
 The test_* functions check the REST tool routes and the MCP transport's edges with raw
 HTTP; suite_mcp runs tests/mcp/mcp.test.mjs, the official MCP TypeScript SDK client
-(pinned in tests/mcp/package.json), calling every tool over Streamable HTTP.
+(pinned in tests/mcp/package.json), calling every tool over Streamable HTTP, and
+tests/mcp/stdio.test.mjs, the same client through the stdio bridge (sbx-mcp).
 """
 
 import http.client
@@ -232,6 +233,8 @@ def suite_mcp(ext):
     key = D.once("key:alice", lambda d: d.client().create_key("alice"))["key"]
     other = D.once("bob-sb", lambda _: user("bob").create_sandbox(ttl_seconds=900))
     here = os.path.join(harness.REPO, "tests", "mcp")
-    ext.tap(["node", "--test", "--test-reporter=tap", "--test-concurrency=1", "mcp.test.mjs"],
+    ext.tap(["node", "--test", "--test-reporter=tap", "--test-concurrency=1", "mcp.test.mjs",
+             "stdio.test.mjs"],
             cwd=here, env={"MCP_URL": "http://127.0.0.1:%d/mcp" % d.port, "SBX_API_KEY": key,
-                           "SBX_OTHER_SANDBOX": other["id"]})
+                           "SBX_OTHER_SANDBOX": other["id"],
+                           "SBX_MCP_BRIDGE": os.path.join(harness.build_dir(), "sbx-mcp")})

@@ -65,6 +65,14 @@ def test_rest_tool_call_and_edit_route():
     assert r.body["object"] == "tool_result" and r.body["tool"] == "sandbox_bash"
     assert r.body["sandbox_id"] == sb
     assert r.body["result"]["stdout"] == "ok\n" and r.body["result"]["exit_code"] == 0
+    # Files written anywhere in the workspace are reported, with where to fetch them.
+    assert [f["path"] for f in r.body["result"]["files"]] == ["conf.py"]
+    f = r.body["result"]["files"][0]
+    assert f["size"] == 12 and len(f["sha256"]) == 64
+    assert r.body["result"]["local_paths"]["conf.py"].endswith(
+        "/v1/sandboxes/%s/files/conf.py" % sb)
+    again = tool(a, sb, "sandbox_bash", {"command": "cat conf.py > /dev/null"}).body["result"]
+    assert again["files"] == [] and again["file_count"] == 0 and again["local_paths"] == {}
     e = a.ok("POST", "/v1/sandboxes/%s/edit" % sb,
              {"path": "conf.py", "old_string": "b = 2", "new_string": "b = 3"})
     assert e["result"]["strategy"] == "exact"

@@ -113,6 +113,15 @@ test('sandbox_bash returns output, exit code and the files it wrote, as links', 
   const got = await fetch(link.uri); // a signed link: no key needed
   assert.equal(got.status, 200);
   assert.equal(await got.text(), 'report');
+  // Outside out/ too; an unchanged file is not listed again.
+  const n = await ok('sandbox_bash', {
+    sandbox_id: sb, command: 'mkdir -p notes && printf y > notes/n.txt && cat out/r.txt',
+  });
+  assert.deepEqual(n.structuredContent.files.map((f) => f.path), ['notes/n.txt']);
+  assert.match(n.structuredContent.local_paths['notes/n.txt'], /\/files\/notes\/n\.txt$/);
+  const viaFiles = await fetch(n.structuredContent.local_paths['notes/n.txt'],
+    { headers: { Authorization: `Bearer ${key}` } });
+  assert.equal(await viaFiles.text(), 'y');
 });
 
 test('sandbox_exec runs a shell line or code with a receipt', async () => {

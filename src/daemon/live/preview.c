@@ -18,10 +18,10 @@
 #include "../../proto/proto.h"
 #include "../audit/audit.h"
 #include "../auth/signurl.h"
+#include "../sandbox/channel.h"
 #include "../http/errors.h"
 #include "../http/reqhead.h"
 #include "../http/server.h"
-#include "../sandbox/channel.h"
 
 enum conn_state {
     PS_HEAD,   /* reading the first request head */

@@ -10,10 +10,10 @@
 #include "../../common/text.h"
 #include "../../common/util.h"
 #include "../../proto/proto.h"
-#include "../http/server.h"
-#include "../http/ws.h"
 #include "../sandbox/agentcall.h"
 #include "../sandbox/channel.h"
+#include "../http/server.h"
+#include "../http/ws.h"
 #include "../sandbox/manager.h"
 
 struct ticket {
@@ -40,10 +40,10 @@ struct term_conn {
     struct chan_stream *st; /* NULL once the stream ended */
     struct ws *ws;
     char pty_id[32];
-    uint64_t in_window; /* input bytes the agent still takes */
-    uint8_t *pending;   /* one client message waiting for that window */
+    uint64_t in_window;  /* input bytes the agent still takes */
+    uint8_t *pending;    /* one client message waiting for that window */
     size_t pending_len;
-    uint32_t owed; /* output credit held back while the WebSocket is behind */
+    uint32_t owed;       /* output credit held back while the WebSocket is behind */
     struct loop_timer *idle_t;
     struct term_conn *next, *prev;
 };
@@ -165,7 +165,8 @@ static void conn_flush_input(struct term_conn *c)
     ws_pause_reading(c->ws, false);
 }
 
-static void st_data(struct chan_stream *st, unsigned ch, const uint8_t *buf, size_t len, void *data)
+static void st_data(struct chan_stream *st, unsigned ch, const uint8_t *buf, size_t len,
+                    void *data)
 {
     struct term_conn *c = data;
     if (ch != PROTO_CH_STDOUT || !len)
@@ -207,8 +208,7 @@ static void st_error(struct chan_stream *st, const struct sbx_err *err, void *da
     struct term_conn *c = data;
     c->st = NULL;
     c->sb = NULL;
-    bool stopped =
-        !strcmp(err->code, "channel_closed") || !strcmp(err->code, "sandbox_not_running");
+    bool stopped = !strcmp(err->code, "channel_closed") || !strcmp(err->code, "sandbox_not_running");
     conn_error(c, stopped ? "SANDBOX_STOPPED" : "INTERNAL",
                stopped ? WS_CLOSE_GOING_AWAY : WS_CLOSE_INTERNAL);
 }
@@ -234,18 +234,19 @@ static void conn_text(struct term_conn *c, const uint8_t *buf, size_t len)
                       : NULL;
     json_t *cols = json_object_get(msg, "cols"), *rows = json_object_get(msg, "rows");
     const char *type = json_string_value(json_object_get(msg, "type"));
-    bool ok = type && !strcmp(type, "resize") && json_is_integer(cols) && json_is_integer(rows) &&
-              json_integer_value(cols) >= 1 && json_integer_value(cols) <= 1000 &&
-              json_integer_value(rows) >= 1 && json_integer_value(rows) <= 1000;
+    bool ok = type && !strcmp(type, "resize") && json_is_integer(cols) &&
+              json_is_integer(rows) && json_integer_value(cols) >= 1 &&
+              json_integer_value(cols) <= 1000 && json_integer_value(rows) >= 1 &&
+              json_integer_value(rows) <= 1000;
     if (ok && c->sb) {
         json_t *op = json_pack("{s:s,s:s,s:O,s:O}", "op", "pty_resize", "id", c->pty_id, "cols",
                                cols, "rows", rows);
         (void)agentcall_start(c->sb, op, &resize_ops, NULL, NULL, NULL);
     } else if (!ok) {
-        conn_control(c,
-                     json_pack("{s:s,s:s,s:s}", "type", "error", "code", "BAD_MESSAGE", "message",
-                               "control messages are {\"type\":\"resize\",\"cols\":1..1000,"
-                               "\"rows\":1..1000}"));
+        conn_control(c, json_pack("{s:s,s:s,s:s}", "type", "error", "code", "BAD_MESSAGE",
+                                  "message",
+                                  "control messages are {\"type\":\"resize\",\"cols\":1..1000,"
+                                  "\"rows\":1..1000}"));
     }
     json_decref(msg);
 }

@@ -19,6 +19,7 @@
 #include "../sbxd.h"
 #include "../snapshot/snapcall.h"
 #include "fileedit.h"
+#include "wschanges.h"
 
 enum wait_kind {
     WAIT_NONE,
@@ -50,8 +51,9 @@ struct tool_call {
     struct kernel_run *krun;
     struct pty_call *pty;
     struct snap_call *snap;
-    json_t *pending; /* an answer waiting for the artifacts' links */
-    char *link_path; /* sandbox_files read: the one path whose link is wanted */
+    struct ws_listing *before; /* sandbox_bash: the workspace before its command */
+    json_t *pending;           /* an answer waiting for the artifacts' links */
+    char *link_path;           /* sandbox_files read: the one path whose link is wanted */
 };
 
 static void call_free(struct tool_call *c)
@@ -60,6 +62,7 @@ static void call_free(struct tool_call *c)
         exec_params_clear(&c->ep);
     json_decref(c->args);
     json_decref(c->pending);
+    ws_listing_free(c->before);
     free(c->link_path);
     free(c);
 }
@@ -263,6 +266,23 @@ static int run_kill(struct tool_call *c, struct sbx_err *err)
 
 /* ---- commands ---- */
 
+/* The files the command created or changed anywhere in the workspace; the receipt's
+ * (out/ only) when the listings could not be taken. */
+static json_t *changed_files(struct tool_call *c, const struct exec_result *res, json_t *o)
+{
+    _cleanup_close_ int root = -1;
+    struct sbx_err err = {0};
+    bool cut = false;
+    json_t *files = NULL;
+    if (c->before && c->sb && !c->sb->ended && ws_open_root(c->sb->workspace, &root, &err) == 0)
+        files = ws_listing_changes(c->before, root, &cut, &err);
+    if (!files)
+        return json_deep_copy(json_object_get(res->receipt, "outputs") ?: json_array());
+    if (cut)
+        json_object_set_new(o, "files_truncated", json_true());
+    return files;
+}
+
 static bool truncated(const struct exec_result *res)
 {
     return res->out[0].dropped || res->out[1].dropped;
@@ -285,24 +305,23 @@ static void on_exec_done(const struct exec_result *res, const struct sbx_err *er
                           (json_int_t)res->duration_ms);
     exec_output_put(o, "stdout", &res->out[0]);
     exec_output_put(o, "stderr", &res->out[1]);
-    json_t *outs = json_object_get(res->receipt, "outputs");
-    json_t *files = json_array(), *paths = json_object();
+    json_t *files = changed_files(c, res, o);
+    json_t *paths = json_object();
+    bool under_out = false;
     size_t i;
     json_t *f;
-    json_array_foreach(outs, i, f)
+    json_array_foreach(files, i, f)
     {
         const char *path = json_string_value(json_object_get(f, "path"));
-        if (!path)
-            continue;
-        json_array_append(files, f);
         json_object_set_new(paths, path, file_url(c, path));
+        under_out |= !strncmp(path, ARTIFACTS_DIR "/", sizeof(ARTIFACTS_DIR));
     }
     json_object_set_new(o, "file_count", json_integer((json_int_t)json_array_size(files)));
     json_object_set_new(o, "files", files);
     json_object_set_new(o, "local_paths", paths);
     if (res->workspace_full)
         json_object_set_new(o, "workspace_full", json_true());
-    if (json_array_size(files) && c->sb && !c->sb->ended) {
+    if (under_out && c->sb && !c->sb->ended) { /* signed links for those under out/ */
         collect_links(c, o);
         return;
     }
@@ -321,6 +340,9 @@ static void on_ready_exec(struct sandbox *sb, const struct sbx_err *err, void *d
         return;
     }
     struct exec_origin origin = {.who = &c->who, .request_id = c->request_id, .action = "exec"};
+    _cleanup_close_ int root = -1;
+    if (c->def->id == TOOL_SANDBOX_BASH && ws_open_root(sb->workspace, &root, &e) == 0)
+        (void)ws_listing_take(root, &c->before, &e); /* without it: the receipt's files */
     if (exec_start(sb, &c->ep, &origin, &exec_obs, c, &c->exec, &e) < 0) {
         fail(c, &e);
         return;
@@ -372,8 +394,8 @@ static int run_exec(struct tool_call *c, struct sbx_err *err)
         json_t *rec;
         if (!json_is_string(poll))
             return sbx_err_set(err, EINVAL, "invalid_request", "exec_id must be a string");
-        if (exec_record_json(c->d->store, c->sandbox_id, json_string_value(poll), c->who.user,
-                             &rec, err) < 0)
+        if (exec_record_json(c->d->store, c->sandbox_id, json_string_value(poll), c->who.user, &rec,
+                             err) < 0)
             return sbx_err_ret(err);
         finish(c, rec, NULL, NULL);
         return 0;

@@ -73,6 +73,10 @@ def test_rest_tool_call_and_edit_route():
         "/v1/sandboxes/%s/files/conf.py" % sb)
     again = tool(a, sb, "sandbox_bash", {"command": "cat conf.py > /dev/null"}).body["result"]
     assert again["files"] == [] and again["file_count"] == 0 and again["local_paths"] == {}
+    odd = tool(a, sb, "sandbox_bash", {"command": "mkdir -p 'a b' && printf z > 'a b/c?d.txt'"})
+    url = odd.body["result"]["local_paths"]["a b/c?d.txt"]
+    assert url.endswith("/files/a%20b/c%3Fd.txt"), url
+    assert a.ok("GET", url.split(str(D.get().port), 1)[1]) == b"z"
     e = a.ok("POST", "/v1/sandboxes/%s/edit" % sb,
              {"path": "conf.py", "old_string": "b = 2", "new_string": "b = 3"})
     assert e["result"]["strategy"] == "exact"

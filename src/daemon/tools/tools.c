@@ -36,7 +36,8 @@ struct tool_call {
     const struct tool_def *def;
     struct auth_identity who;
     char request_id[HTTP_REQUEST_ID_LEN + 1];
-    json_t *args; /* owned: exec params borrow from it */
+    json_t *args; /* owned */
+    json_t *body; /* owned: what exec or kernel params were parsed from (they borrow) */
     struct sandbox *sb;
     char sandbox_id[STORE_ID_MAX + 1];
     tool_done_fn cb;
@@ -61,6 +62,7 @@ static void call_free(struct tool_call *c)
     if (c->ep_set)
         exec_params_clear(&c->ep);
     json_decref(c->args);
+    json_decref(c->body);
     json_decref(c->pending);
     ws_listing_free(c->before);
     free(c->link_path);
@@ -144,7 +146,8 @@ static int open_root(struct tool_call *c, int *root, struct sbx_err *err)
 /* Where a client fetches a workspace file: the files route (with its key). */
 static json_t *file_url(struct tool_call *c, const char *path)
 {
-    return json_sprintf("%s/v1/sandboxes/%s/files/%s", c->d->cfg.public_url, c->sandbox_id, path);
+    _cleanup_free_ char *enc = artifacts_escape_path(path);
+    return json_sprintf("%s/v1/sandboxes/%s/files/%s", c->d->cfg.public_url, c->sandbox_id, enc);
 }
 
 /* ---- artifacts' signed links ---- */
@@ -374,15 +377,15 @@ static int run_bash(struct tool_call *c, struct sbx_err *err)
     if (desc && !json_is_null(desc) && !json_is_string(desc))
         return sbx_err_set(err, EINVAL, "invalid_request", "description must be a string");
     json_t *t = json_object_get(c->args, "timeout_seconds");
-    /* The parsed params borrow from the body, which the args then keep alive. */
-    json_t *body = json_pack("{s:O,s:O}", "shell", cmd, "timeout_seconds",
-                             t ? t : json_integer(TOOLS_BASH_TIMEOUT_DEFAULT));
-    if (!t)
-        json_decref(json_object_get(body, "timeout_seconds"));
+    json_t *body = json_pack("{s:O}", "shell", cmd);
+    if (t && !json_is_null(t))
+        json_object_set(body, "timeout_seconds", t);
+    else
+        json_object_set_new(body, "timeout_seconds", json_integer(TOOLS_BASH_TIMEOUT_DEFAULT));
     json_t *cwd = json_object_get(c->args, "cwd");
     if (cwd)
         json_object_set(body, "cwd", cwd);
-    json_object_set_new(c->args, "_body", body);
+    c->body = body;
     return start_exec(c, body, err);
 }
 
@@ -401,7 +404,7 @@ static int run_exec(struct tool_call *c, struct sbx_err *err)
         return 0;
     }
     json_t *body = args_without(c->args, target, SBX_ARRAY_SIZE(target));
-    json_object_set_new(c->args, "_body", body);
+    c->body = body;
     return start_exec(c, body, err);
 }
 
@@ -436,7 +439,7 @@ static int run_code(struct tool_call *c, struct sbx_err *err)
 {
     static const char *const target[] = {"sandbox_id"};
     json_t *body = args_without(c->args, target, SBX_ARRAY_SIZE(target));
-    json_object_set_new(c->args, "_body", body);
+    c->body = body;
     if (kernel_params_parse(body, &c->kp, err) < 0)
         return sbx_err_ret(err);
     c->wait = WAIT_READY;

@@ -58,15 +58,9 @@ static char version[VERSION_MAX + 1];
 static const char *url, *key;
 
 /* One message to stdout, compact, on one line (a raw newline would split it). */
-static void emit(const char *text, size_t len)
+static void put_message(json_t *m)
 {
-    json_t *m = json_loadb(text, len, 0, NULL);
-    if (!m) {
-        fprintf(stderr, "sbx-mcp: dropped a message that is not JSON\n");
-        return;
-    }
     char *s = json_dumps(m, JSON_COMPACT);
-    json_decref(m);
     if (s) {
         fputs(s, stdout);
         fputc('\n', stdout);
@@ -75,20 +69,25 @@ static void emit(const char *text, size_t len)
     }
 }
 
+static void emit(const char *text, size_t len)
+{
+    json_t *m = json_loadb(text, len, 0, NULL);
+    if (!m) {
+        fprintf(stderr, "sbx-mcp: dropped a message that is not JSON\n");
+        return;
+    }
+    put_message(m);
+    json_decref(m);
+}
+
 static void emit_error(json_t *id, const char *msg)
 {
     if (!id)
         return;
     json_t *e = json_pack("{s:s,s:O,s:{s:i,s:s}}", "jsonrpc", "2.0", "id", id, "error", "code",
                           -32603, "message", msg);
-    char *s = json_dumps(e, JSON_COMPACT);
+    put_message(e);
     json_decref(e);
-    if (s) {
-        fputs(s, stdout);
-        fputc('\n', stdout);
-        fflush(stdout);
-        free(s);
-    }
 }
 
 /* The initialize result names the version every later request carries. */

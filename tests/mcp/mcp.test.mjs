@@ -293,6 +293,28 @@ test('a long command without progress answers a handle to poll', async () => {
   assert.equal(rec.stdout, 'late\n');
 });
 
+test('a cancelled call kills its command', async () => {
+  const ac = new AbortController();
+  const pending = call('sandbox_bash', {
+    sandbox_id: sb, command: 'echo $$ > cancel.pid; sleep 30; echo finished > cancel.out',
+  }, { signal: ac.signal, onprogress: () => {} });
+  await new Promise((res) => setTimeout(res, 1500));
+  ac.abort('user abort'); // the SDK posts notifications/cancelled
+  await assert.rejects(pending);
+  // The sandbox is free again within moments (not after 30 s), and the command never ended.
+  let r;
+  for (let i = 0; i < 50; i++) {
+    r = await call('sandbox_bash', {
+      sandbox_id: sb, command: 'kill -0 $(cat cancel.pid) 2>/dev/null && echo alive || echo gone',
+    });
+    if (!r.isError) break;
+    assert.match(r.content[0].text, /^sandbox_busy:/);
+    await new Promise((res) => setTimeout(res, 200));
+  }
+  assert.equal(r.structuredContent.stdout, 'gone\n');
+  await fails('sandbox_files', { sandbox_id: sb, op: 'read', path: 'cancel.out' }, 'file_not_found');
+});
+
 test('sandbox_preview, sandbox_pause, sandbox_resume, sandbox_fork', async () => {
   const p = await ok('sandbox_preview', { sandbox_id: sb, port: 8000 });
   assert.match(p.structuredContent.url, /^http/);

@@ -1,6 +1,7 @@
 #include "exec.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
@@ -363,6 +364,12 @@ void exec_abandon(struct exec_run *run)
 {
     run->obs = NULL;
     run->data = NULL;
+}
+
+void exec_kill(struct exec_run *run)
+{
+    if (run->stream)
+        (void)channel_signal(run->stream, SIGKILL, NULL);
 }
 
 void exec_output_put(json_t *o, const char *name, const struct exec_output *out)

@@ -84,6 +84,9 @@ int exec_start(struct sandbox *sb, const struct exec_params *p, const struct exe
 const char *exec_run_id(const struct exec_run *run);
 /* The requester went away: the command runs on and its record is still finished. */
 void exec_abandon(struct exec_run *run);
+/* SIGKILL to the command's process group (a caller cancelled it): it ends as killed
+ * (exit_code 137) and its record, receipt and audit entry are finished as usual. */
+void exec_kill(struct exec_run *run);
 
 /* o[name]: the output as text, or base64 with name_encoding when it is not UTF-8, plus
  * name_truncated (and name_dropped_bytes). */

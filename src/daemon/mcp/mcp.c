@@ -212,14 +212,14 @@ static json_t *tool_call(struct mcp *m, struct http_req *req, const char *sessio
     return NULL;
 }
 
-/* notifications/cancelled: stop following the call and send no response to it. */
+/* notifications/cancelled: stop the call (a command is killed) and send no response to it. */
 static void cancel(struct mcp *m, const char *session, json_t *params)
 {
     json_t *rid = json_object_get(params, "requestId");
     for (struct mcp_call *c = m->calls; rid && c; c = c->next) {
         if (strcmp(c->session, session) || !json_equal(c->id, rid))
             continue;
-        tools_call_abandon(c->call);
+        tools_call_cancel(c->call);
         c->call = NULL;
         /* A JSON answer must still end the HTTP exchange; the client drops it. */
         call_answer(c, c->sse ? NULL : rpc_error(c->id, RPC_CANCELLED, "cancelled"));

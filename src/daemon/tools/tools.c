@@ -114,6 +114,13 @@ void tools_call_abandon(struct tool_call *c)
     call_free(c);
 }
 
+void tools_call_cancel(struct tool_call *c)
+{
+    if (c && c->wait == WAIT_EXEC)
+        exec_kill(c->exec);
+    tools_call_abandon(c);
+}
+
 const char *tools_call_exec_id(const struct tool_call *c)
 {
     return c && c->wait == WAIT_EXEC && c->exec_id[0] ? c->exec_id : NULL;

@@ -315,6 +315,24 @@ test('a cancelled call kills its command', async () => {
   await fails('sandbox_files', { sandbox_id: sb, op: 'read', path: 'cancel.out' }, 'file_not_found');
 });
 
+test('a cancelled cell is interrupted; the kernel keeps its state', async () => {
+  const ac = new AbortController();
+  const pending = call('repl_execute', {
+    sandbox_id: sb, code: 'import time\nfor i in range(300):\n    time.sleep(0.1)\nx = -1',
+  }, { signal: ac.signal });
+  await new Promise((res) => setTimeout(res, 1500));
+  ac.abort('user abort');
+  await assert.rejects(pending);
+  let r;
+  for (let i = 0; i < 50; i++) {
+    r = await call('repl_execute', { sandbox_id: sb, code: 'x' });
+    if (!r.isError) break;
+    assert.match(r.content[0].text, /^kernel_busy:/);
+    await new Promise((res) => setTimeout(res, 200));
+  }
+  assert.equal(r.structuredContent.result, '20'); // not -1: the loop never finished
+});
+
 test('sandbox_preview, sandbox_pause, sandbox_resume, sandbox_fork', async () => {
   const p = await ok('sandbox_preview', { sandbox_id: sb, port: 8000 });
   assert.match(p.structuredContent.url, /^http/);

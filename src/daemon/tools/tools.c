@@ -116,8 +116,11 @@ void tools_call_abandon(struct tool_call *c)
 
 void tools_call_cancel(struct tool_call *c)
 {
+    struct sbx_err err = {0};
     if (c && c->wait == WAIT_EXEC)
         exec_kill(c->exec);
+    else if (c && c->wait == WAIT_KERNEL) /* KeyboardInterrupt in the cell; the kernel lives */
+        (void)kernel_control(c->sb, "kernel_interrupt", NULL, NULL, NULL, &err);
     tools_call_abandon(c);
 }
 

@@ -39,8 +39,9 @@ void tools_call(struct sbxd *d, const struct tool_request *rq, tool_done_fn cb, 
 /* The requester went away: on_done never runs. A command or cell runs on (its record is
  * still finished), as when a REST client leaves. */
 void tools_call_abandon(struct tool_call *c);
-/* The requester cancelled: on_done never runs, and a command the call runs is killed
- * (SIGKILL; its record is finished as killed). Anything else goes as with abandon. */
+/* The requester cancelled: on_done never runs; a command the call runs is killed (SIGKILL;
+ * its record is finished as killed), a kernel cell interrupted. Anything else goes as with
+ * abandon. */
 void tools_call_cancel(struct tool_call *c);
 /* The id of the command a running call waits for (a handle to poll), else NULL. */
 const char *tools_call_exec_id(const struct tool_call *c);

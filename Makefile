@@ -48,7 +48,7 @@ print-cflags:
 .PHONY: all build print-libs print-cflags run test deps template unit e2e bench fuzz clean distclean format
 
 all: build
-build: $(BUILD)/sbxd $(BUILD)/sbx-agent $(BUILD)/sbx-shim
+build: $(BUILD)/sbxd $(BUILD)/sbx-agent $(BUILD)/sbx-shim $(BUILD)/sbx-mcp
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -72,6 +72,11 @@ $(BUILD)/sbxd: $(DAEMON_OBJ)
 
 $(BUILD)/sbx-shim: $(SHIM_OBJ)
 	$(CC) $(SAN) -o $@ $^
+
+# MCP over stdio for desktop clients, bridged to sbxd's /mcp (docs/mcp.md).
+$(BUILD)/sbx-mcp: src/bridge/sbx_mcp.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SAN) $(shell pkg-config --cflags libcurl jansson) -o $@ $< $(shell pkg-config --libs libcurl jansson)
 
 $(BUILD)/sbx-agent: $(AGENT_OBJ)
 	$(CC) -static -o $@ $^ -l:libjansson.a -l:libseccomp.a

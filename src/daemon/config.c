@@ -183,6 +183,11 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
     const char *sd = getenv("SBX_SKILLS_DIR"), *si = getenv("SBX_SKILL_INDEX_URL");
     cfg->skills_dir = sd && *sd ? sbx_xstrdup(sd) : beside_self("../skills");
     cfg->skill_index_url = si && *si ? sbx_xstrdup(si) : NULL;
+    cfg->mcp_origins = split_list(getenv("SBX_MCP_ORIGINS"));
+    cfg->mcp_hosts = split_list(getenv("SBX_MCP_HOSTS"));
+    if ((r = env_num("SBX_TEST_MCP_TICK_MS", 10000, 100, 60000, &cfg->mcp_tick_ms, err)) < 0 ||
+        (r = env_num("SBX_TEST_MCP_HOLD_MS", 50000, 100, 55000, &cfg->mcp_hold_ms, err)) < 0)
+        return r;
     cfg->preview_listen = env_or("SBX_PREVIEW_LISTEN", "127.0.0.1:8788");
     const char *pd = getenv("SBX_PREVIEW_DOMAIN");
     cfg->preview_domain = pd && *pd ? sbx_xstrdup(pd) : NULL;
@@ -280,6 +285,12 @@ void config_free(struct sbxd_config *cfg)
     free(cfg->cors_origins);
     free(cfg->skills_dir);
     free(cfg->skill_index_url);
+    for (char **o = cfg->mcp_origins; o && *o; o++)
+        free(*o);
+    free(cfg->mcp_origins);
+    for (char **o = cfg->mcp_hosts; o && *o; o++)
+        free(*o);
+    free(cfg->mcp_hosts);
     free(cfg->preview_listen);
     free(cfg->preview_url);
     free(cfg->preview_domain);

@@ -45,6 +45,12 @@ struct sbxd_config {
     long long terminal_idle_ms; /* SBX_TERMINAL_IDLE_SECONDS, 900 (60..86400) */
     long long terminal_grace_s; /* SBX_TERMINAL_GRACE_SECONDS, 300 (0..86400) */
     long long ticket_ttl_ms;    /* 120 s */
+    /* MCP (docs/mcp.md). */
+    char **mcp_origins; /* SBX_MCP_ORIGINS: browser Origins allowed at /mcp (default none) */
+    char **mcp_hosts;   /* SBX_MCP_HOSTS: Host names allowed besides loopback and the listen
+                           and public addresses (DNS rebinding) */
+    long long mcp_tick_ms; /* progress every 10 s (SBX_TEST_MCP_TICK_MS: tests only) */
+    long long mcp_hold_ms; /* a command's handle after 50 s (SBX_TEST_MCP_HOLD_MS: tests) */
     /* Preview URLs (docs/preview.md). */
     char *preview_listen;  /* SBX_PREVIEW_LISTEN, default 127.0.0.1:8788 */
     char *preview_url;     /* SBX_PREVIEW_URL, base of path-style links, http://<preview_listen> */

@@ -23,6 +23,7 @@
 #include "http/router.h"
 #include "live/preview.h"
 #include "live/terminal.h"
+#include "mcp/mcp.h"
 #include "routes.h"
 #include "skills/catalog.h"
 #include "sbxd.h"
@@ -170,6 +171,7 @@ int main(int argc, char **argv)
         goto out;
     http_server_set_streaming(d.http, router_streams_body);
     http_server_set_cors(d.http, d.cfg.cors_origins);
+    mcp_new(&d, &d.mcp);
     if ((r = loop_watch_add(d.loop, sfd, EPOLLIN, on_signal, &d, NULL)) < 0) {
         sbx_err_sys(&err, -r, "watching signals");
         goto out;
@@ -188,6 +190,7 @@ out:
     terminals_free(d.terminals);
     metrics_listener_free(d.metrics);
     http_server_free(d.http);
+    mcp_free(d.mcp); /* after the server, which aborted its calls */
     /* After the server: requests waiting on jobs were aborted, so done callbacks only free. */
     jobs_free(d.jobs);
     artifacts_free(d.artifacts);

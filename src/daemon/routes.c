@@ -36,6 +36,8 @@ const struct route_table *const sbxd_routes[] = {
     &skill_routes,
     &wallet_routes,
     &metrics_routes,
+    &tool_routes,
+    &mcp_routes,
 };
 /* clang-format on */
 const size_t sbxd_route_tables = SBX_ARRAY_SIZE(sbxd_routes);

@@ -24,6 +24,8 @@ extern const struct route_table preview_routes;  /* live/preview_api.c */
 extern const struct route_table skill_routes;    /* skills/skills_api.c */
 extern const struct route_table wallet_routes;   /* billing/wallet_api.c */
 extern const struct route_table metrics_routes;  /* billing/metrics_api.c */
+extern const struct route_table tool_routes;     /* tools/tools_api.c */
+extern const struct route_table mcp_routes;      /* mcp/mcp_api.c */
 
 /* Every table sbxd serves, /healthz first. */
 extern const struct route_table *const sbxd_routes[];

@@ -26,6 +26,7 @@ struct sbxd {
     struct skills *skills;       /* the skill catalog (skills/catalog.c) */
     struct billing *billing;     /* metering, limits, settlement (billing/) */
     struct metrics_listener *metrics; /* SBX_METRICS_LISTEN, or NULL */
+    struct mcp *mcp;             /* MCP sessions and calls in flight (mcp/mcp.c) */
 };
 
 #endif

@@ -1,6 +1,7 @@
 #include "exec.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
@@ -371,6 +372,12 @@ void exec_abandon(struct exec_run *run)
     run->data = NULL;
 }
 
+void exec_kill(struct exec_run *run)
+{
+    if (run->stream)
+        (void)channel_signal(run->stream, SIGKILL, NULL);
+}
+
 void exec_output_put(json_t *o, const char *name, const struct exec_output *out)
 {
     size_t n = out->len;
@@ -408,4 +415,25 @@ json_t *exec_result_to_json(const struct exec_result *res)
     if (res->session)
         json_object_set(o, "session", res->session);
     return o;
+}
+
+int exec_record_json(struct store *st, const char *sandbox_id, const char *exec_id,
+                     const char *user, json_t **out, struct sbx_err *err)
+{
+    struct store_exec e;
+    if (store_exec_get(st, sandbox_id, exec_id, user, &e, err) < 0)
+        return sbx_err_ret(err);
+    json_t *o = e.result_json ? json_loads(e.result_json, 0, NULL) : NULL;
+    if (!o)
+        o = json_object();
+    json_object_set_new(o, "object", json_string("exec"));
+    json_object_set_new(o, "id", json_string(e.id));
+    json_object_set_new(o, "sandbox_id", json_string(e.sandbox_id));
+    json_object_set_new(o, "status", json_string(e.status));
+    json_object_set_new(o, "started_at_ms", json_integer(e.started_at_ms));
+    if (e.ended_at_ms)
+        json_object_set_new(o, "ended_at_ms", json_integer(e.ended_at_ms));
+    store_exec_clear(&e);
+    *out = o;
+    return 0;
 }

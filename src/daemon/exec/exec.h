@@ -84,6 +84,9 @@ int exec_start(struct sandbox *sb, const struct exec_params *p, const struct exe
 const char *exec_run_id(const struct exec_run *run);
 /* The requester went away: the command runs on and its record is still finished. */
 void exec_abandon(struct exec_run *run);
+/* SIGKILL to the command's process group (a caller cancelled it): it ends as killed
+ * (exit_code 137) and its record, receipt and audit entry are finished as usual. */
+void exec_kill(struct exec_run *run);
 
 /* o[name]: the output as text, or base64 with name_encoding when it is not UTF-8, plus
  * name_truncated (and name_dropped_bytes). */
@@ -91,5 +94,11 @@ void exec_output_put(json_t *o, const char *name, const struct exec_output *out)
 
 /* The blocking answer (and the stored result): exit facts, output, flags, receipt. */
 json_t *exec_result_to_json(const struct exec_result *res);
+
+/* GET .../execs/{id}: an exec's record of user's (running, or its stored result), with
+ * status and times. exec_not_found for another user's or an unknown id. */
+struct store;
+int exec_record_json(struct store *st, const char *sandbox_id, const char *exec_id,
+                     const char *user, json_t **out, struct sbx_err *err);
 
 #endif

@@ -353,23 +353,12 @@ static void api_run(struct sbxd *d, struct http_req *req)
 static void api_exec_get(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
-    struct store_exec e;
-    if (store_exec_get(d->store, http_req_param(req, 0), http_req_param(req, 1),
-                       http_req_identity(req)->user, &e, &err) < 0) {
+    json_t *o;
+    if (exec_record_json(d->store, http_req_param(req, 0), http_req_param(req, 1),
+                         http_req_identity(req)->user, &o, &err) < 0) {
         http_respond_error(req, &err);
         return;
     }
-    json_t *o = e.result_json ? json_loads(e.result_json, 0, NULL) : NULL;
-    if (!o)
-        o = json_object();
-    json_object_set_new(o, "object", json_string("exec"));
-    json_object_set_new(o, "id", json_string(e.id));
-    json_object_set_new(o, "sandbox_id", json_string(e.sandbox_id));
-    json_object_set_new(o, "status", json_string(e.status));
-    json_object_set_new(o, "started_at_ms", json_integer(e.started_at_ms));
-    if (e.ended_at_ms)
-        json_object_set_new(o, "ended_at_ms", json_integer(e.ended_at_ms));
-    store_exec_clear(&e);
     http_respond_json(req, 200, o);
 }
 

@@ -29,23 +29,6 @@ static bool walk(const char *workspace, const char *sub, ws_walk_fn fn, void *da
     return !truncated;
 }
 
-/* SHA-256 of a regular file opened beneath dirfd without following symlinks. */
-static int hash_file(int dirfd, const char *name, char out[65], long long *size,
-                     struct sbx_err *err)
-{
-    _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
-        return sbx_err_sys(err, errno, "opening %s", name);
-    struct stat st;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
-        return sbx_err_set(err, EINVAL, "internal", "%s is not a regular file", name);
-    uint64_t n;
-    int r = ws_sha256_fd(fd, -1, out, &n, err);
-    if (r == 0)
-        *size = (long long)n;
-    return r;
-}
-
 /* --- the generation counter -------------------------------------------------------- */
 
 static int fingerprint_entry(const struct ws_entry *e, void *data, struct sbx_err *err)
@@ -202,9 +185,9 @@ static int add_output(const struct ws_entry *e, void *data, struct sbx_err *unus
         return 0;
     }
     char sha[65];
-    long long size = 0;
+    uint64_t size = 0;
     struct sbx_err err = {0};
-    if (hash_file(e->dir, e->name, sha, &size, &err) < 0) {
+    if (ws_hash_at(e->dir, e->name, sha, &size, &err) < 0) {
         json_array_append_new(b->warnings, json_sprintf("%s: %s", rel, err.msg));
         return 0;
     }

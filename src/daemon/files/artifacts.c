@@ -272,12 +272,11 @@ void artifacts_collect(struct artifacts *a, int root, const char *sandbox_id,
 
 /* --- links ------------------------------------------------------------------------------- */
 
-static char *link_url(struct artifacts *a, const char *sandbox_id, const char *path,
-                      const char *sha, long long expires, const char *sig)
+char *artifacts_escape_path(const char *path)
 {
     /* Each segment escaped on its own: the slashes stay path separators. */
     size_t cap = strlen(path) * 3 + 1, at = 0;
-    _cleanup_free_ char *enc = sbx_xmalloc(cap);
+    char *enc = sbx_xmalloc(cap);
     const char *c = path;
     for (;;) {
         const char *e = strchrnul(c, '/');
@@ -290,6 +289,13 @@ static char *link_url(struct artifacts *a, const char *sandbox_id, const char *p
             break;
         c = e + 1;
     }
+    return enc;
+}
+
+static char *link_url(struct artifacts *a, const char *sandbox_id, const char *path,
+                      const char *sha, long long expires, const char *sig)
+{
+    _cleanup_free_ char *enc = artifacts_escape_path(path);
     return sbx_xasprintf("%s/v1/sandboxes/%s/artifacts/%s?sha256=%s&expires=%lld&sig=%s",
                          a->public_url, sandbox_id, enc, sha, expires, sig);
 }

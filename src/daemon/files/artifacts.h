@@ -64,6 +64,9 @@ struct jobs;
 void artifacts_collect_async(struct artifacts *a, struct jobs *jobs, const char *workspace,
                              const char *sandbox_id, artifacts_ready_fn cb, void *data);
 
+/* A workspace path for a URL: each segment percent-escaped, the slashes kept. malloc'd. */
+char *artifacts_escape_path(const char *path);
+
 /* A signed link's blob: invalid_signature / link_expired (403), artifact_not_found. */
 int artifacts_open_link(struct artifacts *a, const char *sandbox_id, const char *path,
                         const char *sha256, const char *expires, const char *sig, long long now,

@@ -601,3 +601,15 @@ int ws_hash_tree(int root, const char *dir, size_t max, ws_file_fn fn, void *dat
         *truncated = h.truncated || walk_trunc;
     return r;
 }
+
+int ws_hash_at(int dir, const char *name, char hex[WS_SHA256_HEX_LEN + 1], uint64_t *size,
+               struct sbx_err *err)
+{
+    _cleanup_close_ int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return sbx_err_sys(err, errno, "opening %s", name);
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+        return sbx_err_set(err, EINVAL, "internal", "%s is not a regular file", name);
+    return ws_sha256_fd(fd, -1, hex, size, err);
+}

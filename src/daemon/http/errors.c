@@ -110,6 +110,10 @@ static const struct {
     {"invalid_usage_query", 400},
     {"insufficient_balance", 402},
     {"sandbox_daily_limit", 429},
+    /* agent tools and MCP (docs/tools.md, docs/mcp.md) */
+    {"tool_not_found", 404},
+    {"edit_not_unique", 409},
+    {"edit_no_match", 422},
 };
 
 unsigned http_status_for_code(const char *code)

@@ -10,7 +10,6 @@
 #include "../sandbox/manager.h"
 
 #define PORTWAIT_RETRY_MS 100
-#define PORTWAIT_MAX_SECONDS 60
 
 struct portwait;
 /* err NULL: the port accepts connections. */

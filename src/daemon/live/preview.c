@@ -16,6 +16,7 @@
 
 #include "../../common/util.h"
 #include "../../proto/proto.h"
+#include "../audit/audit.h"
 #include "../auth/signurl.h"
 #include "../http/errors.h"
 #include "../http/reqhead.h"
@@ -824,5 +825,62 @@ int preview_link(struct previews *pv, const struct sandbox *sb, long long port,
     if (n < 0 || n >= PREVIEW_URL_MAX)
         return sbx_err_set(err, ENAMETOOLONG, "internal", "the preview URL is too long");
     *expires_at = expires;
+    return 0;
+}
+
+static int parse_body(json_t *body, long long *port, long long *ttl, long long *wait,
+                      struct sbx_err *err)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach(body, k, v)
+    {
+        if (strcmp(k, "port") && strcmp(k, "ttl_seconds") && (!wait || strcmp(k, "wait_seconds")))
+            return sbx_err_set(err, EINVAL, "invalid_request", "unknown field \"%.64s\"", k);
+    }
+    json_t *p = json_object_get(body, "port");
+    if (!json_is_integer(p))
+        return sbx_err_set(err, EINVAL, "invalid_port", "port must be an integer %d..%d",
+                           PREVIEW_PORT_MIN, PREVIEW_PORT_MAX);
+    *port = json_integer_value(p);
+    json_t *t = json_object_get(body, "ttl_seconds");
+    if (t && !json_is_integer(t))
+        return sbx_err_set(err, EINVAL, "invalid_ttl", "ttl_seconds must be an integer %d..%d",
+                           PREVIEW_TTL_MIN, PREVIEW_TTL_MAX);
+    *ttl = t ? json_integer_value(t) : PREVIEW_TTL_DEFAULT;
+    json_t *w = wait ? json_object_get(body, "wait_seconds") : NULL;
+    if (w && (!json_is_integer(w) || json_integer_value(w) < 0 ||
+              json_integer_value(w) > PREVIEW_WAIT_MAX))
+        return sbx_err_set(err, EINVAL, "invalid_request", "wait_seconds must be an integer 0..%d",
+                           PREVIEW_WAIT_MAX);
+    if (wait)
+        *wait = w ? json_integer_value(w) : 0;
+    return 0;
+}
+
+/* A v1 sandbox has no machine between commands, so nothing could stay listening. */
+static int v2_only(const struct sandbox *sb, struct sbx_err *err)
+{
+    if (strcmp(sb->rec.backend, "v2"))
+        return sbx_err_set(err, ENOTSUP, "not_supported_on_v1",
+                           "preview URLs need a v2 sandbox; %s runs on v1", sb->rec.id);
+    return 0;
+}
+
+int preview_grant(struct previews *pv, struct store *st, const struct auth_identity *who,
+                  const char *request_id, const struct sandbox *sb, json_t *body,
+                  long long *wait_seconds, json_t **out, struct sbx_err *err)
+{
+    long long port = 0, ttl = 0, expires_at = 0;
+    char url[PREVIEW_URL_MAX];
+    if (v2_only(sb, err) < 0 || parse_body(body, &port, &ttl, wait_seconds, err) < 0 ||
+        preview_link(pv, sb, port, ttl, url, &expires_at, err) < 0)
+        return sbx_err_ret(err);
+    /* The audit entry names the port and lifetime, never the link: it is a credential. */
+    audit_record(st, who, NULL, request_id, "sandbox.preview", sb->rec.id, "ok",
+                 json_pack("{s:I,s:I,s:I}", "port", (json_int_t)port, "ttl_seconds",
+                           (json_int_t)ttl, "expires_at", (json_int_t)expires_at));
+    *out = json_pack("{s:s,s:s,s:I,s:s,s:I}", "object", "preview", "sandbox_id", sb->rec.id, "port",
+                     (json_int_t)port, "url", url, "expires_at", (json_int_t)expires_at);
     return 0;
 }

@@ -44,4 +44,15 @@ int preview_link(struct previews *pv, const struct sandbox *sb, long long port,
                  long long ttl_seconds, char url[PREVIEW_URL_MAX], long long *expires_at,
                  struct sbx_err *err);
 
+/* POST /preview's body {port, ttl_seconds?, wait_seconds?} on a v2 sandbox: the link,
+ * audited (without the link, which is a credential). *out: {object, sandbox_id, port, url,
+ * expires_at}. wait_seconds NULL: the field is not accepted; else how long the caller is to
+ * wait for the port (live/portwait.h). */
+#define PREVIEW_WAIT_MAX 60
+struct store;
+struct auth_identity;
+int preview_grant(struct previews *pv, struct store *st, const struct auth_identity *who,
+                  const char *request_id, const struct sandbox *sb, json_t *body,
+                  long long *wait_seconds, json_t **out, struct sbx_err *err);
+
 #endif

@@ -1,0 +1,28 @@
+/* The MCP server (docs/mcp.md): JSON-RPC over Streamable HTTP at /mcp, protocol versions
+ * 2025-11-25 and 2025-06-18 (and 2025-03-26 clients, without batches). Tools only: the
+ * agent tools of tools/ with their schemas; a tools/call runs through tools_call, with the
+ * caller's key, so each sandbox is checked against that key on every call.
+ *
+ * A call answers application/json, or, when the client asked for progress, an SSE stream
+ * of notifications/progress every 10 s and then the response. A command still running
+ * after 50 s without progress is answered with a handle (its exec_id) to poll with
+ * sandbox_exec, so no call outlives a client's 60 s request timeout (config.h). */
+#ifndef SBX_MCP_H
+#define SBX_MCP_H
+
+#define MCP_PROTOCOL_LATEST "2025-11-25"
+#define MCP_SERVER_VERSION "0.1.0"
+
+struct sbxd;
+struct mcp;
+struct http_req;
+
+void mcp_new(struct sbxd *d, struct mcp **out);
+void mcp_free(struct mcp *m);
+
+/* One JSON-RPC message POSTed to /mcp (the route checked the key, Origin and Host). */
+void mcp_post(struct mcp *m, struct http_req *req);
+/* DELETE /mcp: the end of a session. */
+void mcp_delete(struct mcp *m, struct http_req *req);
+
+#endif

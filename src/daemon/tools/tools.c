@@ -1,0 +1,763 @@
+#include "tools.h"
+
+#include <errno.h>
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../common/text.h"
+#include "../../common/util.h"
+#include "../audit/audit.h"
+#include "../exec/exec.h"
+#include "../files/artifacts.h"
+#include "../files/workspace.h"
+#include "../http/server.h"
+#include "../live/kernel.h"
+#include "../live/preview.h"
+#include "../live/ptycall.h"
+#include "../sbxd.h"
+#include "../snapshot/snapcall.h"
+#include "fileedit.h"
+#include "wschanges.h"
+
+enum wait_kind {
+    WAIT_NONE,
+    WAIT_READY,     /* a sandbox waiter (create, or readiness before a command) */
+    WAIT_EXEC,      /* exec_start */
+    WAIT_KERNEL,    /* kernel_run_start */
+    WAIT_PTY,       /* a PTY call */
+    WAIT_ARTIFACTS, /* a collection on the worker pool: cannot be called back */
+    WAIT_SNAP,      /* pause, resume, fork */
+};
+
+struct tool_call {
+    struct sbxd *d;
+    const struct tool_def *def;
+    struct auth_identity who;
+    char request_id[HTTP_REQUEST_ID_LEN + 1];
+    json_t *args; /* owned */
+    json_t *body; /* owned: what exec or kernel params were parsed from (they borrow) */
+    struct sandbox *sb;
+    char sandbox_id[STORE_ID_MAX + 1];
+    tool_done_fn cb;
+    void *data;
+    bool abandoned;
+    enum wait_kind wait;
+    struct exec_params ep;
+    bool ep_set;
+    struct exec_run *exec;
+    char exec_id[EXEC_ID_LEN + 1];
+    struct kernel_params kp;
+    struct kernel_run *krun;
+    struct pty_call *pty;
+    struct snap_call *snap;
+    struct ws_listing *before; /* sandbox_bash: the workspace before its command */
+    json_t *pending;           /* an answer waiting for the artifacts' links */
+    char *link_path;           /* sandbox_files read: the one path whose link is wanted */
+};
+
+static void call_free(struct tool_call *c)
+{
+    if (c->ep_set)
+        exec_params_clear(&c->ep);
+    json_decref(c->args);
+    json_decref(c->body);
+    json_decref(c->pending);
+    ws_listing_free(c->before);
+    free(c->link_path);
+    free(c);
+}
+
+/* Report (unless abandoned) and free; takes result and details. */
+static void finish(struct tool_call *c, json_t *result, const struct sbx_err *err, json_t *details)
+{
+    c->wait = WAIT_NONE;
+    if (!c->abandoned)
+        c->cb(err ? NULL : result, err, details, c->data);
+    json_decref(result);
+    json_decref(details);
+    call_free(c);
+}
+
+static void fail(struct tool_call *c, const struct sbx_err *err)
+{
+    finish(c, NULL, err, NULL);
+}
+
+void tools_call_abandon(struct tool_call *c)
+{
+    if (!c)
+        return;
+    c->abandoned = true;
+    switch (c->wait) {
+    case WAIT_READY:
+        sandbox_drop_waiter(c->sb, c);
+        break;
+    case WAIT_EXEC:
+        exec_abandon(c->exec);
+        break;
+    case WAIT_KERNEL:
+        kernel_run_abandon(c->krun);
+        break;
+    case WAIT_PTY:
+        pty_call_cancel(c->pty);
+        break;
+    case WAIT_SNAP:
+        snapcall_forget(c->snap);
+        break;
+    case WAIT_ARTIFACTS:
+        return; /* freed when the collection comes back */
+    case WAIT_NONE:
+        break;
+    }
+    call_free(c);
+}
+
+void tools_call_cancel(struct tool_call *c)
+{
+    struct sbx_err err = {0};
+    if (c && c->wait == WAIT_EXEC)
+        exec_kill(c->exec);
+    else if (c && c->wait == WAIT_KERNEL) /* KeyboardInterrupt in the cell; the kernel lives */
+        (void)kernel_control(c->sb, "kernel_interrupt", NULL, NULL, NULL, &err);
+    tools_call_abandon(c);
+}
+
+const char *tools_call_exec_id(const struct tool_call *c)
+{
+    return c && c->wait == WAIT_EXEC && c->exec_id[0] ? c->exec_id : NULL;
+}
+
+const char *tools_call_sandbox_id(const struct tool_call *c)
+{
+    return c && c->sandbox_id[0] ? c->sandbox_id : NULL;
+}
+
+static const char *arg_string(const struct tool_call *c, const char *name)
+{
+    return json_string_value(json_object_get(c->args, name));
+}
+
+/* The args without the keys that name the target, for parsers that refuse unknown keys. */
+static json_t *args_without(json_t *args, const char *const *keys, size_t n)
+{
+    json_t *o = json_copy(args);
+    for (size_t i = 0; i < n; i++)
+        json_object_del(o, keys[i]);
+    return o;
+}
+
+static int open_root(struct tool_call *c, int *root, struct sbx_err *err)
+{
+    return ws_open_root(c->sb->workspace, root, err);
+}
+
+/* Where a client fetches a workspace file: the files route (with its key). */
+static json_t *file_url(struct tool_call *c, const char *path)
+{
+    _cleanup_free_ char *enc = artifacts_escape_path(path);
+    return json_sprintf("%s/v1/sandboxes/%s/files/%s", c->d->cfg.public_url, c->sandbox_id, enc);
+}
+
+/* ---- artifacts' signed links ---- */
+
+static void on_links(json_t *artifacts, const struct sbx_err *aerr, void *data);
+
+static void collect_links(struct tool_call *c, json_t *pending)
+{
+    c->pending = pending;
+    c->wait = WAIT_ARTIFACTS;
+    artifacts_collect_async(c->d->artifacts, c->d->jobs, c->sb->workspace, c->sandbox_id, on_links,
+                            c);
+}
+
+static json_t *find_artifact(json_t *artifacts, const char *path)
+{
+    size_t i;
+    json_t *a;
+    json_array_foreach(artifacts, i, a)
+    {
+        if (!strcmp(json_string_value(json_object_get(a, "path")) ?: "", path))
+            return a;
+    }
+    return NULL;
+}
+
+static void on_links(json_t *artifacts, const struct sbx_err *aerr, void *data)
+{
+    struct tool_call *c = data;
+    json_t *doc = TAKE_PTR(c->pending);
+    if (c->abandoned) {
+        json_decref(artifacts);
+        json_decref(doc);
+        call_free(c);
+        return;
+    }
+    if (c->def->id == TOOL_SANDBOX_FILES && !c->link_path) { /* op artifacts */
+        if (aerr) {
+            json_decref(doc);
+            fail(c, aerr);
+            return;
+        }
+        json_object_set_new(doc, "artifacts", artifacts);
+        finish(c, doc, NULL, NULL);
+        return;
+    }
+    if (c->link_path) { /* a large read under out/ */
+        json_t *a = find_artifact(artifacts, c->link_path);
+        json_t *url = json_object_get(a, "url");
+        if (url) {
+            json_object_set(doc, "url", url);
+            json_object_set(doc, "expires_at", json_object_get(a, "expires_at"));
+            json_object_set(doc, "mime", json_object_get(a, "mime"));
+        }
+    } else { /* sandbox_bash: every output file gets its signed link */
+        json_t *paths = json_object_get(doc, "local_paths");
+        const char *path;
+        json_t *v;
+        json_object_foreach(paths, path, v)
+        {
+            json_t *url = json_object_get(find_artifact(artifacts, path), "url");
+            if (url)
+                json_object_set(paths, path, url);
+        }
+    }
+    if (aerr)
+        json_object_set_new(doc, "artifacts_error", json_string(aerr->msg));
+    json_decref(artifacts);
+    finish(c, doc, NULL, NULL);
+}
+
+/* ---- sandboxes ---- */
+
+static void on_created(struct sandbox *sb, const struct sbx_err *err, void *data)
+{
+    struct tool_call *c = data;
+    audit_record(c->d->store, &c->who, NULL, c->request_id, "sandbox.create", sb->rec.id,
+                 err ? err->code : "ok", NULL);
+    finish(c, err ? NULL : sandbox_to_json(sb), err, NULL);
+}
+
+static int run_create(struct tool_call *c, struct sbx_err *err)
+{
+    struct sandbox_params p;
+    if (sandbox_params_parse(c->args, &p, err) < 0)
+        return sbx_err_ret(err);
+    struct sandbox *sb;
+    c->wait = WAIT_READY;
+    if (manager_create(c->d->mgr, &c->who, &p, on_created, c, &sb, err) < 0) {
+        c->wait = WAIT_NONE;
+        return sbx_err_ret(err);
+    }
+    c->sb = sb;
+    snprintf(c->sandbox_id, sizeof(c->sandbox_id), "%s", sb->rec.id);
+    return 0;
+}
+
+static void append_sandbox(struct sandbox *sb, void *data)
+{
+    json_array_append_new(data, sandbox_to_json(sb));
+}
+
+static int run_list(struct tool_call *c, struct sbx_err *err)
+{
+    json_t *list = json_array();
+    manager_each(c->d->mgr, c->who.user, append_sandbox, list);
+    finish(c, json_pack("{s:o}", "sandboxes", list), NULL, NULL);
+    return 0;
+}
+
+static int run_kill(struct tool_call *c, struct sbx_err *err)
+{
+    if (manager_destroy_by(c->d->mgr, c->sb, &c->who, c->request_id, "deleted", err) < 0)
+        return sbx_err_ret(err);
+    c->sb = NULL;
+    finish(c, json_pack("{s:s,s:b}", "id", c->sandbox_id, "deleted", 1), NULL, NULL);
+    return 0;
+}
+
+/* ---- commands ---- */
+
+/* The files the command created or changed anywhere in the workspace; the receipt's
+ * (out/ only) when the listings could not be taken. */
+static json_t *changed_files(struct tool_call *c, const struct exec_result *res, json_t *o)
+{
+    _cleanup_close_ int root = -1;
+    struct sbx_err err = {0};
+    bool cut = false;
+    json_t *files = NULL;
+    if (c->before && c->sb && !c->sb->ended && ws_open_root(c->sb->workspace, &root, &err) == 0)
+        files = ws_listing_changes(c->before, root, &cut, &err);
+    if (!files)
+        return json_deep_copy(json_object_get(res->receipt, "outputs") ?: json_array());
+    if (cut)
+        json_object_set_new(o, "files_truncated", json_true());
+    return files;
+}
+
+static bool truncated(const struct exec_result *res)
+{
+    return res->out[0].dropped || res->out[1].dropped;
+}
+
+static void on_exec_done(const struct exec_result *res, const struct sbx_err *err, void *data)
+{
+    struct tool_call *c = data;
+    c->exec = NULL;
+    if (err) {
+        fail(c, err);
+        return;
+    }
+    if (c->def->id == TOOL_SANDBOX_EXEC) {
+        finish(c, exec_result_to_json(res), NULL, NULL);
+        return;
+    }
+    json_t *o = json_pack("{s:s,s:i,s:b,s:b,s:I}", "exec_id", res->id, "exit_code", res->exit_code,
+                          "truncated", truncated(res), "timed_out", res->timed_out, "duration_ms",
+                          (json_int_t)res->duration_ms);
+    exec_output_put(o, "stdout", &res->out[0]);
+    exec_output_put(o, "stderr", &res->out[1]);
+    json_t *files = changed_files(c, res, o);
+    json_t *paths = json_object();
+    bool under_out = false;
+    size_t i;
+    json_t *f;
+    json_array_foreach(files, i, f)
+    {
+        const char *path = json_string_value(json_object_get(f, "path"));
+        json_object_set_new(paths, path, file_url(c, path));
+        under_out |= !strncmp(path, ARTIFACTS_DIR "/", sizeof(ARTIFACTS_DIR));
+    }
+    json_object_set_new(o, "file_count", json_integer((json_int_t)json_array_size(files)));
+    json_object_set_new(o, "files", files);
+    json_object_set_new(o, "local_paths", paths);
+    if (res->workspace_full)
+        json_object_set_new(o, "workspace_full", json_true());
+    if (under_out && c->sb && !c->sb->ended) { /* signed links for those under out/ */
+        collect_links(c, o);
+        return;
+    }
+    finish(c, o, NULL, NULL);
+}
+
+static const struct exec_observer exec_obs = {.on_done = on_exec_done};
+
+static void on_ready_exec(struct sandbox *sb, const struct sbx_err *err, void *data)
+{
+    struct tool_call *c = data;
+    struct sbx_err e = {0};
+    c->wait = WAIT_NONE;
+    if (err) {
+        fail(c, err);
+        return;
+    }
+    struct exec_origin origin = {.who = &c->who, .request_id = c->request_id, .action = "exec"};
+    _cleanup_close_ int root = -1;
+    if (c->def->id == TOOL_SANDBOX_BASH && ws_open_root(sb->workspace, &root, &e) == 0)
+        (void)ws_listing_take(root, &c->before, &e); /* without it: the receipt's files */
+    if (exec_start(sb, &c->ep, &origin, &exec_obs, c, &c->exec, &e) < 0) {
+        fail(c, &e);
+        return;
+    }
+    c->wait = WAIT_EXEC;
+    snprintf(c->exec_id, sizeof(c->exec_id), "%s", exec_run_id(c->exec));
+}
+
+static int start_exec(struct tool_call *c, json_t *body, struct sbx_err *err)
+{
+    int r = exec_params_parse(body, &c->ep, err);
+    if (r < 0)
+        return r;
+    c->ep_set = true;
+    if (c->sb->exec_busy)
+        return sbx_err_set(err, EBUSY, "sandbox_busy", "sandbox %s is already running a command",
+                           c->sandbox_id);
+    c->wait = WAIT_READY;
+    sandbox_when_ready(c->sb, on_ready_exec, c);
+    return 0;
+}
+
+static int run_bash(struct tool_call *c, struct sbx_err *err)
+{
+    json_t *cmd = json_object_get(c->args, "command");
+    if (!json_is_string(cmd))
+        return sbx_err_set(err, EINVAL, "invalid_request", "command must be a string");
+    json_t *desc = json_object_get(c->args, "description");
+    if (desc && !json_is_null(desc) && !json_is_string(desc))
+        return sbx_err_set(err, EINVAL, "invalid_request", "description must be a string");
+    json_t *t = json_object_get(c->args, "timeout_seconds");
+    json_t *body = json_pack("{s:O}", "shell", cmd);
+    if (t && !json_is_null(t))
+        json_object_set(body, "timeout_seconds", t);
+    else
+        json_object_set_new(body, "timeout_seconds", json_integer(TOOLS_BASH_TIMEOUT_DEFAULT));
+    json_t *cwd = json_object_get(c->args, "cwd");
+    if (cwd)
+        json_object_set(body, "cwd", cwd);
+    c->body = body;
+    return start_exec(c, body, err);
+}
+
+static int run_exec(struct tool_call *c, struct sbx_err *err)
+{
+    static const char *const target[] = {"sandbox_id"};
+    json_t *poll = json_object_get(c->args, "exec_id");
+    if (poll && !json_is_null(poll)) { /* the handle of a command answered while running */
+        json_t *rec;
+        if (!json_is_string(poll))
+            return sbx_err_set(err, EINVAL, "invalid_request", "exec_id must be a string");
+        if (exec_record_json(c->d->store, c->sandbox_id, json_string_value(poll), c->who.user, &rec,
+                             err) < 0)
+            return sbx_err_ret(err);
+        finish(c, rec, NULL, NULL);
+        return 0;
+    }
+    json_t *body = args_without(c->args, target, SBX_ARRAY_SIZE(target));
+    c->body = body;
+    return start_exec(c, body, err);
+}
+
+/* ---- the kernel ---- */
+
+static void on_kernel_done(json_t *answer, const struct sbx_err *err, void *data)
+{
+    struct tool_call *c = data;
+    c->krun = NULL;
+    finish(c, err ? NULL : json_incref(answer), err, NULL);
+}
+
+static const struct kernel_observer kernel_obs = {.on_done = on_kernel_done};
+
+static void on_ready_kernel(struct sandbox *sb, const struct sbx_err *err, void *data)
+{
+    struct tool_call *c = data;
+    struct sbx_err e = {0};
+    c->wait = WAIT_NONE;
+    if (err) {
+        fail(c, err);
+        return;
+    }
+    if (kernel_run_start(sb, c->d->llm, &c->kp, &kernel_obs, c, &c->krun, &e) < 0) {
+        fail(c, &e);
+        return;
+    }
+    c->wait = WAIT_KERNEL;
+}
+
+static int run_code(struct tool_call *c, struct sbx_err *err)
+{
+    static const char *const target[] = {"sandbox_id"};
+    json_t *body = args_without(c->args, target, SBX_ARRAY_SIZE(target));
+    c->body = body;
+    if (kernel_params_parse(body, &c->kp, err) < 0)
+        return sbx_err_ret(err);
+    c->wait = WAIT_READY;
+    sandbox_when_ready(c->sb, on_ready_kernel, c);
+    return 0;
+}
+
+/* ---- PTY sessions ---- */
+
+static void on_pty_done(json_t *answer, const struct sbx_err *err, void *data)
+{
+    struct tool_call *c = data;
+    c->pty = NULL;
+    finish(c, err ? NULL : json_incref(answer), err, NULL);
+}
+
+static int run_pty(struct tool_call *c, struct sbx_err *err)
+{
+    int r;
+    if (c->def->id == TOOL_EXEC_COMMAND)
+        r = pty_exec_command(c->sb, c->args, on_pty_done, c, &c->pty, err);
+    else
+        r = pty_write_stdin(c->sb, arg_string(c, "session_id"), c->args, on_pty_done, c, &c->pty,
+                            err);
+    if (r == 0)
+        c->wait = WAIT_PTY;
+    return r;
+}
+
+/* ---- files ---- */
+
+static int run_edit(struct tool_call *c, struct sbx_err *err)
+{
+    _cleanup_close_ int root = -1;
+    json_t *out = NULL, *details = NULL;
+    if (open_root(c, &root, err) < 0)
+        return sbx_err_ret(err);
+    int r = fileedit_run(root, c->args, &out, &details, err);
+    const char *cmd = arg_string(c, "command");
+    if (!cmd || strcmp(cmd, "view"))
+        audit_record(c->d->store, &c->who, NULL, c->request_id, "file.edit", c->sandbox_id,
+                     r < 0 ? err->code : "ok",
+                     json_pack("{s:s}", "path", fileedit_rel_path(arg_string(c, "path") ?: "")));
+    if (r < 0) {
+        finish(c, NULL, err, details);
+        return 0;
+    }
+    finish(c, out, NULL, NULL);
+    return 0;
+}
+
+static int list_entry(const struct ws_entry *e, void *data, struct sbx_err *err)
+{
+    json_array_append_new(data, json_pack("{s:s,s:s,s:I,s:I}", "path", e->path, "type",
+                                          ws_type_name(e->type), "size", (json_int_t)e->size,
+                                          "mtime", (json_int_t)e->mtime));
+    return 0;
+}
+
+static int files_list(struct tool_call *c, int root, const char *path, struct sbx_err *err)
+{
+    json_t *rec = json_object_get(c->args, "recursive");
+    bool truncated = false;
+    if (rec && !json_is_null(rec) && !json_is_boolean(rec))
+        return sbx_err_set(err, EINVAL, "invalid_request", "recursive must be true or false");
+    json_t *list = json_array();
+    if (ws_path_check(path, true, err) < 0 ||
+        ws_walk(root, path, json_is_true(rec), TOOLS_FILES_LIST_MAX, list_entry, list, &truncated,
+                err) < 0) {
+        json_decref(list);
+        return sbx_err_ret(err);
+    }
+    finish(c, json_pack("{s:s,s:o,s:b}", "path", path, "entries", list, "truncated", truncated),
+           NULL, NULL);
+    return 0;
+}
+
+static int files_read(struct tool_call *c, int root, const char *path, struct sbx_err *err)
+{
+    _cleanup_close_ int fd = -1;
+    uint64_t size;
+    char sha[WS_SHA256_HEX_LEN + 1];
+    if (ws_path_check(path, false, err) < 0 || ws_open_file(root, path, &fd, &size, err) < 0)
+        return sbx_err_ret(err);
+    audit_record(c->d->store, &c->who, NULL, c->request_id, "file.download", c->sandbox_id, "ok",
+                 json_pack("{s:s,s:I}", "path", path, "size", (json_int_t)size));
+    if (size > TOOLS_READ_INLINE_MAX) {
+        uint64_t n;
+        if (ws_sha256_fd(fd, -1, sha, &n, err) < 0)
+            return sbx_err_ret(err);
+        json_t *o = json_pack("{s:s,s:I,s:s,s:b,s:o,s:I}", "path", path, "size", (json_int_t)n,
+                              "sha256", sha, "inline", 0, "url", file_url(c, path), "inline_max",
+                              (json_int_t)TOOLS_READ_INLINE_MAX);
+        if (!strncmp(path, ARTIFACTS_DIR "/", sizeof(ARTIFACTS_DIR))) {
+            c->link_path = sbx_xstrdup(path); /* a signed link, usable without the key */
+            collect_links(c, o);
+            return 0;
+        }
+        finish(c, o, NULL, NULL);
+        return 0;
+    }
+    _cleanup_free_ char *buf = sbx_xmalloc(size + 1);
+    size_t len = 0;
+    while (len < size) {
+        ssize_t n = read(fd, buf + len, size - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return sbx_err_sys(err, errno, "reading %s", path);
+        if (n == 0)
+            break;
+        len += (size_t)n;
+    }
+    json_t *o = json_pack("{s:s,s:I,s:b}", "path", path, "size", (json_int_t)len, "inline", 1);
+    if (sbx_utf8_valid(buf, len)) {
+        json_object_set_new(o, "content", json_stringn(buf, len));
+        json_object_set_new(o, "encoding", json_string("utf-8"));
+    } else {
+        _cleanup_free_ char *b64 = sbx_base64_encode(buf, len);
+        json_object_set_new(o, "content", json_string(b64));
+        json_object_set_new(o, "encoding", json_string("base64"));
+    }
+    finish(c, o, NULL, NULL);
+    return 0;
+}
+
+/* Standard base64 (padding required) to bytes; invalid_request when it is not that. */
+static int base64_decode(const char *in, size_t inlen, char **out, size_t *outlen,
+                         struct sbx_err *err)
+{
+    if (inlen % 4)
+        return sbx_err_set(err, EINVAL, "invalid_request", "content is not valid base64");
+    char *buf = sbx_xmalloc(inlen / 4 * 3 + 1);
+    int n =
+        inlen ? EVP_DecodeBlock((unsigned char *)buf, (const unsigned char *)in, (int)inlen) : 0;
+    if (n < 0) {
+        free(buf);
+        return sbx_err_set(err, EINVAL, "invalid_request", "content is not valid base64");
+    }
+    /* EVP_DecodeBlock counts the padding as zero bytes. */
+    for (size_t i = inlen; i > 0 && in[i - 1] == '=' && n > 0; i--)
+        n--;
+    *out = buf;
+    *outlen = (size_t)n;
+    return 0;
+}
+
+static int files_write(struct tool_call *c, int root, const char *path, struct sbx_err *err)
+{
+    json_t *content = json_object_get(c->args, "content");
+    const char *enc = arg_string(c, "encoding");
+    if (!json_is_string(content))
+        return sbx_err_set(err, EINVAL, "invalid_request", "content must be a string");
+    if (enc && strcmp(enc, "utf-8") && strcmp(enc, "base64"))
+        return sbx_err_set(err, EINVAL, "invalid_request", "encoding must be utf-8 or base64");
+    if (ws_path_check(path, false, err) < 0)
+        return sbx_err_ret(err);
+    _cleanup_free_ char *decoded = NULL;
+    const char *buf = json_string_value(content);
+    size_t len = json_string_length(content);
+    if (enc && !strcmp(enc, "base64")) {
+        if (base64_decode(buf, len, &decoded, &len, err) < 0)
+            return sbx_err_ret(err);
+        buf = decoded;
+    }
+    int r = ws_write_file(root, path, buf, len, 0644, err);
+    audit_record(c->d->store, &c->who, NULL, c->request_id, "file.upload", c->sandbox_id,
+                 r < 0 ? err->code : "ok",
+                 json_pack("{s:s,s:I}", "path", path, "size", (json_int_t)len));
+    if (r < 0)
+        return r;
+    finish(c, json_pack("{s:s,s:I}", "path", path, "size", (json_int_t)len), NULL, NULL);
+    return 0;
+}
+
+static int run_files(struct tool_call *c, struct sbx_err *err)
+{
+    const char *op = arg_string(c, "op");
+    json_t *p = json_object_get(c->args, "path");
+    if (p && !json_is_null(p) && !json_is_string(p))
+        return sbx_err_set(err, EINVAL, "invalid_request", "path must be a string");
+    const char *path = fileedit_rel_path(json_string_value(p) ?: "");
+    if (op && !strcmp(op, "artifacts")) {
+        collect_links(c, json_pack("{s:s}", "sandbox_id", c->sandbox_id));
+        return 0;
+    }
+    _cleanup_close_ int root = -1;
+    if (!op || (strcmp(op, "list") && strcmp(op, "read") && strcmp(op, "write")))
+        return sbx_err_set(err, EINVAL, "invalid_request",
+                           "op must be list, read, write or artifacts");
+    if (open_root(c, &root, err) < 0)
+        return sbx_err_ret(err);
+    if (!strcmp(op, "list"))
+        return files_list(c, root, path, err);
+    if (!strcmp(op, "read"))
+        return files_read(c, root, path, err);
+    return files_write(c, root, path, err);
+}
+
+/* ---- pause, resume, fork, preview ---- */
+
+static void on_snap_answer(json_t *answer, const struct sbx_err *err, void *data)
+{
+    struct tool_call *c = data;
+    c->snap = NULL;
+    finish(c, err ? NULL : json_incref(answer), err, NULL);
+}
+
+static int run_lifecycle(struct tool_call *c, struct sbx_err *err)
+{
+    static const char *const target[] = {"sandbox_id"};
+    struct snap_origin o = {
+        .mgr = c->d->mgr, .store = c->d->store, .who = &c->who, .request_id = c->request_id};
+    json_auto_t *body = args_without(c->args, target, SBX_ARRAY_SIZE(target));
+    int r;
+    switch (c->def->id) {
+    case TOOL_SANDBOX_PAUSE:
+        r = snapcall_pause(&o, c->sb, on_snap_answer, c, &c->snap, err);
+        break;
+    case TOOL_SANDBOX_RESUME:
+        r = snapcall_resume(&o, c->sb, on_snap_answer, c, &c->snap, err);
+        break;
+    case TOOL_SANDBOX_FORK:
+        r = snapcall_fork(&o, c->sb, body, on_snap_answer, c, &c->snap, err);
+        break;
+    default: {
+        json_t *out = NULL;
+        r = preview_grant(c->d->previews, c->d->store, &c->who, c->request_id, c->sb, body, NULL,
+                          &out, err);
+        if (r == 0)
+            finish(c, out, NULL, NULL);
+        return r;
+    }
+    }
+    if (r == 0)
+        c->wait = WAIT_SNAP;
+    return r;
+}
+
+/* ---- dispatch ---- */
+
+static int run(struct tool_call *c, struct sbx_err *err)
+{
+    switch (c->def->id) {
+    case TOOL_SANDBOX_CREATE:
+        return run_create(c, err);
+    case TOOL_SANDBOX_LIST:
+        return run_list(c, err);
+    case TOOL_SANDBOX_KILL:
+        return run_kill(c, err);
+    case TOOL_SANDBOX_EXEC:
+        return run_exec(c, err);
+    case TOOL_SANDBOX_BASH:
+        return run_bash(c, err);
+    case TOOL_SANDBOX_RUN_CODE:
+    case TOOL_REPL_EXECUTE:
+        return run_code(c, err);
+    case TOOL_EXEC_COMMAND:
+    case TOOL_WRITE_STDIN:
+        return run_pty(c, err);
+    case TOOL_EDIT_FILE:
+        return run_edit(c, err);
+    case TOOL_SANDBOX_FILES:
+        return run_files(c, err);
+    case TOOL_SANDBOX_PAUSE:
+    case TOOL_SANDBOX_RESUME:
+    case TOOL_SANDBOX_FORK:
+    case TOOL_SANDBOX_PREVIEW:
+        return run_lifecycle(c, err);
+    }
+    return sbx_err_set(err, ENOENT, "tool_not_found", "no such tool");
+}
+
+void tools_call(struct sbxd *d, const struct tool_request *rq, tool_done_fn cb, void *data,
+                struct tool_call **out)
+{
+    struct tool_call *c = sbx_xcalloc(1, sizeof(*c));
+    struct sbx_err err = {0};
+    *out = c;
+    c->d = d;
+    c->cb = cb;
+    c->data = data;
+    c->who = *rq->who;
+    snprintf(c->request_id, sizeof(c->request_id), "%s", rq->request_id ? rq->request_id : "");
+    c->def = tools_find(rq->name);
+    c->args = rq->args ? json_deep_copy(rq->args) : json_object();
+    int r = 0;
+    if (!c->def)
+        r = sbx_err_set(&err, ENOENT, "tool_not_found", "no tool named %.64s",
+                        rq->name ? rq->name : "");
+    else if (!json_is_object(c->args))
+        r = sbx_err_set(&err, EINVAL, "invalid_request", "the arguments must be an object");
+    if (r == 0 && c->def->needs_sandbox) {
+        json_t *id = json_object_get(c->args, "sandbox_id");
+        const char *sid = rq->sandbox_id ? rq->sandbox_id : json_string_value(id);
+        if (rq->sandbox_id && id && !json_is_null(id) &&
+            (!json_is_string(id) || strcmp(json_string_value(id), rq->sandbox_id)))
+            r = sbx_err_set(&err, EINVAL, "invalid_request",
+                            "sandbox_id in the arguments differs from the path's");
+        else if (!sid)
+            r = sbx_err_set(&err, EINVAL, "invalid_request", "sandbox_id must be a string");
+        else
+            r = manager_lookup(d->mgr, &c->who, sid, &c->sb, &err);
+        if (r == 0)
+            snprintf(c->sandbox_id, sizeof(c->sandbox_id), "%s", c->sb->rec.id);
+    }
+    if (r == 0)
+        r = run(c, &err);
+    if (r < 0)
+        fail(c, &err);
+}

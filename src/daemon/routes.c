@@ -16,8 +16,17 @@ static const struct route routes[] = {
 static const struct route_table health_routes = ROUTE_TABLE(routes);
 
 const struct route_table *const sbxd_routes[] = {
-    &health_routes, &key_routes,     &audit_routes,   &sandbox_routes,  &snapshot_routes,
-    &exec_routes,   &session_routes, &process_routes, &file_routes,     &artifact_routes,
-    &egress_routes, &kernel_routes,  &pty_routes,     &terminal_routes, &preview_routes,
+    &health_routes,  &key_routes,     &audit_routes,   &sandbox_routes,  &snapshot_routes,
+    &exec_routes,    &session_routes, &process_routes, &file_routes,     &artifact_routes,
+    &egress_routes,  &kernel_routes,  &pty_routes,     &terminal_routes, &preview_routes,
+    &openapi_routes, /* openapi/openapi_api.c: GET /openapi.json */
 };
 const size_t sbxd_route_tables = SBX_ARRAY_SIZE(sbxd_routes);
+
+void sbxd_routes_print(FILE *out)
+{
+    for (size_t t = 0; t < sbxd_route_tables; t++)
+        for (size_t i = 0; i < sbxd_routes[t]->n; i++)
+            fprintf(out, "%s %s\n", sbxd_routes[t]->routes[i].method,
+                    sbxd_routes[t]->routes[i].pattern);
+}

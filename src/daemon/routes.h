@@ -4,6 +4,7 @@
 #define SBX_ROUTES_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "http/router.h"
 
@@ -21,9 +22,13 @@ extern const struct route_table kernel_routes;   /* live/kernel_api.c */
 extern const struct route_table pty_routes;      /* live/pty_api.c */
 extern const struct route_table terminal_routes; /* live/terminal_api.c */
 extern const struct route_table preview_routes;  /* live/preview_api.c */
+extern const struct route_table openapi_routes;  /* openapi/openapi_api.c */
 
 /* Every table sbxd serves, /healthz first. */
 extern const struct route_table *const sbxd_routes[];
 extern const size_t sbxd_route_tables;
+
+/* `sbxd --routes`: one "METHOD PATTERN" line per route, for the OpenAPI coverage test. */
+void sbxd_routes_print(FILE *out);
 
 #endif

@@ -1,0 +1,32 @@
+"""The client SDKs (sdk/typescript, sdk/python) through a real sbxd: one daemon per suite,
+every node --test / pytest case counted as one test. The SDKs' own unit-level behaviour
+(retries, timeouts, dropped streams) runs against local fake servers inside those runs."""
+
+import os
+import subprocess
+import tempfile
+
+from harness import REPO, Daemon
+
+TS = os.path.join(REPO, "sdk", "typescript")
+PY = os.path.join(REPO, "sdk", "python")
+
+
+def _daemon_env(d):
+    return {"SBX_URL": "http://127.0.0.1:%d" % d.port, "SBX_API_KEY": d.admin_key}
+
+
+def suite_typescript(ext):
+    tsc = os.path.join(TS, "node_modules", ".bin", "tsc")
+    assert os.path.exists(tsc), "no %s: run scripts/npm-deps.sh" % tsc
+    p = subprocess.run([tsc, "-p", TS], cwd=TS, stdin=subprocess.DEVNULL,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
+    assert p.returncode == 0, "tsc failed:\n" + p.stdout.decode("utf-8", "replace")
+    d = Daemon()
+    try:
+        d.start()
+        ext.tap(["node", "--test", "--test-reporter=tap", "--test-concurrency=1",
+                 "test/transport.test.mjs", "test/sdk.e2e.test.mjs"],
+                cwd=TS, env=_daemon_env(d))
+    finally:
+        d.cleanup()

@@ -30,3 +30,23 @@ def suite_typescript(ext):
                 cwd=TS, env=_daemon_env(d))
     finally:
         d.cleanup()
+
+
+def suite_python(ext):
+    d = Daemon()
+    xml = os.path.join(tempfile.mkdtemp(prefix="sbx-pytest-"), "junit.xml")
+    try:
+        d.start()
+        env = _daemon_env(d)
+        # The package from the checkout, not an installed copy; no cache dirs in the tree.
+        env.update({"PYTHONPATH": PY, "PYTHONDONTWRITEBYTECODE": "1"})
+        ext.junit(["/usr/bin/python3", "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                   "--junitxml", xml, "tests"], xml, cwd=PY, env=env)
+    finally:
+        d.cleanup()
+
+
+def test_python_sync_client_is_generated_from_the_async_one():
+    p = subprocess.run(["/usr/bin/python3", os.path.join(PY, "unasync.py"), "--check"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+    assert p.returncode == 0, p.stdout.decode()

@@ -3,6 +3,7 @@ every node --test / pytest case counted as one test. The SDKs' own unit-level be
 (retries, timeouts, dropped streams) runs against local fake servers inside those runs."""
 
 import os
+import shutil
 import subprocess
 import tempfile
 
@@ -50,3 +51,31 @@ def test_python_sync_client_is_generated_from_the_async_one():
     p = subprocess.run(["/usr/bin/python3", os.path.join(PY, "unasync.py"), "--check"],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
     assert p.returncode == 0, p.stdout.decode()
+
+
+def test_python_package_installs_with_pip():
+    """pip builds and installs sdk/python (offline: setuptools and httpx from Debian), with
+    its py.typed marker, into a throw-away venv."""
+    tmp = tempfile.mkdtemp(prefix="sbx-pip-")
+    try:
+        src = os.path.join(tmp, "src")
+        shutil.copytree(PY, src, ignore=shutil.ignore_patterns("__pycache__", "tests"))
+        venv = os.path.join(tmp, "venv")
+        subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", venv],
+                       check=True, timeout=120)
+        p = subprocess.run([os.path.join(venv, "bin", "pip"), "install", "-q",
+                            "--no-build-isolation", "--no-deps", "--no-index", src],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
+        assert p.returncode == 0, p.stdout.decode("utf-8", "replace")
+        p = subprocess.run([os.path.join(venv, "bin", "python"), "-c",
+                            "import os, sbx; print(os.path.dirname(sbx.__file__)); "
+                            "print(sbx.Sbx.__name__, sbx.AsyncSbx.__name__)"],
+                           cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+        out = p.stdout.decode()
+        assert p.returncode == 0, out
+        pkg = out.splitlines()[0]
+        assert pkg.startswith(venv), out
+        assert os.path.exists(os.path.join(pkg, "py.typed"))
+        assert out.splitlines()[1] == "Sbx AsyncSbx"
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

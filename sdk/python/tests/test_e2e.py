@@ -39,6 +39,17 @@ def test_spec_000_python_example(client):
         client.sandboxes.get(sb["id"])
 
 
+def test_spec_000_v2_preview_example(client):
+    # Spec 000, Sandbox-uri v2: the spec's "desktop" template is not built here; base is.
+    sb = client.sandboxes.create(backend="v2", template="base")
+    try:
+        p = client.sandboxes.preview(sb["id"], 6080, ttl_seconds=600)
+        print(p["url"], p["expires_at"])
+        assert p["url"].startswith("http") and p["expires_at"] > sb["created_at"]
+    finally:
+        client.sandboxes.delete(sb["id"])
+
+
 def test_first_stdout_event_arrives_while_the_command_runs(client, sb):
     seen, status_at_first = [], None
     exec_id = None

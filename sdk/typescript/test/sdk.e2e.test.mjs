@@ -56,6 +56,36 @@ test('spec 000 SDK example (TypeScript, names adapted)', async () => {
   await assert.rejects(client.sandboxes.get(sb.id), (e) => e.code === 'sandbox_not_found');
 });
 
+test('spec 000 Sandbox-uri v2 example (TypeScript, names adapted)', async () => {
+  const sb = await client.sandboxes.create({
+    template: 'base', // the spec's codai-base
+    egress: { mode: 'preset', preset: 'pypi' },
+  }); // v2 by default
+  const copies = [];
+  try {
+    assert.equal(sb.backend, 'v2');
+    await client.sandboxes.runCode(sb.id, {
+      code: 'import pandas as pd\ndf = pd.DataFrame({"a": [1, 2]})',
+    });
+    const r = await client.sandboxes.runCode(sb.id, { code: 'df["a"].sum()' });
+    assert.equal(r.result, '3');
+    const { data } = await client.sandboxes.fork(sb.id, { count: 3 });
+    copies.push(...data.map((c) => c.id));
+    assert.equal(data.length, 3);
+    for (const c of data) assert.equal(c.error, undefined);
+    // As written, the spec's example resumes with its 3 copies still running, which its own
+    // limit (3 running per key) refuses: the copies go first here.
+    for (const id of copies.splice(0)) await client.sandboxes.delete(id);
+    await client.sandboxes.pause(sb.id);
+    const back = await client.sandboxes.resume(sb.id);
+    assert.equal(typeof back.restored, 'boolean');
+    assert.equal(typeof back.ready_ms, 'number');
+  } finally {
+    for (const id of copies) await client.sandboxes.delete(id).catch(() => undefined);
+    await client.sandboxes.delete(sb.id);
+  }
+});
+
 test('execStream yields the first stdout event while the command still runs', async () => {
   const events = [];
   let execId;

@@ -83,7 +83,7 @@ def merge(paths):
             "license": {"name": "Proprietary", "identifier": "LicenseRef-sbx"},
         },
         "servers": [{"url": "http://127.0.0.1:8787", "description": "sbxd's default listener"}],
-        "security": [{"apiKey": []}],
+        "security": [{"bearerAuth": []}],
         "tags": [{"name": t} for t in tags],
         "paths": {k: out_paths[k] for k in sorted(out_paths)},
         "components": {k: {n: out_comp[k][n] for n in sorted(out_comp[k])}

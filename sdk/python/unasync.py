@@ -22,6 +22,7 @@ SUBS = [
     (r"\bawait ", ""),
     (r"\b__aenter__\b", "__enter__"),
     (r"\b__aexit__\b", "__exit__"),
+    (r"\b__aiter__\b", "__iter__"),
     (r"\baclose\b", "close"),
     (r"\baread\b", "read"),
     (r"\baiter_bytes\b", "iter_bytes"),

@@ -7,14 +7,14 @@
             ...
 """
 
-from ._async_client import AsyncSbx
+from ._async_client import AsyncSbx, AsyncTerminal
 from ._errors import (AuthenticationError, BadRequestError, ConflictError, NotFoundError,
                       PermissionDeniedError, RateLimitError, SbxError, SbxStreamError,
                       SbxTimeoutError, ServerError)
-from ._sync_client import Sbx
+from ._sync_client import Sbx, Terminal
 
 __all__ = [
-    "Sbx", "AsyncSbx", "SbxError", "SbxStreamError", "SbxTimeoutError", "BadRequestError",
+    "Sbx", "AsyncSbx", "Terminal", "AsyncTerminal", "SbxError", "SbxStreamError", "SbxTimeoutError", "BadRequestError",
     "AuthenticationError", "PermissionDeniedError", "NotFoundError", "ConflictError",
     "RateLimitError", "ServerError",
 ]

@@ -10,8 +10,13 @@ from typing import Any, AsyncIterator, Dict, Iterable, List, Optional, Union
 from urllib.parse import quote
 
 import httpx
+from wsproto import ConnectionType, WSConnection
+from wsproto.connection import ConnectionState
+from wsproto.events import (AcceptConnection, BytesMessage, CloseConnection, Ping,
+                            RejectConnection, RejectData, Request, TextMessage)
 
 from ._errors import SbxError, SbxStreamError, SbxTimeoutError, error_for
+from ._net import _AsyncSocket
 
 Obj = Dict[str, Any]
 Event = Dict[str, Any]
@@ -458,6 +463,148 @@ class AsyncSandboxes(_AsyncResource):
         u = self._t.url(self._p(id, "/terminal"),
                         {"ticket": ticket, "cols": cols, "rows": rows, "pty_id": pty_id})
         return "ws" + u[4:] if u.startswith("http") else u
+
+    async def terminal(self, id: str, *, cols: Optional[int] = None, rows: Optional[int] = None,
+                       pty_id: Optional[str] = None,
+                       timeout: Optional[float] = None) -> "AsyncTerminal":
+        """An interactive shell over WebSocket (a ticket is fetched first); pty_id re-attaches."""
+        url = await self.terminal_url(id, cols=cols, rows=rows, pty_id=pty_id, timeout=timeout)
+        return await AsyncTerminal.open(url, timeout)
+
+
+class AsyncTerminal:
+    """An interactive terminal over the sandbox's WebSocket (docs/terminals.md). `ready` is
+    the server's first message (`pty_id` re-attaches later); iterate for
+    {"type": "data", "data": bytes} and the JSON control messages (`exited`, `error`), ending
+    with {"type": "close", "code", "reason"}. Leaving detaches; the shell keeps running for the
+    grace period."""
+
+    def __init__(self, sock: _AsyncSocket, ws: WSConnection):
+        self._sock = sock
+        self._ws = ws
+        self._queue: List[Obj] = []
+        self._text = ""
+        self._out = b""
+        self._closed = False
+        self.ready: Obj = {}
+
+    @classmethod
+    async def open(cls, url: str, timeout: Optional[float] = None) -> "AsyncTerminal":
+        """Connects to a terminal URL (Sandboxes.terminal_url); SbxError if sbxd refuses."""
+        u = httpx.URL(url)
+        tls = u.scheme == "wss"
+        port = u.port or (443 if tls else 80)
+        sock = await _AsyncSocket.connect(u.host, port, tls, timeout)
+        ws = WSConnection(ConnectionType.CLIENT)
+        t = cls(sock, ws)
+        try:
+            await sock.write(ws.send(Request(host="%s:%d" % (u.host, port),
+                                             target=u.raw_path.decode())))
+            await t._handshake()
+            first = await t.recv()
+            if not first or first.get("type") != "ready":
+                raise SbxError(0, "terminal_closed", "no ready message: %r" % (first,), None)
+            t.ready = first
+        except BaseException:
+            await sock.close()
+            raise
+        return t
+
+    async def _handshake(self) -> None:
+        status, headers, body = 0, {}, b""
+        while True:
+            data = await self._sock.read()
+            self._ws.receive_data(data or None)
+            for ev in self._ws.events():
+                if isinstance(ev, AcceptConnection):
+                    self._take(self._ws.events())
+                    return
+                if isinstance(ev, RejectConnection):
+                    status = ev.status_code
+                    headers = {k.decode().lower(): v.decode() for k, v in ev.headers}
+                    if not ev.has_body:
+                        data = b""
+                elif isinstance(ev, RejectData):
+                    body += ev.data
+                    if ev.body_finished:
+                        data = b""
+            if not data:
+                break
+        code, message = "http_%d" % status, "the terminal was refused"
+        try:
+            e = json.loads(body)["error"]
+            code, message = e["code"], e["message"]
+        except (ValueError, KeyError, TypeError):
+            pass
+        raise error_for(status, code, message, headers.get("x-request-id"))
+
+    def _take(self, events: Iterable[Any]) -> None:
+        for ev in events:
+            if isinstance(ev, BytesMessage):
+                self._queue.append({"type": "data", "data": bytes(ev.data)})
+            elif isinstance(ev, TextMessage):
+                self._text += ev.data
+                if ev.message_finished:
+                    self._queue.append(json.loads(self._text))
+                    self._text = ""
+            elif isinstance(ev, Ping):
+                self._out += self._ws.send(ev.response())
+            elif isinstance(ev, CloseConnection):
+                self._queue.append({"type": "close", "code": ev.code, "reason": ev.reason})
+                if self._ws.state == ConnectionState.REMOTE_CLOSING:
+                    self._out += self._ws.send(ev.response())
+                self._closed = True
+
+    async def recv(self) -> Optional[Obj]:
+        """The next message, or None once the socket is closed."""
+        while not self._queue:
+            if self._closed:
+                return None
+            data = await self._sock.read()
+            self._ws.receive_data(data or None)
+            self._take(self._ws.events())
+            if self._out:
+                await self._sock.write(self._out)
+                self._out = b""
+            if not data and not self._queue:
+                self._closed = True
+        return self._queue.pop(0)
+
+    async def write(self, data: Union[str, bytes]) -> None:
+        """Keystrokes to the shell."""
+        b = data.encode() if isinstance(data, str) else data
+        await self._sock.write(self._ws.send(BytesMessage(data=b)))
+
+    async def resize(self, cols: int, rows: int) -> None:
+        msg = json.dumps({"type": "resize", "cols": cols, "rows": rows})
+        await self._sock.write(self._ws.send(TextMessage(data=msg)))
+
+    async def aclose(self) -> None:
+        if self._ws.state == ConnectionState.OPEN:
+            try:
+                await self._sock.write(self._ws.send(CloseConnection(code=1000)))
+            except OSError:
+                pass
+        self._closed = True
+        await self._sock.close()
+
+    async def _messages(self) -> AsyncIterator[Obj]:
+        while True:
+            m = await self.recv()
+            if m is None:
+                return
+            yield m
+            if m["type"] == "close":
+                return
+
+    def __aiter__(self) -> AsyncIterator[Obj]:
+        return self._messages()
+
+    async def __aenter__(self) -> "AsyncTerminal":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
 
 
 class AsyncAudit(_AsyncResource):

@@ -152,8 +152,28 @@ def test_run_code_kernel_and_pty(client, sb):
     assert "got abc" in r["stdout"]
     assert "got abc" in client.sandboxes.pty.read(sb["id"], p["session_id"], since=0)["stdout"]
     client.sandboxes.pty.delete(sb["id"], p["session_id"])
-    url = client.sandboxes.terminal_url(sb["id"], cols=80, rows=24)
-    assert url.startswith("ws://") and "ticket=tkt_" in url
+
+
+def test_terminal_over_websocket(client, sb):
+    with client.sandboxes.terminal(sb["id"], cols=100, rows=30) as t:
+        assert t.ready["pty_id"]
+        t.resize(120, 40)
+        t.write("echo sum-$((40+2)); stty size; exit\n")
+        screen, exited, last = b"", None, None
+        for m in t:
+            if m["type"] == "data":
+                screen += m["data"]
+            if m["type"] == "exited":
+                exited = m
+            last = m
+    assert b"sum-42" in screen and b"40 120" in screen, screen
+    assert exited["exit_code"] == 0 and last["type"] == "close"
+    # A ticket is single use: the refusal before the upgrade is a typed error.
+    url = client.sandboxes.terminal_url(sb["id"])
+    sbx.Terminal.open(url).close()
+    with pytest.raises(sbx.AuthenticationError) as ei:
+        sbx.Terminal.open(url)
+    assert ei.value.code == "invalid_ticket" and ei.value.request_id
 
 
 def test_egress_preview_fork_pause_resume(client, sb):
@@ -219,10 +239,17 @@ def test_async_client_same_surface(client):
                     if ev["type"] == "stdout":
                         out += ev["data"]
                 r = await c.sandboxes.run_code(s["id"], "1 + 1")
-                return s["id"], types, out, r["result"]
+                screen = b""
+                async with await c.sandboxes.terminal(s["id"]) as t:
+                    await t.write("echo term-$((1+1)); exit\n")
+                    async for m in t:
+                        if m["type"] == "data":
+                            screen += m["data"]
+                return s["id"], types, out, r["result"], screen
 
-    sid, types, out, result = asyncio.run(main())
+    sid, types, out, result, screen = asyncio.run(main())
     assert (types[0], types[-1], out, result) == ("start", "exit", "async", "2")
+    assert b"term-2" in screen
     with pytest.raises(sbx.NotFoundError):
         client.sandboxes.get(sid)
 

@@ -43,7 +43,13 @@ export class Terminal implements AsyncIterable<TerminalMessage> {
   /** Opens the socket; rejects with SbxError when sbxd refuses the upgrade. */
   static open(url: string, signal?: AbortSignal): Promise<Terminal> {
     return new Promise((resolve, reject) => {
-      const ws = new WebSocket(url, { signal } as WebSocket.ClientOptions);
+      const ws = new WebSocket(url);
+      if (signal) {
+        const onAbort = () => ws.terminate();
+        if (signal.aborted) onAbort();
+        signal.addEventListener('abort', onAbort, { once: true });
+        ws.once('close', () => signal.removeEventListener('abort', onAbort));
+      }
       ws.once('unexpected-response', (_req, res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));

@@ -1,3 +1,8 @@
+import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+
 import { SbxError, SbxStreamError } from './errors.js';
 
 /** Accepted by every call. */
@@ -23,8 +28,8 @@ export interface ClientOptions {
   fetch?: typeof fetch;
 }
 
-/** What a request can carry as its raw body. */
-export type RawBody = string | Uint8Array | ArrayBuffer | Blob | ReadableStream<Uint8Array>;
+/** What a request can carry as its raw body (streams go through Transport.upload). */
+export type RawBody = string | Uint8Array | ArrayBuffer | Blob;
 
 export type Query = Record<string, string | number | boolean | undefined | null>;
 
@@ -33,7 +38,7 @@ export interface HttpRequest {
   path: string;
   query?: Query;
   json?: unknown;
-  /** A raw body (uploads); a stream body is sent chunked and never retried. */
+  /** A raw body held in memory (small uploads). */
   body?: RawBody;
   contentType?: string;
   accept?: string;
@@ -63,18 +68,23 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
-async function errorFrom(res: Response): Promise<SbxError> {
-  const requestId = res.headers.get('x-request-id');
-  let code = `http_${res.status}`;
-  let message = res.statusText || code;
+function errorOf(status: number, statusText: string, text: string,
+                 requestId: string | null): SbxError {
+  let code = `http_${status}`;
+  let message = statusText || code;
   try {
-    const body = (await res.json()) as { error?: { code?: string; message?: string } };
+    const body = JSON.parse(text) as { error?: { code?: string; message?: string } };
     if (body?.error?.code) code = body.error.code;
     if (body?.error?.message) message = body.error.message;
   } catch {
     /* not JSON: keep the status line */
   }
-  return new SbxError(res.status, code, message, requestId);
+  return new SbxError(status, code, message, requestId);
+}
+
+async function errorFrom(res: Response): Promise<SbxError> {
+  return errorOf(res.status, res.statusText, await res.text().catch(() => ''),
+                 res.headers.get('x-request-id'));
 }
 
 export class Transport {
@@ -116,6 +126,48 @@ export class Transport {
     return { signal: parts.length === 1 ? parts[0] : AbortSignal.any(parts), timeout };
   }
 
+  /** Streams source as the body of one request (uploads) through node:http, whose socket
+   * writes wait for the peer: fetch in Node 20 reads a stream body ahead of the socket, so a
+   * large file would end up in memory. With size, it goes as Content-Length (sbxd can refuse
+   * an oversized file before reading it), else chunked. Never retried. */
+  async upload<T>(method: string, path: string, source: AsyncIterable<Uint8Array>,
+                  size: number | undefined, opts: CallOptions = {}): Promise<T> {
+    const { signal, timeout } = this.signalFor(opts);
+    const u = new URL(this.url(path));
+    const headers: Record<string, string> = { 'content-type': 'application/octet-stream' };
+    if (this.apiKey) headers['authorization'] = `Bearer ${this.apiKey}`;
+    if (opts.idempotencyKey !== undefined) headers['idempotency-key'] = opts.idempotencyKey;
+    if (size !== undefined) headers['content-length'] = String(size);
+    const send = u.protocol === 'https:' ? httpsRequest : httpRequest;
+    return new Promise<T>((resolve, reject) => {
+      const req = send(u, { method, headers, signal });
+      req.on('response', (res: IncomingMessage) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('error', (e) => reject(this.abortError(e, timeout, opts)));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          const rid = res.headers['x-request-id'];
+          const status = res.statusCode ?? 0;
+          if (status >= 200 && status < 300) {
+            try {
+              resolve(JSON.parse(text) as T);
+            } catch (e) {
+              reject(e);
+            }
+          } else {
+            reject(errorOf(status, res.statusMessage ?? '', text,
+                           typeof rid === 'string' ? rid : null));
+          }
+        });
+      });
+      // A failure of the source or the socket destroys req, which reports it here; an early
+      // answer (413, 507) arrives as the response even though the body was cut short.
+      req.on('error', (e) => reject(this.abortError(e, timeout, opts)));
+      pipeline(Readable.from(source), req).catch(() => undefined);
+    });
+  }
+
   /** Sends the request; answers the Response of a 2xx, throws SbxError otherwise. Retries
    * only 503 sandbox_capacity, with exponential backoff. */
   async send(req: HttpRequest, opts: CallOptions = {}): Promise<Response> {
@@ -131,7 +183,6 @@ export class Transport {
     } else if (req.contentType) {
       headers['content-type'] = req.contentType;
     }
-    const streaming = body instanceof ReadableStream;
     for (let attempt = 0; ; attempt++) {
       let res: Response;
       try {
@@ -140,14 +191,13 @@ export class Transport {
           headers,
           body,
           signal,
-          ...(streaming ? { duplex: 'half' } : {}),
-        } as RequestInit);
+        });
       } catch (e) {
         throw this.abortError(e, timeout, opts);
       }
       if (res.ok) return res;
       const err = await errorFrom(res);
-      const retry = err.status === 503 && err.code === 'sandbox_capacity' && !streaming &&
+      const retry = err.status === 503 && err.code === 'sandbox_capacity' &&
         attempt < this.maxRetries;
       if (!retry) throw err;
       const backoff = Math.min(RETRY_MAX_MS, this.retryBaseMs * 2 ** attempt);

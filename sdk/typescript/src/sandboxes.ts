@@ -5,7 +5,7 @@ import { pipeline } from 'node:stream/promises';
 import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 
 import { SbxError } from './errors.js';
-import type { CallOptions, RawBody, Transport } from './http.js';
+import type { CallOptions, Transport } from './http.js';
 import { Terminal } from './terminal.js';
 import type {
   Artifact, Deleted, EgressLog, EgressPolicy, ExecEvent, ExecRequest, ExecResult, FileList,
@@ -33,11 +33,9 @@ export type FileContent =
   | string | Uint8Array | ArrayBuffer | Blob | ReadableStream<Uint8Array>
   | AsyncIterable<Uint8Array>;
 
-function toBody(c: FileContent): RawBody {
-  if (typeof c === 'string' || c instanceof Uint8Array || c instanceof ArrayBuffer ||
-      c instanceof Blob || c instanceof ReadableStream)
-    return c;
-  return ReadableStream.from(c as AsyncIterable<Uint8Array>) as ReadableStream<Uint8Array>;
+function isStream(c: FileContent): c is ReadableStream<Uint8Array> | AsyncIterable<Uint8Array> {
+  return c instanceof ReadableStream ||
+    (typeof c === 'object' && c !== null && Symbol.asyncIterator in c);
 }
 
 export class Files {
@@ -46,15 +44,23 @@ export class Files {
   /** Upload: a string, bytes, a Blob or a stream (streams are sent as they are read). */
   async put(id: string, path: string, content: FileContent,
             opts?: CallOptions): Promise<FileWritten> {
-    return this.t.json({ method: 'PUT', path: `/v1/sandboxes/${seg(id)}/files/${wpath(path)}`,
-                         body: toBody(content), contentType: 'application/octet-stream' }, opts);
+    const url = `/v1/sandboxes/${seg(id)}/files/${wpath(path)}`;
+    if (isStream(content))
+      return this.t.upload(
+        'PUT', url,
+        content instanceof ReadableStream
+          ? Readable.fromWeb(content as NodeReadableStream<Uint8Array>) : content,
+        undefined, opts);
+    return this.t.json({ method: 'PUT', path: url, body: content,
+                         contentType: 'application/octet-stream' }, opts);
   }
 
   /** Upload a local file, streamed from disk (never held in memory). */
   async putFile(id: string, path: string, localPath: string,
                 opts?: CallOptions): Promise<FileWritten> {
-    await stat(localPath); // a missing file fails here, not as a half-sent upload
-    return this.put(id, path, createReadStream(localPath), opts);
+    const { size } = await stat(localPath); // a missing file fails here, not half-sent
+    return this.t.upload('PUT', `/v1/sandboxes/${seg(id)}/files/${wpath(path)}`,
+                         createReadStream(localPath), size, opts);
   }
 
   /** The whole file in memory: for small files (see download / getStream). */

@@ -33,6 +33,10 @@ AGENT_OBJ  := $(call aobj,$(AGENT_SRC) $(COMMON_SRC) $(PROTO_SRC))
 # string for `python3 -c`: it reaches every sandbox without another mount or a template rebuild.
 KERNEL_GEN := $(BUILD)/gen/kernel_src.c
 AGENT_OBJ  += $(BUILD)/agent-obj/gen/kernel_src.o
+# GET /openapi.json serves docs/openapi.yaml as JSON, converted once here (python3-yaml) and
+# compiled into sbxd as one NUL-terminated string.
+OPENAPI_GEN := $(BUILD)/gen/openapi_json.c
+DAEMON_OBJ += $(BUILD)/obj/gen/openapi_json.o
 
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
@@ -64,6 +68,16 @@ $(KERNEL_GEN): kernel/sbx_kernel.py
 	  xxd -i < $<; echo ', 0x00};'; } > $@.tmp && mv $@.tmp $@
 
 $(BUILD)/agent-obj/gen/kernel_src.o: $(KERNEL_GEN)
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu17 -O2 -c $< -o $@
+
+$(OPENAPI_GEN): docs/openapi.yaml scripts/openapi.py
+	@mkdir -p $(dir $@)
+	/usr/bin/python3 scripts/openapi.py --json $< > $@.json
+	{ echo '/* Generated from $< by make. */'; echo 'const char sbx_openapi_json[] = {'; \
+	  xxd -i < $@.json; echo ', 0x00};'; } > $@.tmp && mv $@.tmp $@ && rm $@.json
+
+$(BUILD)/obj/gen/openapi_json.o: $(OPENAPI_GEN)
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu17 -O2 -c $< -o $@
 

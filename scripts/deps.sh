@@ -35,6 +35,10 @@ PACKAGES=(
 	python3-prometheus-client
 	# xxd embeds the Python kernel (kernel/*.py) into the static agent at build time
 	xxd
+	# OpenAPI: scripts/openapi.py merges docs/openapi/*.yaml (and the build embeds it as JSON);
+	# the Python SDK (sdk/python) runs on httpx (wsproto for the terminal) and is tested with
+	# pytest, its answers checked against the OpenAPI schemas with jsonschema
+	python3-yaml python3-httpx python3-wsproto python3-pytest python3-jsonschema
 )
 
 # dpkg-query prints one status line per package; a package dpkg has never heard of makes it

@@ -111,6 +111,10 @@ int main(int argc, char **argv)
     struct sbx_err err = {0};
     int sfd = -1, ret = 1;
 
+    if (argc == 2 && !strcmp(argv[1], "--routes")) {
+        sbxd_routes_print(stdout);
+        return 0;
+    }
     int r = config_load(&d.cfg, argc, argv, &err);
     if (r != 0)
         config_free(&d.cfg);

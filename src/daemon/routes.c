@@ -38,6 +38,15 @@ const struct route_table *const sbxd_routes[] = {
     &metrics_routes,
     &tool_routes,
     &mcp_routes,
+    &openapi_routes,
 };
 /* clang-format on */
 const size_t sbxd_route_tables = SBX_ARRAY_SIZE(sbxd_routes);
+
+void sbxd_routes_print(FILE *out)
+{
+    for (size_t t = 0; t < sbxd_route_tables; t++)
+        for (size_t i = 0; i < sbxd_routes[t]->n; i++)
+            fprintf(out, "%s %s\n", sbxd_routes[t]->routes[i].method,
+                    sbxd_routes[t]->routes[i].pattern);
+}

@@ -4,6 +4,7 @@
 #define SBX_ROUTES_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "http/router.h"
 
@@ -26,9 +27,13 @@ extern const struct route_table wallet_routes;   /* billing/wallet_api.c */
 extern const struct route_table metrics_routes;  /* billing/metrics_api.c */
 extern const struct route_table tool_routes;     /* tools/tools_api.c */
 extern const struct route_table mcp_routes;      /* mcp/mcp_api.c */
+extern const struct route_table openapi_routes;  /* openapi/openapi_api.c */
 
 /* Every table sbxd serves, /healthz first. */
 extern const struct route_table *const sbxd_routes[];
 extern const size_t sbxd_route_tables;
+
+/* `sbxd --routes`: one "METHOD PATTERN" line per route, for the OpenAPI coverage test. */
+void sbxd_routes_print(FILE *out);
 
 #endif

@@ -1,0 +1,684 @@
+"""AsyncSbx: the asynchronous client. This file is the source of both clients:
+sbx/_sync_client.py (Sbx) is generated from it by sdk/python/unasync.py (async/await
+removed, Async names dropped); edit this one and run `/usr/bin/python3 sdk/python/unasync.py`."""
+
+import asyncio
+import json
+import os
+import random
+from typing import Any, AsyncIterator, Dict, Iterable, List, Optional, Union
+from urllib.parse import quote
+
+import httpx
+from wsproto import ConnectionType, WSConnection
+from wsproto.connection import ConnectionState
+from wsproto.events import (AcceptConnection, BytesMessage, CloseConnection, Ping,
+                            RejectConnection, RejectData, Request, TextMessage)
+
+from ._errors import SbxError, SbxStreamError, SbxTimeoutError, error_for
+from ._net import _AsyncSocket
+
+Obj = Dict[str, Any]
+Event = Dict[str, Any]
+Content = Union[str, bytes, Iterable[bytes], AsyncIterator[bytes]]
+
+DEFAULT_URL = "http://127.0.0.1:8787"
+RETRY_MAX = 8.0
+CHUNK = 1 << 20
+EXEC_LAST = frozenset(("exit", "error"))
+RUN_CODE_LAST = frozenset(("result", "error"))
+LOGS_LAST = frozenset(("exit",))
+
+
+def _seg(s: Any) -> str:
+    return quote(str(s), safe="")
+
+
+def _wpath(p: str) -> str:
+    """A workspace path in a URL: components escaped, slashes kept. `.`/`..` are refused
+    here (status 0, no request made): URL normalisation would resolve them."""
+    parts = p.split("/")
+    if any(c in (".", "..") for c in parts):
+        raise SbxError(0, "invalid_path", "path %r has a . or .. component" % p, None)
+    return "/".join(quote(c, safe="") for c in parts)
+
+
+def _fields(d: Dict[str, Any]) -> Obj:
+    return {k: v for k, v in d.items() if v is not None}
+
+
+async def _file_chunks(path: str) -> AsyncIterator[bytes]:
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(CHUNK)
+            if not b:
+                return
+            yield b
+
+
+class _AsyncTransport:
+    def __init__(self, base_url: Optional[str], api_key: Optional[str], timeout: Optional[float],
+                 max_retries: int, retry_base: float, http: Optional[httpx.AsyncClient]):
+        self.base_url = (base_url or os.environ.get("SBX_URL") or DEFAULT_URL).rstrip("/")
+        self.api_key = api_key if api_key is not None else os.environ.get("SBX_API_KEY")
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.retry_base = retry_base
+        self.http = http or httpx.AsyncClient(timeout=None)
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    def url(self, path: str, query: Optional[Dict[str, Any]] = None) -> str:
+        u = httpx.URL(self.base_url + path)
+        if query:
+            q = {k: ("true" if v is True else "false" if v is False else str(v))
+                 for k, v in query.items() if v is not None}
+            u = u.copy_merge_params(q)
+        return str(u)
+
+    async def send(self, method: str, path: str, *, query: Optional[Dict[str, Any]] = None,
+                   body: Any = None, content: Any = None, stream: bool = False,
+                   accept: Optional[str] = None, idempotency_key: Optional[str] = None,
+                   timeout: Optional[float] = None) -> httpx.Response:
+        """The Response of a 2xx answer (streamed when stream=True: the caller closes it);
+        raises SbxError otherwise. Only 503 sandbox_capacity is retried, with backoff."""
+        headers = {}
+        if self.api_key:
+            headers["Authorization"] = "Bearer " + self.api_key
+        if idempotency_key is not None:
+            headers["Idempotency-Key"] = idempotency_key
+        if accept:
+            headers["Accept"] = accept
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        elif content is not None:
+            data = content
+            headers["Content-Type"] = "application/octet-stream"
+        replayable = not (content is not None and not isinstance(content, (str, bytes)))
+        t = timeout if timeout is not None else self.timeout
+        attempt = 0
+        while True:
+            req = self.http.build_request(method, self.url(path, query), headers=headers,
+                                          content=data, timeout=httpx.Timeout(t))
+            try:
+                res = await self.http.send(req, stream=True)
+            except httpx.TimeoutException as e:
+                raise SbxTimeoutError("no answer within %s s (%s)" % (t, e)) from e
+            if res.is_success:
+                if not stream:
+                    try:
+                        await res.aread()
+                    except httpx.TimeoutException as e:
+                        raise SbxTimeoutError("answer not read within %s s" % t) from e
+                    finally:
+                        await res.aclose()
+                return res
+            try:
+                await res.aread()
+            finally:
+                await res.aclose()
+            err = self._error(res)
+            if not (err.status == 503 and err.code == "sandbox_capacity" and replayable
+                    and attempt < self.max_retries):
+                raise err
+            backoff = min(RETRY_MAX, self.retry_base * 2 ** attempt)
+            await asyncio.sleep(backoff / 2 + random.random() * backoff / 2)
+            attempt += 1
+
+    @staticmethod
+    def _error(res: httpx.Response) -> SbxError:
+        code, message = "http_%d" % res.status_code, res.reason_phrase or ""
+        try:
+            e = res.json()["error"]
+            code, message = e["code"], e["message"]
+        except (ValueError, KeyError, TypeError):
+            pass
+        return error_for(res.status_code, code, message, res.headers.get("x-request-id"))
+
+    async def json(self, method: str, path: str, **kw: Any) -> Any:
+        res = await self.send(method, path, **kw)
+        return res.json()
+
+    async def events(self, method: str, path: str, last: frozenset,
+                     sandbox_id: Optional[str] = None, **kw: Any) -> AsyncIterator[Event]:
+        """The JSON events of a text/event-stream answer, each as it arrives. An answer that
+        ends before one of `last` raises SbxStreamError with the exec id."""
+        res = await self.send(method, path, stream=True, accept="text/event-stream", **kw)
+        rid = res.headers.get("x-request-id")
+        exec_id = None
+        try:
+            if "text/event-stream" not in res.headers.get("content-type", ""):
+                await res.aread()
+                yield res.json()  # a replayed idempotent answer: one final object
+                return
+            data: List[str] = []
+            try:
+                async for line in res.aiter_lines():
+                    line = line.rstrip("\r\n")
+                    if line.startswith("data:"):
+                        data.append(line[6:] if line[5:6] == " " else line[5:])
+                        continue
+                    if line or not data:
+                        continue
+                    ev = json.loads("\n".join(data))
+                    data = []
+                    if ev.get("type") == "start":
+                        exec_id = ev.get("exec_id", exec_id)
+                        sandbox_id = ev.get("sandbox_id", sandbox_id)
+                    yield ev
+                    if ev.get("type") in last:
+                        return
+            except httpx.TimeoutException as e:
+                raise SbxTimeoutError("stream not finished in time", rid) from e
+            except httpx.TransportError as e:
+                raise SbxStreamError("the event stream dropped (%s)%s" % (
+                    e, " (exec %s)" % exec_id if exec_id else ""), exec_id, sandbox_id, rid) from e
+            raise SbxStreamError("the event stream ended before its last event%s" % (
+                " (exec %s)" % exec_id if exec_id else ""), exec_id, sandbox_id, rid)
+        finally:
+            await res.aclose()
+
+
+class _AsyncResource:
+    def __init__(self, t: _AsyncTransport):
+        self._t = t
+
+
+class AsyncFiles(_AsyncResource):
+    async def put(self, id: str, path: str, content: Content, *,
+                  idempotency_key: Optional[str] = None, timeout: Optional[float] = None) -> Obj:
+        """Upload a str, bytes or an iterator of bytes (streamed as it is read)."""
+        return await self._t.json("PUT", "/v1/sandboxes/%s/files/%s" % (_seg(id), _wpath(path)),
+                                  content=content, idempotency_key=idempotency_key,
+                                  timeout=timeout)
+
+    async def put_file(self, id: str, path: str, local_path: str, *,
+                       timeout: Optional[float] = None) -> Obj:
+        """Upload a local file, streamed from disk (never held in memory)."""
+        os.stat(local_path)  # a missing file fails here, not as a half-sent upload
+        return await self.put(id, path, _file_chunks(local_path), timeout=timeout)
+
+    async def get(self, id: str, path: str, *, timeout: Optional[float] = None) -> bytes:
+        """The whole file in memory: for small files (see download)."""
+        res = await self._t.send("GET", "/v1/sandboxes/%s/files/%s" % (_seg(id), _wpath(path)),
+                                 timeout=timeout)
+        return res.content
+
+    async def download(self, id: str, path: str, local_path: str, *,
+                       timeout: Optional[float] = None) -> int:
+        """Stream a file into local_path (written beside it, then renamed); the bytes written."""
+        res = await self._t.send("GET", "/v1/sandboxes/%s/files/%s" % (_seg(id), _wpath(path)),
+                                 stream=True, timeout=timeout)
+        tmp = "%s.sbx-%d" % (local_path, os.getpid())
+        n = 0
+        try:
+            with open(tmp, "xb") as f:
+                async for chunk in res.aiter_bytes():
+                    f.write(chunk)
+                    n += len(chunk)
+            os.replace(tmp, local_path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        finally:
+            await res.aclose()
+        return n
+
+    async def list(self, id: str, path: Optional[str] = None, recursive: Optional[bool] = None, *,
+                   timeout: Optional[float] = None) -> Obj:
+        return await self._t.json("GET", "/v1/sandboxes/%s/files" % _seg(id),
+                                  query={"path": path, "recursive": recursive}, timeout=timeout)
+
+    async def delete(self, id: str, path: str, *, timeout: Optional[float] = None) -> Obj:
+        return await self._t.json("DELETE",
+                                  "/v1/sandboxes/%s/files/%s" % (_seg(id), _wpath(path)),
+                                  timeout=timeout)
+
+
+class AsyncExecs(_AsyncResource):
+    async def get(self, id: str, exec_id: str, *, timeout: Optional[float] = None) -> Obj:
+        """An exec's record: status running / exited / timed_out / interrupted / failed."""
+        return await self._t.json("GET", "/v1/sandboxes/%s/execs/%s" % (_seg(id), _seg(exec_id)),
+                                  timeout=timeout)
+
+
+class AsyncSessions(_AsyncResource):
+    async def create(self, id: str, *, session_id: Optional[str] = None,
+                     env: Optional[Dict[str, str]] = None, cwd: Optional[str] = None,
+                     command_timeout_ms: Optional[int] = None,
+                     timeout: Optional[float] = None) -> Obj:
+        body = _fields({"id": session_id, "env": env, "cwd": cwd,
+                        "command_timeout_ms": command_timeout_ms})
+        return await self._t.json("POST", "/v1/sandboxes/%s/sessions" % _seg(id), body=body,
+                                  timeout=timeout)
+
+    async def list(self, id: str, *, timeout: Optional[float] = None) -> Obj:
+        return await self._t.json("GET", "/v1/sandboxes/%s/sessions" % _seg(id), timeout=timeout)
+
+    async def delete(self, id: str, session_id: str, *, timeout: Optional[float] = None) -> Obj:
+        return await self._t.json(
+            "DELETE", "/v1/sandboxes/%s/sessions/%s" % (_seg(id), _seg(session_id)),
+            timeout=timeout)
+
+
+class AsyncProcesses(_AsyncResource):
+    def _p(self, id: str, pid: Union[str, int], tail: str = "") -> str:
+        return "/v1/sandboxes/%s/processes/%s%s" % (_seg(id), _seg(pid), tail)
+
+    async def start(self, id: str, command: str, *, session_id: Optional[str] = None,
+                    env: Optional[Dict[str, str]] = None, cwd: Optional[str] = None,
+                    timeout: Optional[float] = None) -> Obj:
+        body = _fields({"command": command, "session_id": session_id, "env": env, "cwd": cwd})
+        return await self._t.json("POST", "/v1/sandboxes/%s/processes" % _seg(id), body=body,
+                                  timeout=timeout)
+
+    async def list(self, id: str, *, timeout: Optional[float] = None) -> Obj:
+        return await self._t.json("GET", "/v1/sandboxes/%s/processes" % _seg(id),
+                                  timeout=timeout)
+
+    async def get(self, id: str, process_id: Union[str, int], *,
+                  timeout: Optional[float] = None) -> Obj:
+        """By proc_N id or pid."""
+        return await self._t.json("GET", self._p(id, process_id), timeout=timeout)
+
+    async def kill(self, id: str, process_id: Union[str, int], *,
+                   timeout: Optional[float] = None) -> Obj:
+        """SIGKILL to the process group; answered once it is reaped."""
+        return await self._t.json("DELETE", self._p(id, process_id), timeout=timeout)
+
+    async def signal(self, id: str, process_id: Union[str, int], signal: Union[str, int], *,
+                     timeout: Optional[float] = None) -> Obj:
+        return await self._t.json("POST", self._p(id, process_id, "/signal"),
+                                  body={"signal": signal}, timeout=timeout)
+
+    async def logs(self, id: str, process_id: Union[str, int], *,
+                   timeout: Optional[float] = None) -> Obj:
+        return await self._t.json("GET", self._p(id, process_id, "/logs"), timeout=timeout)
+
+    def logs_stream(self, id: str, process_id: Union[str, int], *,
+                    timeout: Optional[float] = None) -> AsyncIterator[Event]:
+        """Follow the output: what the ring holds, then live output, then `exit`."""
+        return self._t.events("GET", self._p(id, process_id, "/logs"), LOGS_LAST, id,
+                              timeout=timeout)
+
+
+class AsyncKernel(_AsyncResource):
+    async def reset(self, id: str, *, timeout: Optional[float] = None) -> Obj:
+        return await self._t.json("POST", "/v1/sandboxes/%s/kernel/reset" % _seg(id),
+                                  timeout=timeout)
+
+    async def interrupt(self, id: str, *, timeout: Optional[float] = None) -> Obj:
+        return await self._t.json("POST", "/v1/sandboxes/%s/kernel/interrupt" % _seg(id),
+                                  timeout=timeout)
+
+
+class AsyncPty(_AsyncResource):
+    async def exec_command(self, id: str, command: str, *, rows: Optional[int] = None,
+                           cols: Optional[int] = None, grace_seconds: Optional[float] = None,
+                           timeout: Optional[float] = None) -> Obj:
+        """Runs `bash -c command` in a PTY; `session_id` when it is still running."""
+        body = _fields({"command": command, "rows": rows, "cols": cols,
+                        "grace_seconds": grace_seconds})
+        return await self._t.json("POST", "/v1/sandboxes/%s/pty" % _seg(id), body=body,
+                                  timeout=timeout)
+
+    async def write_stdin(self, id: str, pty_id: str, input: str, *, since: Optional[int] = None,
+                          wait_seconds: Optional[float] = None,
+                          timeout: Optional[float] = None) -> Obj:
+        body = _fields({"input": input, "since": since, "wait_seconds": wait_seconds})
+        return await self._t.json("POST",
+                                  "/v1/sandboxes/%s/pty/%s/input" % (_seg(id), _seg(pty_id)),
+                                  body=body, timeout=timeout)
+
+    async def read(self, id: str, pty_id: str, *, since: Optional[int] = None,
+                   wait_seconds: Optional[float] = None, timeout: Optional[float] = None) -> Obj:
+        return await self._t.json("GET", "/v1/sandboxes/%s/pty/%s" % (_seg(id), _seg(pty_id)),
+                                  query={"since": since, "wait_seconds": wait_seconds},
+                                  timeout=timeout)
+
+    async def delete(self, id: str, pty_id: str, *, timeout: Optional[float] = None) -> Obj:
+        return await self._t.json("DELETE", "/v1/sandboxes/%s/pty/%s" % (_seg(id), _seg(pty_id)),
+                                  timeout=timeout)
+
+
+class AsyncEgress(_AsyncResource):
+    async def get(self, id: str, *, limit: Optional[int] = None, before: Optional[str] = None,
+                  timeout: Optional[float] = None) -> Obj:
+        """The policy and the connection log, newest first."""
+        return await self._t.json("GET", "/v1/sandboxes/%s/egress" % _seg(id),
+                                  query={"limit": limit, "before": before}, timeout=timeout)
+
+    async def put(self, id: str, policy: Obj, *, timeout: Optional[float] = None) -> Obj:
+        return await self._t.json("PUT", "/v1/sandboxes/%s/egress" % _seg(id), body=policy,
+                                  timeout=timeout)
+
+
+class AsyncSandboxes(_AsyncResource):
+    def __init__(self, t: _AsyncTransport):
+        super().__init__(t)
+        self.files = AsyncFiles(t)
+        self.execs = AsyncExecs(t)
+        self.sessions = AsyncSessions(t)
+        self.processes = AsyncProcesses(t)
+        self.kernel = AsyncKernel(t)
+        self.pty = AsyncPty(t)
+        self.egress = AsyncEgress(t)
+
+    def _p(self, id: str, tail: str = "") -> str:
+        return "/v1/sandboxes/%s%s" % (_seg(id), tail)
+
+    async def create(self, *, idempotency_key: Optional[str] = None,
+                     timeout: Optional[float] = None, **fields: Any) -> Obj:
+        """fields: template, ttl_seconds, env, backend, snapshot_id, egress,
+        enable_default_session."""
+        return await self._t.json("POST", "/v1/sandboxes", body=_fields(fields),
+                                  idempotency_key=idempotency_key, timeout=timeout)
+
+    async def list(self, *, timeout: Optional[float] = None) -> Obj:
+        return await self._t.json("GET", "/v1/sandboxes", timeout=timeout)
+
+    async def get(self, id: str, *, timeout: Optional[float] = None) -> Obj:
+        return await self._t.json("GET", self._p(id), timeout=timeout)
+
+    async def delete(self, id: str, *, timeout: Optional[float] = None) -> Obj:
+        return await self._t.json("DELETE", self._p(id), timeout=timeout)
+
+    async def exec(self, id: str, *, idempotency_key: Optional[str] = None,
+                   timeout: Optional[float] = None, **fields: Any) -> Obj:
+        """fields: shell, or language + code; timeout_seconds, cwd, env, session_id, inputs."""
+        return await self._t.json("POST", self._p(id, "/exec"), body=_fields(fields),
+                                  idempotency_key=idempotency_key, timeout=timeout)
+
+    def exec_stream(self, id: str, *, idempotency_key: Optional[str] = None,
+                    timeout: Optional[float] = None, **fields: Any) -> AsyncIterator[Event]:
+        """Events as they arrive: start, stdout/stderr chunks, then exit (or error). A dropped
+        stream raises SbxStreamError with the exec id."""
+        return self._t.events("POST", self._p(id, "/exec"), EXEC_LAST, id, body=_fields(fields),
+                              idempotency_key=idempotency_key, timeout=timeout)
+
+    async def run(self, *, idempotency_key: Optional[str] = None,
+                  timeout: Optional[float] = None, **fields: Any) -> Obj:
+        """Create a sandbox, run one command, destroy it: the sandbox and exec fields in one."""
+        return await self._t.json("POST", "/v1/sandboxes/run", body=_fields(fields),
+                                  idempotency_key=idempotency_key, timeout=timeout)
+
+    def run_stream(self, *, idempotency_key: Optional[str] = None,
+                   timeout: Optional[float] = None, **fields: Any) -> AsyncIterator[Event]:
+        return self._t.events("POST", "/v1/sandboxes/run", EXEC_LAST, None, body=_fields(fields),
+                              idempotency_key=idempotency_key, timeout=timeout)
+
+    async def artifacts(self, id: str, *, timeout: Optional[float] = None) -> Obj:
+        """Collect, hash and scan /workspace/out; clean files get signed links."""
+        return await self._t.json("GET", self._p(id, "/artifacts"), timeout=timeout)
+
+    async def run_code(self, id: str, code: str, *, timeout_seconds: Optional[int] = None,
+                       timeout: Optional[float] = None) -> Obj:
+        """A cell in the sandbox's persistent Python kernel."""
+        return await self._t.json("POST", self._p(id, "/run_code"),
+                                  body=_fields({"code": code, "timeout_seconds": timeout_seconds}),
+                                  timeout=timeout)
+
+    def run_code_stream(self, id: str, code: str, *, timeout_seconds: Optional[int] = None,
+                        timeout: Optional[float] = None) -> AsyncIterator[Event]:
+        return self._t.events("POST", self._p(id, "/run_code"), RUN_CODE_LAST, id,
+                              body=_fields({"code": code, "timeout_seconds": timeout_seconds}),
+                              timeout=timeout)
+
+    async def pause(self, id: str, *, timeout: Optional[float] = None) -> Obj:
+        return await self._t.json("POST", self._p(id, "/pause"), timeout=timeout)
+
+    async def resume(self, id: str, *, timeout: Optional[float] = None) -> Obj:
+        return await self._t.json("POST", self._p(id, "/resume"), timeout=timeout)
+
+    async def fork(self, id: str, *, count: Optional[int] = None,
+                   ttl_seconds: Optional[int] = None, timeout: Optional[float] = None) -> Obj:
+        return await self._t.json("POST", self._p(id, "/fork"),
+                                  body=_fields({"count": count, "ttl_seconds": ttl_seconds}),
+                                  timeout=timeout)
+
+    async def snapshot(self, id: str, *, timeout: Optional[float] = None) -> Obj:
+        """A v1 workspace snapshot (snapshot_id on create starts from it)."""
+        return await self._t.json("POST", self._p(id, "/snapshot"), timeout=timeout)
+
+    async def preview(self, id: str, port: Optional[int] = None, *,
+                      ttl_seconds: Optional[int] = None, timeout: Optional[float] = None) -> Obj:
+        """A signed URL (no key needed) to a port inside the sandbox."""
+        return await self._t.json("POST", self._p(id, "/preview"),
+                                  body=_fields({"port": port, "ttl_seconds": ttl_seconds}),
+                                  timeout=timeout)
+
+    async def terminal_ticket(self, id: str, *, timeout: Optional[float] = None) -> Obj:
+        return await self._t.json("POST", self._p(id, "/terminal-ticket"), timeout=timeout)
+
+    async def terminal_url(self, id: str, *, cols: Optional[int] = None,
+                           rows: Optional[int] = None, pty_id: Optional[str] = None,
+                           timeout: Optional[float] = None) -> str:
+        """A ws:// URL for the terminal WebSocket (with a fresh single-use ticket), for any
+        WebSocket client."""
+        ticket = (await self.terminal_ticket(id, timeout=timeout))["ticket"]
+        u = self._t.url(self._p(id, "/terminal"),
+                        {"ticket": ticket, "cols": cols, "rows": rows, "pty_id": pty_id})
+        return "ws" + u[4:] if u.startswith("http") else u
+
+    async def terminal(self, id: str, *, cols: Optional[int] = None, rows: Optional[int] = None,
+                       pty_id: Optional[str] = None,
+                       timeout: Optional[float] = None) -> "AsyncTerminal":
+        """An interactive shell over WebSocket (a ticket is fetched first); pty_id re-attaches."""
+        url = await self.terminal_url(id, cols=cols, rows=rows, pty_id=pty_id, timeout=timeout)
+        return await AsyncTerminal.open(url, timeout)
+
+
+class AsyncTerminal:
+    """An interactive terminal over the sandbox's WebSocket (docs/terminals.md). `ready` is
+    the server's first message (`pty_id` re-attaches later); iterate for
+    {"type": "data", "data": bytes} and the JSON control messages (`exited`, `error`), ending
+    with {"type": "close", "code", "reason"}. Leaving detaches; the shell keeps running for the
+    grace period."""
+
+    def __init__(self, sock: _AsyncSocket, ws: WSConnection):
+        self._sock = sock
+        self._ws = ws
+        self._queue: List[Obj] = []
+        self._text = ""
+        self._out = b""
+        self._closed = False
+        self.ready: Obj = {}
+
+    @classmethod
+    async def open(cls, url: str, timeout: Optional[float] = None) -> "AsyncTerminal":
+        """Connects to a terminal URL (Sandboxes.terminal_url); SbxError if sbxd refuses."""
+        u = httpx.URL(url)
+        tls = u.scheme == "wss"
+        port = u.port or (443 if tls else 80)
+        sock = await _AsyncSocket.connect(u.host, port, tls, timeout)
+        ws = WSConnection(ConnectionType.CLIENT)
+        t = cls(sock, ws)
+        try:
+            await sock.write(ws.send(Request(host="%s:%d" % (u.host, port),
+                                             target=u.raw_path.decode())))
+            await t._handshake()
+            first = await t.recv()
+            if not first or first.get("type") != "ready":
+                raise SbxError(0, "terminal_closed", "no ready message: %r" % (first,), None)
+            t.ready = first
+        except BaseException:
+            await sock.close()
+            raise
+        return t
+
+    async def _handshake(self) -> None:
+        status, headers, body = 0, {}, b""
+        while True:
+            data = await self._sock.read()
+            self._ws.receive_data(data or None)
+            for ev in self._ws.events():
+                if isinstance(ev, AcceptConnection):
+                    self._take(self._ws.events())
+                    return
+                if isinstance(ev, RejectConnection):
+                    status = ev.status_code
+                    headers = {k.decode().lower(): v.decode() for k, v in ev.headers}
+                    if not ev.has_body:
+                        data = b""
+                elif isinstance(ev, RejectData):
+                    body += ev.data
+                    if ev.body_finished:
+                        data = b""
+            if not data:
+                break
+        code, message = "http_%d" % status, "the terminal was refused"
+        try:
+            e = json.loads(body)["error"]
+            code, message = e["code"], e["message"]
+        except (ValueError, KeyError, TypeError):
+            pass
+        raise error_for(status, code, message, headers.get("x-request-id"))
+
+    def _take(self, events: Iterable[Any]) -> None:
+        for ev in events:
+            if isinstance(ev, BytesMessage):
+                self._queue.append({"type": "data", "data": bytes(ev.data)})
+            elif isinstance(ev, TextMessage):
+                self._text += ev.data
+                if ev.message_finished:
+                    self._queue.append(json.loads(self._text))
+                    self._text = ""
+            elif isinstance(ev, Ping):
+                self._out += self._ws.send(ev.response())
+            elif isinstance(ev, CloseConnection):
+                self._queue.append({"type": "close", "code": ev.code, "reason": ev.reason})
+                if self._ws.state == ConnectionState.REMOTE_CLOSING:
+                    self._out += self._ws.send(ev.response())
+                self._closed = True
+
+    async def recv(self) -> Optional[Obj]:
+        """The next message, or None once the socket is closed."""
+        while not self._queue:
+            if self._closed:
+                return None
+            data = await self._sock.read()
+            self._ws.receive_data(data or None)
+            self._take(self._ws.events())
+            if self._out:
+                await self._sock.write(self._out)
+                self._out = b""
+            if not data and not self._queue:
+                self._closed = True
+        return self._queue.pop(0)
+
+    async def write(self, data: Union[str, bytes]) -> None:
+        """Keystrokes to the shell."""
+        b = data.encode() if isinstance(data, str) else data
+        await self._sock.write(self._ws.send(BytesMessage(data=b)))
+
+    async def resize(self, cols: int, rows: int) -> None:
+        msg = json.dumps({"type": "resize", "cols": cols, "rows": rows})
+        await self._sock.write(self._ws.send(TextMessage(data=msg)))
+
+    async def aclose(self) -> None:
+        if self._ws.state == ConnectionState.OPEN:
+            try:
+                await self._sock.write(self._ws.send(CloseConnection(code=1000)))
+            except OSError:
+                pass
+        self._closed = True
+        await self._sock.close()
+
+    async def _messages(self) -> AsyncIterator[Obj]:
+        while True:
+            m = await self.recv()
+            if m is None:
+                return
+            yield m
+            if m["type"] == "close":
+                return
+
+    def __aiter__(self) -> AsyncIterator[Obj]:
+        return self._messages()
+
+    async def __aenter__(self) -> "AsyncTerminal":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+
+class AsyncAudit(_AsyncResource):
+    async def list(self, *, timeout: Optional[float] = None, **query: Any) -> Obj:
+        """query: sandbox_id, user, action, since, until, limit, after."""
+        return await self._t.json("GET", "/v1/audit", query=query, timeout=timeout)
+
+    async def verify(self, *, timeout: Optional[float] = None) -> Obj:
+        return await self._t.json("GET", "/v1/audit/verify", timeout=timeout)
+
+
+class AsyncKeys(_AsyncResource):
+    async def create(self, user: str, *, role: Optional[str] = None,
+                     tool_level: Optional[str] = None, timeout: Optional[float] = None) -> Obj:
+        body = _fields({"user": user, "role": role, "tool_level": tool_level})
+        return await self._t.json("POST", "/v1/keys", body=body, timeout=timeout)
+
+    async def list(self, *, timeout: Optional[float] = None) -> Obj:
+        return await self._t.json("GET", "/v1/keys", timeout=timeout)
+
+    async def delete(self, key_id: str, *, timeout: Optional[float] = None) -> Obj:
+        return await self._t.json("DELETE", "/v1/keys/%s" % _seg(key_id), timeout=timeout)
+
+
+class AsyncSandboxScope:
+    """`async with client.sandbox(**fields) as sb:` creates a sandbox, deletes it on exit."""
+
+    def __init__(self, sandboxes: AsyncSandboxes, fields: Dict[str, Any]):
+        self._sandboxes = sandboxes
+        self._fields = fields
+        self.sandbox: Optional[Obj] = None
+
+    async def __aenter__(self) -> Obj:
+        self.sandbox = await self._sandboxes.create(**self._fields)
+        return self.sandbox
+
+    async def __aexit__(self, *exc: Any) -> None:
+        if self.sandbox is not None:
+            try:
+                await self._sandboxes.delete(self.sandbox["id"])
+            except SbxError as e:
+                if e.code != "sandbox_not_found":
+                    raise
+
+
+class AsyncSbx:
+    """The sbx client. base_url / api_key default to the env SBX_URL / SBX_API_KEY; timeout
+    (seconds, per call unless given to the call) bounds each wait for the server; max_retries
+    applies to 503 sandbox_capacity only."""
+
+    def __init__(self, base_url: Optional[str] = None, api_key: Optional[str] = None, *,
+                 timeout: Optional[float] = None, max_retries: int = 3, retry_base: float = 0.5,
+                 http_client: Optional[httpx.AsyncClient] = None):
+        self._t = _AsyncTransport(base_url, api_key, timeout, max_retries, retry_base,
+                                  http_client)
+        self.base_url = self._t.base_url
+        self.sandboxes = AsyncSandboxes(self._t)
+        self.audit = AsyncAudit(self._t)
+        self.keys = AsyncKeys(self._t)
+
+    def sandbox(self, **fields: Any) -> AsyncSandboxScope:
+        return AsyncSandboxScope(self.sandboxes, fields)
+
+    async def health(self, *, timeout: Optional[float] = None) -> Obj:
+        return await self._t.json("GET", "/healthz", timeout=timeout)
+
+    async def openapi(self, *, timeout: Optional[float] = None) -> Obj:
+        return await self._t.json("GET", "/openapi.json", timeout=timeout)
+
+    async def aclose(self) -> None:
+        await self._t.aclose()
+
+    async def __aenter__(self) -> "AsyncSbx":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()

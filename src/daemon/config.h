@@ -49,6 +49,9 @@ struct sbxd_config {
     char *preview_scheme;  /* SBX_PREVIEW_SCHEME, of host-name links, default https */
     unsigned *preview_reserved; /* SBX_PREVIEW_RESERVED_PORTS, default 8080 */
     size_t npreview_reserved;
+    /* SBX_SKILL_ENV: the variables skills declare (docs/configs.md), a JSON file, until
+     * skills are installed through the API; NULL when unset. */
+    char *skill_env_file;
     int verbose;
 };
 

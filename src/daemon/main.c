@@ -16,6 +16,7 @@
 #include "../common/log.h"
 #include "../common/util.h"
 #include "auth/auth.h"
+#include "configs/envvars.h"
 #include "egress/proxy.h"
 #include "files/artifacts.h"
 #include "http/router.h"
@@ -159,6 +160,11 @@ int main(int argc, char **argv)
         http_server_new(d.loop, d.cfg.listen, router_dispatch, &d.router, &d.http, &err) < 0)
         goto out;
     http_server_set_streaming(d.http, router_streams_body);
+    /* Sandbox configurations (docs/configs.md). */
+    if (configs_new(&d.cfg, d.store, d.mgr, &d.configs, &err) < 0 ||
+        (d.cfg.skill_env_file &&
+         envvars_load_declarations(d.configs, d.cfg.skill_env_file, &err) < 0))
+        goto out;
     if ((r = loop_watch_add(d.loop, sfd, EPOLLIN, on_signal, &d, NULL)) < 0) {
         sbx_err_sys(&err, -r, "watching signals");
         goto out;
@@ -180,6 +186,7 @@ out:
     jobs_free(d.jobs);
     artifacts_free(d.artifacts);
     manager_free(d.mgr);
+    configs_free(d.configs);
     /* After the manager: its channels' egress and preview streams have ended. */
     egress_proxy_free(d.egress);
     previews_free(d.previews);

@@ -21,6 +21,10 @@ extern const struct route_table kernel_routes;   /* live/kernel_api.c */
 extern const struct route_table pty_routes;      /* live/pty_api.c */
 extern const struct route_table terminal_routes; /* live/terminal_api.c */
 extern const struct route_table preview_routes;  /* live/preview_api.c */
+/* Sandbox configurations, personal variables, the probe (docs/configs.md). */
+extern const struct route_table config_routes; /* configs/configs_api.c */
+extern const struct route_table me_routes;     /* configs/me_api.c */
+extern const struct route_table probe_routes;  /* configs/probe_api.c */
 
 /* Every table sbxd serves, /healthz first. */
 extern const struct route_table *const sbxd_routes[];

@@ -23,6 +23,7 @@ struct sbxd {
     struct egress_proxy *egress;
     struct terminals *terminals; /* tickets and connected WebSocket terminals */
     struct previews *previews;   /* the preview listener and its links (preview.c) */
+    struct configs *configs;     /* sandbox configurations, personal variables (configs/) */
 };
 
 #endif

@@ -16,6 +16,7 @@
 #include "../../proto/proto.h"
 #include "../http/reqhead.h"
 #include "../sandbox/manager.h"
+#include "netpolicy.h"
 #include "resolve.h"
 #include "sni.h"
 
@@ -78,6 +79,7 @@ struct egress_conn {
 
     char verdict[16];
     char reason[192];
+    char audit_rule[72]; /* the configuration's audit rule that matched, for the log */
     struct egress_conn *next;
 };
 
@@ -423,7 +425,10 @@ static void connected(struct egress_conn *c)
     c->uw = NULL;
     c->uevents = 0;
     stop_timer(c);
-    set_verdict(c, "allowed", "ok");
+    if (c->audit_rule[0])
+        set_verdict(c, "allowed", "ok: audit rule %s", c->audit_rule);
+    else
+        set_verdict(c, "allowed", "ok");
     log_write(c, false);
     if (c->is_connect) {
         static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
@@ -560,12 +565,21 @@ static void resolved(void *data, int status, const struct egress_addr *addrs, si
         return;
     }
     bool host_ok = egress_operator_host_allowed(c->px->op, c->host);
+    const struct egress_netpolicy *net = c->sb->net;
+    bool net_ok = net && egress_operator_host_allowed(net->op, c->host);
     const char *first_why = NULL;
     char first_addr[EGRESS_ADDR_STR_MAX] = "";
     for (size_t i = 0; i < n; i++) {
-        const char *why = egress_resolver_addr_check(c->px->resolver, &addrs[i], c->port);
+        const char *why = egress_resolver_addr_check_private(
+            c->px->resolver, &addrs[i], c->port, net && net->allow_private);
         if (!why)
             why = egress_operator_addr_check(c->px->op, host_ok, &addrs[i]);
+        /* The configuration's layer names itself: config_deny_out, config_default_deny. */
+        if (!why && net && egress_operator_addr_check(net->op, net_ok, &addrs[i]))
+            why = !strcmp(egress_operator_addr_check(net->op, net_ok, &addrs[i]),
+                          "operator_deny_out")
+                      ? "config_deny_out"
+                      : "config_default_deny";
         if (!why) {
             c->addrs[c->naddrs++] = addrs[i];
             continue;
@@ -577,7 +591,7 @@ static void resolved(void *data, int status, const struct egress_addr *addrs, si
     }
     if (c->naddrs == 0) {
         snprintf(c->address, sizeof(c->address), "%s", first_addr);
-        bool operator = !strncmp(first_why, "operator_", 9);
+        bool operator = !strncmp(first_why, "operator_", 9) || !strncmp(first_why, "config_", 7);
         refuse(c, 403, "denied", operator ? first_why : "blocked_address",
                "%s resolves to %s (%s)", c->host, first_addr, first_why);
         return;
@@ -670,11 +684,38 @@ static void decide(struct egress_conn *c)
         return;
     }
     const struct egress_policy *pol = c->sb->egress;
-    if (!pol || pol->mode == EGRESS_MODE_NONE) {
+    const struct egress_netpolicy *net = c->sb->net;
+    /* A configuration's network policy stands in for an allowlist of the sandbox's own;
+     * one it has anyway narrows it. */
+    bool own = pol && pol->mode != EGRESS_MODE_NONE;
+    if (!own && !(net && net->op)) {
         refuse(c, 403, "denied", "egress_none", "this sandbox's egress policy is none");
         return;
     }
-    if (!egress_policy_allows(pol, host)) {
+    if (net && net->op && !egress_operator_host_allowed(net->op, host) &&
+        !egress_operator_may_allow_by_address(net->op)) {
+        refuse(c, 403, "denied", "config_default_deny",
+               "%s is not in the configuration's allow_out", host);
+        return;
+    }
+    const json_t *rule = egress_netpolicy_rule(net, c->is_connect, host,
+                                               c->is_connect ? NULL : c->method, c->target);
+    if (rule) {
+        const char *name = json_string_value(json_object_get(rule, "name"));
+        if (json_is_true(json_object_get(rule, "deny"))) {
+            refuse(c, 403, "denied", "rule_denied", "%s: denied by the configuration's rule %s",
+                   host, name);
+            return;
+        }
+        if (json_object_get(rule, "injects")) {
+            refuse(c, 502, "error", "inject_unavailable",
+                   "%s: rule %s injects a header, which this sbx cannot do yet", host, name);
+            return;
+        }
+        if (json_is_true(json_object_get(rule, "audit")))
+            snprintf(c->audit_rule, sizeof(c->audit_rule), "%s", name);
+    }
+    if (own && !egress_policy_allows(pol, host)) {
         refuse(c, 403, "denied", "host_not_allowed", "%s is not in this sandbox's egress %s",
                host, pol->mode == EGRESS_MODE_PRESET ? "preset" : "allowlist");
         return;
@@ -895,6 +936,9 @@ void egress_proxy_policy_changed(struct egress_proxy *px, const char *sandbox_id
         if (strcmp(c->sb->rec.id, sandbox_id) || c->state == ST_CLOSING || c->state == ST_HEAD)
             continue;
         if (c->sb->egress && egress_policy_allows(c->sb->egress, c->host))
+            continue;
+        if (c->sb->net && c->sb->net->op && c->sb->egress &&
+            c->sb->egress->mode == EGRESS_MODE_NONE)
             continue;
         set_verdict(c, "allowed", "policy_changed: %s is no longer allowed", c->host);
         conn_abort(c);

@@ -79,12 +79,51 @@ static int egress_init(struct manager *m, struct sandbox *sb, const struct egres
                                    sbx_wall_ms() / 1000, err);
 }
 
+/* A limit asked for: at most the daemon's (or the configuration's, already in p). */
+static int pick_limit(const char *name, long long asked, long long dflt, long long *out,
+                      struct sbx_err *err)
+{
+    if (asked > dflt)
+        return sbx_err_set(err, EINVAL, "invalid_request", "limits.%s is at most %lld here", name,
+                           dflt);
+    *out = asked ? asked : dflt;
+    return 0;
+}
+
+static int create(struct manager *m, const struct auth_identity *who,
+                  const struct sandbox_params *p, sandbox_ready_fn cb, void *data,
+                  struct sandbox **out, struct sbx_err *err);
+
 int manager_create(struct manager *m, const struct auth_identity *who,
                    const struct sandbox_params *p, sandbox_ready_fn cb, void *data,
                    struct sandbox **out, struct sbx_err *err)
 {
-    long long per_user, per_key;
-    int r = store_sandbox_count_live(m->store, who->user, who->key_id, &per_user, &per_key, err);
+    if (!p->config_id || p->config_applied)
+        return create(m, who, p, cb, data, out, err);
+    if (!m->config_fn)
+        return sbx_err_set(err, EINVAL, "invalid_request",
+                           "this daemon makes no sandboxes from configurations");
+    struct sandbox_params cp = *p;
+    json_t *hold = NULL;
+    int r = m->config_fn(m->config_data, who, &cp, &hold, err);
+    if (r == 0)
+        r = create(m, who, &cp, cb, data, out, err);
+    json_decref(hold);
+    return r;
+}
+
+static int create(struct manager *m, const struct auth_identity *who,
+                  const struct sandbox_params *p, sandbox_ready_fn cb, void *data,
+                  struct sandbox **out, struct sbx_err *err)
+{
+    long long per_user, per_key, memory_mb = 0, pids = 0, cpu = 0;
+    int r;
+    if ((r = pick_limit("memory_mb", p->memory_mb, m->cfg->memory_mb, &memory_mb, err)) < 0 ||
+        (r = pick_limit("pids", p->pids, m->cfg->pids_max, &pids, err)) < 0 ||
+        (r = pick_limit("cpu_millicores", p->cpu_millicores, m->cfg->cpu_millicores, &cpu, err)) <
+            0)
+        return r;
+    r = store_sandbox_count_live(m->store, who->user, who->key_id, &per_user, &per_key, err);
     if (r < 0)
         return r;
     if (per_key >= m->cfg->max_per_key)
@@ -133,9 +172,9 @@ int manager_create(struct manager *m, const struct auth_identity *who,
     rec->ttl_seconds = p->ttl_seconds;
     rec->created_at = now;
     rec->expires_at = now + p->ttl_seconds;
-    rec->memory_mb = m->cfg->memory_mb;
-    rec->pids = m->cfg->pids_max;
-    rec->cpu_millicores = m->cfg->cpu_millicores;
+    rec->memory_mb = memory_mb;
+    rec->pids = pids;
+    rec->cpu_millicores = cpu;
     rec->enable_default_session = p->enable_default_session;
 
     r = store_sandbox_insert(m->store, rec, err);
@@ -143,6 +182,15 @@ int manager_create(struct manager *m, const struct auth_identity *who,
         goto fail_nostore;
     if ((r = egress_init(m, sb, &p->egress, err)) < 0)
         goto fail;
+    if (p->config_id) {
+        _cleanup_free_ char *net = p->network ? json_dumps(p->network, JSON_COMPACT) : NULL;
+        snprintf(sb->config_id, sizeof(sb->config_id), "%s", p->config_id);
+        sb->config_env = p->config_env ? json_deep_copy(p->config_env) : NULL;
+        if ((r = store_sandbox_config_set(m->store, id, p->config_id, net, p->config_env_sealed,
+                                          err)) < 0 ||
+            (r = sandbox_network_set(sb, p->network, err)) < 0)
+            goto fail;
+    }
     if (fallback[0]) {
         snprintf(sb->fallback, sizeof(sb->fallback), "%s", fallback);
         (void)store_meta_set(m->store, id, STORE_META_FALLBACK, fallback, NULL);

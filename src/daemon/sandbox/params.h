@@ -13,6 +13,8 @@
 #define SANDBOX_TTL_MAX 86400
 #define SANDBOX_ENV_MAX 128
 #define SANDBOX_ENV_VALUE_MAX (32 * 1024)
+/* How a configuration's variable shows in a sandbox object. */
+#define SANDBOX_ENV_MASK "********"
 
 struct sandbox_params {
     const char *template_name; /* validated name */
@@ -22,6 +24,14 @@ struct sandbox_params {
     struct egress_policy egress; /* docs/egress.md */
     const char *backend;         /* "v1", "v2" or NULL (v2 when this host can, else v1) */
     const char *snapshot_id;     /* a v1 workspace snapshot to start from, or NULL */
+    /* Sandbox configurations (docs/configs.md). */
+    const char *config_id; /* make it from this configuration, or NULL */
+    bool config_applied;   /* the fields below already come from it (manager_set_config_fn) */
+    bool template_given, ttl_given;
+    long long memory_mb, pids, cpu_millicores; /* "limits" asked for; 0: the default */
+    json_t *network;             /* set from the configuration: what its egress gets, borrowed */
+    json_t *config_env;          /* ... its variables in clear, borrowed: never stored so */
+    const char *config_env_sealed; /* ... and sealed, for the store */
 };
 
 /* Checks shared by create and run. */

@@ -356,10 +356,11 @@ static int build_network(const struct secrets *sec, const char *id, json_t *in,
         return BAD("network.rules must be a list of at most %d rules", CONFIG_RULES_MAX);
     /* allow_public_inbound is accepted from old inputs and dropped: inbound always needs
      * credentials here (preview links are signed). */
-    json_t *o = json_pack("{s:b,s:O,s:O,s:[]}", "deny_egress_by_default",
+    json_t *allow = json_object_get(n, "allow_out"), *deny = json_object_get(n, "deny_out");
+    json_t *o = json_pack("{s:b,s:o,s:o,s:[]}", "deny_egress_by_default",
                           json_is_true(json_object_get(n, "deny_egress_by_default")), "allow_out",
-                          json_object_get(n, "allow_out") ?: json_array(), "deny_out",
-                          json_object_get(n, "deny_out") ?: json_array(), "rules");
+                          allow ? json_incref(allow) : json_array(), "deny_out",
+                          deny ? json_incref(deny) : json_array(), "rules");
     json_t *names = json_object();
     size_t i;
     json_array_foreach(rules, i, v)

@@ -277,9 +277,9 @@ static void api_workspace_policy(struct sbxd *d, struct http_req *req)
         return;
     }
     json_t *v = json_object_get(body, "scripts_disabled");
-    bool on = json_is_true(v);
+    bool on = json_is_true(v), valid = json_is_boolean(v);
     json_decref(body);
-    if (!json_is_boolean(v)) {
+    if (!valid) {
         http_respond_errorf(req, "invalid_request", "scripts_disabled must be true or false");
         return;
     }

@@ -9,18 +9,16 @@
 
 int envvars_check_name(const char *name, struct sbx_err *err)
 {
-    json_t *probe = json_pack("{s:s}", name, "");
-    int r = sandbox_env_validate(probe, "name", err);
-    json_decref(probe);
-    if (r < 0)
-        return r;
     static const char *const exact[] = {"PATH", "HOME", "USER", "SHELL", "PWD", "HOSTNAME"};
     for (size_t i = 0; i < SBX_ARRAY_SIZE(exact); i++)
         if (!strcmp(name, exact[i]))
             return sbx_err_set(err, EINVAL, "reserved_env_var", "%s is reserved", name);
     if (!strncmp(name, "LD_", 3) || !strncmp(name, "SBX_", 4))
         return sbx_err_set(err, EINVAL, "reserved_env_var", "names LD_* and SBX_* are reserved");
-    return 0;
+    json_t *probe = json_pack("{s:s}", name, "");
+    int r = sandbox_env_validate(probe, "name", err);
+    json_decref(probe);
+    return r;
 }
 
 static char *personal_context(const char *user, const char *scope, const char *target,

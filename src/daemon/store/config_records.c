@@ -111,6 +111,7 @@ static void row_to_config(sqlite3_stmt *st, struct store_config *c)
 int store_config_get(struct store *s, const char *id, struct store_config *out, struct sbx_err *err)
 {
     sqlite3_stmt *st;
+    memset(out, 0, sizeof(*out));
     int r = store_prepare(s, "SELECT " CONFIG_COLS " FROM sandbox_configs WHERE id=?", &st, err,
                           "t", id);
     if (r < 0)

@@ -89,7 +89,9 @@ static int egress_start(struct sbxd *d, struct sbx_err *err)
 {
     struct egress_proxy_config ec = {.policy_path = d->cfg.network_policy,
                                      .hosts_file = d->cfg.egress_hosts,
-                                     .test_upstreams = d->cfg.egress_test_upstreams};
+                                     .test_upstreams = d->cfg.egress_test_upstreams,
+                                     .data_dir = d->cfg.data_dir,
+                                     .upstream_ca_file = d->cfg.fetch_ca_file};
     int r = egress_proxy_new(d->loop, d->store, &ec, &d->egress, err);
     if (r < 0)
         return sbx_err_wrap(err, "egress");
@@ -161,7 +163,7 @@ int main(int argc, char **argv)
         goto out;
     http_server_set_streaming(d.http, router_streams_body);
     /* Sandbox configurations (docs/configs.md). */
-    if (configs_new(&d.cfg, d.store, d.mgr, &d.configs, &err) < 0 ||
+    if (configs_new(&d.cfg, d.store, d.mgr, egress_proxy_ca_pem(d.egress), &d.configs, &err) < 0 ||
         (d.cfg.skill_env_file &&
          envvars_load_declarations(d.configs, d.cfg.skill_env_file, &err) < 0))
         goto out;

@@ -38,6 +38,8 @@ def up():
         UP["u"] = eu.Upstreams()
         env = dict(UP["u"].env())
         env["SBX_SKILL_ENV"] = SKILLS
+        # The proxy verifies injected hosts' upstreams as a client would: the test CA too.
+        env["SBX_FETCH_CA_FILE"] = os.path.join(UP["u"].tmp, "ca.pem")
         D.kw["extra_env"] = env
     return UP["u"]
 
@@ -54,6 +56,7 @@ def admin():
 
 
 def key(user, role, scope="full_access", tool_level="sandbox"):
+    up()
     def make(d):
         return d.client().ok("POST", "/v1/keys", {"user": user, "role": role,
                                                   "tool_level": tool_level, "scope": scope},
@@ -223,6 +226,7 @@ NET_CONFIG = {
 
 
 def net_config():
+    up()
     return D.once("cfg:net", lambda d: create_config(admin(), "net", NET_CONFIG))
 
 
@@ -231,6 +235,8 @@ def alice():
 
 
 def net_sandbox():
+    up()
+
     def make(d):
         cid = net_config()["id"]
         a = alice()
@@ -322,22 +328,90 @@ def test_private_endpoints_only_when_the_configuration_allows_them():
         a.delete_sandbox(sb["id"])
 
 
-def test_an_inject_rule_is_refused_at_the_proxy_until_injection_exists():
+FETCH = r'''
+import hashlib, json, ssl, sys, urllib.request
+req = urllib.request.Request(sys.argv[1], headers={"X-Api-Key": "forged"})
+out = {}
+try:
+    # The default context: SSL_CERT_FILE (set from the configuration) names the CA bundle.
+    body = urllib.request.urlopen(req, timeout=20, context=ssl.create_default_context()).read()
+    got = json.loads(body)
+    key = got.get("x-api-key")
+    out = {"ok": True, "sha": hashlib.sha256(key.encode()).hexdigest() if key else None,
+           "connection": got.get("connection")}
+except Exception as e:
+    out = {"ok": False, "error": "%s: %s" % (type(e).__name__, e)}
+print(json.dumps(out))
+'''
+
+
+def test_an_inject_rule_puts_the_header_in_and_the_sandbox_never_sees_the_secret():
     c = admin()
     a = key("ivy", "member")
-    cfg = create_config(c, "inject", {"network": {"allow_out": ["allowed.example.com"],
-                                                  "rules": [{"name": "api",
-                                                             "host": "allowed.example.com",
-                                                             "inject": [{"header": "X-Api-Key",
-                                                                         "secret": INJECT_SECRET}]}
-                                                            ]}})
+    cfg = create_config(c, "inject", {"network": {
+        "allow_out": ["allowed.example.com", "second.example.com"],
+        "rules": [{"name": "api", "host": "allowed.example.com", "path": "/headers",
+                   "inject": [{"header": "X-Api-Key", "secret": INJECT_SECRET,
+                               "format": "Key {secret}"}]}]}})
     sb = a.create_sandbox(config_id=cfg["id"])
-    up().install(a, sb["id"])
-    r = eu.probe(a, sb["id"], "connect", "allowed.example.com:443")
-    assert r["status_line"].startswith("HTTP/1.1 502") and r["reason"] == "inject_unavailable", r
-    out = a.sh(sb["id"], "env; cat /proc/1/environ | tr '\\0' '\\n'; true")
+    sid = sb["id"]
+    r = a.request("PUT", "/v1/sandboxes/%s/files/fetch.py" % sid, raw=FETCH.encode())
+    assert r.status in (200, 201), r
+
+    def fetch(url):
+        res = a.exec(sid, shell="python3 /workspace/fetch.py " + url, timeout_seconds=60)
+        assert res["exit_code"] == 0, res
+        return json.loads(res["stdout"])
+    want = hashlib.sha256(("Key " + INJECT_SECRET).encode()).hexdigest()
+    got = fetch("https://allowed.example.com/headers")
+    assert got["ok"] and got["sha"] == want, got
+    assert got["connection"] == "close", got
+    # Another path on the same host: TLS is still ended here, but no header is put in (the
+    # client's own passes).
+    got = fetch("https://allowed.example.com/other")
+    assert got["ok"] is False or got.get("sha") != want, got
+    # A host without a rule is a plain tunnel, verified end to end by the client itself:
+    # the sandbox trusts the daemon's CA and the system roots, not the test CA.
+    got = fetch("https://second.example.com/headers")
+    assert got["ok"] is False and "CERTIFICATE_VERIFY_FAILED" in got["error"], got
+    out = a.sh(sid, "env; cat /proc/self/environ /proc/1/environ | tr '\\0' '\\n'; "
+                    "tr '\\0' ' ' < /proc/1/cmdline; true")
     assert INJECT_SECRET not in out
-    a.delete_sandbox(sb["id"])
+    assert "SSL_CERT_FILE=/workspace/.sbx-egress-ca.pem" in out, out[:2000]
+    log = a.ok("GET", "/v1/sandboxes/%s/egress" % sid)["data"]
+    injected = [e for e in log if e["host"] == "allowed.example.com" and "injected" in e["reason"]]
+    assert len(injected) == 1 and "rule api injected 1 header" in injected[0]["reason"], log
+    assert INJECT_SECRET not in json.dumps(log)
+    assert sb["env"]["SSL_CERT_FILE"] == "********" and INJECT_SECRET not in json.dumps(sb)
+    a.delete_sandbox(sid)
+
+
+def test_the_proxy_verifies_the_upstream_of_an_injected_host():
+    # A daemon that does not know the test CA: the upstream's certificate does not verify,
+    # and the header never leaves.
+    u = up()
+    env = dict(u.env())
+    d = harness.Daemon(extra_env=env)
+    try:
+        d.start()
+        c = d.client()
+        cfg = create_config(c, "inject", {"network": {"allow_out": ["allowed.example.com"],
+                                                      "rules": [{"name": "api",
+                                                                 "host": "allowed.example.com",
+                                                                 "inject": [{"header": "X-Api-Key",
+                                                                             "secret": "s"}]}]}})
+        sb = c.create_sandbox(config_id=cfg["id"])
+        c.request("PUT", "/v1/sandboxes/%s/files/fetch.py" % sb["id"], raw=FETCH.encode())
+        seen = len(u.https.seen)
+        res = c.exec(sb["id"], shell="python3 /workspace/fetch.py https://allowed.example.com/headers",
+                     timeout_seconds=60)
+        got = json.loads(res["stdout"])
+        assert got["ok"] is False, got
+        log = c.ok("GET", "/v1/sandboxes/%s/egress" % sb["id"])["data"]
+        assert any("upstream_tls" in e["reason"] and "certificate" in e["reason"] for e in log), log
+        assert not [p for h, p in u.https.seen[seen:] if p.startswith("/headers")], u.https.seen
+    finally:
+        d.cleanup()
 
 
 # --- inventory and safe change ---------------------------------------------------------

@@ -524,6 +524,45 @@ int config_doc_env(const struct secrets *sec, const char *id, const json_t *stor
     return 0;
 }
 
+int config_doc_inject(const struct secrets *sec, const char *id, const json_t *stored, json_t **out,
+                      struct sbx_err *err)
+{
+    json_t *o = json_object();
+    size_t i, j;
+    json_t *rule, *h;
+    json_array_foreach(json_object_get(json_object_get(stored, "network"), "rules"), i, rule)
+    {
+        const char *name = json_string_value(json_object_get(rule, "name"));
+        json_t *list = json_array();
+        json_array_foreach(json_object_get(rule, "inject"), j, h)
+        {
+            const char *header = json_string_value(json_object_get(h, "header"));
+            const char *format = json_string_value(json_object_get(h, "format"));
+            _cleanup_free_ char *ctx = inject_context(id, name, header);
+            char *plain = NULL;
+            int r = secrets_open_value(sec, ctx, json_string_value(json_object_get(h, "secret")),
+                                       &plain, err);
+            if (r < 0) {
+                json_decref(list);
+                json_decref(o);
+                return r;
+            }
+            const char *at = strstr(format, "{secret}");
+            char *value = sbx_xasprintf("%.*s%s%s", (int)(at - format), format, plain,
+                                        at + strlen("{secret}"));
+            secrets_drop(plain);
+            json_array_append_new(list, json_pack("{s:s,s:s}", "header", header, "value", value));
+            secrets_drop(value);
+        }
+        if (json_array_size(list))
+            json_object_set_new(o, name, list);
+        else
+            json_decref(list);
+    }
+    *out = o;
+    return 0;
+}
+
 json_t *config_doc_network(const json_t *stored)
 {
     json_t *n = json_object_get(stored, "network");

@@ -158,11 +158,31 @@ int configs_apply(struct configs *c, const struct auth_identity *who, const char
             }
         }
     }
+    json_t *inject = NULL;
+    if (r == 0 &&
+        (r = config_doc_inject(c->secrets, id ? id : CONFIGS_PROBE_ID, doc, &inject, err)) == 0 &&
+        json_object_size(inject)) {
+        /* Its sandboxes trust the CA that signs for the hosts headers are put in. */
+        if (!c->trust_bundle)
+            r = sbx_err_set(err, EIO, "inject_unavailable",
+                            "configuration %s injects headers but this daemon has no egress CA",
+                            id ? id : "(probe)");
+        static const char *const trust_vars[] = {"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE",
+                                                 "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS"};
+        for (size_t i = 0; r == 0 && i < SBX_ARRAY_SIZE(trust_vars); i++) {
+            if (json_object_get(p->env, trust_vars[i]))
+                r = WIDENED("env.%s: configuration %s sets it", trust_vars[i], id ? id : "");
+            json_object_set_new(env, trust_vars[i], json_string(SANDBOX_TRUST_PATH));
+        }
+        p->trust_pem = c->trust_bundle;
+    }
     if (r == 0 && json_object_size(env) + json_object_size(p->env) > SANDBOX_ENV_MAX)
         r = WIDENED("the configuration's and the request's env pass %d variables", SANDBOX_ENV_MAX);
     char *sealed = NULL;
-    if (r == 0 && json_object_size(env)) {
-        _cleanup_free_ char *text = json_dumps(env, JSON_COMPACT | JSON_SORT_KEYS);
+    if (r == 0 && (json_object_size(env) || json_object_size(inject))) {
+        json_t *both = json_pack("{s:O,s:O}", "env", env, "inject", inject);
+        _cleanup_free_ char *text = json_dumps(both, JSON_COMPACT | JSON_SORT_KEYS);
+        json_decref(both);
         r = secrets_seal(c->secrets, CONFIGS_SANDBOX_ENV_CONTEXT, text, &sealed, err);
         OPENSSL_cleanse(text, strlen(text));
     }
@@ -171,6 +191,8 @@ int configs_apply(struct configs *c, const struct auth_identity *who, const char
             json_object_set_new(h, "sealed_env", json_string(sealed));
         json_object_set_new(h, "config_env", env);
         env = NULL;
+        if (json_object_size(inject))
+            json_object_set(h, "config_inject", inject);
         json_t *net = config_doc_network(doc);
         if (net)
             json_object_set_new(h, "network", net);
@@ -178,12 +200,14 @@ int configs_apply(struct configs *c, const struct auth_identity *who, const char
         p->config_applied = true;
         p->template_name = json_string_value(json_object_get(h, "template"));
         p->config_env = json_object_get(h, "config_env");
+        p->config_inject = json_object_get(h, "config_inject");
         p->config_env_sealed = json_string_value(json_object_get(h, "sealed_env"));
         p->network = json_object_get(h, "network");
         if (!p->ttl_given && ttl)
             p->ttl_seconds = ttl;
     }
     free(sealed);
+    json_decref(inject);
     json_decref(env);
     return r;
 }
@@ -217,12 +241,27 @@ static void restore_env(struct sandbox *sb, void *data)
         log_warn("sandbox %s: its configuration's variables do not open: %s", sb->rec.id, err.msg);
         return;
     }
-    sb->config_env = json_loads(text, 0, NULL);
+    json_t *both = json_loads(text, 0, NULL);
     secrets_drop(text);
+    sb->config_env = json_incref(json_object_get(both, "env"));
+    json_t *inject = json_object_get(both, "inject");
+    if (json_object_size(inject))
+        sb->config_inject = json_incref(inject);
+    json_decref(both);
+}
+
+/* The bundle sandboxes with inject rules trust: the host's roots and the egress CA. */
+static char *trust_bundle(const char *ca_pem)
+{
+    _cleanup_free_ char *roots = NULL;
+    size_t len = 0;
+    if (sbx_read_file(CONFIGS_SYSTEM_ROOTS, CONFIGS_ROOTS_MAX, &roots, &len) < 0)
+        return sbx_xstrdup(ca_pem);
+    return sbx_xasprintf("%.*s\n%s", (int)len, roots, ca_pem);
 }
 
 int configs_new(const struct sbxd_config *cfg, struct store *st, struct manager *mgr,
-                struct configs **out, struct sbx_err *err)
+                const char *ca_pem, struct configs **out, struct sbx_err *err)
 {
     struct configs *c = sbx_xcalloc(1, sizeof(*c));
     c->store = st;
@@ -236,6 +275,8 @@ int configs_new(const struct sbxd_config *cfg, struct store *st, struct manager 
         free(c);
         return r;
     }
+    if (ca_pem)
+        c->trust_bundle = trust_bundle(ca_pem);
     manager_set_config_fn(mgr, apply_config, c);
     manager_each(mgr, NULL, restore_env, c);
     *out = c;
@@ -247,5 +288,6 @@ void configs_free(struct configs *c)
     if (!c)
         return;
     secrets_free(c->secrets);
+    free(c->trust_bundle);
     free(c);
 }

@@ -20,17 +20,21 @@
 #define CONFIGS_PROBE_ID "cfg_probe"
 /* What a sandbox's copy of its configuration's variables is sealed under. */
 #define CONFIGS_SANDBOX_ENV_CONTEXT "sandbox:config_env"
+#define CONFIGS_SYSTEM_ROOTS "/etc/ssl/certs/ca-certificates.crt"
+#define CONFIGS_ROOTS_MAX (4 * 1024 * 1024)
 
 struct configs {
     struct store *store;
     struct manager *mgr;
     struct secrets *secrets;
     struct config_ceilings ceil;
+    char *trust_bundle; /* the host's roots and the egress CA, or NULL without a CA */
 };
 
-/* Opens <data>/secrets.key and makes the manager create sandboxes from configurations. */
+/* Opens <data>/secrets.key and makes the manager create sandboxes from configurations.
+ * ca_pem: the egress proxy's CA (egress_proxy_ca_pem), or NULL. */
 int configs_new(const struct sbxd_config *cfg, struct store *st, struct manager *mgr,
-                struct configs **out, struct sbx_err *err);
+                const char *ca_pem, struct configs **out, struct sbx_err *err);
 void configs_free(struct configs *c);
 
 /* A stored configuration and its document (sealed). */

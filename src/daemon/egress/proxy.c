@@ -16,6 +16,7 @@
 #include "../../proto/proto.h"
 #include "../http/reqhead.h"
 #include "../sandbox/manager.h"
+#include "mitm.h"
 #include "netpolicy.h"
 #include "resolve.h"
 #include "sni.h"
@@ -34,6 +35,7 @@ struct egress_proxy {
     struct store *store;
     struct egress_resolver *resolver;
     struct egress_operator *op; /* NULL: no operator policy */
+    struct mitm_ca *ca;         /* for configurations' inject rules (docs/configs.md) */
     struct egress_conn *conns;
 };
 
@@ -80,6 +82,11 @@ struct egress_conn {
     char verdict[16];
     char reason[192];
     char audit_rule[72]; /* the configuration's audit rule that matched, for the log */
+    /* An inject rule matched (docs/configs.md): TLS is ended here once the SNI passed. */
+    const json_t *inject_rule; /* in the sandbox's network policy */
+    json_t *inject_headers;    /* [{header, value}], the sandbox's copy */
+    struct mitm *mitm;
+    size_t credit_owed; /* client bytes taken in while the upstream queue was full */
     struct egress_conn *next;
 };
 
@@ -164,6 +171,8 @@ static void conn_free(struct egress_conn *c)
     stop_timer(c);
     egress_lookup_cancel(c->lookup);
     close_upstream(c);
+    mitm_free(c->mitm);
+    json_decref(c->inject_headers);
     free(c->target);
     free(c->up);
     free(c);
@@ -276,7 +285,12 @@ static void flush_up(struct egress_conn *c)
         }
         c->up_off += (size_t)n;
         c->bytes_up += n;
-        credit_up(c, (size_t)n);
+        if (!c->mitm)
+            credit_up(c, (size_t)n);
+    }
+    if (c->mitm && c->credit_owed && c->up_len - c->up_off < MITM_UP_QUEUE_MAX) {
+        credit_up(c, c->credit_owed);
+        c->credit_owed = 0;
     }
     if (c->up_off == c->up_len) {
         c->up_off = c->up_len = 0;
@@ -287,11 +301,26 @@ static void flush_up(struct egress_conn *c)
     }
 }
 
+static void mitm_failed(struct egress_conn *c, const struct sbx_err *err)
+{
+    set_verdict(c, "error", "%s: %s", err->code, err->msg);
+    conn_abort(c);
+}
+
+/* What may be read from the upstream now: the agent's window, less room for what TLS
+ * adds when the bytes are sealed again towards the sandbox. */
+static uint64_t read_budget(const struct egress_conn *c)
+{
+    if (!c->mitm)
+        return c->down_window;
+    return c->down_window > MITM_TLS_SLACK ? c->down_window - MITM_TLS_SLACK : 0;
+}
+
 static void read_upstream(struct egress_conn *c)
 {
     static uint8_t buf[PROTO_MAX_PAYLOAD];
-    while (c->ufd >= 0 && !c->upstream_eof && c->down_window > 0 && !channel_congested(c->st)) {
-        size_t want = c->down_window < sizeof(buf) ? (size_t)c->down_window : sizeof(buf);
+    while (c->ufd >= 0 && !c->upstream_eof && read_budget(c) > 0 && !channel_congested(c->st)) {
+        size_t want = read_budget(c) < sizeof(buf) ? (size_t)read_budget(c) : sizeof(buf);
         ssize_t n = read(c->ufd, buf, want);
         if (n < 0 && errno == EINTR)
             continue;
@@ -301,11 +330,21 @@ static void read_upstream(struct egress_conn *c)
             struct sbx_err err = {0};
             c->upstream_eof = true;
             c->down_eof_sent = true;
+            if (c->mitm)
+                mitm_upstream_eof(c->mitm);
             (void)channel_send_eof(c->st, PROTO_CH_STDIN, &err);
             return;
         }
         c->bytes_down += n;
-        send_down(c, buf, (size_t)n);
+        if (c->mitm) {
+            struct sbx_err err = {0};
+            if (mitm_from_upstream(c->mitm, buf, (size_t)n, &err) < 0) {
+                mitm_failed(c, &err);
+                return;
+            }
+        } else {
+            send_down(c, buf, (size_t)n);
+        }
         if ((size_t)n < want)
             return; /* drained for now: let epoll say when there is more */
     }
@@ -333,7 +372,7 @@ static void upstream_update(struct egress_conn *c)
     uint32_t ev = 0;
     if (c->up_off < c->up_len)
         ev |= EPOLLOUT;
-    if (!c->upstream_eof && c->down_window > 0 && !channel_congested(c->st))
+    if (!c->upstream_eof && read_budget(c) > 0 && !channel_congested(c->st))
         ev |= EPOLLIN;
     if (ev == c->uevents && c->uw)
         return;
@@ -358,6 +397,72 @@ static void start_tunnel(struct egress_conn *c)
     stop_timer(c);
     c->state = ST_TUNNEL;
     flush_up(c);
+    if (c->state == ST_TUNNEL) {
+        read_upstream(c);
+        upstream_update(c);
+    }
+}
+
+/* --- header injection (docs/configs.md) ----------------------------------------------- */
+
+static void mitm_to_client(void *data, const uint8_t *buf, size_t len)
+{
+    send_down(data, buf, len);
+}
+
+static void mitm_to_upstream(void *data, const uint8_t *buf, size_t len)
+{
+    up_append(data, buf, len);
+}
+
+/* Client bytes into the interception; they are credited back once taken in, unless the
+ * queue towards the upstream is full (then when it drains). */
+static void mitm_client_bytes(struct egress_conn *c, const uint8_t *buf, size_t len)
+{
+    struct sbx_err err = {0};
+    unsigned before = mitm_injected(c->mitm);
+    if (mitm_from_client(c->mitm, buf, len, &err) < 0) {
+        mitm_failed(c, &err);
+        return;
+    }
+    if (c->up_len - c->up_off < MITM_UP_QUEUE_MAX)
+        credit_up(c, len);
+    else
+        c->credit_owed += len;
+    if (mitm_injected(c->mitm) > before)
+        set_verdict(c, "allowed", "ok: rule %s injected %u header(s)",
+                    json_string_value(json_object_get(c->inject_rule, "name")),
+                    mitm_injected(c->mitm));
+    flush_up(c);
+    if (c->state == ST_TUNNEL)
+        upstream_update(c);
+}
+
+static void start_mitm(struct egress_conn *c)
+{
+    static const struct mitm_io io = {.to_client = mitm_to_client,
+                                      .to_upstream = mitm_to_upstream};
+    /* The client's ClientHello waits in the queue: it is the interception's now. */
+    size_t n = c->up_len - c->up_off;
+    uint8_t *hello = sbx_xmalloc(n + 1);
+    memcpy(hello, c->up + c->up_off, n);
+    c->up_off = c->up_len = 0;
+    struct sbx_err err = {0};
+    const json_t *path = json_object_get(c->inject_rule, "path");
+    c->mitm = mitm_new(c->px->ca, c->host, c->inject_headers,
+                       json_object_get(c->inject_rule, "methods"), json_string_value(path), &io,
+                       c, &err);
+    if (!c->mitm) {
+        free(hello);
+        mitm_failed(c, &err);
+        return;
+    }
+    stop_timer(c);
+    c->state = ST_TUNNEL;
+    set_verdict(c, "allowed", "ok: rule %s: TLS ended here for injection",
+                json_string_value(json_object_get(c->inject_rule, "name")));
+    mitm_client_bytes(c, hello, n);
+    free(hello);
     if (c->state == ST_TUNNEL) {
         read_upstream(c);
         upstream_update(c);
@@ -405,7 +510,10 @@ static void check_sni(struct egress_conn *c)
         sni_refuse(c, "sni_mismatch", "TLS SNI %.64s does not match CONNECT %s", name, c->host);
         return;
     }
-    start_tunnel(c);
+    if (c->inject_rule)
+        start_mitm(c);
+    else
+        start_tunnel(c);
 }
 
 static void on_sni_timeout(struct loop *l, void *data)
@@ -708,9 +816,14 @@ static void decide(struct egress_conn *c)
             return;
         }
         if (json_object_get(rule, "injects")) {
-            refuse(c, 502, "error", "inject_unavailable",
-                   "%s: rule %s injects a header, which this sbx cannot do yet", host, name);
-            return;
+            json_t *hv = json_object_get(c->sb->config_inject, name);
+            if (!c->is_connect || !json_array_size(hv) || !c->px->ca) {
+                refuse(c, 502, "error", "inject_unavailable",
+                       "%s: rule %s injects a header but its values are not here", host, name);
+                return;
+            }
+            c->inject_rule = rule;
+            c->inject_headers = json_incref(hv);
         }
         if (json_is_true(json_object_get(rule, "audit")))
             snprintf(c->audit_rule, sizeof(c->audit_rule), "%s", name);
@@ -781,6 +894,10 @@ static void st_data(struct chan_stream *st, unsigned ch, const uint8_t *buf, siz
         return;
     }
     c->up_window -= len;
+    if (c->mitm) {
+        mitm_client_bytes(c, buf, len);
+        return;
+    }
     up_append(c, buf, len);
     if (c->state == ST_SNI)
         check_sni(c);
@@ -798,6 +915,8 @@ static void st_eof(struct chan_stream *st, unsigned ch, void *data)
         return;
     c->client_eof = true;
     if (c->state == ST_TUNNEL) {
+        if (c->mitm)
+            mitm_client_eof(c->mitm);
         flush_up(c);
         if (c->state == ST_TUNNEL)
             upstream_update(c);
@@ -906,6 +1025,8 @@ int egress_proxy_new(struct loop *l, struct store *st, const struct egress_proxy
         r = egress_resolver_new(l, cfg->hosts_file, cfg->test_upstreams, &px->resolver, err);
     if (r == 0)
         r = store_egress_log_interrupt(st, sbx_wall_ms(), err);
+    if (r == 0 && cfg->data_dir)
+        r = mitm_ca_open(cfg->data_dir, cfg->upstream_ca_file, &px->ca, err);
     if (r < 0) {
         egress_proxy_free(px);
         return r;
@@ -927,7 +1048,13 @@ void egress_proxy_free(struct egress_proxy *px)
     }
     egress_resolver_free(px->resolver);
     egress_operator_free(px->op);
+    mitm_ca_free(px->ca);
     free(px);
+}
+
+const char *egress_proxy_ca_pem(const struct egress_proxy *px)
+{
+    return px && px->ca ? mitm_ca_pem(px->ca) : NULL;
 }
 
 void egress_proxy_policy_changed(struct egress_proxy *px, const char *sandbox_id)

@@ -4,6 +4,7 @@
 #include "lifecycle.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <openssl/rand.h>
 #include <string.h>
 #include <unistd.h>
@@ -77,6 +78,31 @@ static int egress_init(struct manager *m, struct sandbox *sb, const struct egres
     json_decref(j);
     return store_egress_policy_set(m->store, sb->rec.id, text ? text : "{\"mode\":\"none\"}",
                                    sbx_wall_ms() / 1000, err);
+}
+
+/* The CA bundle of a configuration with inject rules, beneath the workspace: a fresh
+ * file (a workspace from a snapshot may hold anything under that name, a symlink too). */
+static int write_trust(struct sandbox *sb, const char *pem, struct sbx_err *err)
+{
+    int dfd = open(sb->workspace, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0)
+        return sbx_err_sys(err, errno, "opening the workspace");
+    int r = 0;
+    if (unlinkat(dfd, SANDBOX_TRUST_FILE, 0) < 0 && errno != ENOENT)
+        r = sbx_err_sys(err, errno, "replacing %s", SANDBOX_TRUST_FILE);
+    int fd = r < 0 ? -1
+                   : openat(dfd, SANDBOX_TRUST_FILE,
+                            O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (r == 0 && fd < 0)
+        r = sbx_err_sys(err, errno, "creating %s", SANDBOX_TRUST_FILE);
+    if (fd >= 0) {
+        int w = sbx_write_all(fd, pem, strlen(pem));
+        if (w < 0)
+            r = sbx_err_sys(err, -w, "writing %s", SANDBOX_TRUST_FILE);
+        close(fd);
+    }
+    close(dfd);
+    return r;
 }
 
 /* A limit asked for: at most the daemon's (or the configuration's, already in p). */
@@ -186,6 +212,7 @@ static int create(struct manager *m, const struct auth_identity *who,
         _cleanup_free_ char *net = p->network ? json_dumps(p->network, JSON_COMPACT) : NULL;
         snprintf(sb->config_id, sizeof(sb->config_id), "%s", p->config_id);
         sb->config_env = p->config_env ? json_deep_copy(p->config_env) : NULL;
+        sb->config_inject = p->config_inject ? json_deep_copy(p->config_inject) : NULL;
         if ((r = store_sandbox_config_set(m->store, id, p->config_id, net, p->config_env_sealed,
                                           err)) < 0 ||
             (r = sandbox_network_set(sb, p->network, err)) < 0)
@@ -207,6 +234,8 @@ static int create(struct manager *m, const struct auth_identity *who,
     } else if (from && (r = wsimage_copy_tree(from, sb->workspace, err)) < 0) {
         goto fail;
     }
+    if (p->trust_pem && (r = write_trust(sb, p->trust_pem, err)) < 0)
+        goto fail;
     if (v1) {
         /* No machine until an op needs one; the sandbox is its workspace. */
         template_info_clear(&tpl);

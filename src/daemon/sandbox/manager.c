@@ -60,6 +60,7 @@ void sandbox_free(struct sandbox *sb)
     free(sb->egress);
     egress_netpolicy_free(sb->net);
     json_decref(sb->config_env);
+    json_decref(sb->config_inject);
     free(sb->dir);
     free(sb->state_dir);
     free(sb->workspace);
@@ -228,8 +229,8 @@ static void network_load(struct manager *m, struct sandbox *sb)
         return;
     json_t *j = json_loads(text, 0, NULL);
     if (sandbox_network_set(sb, j, &err) < 0)
-        log_warn("sandbox %s: stored network policy unreadable (%s): nothing gets out",
-                 sb->rec.id, err.msg);
+        log_warn("sandbox %s: stored network policy unreadable (%s): nothing gets out", sb->rec.id,
+                 err.msg);
     json_decref(j);
 }
 

@@ -92,6 +92,8 @@ struct sandbox {
     /* Its configuration's variables in clear: in memory only (sealed in the store by
      * configs/), shown masked; NULL without. */
     json_t *config_env;
+    /* ... and its inject rules' headers in clear, {rule: [{header, value}]}, the same way. */
+    json_t *config_inject;
     struct sandbox *next;
 };
 

@@ -15,6 +15,10 @@
 #define SANDBOX_ENV_VALUE_MAX (32 * 1024)
 /* How a configuration's variable shows in a sandbox object. */
 #define SANDBOX_ENV_MASK "********"
+/* Where the bundle a sandbox of a configuration with inject rules trusts is written,
+ * beneath the workspace, and where the sandbox sees it. */
+#define SANDBOX_TRUST_FILE ".sbx-egress-ca.pem"
+#define SANDBOX_TRUST_PATH "/workspace/" SANDBOX_TRUST_FILE
 
 struct sandbox_params {
     const char *template_name; /* validated name */
@@ -29,9 +33,11 @@ struct sandbox_params {
     bool config_applied;   /* the fields below already come from it (manager_set_config_fn) */
     bool template_given, ttl_given;
     long long memory_mb, pids, cpu_millicores; /* "limits" asked for; 0: the default */
-    json_t *network;             /* set from the configuration: what its egress gets, borrowed */
-    json_t *config_env;          /* ... its variables in clear, borrowed: never stored so */
-    const char *config_env_sealed; /* ... and sealed, for the store */
+    json_t *network;               /* set from the configuration: what its egress gets, borrowed */
+    json_t *config_env;            /* ... its variables in clear, borrowed: never stored so */
+    json_t *config_inject;         /* ... its inject rules' headers in clear, borrowed */
+    const char *config_env_sealed; /* ... both sealed, for the store */
+    const char *trust_pem;         /* a CA bundle to write to SANDBOX_TRUST_FILE in the workspace */
 };
 
 /* Checks shared by create and run. */

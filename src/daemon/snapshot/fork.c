@@ -95,6 +95,7 @@ static int fork_kid(struct fork_op *f, struct sandbox *parent, struct fork_child
         (r = store_sandbox_config_copy(m->store, p->id, id, err)) == 0) {
         sandbox_egress_load(m, sb);
         sb->config_env = parent->config_env ? json_deep_copy(parent->config_env) : NULL;
+        sb->config_inject = parent->config_inject ? json_deep_copy(parent->config_inject) : NULL;
     }
     if (r == 0 &&
         ((r = sbx_mkdir_p(sb->state_dir, 0700)) < 0 || (r = sbx_mkdir_p(sb->workspace, 0755)) < 0))

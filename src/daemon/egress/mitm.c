@@ -191,9 +191,9 @@ static int client_plain(struct mitm *m, const uint8_t *p, size_t n, struct sbx_e
         memcpy(m->head + m->rh.len, p, take);
         p += take;
         n -= take;
-        int r = reqhead_feed(&m->rh, take, err);
-        if (r < 0)
-            return sbx_err_set(err, EPROTO, "bad_request", "the request inside TLS: %s", err->msg);
+        struct sbx_err perr = {0};
+        if (reqhead_feed(&m->rh, take, &perr) < 0)
+            return sbx_err_set(err, EPROTO, "bad_request", "the request inside TLS: %s", perr.msg);
         if (m->rh.done) {
             m->head_done = true;
             rewrite_head(m);

@@ -99,6 +99,11 @@ void mitm_free(struct mitm *m)
     free(m);
 }
 
+size_t mitm_buffered(const struct mitm *m)
+{
+    return (m->up_len - m->up_off) + (m->down_len - m->down_off);
+}
+
 unsigned mitm_injected(const struct mitm *m)
 {
     return m->injected;

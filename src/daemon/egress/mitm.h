@@ -38,6 +38,9 @@ int mitm_from_upstream(struct mitm *m, const uint8_t *buf, size_t len, struct sb
 /* The client or the upstream closed its side: pass a close_notify on. */
 void mitm_client_eof(struct mitm *m);
 void mitm_upstream_eof(struct mitm *m);
+/* Plain text held for a side whose handshake is not done yet: what the proxy counts
+ * against its bounds along with its own queues. */
+size_t mitm_buffered(const struct mitm *m);
 /* How many headers went into the request (0 until its head passed, or when it did not
  * match the rule's methods or path). */
 unsigned mitm_injected(const struct mitm *m);

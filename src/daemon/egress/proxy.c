@@ -280,7 +280,8 @@ static void flush_up(struct egress_conn *c)
         if (!c->mitm)
             credit_up(c, (size_t)n);
     }
-    if (c->mitm && c->credit_owed && c->up_len - c->up_off < MITM_UP_QUEUE_MAX) {
+    if (c->mitm && c->credit_owed &&
+        c->up_len - c->up_off + mitm_buffered(c->mitm) < MITM_UP_QUEUE_MAX) {
         credit_up(c, c->credit_owed);
         c->credit_owed = 0;
     }
@@ -305,6 +306,9 @@ static uint64_t read_budget(const struct egress_conn *c)
 {
     if (!c->mitm)
         return c->down_window;
+    /* Nor while the interception holds what the sandbox cannot take yet. */
+    if (mitm_buffered(c->mitm) >= MITM_UP_QUEUE_MAX)
+        return 0;
     return c->down_window > MITM_TLS_SLACK ? c->down_window - MITM_TLS_SLACK : 0;
 }
 
@@ -417,7 +421,7 @@ static void mitm_client_bytes(struct egress_conn *c, const uint8_t *buf, size_t 
         mitm_failed(c, &err);
         return;
     }
-    if (c->up_len - c->up_off < MITM_UP_QUEUE_MAX)
+    if (c->up_len - c->up_off + mitm_buffered(c->mitm) < MITM_UP_QUEUE_MAX)
         credit_up(c, len);
     else
         c->credit_owed += len;

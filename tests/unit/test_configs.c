@@ -2,6 +2,8 @@
  * changed byte or another key does not open), the document (defaults, masking, the
  * placeholder keeps the stored value, skill_image is the server's), the network policy a
  * sandbox gets (no secret in it) and the L7 rule order. */
+#include <openssl/pem.h>
+#include <openssl/x509v3.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -9,6 +11,7 @@
 
 #include "../../src/daemon/configs/config_doc.h"
 #include "../../src/daemon/configs/secrets.h"
+#include "../../src/daemon/egress/mitm_ca.h"
 #include "../../src/daemon/egress/netpolicy.h"
 #include "check.h"
 
@@ -160,6 +163,51 @@ static void test_rule_order(void)
     json_decref(j);
 }
 
+/* The leaf the proxy shows a sandbox chains to the per-daemon CA and names the host; the
+ * CA survives a reopen; its key is the owner's only. */
+static void test_mitm_ca(const char *dir)
+{
+    struct mitm_ca *ca = NULL, *again = NULL;
+    struct sbx_err err = {0};
+    CHECK(mitm_ca_open(dir, NULL, &ca, &err) == 0, "the CA is made: %.100s", err.msg);
+    char *kpath = NULL;
+    CHECK(asprintf(&kpath, "%s/%s", dir, MITM_CA_KEY_FILE) > 0, "path");
+    struct stat st;
+    CHECK(stat(kpath, &st) == 0 && (st.st_mode & 0777) == 0600, "the CA key is 0600");
+    CHECK(mitm_ca_open(dir, NULL, &again, &err) == 0 &&
+              !strcmp(mitm_ca_pem(ca), mitm_ca_pem(again)),
+          "the same CA after a reopen");
+    SSL *s = mitm_ca_server(ca, "api.example.com", &err);
+    X509 *leaf = s ? SSL_get_certificate(s) : NULL;
+    CHECK(leaf && X509_check_host(leaf, "api.example.com", 0, 0, NULL) == 1 &&
+              X509_check_host(leaf, "other.example.com", 0, 0, NULL) != 1,
+          "the leaf names the host only");
+    BIO *b = BIO_new_mem_buf(mitm_ca_pem(ca), -1);
+    X509 *root = PEM_read_bio_X509(b, NULL, NULL, NULL);
+    X509_STORE *store = X509_STORE_new();
+    X509_STORE_add_cert(store, root);
+    X509_STORE_CTX *ctx = X509_STORE_CTX_new();
+    X509_STORE_CTX_init(ctx, store, leaf, NULL);
+    CHECK(X509_verify_cert(ctx) == 1, "the leaf verifies against the CA");
+    SSL *s2 = mitm_ca_server(ca, "api.example.com", &err);
+    CHECK(s2 && SSL_get_certificate(s2) == leaf, "a host's leaf is cached");
+    SSL *c = mitm_ca_client(ca, "api.example.com", &err);
+    CHECK(c != NULL, "a client for the upstream");
+    struct mitm_ca *bad = NULL;
+    CHECK(mitm_ca_open(dir, "/nonexistent/ca.pem", &bad, &err) < 0 && !bad,
+          "an extra bundle that does not load is refused");
+    SSL_free(c);
+    SSL_free(s2);
+    X509_STORE_CTX_free(ctx);
+    X509_STORE_free(store);
+    X509_free(root);
+    BIO_free(b);
+    SSL_free(s);
+    free(kpath);
+    mitm_ca_free(again);
+    mitm_ca_free(ca);
+}
+
 int main(void)
 {
     char d1[] = "/tmp/sbx-unit-cfg-XXXXXX", d2[] = "/tmp/sbx-unit-cfg-XXXXXX";
@@ -168,6 +216,7 @@ int main(void)
     test_secrets(d1, d2);
     test_document(d1);
     test_rule_order();
+    test_mitm_ca(d2);
     char cmd[128];
     snprintf(cmd, sizeof(cmd), "rm -rf %s %s", d1, d2);
     if (system(cmd) != 0)

@@ -699,3 +699,11 @@ def test_override_order_personal_skill_over_personal_sandbox_over_configuration(
     r = eu.probe(a, net_sandbox()["id"], "connect", "other.example.com:443")
     assert r["reason"] == "config_default_deny", r
     e.delete_sandbox(sb["id"])
+
+
+def test_no_secret_reaches_the_daemon_log():
+    # Last in the module: every secret above went through this daemon.
+    text = D.get().log_text()
+    assert text, "no daemon log"
+    for s in (SECRET, INJECT_SECRET, PERSONAL, "user-skill", "bench-secret"):
+        assert s not in text, "%s is in the daemon log" % s

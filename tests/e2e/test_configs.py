@@ -374,6 +374,11 @@ def test_an_inject_rule_puts_the_header_in_and_the_sandbox_never_sees_the_secret
     # the sandbox trusts the daemon's CA and the system roots, not the test CA.
     got = fetch("https://second.example.com/headers")
     assert got["ok"] is False and "CERTIFICATE_VERIFY_FAILED" in got["error"], got
+    # A long answer through the interception arrives whole (the agent's window holds).
+    big = a.sh(sid, "python3 -c \"import ssl,urllib.request; print(len(urllib.request.urlopen("
+                    "'https://allowed.example.com/bytes/20000000', timeout=60, "
+                    "context=ssl.create_default_context()).read()))\"", timeout_seconds=120)
+    assert big == "20000000\n", big
     out = a.sh(sid, "env; cat /proc/self/environ /proc/1/environ | tr '\\0' '\\n'; "
                     "tr '\\0' ' ' < /proc/1/cmdline; true")
     assert INJECT_SECRET not in out

@@ -10,6 +10,7 @@
 #include "../http/reqhead.h"
 
 #define PLAIN_CHUNK 16384
+#define DRAIN_CHUNK (64 * 1024)
 
 struct mitm {
     SSL *srv, *cli;                           /* towards the sandbox, towards the upstream */
@@ -34,7 +35,8 @@ struct mitm {
 
 static void drain(BIO *b, void (*fn)(void *, const uint8_t *, size_t), void *data)
 {
-    uint8_t buf[PLAIN_CHUNK];
+    /* Large pieces: each becomes one channel frame (or one socket write). */
+    static uint8_t buf[DRAIN_CHUNK];
     int n;
     while ((n = BIO_read(b, buf, sizeof(buf))) > 0)
         fn(data, buf, (size_t)n);

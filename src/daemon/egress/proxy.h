@@ -28,9 +28,11 @@
 /* After a refusal, how long the client may take to read it and hang up. */
 #define EGRESS_LINGER_MS 10000
 /* An intercepted connection: what may wait for the upstream before the client's bytes
- * stop being credited, and the room kept in the agent's window for TLS's own bytes. */
+ * stop being credited, and the room kept in the agent's window when reading from the
+ * upstream: a record split across two reads comes out whole after the second (up to
+ * 16 KiB more than was read), and every record sealed again has its own framing. */
 #define MITM_UP_QUEUE_MAX (1024u * 1024u)
-#define MITM_TLS_SLACK 8192u
+#define MITM_TLS_SLACK (32u * 1024u)
 
 struct egress_proxy;
 struct sandbox;

@@ -10,6 +10,7 @@ import glob
 import hashlib
 import json
 import os
+import shutil
 import stat
 import tempfile
 import threading
@@ -48,6 +49,7 @@ def teardown_module():
     D.close()
     if "u" in UP:
         UP.pop("u").close()
+    shutil.rmtree(TMP, ignore_errors=True)
 
 
 def admin():

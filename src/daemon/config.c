@@ -151,6 +151,8 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
                *eu = getenv("SBX_EGRESS_TEST_UPSTREAMS");
     cfg->network_policy = np && *np ? sbx_xstrdup(np) : NULL;
     cfg->egress_hosts = eh && *eh ? sbx_xstrdup(eh) : NULL;
+    const char *se = getenv("SBX_SKILL_ENV");
+    cfg->skill_env_file = se && *se ? sbx_xstrdup(se) : NULL;
     cfg->egress_test_upstreams = eu && *eu ? sbx_xstrdup(eu) : NULL;
 
     int r;
@@ -276,6 +278,7 @@ void config_free(struct sbxd_config *cfg)
     free(cfg->llm_model);
     free(cfg->network_policy);
     free(cfg->egress_hosts);
+    free(cfg->skill_env_file);
     free(cfg->egress_test_upstreams);
     for (char **o = cfg->terminal_origins; o && *o; o++)
         free(*o);

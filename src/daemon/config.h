@@ -72,6 +72,9 @@ struct sbxd_config {
     int log_json;          /* SBX_LOG_FORMAT=json */
     char *test_clock_file; /* SBX_TEST_CLOCK_FILE: tests only, billing's "now" in unix seconds */
     long long billing_tick_ms; /* SBX_TEST_BILLING_TICK_MS: metering and settlement, 60000 */
+    /* SBX_SKILL_ENV: the variables skills declare (docs/configs.md), a JSON file, until
+     * skills are installed through the API; NULL when unset. */
+    char *skill_env_file;
     int verbose;
 };
 

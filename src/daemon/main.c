@@ -18,6 +18,7 @@
 #include "auth/auth.h"
 #include "billing/billing.h"
 #include "billing/metrics_api.h"
+#include "configs/envvars.h"
 #include "egress/proxy.h"
 #include "files/artifacts.h"
 #include "http/router.h"
@@ -92,7 +93,9 @@ static int egress_start(struct sbxd *d, struct sbx_err *err)
 {
     struct egress_proxy_config ec = {.policy_path = d->cfg.network_policy,
                                      .hosts_file = d->cfg.egress_hosts,
-                                     .test_upstreams = d->cfg.egress_test_upstreams};
+                                     .test_upstreams = d->cfg.egress_test_upstreams,
+                                     .data_dir = d->cfg.data_dir,
+                                     .upstream_ca_file = d->cfg.fetch_ca_file};
     int r = egress_proxy_new(d->loop, d->store, &ec, &d->egress, err);
     if (r < 0)
         return sbx_err_wrap(err, "egress");
@@ -176,6 +179,11 @@ int main(int argc, char **argv)
     http_server_set_streaming(d.http, router_streams_body);
     http_server_set_cors(d.http, d.cfg.cors_origins);
     mcp_new(&d, &d.mcp);
+    /* Sandbox configurations (docs/configs.md). */
+    if (configs_new(&d.cfg, d.store, d.mgr, egress_proxy_ca_pem(d.egress), &d.configs, &err) < 0 ||
+        (d.cfg.skill_env_file &&
+         envvars_load_declarations(d.configs, d.cfg.skill_env_file, &err) < 0))
+        goto out;
     if ((r = loop_watch_add(d.loop, sfd, EPOLLIN, on_signal, &d, NULL)) < 0) {
         sbx_err_sys(&err, -r, "watching signals");
         goto out;
@@ -200,6 +208,7 @@ out:
     artifacts_free(d.artifacts);
     skills_free(d.skills);
     manager_free(d.mgr);
+    configs_free(d.configs);
     /* After the manager: its channels' egress and preview streams have ended. */
     egress_proxy_free(d.egress);
     previews_free(d.previews);

@@ -39,6 +39,9 @@ const struct route_table *const sbxd_routes[] = {
     &tool_routes,
     &mcp_routes,
     &openapi_routes,
+    &config_routes,
+    &me_routes,
+    &probe_routes,
 };
 /* clang-format on */
 const size_t sbxd_route_tables = SBX_ARRAY_SIZE(sbxd_routes);

@@ -28,6 +28,10 @@ extern const struct route_table metrics_routes;  /* billing/metrics_api.c */
 extern const struct route_table tool_routes;     /* tools/tools_api.c */
 extern const struct route_table mcp_routes;      /* mcp/mcp_api.c */
 extern const struct route_table openapi_routes;  /* openapi/openapi_api.c */
+/* Sandbox configurations, personal variables, the probe (docs/configs.md). */
+extern const struct route_table config_routes; /* configs/configs_api.c */
+extern const struct route_table me_routes;     /* configs/me_api.c */
+extern const struct route_table probe_routes;  /* configs/probe_api.c */
 
 /* Every table sbxd serves, /healthz first. */
 extern const struct route_table *const sbxd_routes[];

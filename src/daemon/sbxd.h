@@ -27,6 +27,7 @@ struct sbxd {
     struct billing *billing;     /* metering, limits, settlement (billing/) */
     struct metrics_listener *metrics; /* SBX_METRICS_LISTEN, or NULL */
     struct mcp *mcp;             /* MCP sessions and calls in flight (mcp/mcp.c) */
+    struct configs *configs;     /* sandbox configurations, personal variables (configs/) */
 };
 
 #endif

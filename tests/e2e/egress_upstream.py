@@ -12,6 +12,7 @@ import base64
 import hashlib
 import http.server
 import io
+import json
 import os
 import random
 import shutil
@@ -125,6 +126,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             while n > 0:
                 self.wfile.write(chunk[:min(n, len(chunk))])
                 n -= len(chunk)
+            return
+        if self.path.startswith("/headers"):
+            # The request's headers as the upstream got them (configuration inject rules).
+            body = json.dumps({k.lower(): v for k, v in self.headers.items()}).encode()
+            self._send(200, body, "application/json")
             return
         if self.path.startswith("/simple/sbxdemo"):
             sha = hashlib.sha256(WHEEL).hexdigest()

@@ -18,7 +18,7 @@ D = harness.Shared()
 
 SANDBOX_FIELDS = {"id", "object", "status", "backend", "runtime", "template", "template_digest",
                   "created_at", "expires_at", "ttl_seconds", "env", "limits"}
-KEY_FIELDS = {"id", "object", "user", "role", "tool_level", "created_at"}
+KEY_FIELDS = {"id", "object", "user", "role", "tool_level", "scope", "created_at"}
 
 
 def teardown_module():

@@ -88,7 +88,10 @@ bool auth_user_valid(const char *user)
     return true;
 }
 
-static const char *const role_names[] = {[AUTH_ROLE_MEMBER] = "member", [AUTH_ROLE_ADMIN] = "admin"};
+static const char *const role_names[] = {
+    [AUTH_ROLE_VIEWER] = "viewer", [AUTH_ROLE_MEMBER] = "member", [AUTH_ROLE_ADMIN] = "admin"};
+static const char *const scope_names[] = {[AUTH_SCOPE_FULL] = "full_access",
+                                          [AUTH_SCOPE_RESTRICTED] = "restricted"};
 static const char *const level_names[] = {
     [AUTH_TOOL_NONE] = "none", [AUTH_TOOL_BASIC] = "basic", [AUTH_TOOL_SANDBOX] = "sandbox"};
 
@@ -102,6 +105,21 @@ int auth_role_parse(const char *s, enum auth_role *out)
     for (size_t i = 0; i < SBX_ARRAY_SIZE(role_names); i++)
         if (!strcmp(s, role_names[i])) {
             *out = (enum auth_role)i;
+            return 0;
+        }
+    return -EINVAL;
+}
+
+const char *auth_scope_name(enum auth_scope s)
+{
+    return scope_names[s];
+}
+
+int auth_scope_parse(const char *s, enum auth_scope *out)
+{
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(scope_names); i++)
+        if (!strcmp(s, scope_names[i])) {
+            *out = (enum auth_scope)i;
             return 0;
         }
     return -EINVAL;

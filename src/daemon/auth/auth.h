@@ -16,7 +16,10 @@
 #define AUTH_HASH_HEX_LEN 64
 #define AUTH_USER_MAX 64
 
-enum auth_role { AUTH_ROLE_MEMBER, AUTH_ROLE_ADMIN };
+/* Ordered: each role may do what the ones before it may (docs/configs.md). */
+enum auth_role { AUTH_ROLE_VIEWER, AUTH_ROLE_MEMBER, AUTH_ROLE_ADMIN };
+/* A restricted key cannot read or change configurations, whatever its role. */
+enum auth_scope { AUTH_SCOPE_FULL, AUTH_SCOPE_RESTRICTED };
 enum auth_tool_level { AUTH_TOOL_NONE, AUTH_TOOL_BASIC, AUTH_TOOL_SANDBOX };
 
 struct auth_identity {
@@ -25,6 +28,7 @@ struct auth_identity {
     char user[AUTH_USER_MAX + 1];
     enum auth_role role;
     enum auth_tool_level tool_level;
+    enum auth_scope scope;
 };
 
 /* A fresh random key, its id and its hash. */
@@ -43,6 +47,8 @@ bool auth_user_valid(const char *user);
 
 const char *auth_role_name(enum auth_role r);
 int auth_role_parse(const char *s, enum auth_role *out);
+const char *auth_scope_name(enum auth_scope s);
+int auth_scope_parse(const char *s, enum auth_scope *out);
 const char *auth_tool_level_name(enum auth_tool_level t);
 int auth_tool_level_parse(const char *s, enum auth_tool_level *out);
 

@@ -17,6 +17,9 @@
 #include "../billing/metrics.h"
 #include "../http/reqhead.h"
 #include "../sandbox/manager.h"
+#include "mitm.h"
+#include "netpolicy.h"
+#include "proxy_internal.h"
 #include "resolve.h"
 #include "sni.h"
 
@@ -27,14 +30,6 @@ enum conn_state {
     ST_SNI,        /* CONNECT answered 200: waiting for the ClientHello */
     ST_TUNNEL,     /* relaying both ways */
     ST_CLOSING,    /* refused or finished: waiting for the agent's EXIT */
-};
-
-struct egress_proxy {
-    struct loop *loop;
-    struct store *store;
-    struct egress_resolver *resolver;
-    struct egress_operator *op; /* NULL: no operator policy */
-    struct egress_conn *conns;
 };
 
 struct egress_conn {
@@ -79,6 +74,12 @@ struct egress_conn {
 
     char verdict[16];
     char reason[192];
+    char audit_rule[72]; /* the configuration's audit rule that matched, for the log */
+    /* An inject rule matched (docs/configs.md): TLS is ended here once the SNI passed. */
+    const json_t *inject_rule; /* in the sandbox's network policy */
+    json_t *inject_headers;    /* [{header, value}], the sandbox's copy */
+    struct mitm *mitm;
+    size_t credit_owed; /* client bytes taken in while the upstream queue was full */
     struct egress_conn *next;
 };
 
@@ -165,6 +166,8 @@ static void conn_free(struct egress_conn *c)
     stop_timer(c);
     egress_lookup_cancel(c->lookup);
     close_upstream(c);
+    mitm_free(c->mitm);
+    json_decref(c->inject_headers);
     free(c->target);
     free(c->up);
     free(c);
@@ -277,7 +280,13 @@ static void flush_up(struct egress_conn *c)
         }
         c->up_off += (size_t)n;
         c->bytes_up += n;
-        credit_up(c, (size_t)n);
+        if (!c->mitm)
+            credit_up(c, (size_t)n);
+    }
+    if (c->mitm && c->credit_owed &&
+        c->up_len - c->up_off + mitm_buffered(c->mitm) < MITM_UP_QUEUE_MAX) {
+        credit_up(c, c->credit_owed);
+        c->credit_owed = 0;
     }
     if (c->up_off == c->up_len) {
         c->up_off = c->up_len = 0;
@@ -288,11 +297,29 @@ static void flush_up(struct egress_conn *c)
     }
 }
 
+static void mitm_failed(struct egress_conn *c, const struct sbx_err *err)
+{
+    set_verdict(c, "error", "%s: %s", err->code, err->msg);
+    conn_abort(c);
+}
+
+/* What may be read from the upstream now: the agent's window, less room for what TLS
+ * adds when the bytes are sealed again towards the sandbox. */
+static uint64_t read_budget(const struct egress_conn *c)
+{
+    if (!c->mitm)
+        return c->down_window;
+    /* Nor while the interception holds what the sandbox cannot take yet. */
+    if (mitm_buffered(c->mitm) >= MITM_UP_QUEUE_MAX)
+        return 0;
+    return c->down_window > MITM_TLS_SLACK ? c->down_window - MITM_TLS_SLACK : 0;
+}
+
 static void read_upstream(struct egress_conn *c)
 {
     static uint8_t buf[PROTO_MAX_PAYLOAD];
-    while (c->ufd >= 0 && !c->upstream_eof && c->down_window > 0 && !channel_congested(c->st)) {
-        size_t want = c->down_window < sizeof(buf) ? (size_t)c->down_window : sizeof(buf);
+    while (c->ufd >= 0 && !c->upstream_eof && read_budget(c) > 0 && !channel_congested(c->st)) {
+        size_t want = read_budget(c) < sizeof(buf) ? (size_t)read_budget(c) : sizeof(buf);
         ssize_t n = read(c->ufd, buf, want);
         if (n < 0 && errno == EINTR)
             continue;
@@ -302,11 +329,21 @@ static void read_upstream(struct egress_conn *c)
             struct sbx_err err = {0};
             c->upstream_eof = true;
             c->down_eof_sent = true;
+            if (c->mitm)
+                mitm_upstream_eof(c->mitm);
             (void)channel_send_eof(c->st, PROTO_CH_STDIN, &err);
             return;
         }
         c->bytes_down += n;
-        send_down(c, buf, (size_t)n);
+        if (c->mitm) {
+            struct sbx_err err = {0};
+            if (mitm_from_upstream(c->mitm, buf, (size_t)n, &err) < 0) {
+                mitm_failed(c, &err);
+                return;
+            }
+        } else {
+            send_down(c, buf, (size_t)n);
+        }
         if ((size_t)n < want)
             return; /* drained for now: let epoll say when there is more */
     }
@@ -334,7 +371,7 @@ static void upstream_update(struct egress_conn *c)
     uint32_t ev = 0;
     if (c->up_off < c->up_len)
         ev |= EPOLLOUT;
-    if (!c->upstream_eof && c->down_window > 0 && !channel_congested(c->st))
+    if (!c->upstream_eof && read_budget(c) > 0 && !channel_congested(c->st))
         ev |= EPOLLIN;
     if (ev == c->uevents && c->uw)
         return;
@@ -359,6 +396,72 @@ static void start_tunnel(struct egress_conn *c)
     stop_timer(c);
     c->state = ST_TUNNEL;
     flush_up(c);
+    if (c->state == ST_TUNNEL) {
+        read_upstream(c);
+        upstream_update(c);
+    }
+}
+
+/* --- header injection (docs/configs.md) ----------------------------------------------- */
+
+static void mitm_to_client(void *data, const uint8_t *buf, size_t len)
+{
+    send_down(data, buf, len);
+}
+
+static void mitm_to_upstream(void *data, const uint8_t *buf, size_t len)
+{
+    up_append(data, buf, len);
+}
+
+/* Client bytes into the interception; they are credited back once taken in, unless the
+ * queue towards the upstream is full (then when it drains). */
+static void mitm_client_bytes(struct egress_conn *c, const uint8_t *buf, size_t len)
+{
+    struct sbx_err err = {0};
+    unsigned before = mitm_injected(c->mitm);
+    if (mitm_from_client(c->mitm, buf, len, &err) < 0) {
+        mitm_failed(c, &err);
+        return;
+    }
+    if (c->up_len - c->up_off + mitm_buffered(c->mitm) < MITM_UP_QUEUE_MAX)
+        credit_up(c, len);
+    else
+        c->credit_owed += len;
+    if (mitm_injected(c->mitm) > before)
+        set_verdict(c, "allowed", "ok: rule %s injected %u header(s)",
+                    json_string_value(json_object_get(c->inject_rule, "name")),
+                    mitm_injected(c->mitm));
+    flush_up(c);
+    if (c->state == ST_TUNNEL)
+        upstream_update(c);
+}
+
+static void start_mitm(struct egress_conn *c)
+{
+    static const struct mitm_io io = {.to_client = mitm_to_client,
+                                      .to_upstream = mitm_to_upstream};
+    /* The client's ClientHello waits in the queue: it is the interception's now. */
+    size_t n = c->up_len - c->up_off;
+    uint8_t *hello = sbx_xmalloc(n + 1);
+    memcpy(hello, c->up + c->up_off, n);
+    c->up_off = c->up_len = 0;
+    struct sbx_err err = {0};
+    const json_t *path = json_object_get(c->inject_rule, "path");
+    c->mitm = mitm_new(c->px->ca, c->host, c->inject_headers,
+                       json_object_get(c->inject_rule, "methods"), json_string_value(path), &io,
+                       c, &err);
+    if (!c->mitm) {
+        free(hello);
+        mitm_failed(c, &err);
+        return;
+    }
+    stop_timer(c);
+    c->state = ST_TUNNEL;
+    set_verdict(c, "allowed", "ok: rule %s: TLS ended here for injection",
+                json_string_value(json_object_get(c->inject_rule, "name")));
+    mitm_client_bytes(c, hello, n);
+    free(hello);
     if (c->state == ST_TUNNEL) {
         read_upstream(c);
         upstream_update(c);
@@ -406,7 +509,10 @@ static void check_sni(struct egress_conn *c)
         sni_refuse(c, "sni_mismatch", "TLS SNI %.64s does not match CONNECT %s", name, c->host);
         return;
     }
-    start_tunnel(c);
+    if (c->inject_rule)
+        start_mitm(c);
+    else
+        start_tunnel(c);
 }
 
 static void on_sni_timeout(struct loop *l, void *data)
@@ -426,7 +532,10 @@ static void connected(struct egress_conn *c)
     c->uw = NULL;
     c->uevents = 0;
     stop_timer(c);
-    set_verdict(c, "allowed", "ok");
+    if (c->audit_rule[0])
+        set_verdict(c, "allowed", "ok: audit rule %s", c->audit_rule);
+    else
+        set_verdict(c, "allowed", "ok");
     log_write(c, false);
     if (c->is_connect) {
         static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
@@ -563,12 +672,21 @@ static void resolved(void *data, int status, const struct egress_addr *addrs, si
         return;
     }
     bool host_ok = egress_operator_host_allowed(c->px->op, c->host);
+    const struct egress_netpolicy *net = c->sb->net;
+    bool net_ok = net && egress_operator_host_allowed(net->op, c->host);
     const char *first_why = NULL;
     char first_addr[EGRESS_ADDR_STR_MAX] = "";
     for (size_t i = 0; i < n; i++) {
-        const char *why = egress_resolver_addr_check(c->px->resolver, &addrs[i], c->port);
+        const char *why = egress_resolver_addr_check_private(
+            c->px->resolver, &addrs[i], c->port, net && net->allow_private);
         if (!why)
             why = egress_operator_addr_check(c->px->op, host_ok, &addrs[i]);
+        /* The configuration's layer names itself: config_deny_out, config_default_deny. */
+        if (!why && net && egress_operator_addr_check(net->op, net_ok, &addrs[i]))
+            why = !strcmp(egress_operator_addr_check(net->op, net_ok, &addrs[i]),
+                          "operator_deny_out")
+                      ? "config_deny_out"
+                      : "config_default_deny";
         if (!why) {
             c->addrs[c->naddrs++] = addrs[i];
             continue;
@@ -580,7 +698,7 @@ static void resolved(void *data, int status, const struct egress_addr *addrs, si
     }
     if (c->naddrs == 0) {
         snprintf(c->address, sizeof(c->address), "%s", first_addr);
-        bool operator = !strncmp(first_why, "operator_", 9);
+        bool operator = !strncmp(first_why, "operator_", 9) || !strncmp(first_why, "config_", 7);
         refuse(c, 403, "denied", operator ? first_why : "blocked_address",
                "%s resolves to %s (%s)", c->host, first_addr, first_why);
         return;
@@ -673,11 +791,43 @@ static void decide(struct egress_conn *c)
         return;
     }
     const struct egress_policy *pol = c->sb->egress;
-    if (!pol || pol->mode == EGRESS_MODE_NONE) {
+    const struct egress_netpolicy *net = c->sb->net;
+    /* A configuration's network policy stands in for an allowlist of the sandbox's own;
+     * one it has anyway narrows it. */
+    bool own = pol && pol->mode != EGRESS_MODE_NONE;
+    if (!own && !(net && net->op)) {
         refuse(c, 403, "denied", "egress_none", "this sandbox's egress policy is none");
         return;
     }
-    if (!egress_policy_allows(pol, host)) {
+    if (net && net->op && !egress_operator_host_allowed(net->op, host) &&
+        !egress_operator_may_allow_by_address(net->op)) {
+        refuse(c, 403, "denied", "config_default_deny",
+               "%s is not in the configuration's allow_out", host);
+        return;
+    }
+    const json_t *rule = egress_netpolicy_rule(net, c->is_connect, host,
+                                               c->is_connect ? NULL : c->method, c->target);
+    if (rule) {
+        const char *name = json_string_value(json_object_get(rule, "name"));
+        if (json_is_true(json_object_get(rule, "deny"))) {
+            refuse(c, 403, "denied", "rule_denied", "%s: denied by the configuration's rule %s",
+                   host, name);
+            return;
+        }
+        if (json_object_get(rule, "injects")) {
+            json_t *hv = json_object_get(c->sb->config_inject, name);
+            if (!c->is_connect || !json_array_size(hv) || !c->px->ca) {
+                refuse(c, 502, "error", "inject_unavailable",
+                       "%s: rule %s injects a header but its values are not here", host, name);
+                return;
+            }
+            c->inject_rule = rule;
+            c->inject_headers = json_incref(hv);
+        }
+        if (json_is_true(json_object_get(rule, "audit")))
+            snprintf(c->audit_rule, sizeof(c->audit_rule), "%s", name);
+    }
+    if (own && !egress_policy_allows(pol, host)) {
         refuse(c, 403, "denied", "host_not_allowed", "%s is not in this sandbox's egress %s",
                host, pol->mode == EGRESS_MODE_PRESET ? "preset" : "allowlist");
         return;
@@ -743,6 +893,10 @@ static void st_data(struct chan_stream *st, unsigned ch, const uint8_t *buf, siz
         return;
     }
     c->up_window -= len;
+    if (c->mitm) {
+        mitm_client_bytes(c, buf, len);
+        return;
+    }
     up_append(c, buf, len);
     if (c->state == ST_SNI)
         check_sni(c);
@@ -760,6 +914,8 @@ static void st_eof(struct chan_stream *st, unsigned ch, void *data)
         return;
     c->client_eof = true;
     if (c->state == ST_TUNNEL) {
+        if (c->mitm)
+            mitm_client_eof(c->mitm);
         flush_up(c);
         if (c->state == ST_TUNNEL)
             upstream_update(c);
@@ -868,6 +1024,8 @@ int egress_proxy_new(struct loop *l, struct store *st, const struct egress_proxy
         r = egress_resolver_new(l, cfg->hosts_file, cfg->test_upstreams, &px->resolver, err);
     if (r == 0)
         r = store_egress_log_interrupt(st, sbx_wall_ms(), err);
+    if (r == 0 && cfg->data_dir)
+        r = mitm_ca_open(cfg->data_dir, cfg->upstream_ca_file, &px->ca, err);
     if (r < 0) {
         egress_proxy_free(px);
         return r;
@@ -889,7 +1047,13 @@ void egress_proxy_free(struct egress_proxy *px)
     }
     egress_resolver_free(px->resolver);
     egress_operator_free(px->op);
+    mitm_ca_free(px->ca);
     free(px);
+}
+
+const char *egress_proxy_ca_pem(const struct egress_proxy *px)
+{
+    return px && px->ca ? mitm_ca_pem(px->ca) : NULL;
 }
 
 void egress_proxy_policy_changed(struct egress_proxy *px, const char *sandbox_id)
@@ -899,95 +1063,10 @@ void egress_proxy_policy_changed(struct egress_proxy *px, const char *sandbox_id
             continue;
         if (c->sb->egress && egress_policy_allows(c->sb->egress, c->host))
             continue;
+        if (c->sb->net && c->sb->net->op && c->sb->egress &&
+            c->sb->egress->mode == EGRESS_MODE_NONE)
+            continue;
         set_verdict(c, "allowed", "policy_changed: %s is no longer allowed", c->host);
         conn_abort(c);
     }
-}
-
-/* --- fetches sbxd makes itself ------------------------------------------------------------ */
-
-int egress_proxy_check_url(const struct egress_proxy *px, const struct egress_policy *policy,
-                           const char *url, char host[EGRESS_HOST_MAX + 1], struct sbx_err *err)
-{
-    struct http_parser_url u;
-    http_parser_url_init(&u);
-    size_t len = strlen(url);
-    if (http_parser_parse_url(url, len, 0, &u) != 0 || !(u.field_set & (1 << UF_HOST)) ||
-        !(u.field_set & (1 << UF_SCHEMA)) || u.field_data[UF_SCHEMA].len != 5 ||
-        strncasecmp(url + u.field_data[UF_SCHEMA].off, "https", 5))
-        return sbx_err_set(err, EINVAL, "invalid_input", "url must be an https:// URL");
-    if ((u.field_set & (1 << UF_PORT)) && u.port != 443)
-        return sbx_err_set(err, EACCES, "egress_denied", "url: only port 443 is allowed");
-    if (u.field_set & (1 << UF_USERINFO))
-        return sbx_err_set(err, EINVAL, "invalid_input", "url must not carry credentials");
-    if (egress_host_normalise(url + u.field_data[UF_HOST].off, u.field_data[UF_HOST].len, host,
-                              err) < 0)
-        return sbx_err_set(err, EINVAL, "invalid_input", "url: %s", err->msg);
-    if (egress_host_is_ip(host))
-        return sbx_err_set(err, EACCES, "egress_denied",
-                           "url: %s is an IP address: egress allows host names only", host);
-    if (!policy || !egress_policy_allows(policy, host))
-        return sbx_err_set(err, EACCES, "egress_denied",
-                           "url: %s is not allowed by this sandbox's egress policy", host);
-    if (!egress_operator_host_allowed(px->op, host) &&
-        !egress_operator_may_allow_by_address(px->op))
-        return sbx_err_set(err, EACCES, "egress_denied",
-                           "url: %s is not in the operator's allow_out", host);
-    return 0;
-}
-
-struct egress_check {
-    struct egress_proxy *px;
-    struct egress_lookup *lookup;
-    char host[EGRESS_HOST_MAX + 1];
-    unsigned port;
-    egress_checked_fn cb;
-    void *data;
-};
-
-static void check_resolved(void *data, int status, const struct egress_addr *addrs, size_t n)
-{
-    struct egress_check *k = data;
-    struct sbx_err err = {0};
-    if (status < 0) {
-        sbx_err_set(&err, -status, "egress_denied", "%s does not resolve", k->host);
-        k->cb(k->data, -status ? status : -ENOENT, NULL, &err);
-        free(k);
-        return;
-    }
-    bool host_ok = egress_operator_host_allowed(k->px->op, k->host);
-    for (size_t i = 0; i < n; i++) {
-        if (!egress_resolver_addr_check(k->px->resolver, &addrs[i], k->port) &&
-            !egress_operator_addr_check(k->px->op, host_ok, &addrs[i])) {
-            k->cb(k->data, 0, &addrs[i], NULL);
-            free(k);
-            return;
-        }
-    }
-    sbx_err_set(&err, EACCES, "egress_denied", "%s resolves only to addresses egress refuses",
-                k->host);
-    k->cb(k->data, -EACCES, NULL, &err);
-    free(k);
-}
-
-struct egress_check *egress_proxy_resolve_checked(struct egress_proxy *px, const char *host,
-                                                  unsigned port, egress_checked_fn cb,
-                                                  void *data)
-{
-    struct egress_check *k = sbx_xcalloc(1, sizeof(*k));
-    k->px = px;
-    snprintf(k->host, sizeof(k->host), "%s", host);
-    k->port = port;
-    k->cb = cb;
-    k->data = data;
-    k->lookup = egress_resolve(px->resolver, host, check_resolved, k);
-    return k;
-}
-
-void egress_check_cancel(struct egress_check *k)
-{
-    if (!k)
-        return;
-    egress_lookup_cancel(k->lookup);
-    free(k);
 }

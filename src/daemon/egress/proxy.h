@@ -18,7 +18,7 @@
 #include "policy.h"
 
 /* Bounds on what a client controls. */
-#define EGRESS_HEAD_MAX (16u * 1024u)    /* request line + headers */
+#define EGRESS_HEAD_MAX (16u * 1024u) /* request line + headers */
 #define EGRESS_HEADERS_MAX 100
 #define EGRESS_CONNS_PER_SANDBOX 64
 #define EGRESS_HEAD_TIMEOUT_MS 30000
@@ -27,6 +27,12 @@
 #define EGRESS_SNI_TIMEOUT_MS 10000
 /* After a refusal, how long the client may take to read it and hang up. */
 #define EGRESS_LINGER_MS 10000
+/* An intercepted connection: what may wait for the upstream before the client's bytes
+ * stop being credited, and the room kept in the agent's window when reading from the
+ * upstream: a record split across two reads comes out whole after the second (up to
+ * 16 KiB more than was read), and every record sealed again has its own framing. */
+#define MITM_UP_QUEUE_MAX (1024u * 1024u)
+#define MITM_TLS_SLACK (32u * 1024u)
 
 struct egress_proxy;
 struct sandbox;
@@ -35,6 +41,10 @@ struct egress_proxy_config {
     const char *policy_path;    /* SBX_NETWORK_POLICY, or NULL */
     const char *hosts_file;     /* SBX_EGRESS_HOSTS (tests), or NULL */
     const char *test_upstreams; /* SBX_EGRESS_TEST_UPSTREAMS (tests), or NULL */
+    /* Header injection (docs/configs.md): the CA lives in data_dir (NULL: no injection);
+     * upstreams are verified against the system's roots and upstream_ca_file. */
+    const char *data_dir;
+    const char *upstream_ca_file; /* SBX_FETCH_CA_FILE, or NULL */
 };
 
 int egress_proxy_new(struct loop *l, struct store *st, const struct egress_proxy_config *cfg,
@@ -47,6 +57,9 @@ void egress_proxy_free(struct egress_proxy *px);
 int egress_stream_open(struct sandbox *sb, struct chan_stream *st, json_t *request,
                        const struct chan_stream_ops **ops, void **sdata, void *data,
                        struct sbx_err *err);
+
+/* The per-daemon CA's certificate (PEM) that sandboxes with inject rules trust, or NULL. */
+const char *egress_proxy_ca_pem(const struct egress_proxy *px);
 
 /* The sandbox's policy was replaced: connections it no longer allows are cut. */
 void egress_proxy_policy_changed(struct egress_proxy *px, const char *sandbox_id);
@@ -65,8 +78,7 @@ struct egress_check;
 typedef void (*egress_checked_fn)(void *data, int status, const struct egress_addr *addr,
                                   const struct sbx_err *err);
 struct egress_check *egress_proxy_resolve_checked(struct egress_proxy *px, const char *host,
-                                                  unsigned port, egress_checked_fn cb,
-                                                  void *data);
+                                                  unsigned port, egress_checked_fn cb, void *data);
 void egress_check_cancel(struct egress_check *c);
 
 #endif

@@ -237,11 +237,18 @@ void egress_lookup_cancel(struct egress_lookup *q)
 const char *egress_resolver_addr_check(const struct egress_resolver *r,
                                        const struct egress_addr *addr, unsigned port)
 {
+    return egress_resolver_addr_check_private(r, addr, port, false);
+}
+
+const char *egress_resolver_addr_check_private(const struct egress_resolver *r,
+                                               const struct egress_addr *addr, unsigned port,
+                                               bool allow_private)
+{
     for (size_t i = 0; i < r->nupstreams; i++)
         if (r->upstreams[i].port == port && egress_addr_equal(&r->upstreams[i].addr, addr))
             return NULL;
     const char *why = egress_addr_class(addr);
-    if (why)
+    if (why && !(allow_private && !strcmp(why, "private")))
         return why;
     for (size_t i = 0; i < r->nself; i++)
         if (egress_addr_equal(&r->self[i], addr))

@@ -10,6 +10,7 @@
 #ifndef SBX_EGRESS_RESOLVE_H
 #define SBX_EGRESS_RESOLVE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "../../common/err.h"
@@ -38,5 +39,10 @@ void egress_lookup_cancel(struct egress_lookup *q);
  * this host's own addresses), or NULL. */
 const char *egress_resolver_addr_check(const struct egress_resolver *r,
                                        const struct egress_addr *addr, unsigned port);
+/* The same, letting private ranges through when allow_private (a configuration's
+ * allow_private_endpoints); this host's own addresses stay refused. */
+const char *egress_resolver_addr_check_private(const struct egress_resolver *r,
+                                               const struct egress_addr *addr, unsigned port,
+                                               bool allow_private);
 
 #endif

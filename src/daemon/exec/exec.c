@@ -337,7 +337,7 @@ int exec_start(struct sandbox *sb, const struct exec_params *p, const struct exe
         run_free(run);
         return r;
     }
-    json_t *senv = json_loads(sb->rec.env_json ? sb->rec.env_json : "{}", 0, NULL);
+    json_t *senv = sandbox_env_object(sb);
     json_t *req = json_pack("{s:s,s:O,s:o,s:s,s:I,s:b}", "op", "exec", "argv", p->argv, "env",
                             sandbox_env_list(senv, p->env), "cwd", p->cwd, "timeout_ms",
                             (json_int_t)(p->timeout_s * 1000), "stdin", 0);

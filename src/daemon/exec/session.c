@@ -40,7 +40,7 @@ const char *session_for(const struct sandbox *sb, const char *requested)
 
 json_t *session_env_list(const struct sandbox *sb, json_t *extra)
 {
-    json_t *senv = json_loads(sb->rec.env_json ? sb->rec.env_json : "{}", 0, NULL);
+    json_t *senv = sandbox_env_object(sb);
     json_t *list = sandbox_env_list(senv, extra);
     json_decref(senv);
     return list;

@@ -114,6 +114,20 @@ static const struct {
     {"tool_not_found", 404},
     {"edit_not_unique", 409},
     {"edit_no_match", 422},
+    /* Sandbox configurations, roles, personal variables (docs/configs.md). */
+    {"invalid_sandbox_config", 400},
+    {"sandbox_config_widened", 400},
+    {"reserved_env_var", 400},
+    {"env_var_not_declared", 400},
+    {"full_access_required", 403},
+    {"member_required", 403},
+    {"sandbox_config_not_found", 404},
+    {"env_var_not_found", 404},
+    {"sandbox_config_exists", 409},
+    {"sandboxes_still_live", 409},
+    {"sandbox_inventory_unverifiable", 409},
+    {"sandbox_config_locked", 423},
+    {"secret_unreadable", 500},
 };
 
 unsigned http_status_for_code(const char *code)

@@ -78,8 +78,16 @@ static int authenticate(struct store *store, struct http_req *req, enum route_au
     snprintf(id->user, sizeof(id->user), "%s", k.user);
     id->role = k.role;
     id->tool_level = k.tool_level;
-    if (need == AUTH_ADMIN && k.role != AUTH_ROLE_ADMIN)
+    id->scope = k.scope;
+    if ((need == AUTH_ADMIN || need == AUTH_ADMIN_FULL) && k.role != AUTH_ROLE_ADMIN)
         return sbx_err_set(err, EPERM, "admin_required", "this route needs an admin key");
+    if ((need == AUTH_VIEWER_FULL || need == AUTH_ADMIN_FULL) && k.scope != AUTH_SCOPE_FULL)
+        return sbx_err_set(err, EPERM, "full_access_required",
+                           "configurations need a full-access key; this one is restricted");
+    if (need == AUTH_SANDBOX && k.role < AUTH_ROLE_MEMBER)
+        return sbx_err_set(err, EPERM, "member_required",
+                           "a viewer key reads configurations only; sandboxes need a member "
+                           "or admin key");
     if (need == AUTH_SANDBOX && k.tool_level < AUTH_TOOL_SANDBOX)
         return sbx_err_set(err, EPERM, "insufficient_tool_level",
                            "sandbox routes need a key with tool level \"sandbox\"");

@@ -16,6 +16,9 @@ enum route_auth {
     AUTH_KEY,     /* any valid key */
     AUTH_SANDBOX, /* a key with tool level "sandbox" */
     AUTH_ADMIN,   /* an admin key */
+    /* Sandbox configurations (docs/configs.md): */
+    AUTH_VIEWER_FULL, /* any role, a full-access key */
+    AUTH_ADMIN_FULL,  /* an admin key with full access */
 };
 
 /* The handler takes the body as a stream (uploads) instead of the 1 MiB buffer: it is

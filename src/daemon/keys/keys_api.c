@@ -10,9 +10,10 @@
 
 static json_t *key_to_json(const struct store_key *k)
 {
-    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:I}", "id", k->id, "object", "key", "user", k->user,
-                     "role", auth_role_name(k->role), "tool_level",
-                     auth_tool_level_name(k->tool_level), "created_at", (json_int_t)k->created_at);
+    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:I}", "id", k->id, "object", "key", "user",
+                     k->user, "role", auth_role_name(k->role), "tool_level",
+                     auth_tool_level_name(k->tool_level), "scope", auth_scope_name(k->scope),
+                     "created_at", (json_int_t)k->created_at);
 }
 
 static void api_keys_create(struct sbxd *d, struct http_req *req)
@@ -26,11 +27,17 @@ static void api_keys_create(struct sbxd *d, struct http_req *req)
     const char *user = json_string_value(json_object_get(body, "user"));
     const char *role = json_string_value(json_object_get(body, "role"));
     const char *level = json_string_value(json_object_get(body, "tool_level"));
+    json_t *scope = json_object_get(body, "scope");
     struct store_key k = {0};
     if (!user || !auth_user_valid(user)) {
         sbx_err_set(&err, EINVAL, "invalid_request", "user must be 1-64 of [A-Za-z0-9_.@-]");
     } else if (!role || auth_role_parse(role, &k.role) < 0) {
-        sbx_err_set(&err, EINVAL, "invalid_request", "role must be \"admin\" or \"member\"");
+        sbx_err_set(&err, EINVAL, "invalid_request",
+                    "role must be \"admin\", \"member\" or \"viewer\"");
+    } else if (scope && !json_is_null(scope) &&
+               (!json_is_string(scope) || auth_scope_parse(json_string_value(scope), &k.scope) < 0)) {
+        sbx_err_set(&err, EINVAL, "invalid_request",
+                    "scope must be \"full_access\" or \"restricted\"");
     } else if (!level || auth_tool_level_parse(level, &k.tool_level) < 0) {
         sbx_err_set(&err, EINVAL, "invalid_request",
                     "tool_level must be \"none\", \"basic\" or \"sandbox\"");

@@ -60,7 +60,7 @@ int kernel_params_parse(json_t *body, struct kernel_params *out, struct sbx_err 
 
 static json_t *sandbox_env(const struct sandbox *sb)
 {
-    json_t *senv = json_loads(sb->rec.env_json ? sb->rec.env_json : "{}", 0, NULL);
+    json_t *senv = sandbox_env_object(sb);
     json_t *list = sandbox_env_list(senv, NULL);
     json_decref(senv);
     return list;

@@ -4,6 +4,7 @@
 #include "lifecycle.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <openssl/rand.h>
 #include <string.h>
 #include <unistd.h>
@@ -80,14 +81,78 @@ static int egress_init(struct manager *m, struct sandbox *sb, const struct egres
                                    sbx_wall_ms() / 1000, err);
 }
 
+/* The CA bundle of a configuration with inject rules, beneath the workspace: a fresh
+ * file (a workspace from a snapshot may hold anything under that name, a symlink too). */
+static int write_trust(struct sandbox *sb, const char *pem, struct sbx_err *err)
+{
+    int dfd = open(sb->workspace, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0)
+        return sbx_err_sys(err, errno, "opening the workspace");
+    int r = 0;
+    if (unlinkat(dfd, SANDBOX_TRUST_FILE, 0) < 0 && errno != ENOENT)
+        r = sbx_err_sys(err, errno, "replacing %s", SANDBOX_TRUST_FILE);
+    int fd = r < 0 ? -1
+                   : openat(dfd, SANDBOX_TRUST_FILE,
+                            O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (r == 0 && fd < 0)
+        r = sbx_err_sys(err, errno, "creating %s", SANDBOX_TRUST_FILE);
+    if (fd >= 0) {
+        int w = sbx_write_all(fd, pem, strlen(pem));
+        if (w < 0)
+            r = sbx_err_sys(err, -w, "writing %s", SANDBOX_TRUST_FILE);
+        close(fd);
+    }
+    close(dfd);
+    return r;
+}
+
+/* A limit asked for: at most the daemon's (or the configuration's, already in p). */
+static int pick_limit(const char *name, long long asked, long long dflt, long long *out,
+                      struct sbx_err *err)
+{
+    if (asked > dflt)
+        return sbx_err_set(err, EINVAL, "invalid_request", "limits.%s is at most %lld here", name,
+                           dflt);
+    *out = asked ? asked : dflt;
+    return 0;
+}
+
+static int create(struct manager *m, const struct auth_identity *who,
+                  const struct sandbox_params *p, sandbox_ready_fn cb, void *data,
+                  struct sandbox **out, struct sbx_err *err);
+
 int manager_create(struct manager *m, const struct auth_identity *who,
                    const struct sandbox_params *p, sandbox_ready_fn cb, void *data,
                    struct sandbox **out, struct sbx_err *err)
 {
+    if (!p->config_id || p->config_applied)
+        return create(m, who, p, cb, data, out, err);
+    if (!m->config_fn)
+        return sbx_err_set(err, EINVAL, "invalid_request",
+                           "this daemon makes no sandboxes from configurations");
+    struct sandbox_params cp = *p;
+    json_t *hold = NULL;
+    int r = m->config_fn(m->config_data, who, &cp, &hold, err);
+    if (r == 0)
+        r = create(m, who, &cp, cb, data, out, err);
+    json_decref(hold);
+    return r;
+}
+
+static int create(struct manager *m, const struct auth_identity *who,
+                  const struct sandbox_params *p, sandbox_ready_fn cb, void *data,
+                  struct sandbox **out, struct sbx_err *err)
+{
     if (billing_admit(who->user, err) < 0)
         return sbx_err_ret(err);
-    long long per_user, per_key;
-    int r = store_sandbox_count_live(m->store, who->user, who->key_id, &per_user, &per_key, err);
+    long long per_user, per_key, memory_mb = 0, pids = 0, cpu = 0;
+    int r;
+    if ((r = pick_limit("memory_mb", p->memory_mb, m->cfg->memory_mb, &memory_mb, err)) < 0 ||
+        (r = pick_limit("pids", p->pids, m->cfg->pids_max, &pids, err)) < 0 ||
+        (r = pick_limit("cpu_millicores", p->cpu_millicores, m->cfg->cpu_millicores, &cpu, err)) <
+            0)
+        return r;
+    r = store_sandbox_count_live(m->store, who->user, who->key_id, &per_user, &per_key, err);
     if (r < 0)
         return r;
     if (per_key >= m->cfg->max_per_key || per_user >= m->cfg->max_per_user) {
@@ -141,9 +206,9 @@ int manager_create(struct manager *m, const struct auth_identity *who,
     rec->ttl_seconds = p->ttl_seconds;
     rec->created_at = now;
     rec->expires_at = now + p->ttl_seconds;
-    rec->memory_mb = m->cfg->memory_mb;
-    rec->pids = m->cfg->pids_max;
-    rec->cpu_millicores = m->cfg->cpu_millicores;
+    rec->memory_mb = memory_mb;
+    rec->pids = pids;
+    rec->cpu_millicores = cpu;
     rec->enable_default_session = p->enable_default_session;
 
     r = store_sandbox_insert(m->store, rec, err);
@@ -151,6 +216,16 @@ int manager_create(struct manager *m, const struct auth_identity *who,
         goto fail_nostore;
     if ((r = egress_init(m, sb, &p->egress, err)) < 0)
         goto fail;
+    if (p->config_id) {
+        _cleanup_free_ char *net = p->network ? json_dumps(p->network, JSON_COMPACT) : NULL;
+        snprintf(sb->config_id, sizeof(sb->config_id), "%s", p->config_id);
+        sb->config_env = p->config_env ? json_deep_copy(p->config_env) : NULL;
+        sb->config_inject = p->config_inject ? json_deep_copy(p->config_inject) : NULL;
+        if ((r = store_sandbox_config_set(m->store, id, p->config_id, net, p->config_env_sealed,
+                                          err)) < 0 ||
+            (r = sandbox_network_set(sb, p->network, err)) < 0)
+            goto fail;
+    }
     if (fallback[0]) {
         snprintf(sb->fallback, sizeof(sb->fallback), "%s", fallback);
         (void)store_meta_set(m->store, id, STORE_META_FALLBACK, fallback, NULL);
@@ -167,6 +242,8 @@ int manager_create(struct manager *m, const struct auth_identity *who,
     } else if (from && (r = wsimage_copy_tree(from, sb->workspace, err)) < 0) {
         goto fail;
     }
+    if (p->trust_pem && (r = write_trust(sb, p->trust_pem, err)) < 0)
+        goto fail;
     if (v1) {
         /* No machine until an op needs one; the sandbox is its workspace. */
         template_info_clear(&tpl);

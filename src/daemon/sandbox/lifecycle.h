@@ -17,6 +17,8 @@ struct manager {
     struct sandbox *sandboxes; /* live ones, newest first */
     sandbox_stream_open_fn stream_open; /* agent-opened streams (egress) */
     void *stream_open_data;
+    sandbox_config_fn config_fn; /* creates from a configuration */
+    void *config_data;
 };
 
 /* manager.c: the registry and the sandbox object. */
@@ -32,6 +34,9 @@ bool sandbox_is_v1(const struct sandbox *sb);
 /* After a restart or for a fork's copy: the stored egress policy; none when there is
  * none or it no longer parses. */
 void sandbox_egress_load(struct manager *m, struct sandbox *sb);
+/* The configuration's network policy (config_doc_network's form, NULL: none); one that
+ * does not parse lets nothing out (-EINVAL). */
+int sandbox_network_set(struct sandbox *sb, json_t *network, struct sbx_err *err);
 void sandbox_arm_ttl(struct manager *m, struct sandbox *sb);
 /* Run and forget the pending pause or fork callback (sb->op_cb), if any. */
 void sandbox_op_finish(struct sandbox *sb, const struct sbx_err *err);

@@ -59,6 +59,9 @@ void sandbox_free(struct sandbox *sb)
     }
     store_sandbox_clear(&sb->rec);
     free(sb->egress);
+    egress_netpolicy_free(sb->net);
+    json_decref(sb->config_env);
+    json_decref(sb->config_inject);
     free(sb->dir);
     free(sb->state_dir);
     free(sb->workspace);
@@ -124,6 +127,12 @@ struct loop *manager_loop(const struct manager *m)
 struct store *manager_store(const struct manager *m)
 {
     return m->store;
+}
+
+void manager_set_config_fn(struct manager *m, sandbox_config_fn fn, void *data)
+{
+    m->config_fn = fn;
+    m->config_data = data;
 }
 
 void manager_set_stream_open(struct manager *m, sandbox_stream_open_fn fn, void *data)
@@ -198,8 +207,37 @@ void sandbox_drop_waiter(struct sandbox *sb, void *data)
     }
 }
 
+int sandbox_network_set(struct sandbox *sb, json_t *network, struct sbx_err *err)
+{
+    egress_netpolicy_free(sb->net);
+    sb->net = NULL;
+    if (!network || egress_netpolicy_parse(network, &sb->net, err) == 0)
+        return 0;
+    /* A policy that no longer reads lets nothing out rather than everything. */
+    json_t *deny = json_pack("{s:{s:b}}", "policy", "deny_egress_by_default", 1);
+    (void)egress_netpolicy_parse(deny, &sb->net, NULL);
+    json_decref(deny);
+    return -EINVAL;
+}
+
+/* Which configuration the sandbox came from, and its network policy. */
+static void network_load(struct manager *m, struct sandbox *sb)
+{
+    _cleanup_free_ char *text = NULL;
+    struct sbx_err err = {0};
+    if (store_sandbox_config_get(m->store, sb->rec.id, sb->config_id, &text, NULL, &err) < 0 ||
+        !text)
+        return;
+    json_t *j = json_loads(text, 0, NULL);
+    if (sandbox_network_set(sb, j, &err) < 0)
+        log_warn("sandbox %s: stored network policy unreadable (%s): nothing gets out", sb->rec.id,
+                 err.msg);
+    json_decref(j);
+}
+
 void sandbox_egress_load(struct manager *m, struct sandbox *sb)
 {
+    network_load(m, sb);
     sb->egress = sbx_xcalloc(1, sizeof(*sb->egress));
     _cleanup_free_ char *text = NULL;
     struct sbx_err err = {0};
@@ -376,10 +414,27 @@ long long sandbox_snapshot_bytes(const struct sandbox *sb)
     return fd < 0 ? 0 : sbx_dir_bytes(fd, 2);
 }
 
+json_t *sandbox_env_object(const struct sandbox *sb)
+{
+    json_t *env = json_loads(sb->rec.env_json ? sb->rec.env_json : "{}", 0, NULL);
+    if (!env)
+        env = json_object();
+    if (sb->config_env)
+        json_object_update_missing(env, sb->config_env);
+    return env;
+}
+
 json_t *sandbox_to_json(const struct sandbox *sb)
 {
     const struct store_sandbox *r = &sb->rec;
     json_t *env = json_loads(r->env_json ? r->env_json : "{}", 0, NULL);
+    const char *ck;
+    json_t *cv;
+    json_object_foreach(sb->config_env, ck, cv)
+    {
+        if (env)
+            json_object_set_new(env, ck, json_string(SANDBOX_ENV_MASK));
+    }
     json_t *j = json_pack(
         "{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:o,s:{s:I,s:I,s:I},s:b,s:o}", "id", r->id,
         "object", "sandbox", "status", r->status, "backend", r->backend, "runtime", r->runtime,
@@ -397,5 +452,7 @@ json_t *sandbox_to_json(const struct sandbox *sb)
         json_object_set_new(j, "parent_id", json_string(sb->parent_id));
     if (sb->fallback[0])
         json_object_set_new(j, "backend_fallback", json_string(sb->fallback));
+    if (sb->config_id[0])
+        json_object_set_new(j, "config_id", json_string(sb->config_id));
     return j;
 }

@@ -13,6 +13,7 @@
 #include "../../runtime/rt.h"
 #include "../auth/auth.h"
 #include "../config.h"
+#include "../egress/netpolicy.h"
 #include "../egress/policy.h"
 #include "../store/store.h"
 #include "params.h"
@@ -84,6 +85,15 @@ struct sandbox {
     /* Its egress policy (docs/egress.md), replaced in place; stored in the store's
      * egress_policies, which a fork copies (store_egress_policy_copy) with this. */
     struct egress_policy *egress;
+    /* Made from a configuration (docs/configs.md): its id and the network policy it got,
+     * kept in the store's sandbox_config_of; "" and NULL without one. */
+    char config_id[STORE_ID_MAX + 1];
+    struct egress_netpolicy *net;
+    /* Its configuration's variables in clear: in memory only (sealed in the store by
+     * configs/), shown masked; NULL without. */
+    json_t *config_env;
+    /* ... and its inject rules' headers in clear, {rule: [{header, value}]}, the same way. */
+    json_t *config_inject;
     struct sandbox *next;
 };
 
@@ -129,7 +139,18 @@ typedef int (*sandbox_stream_open_fn)(struct sandbox *sb, struct chan_stream *st
                                       struct sbx_err *err);
 void manager_set_stream_open(struct manager *m, sandbox_stream_open_fn fn, void *data);
 
+/* A create naming a configuration (p->config_id): fn fills p from it (template, TTL,
+ * limits, env, network), refusing what would widen it; what it allocates for p goes in
+ * *hold, which the manager drops once the create is done. Without one such creates are
+ * refused. */
+typedef int (*sandbox_config_fn)(void *data, const struct auth_identity *who,
+                                 struct sandbox_params *p, json_t **hold, struct sbx_err *err);
+void manager_set_config_fn(struct manager *m, sandbox_config_fn fn, void *data);
+
 json_t *sandbox_to_json(const struct sandbox *sb);
+/* The env every command in it gets: its configuration's variables and its own (a new
+ * object). */
+json_t *sandbox_env_object(const struct sandbox *sb);
 /* What the sandbox's snapshots (a paused image, v1 workspace snapshots) take on disk. */
 long long sandbox_snapshot_bytes(const struct sandbox *sb);
 #endif

@@ -52,6 +52,7 @@ int sandbox_params_parse(json_t *body, struct sandbox_params *out, struct sbx_er
             return sbx_err_set(err, EINVAL, "invalid_template",
                                "template must be the name of a built template");
         p.template_name = json_string_value(v);
+        p.template_given = true;
     }
     if ((v = json_object_get(body, "ttl_seconds")) && !json_is_null(v)) {
         if (!json_is_integer(v) || json_integer_value(v) < 1 ||
@@ -59,6 +60,26 @@ int sandbox_params_parse(json_t *body, struct sandbox_params *out, struct sbx_er
             return sbx_err_set(err, EINVAL, "invalid_ttl",
                                "ttl_seconds must be an integer from 1 to %d", SANDBOX_TTL_MAX);
         p.ttl_seconds = json_integer_value(v);
+        p.ttl_given = true;
+    }
+    if ((v = json_object_get(body, "config_id")) && !json_is_null(v)) {
+        if (!json_is_string(v) || !json_string_length(v))
+            return sbx_err_set(err, EINVAL, "invalid_request", "config_id must be a string");
+        p.config_id = json_string_value(v);
+    }
+    if ((v = json_object_get(body, "limits")) && !json_is_null(v)) {
+        static const char *const names[] = {"memory_mb", "pids", "cpu_millicores"};
+        long long *dst[] = {&p.memory_mb, &p.pids, &p.cpu_millicores};
+        if (!json_is_object(v))
+            return sbx_err_set(err, EINVAL, "invalid_request",
+                               "limits must be an object {memory_mb, pids, cpu_millicores}");
+        for (size_t i = 0; i < SBX_ARRAY_SIZE(names); i++) {
+            json_t *l = json_object_get(v, names[i]);
+            if (l && (!json_is_integer(l) || json_integer_value(l) < 1))
+                return sbx_err_set(err, EINVAL, "invalid_request",
+                                   "limits.%s must be a positive integer", names[i]);
+            *dst[i] = l ? json_integer_value(l) : 0;
+        }
     }
     if ((v = json_object_get(body, "backend")) && !json_is_null(v)) {
         if (!json_is_string(v) ||

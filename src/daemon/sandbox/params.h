@@ -13,6 +13,12 @@
 #define SANDBOX_TTL_MAX 86400
 #define SANDBOX_ENV_MAX 128
 #define SANDBOX_ENV_VALUE_MAX (32 * 1024)
+/* How a configuration's variable shows in a sandbox object. */
+#define SANDBOX_ENV_MASK "********"
+/* Where the bundle a sandbox of a configuration with inject rules trusts is written,
+ * beneath the workspace, and where the sandbox sees it. */
+#define SANDBOX_TRUST_FILE ".sbx-egress-ca.pem"
+#define SANDBOX_TRUST_PATH "/workspace/" SANDBOX_TRUST_FILE
 
 struct sandbox_params {
     const char *template_name; /* validated name */
@@ -22,6 +28,16 @@ struct sandbox_params {
     struct egress_policy egress; /* docs/egress.md */
     const char *backend;         /* "v1", "v2" or NULL (v2 when this host can, else v1) */
     const char *snapshot_id;     /* a v1 workspace snapshot to start from, or NULL */
+    /* Sandbox configurations (docs/configs.md). */
+    const char *config_id; /* make it from this configuration, or NULL */
+    bool config_applied;   /* the fields below already come from it (manager_set_config_fn) */
+    bool template_given, ttl_given;
+    long long memory_mb, pids, cpu_millicores; /* "limits" asked for; 0: the default */
+    json_t *network;               /* set from the configuration: what its egress gets, borrowed */
+    json_t *config_env;            /* ... its variables in clear, borrowed: never stored so */
+    json_t *config_inject;         /* ... its inject rules' headers in clear, borrowed */
+    const char *config_env_sealed; /* ... both sealed, for the store */
+    const char *trust_pem;         /* a CA bundle to write to SANDBOX_TRUST_FILE in the workspace */
 };
 
 /* Checks shared by create and run. */

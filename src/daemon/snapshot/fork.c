@@ -91,8 +91,12 @@ static int fork_kid(struct fork_op *f, struct sandbox *parent, struct fork_child
     snprintf(sb->parent_id, sizeof(sb->parent_id), "%s", p->id);
     (void)store_meta_set(m->store, id, STORE_META_PARENT, p->id, NULL);
     /* A copy goes out the way its parent does. */
-    if ((r = store_egress_policy_copy(m->store, p->id, id, now, err)) == 0)
+    if ((r = store_egress_policy_copy(m->store, p->id, id, now, err)) == 0 &&
+        (r = store_sandbox_config_copy(m->store, p->id, id, err)) == 0) {
         sandbox_egress_load(m, sb);
+        sb->config_env = parent->config_env ? json_deep_copy(parent->config_env) : NULL;
+        sb->config_inject = parent->config_inject ? json_deep_copy(parent->config_inject) : NULL;
+    }
     if (r == 0 &&
         ((r = sbx_mkdir_p(sb->state_dir, 0700)) < 0 || (r = sbx_mkdir_p(sb->workspace, 0755)) < 0))
         sbx_err_sys(err, -r, "creating the sandbox directory");

@@ -34,6 +34,7 @@ static const char *const *const store_schemas[] = {
     &store_meta_schema,
     &store_skill_schema,
     &store_usage_schema,
+    &store_config_schema,
 };
 
 int store_db_err(struct store *s, struct sbx_err *err, const char *what)
@@ -47,6 +48,7 @@ static const struct {
     const char *table, *column, *decl;
 } added_columns[] = {
     {"sandboxes", "enable_default_session", "INTEGER NOT NULL DEFAULT 1"},
+    {"keys", "scope", "TEXT NOT NULL DEFAULT 'full_access'"},
 };
 
 static int add_missing_columns(struct store *s, char **msg)
@@ -158,10 +160,11 @@ void store_col_text(sqlite3_stmt *st, int col, char *dst, size_t cap)
 int store_key_insert(struct store *s, const struct store_key *k, struct sbx_err *err)
 {
     sqlite3_stmt *st;
-    int r = store_prepare(s, "INSERT INTO keys(id,user,role,tool_level,hash,created_at) "
-                       "VALUES(?,?,?,?,?,?)",
-                    &st, err, "ttttti", k->id, k->user, auth_role_name(k->role),
-                    auth_tool_level_name(k->tool_level), k->hash, k->created_at);
+    int r = store_prepare(s, "INSERT INTO keys(id,user,role,tool_level,hash,created_at,scope) "
+                       "VALUES(?,?,?,?,?,?,?)",
+                    &st, err, "tttttit", k->id, k->user, auth_role_name(k->role),
+                    auth_tool_level_name(k->tool_level), k->hash, k->created_at,
+                    auth_scope_name(k->scope));
     if (r < 0)
         return r;
     r = sqlite3_step(st) == SQLITE_DONE ? 0 : store_db_err(s, err, "insert key");
@@ -180,9 +183,11 @@ static void row_to_key(sqlite3_stmt *st, struct store_key *k)
     (void)auth_tool_level_parse((const char *)sqlite3_column_text(st, 3), &k->tool_level);
     store_col_text(st, 4, k->hash, sizeof(k->hash));
     k->created_at = sqlite3_column_int64(st, 5);
+    k->scope = AUTH_SCOPE_RESTRICTED;
+    (void)auth_scope_parse((const char *)sqlite3_column_text(st, 6), &k->scope);
 }
 
-#define KEY_COLS "id,user,role,tool_level,hash,created_at"
+#define KEY_COLS "id,user,role,tool_level,hash,created_at,scope"
 
 int store_key_get(struct store *s, const char *id, struct store_key *out, struct sbx_err *err)
 {

@@ -23,6 +23,7 @@ struct store_key {
     char user[AUTH_USER_MAX + 1];
     enum auth_role role;
     enum auth_tool_level tool_level;
+    enum auth_scope scope;
     char hash[AUTH_HASH_HEX_LEN + 1];
     long long created_at;
 };
@@ -264,5 +265,80 @@ typedef void (*store_skill_cb)(const struct store_skill *k, void *data);
 /* Oldest first. */
 int store_skill_each(struct store *s, store_skill_cb cb, void *data, struct sbx_err *err);
 int store_skill_delete(struct store *s, const char *id, struct sbx_err *err);
+/* --- sandbox configurations (config_records.c, docs/configs.md) ---------------------- */
+
+struct store_config {
+    char id[STORE_ID_MAX + 1];
+    char *name, *description; /* owned */
+    char *config_json;        /* owned; secrets in it are encrypted (configs/secrets.c) */
+    long long created_at, updated_at;
+};
+
+void store_config_clear(struct store_config *c);
+/* sandbox_config_exists (409) when the name is taken. */
+int store_config_insert(struct store *s, const struct store_config *c, struct sbx_err *err);
+int store_config_update(struct store *s, const struct store_config *c, struct sbx_err *err);
+/* sandbox_config_not_found (404). */
+int store_config_get(struct store *s, const char *id, struct store_config *out,
+                     struct sbx_err *err);
+typedef void (*store_config_cb)(const struct store_config *c, void *data);
+int store_config_each(struct store *s, store_config_cb cb, void *data, struct sbx_err *err);
+/* Also forgets the personal variables set for it. */
+int store_config_delete(struct store *s, const char *id, struct sbx_err *err);
+/* A lease on a configuration while a request changes or relies on it, held in the store
+ * so that every node sharing it sees it: sandbox_config_locked (423) while another
+ * owner's lease runs. */
+int store_config_lock(struct store *s, const char *id, const char *owner, long long now_ms,
+                      long long until_ms, struct sbx_err *err);
+int store_config_unlock(struct store *s, const char *id, const char *owner, struct sbx_err *err);
+
+/* Which configuration a sandbox was made from, the network policy and the (sealed)
+ * variables it got then. */
+int store_sandbox_config_set(struct store *s, const char *sandbox_id, const char *config_id,
+                             const char *network_json, const char *sealed_env,
+                             struct sbx_err *err);
+/* -ENOENT (err untouched) for a sandbox made without one. */
+int store_sandbox_config_get(struct store *s, const char *sandbox_id,
+                             char config_id[STORE_ID_MAX + 1], char **network_json,
+                             char **sealed_env, struct sbx_err *err);
+/* A fork is made from what its parent was. */
+int store_sandbox_config_copy(struct store *s, const char *from_id, const char *to_id,
+                              struct sbx_err *err);
+/* Creating, running and paused sandboxes of a configuration (id, user, status only). */
+int store_config_live_sandboxes(struct store *s, const char *config_id, store_sandbox_cb cb,
+                                void *data, struct sbx_err *err);
+
+#define STORE_SETTING_SCRIPTS_DISABLED "scripts_disabled"
+int store_setting_set(struct store *s, const char *name, const char *value, struct sbx_err *err);
+/* out "" when unset. */
+int store_setting_get(struct store *s, const char *name, char *out, size_t cap,
+                      struct sbx_err *err);
+
+/* A personal variable: scope "sandbox" (target: a configuration id) or "skill" (target:
+ * a skill id); value encrypted. */
+struct store_env_var {
+    const char *user, *scope, *target, *name, *value;
+    long long updated_at;
+};
+int store_personal_env_set(struct store *s, const struct store_env_var *v, struct sbx_err *err);
+/* env_var_not_found (404) when it was not set. */
+int store_personal_env_delete(struct store *s, const struct store_env_var *v, struct sbx_err *err);
+typedef void (*store_env_var_cb)(const struct store_env_var *v, void *data);
+/* target NULL: every target of the scope. */
+int store_personal_env_each(struct store *s, const char *user, const char *scope,
+                            const char *target, store_env_var_cb cb, void *data,
+                            struct sbx_err *err);
+
+/* A variable a skill declares, with the workspace's value (encrypted, or NULL). */
+struct store_skill_env {
+    const char *skill_id, *name, *description, *value;
+    bool required;
+    long long updated_at;
+};
+int store_skill_env_declare(struct store *s, const struct store_skill_env *d, struct sbx_err *err);
+typedef void (*store_skill_env_cb)(const struct store_skill_env *d, void *data);
+/* skill_id NULL: every skill's. */
+int store_skill_env_each(struct store *s, const char *skill_id, store_skill_env_cb cb, void *data,
+                         struct sbx_err *err);
 
 #endif

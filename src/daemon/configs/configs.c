@@ -1,0 +1,293 @@
+#include "configs.h"
+
+#include <errno.h>
+#include <openssl/crypto.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../common/log.h"
+#include "../../common/util.h"
+#include "../sandbox/params.h"
+
+#define WIDENED(...) sbx_err_set(err, EINVAL, "sandbox_config_widened", __VA_ARGS__)
+
+void config_loaded_clear(struct config_loaded *l)
+{
+    if (!l)
+        return;
+    store_config_clear(&l->rec);
+    json_decref(l->doc);
+    l->doc = NULL;
+}
+
+int configs_load(struct configs *c, const char *id, struct config_loaded *out, struct sbx_err *err)
+{
+    memset(out, 0, sizeof(*out));
+    int r = store_config_get(c->store, id, &out->rec, err);
+    if (r < 0)
+        return r;
+    out->doc = json_loads(out->rec.config_json, 0, NULL);
+    if (!json_is_object(out->doc)) {
+        config_loaded_clear(out);
+        return sbx_err_set(err, EIO, "internal", "configuration %s: stored document unreadable",
+                           id);
+    }
+    return 0;
+}
+
+json_t *configs_to_json(const struct config_loaded *l)
+{
+    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:o,s:I,s:I}", "id", l->rec.id, "object",
+                     "sandbox_config", "name", l->rec.name, "description", l->rec.description,
+                     "sandbox_type", json_string_value(json_object_get(l->doc, "backend")),
+                     "config", config_doc_masked(l->doc), "created_at",
+                     (json_int_t)l->rec.created_at, "updated_at", (json_int_t)l->rec.updated_at);
+}
+
+struct inventory {
+    struct configs *c;
+    json_t *data;
+    bool verified;
+};
+
+static void add_live(const struct store_sandbox *row, void *arg)
+{
+    struct inventory *inv = arg;
+    struct auth_identity who = {.authenticated = true};
+    snprintf(who.user, sizeof(who.user), "%s", row->user);
+    struct sandbox *sb;
+    struct sbx_err err = {0};
+    json_t *o = json_pack("{s:s,s:s,s:s}", "id", row->id, "user", row->user, "status", row->status);
+    if (manager_lookup(inv->c->mgr, &who, row->id, &sb, &err) < 0) {
+        /* A live row with nothing behind it: the store and this daemon disagree. */
+        inv->verified = false;
+        json_object_set_new(o, "busy", json_null());
+        json_object_set_new(o, "verified", json_false());
+    } else {
+        json_t *why = json_array();
+        if (sb->exec_busy)
+            json_array_append_new(why, json_string("exec"));
+        if (sb->kernel_busy)
+            json_array_append_new(why, json_string("run_code"));
+        if (sb->pausing || sb->forking)
+            json_array_append_new(why, json_string(sb->forking ? "fork" : "pause"));
+        if (!sb->ready && !sb->paused && strcmp(sb->rec.backend, "v1"))
+            json_array_append_new(why, json_string("starting"));
+        json_object_set_new(o, "status", json_string(sb->paused ? "paused" : sb->rec.status));
+        json_object_set_new(o, "busy", json_boolean(json_array_size(why) > 0));
+        json_object_set_new(o, "busy_with", why);
+        json_object_set_new(o, "created_at", json_integer(sb->rec.created_at));
+        json_object_set_new(o, "verified", json_true());
+    }
+    json_array_append_new(inv->data, o);
+}
+
+json_t *configs_inventory(struct configs *c, const char *id, bool *verified, struct sbx_err *err)
+{
+    struct inventory inv = {.c = c, .data = json_array(), .verified = true};
+    if (store_config_live_sandboxes(c->store, id, add_live, &inv, err) < 0) {
+        json_decref(inv.data);
+        return NULL;
+    }
+    *verified = inv.verified;
+    return inv.data;
+}
+
+int configs_lock(struct configs *c, const char *id, const char *owner, struct sbx_err *err)
+{
+    long long now = sbx_wall_ms();
+    return store_config_lock(c->store, id, owner, now, now + CONFIGS_LOCK_MS, err);
+}
+
+void configs_unlock(struct configs *c, const char *id, const char *owner)
+{
+    (void)store_config_unlock(c->store, id, owner, NULL);
+}
+
+/* A limit a request asks for within the configuration's (0: the daemon's default). */
+static int narrow_limit(const char *name, long long asked, long long cfg, long long *out,
+                        struct sbx_err *err)
+{
+    if (asked && cfg && asked > cfg)
+        return WIDENED("limits.%s: the configuration allows at most %lld", name, cfg);
+    *out = asked ? asked : cfg;
+    return 0;
+}
+
+/* The manager's hook for POST /v1/sandboxes {config_id}: the request may narrow the
+ * configuration (a shorter TTL, lower limits, an allowlist of its own, more variables)
+ * but not change what it fixes. */
+int configs_apply(struct configs *c, const struct auth_identity *who, const char *id,
+                  const json_t *doc, struct sandbox_params *p, json_t **hold, struct sbx_err *err)
+{
+    int r = 0;
+    json_t *h = json_object();
+    *hold = h;
+    const char *tpl = json_string_value(json_object_get(doc, "template"));
+    if (id)
+        json_object_set_new(h, "id", json_string(id));
+    json_object_set_new(h, "template", json_string(tpl));
+    json_t *limits = json_object_get(doc, "limits");
+    long long ttl = json_integer_value(json_object_get(doc, "default_timeout_sec"));
+    json_t *env = NULL;
+    if (p->template_given && strcmp(p->template_name, tpl)) {
+        r = WIDENED("template is %s in configuration %s", tpl, id);
+    } else if (p->ttl_given && ttl && p->ttl_seconds > ttl) {
+        r = WIDENED("ttl_seconds: the configuration allows at most %lld", ttl);
+    } else if ((r = narrow_limit("memory_mb", p->memory_mb,
+                                 json_integer_value(json_object_get(limits, "memory_mb")),
+                                 &p->memory_mb, err)) < 0 ||
+               (r = narrow_limit("pids", p->pids,
+                                 json_integer_value(json_object_get(limits, "pids")), &p->pids,
+                                 err)) < 0 ||
+               (r = narrow_limit("cpu_millicores", p->cpu_millicores,
+                                 json_integer_value(json_object_get(limits, "cpu_millicores")),
+                                 &p->cpu_millicores, err)) < 0 ||
+               (r = id ? configs_env_for(c, who->user, id, doc, &env, err)
+                       : config_doc_env(c->secrets, CONFIGS_PROBE_ID, doc, &env, err)) < 0) {
+        /* err is filled */
+    }
+    if (r == 0) {
+        const char *k;
+        json_t *v;
+        json_object_foreach(p->env, k, v)
+        {
+            if (json_object_get(env, k)) {
+                r = WIDENED("env.%.64s is set by configuration %s", k, id ? id : "(probe)");
+                break;
+            }
+        }
+    }
+    json_t *inject = NULL;
+    if (r == 0 &&
+        (r = config_doc_inject(c->secrets, id ? id : CONFIGS_PROBE_ID, doc, &inject, err)) == 0 &&
+        json_object_size(inject)) {
+        /* Its sandboxes trust the CA that signs for the hosts headers are put in. */
+        if (!c->trust_bundle)
+            r = sbx_err_set(err, EIO, "inject_unavailable",
+                            "configuration %s injects headers but this daemon has no egress CA",
+                            id ? id : "(probe)");
+        static const char *const trust_vars[] = {"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE",
+                                                 "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS"};
+        for (size_t i = 0; r == 0 && i < SBX_ARRAY_SIZE(trust_vars); i++) {
+            if (json_object_get(p->env, trust_vars[i]))
+                r = WIDENED("env.%s: configuration %s sets it", trust_vars[i], id ? id : "");
+            json_object_set_new(env, trust_vars[i], json_string(SANDBOX_TRUST_PATH));
+        }
+        p->trust_pem = c->trust_bundle;
+    }
+    if (r == 0 && json_object_size(env) + json_object_size(p->env) > SANDBOX_ENV_MAX)
+        r = WIDENED("the configuration's and the request's env pass %d variables", SANDBOX_ENV_MAX);
+    char *sealed = NULL;
+    if (r == 0 && (json_object_size(env) || json_object_size(inject))) {
+        json_t *both = json_pack("{s:O,s:O}", "env", env, "inject", inject);
+        _cleanup_free_ char *text = json_dumps(both, JSON_COMPACT | JSON_SORT_KEYS);
+        json_decref(both);
+        r = secrets_seal(c->secrets, CONFIGS_SANDBOX_ENV_CONTEXT, text, &sealed, err);
+        OPENSSL_cleanse(text, strlen(text));
+    }
+    if (r == 0) {
+        if (sealed)
+            json_object_set_new(h, "sealed_env", json_string(sealed));
+        json_object_set_new(h, "config_env", env);
+        env = NULL;
+        if (json_object_size(inject))
+            json_object_set(h, "config_inject", inject);
+        json_t *net = config_doc_network(doc);
+        if (net)
+            json_object_set_new(h, "network", net);
+        p->config_id = json_string_value(json_object_get(h, "id"));
+        p->config_applied = true;
+        p->template_name = json_string_value(json_object_get(h, "template"));
+        p->config_env = json_object_get(h, "config_env");
+        p->config_inject = json_object_get(h, "config_inject");
+        p->config_env_sealed = json_string_value(json_object_get(h, "sealed_env"));
+        p->network = json_object_get(h, "network");
+        if (!p->ttl_given && ttl)
+            p->ttl_seconds = ttl;
+    }
+    free(sealed);
+    json_decref(inject);
+    json_decref(env);
+    return r;
+}
+
+static int apply_config(void *data, const struct auth_identity *who, struct sandbox_params *p,
+                        json_t **hold, struct sbx_err *err)
+{
+    struct configs *c = data;
+    struct config_loaded l;
+    int r = configs_load(c, p->config_id, &l, err);
+    if (r < 0)
+        return r;
+    r = configs_apply(c, who, l.rec.id, l.doc, p, hold, err);
+    config_loaded_clear(&l);
+    return r;
+}
+
+/* After a restart: the variables of every live sandbox made from a configuration,
+ * back in memory from their sealed copy. */
+static void restore_env(struct sandbox *sb, void *data)
+{
+    struct configs *c = data;
+    char cid[STORE_ID_MAX + 1];
+    _cleanup_free_ char *sealed = NULL;
+    if (sb->config_env ||
+        store_sandbox_config_get(c->store, sb->rec.id, cid, NULL, &sealed, NULL) < 0 || !sealed)
+        return;
+    char *text = NULL;
+    struct sbx_err err = {0};
+    if (secrets_open_value(c->secrets, CONFIGS_SANDBOX_ENV_CONTEXT, sealed, &text, &err) < 0) {
+        log_warn("sandbox %s: its configuration's variables do not open: %s", sb->rec.id, err.msg);
+        return;
+    }
+    json_t *both = json_loads(text, 0, NULL);
+    secrets_drop(text);
+    sb->config_env = json_incref(json_object_get(both, "env"));
+    json_t *inject = json_object_get(both, "inject");
+    if (json_object_size(inject))
+        sb->config_inject = json_incref(inject);
+    json_decref(both);
+}
+
+/* The bundle sandboxes with inject rules trust: the host's roots and the egress CA. */
+static char *trust_bundle(const char *ca_pem)
+{
+    _cleanup_free_ char *roots = NULL;
+    size_t len = 0;
+    if (sbx_read_file(CONFIGS_SYSTEM_ROOTS, CONFIGS_ROOTS_MAX, &roots, &len) < 0)
+        return sbx_xstrdup(ca_pem);
+    return sbx_xasprintf("%.*s\n%s", (int)len, roots, ca_pem);
+}
+
+int configs_new(const struct sbxd_config *cfg, struct store *st, struct manager *mgr,
+                const char *ca_pem, struct configs **out, struct sbx_err *err)
+{
+    struct configs *c = sbx_xcalloc(1, sizeof(*c));
+    c->store = st;
+    c->mgr = mgr;
+    c->ceil = (struct config_ceilings){.memory_mb = cfg->memory_mb,
+                                       .pids = cfg->pids_max,
+                                       .cpu_millicores = cfg->cpu_millicores,
+                                       .ttl_seconds = SANDBOX_TTL_MAX};
+    int r = secrets_open(cfg->data_dir, &c->secrets, err);
+    if (r < 0) {
+        free(c);
+        return r;
+    }
+    if (ca_pem)
+        c->trust_bundle = trust_bundle(ca_pem);
+    manager_set_config_fn(mgr, apply_config, c);
+    manager_each(mgr, NULL, restore_env, c);
+    *out = c;
+    return 0;
+}
+
+void configs_free(struct configs *c)
+{
+    if (!c)
+        return;
+    secrets_free(c->secrets);
+    free(c->trust_bundle);
+    free(c);
+}

@@ -1,0 +1,70 @@
+/* Sandbox configurations (docs/configs.md): named documents an admin keeps, from which
+ * sandboxes are made (POST /v1/sandboxes {config_id}), with their inventory, safe
+ * change (409 while sandboxes live, 423 while another request holds the
+ * configuration) and the personal variables users set for them. */
+#ifndef SBX_CONFIGS_H
+#define SBX_CONFIGS_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "../../common/err.h"
+#include "../sandbox/manager.h"
+#include "../store/store.h"
+#include "config_doc.h"
+#include "secrets.h"
+
+/* How long a request may hold a configuration (a change, a deep probe). */
+#define CONFIGS_LOCK_MS 120000
+/* What a configuration the probe was sent (not stored) is sealed under meanwhile. */
+#define CONFIGS_PROBE_ID "cfg_probe"
+/* What a sandbox's copy of its configuration's variables is sealed under. */
+#define CONFIGS_SANDBOX_ENV_CONTEXT "sandbox:config_env"
+#define CONFIGS_SYSTEM_ROOTS "/etc/ssl/certs/ca-certificates.crt"
+#define CONFIGS_ROOTS_MAX (4 * 1024 * 1024)
+
+struct configs {
+    struct store *store;
+    struct manager *mgr;
+    struct secrets *secrets;
+    struct config_ceilings ceil;
+    char *trust_bundle; /* the host's roots and the egress CA, or NULL without a CA */
+};
+
+/* Opens <data>/secrets.key and makes the manager create sandboxes from configurations.
+ * ca_pem: the egress proxy's CA (egress_proxy_ca_pem), or NULL. */
+int configs_new(const struct sbxd_config *cfg, struct store *st, struct manager *mgr,
+                const char *ca_pem, struct configs **out, struct sbx_err *err);
+void configs_free(struct configs *c);
+
+/* A stored configuration and its document (sealed). */
+struct config_loaded {
+    struct store_config rec;
+    json_t *doc;
+};
+int configs_load(struct configs *c, const char *id, struct config_loaded *out, struct sbx_err *err);
+void config_loaded_clear(struct config_loaded *l);
+/* {id, object, name, description, sandbox_type, config (masked), created_at, updated_at}. */
+json_t *configs_to_json(const struct config_loaded *l);
+
+/* The live sandboxes made from a configuration (all users), as the inventory shows
+ * them; *verified false when a live row has no sandbox this daemon holds. */
+json_t *configs_inventory(struct configs *c, const char *id, bool *verified, struct sbx_err *err);
+
+/* Hold a configuration for a request (owner: its request id). */
+int configs_lock(struct configs *c, const char *id, const char *owner, struct sbx_err *err);
+void configs_unlock(struct configs *c, const char *id, const char *owner);
+
+/* Fill p from a configuration's document (id: the configuration's, or NULL for one that
+ * is not stored, e.g. a probe's), refusing what would widen it
+ * (sandbox_config_widened, 400); what p then points to lives in *hold. */
+int configs_apply(struct configs *c, const struct auth_identity *who, const char *id,
+                  const json_t *doc, struct sandbox_params *p, json_t **hold, struct sbx_err *err);
+
+/* The env a user's sandbox from this configuration gets: the configuration's values,
+ * then the workspace's skill values, the user's own sandbox values, the user's skill
+ * values (each overriding the one before). A new object of clear values. */
+int configs_env_for(struct configs *c, const char *user, const char *config_id, const json_t *doc,
+                    json_t **out, struct sbx_err *err);
+
+#endif

@@ -1,0 +1,308 @@
+/* /v1/sandbox-configs: list, create, read, replace, delete, the inventory of sandboxes
+ * made from one, and the workspace policy (docs/configs.md). */
+#include <errno.h>
+#include <openssl/rand.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../common/text.h"
+#include "../../common/util.h"
+#include "../audit/audit.h"
+#include "../http/server.h"
+#include "../routes.h"
+#include "../sbxd.h"
+#include "configs.h"
+
+static bool scripts_disabled(struct sbxd *d)
+{
+    char v[8];
+    return store_setting_get(d->store, STORE_SETTING_SCRIPTS_DISABLED, v, sizeof(v), NULL) == 0 &&
+           !strcmp(v, "1");
+}
+
+static void config_new_id(char out[STORE_ID_MAX + 1])
+{
+    unsigned char raw[8];
+    char hex[17];
+    if (RAND_bytes(raw, sizeof(raw)) != 1)
+        abort();
+    sbx_hex(raw, sizeof(raw), hex);
+    snprintf(out, STORE_ID_MAX + 1, "cfg_%s", hex);
+}
+
+static void audit_config(struct sbxd *d, struct http_req *req, const char *action, const char *id,
+                         const char *outcome)
+{
+    audit_record(d->store, http_req_identity(req), NULL, http_req_id(req), action, NULL, outcome,
+                 json_pack("{s:s}", "config_id", id));
+}
+
+/* {name, description?, config} of a create or a replace. */
+static int read_body(struct http_req *req, json_t **body, const char **name,
+                     const char **description, json_t **config, struct sbx_err *err)
+{
+    int r = http_req_json(req, body, err);
+    if (r < 0)
+        return r;
+    *name = json_string_value(json_object_get(*body, "name"));
+    json_t *dv = json_object_get(*body, "description");
+    *description = dv && !json_is_null(dv) ? json_string_value(dv) : "";
+    *config = json_object_get(*body, "config");
+    if (!*name || !(*name)[0] || strlen(*name) > CONFIG_NAME_MAX ||
+        !sbx_utf8_valid(*name, strlen(*name)))
+        return sbx_err_set(err, EINVAL, "invalid_sandbox_config",
+                           "name is required: 1-%d characters", CONFIG_NAME_MAX);
+    if (!*description || strlen(*description) > CONFIG_DESCRIPTION_MAX)
+        return sbx_err_set(err, EINVAL, "invalid_sandbox_config",
+                           "description must be a string of at most %d bytes",
+                           CONFIG_DESCRIPTION_MAX);
+    if (!json_is_object(*config))
+        return sbx_err_set(err, EINVAL, "invalid_sandbox_config", "config must be an object");
+    return 0;
+}
+
+static void respond(struct http_req *req, unsigned status, const struct config_loaded *l)
+{
+    http_respond_json(req, status, configs_to_json(l));
+}
+
+static void api_configs_create(struct sbxd *d, struct http_req *req)
+{
+    struct sbx_err err = {0};
+    json_t *body = NULL, *config, *doc = NULL;
+    const char *name, *description;
+    struct config_loaded l = {0};
+    config_new_id(l.rec.id);
+    int r = read_body(req, &body, &name, &description, &config, &err);
+    if (r == 0)
+        r = config_doc_build(d->configs->secrets, &d->configs->ceil, l.rec.id, config, NULL, &doc,
+                             &err);
+    if (r == 0) {
+        l.rec.name = sbx_xstrdup(name);
+        l.rec.description = sbx_xstrdup(description);
+        l.rec.config_json = json_dumps(doc, JSON_COMPACT);
+        l.rec.created_at = l.rec.updated_at = sbx_wall_ms() / 1000;
+        l.doc = doc;
+        r = store_config_insert(d->store, &l.rec, &err);
+    }
+    json_decref(body);
+    if (r < 0) {
+        json_decref(doc);
+        store_config_clear(&l.rec);
+        http_respond_error(req, &err);
+        return;
+    }
+    audit_config(d, req, "sandbox_config.create", l.rec.id, "ok");
+    respond(req, 201, &l);
+    config_loaded_clear(&l);
+}
+
+static void append_config(const struct store_config *c, void *data)
+{
+    struct config_loaded l = {.rec = *c, .doc = json_loads(c->config_json, 0, NULL)};
+    if (l.doc)
+        json_array_append_new(data, configs_to_json(&l));
+    json_decref(l.doc);
+}
+
+static void api_configs_list(struct sbxd *d, struct http_req *req)
+{
+    struct sbx_err err = {0};
+    json_t *list = json_array();
+    if (store_config_each(d->store, append_config, list, &err) < 0) {
+        json_decref(list);
+        http_respond_error(req, &err);
+        return;
+    }
+    http_respond_json(req, 200,
+                      json_pack("{s:s,s:o,s:b}", "object", "list", "data", list,
+                                "workspace_scripts_disabled", scripts_disabled(d)));
+}
+
+static void api_configs_get(struct sbxd *d, struct http_req *req)
+{
+    struct sbx_err err = {0};
+    struct config_loaded l;
+    if (configs_load(d->configs, http_req_param(req, 0), &l, &err) < 0) {
+        http_respond_error(req, &err);
+        return;
+    }
+    respond(req, 200, &l);
+    config_loaded_clear(&l);
+}
+
+/* Live or paused sandboxes stop a change of what they run, and a delete: 409 with the
+ * inventory; one that cannot be verified too, unless force. */
+static int check_inventory(struct sbxd *d, const char *id, bool force, struct sbx_err *err)
+{
+    bool verified = true;
+    json_t *inv = configs_inventory(d->configs, id, &verified, err);
+    if (!inv)
+        return -EIO;
+    size_t n = json_array_size(inv), confirmed = 0;
+    size_t i;
+    json_t *e;
+    json_array_foreach(inv, i, e)
+    {
+        confirmed += json_is_true(json_object_get(e, "verified"));
+    }
+    json_decref(inv);
+    if (confirmed)
+        return sbx_err_set(err, EBUSY, "sandboxes_still_live",
+                           "%zu sandbox(es) made from configuration %s are live or paused: "
+                           "delete them first (GET /v1/sandbox-configs/%s/sandboxes)",
+                           confirmed, id, id);
+    if (n && !verified && !force)
+        return sbx_err_set(err, EBUSY, "sandbox_inventory_unverifiable",
+                           "%zu sandbox(es) of configuration %s cannot be verified: retry, or "
+                           "pass force=true",
+                           n, id);
+    return 0;
+}
+
+static int force_param(struct http_req *req, bool *force, struct sbx_err *err)
+{
+    const char *f = http_req_query(req, "force");
+    *force = f && !strcmp(f, "true");
+    if (f && !*force && strcmp(f, "false"))
+        return sbx_err_set(err, EINVAL, "invalid_request", "force must be true or false");
+    return 0;
+}
+
+static void api_configs_put(struct sbxd *d, struct http_req *req)
+{
+    struct sbx_err err = {0};
+    const char *id = http_req_param(req, 0);
+    const char *owner = http_req_id(req);
+    json_t *body = NULL, *config, *doc = NULL;
+    const char *name, *description;
+    struct config_loaded l = {0};
+    bool force;
+    int r = force_param(req, &force, &err);
+    if (r == 0)
+        r = read_body(req, &body, &name, &description, &config, &err);
+    if (r < 0 || (r = configs_lock(d->configs, id, owner, &err)) < 0) {
+        json_decref(body);
+        http_respond_error(req, &err);
+        return;
+    }
+    if ((r = configs_load(d->configs, id, &l, &err)) == 0 &&
+        (r = config_doc_build(d->configs->secrets, &d->configs->ceil, id, config, l.doc, &doc,
+                              &err)) == 0) {
+        /* What the sandboxes run is the backend and its template. */
+        bool identity = strcmp(json_string_value(json_object_get(doc, "backend")),
+                               json_string_value(json_object_get(l.doc, "backend"))) ||
+                        strcmp(json_string_value(json_object_get(doc, "template")),
+                               json_string_value(json_object_get(l.doc, "template")));
+        if (identity)
+            r = check_inventory(d, id, force, &err);
+        if (r == 0) {
+            free(l.rec.name);
+            free(l.rec.description);
+            free(l.rec.config_json);
+            l.rec.name = sbx_xstrdup(name);
+            l.rec.description = sbx_xstrdup(description);
+            l.rec.config_json = json_dumps(doc, JSON_COMPACT);
+            l.rec.updated_at = sbx_wall_ms() / 1000;
+            json_decref(l.doc);
+            l.doc = doc;
+            doc = NULL;
+            r = store_config_update(d->store, &l.rec, &err);
+        }
+    }
+    configs_unlock(d->configs, id, owner);
+    json_decref(body);
+    json_decref(doc);
+    if (r < 0) {
+        config_loaded_clear(&l);
+        http_respond_error(req, &err);
+        return;
+    }
+    audit_config(d, req, "sandbox_config.update", id, "ok");
+    respond(req, 200, &l);
+    config_loaded_clear(&l);
+}
+
+static void api_configs_delete(struct sbxd *d, struct http_req *req)
+{
+    struct sbx_err err = {0};
+    const char *id = http_req_param(req, 0);
+    const char *owner = http_req_id(req);
+    bool force;
+    if (force_param(req, &force, &err) < 0 || configs_lock(d->configs, id, owner, &err) < 0) {
+        http_respond_error(req, &err);
+        return;
+    }
+    int r = check_inventory(d, id, force, &err);
+    if (r == 0)
+        r = store_config_delete(d->store, id, &err);
+    else
+        configs_unlock(d->configs, id, owner);
+    if (r < 0) {
+        http_respond_error(req, &err);
+        return;
+    }
+    audit_config(d, req, "sandbox_config.delete", id, "ok");
+    http_respond_json(
+        req, 200, json_pack("{s:s,s:s,s:b}", "id", id, "object", "sandbox_config", "deleted", 1));
+}
+
+static void api_configs_inventory(struct sbxd *d, struct http_req *req)
+{
+    struct sbx_err err = {0};
+    const char *id = http_req_param(req, 0);
+    struct config_loaded l;
+    if (configs_load(d->configs, id, &l, &err) < 0) {
+        http_respond_error(req, &err);
+        return;
+    }
+    config_loaded_clear(&l);
+    bool verified = true;
+    json_t *inv = configs_inventory(d->configs, id, &verified, &err);
+    if (!inv) {
+        http_respond_error(req, &err);
+        return;
+    }
+    http_respond_json(req, 200,
+                      json_pack("{s:s,s:s,s:b,s:o}", "object", "list", "config_id", id, "verified",
+                                verified, "data", inv));
+}
+
+static void api_workspace_policy(struct sbxd *d, struct http_req *req)
+{
+    struct sbx_err err = {0};
+    json_t *body = NULL;
+    if (http_req_json(req, &body, &err) < 0) {
+        http_respond_error(req, &err);
+        return;
+    }
+    json_t *v = json_object_get(body, "scripts_disabled");
+    bool on = json_is_true(v), valid = json_is_boolean(v);
+    json_decref(body);
+    if (!valid) {
+        http_respond_errorf(req, "invalid_request", "scripts_disabled must be true or false");
+        return;
+    }
+    if (store_setting_set(d->store, STORE_SETTING_SCRIPTS_DISABLED, on ? "1" : "0", &err) < 0) {
+        http_respond_error(req, &err);
+        return;
+    }
+    audit_record(d->store, http_req_identity(req), NULL, http_req_id(req),
+                 "sandbox_config.workspace_policy", NULL, "ok",
+                 json_pack("{s:b}", "scripts_disabled", on));
+    http_respond_json(
+        req, 200,
+        json_pack("{s:s,s:b}", "object", "workspace_policy", "workspace_scripts_disabled", on));
+}
+
+static const struct route routes[] = {
+    {"GET", "/v1/sandbox-configs", AUTH_VIEWER_FULL, api_configs_list, 0},
+    {"POST", "/v1/sandbox-configs", AUTH_ADMIN_FULL, api_configs_create, 0},
+    {"PUT", "/v1/sandbox-configs/workspace-policy", AUTH_ADMIN_FULL, api_workspace_policy, 0},
+    {"GET", "/v1/sandbox-configs/{}", AUTH_VIEWER_FULL, api_configs_get, 0},
+    {"PUT", "/v1/sandbox-configs/{}", AUTH_ADMIN_FULL, api_configs_put, 0},
+    {"DELETE", "/v1/sandbox-configs/{}", AUTH_ADMIN_FULL, api_configs_delete, 0},
+    {"GET", "/v1/sandbox-configs/{}/sandboxes", AUTH_ADMIN, api_configs_inventory, 0},
+};
+
+const struct route_table config_routes = ROUTE_TABLE(routes);

@@ -1,0 +1,290 @@
+/* POST /v1/system/sandbox-check {config | config_id, deep}: can this host run sandboxes
+ * of a configuration? The shallow checks look at the document, the runtime and the
+ * template; deep creates a sandbox from it, runs a script in it and destroys it. A
+ * failing probe is still 200 with ok false; only bad parameters are errors. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../common/util.h"
+#include "../exec/exec.h"
+#include "../http/server.h"
+#include "../routes.h"
+#include "../sandbox/template.h"
+#include "../sbxd.h"
+#include "configs.h"
+
+#define PROBE_SCRIPT "echo sbx-probe-ok; id -u; test -w /workspace"
+#define PROBE_EXPECT "sbx-probe-ok\n"
+#define PROBE_TIMEOUT_S 60
+
+struct probe {
+    struct sbxd *d;
+    struct http_req *req;
+    struct auth_identity who;
+    char config_id[STORE_ID_MAX + 1]; /* "" for a configuration not stored */
+    char owner[64];                   /* the lock's: "probe:" and the request id */
+    const char *request_id;           /* inside owner: the request may be gone meanwhile */
+    json_t *doc;
+    json_t *checks;
+    struct sandbox *sb;
+    struct exec_run *run;
+    json_t *argv;
+    long long t0;
+    bool gone; /* the client hung up: finish quietly */
+};
+
+static void add_check(json_t *checks, const char *name, int ok, const char *message,
+                      const char *reason, long long latency_ms)
+{
+    json_array_append_new(checks,
+                          json_pack("{s:s,s:o,s:s,s:s?,s:o}", "name", name, "ok",
+                                    ok < 0 ? json_null() : json_boolean(ok), "message", message,
+                                    "reason", reason, "latency_ms",
+                                    latency_ms >= 0 ? json_integer(latency_ms) : json_null()));
+}
+
+static bool runtime_found(const char *runsc)
+{
+    if (strchr(runsc, '/'))
+        return access(runsc, X_OK) == 0;
+    const char *path = getenv("PATH");
+    _cleanup_free_ char *copy = sbx_xstrdup(path ? path : "/usr/bin:/bin");
+    for (char *save = NULL, *dir = strtok_r(copy, ":", &save); dir;
+         dir = strtok_r(NULL, ":", &save)) {
+        _cleanup_free_ char *p = sbx_xasprintf("%s/%s", dir, runsc);
+        if (access(p, X_OK) == 0)
+            return true;
+    }
+    return false;
+}
+
+static json_t *capabilities(void)
+{
+    return json_pack("{s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b}", "pause", 1, "fork", 1, "terminal", 1,
+                     "preview", 1, "egress_policy", 1, "l7_inject", 0, "volume_mount", 0, "desktop",
+                     0);
+}
+
+static void probe_finish(struct probe *p)
+{
+    if (p->config_id[0])
+        configs_unlock(p->d->configs, p->config_id, p->owner);
+    if (!p->gone) {
+        bool ok = true;
+        size_t i;
+        json_t *c;
+        json_array_foreach(p->checks, i, c)
+        {
+            ok = ok && !json_is_false(json_object_get(c, "ok"));
+        }
+        http_respond_json(p->req, 200,
+                          json_pack("{s:s,s:b,s:s,s:O,s:o}", "object", "sandbox_check", "ok", ok,
+                                    "provider", "gvisor", "checks", p->checks, "capabilities",
+                                    capabilities()));
+    }
+    json_decref(p->checks);
+    json_decref(p->doc);
+    json_decref(p->argv);
+    free(p);
+}
+
+static void destroy_sandbox(struct probe *p)
+{
+    if (!p->sb)
+        return;
+    struct sbx_err err = {0};
+    long long t = sbx_now_ms();
+    int r = manager_destroy_by(p->d->mgr, p->sb, &p->who, p->request_id, "probe", &err);
+    add_check(p->checks, "sandbox_destroy", r == 0, r == 0 ? "destroyed" : err.msg,
+              r == 0 ? NULL : err.code, sbx_now_ms() - t);
+    p->sb = NULL;
+}
+
+static void on_script_done(const struct exec_result *res, const struct sbx_err *err, void *data)
+{
+    struct probe *p = data;
+    p->run = NULL;
+    bool ok = res && res->exit_code == 0 && res->out[0].len >= strlen(PROBE_EXPECT) &&
+              !memcmp(res->out[0].buf, PROBE_EXPECT, strlen(PROBE_EXPECT));
+    char msg[160];
+    if (err)
+        snprintf(msg, sizeof(msg), "%.159s", err->msg);
+    else
+        snprintf(msg, sizeof(msg), "exit %d", res->exit_code);
+    add_check(p->checks, "script", ok, ok ? "the script ran and /workspace is writable" : msg,
+              ok    ? NULL
+              : err ? err->code
+                    : "script_failed",
+              sbx_now_ms() - p->t0);
+    destroy_sandbox(p);
+    probe_finish(p);
+}
+
+static void on_probe_ready(struct sandbox *sb, const struct sbx_err *err, void *data)
+{
+    struct probe *p = data;
+    add_check(p->checks, "sandbox_create", !err, err ? err->msg : "created and ready",
+              err ? err->code : NULL, sbx_now_ms() - p->t0);
+    if (err) {
+        p->sb = NULL; /* already being destroyed */
+        probe_finish(p);
+        return;
+    }
+    p->t0 = sbx_now_ms();
+    p->argv = json_pack("[s,s,s]", "/bin/sh", "-c", PROBE_SCRIPT);
+    struct exec_params ep = {.argv = p->argv,
+                             .cwd = "/workspace",
+                             .timeout_s = PROBE_TIMEOUT_S,
+                             .command = PROBE_SCRIPT,
+                             .language = "shell"};
+    struct exec_origin o = {.who = &p->who, .request_id = p->request_id, .action = "exec"};
+    static const struct exec_observer obs = {.on_done = on_script_done};
+    struct sbx_err e = {0};
+    if (exec_start(sb, &ep, &o, &obs, p, &p->run, &e) < 0) {
+        add_check(p->checks, "script", 0, e.msg, e.code, 0);
+        destroy_sandbox(p);
+        probe_finish(p);
+    }
+}
+
+static void on_probe_abort(struct http_req *req, void *data)
+{
+    struct probe *p = data;
+    /* The sandbox and the script finish on their own; nobody waits for the answer. */
+    p->gone = true;
+    if (p->sb && !p->run) {
+        sandbox_drop_waiter(p->sb, p);
+        destroy_sandbox(p);
+        probe_finish(p);
+    }
+}
+
+static void shallow_checks(struct probe *p)
+{
+    const struct sbxd_config *cfg = &p->d->cfg;
+    add_check(p->checks, "config", 1, "the configuration is valid", NULL, -1);
+    bool rt = runtime_found(cfg->runsc);
+    add_check(p->checks, "runtime", rt, rt ? "runsc found" : "runsc is not on this host",
+              rt ? NULL : "runtime_missing", -1);
+    struct template_info tpl;
+    struct sbx_err err = {0};
+    long long t = sbx_now_ms();
+    const char *name = json_string_value(json_object_get(p->doc, "template"));
+    bool tok = template_resolve(cfg->template_cache, name, &tpl, &err) == 0;
+    if (tok)
+        template_info_clear(&tpl);
+    add_check(p->checks, "template", tok, tok ? "the template is built" : err.msg,
+              tok ? NULL : err.code, sbx_now_ms() - t);
+    json_t *net = json_object_get(p->doc, "network");
+    if (json_is_true(json_object_get(net, "deny_egress_by_default")) &&
+        !json_array_size(json_object_get(net, "allow_out")))
+        add_check(p->checks, "external_network", -1, "egress is denied by default",
+                  "skipped_by_policy", -1);
+    else
+        add_check(p->checks, "external_network", -1, "the probe does not reach outside this host",
+                  "not_probed", -1);
+    json_t *vol = json_object_get(p->doc, "volume_mount");
+    if (json_is_true(json_object_get(vol, "enabled")))
+        add_check(p->checks, "volume_mount", -1, "volume mounts are not supported by gvisor here",
+                  "unsupported", -1);
+}
+
+/* The document to probe: the one sent (checked; masked values restored from config_id's)
+ * or config_id's as stored. */
+static int probe_doc(struct sbxd *d, json_t *body, struct probe *p, struct sbx_err *err)
+{
+    json_t *cfg = json_object_get(body, "config");
+    json_t *idv = json_object_get(body, "config_id");
+    if (cfg && json_is_null(cfg))
+        cfg = NULL;
+    if (idv && !json_is_null(idv) && !json_is_string(idv))
+        return sbx_err_set(err, EINVAL, "invalid_request", "config_id must be a string");
+    const char *id = json_string_value(idv);
+    if (!cfg && !id)
+        return sbx_err_set(err, EINVAL, "invalid_request", "send config or config_id");
+    json_t *deep = json_object_get(body, "deep");
+    if (deep && !json_is_null(deep) && !json_is_boolean(deep))
+        return sbx_err_set(err, EINVAL, "invalid_request", "deep must be true or false");
+    struct config_loaded l = {0};
+    int r = 0;
+    if (id && (r = configs_load(d->configs, id, &l, err)) < 0)
+        return r;
+    if (cfg)
+        r = config_doc_build(d->configs->secrets, &d->configs->ceil, id ? id : CONFIGS_PROBE_ID,
+                             cfg, l.doc, &p->doc, err);
+    else
+        p->doc = json_incref(l.doc);
+    if (id)
+        snprintf(p->config_id, sizeof(p->config_id), "%s", id);
+    config_loaded_clear(&l);
+    return r;
+}
+
+static void api_sandbox_check(struct sbxd *d, struct http_req *req)
+{
+    struct sbx_err err = {0};
+    json_t *body = NULL;
+    struct probe *p = sbx_xcalloc(1, sizeof(*p));
+    p->d = d;
+    p->req = req;
+    p->who = *http_req_identity(req);
+    p->checks = json_array();
+    snprintf(p->owner, sizeof(p->owner), "probe:%s", http_req_id(req));
+    p->request_id = p->owner + strlen("probe:");
+    int r = http_req_json(req, &body, &err);
+    if (r == 0)
+        r = probe_doc(d, body, p, &err);
+    bool deep = json_is_true(json_object_get(body, "deep"));
+    json_decref(body);
+    if (r < 0 && !strcmp(err.code, "invalid_sandbox_config")) {
+        /* A configuration that does not pass its checks is a failed probe, not a bad call. */
+        add_check(p->checks, "config", 0, err.msg, err.code, -1);
+        p->config_id[0] = '\0';
+        probe_finish(p);
+        return;
+    }
+    if (r < 0) {
+        json_decref(p->checks);
+        json_decref(p->doc);
+        free(p);
+        http_respond_error(req, &err);
+        return;
+    }
+    shallow_checks(p);
+    if (!deep) {
+        p->config_id[0] = '\0';
+        probe_finish(p);
+        return;
+    }
+    /* The stored configuration must not change while a sandbox is made from it. */
+    if (p->config_id[0] && configs_lock(d->configs, p->config_id, p->owner, &err) < 0) {
+        json_decref(p->checks);
+        json_decref(p->doc);
+        free(p);
+        http_respond_error(req, &err);
+        return;
+    }
+    struct sandbox_params sp = {
+        .template_name = "base", .ttl_seconds = 600, .enable_default_session = false};
+    json_t *hold = NULL;
+    p->t0 = sbx_now_ms();
+    r = configs_apply(d->configs, &p->who, p->config_id[0] ? p->config_id : NULL, p->doc, &sp,
+                      &hold, &err);
+    if (r == 0)
+        r = manager_create(d->mgr, &p->who, &sp, on_probe_ready, p, &p->sb, &err);
+    json_decref(hold);
+    if (r < 0) {
+        add_check(p->checks, "sandbox_create", 0, err.msg, err.code, sbx_now_ms() - p->t0);
+        probe_finish(p);
+        return;
+    }
+    http_req_suspend(req, on_probe_abort, p);
+}
+
+static const struct route routes[] = {
+    {"POST", "/v1/system/sandbox-check", AUTH_ADMIN_FULL, api_sandbox_check, 0},
+};
+
+const struct route_table probe_routes = ROUTE_TABLE(routes);

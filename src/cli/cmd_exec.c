@@ -159,21 +159,32 @@ static int cmd_exec(struct cli *cli, int argc, char **argv)
                                              {0}};
     json_t *body = json_object();
     struct egress_opts unused = {0};
-    int o, rc = CLI_OK;
-    while (rc == CLI_OK && (o = cli_getopt(cli, argc, argv, "+e:", longopts)) != -1) {
-        if (o == '?')
-            rc = CLI_USAGE;
-        else if (o == 'e')
-            rc = cli_sandbox_opt(cli, body, &unused, o, optarg);
+    /* Options may come before and after the ID; the command starts at the first word
+     * that is not an option (or after `--`). */
+    int rc = CLI_OK, o, id = -1;
+    for (int pass = 0; pass < 2 && rc == CLI_OK; pass++) {
+        int base = pass ? id : 0;
+        optind = 0;
+        while (rc == CLI_OK &&
+               (o = cli_getopt(cli, argc - base, argv + base, "+e:", longopts)) != -1) {
+            if (o == '?')
+                rc = CLI_USAGE;
+            else if (o == 'e')
+                rc = cli_sandbox_opt(cli, body, &unused, o, optarg);
+            else
+                rc = exec_opt(cli, body, o, optarg);
+        }
+        if (rc != CLI_OK)
+            break;
+        if (!pass && base + optind >= argc)
+            rc = cli_usage(cli, "missing the sandbox id");
+        if (!pass)
+            id = base + optind;
         else
-            rc = exec_opt(cli, body, o, optarg);
+            optind += base;
     }
-    /* ID, then the command (after an optional `--`). */
-    if (rc == CLI_OK && optind >= argc)
-        rc = cli_usage(cli, "missing the sandbox id");
-    int first = optind + 1;
-    if (rc == CLI_OK && first < argc && !strcmp(argv[first], "--"))
-        first++;
+    /* getopt stops after a `--` and skips it. */
+    int first = optind;
     if (rc == CLI_OK && first >= argc)
         rc = cli_usage(cli, "missing the command");
     if (rc != CLI_OK) {
@@ -182,7 +193,7 @@ static int cmd_exec(struct cli *cli, int argc, char **argv)
     }
     _cleanup_free_ char *line = shell_line(argc - first, argv + first);
     json_object_set_new(body, "shell", json_string(line));
-    _cleanup_free_ char *path = cli_sb_path(argv[optind], "/exec");
+    _cleanup_free_ char *path = cli_sb_path(argv[id], "/exec");
     if (cli->json) {
         json_t *ans = NULL;
         rc = cli_call(cli, "POST", path, body, &ans);

@@ -198,3 +198,62 @@ bool parse_remote(const char *s, char **id, char **path)
     *path = sbx_xstrdup(p);
     return true;
 }
+
+/* Is the input so far a whole statement? Open brackets, an open triple-quoted string,
+ * a trailing backslash, or a block (a first line ending in ':') that has not been
+ * closed by an empty line all ask for more, as Python's own prompt does. */
+bool code_needs_more(const char *src)
+{
+    int depth = 0;
+    char quote = 0;
+    bool triple = false;
+    const char *p = src;
+    for (; *p; p++) {
+        if (quote) {
+            if (*p == '\\' && p[1]) {
+                p++;
+            } else if (triple && *p == quote && p[1] == quote && p[2] == quote) {
+                quote = 0;
+                p += 2;
+            } else if (!triple && *p == quote) {
+                quote = 0;
+            } else if (!triple && *p == '\n') {
+                quote = 0; /* an unterminated one-line string: Python reports it */
+            }
+            continue;
+        }
+        if (*p == '#') {
+            while (p[1] && p[1] != '\n')
+                p++;
+        } else if (*p == '\'' || *p == '"') {
+            quote = *p;
+            triple = p[1] == *p && p[2] == *p;
+            if (triple)
+                p += 2;
+        } else if (strchr("([{", *p)) {
+            depth++;
+        } else if (strchr(")]}", *p) && depth > 0) {
+            depth--;
+        }
+    }
+    if ((quote && triple) || depth > 0)
+        return true;
+    size_t n = strlen(src);
+    while (n && src[n - 1] == '\n')
+        n--;
+    if (n && src[n - 1] == '\\')
+        return true;
+    /* A block: its first line ends with ':' (before a comment) or is a decorator; it
+     * ends at an empty line. */
+    const char *nl = strchr(src, '\n');
+    size_t first = nl ? (size_t)(nl - src) : strlen(src);
+    const char *hash = memchr(src, '#', first);
+    size_t end = hash ? (size_t)(hash - src) : first;
+    while (end && (src[end - 1] == ' ' || src[end - 1] == '\t'))
+        end--;
+    bool block = (end && src[end - 1] == ':') || src[0] == '@';
+    if (!block)
+        return false;
+    size_t len = strlen(src);
+    return !(len >= 2 && src[len - 1] == '\n' && src[len - 2] == '\n');
+}

@@ -36,5 +36,7 @@ const char *lang_from_path(const char *path);
 /* "ID:PATH" -> true with the id and the path split out (free both); a local path (no
  * colon before the first slash, or starting with / or .) -> false. */
 bool parse_remote(const char *s, char **id, char **path);
+/* Does this Python input need another line before it can run (the REPL's "..." prompt)? */
+bool code_needs_more(const char *src);
 
 #endif

@@ -49,6 +49,11 @@ void sbx_client_free(struct sbx_client *c)
     free(c);
 }
 
+struct sbx_client *sbx_client_dup(const struct sbx_client *c)
+{
+    return sbx_client_new(c->url, c->key);
+}
+
 const char *sbx_client_url(const struct sbx_client *c)
 {
     return c->url;

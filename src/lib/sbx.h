@@ -32,6 +32,8 @@ struct sbx_client;
 /* url: the API base ("http://127.0.0.1:8787"); key may be NULL (public routes only). */
 struct sbx_client *sbx_client_new(const char *url, const char *key);
 void sbx_client_free(struct sbx_client *c);
+/* A second client on the same server with the same key (a call while another streams). */
+struct sbx_client *sbx_client_dup(const struct sbx_client *c);
 const char *sbx_client_url(const struct sbx_client *c);
 /* The x-request-id of the last answer ("" when there was none). */
 const char *sbx_client_request_id(const struct sbx_client *c);

@@ -138,7 +138,7 @@ $(BUILD)/sbx: $(CLI_OBJ) $(BUILD)/libsbx.a
 
 $(BUILD)/tests/test_cli: tests/unit/test_cli.c $(filter-out %/main.o,$(CLI_OBJ)) $(BUILD)/libsbx.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(SAN) -o $@ $^ $(CLI_LIBS)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $(filter %.c %.o %.a,$^) $(CLI_LIBS)
 
 .PHONY: install
 install: build

@@ -12,6 +12,7 @@
 
 /* What a cell may be, as the API takes it (docs/kernel.md). */
 #define CODE_CELL_MAX (128 * 1024)
+#define CODE_INTERRUPT_RETRY_MS 250
 
 struct cell {
     struct cli *cli;
@@ -19,6 +20,8 @@ struct cell {
     const char *id;
     bool raised;
     bool done;
+    bool interrupt; /* ^C seen, the kernel not yet interrupted */
+    long long interrupt_ms;
 };
 
 static void write_text(int fd, json_t *ev)
@@ -82,17 +85,30 @@ static int on_cell_event(void *ud, json_t *ev)
     return 0;
 }
 
-/* ^C while a cell runs: ask the kernel to interrupt it and keep reading its stream. */
+/* ^C while a cell runs: ask the kernel to interrupt it and keep reading its stream. The
+ * kernel ignores an interrupt that lands before the cell has started (interrupted:
+ * false), so one that missed is sent again until it hits or the cell ends. */
 static int cell_tick(void *ud, long long done, long long total)
 {
     struct cell *c = ud;
-    if (!cli_interrupted)
+    if (cli_interrupted) {
+        cli_interrupted = 0;
+        c->interrupt = true;
+    }
+    long long now = sbx_now_ms();
+    if (!c->interrupt || now - c->interrupt_ms < CODE_INTERRUPT_RETRY_MS)
         return 0;
-    cli_interrupted = 0;
+    c->interrupt_ms = now;
     _cleanup_free_ char *path = cli_sb_path(c->id, "/kernel/interrupt");
     struct sbx_err err = {0};
-    if (sbx_call(c->aux, "POST", path, NULL, NULL, &err) < 0)
+    json_t *ans = NULL;
+    if (sbx_call(c->aux, "POST", path, NULL, &ans, &err) < 0) {
         fprintf(stderr, "sbx: interrupt: %s\n", err.msg);
+        c->interrupt = false;
+    } else if (json_is_true(json_object_get(ans, "interrupted"))) {
+        c->interrupt = false;
+    }
+    json_decref(ans);
     return 0;
 }
 
@@ -111,7 +127,7 @@ static int run_cell(struct cli *cli, struct cell *c, const char *code, size_t le
         json_decref(body);
         return rc;
     }
-    c->raised = c->done = false;
+    c->raised = c->done = c->interrupt = false;
     struct sbx_stream_opts opts = {.on_event = on_cell_event, .on_tick = cell_tick, .ud = c};
     struct sbx_err err = {0};
     rc = sbx_stream(cli_api(cli), "POST", path, body, &opts, &err) < 0 ? cli_fail(cli, &err)

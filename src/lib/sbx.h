@@ -11,6 +11,7 @@
 #ifndef SBX_LIB_SBX_H
 #define SBX_LIB_SBX_H
 
+#include <errno.h>
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>

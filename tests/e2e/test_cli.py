@@ -451,7 +451,7 @@ def test_code_repl_multiline_and_ctrl_c_keeps_state():
     t.send(" 2]\n")
     t.expect(r"\[1, 2\]\r\n>>> ")
     t.send("import time; print('sleeping', flush=True); time.sleep(120)\n")
-    t.expect(r"sleeping")
+    t.expect(r"\r\nsleeping\r\n")
     t.send("\x03")
     t.expect(r"KeyboardInterrupt", timeout=30)
     t.expect(r">>> ")
@@ -555,3 +555,70 @@ def test_keys_and_audit():
     assert len(lines) > 1 and all(" sandbox.create " in line for line in lines[1:]), r
     r = sbx("audit", "--limit", "0")
     assert r.rc == 2, r
+
+
+def test_ctrl_c_stops_exec_and_run_cleans_up():
+    sid = sandbox()
+    p = subprocess.Popen([sbx_bin(), "exec", sid, "--", "echo started; sleep 60"],
+                         env=base_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout.readline() == b"started\n"
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 130, (p.returncode, err)
+    no_sanitizer_report(err.decode())
+    # run: the sandbox it made is deleted after a ^C too.
+    tmp = tempfile.mkdtemp(prefix="sbx-cli-int-")
+    src = os.path.join(tmp, "slow.sh")
+    with open(src, "w") as f:
+        f.write("echo running\nsleep 120\n")
+    before = {s["id"] for s in json.loads(ok("--json", "ls").out)["data"]}
+    p = subprocess.Popen([sbx_bin(), "run", src], env=base_env(), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    assert p.stdout.readline() == b"running\n"
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, (p.returncode, err)
+    no_sanitizer_report(err.decode())
+    after = {s["id"] for s in json.loads(ok("--json", "ls").out)["data"]}
+    assert after == before, "run left %s behind after ^C" % (after - before)
+
+
+def test_v1_snapshot_and_create_from_it():
+    v1 = ok("create", "--backend", "v1", "--ttl", "10m").out.strip()
+    made = [v1]
+    try:
+        ok("exec", v1, "echo saved > s.txt")
+        snap = ok("snapshot", v1).out.strip()
+        assert snap.startswith("snap_"), snap
+        copy = ok("create", "--snapshot", snap, "--ttl", "10m").out.strip()
+        made.append(copy)
+        assert ok("exec", copy, "cat s.txt").out == "saved\n"
+        r = sbx("pause", v1)
+        assert r.rc == 3 and "not_supported_on_v1" in r.err, r
+    finally:
+        ok("rm", *made)
+
+
+def test_bash_completion():
+    sid = sandbox()
+    script = os.path.join(harness.REPO, "share", "completion", "sbx.bash")
+    env = base_env()
+    env["PATH"] = harness.build_dir() + ":" + env.get("PATH", "")
+
+    def complete(*words):
+        line = " ".join("'%s'" % w for w in words)
+        p = subprocess.run(["bash", "-c", "source %s; COMP_WORDS=(sbx %s); COMP_CWORD=%d; _sbx; "
+                            "printf '%%s\\n' \"${COMPREPLY[@]}\"" % (script, line, len(words))],
+                           env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+        assert p.returncode == 0, p
+        no_sanitizer_report(p.stderr.decode())
+        return p.stdout.decode().split()
+
+    assert complete("cr") == ["create"]
+    assert set(complete("")) >= {"exec", "terminal", "code", "--json"}
+    assert sid in complete("exec", "")
+    assert sid in complete("--json", "terminal", "")
+    assert complete("run", "--backend", "") == ["v1", "v2"]
+    assert complete("logs", "--f") == ["--follow"]
+    assert sid + ":" in complete("cp", "sb_")
+    assert complete("keys", "") == ["ls", "create", "rm"]

@@ -34,13 +34,18 @@ struct sbx_client *cli_api(struct cli *cli)
     return cli->api;
 }
 
+static void say(const char *fmt, va_list ap)
+{
+    fputs("sbx: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
 int cli_error(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fputs("sbx: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    say(fmt, ap);
     va_end(ap);
     return CLI_FAIL;
 }
@@ -49,9 +54,7 @@ int cli_usage(struct cli *cli, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fputs("sbx: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    say(fmt, ap);
     va_end(ap);
     if (cli->cmd)
         fprintf(stderr, "usage: sbx %s %s\n(see `sbx help %s`)\n", cli->cmd->name, cli->cmd->args,

@@ -86,8 +86,9 @@ int cli_progress_tick(void *ud, long long done, long long total);
 void cli_progress_end(struct cli_progress *p);
 
 /* Download every artifact of sandbox id into dir (their paths below out/), checking each
- * one's SHA-256 against the listing; returns an exit code. */
-int cli_download_artifacts(struct cli *cli, const char *id, const char *dir);
+ * one's SHA-256 against the listing; with --json the listing is printed when print_json.
+ * Returns an exit code. */
+int cli_download_artifacts(struct cli *cli, const char *id, const char *dir, bool print_json);
 /* Is rel a plain relative path (no empty, "." or ".." component), safe below a dir? */
 bool cli_safe_relpath(const char *rel);
 

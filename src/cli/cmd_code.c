@@ -3,6 +3,8 @@
  * kernel/interrupt, so the cell stops with KeyboardInterrupt and the state stays. */
 #include <errno.h>
 #include <getopt.h>
+#include <poll.h>
+#include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -13,6 +15,8 @@
 /* What a cell may be, as the API takes it (docs/kernel.md). */
 #define CODE_CELL_MAX (128 * 1024)
 #define CODE_INTERRUPT_RETRY_MS 250
+/* A terminal line is at most 4 KiB in canonical mode; a longer read is taken in pieces. */
+#define CODE_LINE_MAX 4096
 
 struct cell {
     struct cli *cli;
@@ -137,27 +141,56 @@ static int run_cell(struct cli *cli, struct cell *c, const char *code, size_t le
     return rc;
 }
 
+/* One line from the terminal (canonical mode gives a line per read): > 0 bytes, 0 at
+ * the end of input, -EINTR when ^C came first. SIGINT is blocked except inside ppoll, so
+ * a ^C between the prompt and the wait is not lost. */
+static ssize_t read_line(char *buf, size_t n)
+{
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigprocmask(SIG_BLOCK, &block, &old);
+    ssize_t got = -EINTR;
+    for (;;) {
+        if (cli_interrupted)
+            break;
+        struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
+        if (ppoll(&p, 1, NULL, &old) < 0) {
+            if (errno == EINTR)
+                continue;
+            got = -errno;
+            break;
+        }
+        got = read(STDIN_FILENO, buf, n);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            got = -errno;
+        break;
+    }
+    cli_interrupted = 0;
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    return got;
+}
+
 static int repl(struct cli *cli, struct cell *c)
 {
     fprintf(stderr, "Python on %s's kernel; ^C interrupts a cell, ^D quits.\n", c->id);
-    char *line = NULL;
-    size_t cap = 0;
-    char *buf = NULL;
+    char line[CODE_LINE_MAX];
+    _cleanup_free_ char *buf = NULL;
     size_t len = 0;
     int rc = CLI_OK;
     for (;;) {
+        cli_interrupted = 0;
         fputs(len ? "... " : ">>> ", stdout);
         fflush(stdout);
-        cli_interrupted = 0;
-        errno = 0;
-        ssize_t n = getline(&line, &cap, stdin);
-        if (n < 0) {
-            if (errno == EINTR || cli_interrupted) {
-                clearerr(stdin);
-                fputs("\nKeyboardInterrupt\n", stdout);
-                len = 0;
-                continue;
-            }
+        ssize_t n = read_line(line, sizeof(line));
+        if (n == -EINTR) {
+            fputs("\nKeyboardInterrupt\n", stdout);
+            len = 0;
+            continue;
+        }
+        if (n <= 0) {
             fputc('\n', stdout);
             break;
         }
@@ -167,23 +200,21 @@ static int repl(struct cli *cli, struct cell *c)
             continue;
         }
         buf = sbx_xrealloc(buf, len + (size_t)n + 1);
-        memcpy(buf + len, line, (size_t)n + 1);
+        memcpy(buf + len, line, (size_t)n);
         len += (size_t)n;
+        buf[len] = '\0';
         if (len == 1 && buf[0] == '\n') {
             len = 0;
             continue;
         }
-        if (code_needs_more(buf))
+        if (buf[len - 1] != '\n' || code_needs_more(buf))
             continue;
-        fflush(stdout);
         rc = run_cell(cli, c, buf, len);
         len = 0;
         if (rc != CLI_OK && rc != CLI_FAIL)
             break; /* the server is gone or refuses: no point in a next prompt */
         rc = CLI_OK;
     }
-    free(line);
-    free(buf);
     return rc;
 }
 

@@ -82,6 +82,15 @@ static int stream_tick(void *ud, long long done, long long total)
 /* Stream a command's output; returns the command's exit code or a CLI_* code. */
 static int stream_exec(struct cli *cli, const char *path, json_t *body)
 {
+    if (cli->json) {
+        /* Scripts get the blocking answer, whole. */
+        json_t *ans = NULL;
+        int rc = cli_call(cli, "POST", path, body, &ans);
+        if (rc == CLI_OK)
+            rc = (int)json_integer_value(json_object_get(ans, "exit_code"));
+        json_decref(ans);
+        return rc;
+    }
     struct sbx_client *c = cli_api(cli);
     if (!c)
         return CLI_FAIL;
@@ -127,6 +136,9 @@ static char *shell_line(int argc, char **argv)
     *p = '\0';
     return s;
 }
+
+/* A request body is at most 1 MiB (docs/api-contract.md), so is a file sent as code. */
+#define RUN_FILE_MAX (1024 * 1024)
 
 enum { OPT_CWD = OPT_CMD_BASE, OPT_TIMEOUT, OPT_SESSION };
 
@@ -194,17 +206,9 @@ static int cmd_exec(struct cli *cli, int argc, char **argv)
     _cleanup_free_ char *line = shell_line(argc - first, argv + first);
     json_object_set_new(body, "shell", json_string(line));
     _cleanup_free_ char *path = cli_sb_path(argv[id], "/exec");
-    if (cli->json) {
-        json_t *ans = NULL;
-        rc = cli_call(cli, "POST", path, body, &ans);
-        if (rc == CLI_OK)
-            rc = (int)json_integer_value(json_object_get(ans, "exit_code"));
-        json_decref(ans);
-    } else {
-        cli_catch_sigint(true);
-        rc = stream_exec(cli, path, body);
-        cli_catch_sigint(false);
-    }
+    cli_catch_sigint(true);
+    rc = stream_exec(cli, path, body);
+    cli_catch_sigint(false);
     json_decref(body);
     return rc;
 }
@@ -242,13 +246,18 @@ static int cmd_run(struct cli *cli, int argc, char **argv)
     _cleanup_free_ char *code = NULL;
     size_t len = 0;
     if (rc == CLI_OK) {
-        int r = sbx_read_file(file, 128 * 1024 * 1024, &code, &len);
+        int r = sbx_read_file(file, RUN_FILE_MAX, &code, &len);
         if (r < 0)
-            rc = cli_error("%s: %s", file, strerror(-r));
+            rc = cli_error("%s: %s", file,
+                           r == -EFBIG ? "too big to send as code (1 MiB at most)" : strerror(-r));
     }
     json_t *pol = cli_egress_policy(&e), *sb = NULL;
     if (pol)
         json_object_set_new(sbody, "egress", pol);
+    /* With --json, the one document printed is the exec's answer (its receipt lists the
+     * outputs); the sandbox and the artifact listing stay quiet. */
+    bool json = cli->json;
+    cli->json = false;
     if (rc == CLI_OK)
         rc = cli_call(cli, "POST", "/v1/sandboxes", sbody, &sb);
     const char *id = json_string_value(json_object_get(sb, "id"));
@@ -257,17 +266,10 @@ static int cmd_run(struct cli *cli, int argc, char **argv)
         json_object_set_new(ebody, "code", json_stringn(code, len));
         _cleanup_free_ char *path = cli_sb_path(id, "/exec");
         cli_catch_sigint(true);
-        if (cli->json) {
-            json_t *ans = NULL;
-            rc = cli_call(cli, "POST", path, ebody, &ans);
-            if (rc == CLI_OK)
-                rc = (int)json_integer_value(json_object_get(ans, "exit_code"));
-            json_decref(ans);
-        } else {
-            rc = stream_exec(cli, path, ebody);
-        }
+        cli->json = json;
+        rc = stream_exec(cli, path, ebody);
         if (outdir && !cli_interrupted) {
-            int r = cli_download_artifacts(cli, id, outdir);
+            int r = cli_download_artifacts(cli, id, outdir, false);
             if (r != CLI_OK && rc == 0)
                 rc = r;
         }
@@ -278,6 +280,7 @@ static int cmd_run(struct cli *cli, int argc, char **argv)
         if (sbx_call(cli_api(cli), "DELETE", sbp, NULL, NULL, &err) < 0)
             fprintf(stderr, "sbx: could not destroy %s: %s\n", id, err.msg);
     }
+    cli->json = json;
     json_decref(sb);
     json_decref(sbody);
     json_decref(ebody);

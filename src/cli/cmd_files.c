@@ -336,7 +336,7 @@ static const char *link_path(const char *url)
     return p ? p : url;
 }
 
-int cli_download_artifacts(struct cli *cli, const char *id, const char *dir)
+int cli_download_artifacts(struct cli *cli, const char *id, const char *dir, bool print_json)
 {
     _cleanup_free_ char *path = cli_sb_path(id, "/artifacts");
     struct sbx_client *c = cli_api(cli);
@@ -394,7 +394,7 @@ int cli_download_artifacts(struct cli *cli, const char *id, const char *dir)
             printf("%s  sha256 %s ok\n", target, got);
         }
     }
-    if (cli->json && rc == CLI_OK)
+    if (cli->json && print_json && rc == CLI_OK)
         cli_print_json(ans);
     json_decref(ans);
     return rc;
@@ -413,7 +413,7 @@ static int cmd_artifacts(struct cli *cli, int argc, char **argv)
     if (!cli_nargs(cli, argc - optind, 1, 1))
         return CLI_USAGE;
     if (dir)
-        return cli_download_artifacts(cli, argv[optind], dir);
+        return cli_download_artifacts(cli, argv[optind], dir, true);
     _cleanup_free_ char *path = cli_sb_path(argv[optind], "/artifacts");
     json_t *ans = NULL;
     int rc = cli_call(cli, "GET", path, NULL, &ans);

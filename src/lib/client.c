@@ -352,18 +352,25 @@ static char *full_url(struct sbx_client *c, const char *path)
     return sbx_xasprintf("%s%s", c->url, path);
 }
 
+/* A request whose body (if any) is JSON; accept is the Accept header line. */
+static int perform_json(struct sbx_client *c, const char *method, const char *path, json_t *body,
+                        const char *accept, struct xfer *x, struct sbx_err *err)
+{
+    _cleanup_free_ char *url = full_url(c, path);
+    _cleanup_free_ char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    struct curl_slist *h = curl_slist_append(NULL, accept);
+    if (text)
+        h = curl_slist_append(h, "Content-Type: application/json");
+    return perform(c, method, url, true, h, text, x, err);
+}
+
 int sbx_call(struct sbx_client *c, const char *method, const char *path, json_t *body, json_t **out,
              struct sbx_err *err)
 {
     if (out)
         *out = NULL;
     struct xfer x = {.out_fd = -1, .in_fd = -1, .body_max = SBX_JSON_BODY_MAX};
-    _cleanup_free_ char *url = full_url(c, path);
-    _cleanup_free_ char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
-    struct curl_slist *h = curl_slist_append(NULL, "Accept: application/json");
-    if (text)
-        h = curl_slist_append(h, "Content-Type: application/json");
-    int r = perform(c, method, url, true, h, text, &x, err);
+    int r = perform_json(c, method, path, body, "Accept: application/json", &x, err);
     if (r == 0 && out && x.body_len) {
         json_error_t je;
         *out = json_loadb(x.body, x.body_len, 0, &je);
@@ -383,12 +390,7 @@ int sbx_stream(struct sbx_client *c, const char *method, const char *path, json_
     sse_init(&sse, sse_event, &su);
     struct xfer x = {
         .out_fd = -1, .in_fd = -1, .sse = &sse, .on_tick = opts->on_tick, .ud = opts->ud};
-    _cleanup_free_ char *url = full_url(c, path);
-    _cleanup_free_ char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
-    struct curl_slist *h = curl_slist_append(NULL, "Accept: text/event-stream");
-    if (text)
-        h = curl_slist_append(h, "Content-Type: application/json");
-    int r = perform(c, method, url, true, h, text, &x, err);
+    int r = perform_json(c, method, path, body, "Accept: text/event-stream", &x, err);
     if (r == 0 && !x.to_sink && !su.stopped)
         r = sbx_err_set(err, EBADMSG, "bad_answer", "the server did not answer with a stream");
     sse_release(&sse);

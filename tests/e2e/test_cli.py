@@ -315,6 +315,12 @@ def test_run_creates_runs_downloads_and_deletes():
     assert hashlib.sha256(data).hexdigest() in r.out, r
     after = {s["id"] for s in json.loads(ok("--json", "ls").out)["data"]}
     assert after == before, "run left a sandbox behind: %s" % (after - before)
+    # --json: one document, the exec's answer; the artifacts are still saved.
+    out2 = os.path.join(tmp, "results2")
+    r = sbx("--json", "run", src, "-o", out2)
+    j = json.loads(r.out)
+    assert r.rc == 3 and j["object"] == "exec" and j["exit_code"] == 3, r
+    assert open(os.path.join(out2, "result.txt")).read() == "42\n"
     sh = os.path.join(tmp, "script.txt")
     with open(sh, "w") as f:
         f.write("echo \"bash $BASH_VERSION\" | cut -c1-6\n")

@@ -304,6 +304,8 @@ static int perform(struct sbx_client *c, const char *method, const char *url, bo
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    /* The URL comes from a config file or the environment: HTTP(S) only, no redirects. */
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 30L);
     curl_easy_setopt(h, CURLOPT_USERAGENT, "sbx-cli/1");
     curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
@@ -322,8 +324,6 @@ static int perform(struct sbx_client *c, const char *method, const char *url, bo
         curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)x->in_size);
     }
     CURLcode rc = curl_easy_perform(h);
-    if (auth)
-        memset(auth, 0, strlen(auth));
     curl_slist_free_all(all);
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &c->status);
     if (x->cancelled)

@@ -324,6 +324,7 @@ int sbx_ws_connect(struct sbx_client *c, const char *path, struct sbx_ws **out, 
 
     curl_easy_setopt(ws->curl, CURLOPT_URL, url);
     curl_easy_setopt(ws->curl, CURLOPT_CONNECT_ONLY, 1L);
+    curl_easy_setopt(ws->curl, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(ws->curl, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(ws->curl, CURLOPT_CONNECTTIMEOUT, 30L);
     CURLcode rc = curl_easy_perform(ws->curl);

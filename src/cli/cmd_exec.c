@@ -14,6 +14,7 @@
 
 /* Streamed output goes to our own stdout and stderr as it arrives. */
 struct out_state {
+    struct cli *cli;
     int exit_code;
     bool exited;
     bool failed; /* an error event: the command could not run to an end */
@@ -66,8 +67,10 @@ static int on_output(void *ud, json_t *ev)
             fprintf(stderr, "sbx: the command timed out and was killed\n");
         if (!strcmp(type, "error")) {
             st->failed = !st->exited;
-            fprintf(stderr, "sbx: error %s: %s\n", json_string_value(json_object_get(ev, "code")),
-                    json_string_value(json_object_get(ev, "message")));
+            fprintf(stderr, "sbx: error %s: %s (request %s)\n",
+                    json_string_value(json_object_get(ev, "code")),
+                    json_string_value(json_object_get(ev, "message")),
+                    sbx_client_request_id(st->cli->api));
         }
         return 1;
     }
@@ -94,7 +97,7 @@ static int stream_exec(struct cli *cli, const char *path, json_t *body)
     struct sbx_client *c = cli_api(cli);
     if (!c)
         return CLI_FAIL;
-    struct out_state st = {0};
+    struct out_state st = {.cli = cli};
     struct sbx_stream_opts opts = {.on_event = on_output, .on_tick = stream_tick, .ud = &st};
     struct sbx_err err = {0};
     if (sbx_stream(c, "POST", path, body, &opts, &err) < 0) {
@@ -327,7 +330,7 @@ static int cmd_logs(struct cli *cli, int argc, char **argv)
     struct sbx_client *c = cli_api(cli);
     if (!c)
         return CLI_FAIL;
-    struct out_state st = {0};
+    struct out_state st = {.cli = cli};
     struct sbx_stream_opts opts = {.on_event = on_output, .on_tick = stream_tick, .ud = &st};
     struct sbx_err err = {0};
     cli_catch_sigint(true);

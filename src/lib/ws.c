@@ -100,9 +100,11 @@ struct head {
     char field[64];
     size_t field_len;
     int last_was_value;
-    int is_accept;
+    int is_accept, is_rid;
     char accept[64];
     size_t accept_len;
+    char rid[SBX_REQUEST_ID_MAX];
+    size_t rid_len;
     int headers_done, complete;
     char body[SBX_ERROR_BODY_MAX];
     size_t body_len;
@@ -130,11 +132,15 @@ static int on_field(http_parser *p, const char *at, size_t len)
 static int on_value(http_parser *p, const char *at, size_t len)
 {
     struct head *h = p->data;
-    if (!h->last_was_value)
+    if (!h->last_was_value) {
         h->is_accept = !strcasecmp(h->field, "Sec-WebSocket-Accept");
+        h->is_rid = !strcasecmp(h->field, "x-request-id");
+    }
     h->last_was_value = 1;
     if (h->is_accept)
         append(h->accept, &h->accept_len, sizeof(h->accept), at, len);
+    if (h->is_rid)
+        append(h->rid, &h->rid_len, sizeof(h->rid), at, len);
     return 0;
 }
 
@@ -275,6 +281,7 @@ static int handshake(struct sbx_client *c, struct sbx_ws *ws, const char *host, 
                            "%s: no answer to the WebSocket handshake (%s)", c->url, strerror(-r));
     }
     c->status = parser.status_code;
+    memcpy(c->request_id, h->rid, h->rid_len + 1);
     if (parser.status_code != 101) {
         json_t *j = json_loadb(h->body, h->body_len, 0, NULL);
         json_t *e = json_object_get(j, "error");

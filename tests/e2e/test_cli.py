@@ -495,7 +495,7 @@ def test_terminal_resize_detach_and_reattach():
     t.send("exit 5\r")
     assert t.wait() == 5
     r = sbx("terminal", sid, "--attach", "pty_nope")
-    assert r.rc == 3 and "pty_not_found" in r.err, r
+    assert r.rc == 3 and re.search(r"pty_not_found: .*\(HTTP 404, request req_\w+\)", r.err), r
 
 
 # --- life cycle, egress, preview, admin ----------------------------------------------------

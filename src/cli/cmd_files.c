@@ -103,12 +103,16 @@ static int upload_file(struct cli *cli, const char *local, const char *id, const
     cli_progress_init(&pr, base_name(rel));
     _cleanup_free_ char *path = files_path(id, rel);
     struct sbx_err err = {0};
-    int r = sbx_upload_fd(cli_api(cli), path, fd, size, cli_progress_tick, &pr, NULL, &err);
+    json_t *ans = NULL;
+    int r = sbx_upload_fd(cli_api(cli), path, fd, size, cli_progress_tick, &pr, &ans, &err);
     cli_progress_end(&pr);
     if (r < 0)
         return !strcmp(err.code, "cancelled") ? cli_error("interrupted") : cli_fail(cli, &err);
-    if (!cli->json)
+    if (cli->json)
+        cli_print_json(ans);
+    else
         printf("%s -> %s:%s\n", local, id, rel);
+    json_decref(ans);
     return CLI_OK;
 }
 
@@ -264,6 +268,8 @@ static int cmd_cp(struct cli *cli, int argc, char **argv)
             goto out;
         }
         json_t *l = remote_list(cli, sid, spath, true, &rc);
+        if (rc == CLI_OK && l && !strcmp(dst, "-"))
+            rc = cli_usage(cli, "%s is a directory: it cannot go to stdout", spath);
         if (rc == CLI_OK) {
             bool into = is_local_dir(dst);
             _cleanup_free_ char *target = into ? join(dst, base_name(spath)) : sbx_xstrdup(dst);

@@ -363,7 +363,10 @@ def test_cp_both_ways_files_and_directories():
     ok("cp", sid + ":up/tree/top.txt", os.path.join(tmp, "renamed.txt"))
     assert open(os.path.join(tmp, "renamed.txt")).read() == "top\n"
     assert ok("cp", sid + ":/workspace/up/tree/top.txt", "-").out == "top\n"
-    ok("cp", "-", sid + ":from-stdin.txt", input=b"piped in\n")
+    j = json.loads(ok("--json", "cp", "-", sid + ":from-stdin.txt", input=b"piped in\n").out)
+    assert j["object"] == "file" and j["path"] == "from-stdin.txt" and j["size"] == 9, j
+    r = sbx("cp", sid + ":up/tree", "-")
+    assert r.rc == 2 and "directory" in r.err, r
     assert ok("exec", sid, "cat from-stdin.txt").out == "piped in\n"
     r = sbx("cp", sid + ":no/such/file", os.path.join(tmp, "x"))
     assert r.rc == 3 and "file_not_found" in r.err, r
@@ -386,6 +389,10 @@ def test_cp_shows_a_progress_bar_on_a_terminal():
     t.expect(r"big\.bin\s+\[#*\s*\]\s+\d+% ")
     t.expect(r"100% 8\.0 MiB / 8\.0 MiB")
     assert t.wait() == 0
+    t = Pty(["cp", sid + ":bar/big.bin", os.path.join(tmp, "back.bin")])
+    t.expect(r"100% 8\.0 MiB / 8\.0 MiB")
+    assert t.wait() == 0
+    assert open(os.path.join(tmp, "back.bin"), "rb").read() == open(path, "rb").read()
     t = Pty(["cp", small, sid + ":bar/small.txt"])
     assert t.wait() == 0
     assert b"%" not in t.buf, t.buf

@@ -349,7 +349,9 @@ static const struct cli_cmd cmds[] = {
      "      --timeout DUR     kill it after this long (default 15m)\n"
      "      --session ID      run in this session (default: the sandbox's default)\n"
      "One word is run as a shell line (`sbx exec ID 'ls | wc -l'`); several words are\n"
-     "quoted one by one, so the command gets exactly these arguments.\n",
+     "quoted one by one, so the command gets exactly these arguments. sbx takes\n"
+     "--json for itself anywhere before a `--`: put `--` before a command that has its own.\n"
+     "^C stops following (exit 130); the command runs on in the sandbox.\n",
      cmd_exec},
     {"run", "FILE [-l LANG] [-o DIR] [OPTIONS]",
      "run a file in a fresh sandbox, then destroy it; exits with its code",

@@ -52,6 +52,7 @@ struct session {
     char pty_id[TERM_PTY_ID_MAX];
     int exit_code; /* -1 until the shell exits */
     bool failed;
+    bool reattachable; /* the server let go of a shell that still runs */
 };
 
 static void on_msg(void *ud, bool text, const uint8_t *buf, size_t len)
@@ -70,10 +71,12 @@ static void on_msg(void *ud, bool text, const uint8_t *buf, size_t len)
     } else if (type && !strcmp(type, "exited")) {
         s->exit_code = (int)json_integer_value(json_object_get(j, "exit_code"));
     } else if (type && !strcmp(type, "error")) {
+        /* Still in raw mode: lines end in \r\n. */
         const char *code = json_string_value(json_object_get(j, "code"));
-        restore_tty();
         fprintf(stderr, "\r\nsbx: terminal: %s\r\n", code ? code : "error");
-        s->failed = code && strcmp(code, "BAD_MESSAGE");
+        /* Taken over by another connection or idle: the shell lives on, reattachable. */
+        s->reattachable = code && (!strcmp(code, "DETACHED") || !strcmp(code, "IDLE_DISCONNECTED"));
+        s->failed = code && strcmp(code, "BAD_MESSAGE") && strcmp(code, "DETACHED");
     }
     json_decref(j);
 }
@@ -192,13 +195,13 @@ static int cmd_terminal(struct cli *cli, int argc, char **argv)
     close(winch_pipe[0]);
     close(winch_pipe[1]);
     sbx_ws_free(ws);
-    if (detached) {
+    if (detached || s.reattachable)
         fprintf(stderr,
                 "\nsbx: detached; the shell keeps running. Reattach with:\n"
                 "  sbx terminal %s --attach %s\n",
                 id, s.pty_id);
+    if (detached)
         return CLI_OK;
-    }
     if (rc != CLI_OK)
         return rc;
     if (s.exit_code >= 0)

@@ -499,8 +499,14 @@ def test_terminal_resize_detach_and_reattach():
     t.expect(r"[$#] ")
     t.send("echo got-$MARK\r")
     t.expect(r"got-zz8")
-    t.send("exit 5\r")
-    assert t.wait() == 5
+    # A second client takes the shell over: the first is told, says how to come back, exits 0.
+    t2 = Pty(["terminal", sid, "--attach", pty_id])
+    t.expect(r"terminal: DETACHED")
+    t.expect(r"sbx terminal %s --attach %s" % (sid, pty_id))
+    assert t.wait() == 0
+    t2.expect(r"got-zz8")  # the replayed screen
+    t2.send("exit 5\r")
+    assert t2.wait() == 5
     r = sbx("terminal", sid, "--attach", "pty_nope")
     assert r.rc == 3 and re.search(r"pty_not_found: .*\(HTTP 404, request req_\w+\)", r.err), r
 

@@ -216,6 +216,15 @@ def test_login_writes_a_0600_config_that_later_commands_use():
     r = sbx("login", "--url", url, env=env, input=b"sbx_wrong_key_0123456789abcdef\n")
     assert r.rc == 3 and "invalid_api_key" in r.err, r
     assert json.load(open(path))["api_key"] == alice_key()
+    # On a terminal the key is asked for without echo.
+    os.remove(path)
+    t = Pty(["login", "--url", url], env=env)
+    t.expect(r"API key: ")
+    t.send(alice_key() + "\n")
+    t.expect(r"logged in to ")
+    assert t.wait() == 0
+    assert alice_key().encode() not in t.buf
+    assert json.load(open(path))["api_key"] == alice_key()
     # A config file others can read is refused, not used.
     os.chmod(path, 0o644)
     r = sbx("ls", env=env)
@@ -290,6 +299,12 @@ def test_exec_streams_live_and_exits_with_the_commands_code():
         (r.rc, len(r.out), r.err)
     j = json.loads(sbx("--json", "exec", sid, "--", "echo j; exit 3").out)
     assert j["object"] == "exec" and j["stdout"] == "j\n" and j["exit_code"] == 3, j
+    # A named session keeps its own directory.
+    c = D.get().client(alice_key())
+    c.ok("POST", "/v1/sandboxes/%s/sessions" % sid, {"id": "work", "cwd": "/tmp"}, status=201)
+    ok("exec", sid, "--session", "work", "cd /var")
+    assert ok("exec", sid, "--session", "work", "pwd").out == "/var\n"
+    assert ok("exec", sid, "pwd").out == "/workspace\n"
     r = sbx("exec", sid, "--timeout", "1", "sleep 30")
     assert r.rc == 137 and "timed out" in r.err, r
     r = sbx("exec", "sb_doesnotexist", "true")
@@ -443,6 +458,10 @@ def test_code_cells_from_the_command_line():
     assert r.out == "82\n", r
     j = json.loads(ok("--json", "code", sid, "-c", "x").out)
     assert j["object"] == "run_code" and j["result"] == "41", j
+    # --reset starts a fresh kernel: the variable is gone.
+    r = sbx("code", sid, "--reset", "-c", "x")
+    assert r.rc == 1 and "NameError" in r.err, r
+    ok("code", sid, "-c", "x = 41")
 
 
 def test_code_repl_multiline_and_ctrl_c_keeps_state():

@@ -18,15 +18,16 @@ static bool read_secret(const char *prompt, char *buf, size_t n)
     bool tty = isatty(STDIN_FILENO);
     struct termios old, quiet;
     if (tty) {
-        fputs(prompt, stderr);
+        /* Echo goes off before the prompt shows, so nothing typed after it is echoed. */
         tcgetattr(STDIN_FILENO, &old);
         quiet = old;
         quiet.c_lflag &= ~(tcflag_t)ECHO;
-        tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet);
+        tcsetattr(STDIN_FILENO, TCSADRAIN, &quiet);
+        fputs(prompt, stderr);
     }
     bool ok = fgets(buf, (int)n, stdin) != NULL;
     if (tty) {
-        tcsetattr(STDIN_FILENO, TCSAFLUSH, &old);
+        tcsetattr(STDIN_FILENO, TCSADRAIN, &old);
         fputc('\n', stderr);
     }
     if (ok)

@@ -23,7 +23,6 @@ struct cell {
     struct sbx_client *aux; /* for kernel/interrupt while the cell's stream is open */
     const char *id;
     bool raised;
-    bool done;
     bool interrupt; /* ^C seen, the kernel not yet interrupted */
     long long interrupt_ms;
 };
@@ -60,7 +59,6 @@ static int on_cell_event(void *ud, json_t *ev)
             fprintf(stderr, "[%s output; see it with --json]\n", mime ? mime : "binary");
         }
     } else if (!strcmp(type, "result")) {
-        c->done = true;
         const char *res = json_string_value(json_object_get(ev, "result"));
         if (res) {
             (void)sbx_write_all(STDOUT_FILENO, res, strlen(res));
@@ -80,7 +78,6 @@ static int on_cell_event(void *ud, json_t *ev)
             fprintf(stderr, "sbx: the kernel was restarted; its state is gone\n");
         return 1;
     } else if (!strcmp(type, "error")) {
-        c->done = true;
         c->raised = true;
         fprintf(stderr, "sbx: error %s: %s\n", json_string_value(json_object_get(ev, "code")),
                 json_string_value(json_object_get(ev, "message")));
@@ -131,7 +128,7 @@ static int run_cell(struct cli *cli, struct cell *c, const char *code, size_t le
         json_decref(body);
         return rc;
     }
-    c->raised = c->done = c->interrupt = false;
+    c->raised = c->interrupt = false;
     struct sbx_stream_opts opts = {.on_event = on_cell_event, .on_tick = cell_tick, .ud = c};
     struct sbx_err err = {0};
     rc = sbx_stream(cli_api(cli), "POST", path, body, &opts, &err) < 0 ? cli_fail(cli, &err)

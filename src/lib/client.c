@@ -54,11 +54,6 @@ struct sbx_client *sbx_client_dup(const struct sbx_client *c)
     return sbx_client_new(c->url, c->key);
 }
 
-const char *sbx_client_url(const struct sbx_client *c)
-{
-    return c->url;
-}
-
 const char *sbx_client_request_id(const struct sbx_client *c)
 {
     return c->request_id;

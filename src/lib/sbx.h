@@ -35,7 +35,6 @@ struct sbx_client *sbx_client_new(const char *url, const char *key);
 void sbx_client_free(struct sbx_client *c);
 /* A second client on the same server with the same key (a call while another streams). */
 struct sbx_client *sbx_client_dup(const struct sbx_client *c);
-const char *sbx_client_url(const struct sbx_client *c);
 /* The x-request-id of the last answer ("" when there was none). */
 const char *sbx_client_request_id(const struct sbx_client *c);
 /* The HTTP status of the last answer (0 when none arrived). */
@@ -95,7 +94,5 @@ int sbx_ws_close(struct sbx_ws *ws, uint16_t status);
 /* Read what has arrived (messages to fn) and write what is queued, without blocking.
  * Returns 1 while open, 0 once the connection is closed, or a negative errno. */
 int sbx_ws_pump(struct sbx_ws *ws, sbx_ws_msg_fn fn, void *ud, struct sbx_err *err);
-/* The close status the server sent (0 when none). */
-uint16_t sbx_ws_close_status(const struct sbx_ws *ws);
 
 #endif

@@ -400,11 +400,6 @@ int sbx_ws_close(struct sbx_ws *ws, uint16_t status)
     return wslay_event_queue_close(ws->ctx, status, NULL, 0) == 0 ? 0 : -EPIPE;
 }
 
-uint16_t sbx_ws_close_status(const struct sbx_ws *ws)
-{
-    return wslay_event_get_status_code_received(ws->ctx);
-}
-
 int sbx_ws_pump(struct sbx_ws *ws, sbx_ws_msg_fn fn, void *ud, struct sbx_err *err)
 {
     ws->fn = fn;

@@ -17,6 +17,7 @@
 
 #define DETACH_KEY 0x1d /* Ctrl-] */
 #define TERM_PTY_ID_MAX 64
+#define TERM_CLOSE_WAIT_MS 2000
 
 static int winch_pipe[2] = {-1, -1};
 static struct termios saved_tty;
@@ -90,6 +91,37 @@ static int send_resize(struct sbx_ws *ws, struct sbx_err *err)
     return sbx_ws_send(ws, true, msg, (size_t)n, err);
 }
 
+/* Pump until want() is false, the connection closes or the deadline passes. */
+static bool pump_while(struct sbx_ws *ws, struct session *s, bool (*want)(const struct sbx_ws *),
+                       long long deadline)
+{
+    struct sbx_err err = {0};
+    while (sbx_ws_pump(ws, on_msg, s, &err) == 1) {
+        if (want && !want(ws))
+            return true;
+        long long left = deadline - sbx_now_ms();
+        if (left <= 0)
+            return false;
+        struct pollfd p = {.fd = sbx_ws_fd(ws),
+                           .events = POLLIN | (sbx_ws_want_write(ws) ? POLLOUT : 0)};
+        if (poll(&p, 1, (int)left) < 0 && errno != EINTR)
+            return false;
+    }
+    return false;
+}
+
+/* Detach cleanly: wslay sends a queued control frame before queued data, so the keys
+ * typed before the detach key go out first; then our close, and (a little) wait for the
+ * server's, so the socket does not go before the server has read what we sent. */
+static void close_handshake(struct sbx_ws *ws, struct session *s)
+{
+    long long deadline = sbx_now_ms() + TERM_CLOSE_WAIT_MS;
+    if (sbx_ws_want_write(ws) && !pump_while(ws, s, sbx_ws_want_write, deadline))
+        return;
+    sbx_ws_close(ws, 1000);
+    pump_while(ws, s, NULL, deadline);
+}
+
 /* Pump the connection until the shell ends, the server closes, or the user detaches. */
 static int session_loop(struct cli *cli, struct sbx_ws *ws, struct session *s, bool *detached)
 {
@@ -131,8 +163,7 @@ static int session_loop(struct cli *cli, struct sbx_ws *ws, struct session *s, b
                 return cli_fail(cli, &err);
             if (k) {
                 *detached = true;
-                sbx_ws_close(ws, 1000);
-                (void)sbx_ws_pump(ws, on_msg, s, &err);
+                close_handshake(ws, s);
                 return CLI_OK;
             }
         }

@@ -15,6 +15,7 @@ import os
 import pty
 import re
 import select
+import shutil
 import signal
 import struct
 import subprocess
@@ -28,8 +29,19 @@ D = harness.Shared()
 SAN_MARKS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer")
 
 
+TMP_DIRS = []
+
+
+def tmpdir(prefix):
+    d = tempfile.mkdtemp(prefix=prefix)
+    TMP_DIRS.append(d)
+    return d
+
+
 def teardown_module():
     D.close()
+    for d in TMP_DIRS:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def sbx_bin():
@@ -47,7 +59,7 @@ def base_env(key=None, url=None, home=None):
     env["SBX_URL"] = url or "http://127.0.0.1:%d" % d.port
     if key is not False:
         env["SBX_API_KEY"] = key or alice_key()
-    env["HOME"] = home or D.once("home", lambda d: tempfile.mkdtemp(prefix="sbx-cli-home-"))
+    env["HOME"] = home or D.once("home", lambda d: tmpdir("sbx-cli-home-"))
     env.pop("XDG_CONFIG_HOME", None)
     return env
 
@@ -198,7 +210,7 @@ def test_connection_failure_exits_4():
 
 
 def test_login_writes_a_0600_config_that_later_commands_use():
-    home = tempfile.mkdtemp(prefix="sbx-cli-login-")
+    home = tmpdir("sbx-cli-login-")
     url = "http://127.0.0.1:%d" % D.get().port
     env = base_env(key=False, home=home)
     del env["SBX_URL"]
@@ -312,7 +324,7 @@ def test_exec_streams_live_and_exits_with_the_commands_code():
 
 
 def test_run_creates_runs_downloads_and_deletes():
-    tmp = tempfile.mkdtemp(prefix="sbx-cli-run-")
+    tmp = tmpdir("sbx-cli-run-")
     src = os.path.join(tmp, "job.py")
     with open(src, "w") as f:
         f.write("import os, sys\nos.makedirs('out/sub', exist_ok=True)\n"
@@ -346,7 +358,7 @@ def test_run_creates_runs_downloads_and_deletes():
 
 def test_cp_both_ways_files_and_directories():
     sid = sandbox()
-    tmp = tempfile.mkdtemp(prefix="sbx-cli-cp-")
+    tmp = tmpdir("sbx-cli-cp-")
     tree = os.path.join(tmp, "tree")
     os.makedirs(os.path.join(tree, "a", "b"))
     with open(os.path.join(tree, "top.txt"), "w") as f:
@@ -393,7 +405,7 @@ def test_cp_both_ways_files_and_directories():
 
 def test_cp_shows_a_progress_bar_on_a_terminal():
     sid = sandbox()
-    tmp = tempfile.mkdtemp(prefix="sbx-cli-bar-")
+    tmp = tmpdir("sbx-cli-bar-")
     path = os.path.join(tmp, "big.bin")
     with open(path, "wb") as f:
         f.write(os.urandom(8 * 1024 * 1024))
@@ -421,7 +433,7 @@ def test_artifacts_list_and_download_verify_sha256():
     lines = r.out.splitlines()
     assert lines[0].split() == ["PATH", "SIZE", "MIME", "SCAN", "SHA256"], r
     assert any(line.startswith("out/one.txt ") and "text/plain" in line for line in lines), r
-    dest = tempfile.mkdtemp(prefix="sbx-cli-art-")
+    dest = tmpdir("sbx-cli-art-")
     r = ok("artifacts", sid, "--download", dest)
     listing = json.loads(ok("--json", "artifacts", sid).out)["data"]
     for a in listing:
@@ -605,7 +617,7 @@ def test_ctrl_c_stops_exec_and_run_cleans_up():
     assert p.returncode == 130, (p.returncode, err)
     no_sanitizer_report(err.decode())
     # run: the sandbox it made is deleted after a ^C too.
-    tmp = tempfile.mkdtemp(prefix="sbx-cli-int-")
+    tmp = tmpdir("sbx-cli-int-")
     src = os.path.join(tmp, "slow.sh")
     with open(src, "w") as f:
         f.write("echo running\nsleep 120\n")

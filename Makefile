@@ -138,4 +138,37 @@ format:
 clean:
 	rm -rf build build-asan build-fuzz
 
+# The sbx command-line client on its client library, libsbx (docs/cli.md). libsbx takes the
+# pure common helpers with it, so the static library links on its own.
+PREFIX     ?= /usr/local
+LIBSBX_SRC := $(wildcard src/lib/*.c) src/common/err.c src/common/util.c src/common/text.c
+CLI_SRC    := $(wildcard src/cli/*.c)
+LIBSBX_OBJ := $(call obj,$(LIBSBX_SRC))
+CLI_OBJ    := $(call obj,$(CLI_SRC))
+CLI_LIBS    = $(shell pkg-config --libs libcurl jansson libcrypto) -lwslay -lhttp_parser
+
+build: $(BUILD)/sbx $(BUILD)/libsbx.a
+
+$(BUILD)/libsbx.a: $(LIBSBX_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/sbx: $(CLI_OBJ) $(BUILD)/libsbx.a
+	$(CC) $(SAN) -o $@ $(CLI_OBJ) $(BUILD)/libsbx.a $(CLI_LIBS)
+
+$(BUILD)/tests/test_cli: tests/unit/test_cli.c $(filter-out %/main.o,$(CLI_OBJ)) $(BUILD)/libsbx.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $(filter %.c %.o %.a,$^) $(CLI_LIBS)
+
+.PHONY: install
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib \
+	  $(DESTDIR)$(PREFIX)/include/sbx/lib $(DESTDIR)$(PREFIX)/include/sbx/common \
+	  $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+	install -m 0755 $(BUILD)/sbx $(DESTDIR)$(PREFIX)/bin/sbx
+	install -m 0644 $(BUILD)/libsbx.a $(DESTDIR)$(PREFIX)/lib/libsbx.a
+	install -m 0644 src/lib/sbx.h $(DESTDIR)$(PREFIX)/include/sbx/lib/sbx.h
+	install -m 0644 src/common/err.h $(DESTDIR)$(PREFIX)/include/sbx/common/err.h
+	install -m 0644 docs/sbx.1 $(DESTDIR)$(PREFIX)/share/man/man1/sbx.1
+	install -m 0644 share/completion/sbx.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/sbx
+
 -include $(shell find build build-asan -name '*.d' 2>/dev/null)

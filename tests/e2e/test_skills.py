@@ -114,6 +114,20 @@ def test_upload_a_bundle_and_read_its_files():
     assert_error(r, 400, "invalid_path")
     # The same name and version again.
     assert_error(upload(hello("hello-upload")), 409, "skill_exists")
+    # What the skill declares is what a user may set a personal value for.
+    member = D.client("bob")
+    r = member.request("PUT", "/v1/me/env-vars/skill",
+                       {"skill_id": sid, "name": "GREETING_TOKEN", "value": "s3cret"})
+    assert r.status == 200, r.body
+    r = member.request("PUT", "/v1/me/env-vars/skill",
+                       {"skill_id": sid, "name": "UNDECLARED", "value": "x"})
+    assert_error(r, 400, "env_var_not_declared")
+    r = member.request("DELETE", "/v1/me/env-vars/skill", {"skill_id": sid,
+                                                          "name": "GREETING_TOKEN"})
+    assert r.status == 200, r.body
+    r = member.request("DELETE", "/v1/me/env-vars/skill", {"skill_id": sid,
+                                                          "name": "GREETING_TOKEN"})
+    assert_error(r, 404, "env_var_not_found")
 
 
 def test_a_source_from_the_skill_index():

@@ -144,6 +144,21 @@ static int commit(struct skills *k, struct unpacked *u, const char *id, const ch
     int r = rename(u->root, dst) < 0 ? sbx_err_sys(err, errno, "storing the skill") : 0;
     if (r == 0 && (r = store_skill_insert(k->store, &s, err)) < 0)
         (void)sbx_rm_rf(dst);
+    /* What it declares is what personal and workspace values may be set for
+     * (PUT /v1/me/env-vars/skill, docs/configs.md). */
+    size_t i;
+    json_t *e;
+    json_array_foreach(r == 0 ? u->meta.envs : NULL, i, e)
+    {
+        struct store_skill_env d = {.skill_id = id,
+                                    .name = json_string_value(json_object_get(e, "name")),
+                                    .description =
+                                        json_string_value(json_object_get(e, "description")),
+                                    .required = json_is_true(json_object_get(e, "required")),
+                                    .updated_at = s.created_at};
+        if ((r = store_skill_env_declare(k->store, &d, err)) < 0)
+            break;
+    }
     if (r == 0 && out)
         *out = item_json(&s);
     free(s.envs_json);

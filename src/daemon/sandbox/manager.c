@@ -230,6 +230,20 @@ void sandbox_arm_ttl(struct manager *m, struct sandbox *sb)
     sb->ttl_timer = loop_timer_add(m->loop, ms > 0 ? ms : 0, on_ttl, sb);
 }
 
+int manager_set_expiry(struct manager *m, struct sandbox *sb, long long expires_at,
+                       struct sbx_err *err)
+{
+    int r = store_sandbox_set_expiry(m->store, sb->rec.id, expires_at, err);
+    if (r < 0)
+        return r;
+    sb->rec.expires_at = expires_at;
+    if (sb->ttl_timer) {
+        loop_timer_cancel(m->loop, sb->ttl_timer);
+        sandbox_arm_ttl(m, sb);
+    }
+    return 0;
+}
+
 void sandbox_op_finish(struct sandbox *sb, const struct sbx_err *err)
 {
     sandbox_op_fn cb = sb->op_cb;
@@ -302,8 +316,8 @@ int sandbox_destroy(struct manager *m, struct sandbox *sb, const char *reason,
     if (rt_destroy(&m->rt, sb->rec.id, sb->state_dir, sb->dir, &rerr) < 0)
         log_error("sandbox %s: destroy: %s", sb->rec.id, rerr.msg);
     log_info("sandbox %s: destroyed (%s)", sb->rec.id, reason);
-    audit_record(m->store, who, sb->rec.user, request_id, "sandbox.destroy", sb->rec.id,
-                 reason, NULL);
+    audit_record(m->store, who, sb->rec.user, request_id, "sandbox.destroy", sb->rec.id, reason,
+                 NULL);
     struct sbx_err gone = {0};
     if (cause) {
         gone = *cause;

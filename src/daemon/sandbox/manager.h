@@ -113,6 +113,9 @@ int manager_destroy(struct manager *m, struct sandbox *sb, const char *reason, s
 /* ... or on a caller's, which the audit log names. */
 int manager_destroy_by(struct manager *m, struct sandbox *sb, const struct auth_identity *who,
                        const char *request_id, const char *reason, struct sbx_err *err);
+/* Move the sandbox's end to expires_at (unix seconds; earlier or later), stored first. */
+int manager_set_expiry(struct manager *m, struct sandbox *sb, long long expires_at,
+                       struct sbx_err *err);
 /* Live sandboxes of a user, in creation order. */
 typedef void (*sandbox_each_fn)(struct sandbox *sb, void *data);
 void manager_each(struct manager *m, const char *user, sandbox_each_fn cb, void *data);

@@ -13,10 +13,10 @@
 #include "../common/util.h"
 #include "../proto/proto.h"
 #include "agent.h"
+#include "fatal.h"
 #include "conn.h"
 #include "env.h"
 #include "exec.h"
-#include "fatal.h"
 #include "ring.h"
 #include "session.h"
 #include "spawn.h"
@@ -38,7 +38,7 @@ struct process {
     pid_t pid;
     bool running;
     int status;
-    char *command;                    /* as shown */
+    char *command; /* as shown */
     char session[SESSION_ID_MAX + 1]; /* "" when started outside a session */
     char *cwd;
     long long started_at, ended_at; /* unix ms */
@@ -80,7 +80,8 @@ static json_t *process_json(const struct process *p)
     json_t *o = json_pack("{s:s,s:i,s:s,s:s,s:s,s:I,s:I,s:I}", "id", p->id, "pid", (int)p->pid,
                           "command", p->command, "cwd", p->cwd, "status", status_name(p),
                           "started_at", (json_int_t)(p->started_at / 1000), "stdout_bytes",
-                          (json_int_t)p->log[0].total, "stderr_bytes", (json_int_t)p->log[1].total);
+                          (json_int_t)p->log[0].total, "stderr_bytes",
+                          (json_int_t)p->log[1].total);
     json_object_set_new(o, "session_id", p->session[0] ? json_string(p->session) : json_null());
     json_object_set_new(o, "stdin_open", json_boolean(p->in_fd >= 0));
     if (p->label)
@@ -91,7 +92,8 @@ static json_t *process_json(const struct process *p)
         json_object_set_new(o, "ended_at", json_null());
     } else {
         int sig = WIFSIGNALED(p->status) ? WTERMSIG(p->status) : 0;
-        json_object_set_new(o, "exit_code", json_integer(sig ? 128 + sig : WEXITSTATUS(p->status)));
+        json_object_set_new(o, "exit_code",
+                            json_integer(sig ? 128 + sig : WEXITSTATUS(p->status)));
         json_object_set_new(o, "signal", sig ? json_integer(sig) : json_null());
         json_object_set_new(o, "ended_at", json_integer(p->ended_at / 1000));
     }
@@ -396,8 +398,8 @@ void process_kill_all(struct agent *a)
 
 static char *shown_command(const char *const *argv)
 {
-    bool shell =
-        argv[1] && argv[2] && !argv[3] && !strcmp(argv[0], "/bin/bash") && !strcmp(argv[1], "-c");
+    bool shell = argv[1] && argv[2] && !argv[3] && !strcmp(argv[0], "/bin/bash") &&
+                 !strcmp(argv[1], "-c");
     const char *c = shell ? argv[2] : argv[0];
     size_t n = strlen(c);
     if (n > PROCESS_COMMAND_SHOWN)

@@ -60,10 +60,8 @@ size_t sbx_utf8_prefix(const char *buf, size_t len)
         unsigned char c = s[i - 1];
         if ((c & 0xC0) != 0x80) {
             /* Only a lead byte that can start a sequence is worth waiting for. */
-            size_t need = c >= 0xC2 && c <= 0xDF   ? 2
-                          : c >= 0xE0 && c <= 0xEF ? 3
-                          : c >= 0xF0 && c <= 0xF4 ? 4
-                                                   : 1;
+            size_t need = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3
+                          : c >= 0xF0 && c <= 0xF4 ? 4 : 1;
             return (len - (i - 1) >= need) ? len : i - 1;
         }
         i--;

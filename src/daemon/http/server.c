@@ -7,8 +7,8 @@
 #include <openssl/rand.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <string.h>
 #include <sys/epoll.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "../../common/text.h"
@@ -320,8 +320,8 @@ void http_respond_json(struct http_req *r, unsigned status, json_t *body)
 void http_respond_error(struct http_req *r, const struct sbx_err *err)
 {
     const char *code = err->code[0] ? err->code : "internal";
-    json_t *body =
-        json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", err->msg[0] ? err->msg : code);
+    json_t *body = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message",
+                             err->msg[0] ? err->msg : code);
     http_respond_json(r, http_status_for_code(code), body);
 }
 
@@ -399,7 +399,8 @@ void http_sse_begin(struct http_req *r, http_abort_fn on_abort, void *data)
 }
 
 /* Queue the concatenation of a and b (b may be NULL) as one chunk of the stream. */
-static int stream_queue(struct http_req *r, const void *a, size_t alen, const void *b, size_t blen)
+static int stream_queue(struct http_req *r, const void *a, size_t alen, const void *b,
+                        size_t blen)
 {
     if (!r->sse || r->sse_ended || r->sse_bytes + alen + blen > HTTP_SSE_QUEUE_MAX)
         return r->sse && !r->sse_ended ? -ENOBUFS : -EPIPE;
@@ -529,7 +530,8 @@ static enum MHD_Result queue_answer(struct http_req *r)
             return MHD_NO;
         r->resp = NULL; /* owned by MHD now */
     }
-    MHD_add_response_header(resp, "Content-Type", r->resp_type ? r->resp_type : "application/json");
+    MHD_add_response_header(resp, "Content-Type",
+                            r->resp_type ? r->resp_type : "application/json");
     MHD_add_response_header(resp, "x-request-id", r->id);
     for (unsigned i = 0; i < r->n_extra; i++)
         MHD_add_response_header(resp, r->extra_headers[2 * i], r->extra_headers[2 * i + 1]);
@@ -548,8 +550,9 @@ static void new_request_id(char out[HTTP_REQUEST_ID_LEN + 1])
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-                                  const char *method, const char *version, const char *upload_data,
-                                  size_t *upload_data_size, void **con_cls)
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls)
 {
     struct http_server *s = cls;
     struct http_req *r = *con_cls;
@@ -746,14 +749,19 @@ int http_server_new(struct loop *l, const char *listen, http_dispatch_fn dispatc
     s->loop = l;
     s->dispatch = dispatch;
     s->app = app;
-    s->mhd = MHD_start_daemon(
-        MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG, 0, NULL,
-        NULL, on_request, s, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-        s, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s, MHD_OPTION_UNESCAPE_CALLBACK, unescape, s,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)3600, MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
-        /* Upload bodies reach sinks in pieces of up to this; the
-         * default 32 KiB costs a write per 32 KiB. */
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEMORY, MHD_OPTION_END);
+    s->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE |
+                                  MHD_USE_ERROR_LOG,
+                              0,
+                              NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, &sa,
+                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                              MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s,
+                              MHD_OPTION_UNESCAPE_CALLBACK, unescape, s,
+                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)3600,
+                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
+                              /* Upload bodies reach sinks in pieces of up to this; the
+                               * default 32 KiB costs a write per 32 KiB. */
+                              MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEMORY,
+                              MHD_OPTION_END);
     if (!s->mhd) {
         free(s);
         return sbx_err_set(err, EADDRINUSE, "invalid_config", "cannot listen on %s", listen);

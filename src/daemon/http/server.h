@@ -81,7 +81,8 @@ int http_req_json(struct http_req *r, json_t **out, struct sbx_err *err);
 /* Called once with the answer's status and body when the request is answered with
  * http_respond_*, or with status 0 and NULL when it ends unanswered (client gone, or
  * a stream). Set NULL to detach. */
-typedef void (*http_answer_fn)(struct http_req *r, unsigned status, const char *body, void *data);
+typedef void (*http_answer_fn)(struct http_req *r, unsigned status, const char *body,
+                               void *data);
 void http_req_on_answer(struct http_req *r, http_answer_fn fn, void *data);
 /* The data given with fn, when fn is the request's answer hook; else NULL. */
 void *http_req_answer_data(const struct http_req *r, http_answer_fn fn);

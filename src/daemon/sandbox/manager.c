@@ -316,8 +316,8 @@ int sandbox_destroy(struct manager *m, struct sandbox *sb, const char *reason,
     if (rt_destroy(&m->rt, sb->rec.id, sb->state_dir, sb->dir, &rerr) < 0)
         log_error("sandbox %s: destroy: %s", sb->rec.id, rerr.msg);
     log_info("sandbox %s: destroyed (%s)", sb->rec.id, reason);
-    audit_record(m->store, who, sb->rec.user, request_id, "sandbox.destroy", sb->rec.id, reason,
-                 NULL);
+    audit_record(m->store, who, sb->rec.user, request_id, "sandbox.destroy", sb->rec.id,
+                 reason, NULL);
     struct sbx_err gone = {0};
     if (cause) {
         gone = *cause;

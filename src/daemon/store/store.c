@@ -10,6 +10,7 @@
 #include "../../common/util.h"
 #include "store_internal.h"
 
+
 static const char schema[] =
     "CREATE TABLE IF NOT EXISTS keys("
     "  id TEXT PRIMARY KEY, user TEXT NOT NULL, role TEXT NOT NULL, tool_level TEXT NOT NULL,"
@@ -25,8 +26,12 @@ static const char schema[] =
 
 /* Each part of the store brings its own tables; all are created on open. */
 static const char *const *const store_schemas[] = {
-    (const char *const[]){schema}, &store_exec_schema,   &store_idem_schema,
-    &store_audit_schema,           &store_egress_schema, &store_meta_schema,
+    (const char *const[]){schema},
+    &store_exec_schema,
+    &store_idem_schema,
+    &store_audit_schema,
+    &store_egress_schema,
+    &store_meta_schema,
 };
 
 int store_db_err(struct store *s, struct sbx_err *err, const char *what)
@@ -46,9 +51,8 @@ static int add_missing_columns(struct store *s, char **msg)
 {
     for (size_t i = 0; i < SBX_ARRAY_SIZE(added_columns); i++) {
         sqlite3_stmt *st;
-        _cleanup_free_ char *q =
-            sbx_xasprintf("SELECT 1 FROM pragma_table_info('%s') WHERE name='%s'",
-                          added_columns[i].table, added_columns[i].column);
+        _cleanup_free_ char *q = sbx_xasprintf("SELECT 1 FROM pragma_table_info('%s') WHERE name='%s'",
+                                               added_columns[i].table, added_columns[i].column);
         int rc = sqlite3_prepare_v2(s->db, q, -1, &st, NULL);
         if (rc != SQLITE_OK)
             return rc;
@@ -58,9 +62,9 @@ static int add_missing_columns(struct store *s, char **msg)
             continue;
         if (rc != SQLITE_DONE)
             return rc;
-        _cleanup_free_ char *alter =
-            sbx_xasprintf("ALTER TABLE %s ADD COLUMN %s %s", added_columns[i].table,
-                          added_columns[i].column, added_columns[i].decl);
+        _cleanup_free_ char *alter = sbx_xasprintf("ALTER TABLE %s ADD COLUMN %s %s",
+                                                   added_columns[i].table, added_columns[i].column,
+                                                   added_columns[i].decl);
         rc = sqlite3_exec(s->db, alter, NULL, NULL, msg);
         if (rc != SQLITE_OK)
             return rc;
@@ -71,8 +75,9 @@ static int add_missing_columns(struct store *s, char **msg)
 int store_open(const char *path, struct store **out, struct sbx_err *err)
 {
     struct store *s = sbx_xcalloc(1, sizeof(*s));
-    int rc = sqlite3_open_v2(
-        path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, NULL);
+    int rc = sqlite3_open_v2(path, &s->db,
+                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                             NULL);
     if (rc != SQLITE_OK) {
         int r = sbx_err_set(err, EIO, "internal", "opening %s: %s", path,
                             s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
@@ -109,7 +114,7 @@ void store_free(struct store *s)
 
 /* Prepare, bind text/int arguments from a format ("t" text, "i" int64), step once. */
 int store_prepare(struct store *s, const char *sql, sqlite3_stmt **st, struct sbx_err *err,
-                  const char *types, ...)
+                   const char *types, ...)
 {
     if (sqlite3_prepare_v2(s->db, sql, -1, st, NULL) != SQLITE_OK)
         return store_db_err(s, err, "prepare");
@@ -144,11 +149,10 @@ void store_col_text(sqlite3_stmt *st, int col, char *dst, size_t cap)
 int store_key_insert(struct store *s, const struct store_key *k, struct sbx_err *err)
 {
     sqlite3_stmt *st;
-    int r = store_prepare(s,
-                          "INSERT INTO keys(id,user,role,tool_level,hash,created_at) "
-                          "VALUES(?,?,?,?,?,?)",
-                          &st, err, "ttttti", k->id, k->user, auth_role_name(k->role),
-                          auth_tool_level_name(k->tool_level), k->hash, k->created_at);
+    int r = store_prepare(s, "INSERT INTO keys(id,user,role,tool_level,hash,created_at) "
+                       "VALUES(?,?,?,?,?,?)",
+                    &st, err, "ttttti", k->id, k->user, auth_role_name(k->role),
+                    auth_tool_level_name(k->tool_level), k->hash, k->created_at);
     if (r < 0)
         return r;
     r = sqlite3_step(st) == SQLITE_DONE ? 0 : store_db_err(s, err, "insert key");
@@ -175,7 +179,7 @@ int store_key_get(struct store *s, const char *id, struct store_key *out, struct
 {
     sqlite3_stmt *st;
     int r = store_prepare(s, "SELECT " KEY_COLS " FROM keys WHERE id=? AND deleted_at IS NULL", &st,
-                          err, "t", id);
+                    err, "t", id);
     if (r < 0)
         return r;
     int rc = sqlite3_step(st);
@@ -195,9 +199,9 @@ int store_key_delete(struct store *s, const char *id, struct sbx_err *err)
 {
     sqlite3_stmt *st;
     int r = store_prepare(s,
-                          "UPDATE keys SET deleted_at=strftime('%s','now') "
-                          "WHERE id=? AND deleted_at IS NULL",
-                          &st, err, "t", id);
+                    "UPDATE keys SET deleted_at=strftime('%s','now') "
+                    "WHERE id=? AND deleted_at IS NULL",
+                    &st, err, "t", id);
     if (r < 0)
         return r;
     if (sqlite3_step(st) != SQLITE_DONE)
@@ -211,9 +215,8 @@ int store_key_delete(struct store *s, const char *id, struct sbx_err *err)
 int store_key_each(struct store *s, store_key_cb cb, void *data, struct sbx_err *err)
 {
     sqlite3_stmt *st;
-    int r = store_prepare(
-        s, "SELECT " KEY_COLS " FROM keys WHERE deleted_at IS NULL ORDER BY created_at, id", &st,
-        err, "");
+    int r = store_prepare(s, "SELECT " KEY_COLS " FROM keys WHERE deleted_at IS NULL ORDER BY created_at, id",
+                    &st, err, "");
     if (r < 0)
         return r;
     int rc;
@@ -280,13 +283,13 @@ static void row_to_sandbox(sqlite3_stmt *st, struct store_sandbox *sb)
 int store_sandbox_insert(struct store *s, const struct store_sandbox *sb, struct sbx_err *err)
 {
     sqlite3_stmt *st;
-    int r = store_prepare(
-        s, "INSERT INTO sandboxes(" SB_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", &st,
-        err, "tttttttttiiiitiiii", sb->id, sb->user, sb->key_id, sb->status, sb->backend,
-        sb->runtime, sb->template_name, sb->template_digest, sb->env_json ? sb->env_json : "{}",
-        sb->ttl_seconds, sb->created_at, sb->expires_at, sb->ended_at,
-        sb->end_reason[0] ? sb->end_reason : NULL, sb->memory_mb, sb->pids, sb->cpu_millicores,
-        (long long)sb->enable_default_session);
+    int r = store_prepare(s, "INSERT INTO sandboxes(" SB_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    &st, err, "tttttttttiiiitiiii", sb->id, sb->user, sb->key_id, sb->status,
+                    sb->backend, sb->runtime, sb->template_name, sb->template_digest,
+                    sb->env_json ? sb->env_json : "{}", sb->ttl_seconds, sb->created_at,
+                    sb->expires_at, sb->ended_at, sb->end_reason[0] ? sb->end_reason : NULL,
+                    sb->memory_mb, sb->pids, sb->cpu_millicores,
+                    (long long)sb->enable_default_session);
     if (r < 0)
         return r;
     r = sqlite3_step(st) == SQLITE_DONE ? 0 : store_db_err(s, err, "insert sandbox");
@@ -319,8 +322,8 @@ int store_sandbox_set_status(struct store *s, const char *id, const char *status
 {
     bool ended = !strcmp(status, SANDBOX_DESTROYED) || !strcmp(status, SANDBOX_FAILED);
     sqlite3_stmt *st;
-    int r = store_prepare(s, "UPDATE sandboxes SET status=?, ended_at=?, end_reason=? WHERE id=?",
-                          &st, err, "titt", status, ended ? now : 0, reason, id);
+    int r = store_prepare(s, "UPDATE sandboxes SET status=?, ended_at=?, end_reason=? WHERE id=?", &st,
+                    err, "titt", status, ended ? now : 0, reason, id);
     if (r < 0)
         return r;
     r = sqlite3_step(st) == SQLITE_DONE ? 0 : store_db_err(s, err, "update sandbox");
@@ -346,10 +349,10 @@ int store_sandbox_each_live(struct store *s, const char *user, store_sandbox_cb 
 {
     sqlite3_stmt *st;
     int r = store_prepare(s,
-                          "SELECT " SB_COLS " FROM sandboxes "
-                          "WHERE status IN ('creating','running','paused') "
-                          "AND (?1 IS NULL OR user=?1) ORDER BY created_at, id",
-                          &st, err, "t", user);
+                    "SELECT " SB_COLS " FROM sandboxes "
+                    "WHERE status IN ('creating','running','paused') "
+                    "AND (?1 IS NULL OR user=?1) ORDER BY created_at, id",
+                    &st, err, "t", user);
     if (r < 0)
         return r;
     int rc;
@@ -369,9 +372,9 @@ int store_sandbox_count_live(struct store *s, const char *user, const char *key_
 {
     sqlite3_stmt *st;
     int r = store_prepare(s,
-                          "SELECT count(*), coalesce(sum(key_id=?2),0) FROM sandboxes "
-                          "WHERE status IN ('creating','running') AND user=?1",
-                          &st, err, "tt", user, key_id);
+                    "SELECT count(*), coalesce(sum(key_id=?2),0) FROM sandboxes "
+                    "WHERE status IN ('creating','running') AND user=?1",
+                    &st, err, "tt", user, key_id);
     if (r < 0)
         return r;
     if (sqlite3_step(st) == SQLITE_ROW) {

@@ -22,6 +22,7 @@ extern const struct route_table pty_routes;      /* live/pty_api.c */
 extern const struct route_table terminal_routes; /* live/terminal_api.c */
 extern const struct route_table preview_routes;  /* live/preview_api.c */
 extern const struct route_table e2b_api_routes;  /* e2b/e2b_api.c */
+extern const struct route_table e2b_sandbox_routes; /* e2b/envd_api.c */
 
 /* Every table sbxd serves, /healthz first. */
 extern const struct route_table *const sbxd_routes[];

@@ -29,6 +29,8 @@
 #define E2B_META_METADATA "e2b_metadata"
 #define E2B_META_TEMPLATE "e2b_template"
 #define E2B_METADATA_MAX (16u * 1024u)
+/* A process's E2B config, kept as its agent label (the agent's PROCESS_LABEL_MAX). */
+#define E2B_LABEL_MAX (16u * 1024u)
 
 struct sbxd;
 struct sandbox;

@@ -14,11 +14,9 @@
 #include "../../common/log.h"
 #include "../../common/util.h"
 #include "../audit/audit.h"
-#include "../exec/session.h"
 #include "../http/errors.h"
 #include "../http/server.h"
 #include "../routes.h"
-#include "../sandbox/agentcall.h"
 #include "../sbxd.h"
 #include "../snapshot/snapshot.h"
 #include "e2b.h"
@@ -26,11 +24,6 @@
 #define E2B_TIMEOUT_DEFAULT 300
 #define E2B_LIST_LIMIT_MAX 100
 #define E2B_METADATA_FILTERS_MAX 16
-
-/* Makes /home/user the workspace inside the sandbox, so commands that name E2B paths work. */
-#define E2B_HOME_SETUP                                                                             \
-    "mkdir -p /home && { [ -L " E2B_HOME " ] || { rmdir " E2B_HOME                                 \
-    " 2>/dev/null; ln -s " E2B_WORKSPACE " " E2B_HOME "; }; }"
 
 static void e2b_fail(struct http_req *req, const struct sbx_err *err)
 {
@@ -126,7 +119,6 @@ struct sbx_op {
     char request_id[HTTP_REQUEST_ID_LEN + 1];
     const char *action;
     unsigned status;
-    bool waiting; /* on the manager (create, resume); else in the home setup */
 };
 
 static void answer_sandbox(struct sbx_op *x)
@@ -152,50 +144,11 @@ static void answer_sandbox(struct sbx_op *x)
     free(x);
 }
 
-static void on_setup_done(json_t *result, const struct sbx_err *err, void *data)
-{
-    struct sbx_op *x = data;
-    if (err)
-        log_warn("sandbox %s: e2b home setup: %s", x->sb->rec.id, err->msg);
-    answer_sandbox(x);
-}
-
-static const struct agentcall_ops setup_wait_ops = {.on_done = on_setup_done};
-
-static void on_setup_started(json_t *result, const struct sbx_err *err, void *data)
-{
-    struct sbx_op *x = data;
-    struct sbx_err e = {0};
-    json_t *id = json_object_get(result, "id");
-    if (err || !json_is_string(id) ||
-        agentcall_start(x->sb,
-                        json_pack("{s:s,s:O,s:b}", "op", "process_logs", "id", id, "follow", 1),
-                        &setup_wait_ops, x, NULL, &e) < 0)
-        on_setup_done(NULL, err ? err : &e, x);
-}
-
-static const struct agentcall_ops setup_start_ops = {.on_done = on_setup_started};
-
-/* Link /home/user to the workspace (once per boot is enough; it is idempotent), then answer. */
-static void setup_home(struct sbx_op *x)
-{
-    struct sbx_err err = {0};
-    x->waiting = false;
-    json_t *op = json_pack("{s:s,s:[s,s,s],s:o}", "op", "process_start", "argv", "/bin/sh", "-c",
-                           E2B_HOME_SETUP, "env", session_env_list(x->sb, NULL));
-    if (agentcall_start(x->sb, op, &setup_start_ops, x, NULL, &err) < 0)
-        on_setup_done(NULL, &err, x);
-}
-
 static void on_op_abort(struct http_req *req, void *data)
 {
     struct sbx_op *x = data;
-    if (x->waiting) {
-        sandbox_drop_waiter(x->sb, x);
-        free(x);
-        return;
-    }
-    x->req = NULL; /* the setup finishes, nobody hears of it */
+    sandbox_drop_waiter(x->sb, x); /* the create or resume itself goes on */
+    free(x);
 }
 
 static void on_ready(struct sandbox *sb, const struct sbx_err *err, void *data)
@@ -209,7 +162,7 @@ static void on_ready(struct sandbox *sb, const struct sbx_err *err, void *data)
         free(x);
         return;
     }
-    setup_home(x);
+    answer_sandbox(x);
 }
 
 static struct sbx_op *op_new(struct sbxd *d, struct http_req *req, const char *action,
@@ -286,7 +239,6 @@ static void api_create(struct sbxd *d, struct http_req *req)
     if (sandbox_params_parse(params, &p, &err) < 0)
         goto fail;
     struct sbx_op *x = op_new(d, req, "sandbox.create", 201);
-    x->waiting = true;
     if (manager_create(d->mgr, http_req_identity(req), &p, on_ready, x, &sb, &err) < 0) {
         free(x);
         goto fail;
@@ -325,15 +277,13 @@ static void api_connect(struct sbxd *d, struct http_req *req)
         e2b_fail(req, &err);
         return;
     }
-    struct sbx_op *x =
-        op_new(d, req, sb->paused ? "sandbox.resume" : "sandbox.connect", sb->paused ? 201 : 200);
+    struct sbx_op *x = op_new(d, req, "sandbox.resume", sb->paused ? 201 : 200);
     x->sb = sb;
-    http_req_suspend(req, on_op_abort, x);
     if (!sb->paused) {
-        setup_home(x);
+        answer_sandbox(x);
         return;
     }
-    x->waiting = true;
+    http_req_suspend(req, on_op_abort, x);
     if (snapshot_resume(d->mgr, sb, on_ready, x, &err) < 0) {
         free(x);
         e2b_fail(req, &err);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../../common/loop.h"
 #include "../../common/util.h"
 #include "../../proto/proto.h"
 #include "../audit/audit.h"
@@ -19,10 +20,16 @@
 #include "envd.h"
 
 #define CONTEXT_ID "python"
+#define INTERP_LINE_MAX (64u * 1024u)
+#define INTERP_LINE_WAIT_MS 50
 
+/* The upstream server answers its errors as a bare JSON string. */
 static void text_error(struct http_req *req, unsigned status, const char *msg)
 {
-    http_respond_json(req, status, json_string(msg));
+    json_t *s = json_string(msg);
+    _cleanup_free_ char *text = json_dumps(s, JSON_ENCODE_ANY | JSON_ENSURE_ASCII);
+    json_decref(s);
+    http_respond_text(req, status, text ? text : "\"error\"");
 }
 
 static json_t *context_json(void)
@@ -40,6 +47,12 @@ struct exec_req {
     json_t *body;
     struct kernel_run *run;
     struct utf8_carry carry[2];
+    /* The unfinished line of each stream (print() writes its text and its newline
+     * apart; Jupyter would send them as one message), sent at its newline, when it
+     * grows past INTERP_LINE_MAX, after INTERP_LINE_WAIT_MS or at the end. */
+    char *line[2];
+    size_t line_len[2];
+    struct loop_timer *line_timer;
 };
 
 static json_t *now_iso(void)
@@ -57,6 +70,8 @@ static json_t *now_iso(void)
 static void send_text(struct exec_req *x, int i, const uint8_t *buf, size_t len, bool flush)
 {
     static const char *const types[] = {"stdout", "stderr"};
+    if (!x->out)
+        return;
     json_t *ev = textchunk_event(&x->carry[i], types[i], buf, len, flush);
     if (!ev)
         return;
@@ -68,11 +83,39 @@ static void send_text(struct exec_req *x, int i, const uint8_t *buf, size_t len,
     json_decref(ev);
 }
 
+static void flush_line(struct exec_req *x, int i)
+{
+    if (x->line_len[i])
+        send_text(x, i, (const uint8_t *)x->line[i], x->line_len[i], false);
+    x->line_len[i] = 0;
+}
+
+static void on_line_timer(struct loop *l, void *data)
+{
+    struct exec_req *x = data;
+    x->line_timer = NULL;
+    flush_line(x, 0);
+    flush_line(x, 1);
+}
+
 static void on_output(unsigned ch, const uint8_t *buf, size_t len, void *data)
 {
     struct exec_req *x = data;
-    if (x->out && (ch == PROTO_CH_STDOUT || ch == PROTO_CH_STDERR))
-        send_text(x, ch == PROTO_CH_STDOUT ? 0 : 1, buf, len, false);
+    if (!x->out || (ch != PROTO_CH_STDOUT && ch != PROTO_CH_STDERR))
+        return;
+    int i = ch == PROTO_CH_STDOUT ? 0 : 1;
+    x->line[i] = sbx_xrealloc(x->line[i], x->line_len[i] + len);
+    memcpy(x->line[i] + x->line_len[i], buf, len);
+    x->line_len[i] += len;
+    const char *nl = memrchr(x->line[i], '\n', x->line_len[i]);
+    if (nl || x->line_len[i] > INTERP_LINE_MAX) {
+        size_t n = nl ? (size_t)(nl - x->line[i]) + 1 : x->line_len[i];
+        send_text(x, i, (const uint8_t *)x->line[i], n, false);
+        memmove(x->line[i], x->line[i] + n, x->line_len[i] - n);
+        x->line_len[i] -= n;
+    }
+    if (x->line_len[i] && !x->line_timer)
+        x->line_timer = loop_timer_add(x->d->loop, INTERP_LINE_WAIT_MS, on_line_timer, x);
 }
 
 /* A kernel output {mime, data} as E2B's Result fields. */
@@ -130,6 +173,10 @@ static json_t *main_text(const char *repr)
 
 static void exec_free(struct exec_req *x)
 {
+    if (x->line_timer)
+        loop_timer_cancel(x->d->loop, x->line_timer);
+    free(x->line[0]);
+    free(x->line[1]);
     json_decref(x->body);
     free(x);
 }
@@ -141,6 +188,8 @@ static void on_done(json_t *answer, const struct sbx_err *err, void *data)
     audit_record(x->d->store, &x->who, NULL, x->request_id, "run_code", x->sb->rec.id,
                  err ? err->code : "ok", json_pack("{s:s}", "via", "e2b"));
     if (x->out) {
+        flush_line(x, 0);
+        flush_line(x, 1);
         send_text(x, 0, NULL, 0, true);
         send_text(x, 1, NULL, 0, true);
         json_t *count = json_object_get(answer, "execution_count");

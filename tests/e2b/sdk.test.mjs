@@ -97,6 +97,24 @@ describe('control plane', () => {
     assert.equal(await c.kill(), true)
   })
 
+  test('pause checkpoints the sandbox; Sandbox.connect resumes it with its files', async () => {
+    const p = await Sandbox.create()
+    try {
+      await p.commands.run('echo kept > /home/user/k.txt')
+      assert.equal(await p.pause(), true)
+      assert.equal(await p.pause(), false)
+      assert.equal((await p.getInfo()).state, 'paused')
+      assert.equal(await p.isRunning(), false)
+      assert.equal((await sbx('GET', `/v1/sandboxes/${p.sandboxId}`)).body.status, 'paused')
+      const c = await Sandbox.connect(p.sandboxId)
+      assert.equal((await c.commands.run('cat /home/user/k.txt')).stdout, 'kept\n')
+      assert.equal((await audit(p.sandboxId, 'sandbox.pause')).length, 1)
+      assert.equal((await audit(p.sandboxId, 'sandbox.resume')).length, 1)
+    } finally {
+      await p.kill()
+    }
+  })
+
   test('kill answers true, then false; the sandbox is gone from our API and audited', async () => {
     const k = await Sandbox.create()
     assert.equal(await k.kill(), true)

@@ -263,6 +263,20 @@ describe('files', () => {
     assert.ok((await audit(sb.sandboxId, 'file.download')).length >= 3)
   })
 
+  test('watchDir reports writes from the SDK and from commands, recursively', async () => {
+    await sb.files.makeDir('/home/user/w/sub')
+    const events = []
+    const h = await sb.files.watchDir('/home/user/w', (e) => events.push(`${e.type}:${e.name}`), { recursive: true })
+    await sb.files.write('/home/user/w/a.txt', 'x')
+    await sb.commands.run('echo y > /home/user/w/sub/b.txt; rm /home/user/w/a.txt')
+    for (let i = 0; i < 40 && !events.includes('remove:a.txt'); i++) await new Promise((r) => setTimeout(r, 100))
+    await h.stop()
+    for (const want of ['create:a.txt', 'create:sub/b.txt', 'write:sub/b.txt', 'remove:a.txt'])
+      assert.ok(events.includes(want), `${want} in ${events.join(',')}`)
+    assert.ok(!events.some((e) => e.includes('.sbx-upload')), events.join(','))
+    await assert.rejects(sb.files.watchDir('/home/user/nope', () => {}), { name: 'FileNotFoundError' })
+  })
+
   test('missing files and paths outside the workspace get the SDK errors', async () => {
     await assert.rejects(sb.files.read('/home/user/missing.txt'), { name: 'FileNotFoundError' })
     await assert.rejects(sb.files.list('/home/user/missing'), { name: 'FileNotFoundError' })

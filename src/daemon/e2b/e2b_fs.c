@@ -39,7 +39,7 @@ static void permissions(mode_t m, char out[11])
     out[10] = '\0';
 }
 
-static json_t *entry_json(const char *rel, const struct stat *st, const char *target)
+json_t *e2b_entry_json(const char *rel, const struct stat *st, const char *target)
 {
     char perms[11], when[64], sz[24];
     permissions(st->st_mode, perms);
@@ -78,7 +78,7 @@ static json_t *stat_entry(int root, const char *rel, struct sbx_err *err)
     char target[WS_PATH_MAX + 1];
     if (ws_lstat(root, rel, &st, target, sizeof(target), err) < 0)
         return NULL;
-    return entry_json(rel, &st, target);
+    return e2b_entry_json(rel, &st, target);
 }
 
 struct list_ctx {
@@ -105,7 +105,7 @@ static int list_one(const struct ws_entry *e, void *data, struct sbx_err *err)
         ssize_t n = readlinkat(e->dir, e->name, target, sizeof(target) - 1);
         target[n > 0 ? n : 0] = '\0';
     }
-    json_array_append_new(l->entries, entry_json(e->path, e->st, target));
+    json_array_append_new(l->entries, e2b_entry_json(e->path, e->st, target));
     return 0;
 }
 
@@ -139,16 +139,21 @@ void envd_fs(const struct envd_ctx *c, const char *method)
     json_t *msg = NULL, *answer = NULL;
     char rel[WS_PATH_MAX + 1], to[WS_PATH_MAX + 1];
     _cleanup_close_ int root = -1;
-    if (!strcmp(method, "WatchDir") || !strcmp(method, "CreateWatcher") ||
-        !strcmp(method, "GetWatcherEvents") || !strcmp(method, "RemoveWatcher")) {
-        /* The SDK reads a stream call's errors from its end-stream message. */
-        if (!strcmp(method, "WatchDir")) {
+    if (!strcmp(method, "WatchDir")) {
+        if (rpc_read(c->req, true, &msg, &err) < 0) {
+            /* The SDK reads a stream call's errors from its end-stream message. */
             struct rpc_stream *s =
                 rpc_stream_begin(c->req, c->d->loop, false, json_object(), NULL, NULL);
-            rpc_stream_end(s, "unimplemented", "watching directories is not supported by sbx");
-        } else {
-            rpc_reply_error(c->req, "unimplemented", "watchers are not supported by sbx");
+            rpc_stream_end(s, rpc_code(&err), err.msg);
+            return;
         }
+        envd_watch(c, msg);
+        json_decref(msg);
+        return;
+    }
+    if (!strcmp(method, "CreateWatcher") || !strcmp(method, "GetWatcherEvents") ||
+        !strcmp(method, "RemoveWatcher")) {
+        rpc_reply_error(c->req, "unimplemented", "polled watchers are not supported by sbx");
         return;
     }
     if (rpc_read(c->req, false, &msg, &err) < 0)

@@ -5,6 +5,8 @@
 #ifndef SBX_E2B_ENVD_H
 #define SBX_E2B_ENVD_H
 
+#include <jansson.h>
+
 #include "../auth/auth.h"
 
 struct sbxd;
@@ -22,6 +24,11 @@ struct envd_ctx {
 void envd_process(const struct envd_ctx *c, const char *method);
 /* filesystem.Filesystem/<method> (e2b_fs.c). */
 void envd_fs(const struct envd_ctx *c, const char *method);
+/* WatchDir's stream for the request message (e2b_watch.c). */
+void envd_watch(const struct envd_ctx *c, json_t *msg);
+/* envd's EntryInfo for a workspace-relative path (e2b_fs.c). */
+struct stat;
+json_t *e2b_entry_json(const char *rel, const struct stat *st, const char *target);
 /* GET /files and the streamed POST /files (e2b_files.c). */
 void envd_files_get(const struct envd_ctx *c);
 void envd_files_post(const struct envd_ctx *c);

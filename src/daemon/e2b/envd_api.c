@@ -4,6 +4,7 @@
  *   POST /e2b/sandbox/process.Process/{method}         Connect: Start Connect List SendInput
  *                                                      SendSignal CloseStdin Update
  *   POST /e2b/sandbox/filesystem.Filesystem/{method}   Connect: Stat ListDir MakeDir Move Remove
+ *                                                      WatchDir
  *   GET  /e2b/sandbox/files?path=   POST (multipart or octet-stream)
  *   GET  /e2b/sandbox/health
  *   POST /e2b/sandbox/execute  GET|POST /e2b/sandbox/contexts  ...   (port 49999)

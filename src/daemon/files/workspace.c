@@ -265,7 +265,7 @@ int ws_writer_commit(struct ws_writer *w, bool sync, struct sbx_err *err)
             abort();
         char hex[17];
         sbx_hex(raw, sizeof(raw), hex);
-        snprintf(tmp, sizeof(tmp), ".sbx-upload-%s", hex);
+        snprintf(tmp, sizeof(tmp), WS_TMP_PREFIX "%s", hex);
         r = linkat(w->fd, "", w->dir, tmp, AT_EMPTY_PATH) < 0 ? -errno : 0;
     }
     if (r < 0 && dir_removed(w->dir))

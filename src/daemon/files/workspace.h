@@ -38,7 +38,9 @@ int ws_open(int root, const char *path, int flags, int *out, struct sbx_err *err
 /* Open path as a regular file for reading; invalid_path when it is anything else. */
 int ws_open_file(int root, const char *path, int *out, uint64_t *size, struct sbx_err *err);
 
-/* Atomic replacement of one file. */
+/* Atomic replacement of one file. The new file is linked under WS_TMP_PREFIX + random hex
+ * in the same directory for a moment, then renamed over the target. */
+#define WS_TMP_PREFIX ".sbx-upload-"
 struct ws_writer {
     int dir; /* O_PATH fd of the parent directory */
     int fd;  /* the anonymous O_TMPFILE being written */

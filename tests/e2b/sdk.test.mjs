@@ -281,7 +281,11 @@ describe('files', () => {
     await assert.rejects(sb.files.read('/home/user/missing.txt'), { name: 'FileNotFoundError' })
     await assert.rejects(sb.files.list('/home/user/missing'), { name: 'FileNotFoundError' })
     await assert.rejects(sb.files.read('/etc/passwd'), { name: 'InvalidArgumentError' })
-    await assert.rejects(sb.files.write('/home/user/../../etc/x', 'no'))
+    await assert.rejects(sb.files.write('/home/user/../../etc/x', 'no'), { name: 'InvalidArgumentError' })
+    await assert.rejects(sb.files.write('/etc/x', 'no', { useOctetStream: true }), { name: 'InvalidArgumentError' })
+    await assert.rejects(sb.files.write('/home/user/g.txt', 'gz', { gzip: true }), { name: 'InvalidArgumentError' })
+    assert.equal(await sb.files.write('/home/user/empty.txt', '').then((i) => i.path), '/home/user/empty.txt')
+    assert.equal(await sb.files.read('/home/user/empty.txt'), '')
   })
 
   test('the data plane wants the sandbox token and answers 502 for a gone sandbox', async () => {

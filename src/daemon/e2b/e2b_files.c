@@ -76,7 +76,8 @@ struct upload {
     char *filename; /* of the part being written */
     uint64_t total;
     json_t *results;
-    struct sbx_err err; /* what stopped a form part */
+    bool failed;
+    struct sbx_err err; /* what stopped the upload */
 };
 
 static void upload_free(struct upload *u)
@@ -157,18 +158,31 @@ static int form_value(void *data, const char *field, const char *filename, uint6
     return len ? (file_write(u, buf, len, &u->err) < 0 ? -EIO : 0) : 0;
 }
 
+/* An upload that failed still reads its body (dropping it), so that the SDK, which is
+ * still sending, gets the error instead of a reset connection. */
+static void upload_fail(struct upload *u, const struct sbx_err *err)
+{
+    if (!u->failed && err)
+        u->err = *err;
+    else if (!u->failed)
+        sbx_err_set(&u->err, EINVAL, "invalid_request", "the multipart body is malformed");
+    u->failed = true;
+    if (u->open)
+        ws_writer_close(&u->w);
+    u->open = false;
+}
+
 static int upload_data(struct http_req *req, const char *buf, size_t len, void *data,
                        struct sbx_err *err)
 {
     struct upload *u = data;
-    if (!u->form)
-        return file_write(u, buf, len, err);
-    if (http_form_feed(u->form, buf, len) < 0) {
-        if (u->err.code[0])
-            *err = u->err;
-        else
-            sbx_err_set(err, EINVAL, "invalid_request", "the multipart body is malformed");
-        return -EINVAL;
+    if (u->failed)
+        return 0;
+    if (!u->form) {
+        if (file_write(u, buf, len, err) < 0)
+            upload_fail(u, err);
+    } else if (http_form_feed(u->form, buf, len) < 0) {
+        upload_fail(u, u->err.code[0] ? &u->err : NULL);
     }
     return 0;
 }
@@ -177,28 +191,21 @@ static void upload_end(struct http_req *req, void *data)
 {
     struct upload *u = data;
     struct sbx_err err = {0};
-    if (u->form && http_form_finish(u->form) < 0) {
-        if (u->err.code[0])
-            err = u->err;
-        else
-            sbx_err_set(&err, EINVAL, "invalid_request", "the multipart body is malformed");
-        envd_sbx_error(req, &err, u->rel);
-    } else if (file_commit(u, &err) < 0) {
-        envd_sbx_error(req, &err, u->rel);
-    } else if (json_array_size(u->results) == 0) {
+    if (!u->failed && u->form && http_form_finish(u->form) < 0)
+        upload_fail(u, u->err.code[0] ? &u->err : NULL);
+    if (!u->failed && file_commit(u, &err) < 0)
+        upload_fail(u, &err);
+    if (u->failed)
+        envd_sbx_error(req, &u->err, u->query_path ? u->query_path : u->rel);
+    else if (json_array_size(u->results) == 0)
         envd_error(req, 400, "no file in the upload");
-    } else {
+    else
         http_respond_json(req, 200, json_incref(u->results));
-    }
     upload_free(u);
 }
 
-static void upload_failed(struct http_req *req, void *data)
-{
-    upload_free(data);
-}
-
-static void upload_abort(struct http_req *req, void *data)
+/* The body failed or the client left: what was written is dropped. */
+static void upload_drop(struct http_req *req, void *data)
 {
     upload_free(data);
 }
@@ -206,7 +213,7 @@ static void upload_abort(struct http_req *req, void *data)
 static const struct http_body_sink upload_sink = {
     .on_data = upload_data,
     .on_end = upload_end,
-    .on_failed = upload_failed,
+    .on_failed = upload_drop,
 };
 
 void envd_files_post(const struct envd_ctx *c)
@@ -216,19 +223,11 @@ void envd_files_post(const struct envd_ctx *c)
     const char *enc = http_req_header(c->req, "Content-Encoding");
     const char *path = http_req_query(c->req, "path");
     uint64_t len;
-    if (enc && *enc && strcasecmp(enc, "identity")) {
-        envd_error(c->req, 400, "compressed uploads are not supported");
-        return;
-    }
     if (http_req_content_length(c->req, &len) && len > E2B_UPLOAD_MAX) {
         envd_error(c->req, 413, "the upload is too large");
         return;
     }
     bool multipart = type && !strncasecmp(type, "multipart/form-data", 19);
-    if (!multipart && (!path || !*path)) {
-        envd_error(c->req, 400, "path query parameter is required for raw body upload");
-        return;
-    }
     struct upload *u = sbx_xcalloc(1, sizeof(*u));
     u->d = c->d;
     u->who = c->who;
@@ -236,20 +235,18 @@ void envd_files_post(const struct envd_ctx *c)
     snprintf(u->sandbox_id, sizeof(u->sandbox_id), "%s", c->sb->rec.id);
     u->results = json_array();
     u->query_path = path && *path ? sbx_xstrdup(path) : NULL;
-    if (ws_open_root(c->sb->workspace, &u->root, &err) < 0)
-        goto fail;
-    if (multipart) {
-        u->form = http_form_new(c->req, form_value, u);
-        if (!u->form) {
-            sbx_err_set(&err, EINVAL, "invalid_request", "unreadable multipart Content-Type");
-            goto fail;
-        }
-    } else if (file_open(u, path, &err) < 0) {
-        goto fail;
-    }
-    http_req_stream_body(c->req, &upload_sink, u, upload_abort);
-    return;
-fail:
-    envd_sbx_error(c->req, &err, path ? path : "");
-    upload_free(u);
+    if (enc && *enc && strcasecmp(enc, "identity"))
+        sbx_err_set(&err, EINVAL, "invalid_request", "compressed uploads are not supported");
+    else if (!multipart && !u->query_path)
+        sbx_err_set(&err, EINVAL, "invalid_request",
+                    "path query parameter is required for raw body upload");
+    else if (ws_open_root(c->sb->workspace, &u->root, &err) < 0)
+        ;
+    else if (multipart && !(u->form = http_form_new(c->req, form_value, u)))
+        sbx_err_set(&err, EINVAL, "invalid_request", "unreadable multipart Content-Type");
+    else if (!multipart)
+        (void)file_open(u, path, &err);
+    if (err.code[0])
+        upload_fail(u, &err);
+    http_req_stream_body(c->req, &upload_sink, u, upload_drop);
 }

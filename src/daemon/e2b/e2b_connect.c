@@ -55,7 +55,6 @@ const char *rpc_code(const struct sbx_err *err)
         {"stdin_full", "resource_exhausted"},
         {"_limit", "resource_exhausted"},
         {"busy", "unavailable"},
-        {"unauthorized", "unauthenticated"},
         {"exists", "already_exists"},
         {"unimplemented", "unimplemented"},
         {"too_large", "resource_exhausted"},

@@ -131,6 +131,15 @@ def test_e2b_wire():
             assert st == 404 and json.loads(body)["code"] == "not_found", body
             st, _, body = _raw(d.port, "POST", "/e2b/sandbox/nothing.Here/X", unary, b"{}")
             assert st == 404, body
+            # The code interpreter: listing needs no token (the SDK sends none), a restart does.
+            ci = {"E2b-Sandbox-Id": sid, "E2b-Sandbox-Port": "49999"}
+            st, _, body = _raw(d.port, "GET", "/e2b/sandbox/contexts", ci)
+            assert st == 200 and json.loads(body)[0]["language"] == "python", body
+            st, _, _ = _raw(d.port, "POST", "/e2b/sandbox/contexts/python/restart", ci, b"")
+            assert st == 401
+            st, _, _ = _raw(d.port, "POST", "/e2b/sandbox/contexts/python/restart",
+                            dict(ci, **{"X-Access-Token": token}), b"")
+            assert st == 204
             # Missing key, unknown sandbox: E2B's {"code": <status>}.
             st, _, body = _raw(d.port, "GET", "/e2b/api/v2/sandboxes", {})
             assert st == 401 and json.loads(body)["code"] == 401

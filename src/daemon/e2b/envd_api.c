@@ -11,7 +11,7 @@
  * The sandbox: the E2b-Sandbox-Id header (E2b-Sandbox-Port picks the service), else a
  * Host of {port}-{id}.{domain} (a reverse proxy in front). Unknown, ended or paused:
  * 502, which the SDK reads as "the sandbox is gone". Every call but /health and the
- * code interpreter's /contexts needs the sandbox's X-Access-Token. */
+ * code interpreter's /contexts (but a restart) needs the sandbox's X-Access-Token. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,9 +119,12 @@ static void api_any(struct sbxd *d, struct http_req *req)
     const char *rest = http_req_param(req, 0);
     struct envd_ctx c;
     unsigned port;
-    /* The SDK sends no token to /contexts; they hold nothing but a name. */
+    /* The SDK sends no token to /contexts, which hold nothing but a name; a restart, which
+     * loses the kernel's state, still needs it (docs/e2b.md). */
     bool contexts = !strncmp(rest, "contexts", 8) && (!rest[8] || rest[8] == '/');
-    if (resolve(d, req, !contexts, &c, &port) < 0)
+    size_t n = strlen(rest);
+    bool restart = n > 8 && !strcmp(rest + n - 8, "/restart");
+    if (resolve(d, req, !contexts || restart, &c, &port) < 0)
         return;
     bool post = !strcmp(http_req_method(req), "POST");
     if (port == E2B_JUPYTER_PORT || !strcmp(rest, "execute") || contexts) {

@@ -232,6 +232,31 @@ static void on_gone(void *data)
     exec_free(x);
 }
 
+/* The client left before the cell started. */
+static void on_wait_gone(struct http_req *req, void *data)
+{
+    struct exec_req *x = data;
+    sandbox_drop_waiter(x->sb, x);
+    exec_free(x);
+}
+
+/* The sandbox is ready (a v1 one has a machine again): start the cell. */
+static void on_ready(struct sandbox *sb, const struct sbx_err *err, void *data)
+{
+    struct exec_req *x = data;
+    struct sbx_err e = {0};
+    struct kernel_params p = {.code = json_string_value(json_object_get(x->body, "code")),
+                              .timeout_s = KERNEL_TIMEOUT_DEFAULT};
+    if (!err && kernel_run_start(sb, x->d->llm, &p, &observer, x, &x->run, &e) == 0) {
+        x->out = rpc_stream_begin(x->req, x->d->loop, true, json_pack("{s:s}", "type", "keepalive"),
+                                  on_gone, x);
+        return;
+    }
+    err = err ? err : &e;
+    text_error(x->req, !strcmp(err->code, "kernel_busy") ? 409 : 500, err->msg);
+    exec_free(x);
+}
+
 static void do_execute(const struct envd_ctx *c)
 {
     struct sbx_err err = {0};
@@ -262,16 +287,9 @@ static void do_execute(const struct envd_ctx *c)
         x->req = c->req;
         x->body = body;
         snprintf(x->request_id, sizeof(x->request_id), "%s", http_req_id(c->req));
-        struct kernel_params p = {.code = json_string_value(code),
-                                  .timeout_s = KERNEL_TIMEOUT_DEFAULT};
-        if (kernel_run_start(c->sb, c->d->llm, &p, &observer, x, &x->run, &err) < 0) {
-            exec_free(x);
-            text_error(c->req, err.code[0] && !strcmp(err.code, "kernel_busy") ? 409 : 500,
-                       err.msg);
-            return;
-        }
-        x->out = rpc_stream_begin(c->req, c->d->loop, true, json_pack("{s:s}", "type", "keepalive"),
-                                  on_gone, x);
+        /* Suspended first: the ready callback only ever runs on a later loop turn. */
+        http_req_suspend(c->req, on_wait_gone, x);
+        sandbox_when_ready(c->sb, on_ready, x);
         return;
     }
     json_decref(body);

@@ -60,6 +60,7 @@ static const struct agent_op {
     {"process_signal", process_signal_open},
     {"process_kill", process_kill_open},
     {"process_logs", process_logs_open},
+    {"process_input", process_input_open},
     {"kernel_run", kernel_run_open},
     {"kernel_reset", kernel_reset_open},
     {"kernel_interrupt", kernel_interrupt_open},

@@ -49,6 +49,9 @@ struct process {
     struct loop_timer *drain_t;
     bool logs_done; /* both pipes closed: no more output */
     struct log_stream *streams;
+    int in_fd;                     /* the write end of its stdin pipe, -1 without or closed */
+    char *label;                   /* the starter's own description of it, or NULL */
+    struct loop_timer *deadline_t; /* kills it at its timeout_ms, if it has one */
 };
 
 struct log_stream {
@@ -80,6 +83,9 @@ static json_t *process_json(const struct process *p)
                           (json_int_t)p->log[0].total, "stderr_bytes",
                           (json_int_t)p->log[1].total);
     json_object_set_new(o, "session_id", p->session[0] ? json_string(p->session) : json_null());
+    json_object_set_new(o, "stdin_open", json_boolean(p->in_fd >= 0));
+    if (p->label)
+        json_object_set_new(o, "label", json_string(p->label));
     if (p->running) {
         json_object_set_new(o, "exit_code", json_null());
         json_object_set_new(o, "signal", json_null());
@@ -104,12 +110,23 @@ static void process_close_pipe(struct process *p, int ch)
     p->fd[ch] = -1;
 }
 
+static void process_close_stdin(struct process *p)
+{
+    if (p->in_fd >= 0)
+        close(p->in_fd);
+    p->in_fd = -1;
+}
+
 static void process_free(struct process *p)
 {
     process_close_pipe(p, 0);
     process_close_pipe(p, 1);
+    process_close_stdin(p);
     if (p->drain_t)
         loop_timer_cancel(p->agent->loop, p->drain_t);
+    if (p->deadline_t)
+        loop_timer_cancel(p->agent->loop, p->deadline_t);
+    free(p->label);
     ring_free(&p->log[0]);
     ring_free(&p->log[1]);
     free(p->command);
@@ -274,15 +291,15 @@ static const struct stream_ops logs_ops = {
 };
 
 static int logs_attach(struct agent *a, uint32_t id, struct process *p, enum logs_mode mode,
-                       struct sbx_err *err)
+                       bool tail, struct sbx_err *err)
 {
     struct log_stream *ls = sbx_xcalloc(1, sizeof(*ls));
     ls->base = (struct stream){.agent = a, .id = id, .ops = &logs_ops};
     ls->proc = p;
     ls->mode = mode;
     for (int ch = 0; ch < 2; ch++) {
-        ls->off[ch] = ring_start(&p->log[ch]);
-        ls->dropped[ch] = ls->off[ch]; /* what the ring forgot before we came */
+        ls->off[ch] = tail ? p->log[ch].total : ring_start(&p->log[ch]);
+        ls->dropped[ch] = tail ? 0 : ls->off[ch]; /* what the ring forgot before we came */
         ls->end[ch] = mode == LOGS_SNAPSHOT ? p->log[ch].total : UINT64_MAX;
         ls->window[ch] = PROTO_WINDOW_INIT;
     }
@@ -355,6 +372,11 @@ bool process_child_exit(struct agent *a, pid_t pid, int status)
             continue;
         p->running = false;
         p->status = status;
+        process_close_stdin(p);
+        if (p->deadline_t) {
+            loop_timer_cancel(a->loop, p->deadline_t);
+            p->deadline_t = NULL;
+        }
         p->ended_at = sbx_wall_ms();
         p->exit_ms = sbx_now_ms();
         process_logs_maybe_done(p);
@@ -388,6 +410,13 @@ static char *shown_command(const char *const *argv)
     return s;
 }
 
+static void process_deadline_cb(struct loop *l, void *data)
+{
+    struct process *p = data;
+    p->deadline_t = NULL;
+    (void)kill(-p->pid, SIGKILL);
+}
+
 int process_start_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err)
 {
     json_t *jargv = json_object_get(req, "argv");
@@ -410,6 +439,15 @@ int process_start_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err
             return sbx_err_set(err, EINVAL, "bad_request", "cwd must be a non-empty string");
         cwd = json_string_value(v);
     }
+    json_t *jstdin = json_object_get(req, "stdin");
+    json_t *jtimeout = json_object_get(req, "timeout_ms");
+    json_t *jlabel = json_object_get(req, "label");
+    if ((jstdin && !json_is_boolean(jstdin)) ||
+        (jtimeout && (!json_is_integer(jtimeout) || json_integer_value(jtimeout) < 0)) ||
+        (jlabel && (!json_is_string(jlabel) || json_string_length(jlabel) > PROCESS_LABEL_MAX ||
+                    strlen(json_string_value(jlabel)) != json_string_length(jlabel))))
+        return sbx_err_set(err, EINVAL, "bad_request",
+                           "stdin must be a boolean, timeout_ms a count, label a short string");
     int r = process_make_room(a, err);
     if (r < 0)
         return r;
@@ -430,7 +468,11 @@ int process_start_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err
     }
     if (!cwd)
         cwd = sess ? session_cwd(sess) : SESSION_CWD_DEFAULT;
-    struct spawn_req sr = {.argv = argv, .envp = env.v, .cwd = cwd, .extra = {-1, -1}};
+    struct spawn_req sr = {.argv = argv,
+                           .envp = env.v,
+                           .cwd = cwd,
+                           .extra = {-1, -1},
+                           .want_stdin = json_is_true(jstdin)};
     struct spawn_fds fds;
     pid_t pid;
     r = spawn_command(&sr, &pid, &fds, err);
@@ -440,6 +482,7 @@ int process_start_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err
 
     struct process *p = sbx_xcalloc(1, sizeof(*p));
     p->agent = a;
+    p->in_fd = -1;
     snprintf(p->id, sizeof(p->id), "proc_%llu", ++a->proc_seq);
     p->pid = pid;
     p->running = true;
@@ -450,6 +493,12 @@ int process_start_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err
     p->started_at = sbx_wall_ms();
     p->fd[0] = fds.out_r;
     p->fd[1] = fds.err_r;
+    p->in_fd = fds.in_w;
+    if (jlabel)
+        p->label = sbx_xstrdup(json_string_value(jlabel));
+    if (jtimeout && json_integer_value(jtimeout) > 0)
+        p->deadline_t = loop_timer_add(a->loop, (long long)json_integer_value(jtimeout),
+                                       process_deadline_cb, p);
     for (int ch = 0; ch < 2; ch++) {
         ring_init(&p->log[ch], PROCESS_LOG_MAX);
         r = loop_watch_add(a->loop, p->fd[ch], EPOLLIN, process_readable, p, &p->w[ch]);
@@ -508,7 +557,7 @@ int process_kill_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err 
         return r;
     /* The whole group: members may outlive an exited leader. */
     (void)kill(-p->pid, SIGKILL);
-    return logs_attach(a, id, p, LOGS_WAIT, err);
+    return logs_attach(a, id, p, LOGS_WAIT, false, err);
 }
 
 int process_logs_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err)
@@ -520,5 +569,48 @@ int process_logs_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err 
     json_t *f = json_object_get(req, "follow");
     if (f && !json_is_null(f) && !json_is_boolean(f))
         return sbx_err_set(err, EINVAL, "bad_request", "follow must be a boolean");
-    return logs_attach(a, id, p, json_is_true(f) ? LOGS_FOLLOW : LOGS_SNAPSHOT, err);
+    json_t *tail = json_object_get(req, "tail");
+    if (tail && !json_is_boolean(tail))
+        return sbx_err_set(err, EINVAL, "bad_request", "tail must be a boolean");
+    return logs_attach(a, id, p, json_is_true(f) ? LOGS_FOLLOW : LOGS_SNAPSHOT, json_is_true(tail),
+                       err);
+}
+
+int process_input_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err)
+{
+    struct process *p;
+    int r = process_lookup(a, req, &p, err);
+    if (r < 0)
+        return r;
+    json_t *data = json_object_get(req, "data");
+    json_t *close_it = json_object_get(req, "close");
+    if ((data && (!json_is_string(data) || json_string_length(data) > PROCESS_INPUT_MAX)) ||
+        (close_it && !json_is_boolean(close_it)))
+        return sbx_err_set(err, EINVAL, "bad_request",
+                           "data must be base64 of at most %u characters, close a boolean",
+                           PROCESS_INPUT_MAX);
+    if (p->in_fd < 0)
+        return sbx_err_set(err, EPIPE, "process_stdin_closed", "process %s has no open stdin",
+                           p->id);
+    if (data) {
+        size_t n;
+        _cleanup_free_ unsigned char *buf = sbx_xmalloc(json_string_length(data) / 4 * 3 + 3);
+        if (sbx_base64_decode(json_string_value(data), json_string_length(data), buf, &n) < 0)
+            return sbx_err_set(err, EINVAL, "bad_request", "data is not base64");
+        size_t off = 0;
+        while (off < n) {
+            ssize_t w = write(p->in_fd, buf + off, n - off);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w < 0)
+                return sbx_err_set(err, errno,
+                                   errno == EAGAIN ? "process_stdin_full" : "process_stdin_closed",
+                                   "writing to the stdin of %s: %s", p->id, strerror(errno));
+            off += (size_t)w;
+        }
+    }
+    if (json_is_true(close_it))
+        process_close_stdin(p);
+    conn_send_json(a, id, PROTO_EXIT, process_json(p));
+    return 0;
 }

@@ -5,7 +5,9 @@
  * processes are reused, oldest first, once AGENT_MAX_PROCESSES are kept.
  *
  * Ops: "process_start", "process_list", "process_get", "process_signal",
- * "process_kill", "process_logs". */
+ * "process_kill", "process_logs", "process_input". process_start may ask for a stdin pipe
+ * (stdin), a lifetime (timeout_ms: SIGKILL to its group then) and keep a label; process_logs
+ * with tail follows from the current end. */
 #ifndef SBX_AGENT_PROCESS_H
 #define SBX_AGENT_PROCESS_H
 
@@ -19,6 +21,10 @@
 #define PROCESS_LOG_MAX (512u * 1024u)
 /* The command as shown in listings (the command itself may be much longer). */
 #define PROCESS_COMMAND_SHOWN 1024
+/* A starter's label of a process (the E2B surface keeps its process config there). */
+#define PROCESS_LABEL_MAX (16u * 1024u)
+/* Base64 characters of one process_input. */
+#define PROCESS_INPUT_MAX (256u * 1024u)
 
 struct agent;
 
@@ -28,6 +34,8 @@ int process_get_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *
 int process_signal_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err);
 int process_kill_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err);
 int process_logs_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err);
+/* {id, data?: base64, close?: bool}: write to the process's stdin pipe, then close it. */
+int process_input_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err);
 
 /* pid was reaped and belongs to no stream: returns true when it was a process's. */
 bool process_child_exit(struct agent *a, pid_t pid, int status);

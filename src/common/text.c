@@ -90,6 +90,45 @@ char *sbx_base64_encode(const void *buf, size_t len)
     return out;
 }
 
+static int b64_value(char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '+' || c == '-')
+        return 62;
+    if (c == '/' || c == '_')
+        return 63;
+    return -1;
+}
+
+int sbx_base64_decode(const char *in, size_t len, unsigned char *out, size_t *out_len)
+{
+    while (len && in[len - 1] == '=')
+        len--;
+    if (len % 4 == 1)
+        return -1;
+    size_t o = 0;
+    uint32_t acc = 0;
+    unsigned bits = 0;
+    for (size_t i = 0; i < len; i++) {
+        int v = b64_value(in[i]);
+        if (v < 0)
+            return -1;
+        acc = acc << 6 | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out[o++] = (unsigned char)(acc >> bits);
+        }
+    }
+    *out_len = o;
+    return 0;
+}
+
 void sbx_hex(const unsigned char *in, size_t len, char *out)
 {
     static const char d[] = "0123456789abcdef";

@@ -11,6 +11,9 @@ bool sbx_utf8_valid(const char *buf, size_t len);
 size_t sbx_utf8_prefix(const char *buf, size_t len);
 /* Standard base64 with padding; returns a malloc'd NUL-terminated string. */
 char *sbx_base64_encode(const void *buf, size_t len);
+/* Standard or URL-safe base64, padding optional, into out (room for len * 3 / 4 bytes).
+ * -1 when in is not base64. */
+int sbx_base64_decode(const char *in, size_t len, unsigned char *out, size_t *out_len);
 /* Lower-case hex of len bytes. */
 void sbx_hex(const unsigned char *in, size_t len, char *out /* 2*len+1 */);
 

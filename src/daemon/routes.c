@@ -42,6 +42,8 @@ const struct route_table *const sbxd_routes[] = {
     &config_routes,
     &me_routes,
     &probe_routes,
+    &e2b_api_routes,
+    &e2b_sandbox_routes,
 };
 /* clang-format on */
 const size_t sbxd_route_tables = SBX_ARRAY_SIZE(sbxd_routes);

@@ -32,6 +32,8 @@ extern const struct route_table openapi_routes;  /* openapi/openapi_api.c */
 extern const struct route_table config_routes; /* configs/configs_api.c */
 extern const struct route_table me_routes;     /* configs/me_api.c */
 extern const struct route_table probe_routes;  /* configs/probe_api.c */
+extern const struct route_table e2b_api_routes;  /* e2b/e2b_api.c */
+extern const struct route_table e2b_sandbox_routes; /* e2b/envd_api.c */
 
 /* Every table sbxd serves, /healthz first. */
 extern const struct route_table *const sbxd_routes[];

@@ -156,6 +156,9 @@ int oci_build_config(const struct rt_config *cfg, const struct rt_spec *spec, ch
     json_array_append_new(mounts, mount("/tmp", "tmpfs", "tmpfs", tmp_opts));
     json_array_append_new(mounts, mount("/workspace", "bind", spec->workspace,
                                         json_pack("[s,s,s,s]", "rbind", "rw", "nosuid", "nodev")));
+    /* E2B's home (docs/e2b.md): the same workspace, so E2B programs' paths work inside. */
+    json_array_append_new(mounts, mount("/home/user", "bind", spec->workspace,
+                                        json_pack("[s,s,s,s]", "rbind", "rw", "nosuid", "nodev")));
     json_array_append_new(mounts, mount(OCI_AGENT_PATH, "bind", cfg->agent_path,
                                         json_pack("[s,s,s]", "bind", "ro", "nosuid")));
 

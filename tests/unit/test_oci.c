@@ -97,14 +97,15 @@ static void check_host_paths(json_t *root, const struct rt_spec *s)
         const char *dst = str_at(m, "destination", NULL);
         if (!strcmp(type, "bind")) {
             binds++;
-            bool ok = (!strcmp(dst, "/workspace") && !strcmp(src, s->workspace)) ||
+            bool ok = ((!strcmp(dst, "/workspace") || !strcmp(dst, "/home/user")) &&
+                       !strcmp(src, s->workspace)) ||
                       (!strcmp(dst, OCI_AGENT_PATH) && !strcmp(src, cfg.agent_path));
-            CHECK(ok, "bind mount %s <- %s is one of the two allowed", dst, src);
+            CHECK(ok, "bind mount %s <- %s is one of the three allowed", dst, src);
         } else if (src && src[0] == '/') {
             other_host++;
         }
     }
-    CHECK_EQ_INT(binds, 2, "exactly two bind mounts");
+    CHECK_EQ_INT(binds, 3, "exactly three bind mounts (the workspace is also E2B's home)");
     CHECK_EQ_INT(other_host, 0, "no non-bind mount names a host path");
     /* Nothing else in the document mentions the state dir, runsc root or shim. */
     char *dump = json_dumps(root, 0);

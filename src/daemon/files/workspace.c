@@ -265,7 +265,7 @@ int ws_writer_commit(struct ws_writer *w, bool sync, struct sbx_err *err)
             abort();
         char hex[17];
         sbx_hex(raw, sizeof(raw), hex);
-        snprintf(tmp, sizeof(tmp), ".sbx-upload-%s", hex);
+        snprintf(tmp, sizeof(tmp), WS_TMP_PREFIX "%s", hex);
         r = linkat(w->fd, "", w->dir, tmp, AT_EMPTY_PATH) < 0 ? -errno : 0;
     }
     if (r < 0 && dir_removed(w->dir))
@@ -612,4 +612,61 @@ int ws_hash_at(int dir, const char *name, char hex[WS_SHA256_HEX_LEN + 1], uint6
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
         return sbx_err_set(err, EINVAL, "internal", "%s is not a regular file", name);
     return ws_sha256_fd(fd, -1, hex, size, err);
+}
+
+int ws_lstat(int root, const char *path, struct stat *st, char *target, size_t cap,
+             struct sbx_err *err)
+{
+    int r = ws_path_check(path, true, err);
+    if (r < 0)
+        return r;
+    if (target && cap)
+        target[0] = '\0';
+    if (!*path)
+        return fstat(root, st) < 0 ? sbx_err_sys(err, errno, "stat of the workspace") : 0;
+    _cleanup_close_ int dir = -1;
+    const char *name;
+    if ((r = open_parent(root, path, false, &dir, &name, err)) < 0)
+        return r;
+    if (fstatat(dir, name, st, AT_SYMLINK_NOFOLLOW) < 0)
+        return path_errno(err, errno, path);
+    if (S_ISLNK(st->st_mode) && target && cap) {
+        ssize_t n = readlinkat(dir, name, target, cap - 1);
+        target[n > 0 ? n : 0] = '\0';
+    }
+    return 0;
+}
+
+int ws_mkdirs(int root, const char *path, bool *created, struct sbx_err *err)
+{
+    struct stat st;
+    int r = ws_lstat(root, path, &st, NULL, 0, err);
+    if (r == 0) {
+        *created = false;
+        return S_ISDIR(st.st_mode) ? 0
+                                   : sbx_err_set(err, EEXIST, "invalid_path",
+                                                 "%.200s exists and is not a directory", path);
+    }
+    if (strcmp(err->code, "file_not_found"))
+        return r;
+    _cleanup_close_ int fd = -1;
+    if ((r = mkdirs_beneath(root, path, &fd, err)) < 0)
+        return r;
+    *created = true;
+    return 0;
+}
+
+int ws_rename(int root, const char *from, const char *to, struct sbx_err *err)
+{
+    int r = ws_path_check(from, false, err);
+    if (r < 0 || (r = ws_path_check(to, false, err)) < 0)
+        return r;
+    _cleanup_close_ int fdir = -1, tdir = -1;
+    const char *fname, *tname;
+    if ((r = open_parent(root, from, false, &fdir, &fname, err)) < 0 ||
+        (r = open_parent(root, to, true, &tdir, &tname, err)) < 0)
+        return r;
+    if (renameat(fdir, fname, tdir, tname) < 0)
+        return path_errno(err, errno, from);
+    return 0;
 }

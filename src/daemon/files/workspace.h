@@ -38,7 +38,9 @@ int ws_open(int root, const char *path, int flags, int *out, struct sbx_err *err
 /* Open path as a regular file for reading; invalid_path when it is anything else. */
 int ws_open_file(int root, const char *path, int *out, uint64_t *size, struct sbx_err *err);
 
-/* Atomic replacement of one file. */
+/* Atomic replacement of one file. The new file is linked under WS_TMP_PREFIX + random hex
+ * in the same directory for a moment, then renamed over the target. */
+#define WS_TMP_PREFIX ".sbx-upload-"
 struct ws_writer {
     int dir; /* O_PATH fd of the parent directory */
     int fd;  /* the anonymous O_TMPFILE being written */
@@ -62,6 +64,16 @@ void ws_writer_close(struct ws_writer *w);
 /* Write a whole small buffer to path, atomically. */
 int ws_write_file(int root, const char *path, const void *buf, size_t len, mode_t mode,
                   struct sbx_err *err);
+
+/* lstat of path beneath root ("" = the workspace); a symlink's target (as written) goes to
+ * target when given. */
+int ws_lstat(int root, const char *path, struct stat *st, char *target, size_t cap,
+             struct sbx_err *err);
+/* mkdir -p beneath root; *created says whether it was missing. invalid_path when it is a
+ * file. */
+int ws_mkdirs(int root, const char *path, bool *created, struct sbx_err *err);
+/* Move from to to (to's missing parents are made), replacing what to names. */
+int ws_rename(int root, const char *from, const char *to, struct sbx_err *err);
 
 /* Remove a file, a symlink (not what it points to) or a directory tree. */
 int ws_remove(int root, const char *path, struct sbx_err *err);

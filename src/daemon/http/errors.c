@@ -86,6 +86,9 @@ static const struct {
     {"idempotency_key_in_progress", 409},
     {"session_exists", 409},
     {"process_not_running", 409},
+    /* stdin of background processes (the E2B surface, docs/e2b.md) */
+    {"process_stdin_closed", 409},
+    {"process_stdin_full", 429},
     {"pty_not_running", 409},
     {"pty_input_full", 409},
     {"body_too_large", 413},

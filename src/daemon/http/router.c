@@ -57,6 +57,12 @@ static int authenticate(struct store *store, struct http_req *req, enum route_au
     const char *key = h + 7;
     while (*key == ' ')
         key++;
+    return router_authenticate_key(store, req, key, need, err);
+}
+
+int router_authenticate_key(struct store *store, struct http_req *req, const char *key,
+                            enum route_auth need, struct sbx_err *err)
+{
     char key_id[AUTH_KEY_ID_LEN + 1];
     int r = auth_key_parse(key, key_id, err);
     if (r < 0)

@@ -10,6 +10,7 @@
 struct http_req;
 struct sbxd;
 struct store;
+struct sbx_err;
 
 enum route_auth {
     AUTH_PUBLIC,  /* no key */
@@ -55,6 +56,11 @@ struct router {
  * a final "{*}" is the non-empty rest of the path)?
  * With req, the captured segments become its parameters. */
 bool router_match(const char *pattern, const char *path, struct http_req *req);
+
+/* Check key (sent some other way than Authorization: Bearer, e.g. E2B's X-API-KEY) as the
+ * router does and, when it is good enough for need, make it the request's identity. */
+int router_authenticate_key(struct store *store, struct http_req *req, const char *key,
+                            enum route_auth need, struct sbx_err *err);
 
 /* For http_server_set_streaming (app: the struct router). */
 bool router_streams_body(void *router, const struct http_req *req);

@@ -57,6 +57,7 @@ struct http_req {
      * producer has finished. The reader suspends the connection when it runs dry. */
     bool sse;
     bool sse_ended;
+    bool raw_stream; /* http_stream_begin: the chunks are the body itself */
     struct sse_chunk *sse_head, *sse_tail;
     size_t sse_bytes;
     /* An upgrade answer (http_respond_upgrade), until MHD hands over the socket. */
@@ -410,24 +411,19 @@ void http_sse_begin(struct http_req *r, http_abort_fn on_abort, void *data)
     resume(r);
 }
 
-int http_sse_event(struct http_req *r, json_t *event)
+/* Queue the concatenation of a and b (b may be NULL) as one chunk of the stream. */
+static int stream_queue(struct http_req *r, const void *a, size_t alen, const void *b,
+                        size_t blen)
 {
-    char *s = json_dumps(event, JSON_COMPACT);
-    json_decref(event);
-    if (!s)
-        abort();
-    size_t n = strlen(s);
-    /* "data: " + event + "\n\n" + NUL */
-    size_t frame = n + 9;
-    if (!r->sse || r->sse_ended || r->sse_bytes + frame > HTTP_SSE_QUEUE_MAX) {
-        free(s);
+    if (!r->sse || r->sse_ended || r->sse_bytes + alen + blen > HTTP_SSE_QUEUE_MAX)
         return r->sse && !r->sse_ended ? -ENOBUFS : -EPIPE;
-    }
-    struct sse_chunk *c = sbx_xmalloc(sizeof(*c) + frame);
+    struct sse_chunk *c = sbx_xmalloc(sizeof(*c) + alen + blen);
     c->next = NULL;
     c->off = 0;
-    c->len = (size_t)sprintf(c->data, "data: %s\n\n", s);
-    free(s);
+    c->len = alen + blen;
+    memcpy(c->data, a, alen);
+    if (blen)
+        memcpy(c->data + alen, b, blen);
     if (r->sse_tail)
         r->sse_tail->next = c;
     else
@@ -436,6 +432,39 @@ int http_sse_event(struct http_req *r, json_t *event)
     r->sse_bytes += c->len;
     resume(r);
     return 0;
+}
+
+int http_sse_event(struct http_req *r, json_t *event)
+{
+    char *s = json_dumps(event, JSON_COMPACT);
+    json_decref(event);
+    if (!s)
+        abort();
+    _cleanup_free_ char *frame = sbx_xasprintf("data: %s\n\n", s);
+    free(s);
+    return stream_queue(r, frame, strlen(frame), NULL, 0);
+}
+
+void http_stream_begin(struct http_req *r, const char *content_type, http_abort_fn on_abort,
+                       void *data)
+{
+    if (r->has_resp)
+        return;
+    free(r->resp_type);
+    r->resp_type = sbx_xstrdup(content_type);
+    r->raw_stream = true;
+    http_sse_begin(r, on_abort, data);
+}
+
+int http_stream_write(struct http_req *r, const void *head, size_t head_len, const void *body,
+                      size_t body_len)
+{
+    return stream_queue(r, head, head_len, body, body_len);
+}
+
+void http_stream_end(struct http_req *r)
+{
+    http_sse_end(r);
 }
 
 void http_sse_end(struct http_req *r)
@@ -524,7 +553,8 @@ static enum MHD_Result queue_answer(struct http_req *r)
             MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, sse_read, r, NULL);
         if (!sresp)
             return MHD_NO;
-        MHD_add_response_header(sresp, "Content-Type", "text/event-stream");
+        MHD_add_response_header(sresp, "Content-Type",
+                                r->raw_stream ? r->resp_type : "text/event-stream");
         MHD_add_response_header(sresp, "Cache-Control", "no-cache");
         add_headers(r, sresp);
         enum MHD_Result sret = MHD_queue_response(r->conn, r->status, sresp);
@@ -803,7 +833,9 @@ void http_server_free(struct http_server *s)
         if (r->on_abort)
             r->on_abort(r, r->abort_data);
         r->on_abort = NULL;
-        if (r->sse) {
+        if (r->raw_stream) {
+            http_stream_end(r);
+        } else if (r->sse) {
             (void)http_sse_event(r, json_pack("{s:s,s:s,s:s}", "type", "error", "code",
                                               "shutting_down", "message", e.msg));
             http_sse_end(r);
@@ -817,4 +849,69 @@ void http_server_free(struct http_server *s)
         loop_timer_cancel(s->loop, s->timer);
     MHD_stop_daemon(s->mhd);
     free(s);
+}
+
+struct http_form {
+    struct MHD_PostProcessor *pp;
+    http_form_fn fn;
+    void *data;
+    int failed; /* the callback's error, kept so feeding stops */
+};
+
+static enum MHD_Result form_iter(void *cls, enum MHD_ValueKind kind, const char *key,
+                                 const char *filename, const char *content_type,
+                                 const char *transfer_encoding, const char *data, uint64_t off,
+                                 size_t size)
+{
+    struct http_form *f = cls;
+    if (f->failed)
+        return MHD_NO;
+    int r = f->fn(f->data, key, filename, off, data, size);
+    if (r < 0) {
+        f->failed = r;
+        return MHD_NO;
+    }
+    return MHD_YES;
+}
+
+struct http_form *http_form_new(struct http_req *r, http_form_fn fn, void *data)
+{
+    struct http_form *f = sbx_xcalloc(1, sizeof(*f));
+    f->fn = fn;
+    f->data = data;
+    f->pp = MHD_create_post_processor(r->conn, HTTP_FORM_BUFFER, form_iter, f);
+    if (!f->pp) {
+        free(f);
+        return NULL;
+    }
+    return f;
+}
+
+int http_form_feed(struct http_form *f, const char *buf, size_t len)
+{
+    if (MHD_post_process(f->pp, buf, len) != MHD_YES)
+        return f->failed ? f->failed : -EINVAL;
+    return 0;
+}
+
+int http_form_finish(struct http_form *f)
+{
+    struct MHD_PostProcessor *pp = TAKE_PTR(f->pp);
+    if (MHD_destroy_post_processor(pp) != MHD_YES)
+        return f->failed ? f->failed : -EINVAL;
+    return f->failed;
+}
+
+void http_form_free(struct http_form *f)
+{
+    if (!f)
+        return;
+    if (f->pp)
+        (void)MHD_destroy_post_processor(f->pp);
+    free(f);
+}
+
+size_t http_url_decode(char *s)
+{
+    return MHD_http_unescape(s);
 }

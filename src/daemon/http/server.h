@@ -126,6 +126,32 @@ void http_respond_upgrade(struct http_req *r, http_upgraded_fn on_upgraded, http
 /* MHD closes the socket; u is freed. */
 void http_upgraded_close(struct http_upgraded *u);
 
+/* A streamed answer of raw bytes (Connect streams, NDJSON) on the same queue as SSE:
+ * 200 with content_type; each write (head then body, body may be NULL) goes out as one
+ * piece, -ENOBUFS past HTTP_SSE_QUEUE_MAX waiting, -EPIPE after the end. */
+void http_stream_begin(struct http_req *r, const char *content_type, http_abort_fn on_abort,
+                       void *data);
+int http_stream_write(struct http_req *r, const void *head, size_t head_len, const void *body,
+                      size_t body_len);
+void http_stream_end(struct http_req *r);
+
+/* multipart/form-data (and urlencoded) bodies, parsed by libmicrohttpd's post processor
+ * as they are fed: fn gets each value's bytes in order with their offset in the value
+ * (0 starts a new one). NULL when the request's Content-Type is not a form. */
+#define HTTP_FORM_BUFFER (64u * 1024u)
+struct http_form;
+typedef int (*http_form_fn)(void *data, const char *field, const char *filename, uint64_t off,
+                            const char *buf, size_t len);
+struct http_form *http_form_new(struct http_req *r, http_form_fn fn, void *data);
+/* <0: fn's error or -EINVAL for a malformed body. */
+int http_form_feed(struct http_form *f, const char *buf, size_t len);
+/* The end of the body: flushes the last value. */
+int http_form_finish(struct http_form *f);
+void http_form_free(struct http_form *f);
+
+/* Percent-decode s in place (for values encoded more than once); its new length. */
+size_t http_url_decode(char *s);
+
 bool http_req_wants_sse(const struct http_req *r);
 void http_sse_begin(struct http_req *r, http_abort_fn on_abort, void *data);
 int http_sse_event(struct http_req *r, json_t *event);

@@ -269,6 +269,20 @@ void sandbox_arm_ttl(struct manager *m, struct sandbox *sb)
     sb->ttl_timer = loop_timer_add(m->loop, ms > 0 ? ms : 0, on_ttl, sb);
 }
 
+int manager_set_expiry(struct manager *m, struct sandbox *sb, long long expires_at,
+                       struct sbx_err *err)
+{
+    int r = store_sandbox_set_expiry(m->store, sb->rec.id, expires_at, err);
+    if (r < 0)
+        return r;
+    sb->rec.expires_at = expires_at;
+    if (sb->ttl_timer) {
+        loop_timer_cancel(m->loop, sb->ttl_timer);
+        sandbox_arm_ttl(m, sb);
+    }
+    return 0;
+}
+
 void sandbox_op_finish(struct sandbox *sb, const struct sbx_err *err)
 {
     sandbox_op_fn cb = sb->op_cb;

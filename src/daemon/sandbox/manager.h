@@ -128,6 +128,9 @@ int manager_destroy_by(struct manager *m, struct sandbox *sb, const struct auth_
 #define SANDBOX_DESCRIBE_MAX 512
 void manager_describe_running(struct manager *m, const char *user, const char *key_id, char *out,
                               size_t n);
+/* Move the sandbox's end to expires_at (unix seconds; earlier or later), stored first. */
+int manager_set_expiry(struct manager *m, struct sandbox *sb, long long expires_at,
+                       struct sbx_err *err);
 /* Live sandboxes of a user, in creation order. */
 typedef void (*sandbox_each_fn)(struct sandbox *sb, void *data);
 void manager_each(struct manager *m, const char *user, sandbox_each_fn cb, void *data);

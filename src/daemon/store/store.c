@@ -345,6 +345,19 @@ int store_sandbox_set_status(struct store *s, const char *id, const char *status
     return r;
 }
 
+int store_sandbox_set_expiry(struct store *s, const char *id, long long expires_at,
+                             struct sbx_err *err)
+{
+    sqlite3_stmt *st;
+    int r = store_prepare(s, "UPDATE sandboxes SET expires_at=? WHERE id=?", &st, err, "it",
+                          expires_at, id);
+    if (r < 0)
+        return r;
+    r = sqlite3_step(st) == SQLITE_DONE ? 0 : store_db_err(s, err, "update sandbox expiry");
+    sqlite3_finalize(st);
+    return r;
+}
+
 int store_sandbox_each_live(struct store *s, const char *user, store_sandbox_cb cb, void *data,
                             struct sbx_err *err)
 {

@@ -70,6 +70,9 @@ int store_sandbox_get(struct store *s, const char *id, struct store_sandbox *out
 /* Mark a sandbox ended (destroyed or failed) with a reason, or set it running. */
 int store_sandbox_set_status(struct store *s, const char *id, const char *status,
                              const char *reason, long long now, struct sbx_err *err);
+/* A new expiry (unix seconds) for a live sandbox (E2B's setTimeout). */
+int store_sandbox_set_expiry(struct store *s, const char *id, long long expires_at,
+                             struct sbx_err *err);
 typedef void (*store_sandbox_cb)(const struct store_sandbox *sb, void *data);
 /* Live sandboxes, all users when user is NULL. */
 int store_sandbox_each_live(struct store *s, const char *user, store_sandbox_cb cb, void *data,

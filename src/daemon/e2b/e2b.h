@@ -1,0 +1,63 @@
+/* The E2B-compatible surface (docs/e2b.md): the official e2b SDKs run unchanged against
+ * sbx with E2B_API_URL=http://HOST:PORT/e2b/api and E2B_SANDBOX_URL=http://HOST:PORT/e2b/sandbox.
+ * An E2B sandboxID is the sbx sandbox id; everything below calls the same manager, agent
+ * and workspace functions as our own routes, so limits and audit are the same.
+ *
+ * This file: what the control plane (e2b_api.c) and the data plane (envd_api.c and the
+ * e2b_*.c services) share. */
+#ifndef SBX_E2B_H
+#define SBX_E2B_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "../../common/err.h"
+#include "../auth/auth.h"
+
+/* What E2B's envd reports; the SDK switches features on versions up to 0.6.4. */
+#define E2B_ENVD_VERSION "0.6.13"
+/* The E2B home directory, which is the sandbox's workspace. */
+#define E2B_HOME "/home/user"
+#define E2B_WORKSPACE "/workspace"
+/* Ports the SDK names in E2b-Sandbox-Port: envd and the code interpreter. */
+#define E2B_ENVD_PORT 49983
+#define E2B_JUPYTER_PORT 49999
+/* The per-sandbox access token (X-Access-Token), random hex. */
+#define E2B_TOKEN_HEX_LEN 48
+/* Facts kept beside a sandbox (store meta). */
+#define E2B_META_TOKEN "e2b_access_token"
+#define E2B_META_METADATA "e2b_metadata"
+#define E2B_META_TEMPLATE "e2b_template"
+#define E2B_METADATA_MAX (16u * 1024u)
+/* A process's E2B config, kept as its agent label (the agent's PROCESS_LABEL_MAX). */
+#define E2B_LABEL_MAX (16u * 1024u)
+
+struct sbxd;
+struct sandbox;
+struct http_req;
+
+/* The sandbox's access token, made and stored the first time it is asked for. */
+int e2b_access_token(struct sbxd *d, const struct sandbox *sb, char out[E2B_TOKEN_HEX_LEN + 1],
+                     struct sbx_err *err);
+/* Does token match the sandbox's stored one (constant time; false when it has none)? */
+bool e2b_token_ok(struct sbxd *d, const struct sandbox *sb, const char *token);
+
+/* The identity of a sandbox's owner, for data-plane requests (authenticated by the
+ * sandbox's token, not a key): audit entries and lookups name the key that made it. */
+void e2b_owner_identity(const struct sandbox *sb, struct auth_identity *out);
+
+/* An E2B path (absolute under /home/user or /workspace, or relative to the home) as a
+ * workspace-relative path ("" for the home itself); invalid_path otherwise. */
+int e2b_path_to_ws(const char *path, char *out, size_t cap, struct sbx_err *err);
+/* The E2B path of a workspace-relative path. */
+char *e2b_ws_to_path(const char *rel);
+
+/* The domain create and connect answer: the preview domain when configured, else the
+ * host of our public URL. Never taken from a request, so the SDK never sends a key or a
+ * token anywhere but here (docs/e2b.md). */
+const char *e2b_domain(struct sbxd *d, char *buf, size_t cap);
+
+/* sb as E2B's ListedSandbox / SandboxDetail (state, times, metadata, template). */
+json_t *e2b_sandbox_info(struct sbxd *d, const struct sandbox *sb);
+
+#endif

@@ -1,0 +1,514 @@
+/* E2B's control plane under /e2b/api (docs/e2b.md), on the same manager as /v1/sandboxes:
+ *   POST   /e2b/api/sandboxes, /e2b/api/v2/sandboxes         create
+ *   GET    /e2b/api/sandboxes, /e2b/api/v2/sandboxes         list (limit, nextToken, state,
+ * metadata) GET    /e2b/api/sandboxes/{id}                           get DELETE
+ * /e2b/api/sandboxes/{id}                           kill POST   /e2b/api/sandboxes/{id}/timeout
+ * {timeout}: expire that many s from now POST   /e2b/api/sandboxes/{id}/pause POST
+ * /e2b/api/sandboxes/{id}/connect, /resume, /e2b/api/v2/sandboxes/{id}/connect GET
+ * /e2b/api/sandboxes/{id}/metrics                   [] X-API-KEY carries an sbx key (Authorization:
+ * Bearer works too). Errors are E2B's
+ * {"code": <status>, "message"}: the SDK reads code (kill answers false on 404). */
+#include <errno.h>
+#include <string.h>
+
+#include "../../common/log.h"
+#include "../../common/util.h"
+#include "../audit/audit.h"
+#include "../http/errors.h"
+#include "../http/server.h"
+#include "../routes.h"
+#include "../sbxd.h"
+#include "../snapshot/snapshot.h"
+#include "e2b.h"
+
+#define E2B_TIMEOUT_DEFAULT 300
+#define E2B_LIST_LIMIT_MAX 100
+#define E2B_METADATA_FILTERS_MAX 16
+
+static void e2b_fail(struct http_req *req, const struct sbx_err *err)
+{
+    const char *code = err->code[0] ? err->code : "internal";
+    unsigned status = http_status_for_code(code);
+    http_respond_json(req, status,
+                      json_pack("{s:i,s:s,s:s}", "code", (int)status, "message",
+                                err->msg[0] ? err->msg : code, "error_code", code));
+}
+
+static void e2b_failf(struct http_req *req, const char *code, const char *msg)
+{
+    struct sbx_err e = {.errnum = EINVAL};
+    snprintf(e.code, sizeof(e.code), "%s", code);
+    snprintf(e.msg, sizeof(e.msg), "%s", msg);
+    e2b_fail(req, &e);
+}
+
+/* The key from X-API-KEY (or Bearer), checked as the router checks ours. */
+static int authenticate(struct sbxd *d, struct http_req *req)
+{
+    struct sbx_err err = {0};
+    const char *key = http_req_header(req, "X-API-KEY");
+    const char *h = http_req_header(req, "Authorization");
+    if ((!key || !*key) && h && !strncasecmp(h, "Bearer ", 7))
+        key = h + 7;
+    if (!key || !*key) {
+        sbx_err_set(&err, EACCES, "missing_api_key", "send your sbx key as X-API-KEY");
+    } else if (router_authenticate_key(d->store, req, key, AUTH_SANDBOX, &err) == 0) {
+        return 0;
+    }
+    e2b_fail(req, &err);
+    return -1;
+}
+
+static int lookup(struct sbxd *d, struct http_req *req, struct sandbox **sb)
+{
+    struct sbx_err err = {0};
+    if (authenticate(d, req) < 0)
+        return -1;
+    if (manager_lookup(d->mgr, http_req_identity(req), http_req_param(req, 0), sb, &err) < 0) {
+        e2b_fail(req, &err);
+        return -1;
+    }
+    return 0;
+}
+
+/* An optional JSON object body ({} when empty). */
+static int optional_body(struct http_req *req, json_t **out)
+{
+    struct sbx_err err = {0};
+    size_t n;
+    http_req_body(req, &n);
+    if (n == 0) {
+        *out = json_object();
+        return 0;
+    }
+    if (http_req_json(req, out, &err) < 0) {
+        e2b_fail(req, &err);
+        return -1;
+    }
+    return 0;
+}
+
+/* timeout (seconds) from body: def when absent. */
+static int timeout_field(struct http_req *req, json_t *body, long long def, long long *out)
+{
+    json_t *t = json_object_get(body, "timeout");
+    if (!t || json_is_null(t)) {
+        *out = def;
+        return 0;
+    }
+    if (!json_is_integer(t) || json_integer_value(t) < 1 ||
+        json_integer_value(t) > SANDBOX_TTL_MAX) {
+        char msg[96];
+        snprintf(msg, sizeof(msg), "timeout must be an integer from 1 to %d seconds",
+                 SANDBOX_TTL_MAX);
+        e2b_failf(req, "invalid_ttl", msg);
+        return -1;
+    }
+    *out = json_integer_value(t);
+    return 0;
+}
+
+/* ---- answering with the Sandbox object, after the sandbox is made ready for E2B ---- */
+
+/* A create, connect or resume in flight. The request may go away; the work goes on. */
+struct sbx_op {
+    struct sbxd *d;
+    struct http_req *req; /* NULL once the client went away */
+    struct sandbox *sb;
+    struct auth_identity who;
+    char request_id[HTTP_REQUEST_ID_LEN + 1];
+    const char *action;
+    unsigned status;
+};
+
+static void answer_sandbox(struct sbx_op *x)
+{
+    if (x->req) {
+        char token[E2B_TOKEN_HEX_LEN + 1], dom[256];
+        struct sbx_err err = {0};
+        if (e2b_access_token(x->d, x->sb, token, &err) < 0) {
+            e2b_fail(x->req, &err);
+        } else {
+            json_t *info = e2b_sandbox_info(x->d, x->sb);
+            http_respond_json(x->req, x->status,
+                              json_pack("{s:O,s:O,s:O,s:s,s:s,s:s,s:s,s:n}", "sandboxID",
+                                        json_object_get(info, "sandboxID"), "templateID",
+                                        json_object_get(info, "templateID"), "alias",
+                                        json_object_get(info, "alias"), "clientID", "sbx",
+                                        "envdVersion", E2B_ENVD_VERSION, "envdAccessToken", token,
+                                        "domain", e2b_domain(x->d, dom, sizeof(dom)),
+                                        "trafficAccessToken"));
+            json_decref(info);
+        }
+    }
+    free(x);
+}
+
+static void on_op_abort(struct http_req *req, void *data)
+{
+    struct sbx_op *x = data;
+    sandbox_drop_waiter(x->sb, x); /* the create or resume itself goes on */
+    free(x);
+}
+
+static void on_ready(struct sandbox *sb, const struct sbx_err *err, void *data)
+{
+    struct sbx_op *x = data;
+    audit_record(x->d->store, &x->who, NULL, x->request_id, x->action, sb->rec.id,
+                 err ? err->code : "ok", json_pack("{s:s}", "via", "e2b"));
+    if (err) {
+        if (x->req)
+            e2b_fail(x->req, err);
+        free(x);
+        return;
+    }
+    answer_sandbox(x);
+}
+
+static struct sbx_op *op_new(struct sbxd *d, struct http_req *req, const char *action,
+                             unsigned status)
+{
+    struct sbx_op *x = sbx_xcalloc(1, sizeof(*x));
+    x->d = d;
+    x->req = req;
+    x->who = *http_req_identity(req);
+    snprintf(x->request_id, sizeof(x->request_id), "%s", http_req_id(req));
+    x->action = action;
+    x->status = status;
+    return x;
+}
+
+/* ---- create ---- */
+
+static const char *map_template(const char *t)
+{
+    static const char *const base[] = {"base", "code-interpreter-v1", "code-interpreter"};
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(base); i++)
+        if (!strcmp(t, base[i]))
+            return "base";
+    return t;
+}
+
+static int check_metadata(json_t *m, struct sbx_err *err)
+{
+    const char *k;
+    json_t *v;
+    if (!json_is_object(m))
+        return sbx_err_set(err, EINVAL, "invalid_request", "metadata must be an object of strings");
+    json_object_foreach(m, k, v) if (!json_is_string(v)) return sbx_err_set(
+        err, EINVAL, "invalid_request", "metadata.%.64s must be a string", k);
+    return 0;
+}
+
+static void api_create(struct sbxd *d, struct http_req *req)
+{
+    struct sbx_err err = {0};
+    json_t *body = NULL, *params = NULL;
+    _cleanup_free_ char *meta = NULL;
+    struct sandbox_params p;
+    struct sandbox *sb;
+    long long ttl;
+    if (authenticate(d, req) < 0)
+        return;
+    if (http_req_json(req, &body, &err) < 0)
+        goto fail;
+    json_t *t = json_object_get(body, "templateID");
+    if (t && !json_is_string(t)) {
+        sbx_err_set(&err, EINVAL, "invalid_template", "templateID must be a template name");
+        goto fail;
+    }
+    const char *tmpl = t ? json_string_value(t) : "base";
+    if (timeout_field(req, body, E2B_TIMEOUT_DEFAULT, &ttl) < 0) {
+        json_decref(body);
+        return;
+    }
+    json_t *md = json_object_get(body, "metadata");
+    if (md && !json_is_null(md)) {
+        if (check_metadata(md, &err) < 0)
+            goto fail;
+        meta = json_dumps(md, JSON_COMPACT | JSON_SORT_KEYS);
+        if (strlen(meta) >= E2B_METADATA_MAX) {
+            sbx_err_set(&err, EINVAL, "invalid_request", "metadata is larger than %u bytes",
+                        E2B_METADATA_MAX - 1);
+            goto fail;
+        }
+    }
+    json_t *env = json_object_get(body, "envVars");
+    params = json_pack("{s:s,s:I,s:O?}", "template", map_template(tmpl), "ttl_seconds",
+                       (json_int_t)ttl, "env", json_is_null(env) ? NULL : env);
+    if (sandbox_params_parse(params, &p, &err) < 0)
+        goto fail;
+    struct sbx_op *x = op_new(d, req, "sandbox.create", 201);
+    if (manager_create(d->mgr, http_req_identity(req), &p, on_ready, x, &sb, &err) < 0) {
+        free(x);
+        goto fail;
+    }
+    x->sb = sb;
+    struct sbx_err merr = {0};
+    if (store_meta_set(d->store, sb->rec.id, E2B_META_TEMPLATE, tmpl, &merr) < 0 ||
+        (meta && store_meta_set(d->store, sb->rec.id, E2B_META_METADATA, meta, &merr) < 0))
+        log_warn("sandbox %s: storing its e2b facts: %s", sb->rec.id, merr.msg);
+    json_decref(params);
+    json_decref(body);
+    http_req_suspend(req, on_op_abort, x);
+    return;
+fail:
+    json_decref(params);
+    json_decref(body);
+    e2b_fail(req, &err);
+}
+
+/* ---- connect (resumes a paused sandbox) ---- */
+
+static void api_connect(struct sbxd *d, struct http_req *req)
+{
+    struct sandbox *sb;
+    json_t *body;
+    long long ttl;
+    if (lookup(d, req, &sb) < 0 || optional_body(req, &body) < 0)
+        return;
+    int r = timeout_field(req, body, 0, &ttl);
+    json_decref(body);
+    if (r < 0)
+        return;
+    struct sbx_err err = {0};
+    long long want = sbx_wall_ms() / 1000 + ttl;
+    if (ttl && want > sb->rec.expires_at && manager_set_expiry(d->mgr, sb, want, &err) < 0) {
+        e2b_fail(req, &err);
+        return;
+    }
+    struct sbx_op *x = op_new(d, req, "sandbox.resume", sb->paused ? 201 : 200);
+    x->sb = sb;
+    if (!sb->paused) {
+        answer_sandbox(x);
+        return;
+    }
+    http_req_suspend(req, on_op_abort, x);
+    if (snapshot_resume(d->mgr, sb, on_ready, x, &err) < 0) {
+        free(x);
+        e2b_fail(req, &err);
+    }
+}
+
+/* ---- list, get ---- */
+
+/* Go's url.QueryUnescape: '+' is a space. */
+static void query_unescape(char *s)
+{
+    for (char *c = s; *c; c++)
+        if (*c == '+')
+            *c = ' ';
+    http_url_decode(s);
+}
+
+struct list_ctx {
+    struct sbxd *d;
+    json_t *items;
+    const char *after; /* nextToken: the id of the last sandbox of the page before */
+    bool seen_after;
+    bool want_running, want_paused;
+    json_t *filters; /* {key: value} every one must match */
+    long long limit;
+    const char *next; /* set when the page is full and more follow */
+};
+
+static void list_one(struct sandbox *sb, void *data)
+{
+    struct list_ctx *c = data;
+    if (c->after && !c->seen_after) {
+        c->seen_after = !strcmp(sb->rec.id, c->after);
+        return;
+    }
+    if (c->next || sb->ended || (sb->paused ? !c->want_paused : !c->want_running))
+        return;
+    json_t *info = e2b_sandbox_info(c->d, sb);
+    json_t *md = json_object_get(info, "metadata");
+    const char *k;
+    json_t *v;
+    json_object_foreach(c->filters, k, v)
+    {
+        json_t *have = json_object_get(md, k);
+        if (!json_is_string(have) || strcmp(json_string_value(have), json_string_value(v))) {
+            json_decref(info);
+            return;
+        }
+    }
+    if ((long long)json_array_size(c->items) == c->limit) {
+        json_decref(info);
+        json_t *last = json_array_get(c->items, json_array_size(c->items) - 1);
+        c->next = json_string_value(json_object_get(last, "sandboxID"));
+        return;
+    }
+    json_array_append_new(c->items, info);
+}
+
+/* metadata=k%3Dv%26k2%3Dv2 (already decoded once): decode, split, decode each part. */
+static int parse_metadata_filter(const char *q, json_t *out, struct sbx_err *err)
+{
+    _cleanup_free_ char *s = sbx_xstrdup(q);
+    query_unescape(s);
+    char *save = NULL;
+    for (char *pair = strtok_r(s, "&", &save); pair; pair = strtok_r(NULL, "&", &save)) {
+        char *eq = strchr(pair, '=');
+        if (!eq || strchr(eq + 1, '=') || json_object_size(out) >= E2B_METADATA_FILTERS_MAX)
+            return sbx_err_set(err, EINVAL, "invalid_request", "invalid key value pair in query");
+        *eq = '\0';
+        query_unescape(pair);
+        query_unescape(eq + 1);
+        json_object_set_new(out, pair, json_string(eq + 1));
+    }
+    return 0;
+}
+
+static void api_list(struct sbxd *d, struct http_req *req)
+{
+    struct sbx_err err = {0};
+    if (authenticate(d, req) < 0)
+        return;
+    struct list_ctx c = {.d = d, .limit = E2B_LIST_LIMIT_MAX, .filters = json_object()};
+    if (http_req_query_int(req, "limit", 1, E2B_LIST_LIMIT_MAX, "invalid_request", &c.limit, &err) <
+        0)
+        goto fail;
+    c.after = http_req_query(req, "nextToken");
+    if (c.after && !*c.after)
+        c.after = NULL;
+    const char *state = http_req_query(req, "state");
+    c.want_running = !state || strstr(state, "running");
+    c.want_paused = !state || strstr(state, "paused");
+    const char *md = http_req_query(req, "metadata");
+    if (md && parse_metadata_filter(md, c.filters, &err) < 0)
+        goto fail;
+    c.items = json_array();
+    manager_each(d->mgr, http_req_identity(req)->user, list_one, &c);
+    if (c.next)
+        http_req_add_header(req, "X-Next-Token", c.next);
+    json_decref(c.filters);
+    http_respond_json(req, 200, c.items);
+    return;
+fail:
+    json_decref(c.filters);
+    e2b_fail(req, &err);
+}
+
+static void api_get(struct sbxd *d, struct http_req *req)
+{
+    struct sandbox *sb;
+    if (lookup(d, req, &sb) < 0)
+        return;
+    char dom[256];
+    json_t *info = e2b_sandbox_info(d, sb);
+    json_object_set_new(info, "domain", json_string(e2b_domain(d, dom, sizeof(dom))));
+    http_respond_json(req, 200, info);
+}
+
+static void api_metrics(struct sbxd *d, struct http_req *req)
+{
+    struct sandbox *sb;
+    if (lookup(d, req, &sb) == 0)
+        http_respond_json(req, 200, json_array());
+}
+
+/* ---- kill, timeout, pause ---- */
+
+static void api_kill(struct sbxd *d, struct http_req *req)
+{
+    struct sbx_err err = {0};
+    struct sandbox *sb;
+    if (lookup(d, req, &sb) < 0)
+        return;
+    if (manager_destroy_by(d->mgr, sb, http_req_identity(req), http_req_id(req), "deleted", &err) <
+        0) {
+        e2b_fail(req, &err);
+        return;
+    }
+    http_respond_text(req, 204, "");
+}
+
+static void api_timeout(struct sbxd *d, struct http_req *req)
+{
+    struct sbx_err err = {0};
+    struct sandbox *sb;
+    json_t *body;
+    long long ttl;
+    if (lookup(d, req, &sb) < 0 || optional_body(req, &body) < 0)
+        return;
+    int r = timeout_field(req, body, -1, &ttl);
+    json_decref(body);
+    if (r < 0)
+        return;
+    if (ttl < 0) {
+        e2b_failf(req, "invalid_ttl", "timeout is required");
+        return;
+    }
+    long long at = sbx_wall_ms() / 1000 + ttl;
+    r = manager_set_expiry(d->mgr, sb, at, &err);
+    audit_record(d->store, http_req_identity(req), NULL, http_req_id(req), "sandbox.timeout",
+                 sb->rec.id, r < 0 ? err.code : "ok",
+                 json_pack("{s:s,s:I}", "via", "e2b", "expires_at", (json_int_t)at));
+    if (r < 0)
+        e2b_fail(req, &err);
+    else
+        http_respond_text(req, 204, "");
+}
+
+struct pause_op {
+    struct sbxd *d;
+    struct http_req *req;
+    struct auth_identity who;
+    char request_id[HTTP_REQUEST_ID_LEN + 1];
+};
+
+static void on_paused(struct sandbox *sb, const struct sbx_err *err, void *data)
+{
+    struct pause_op *x = data;
+    audit_record(x->d->store, &x->who, NULL, x->request_id, "sandbox.pause", sb->rec.id,
+                 err ? err->code : "ok", json_pack("{s:s}", "via", "e2b"));
+    if (x->req) {
+        if (err)
+            e2b_fail(x->req, err);
+        else
+            http_respond_text(x->req, 204, "");
+    }
+    free(x);
+}
+
+static void on_pause_gone(struct http_req *req, void *data)
+{
+    ((struct pause_op *)data)->req = NULL; /* the pause goes on */
+}
+
+static void api_pause(struct sbxd *d, struct http_req *req)
+{
+    struct sbx_err err = {0};
+    struct sandbox *sb;
+    if (lookup(d, req, &sb) < 0)
+        return;
+    struct pause_op *x = sbx_xcalloc(1, sizeof(*x));
+    x->d = d;
+    x->req = req;
+    x->who = *http_req_identity(req);
+    snprintf(x->request_id, sizeof(x->request_id), "%s", http_req_id(req));
+    if (snapshot_pause(d->mgr, sb, on_paused, x, &err) < 0) {
+        free(x);
+        e2b_fail(req, &err);
+        return;
+    }
+    http_req_suspend(req, on_pause_gone, x);
+}
+
+static const struct route routes[] = {
+    {"POST", "/e2b/api/sandboxes", AUTH_PUBLIC, api_create, 0},
+    {"POST", "/e2b/api/v2/sandboxes", AUTH_PUBLIC, api_create, 0},
+    {"GET", "/e2b/api/sandboxes", AUTH_PUBLIC, api_list, 0},
+    {"GET", "/e2b/api/v2/sandboxes", AUTH_PUBLIC, api_list, 0},
+    {"GET", "/e2b/api/sandboxes/{}", AUTH_PUBLIC, api_get, 0},
+    {"DELETE", "/e2b/api/sandboxes/{}", AUTH_PUBLIC, api_kill, 0},
+    {"GET", "/e2b/api/sandboxes/{}/metrics", AUTH_PUBLIC, api_metrics, 0},
+    {"POST", "/e2b/api/sandboxes/{}/timeout", AUTH_PUBLIC, api_timeout, 0},
+    {"POST", "/e2b/api/sandboxes/{}/pause", AUTH_PUBLIC, api_pause, 0},
+    {"POST", "/e2b/api/sandboxes/{}/connect", AUTH_PUBLIC, api_connect, 0},
+    {"POST", "/e2b/api/sandboxes/{}/resume", AUTH_PUBLIC, api_connect, 0},
+    {"POST", "/e2b/api/v2/sandboxes/{}/connect", AUTH_PUBLIC, api_connect, 0},
+};
+
+const struct route_table e2b_api_routes = ROUTE_TABLE(routes);

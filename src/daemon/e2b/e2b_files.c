@@ -1,0 +1,252 @@
+/* envd's /files on the workspace: GET answers a file's bytes (sendfile), POST takes
+ * multipart/form-data (one part named "file" per file, its filename the target path unless
+ * ?path= names it) or a raw application/octet-stream body for ?path=, streamed to disk
+ * through the atomic writer (files/workspace.c). Errors are envd's {"code", "message"}. */
+#include <errno.h>
+#include <string.h>
+
+#include "../../common/util.h"
+#include "../audit/audit.h"
+#include "../files/workspace.h"
+#include "../http/errors.h"
+#include "../http/server.h"
+#include "../sbxd.h"
+#include "e2b.h"
+#include "envd.h"
+
+#define E2B_UPLOAD_MAX (100ull * 1000ull * 1000ull)
+#define E2B_UPLOAD_FILES_MAX 256
+
+static void envd_error(struct http_req *req, unsigned status, const char *msg)
+{
+    http_respond_json(req, status, json_pack("{s:i,s:s}", "code", (int)status, "message", msg));
+}
+
+static void envd_sbx_error(struct http_req *req, const struct sbx_err *err, const char *path)
+{
+    char msg[512];
+    if (!strcmp(err->code, "file_not_found")) {
+        snprintf(msg, sizeof(msg), "path '%.400s' does not exist", path);
+        envd_error(req, 404, msg);
+        return;
+    }
+    if (!strcmp(err->code, "workspace_too_large")) {
+        envd_error(req, 507, err->msg);
+        return;
+    }
+    envd_error(req, http_status_for_code(err->code), err->msg[0] ? err->msg : err->code);
+}
+
+void envd_files_get(const struct envd_ctx *c)
+{
+    struct sbx_err err = {0};
+    const char *path = http_req_query(c->req, "path");
+    char rel[WS_PATH_MAX + 1];
+    _cleanup_close_ int root = -1;
+    int fd = -1;
+    uint64_t size;
+    if (!path || !*path) {
+        envd_error(c->req, 400, "path query parameter is required");
+        return;
+    }
+    if (e2b_path_to_ws(path, rel, sizeof(rel), &err) < 0 ||
+        ws_open_root(c->sb->workspace, &root, &err) < 0 ||
+        ws_open_file(root, rel, &fd, &size, &err) < 0) {
+        envd_sbx_error(c->req, &err, path);
+        return;
+    }
+    audit_record(c->d->store, &c->who, NULL, http_req_id(c->req), "file.download", c->sb->rec.id,
+                 "ok",
+                 json_pack("{s:s,s:I,s:s}", "path", rel, "size", (json_int_t)size, "via", "e2b"));
+    http_respond_fd(c->req, 200, fd, size, "application/octet-stream");
+}
+
+/* ---- upload ---- */
+
+struct upload {
+    struct sbxd *d;
+    struct auth_identity who;
+    char sandbox_id[STORE_ID_MAX + 1];
+    int root;
+    char *query_path; /* ?path=, or NULL */
+    struct http_form *form;
+    struct ws_writer w;
+    bool open;
+    char rel[WS_PATH_MAX + 1];
+    char *filename; /* of the part being written */
+    uint64_t total;
+    json_t *results;
+    bool failed;
+    struct sbx_err err; /* what stopped the upload */
+};
+
+static void upload_free(struct upload *u)
+{
+    if (u->open)
+        ws_writer_close(&u->w);
+    http_form_free(u->form);
+    if (u->root >= 0)
+        close(u->root);
+    free(u->query_path);
+    free(u->filename);
+    json_decref(u->results);
+    free(u);
+}
+
+static int file_open(struct upload *u, const char *target, struct sbx_err *err)
+{
+    if (json_array_size(u->results) >= E2B_UPLOAD_FILES_MAX)
+        return sbx_err_set(err, EINVAL, "invalid_request", "at most %d files per upload",
+                           E2B_UPLOAD_FILES_MAX);
+    int r = e2b_path_to_ws(target, u->rel, sizeof(u->rel), err);
+    if (r < 0 || (r = ws_writer_open(u->root, u->rel, 0644, &u->w, err)) < 0)
+        return r;
+    u->open = true;
+    return 0;
+}
+
+static int file_write(struct upload *u, const char *buf, size_t len, struct sbx_err *err)
+{
+    u->total += len;
+    if (u->total > E2B_UPLOAD_MAX)
+        return sbx_err_set(err, EFBIG, "file_too_large", "uploads are limited to %llu bytes",
+                           E2B_UPLOAD_MAX);
+    return ws_writer_write(&u->w, buf, len, err);
+}
+
+static int file_commit(struct upload *u, struct sbx_err *err)
+{
+    if (!u->open)
+        return 0;
+    int r = ws_writer_commit(&u->w, true, err);
+    uint64_t size = u->w.written;
+    ws_writer_close(&u->w);
+    u->open = false;
+    audit_record(
+        u->d->store, &u->who, NULL, NULL, "file.upload", u->sandbox_id, r < 0 ? err->code : "ok",
+        json_pack("{s:s,s:I,s:s}", "path", u->rel, "size", (json_int_t)size, "via", "e2b"));
+    if (r < 0)
+        return r;
+    const char *slash = strrchr(u->rel, '/');
+    _cleanup_free_ char *path = e2b_ws_to_path(u->rel);
+    json_array_append_new(u->results, json_pack("{s:s,s:s,s:s}", "name", slash ? slash + 1 : u->rel,
+                                                "type", "file", "path", path));
+    return 0;
+}
+
+static int form_value(void *data, const char *field, const char *filename, uint64_t off,
+                      const char *buf, size_t len)
+{
+    struct upload *u = data;
+    if (!field || strcmp(field, "file"))
+        return 0;
+    const char *name = u->query_path ? u->query_path : filename;
+    bool fresh = off == 0 && (!u->open || u->w.written > 0 || !u->filename || !filename ||
+                              strcmp(u->filename, filename));
+    if (fresh) {
+        if (file_commit(u, &u->err) < 0)
+            return -EIO;
+        if (!name || !*name) {
+            sbx_err_set(&u->err, EINVAL, "invalid_request", "a file part needs a filename");
+            return -EINVAL;
+        }
+        free(u->filename);
+        u->filename = filename ? sbx_xstrdup(filename) : NULL;
+        if (file_open(u, name, &u->err) < 0)
+            return -EIO;
+    }
+    return len ? (file_write(u, buf, len, &u->err) < 0 ? -EIO : 0) : 0;
+}
+
+/* An upload that failed still reads its body (dropping it), so that the SDK, which is
+ * still sending, gets the error instead of a reset connection. */
+static void upload_fail(struct upload *u, const struct sbx_err *err)
+{
+    if (!u->failed && err)
+        u->err = *err;
+    else if (!u->failed)
+        sbx_err_set(&u->err, EINVAL, "invalid_request", "the multipart body is malformed");
+    u->failed = true;
+    if (u->open)
+        ws_writer_close(&u->w);
+    u->open = false;
+}
+
+static int upload_data(struct http_req *req, const char *buf, size_t len, void *data,
+                       struct sbx_err *err)
+{
+    struct upload *u = data;
+    if (u->failed)
+        return 0;
+    if (!u->form) {
+        if (file_write(u, buf, len, err) < 0)
+            upload_fail(u, err);
+    } else if (http_form_feed(u->form, buf, len) < 0) {
+        upload_fail(u, u->err.code[0] ? &u->err : NULL);
+    }
+    return 0;
+}
+
+static void upload_end(struct http_req *req, void *data)
+{
+    struct upload *u = data;
+    struct sbx_err err = {0};
+    if (!u->failed && u->form && http_form_finish(u->form) < 0)
+        upload_fail(u, u->err.code[0] ? &u->err : NULL);
+    if (!u->failed && file_commit(u, &err) < 0)
+        upload_fail(u, &err);
+    if (u->failed)
+        envd_sbx_error(req, &u->err, u->query_path ? u->query_path : u->rel);
+    else if (json_array_size(u->results) == 0)
+        envd_error(req, 400, "no file in the upload");
+    else
+        http_respond_json(req, 200, json_incref(u->results));
+    upload_free(u);
+}
+
+/* The body failed or the client left: what was written is dropped. */
+static void upload_drop(struct http_req *req, void *data)
+{
+    upload_free(data);
+}
+
+static const struct http_body_sink upload_sink = {
+    .on_data = upload_data,
+    .on_end = upload_end,
+    .on_failed = upload_drop,
+};
+
+void envd_files_post(const struct envd_ctx *c)
+{
+    struct sbx_err err = {0};
+    const char *type = http_req_header(c->req, "Content-Type");
+    const char *enc = http_req_header(c->req, "Content-Encoding");
+    const char *path = http_req_query(c->req, "path");
+    uint64_t len;
+    if (http_req_content_length(c->req, &len) && len > E2B_UPLOAD_MAX) {
+        envd_error(c->req, 413, "the upload is too large");
+        return;
+    }
+    bool multipart = type && !strncasecmp(type, "multipart/form-data", 19);
+    struct upload *u = sbx_xcalloc(1, sizeof(*u));
+    u->d = c->d;
+    u->who = c->who;
+    u->root = -1;
+    snprintf(u->sandbox_id, sizeof(u->sandbox_id), "%s", c->sb->rec.id);
+    u->results = json_array();
+    u->query_path = path && *path ? sbx_xstrdup(path) : NULL;
+    if (enc && *enc && strcasecmp(enc, "identity"))
+        sbx_err_set(&err, EINVAL, "invalid_request", "compressed uploads are not supported");
+    else if (!multipart && !u->query_path)
+        sbx_err_set(&err, EINVAL, "invalid_request",
+                    "path query parameter is required for raw body upload");
+    else if (ws_open_root(c->sb->workspace, &u->root, &err) < 0)
+        ;
+    else if (multipart && !(u->form = http_form_new(c->req, form_value, u)))
+        sbx_err_set(&err, EINVAL, "invalid_request", "unreadable multipart Content-Type");
+    else if (!multipart)
+        (void)file_open(u, path, &err);
+    if (err.code[0])
+        upload_fail(u, &err);
+    http_req_stream_body(c->req, &upload_sink, u, upload_drop);
+}

@@ -1,0 +1,361 @@
+/* The code interpreter's API (port 49999 of an E2B code-interpreter sandbox) on the
+ * sandbox's persistent Python kernel (live/kernel.c): POST /execute streams one JSON
+ * object per line (number_of_executions, stdout, stderr, result, error, keepalive, and
+ * end_of_execution last), ASCII only and never a blank line, as the SDK's line reader
+ * needs. There is one Python context, "python"; /contexts lists it, restart resets it. */
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+
+#include "../../common/loop.h"
+#include "../../common/util.h"
+#include "../../proto/proto.h"
+#include "../audit/audit.h"
+#include "../exec/textchunk.h"
+#include "../http/server.h"
+#include "../live/kernel.h"
+#include "../sbxd.h"
+#include "e2b.h"
+#include "e2b_connect.h"
+#include "envd.h"
+
+#define CONTEXT_ID "python"
+#define INTERP_LINE_MAX (64u * 1024u)
+#define INTERP_LINE_WAIT_MS 50
+
+/* The upstream server answers its errors as a bare JSON string. */
+static void text_error(struct http_req *req, unsigned status, const char *msg)
+{
+    json_t *s = json_string(msg);
+    _cleanup_free_ char *text = json_dumps(s, JSON_ENCODE_ANY | JSON_ENSURE_ASCII);
+    json_decref(s);
+    http_respond_text(req, status, text ? text : "\"error\"");
+}
+
+static json_t *context_json(void)
+{
+    return json_pack("{s:s,s:s,s:s}", "id", CONTEXT_ID, "language", "python", "cwd", E2B_HOME);
+}
+
+struct exec_req {
+    struct sbxd *d;
+    struct sandbox *sb;
+    struct auth_identity who;
+    char request_id[HTTP_REQUEST_ID_LEN + 1];
+    struct http_req *req;
+    struct rpc_stream *out; /* NULL once the client went away */
+    json_t *body;
+    struct kernel_run *run;
+    struct utf8_carry carry[2];
+    /* The unfinished line of each stream (print() writes its text and its newline
+     * apart; Jupyter would send them as one message), sent at its newline, when it
+     * grows past INTERP_LINE_MAX, after INTERP_LINE_WAIT_MS or at the end. */
+    char *line[2];
+    size_t line_len[2];
+    struct loop_timer *line_timer;
+};
+
+static json_t *now_iso(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    char s[48];
+    size_t n = strftime(s, sizeof(s), "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(s + n, sizeof(s) - n, ".%06ldZ", ts.tv_nsec / 1000);
+    return json_string(s);
+}
+
+static void send_text(struct exec_req *x, int i, const uint8_t *buf, size_t len, bool flush)
+{
+    static const char *const types[] = {"stdout", "stderr"};
+    if (!x->out)
+        return;
+    json_t *ev = textchunk_event(&x->carry[i], types[i], buf, len, flush);
+    if (!ev)
+        return;
+    json_t *data = json_object_get(ev, "data");
+    /* Bytes that are not UTF-8 arrive base64-encoded: the SDK's lines are text. */
+    if (!json_object_get(ev, "encoding"))
+        rpc_stream_send(x->out, json_pack("{s:s,s:O,s:o}", "type", types[i], "text", data,
+                                          "timestamp", now_iso()));
+    json_decref(ev);
+}
+
+static void flush_line(struct exec_req *x, int i)
+{
+    if (x->line_len[i])
+        send_text(x, i, (const uint8_t *)x->line[i], x->line_len[i], false);
+    x->line_len[i] = 0;
+}
+
+static void on_line_timer(struct loop *l, void *data)
+{
+    struct exec_req *x = data;
+    x->line_timer = NULL;
+    flush_line(x, 0);
+    flush_line(x, 1);
+}
+
+static void on_output(unsigned ch, const uint8_t *buf, size_t len, void *data)
+{
+    struct exec_req *x = data;
+    if (!x->out || (ch != PROTO_CH_STDOUT && ch != PROTO_CH_STDERR))
+        return;
+    int i = ch == PROTO_CH_STDOUT ? 0 : 1;
+    x->line[i] = sbx_xrealloc(x->line[i], x->line_len[i] + len);
+    memcpy(x->line[i] + x->line_len[i], buf, len);
+    x->line_len[i] += len;
+    const char *nl = memrchr(x->line[i], '\n', x->line_len[i]);
+    if (nl || x->line_len[i] > INTERP_LINE_MAX) {
+        size_t n = nl ? (size_t)(nl - x->line[i]) + 1 : x->line_len[i];
+        send_text(x, i, (const uint8_t *)x->line[i], n, false);
+        memmove(x->line[i], x->line[i] + n, x->line_len[i] - n);
+        x->line_len[i] -= n;
+    }
+    if (x->line_len[i] && !x->line_timer)
+        x->line_timer = loop_timer_add(x->d->loop, INTERP_LINE_WAIT_MS, on_line_timer, x);
+}
+
+/* A kernel output {mime, data} as E2B's Result fields. */
+static void put_mime(json_t *res, const char *mime, json_t *data)
+{
+    static const struct {
+        const char *mime, *key;
+    } map[] = {
+        {"text/plain", "text"},
+        {"text/html", "html"},
+        {"text/markdown", "markdown"},
+        {"image/svg+xml", "svg"},
+        {"image/png", "png"},
+        {"image/jpeg", "jpeg"},
+        {"application/pdf", "pdf"},
+        {"text/latex", "latex"},
+        {"application/javascript", "javascript"},
+    };
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(map); i++) {
+        if (!strcmp(mime, map[i].mime)) {
+            json_object_set(res, map[i].key, data);
+            return;
+        }
+    }
+    if (!strcmp(mime, "application/json")) {
+        json_t *j = json_loads(json_string_value(data) ?: "", JSON_DECODE_ANY, NULL);
+        json_object_set_new(res, "json", j ? j : json_incref(data));
+        return;
+    }
+    json_t *extra = json_object_get(res, "extra");
+    if (!extra)
+        json_object_set_new(res, "extra", extra = json_object());
+    json_object_set(extra, mime, data);
+}
+
+static void on_display(json_t *output, void *data)
+{
+    struct exec_req *x = data;
+    if (!x->out)
+        return;
+    json_t *res = json_pack("{s:s,s:b}", "type", "result", "is_main_result", 0);
+    put_mime(res, json_string_value(json_object_get(output, "mime")) ?: "",
+             json_object_get(output, "data"));
+    rpc_stream_send(x->out, res);
+}
+
+/* Jupyter's text/plain of a str is its repr; E2B shows it without the quotes. */
+static json_t *main_text(const char *repr)
+{
+    size_t n = strlen(repr);
+    if (n >= 2 && (repr[0] == '\'' || repr[0] == '"') && repr[n - 1] == repr[0])
+        return json_stringn(repr + 1, n - 2);
+    return json_string(repr);
+}
+
+static void exec_free(struct exec_req *x)
+{
+    if (x->line_timer)
+        loop_timer_cancel(x->d->loop, x->line_timer);
+    free(x->line[0]);
+    free(x->line[1]);
+    json_decref(x->body);
+    free(x);
+}
+
+static void on_done(json_t *answer, const struct sbx_err *err, void *data)
+{
+    struct exec_req *x = data;
+    x->run = NULL;
+    audit_record(x->d->store, &x->who, NULL, x->request_id, "run_code", x->sb->rec.id,
+                 err ? err->code : "ok", json_pack("{s:s}", "via", "e2b"));
+    if (x->out) {
+        flush_line(x, 0);
+        flush_line(x, 1);
+        send_text(x, 0, NULL, 0, true);
+        send_text(x, 1, NULL, 0, true);
+        json_t *count = json_object_get(answer, "execution_count");
+        if (json_is_integer(count))
+            rpc_stream_send(x->out, json_pack("{s:s,s:O}", "type", "number_of_executions",
+                                              "execution_count", count));
+        json_t *result = json_object_get(answer, "result");
+        if (json_is_string(result))
+            rpc_stream_send(x->out,
+                            json_pack("{s:s,s:o,s:b}", "type", "result", "text",
+                                      main_text(json_string_value(result)), "is_main_result", 1));
+        json_t *e = json_object_get(answer, "error");
+        if (err)
+            rpc_stream_send(x->out, json_pack("{s:s,s:s,s:s,s:s}", "type", "error", "name",
+                                              err->code, "value", err->msg, "traceback", ""));
+        else if (json_is_object(e))
+            rpc_stream_send(x->out, json_pack("{s:s,s:O,s:O,s:O}", "type", "error", "name",
+                                              json_object_get(e, "name"), "value",
+                                              json_object_get(e, "value"), "traceback",
+                                              json_object_get(e, "traceback")));
+        rpc_stream_send(x->out, json_pack("{s:s}", "type", "end_of_execution"));
+        rpc_stream_end(x->out, NULL, NULL);
+    }
+    exec_free(x);
+}
+
+static const struct kernel_observer observer = {
+    .on_output = on_output,
+    .on_display = on_display,
+    .on_done = on_done,
+};
+
+/* The client left: the cell runs on (an interrupt or reset stops it). */
+static void on_gone(void *data)
+{
+    struct exec_req *x = data;
+    x->out = NULL;
+    if (x->run)
+        kernel_run_abandon(x->run);
+    exec_free(x);
+}
+
+/* The client left before the cell started. */
+static void on_wait_gone(struct http_req *req, void *data)
+{
+    struct exec_req *x = data;
+    sandbox_drop_waiter(x->sb, x);
+    exec_free(x);
+}
+
+/* The sandbox is ready (a v1 one has a machine again): start the cell. */
+static void on_ready(struct sandbox *sb, const struct sbx_err *err, void *data)
+{
+    struct exec_req *x = data;
+    struct sbx_err e = {0};
+    struct kernel_params p = {.code = json_string_value(json_object_get(x->body, "code")),
+                              .timeout_s = KERNEL_TIMEOUT_DEFAULT};
+    if (!err && kernel_run_start(sb, x->d->llm, &p, &observer, x, &x->run, &e) == 0) {
+        x->out = rpc_stream_begin(x->req, x->d->loop, true, json_pack("{s:s}", "type", "keepalive"),
+                                  on_gone, x);
+        return;
+    }
+    err = err ? err : &e;
+    text_error(x->req, !strcmp(err->code, "kernel_busy") ? 409 : 500, err->msg);
+    exec_free(x);
+}
+
+static void do_execute(const struct envd_ctx *c)
+{
+    struct sbx_err err = {0};
+    json_t *body;
+    if (http_req_json(c->req, &body, &err) < 0) {
+        text_error(c->req, 400, err.msg);
+        return;
+    }
+    json_t *code = json_object_get(body, "code");
+    json_t *ctx = json_object_get(body, "context_id");
+    json_t *lang = json_object_get(body, "language");
+    char msg[128];
+    if (!json_is_string(code) || json_string_length(code) > KERNEL_CODE_MAX ||
+        strlen(json_string_value(code)) != json_string_length(code)) {
+        text_error(c->req, 400, "code must be a string");
+    } else if (json_is_string(ctx) && json_is_string(lang)) {
+        text_error(c->req, 400, "Only one of context_id or language can be provided");
+    } else if (json_is_string(ctx) && strcmp(json_string_value(ctx), CONTEXT_ID)) {
+        snprintf(msg, sizeof(msg), "Context %.64s not found", json_string_value(ctx));
+        text_error(c->req, 404, msg);
+    } else if (json_is_string(lang) && strcasecmp(json_string_value(lang), "python")) {
+        text_error(c->req, 400, "sbx's code interpreter runs Python only");
+    } else {
+        struct exec_req *x = sbx_xcalloc(1, sizeof(*x));
+        x->d = c->d;
+        x->sb = c->sb;
+        x->who = c->who;
+        x->req = c->req;
+        x->body = body;
+        snprintf(x->request_id, sizeof(x->request_id), "%s", http_req_id(c->req));
+        /* Suspended first: the ready callback only ever runs on a later loop turn. */
+        http_req_suspend(c->req, on_wait_gone, x);
+        sandbox_when_ready(c->sb, on_ready, x);
+        return;
+    }
+    json_decref(body);
+}
+
+/* kernel_reset for POST /contexts/python/restart. */
+struct restart {
+    struct http_req *req;
+    struct kernel_ctl *ctl;
+};
+
+static void on_restarted(json_t *result, const struct sbx_err *err, void *data)
+{
+    struct restart *r = data;
+    if (err)
+        text_error(r->req, 500, err->msg);
+    else
+        http_respond_text(r->req, 204, "");
+    free(r);
+}
+
+static void on_restart_gone(struct http_req *req, void *data)
+{
+    struct restart *r = data;
+    kernel_ctl_abandon(r->ctl); /* the reset still happens: the client asked for it */
+    free(r);
+}
+
+void envd_interp(const struct envd_ctx *c, const char *rest)
+{
+    const char *m = http_req_method(c->req);
+    bool post = !strcmp(m, "POST");
+    if (post && !strcmp(rest, "execute")) {
+        do_execute(c);
+    } else if (!strcmp(rest, "contexts") && !strcmp(m, "GET")) {
+        http_respond_json(c->req, 200, json_pack("[o]", context_json()));
+    } else if (!strcmp(rest, "contexts") && post) {
+        json_t *body = NULL;
+        struct sbx_err err = {0};
+        size_t n;
+        http_req_body(c->req, &n);
+        const char *lang = NULL;
+        if (n && http_req_json(c->req, &body, &err) == 0)
+            lang = json_string_value(json_object_get(body, "language"));
+        if (lang && strcasecmp(lang, "python"))
+            text_error(c->req, 400, "sbx's code interpreter runs Python only");
+        else
+            http_respond_json(c->req, 200, context_json());
+        json_decref(body);
+    } else if (!strcmp(rest, "contexts/" CONTEXT_ID) && !strcmp(m, "DELETE")) {
+        http_respond_text(c->req, 204, "");
+    } else if (!strcmp(rest, "contexts/" CONTEXT_ID "/restart") && post) {
+        struct sbx_err err = {0};
+        struct restart *r = sbx_xcalloc(1, sizeof(*r));
+        r->req = c->req;
+        if (kernel_control(c->sb, "kernel_reset", on_restarted, r, &r->ctl, &err) < 0) {
+            free(r);
+            text_error(c->req, 500, err.msg);
+            return;
+        }
+        http_req_suspend(c->req, on_restart_gone, r);
+    } else if (!strncmp(rest, "contexts/", 9)) {
+        char msg[128];
+        snprintf(msg, sizeof(msg), "Context %.64s not found", rest + 9);
+        text_error(c->req, 404, msg);
+    } else {
+        text_error(c->req, 404, "no such code interpreter route");
+    }
+}

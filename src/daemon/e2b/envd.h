@@ -1,0 +1,39 @@
+/* E2B's data plane (what envd and the code interpreter serve inside an E2B sandbox),
+ * answered by sbxd under /e2b/sandbox: envd_api.c finds the sandbox (E2b-Sandbox-Id, or
+ * a Host of {port}-{id}.{domain}), checks its X-Access-Token and hands the request to
+ * one of the services below. */
+#ifndef SBX_E2B_ENVD_H
+#define SBX_E2B_ENVD_H
+
+#include <jansson.h>
+
+#include "../auth/auth.h"
+
+struct sbxd;
+struct sandbox;
+struct http_req;
+
+struct envd_ctx {
+    struct sbxd *d;
+    struct http_req *req;
+    struct sandbox *sb;
+    struct auth_identity who; /* the sandbox's owner: audit entries name its key */
+};
+
+/* process.Process/<method> (e2b_process.c). */
+void envd_process(const struct envd_ctx *c, const char *method);
+/* filesystem.Filesystem/<method> (e2b_fs.c). */
+void envd_fs(const struct envd_ctx *c, const char *method);
+/* WatchDir's stream for the request message (e2b_watch.c). */
+void envd_watch(const struct envd_ctx *c, json_t *msg);
+/* envd's EntryInfo for a workspace-relative path (e2b_fs.c). */
+struct stat;
+json_t *e2b_entry_json(const char *rel, const struct stat *st, const char *target);
+/* GET /files and the streamed POST /files (e2b_files.c). */
+void envd_files_get(const struct envd_ctx *c);
+void envd_files_post(const struct envd_ctx *c);
+/* The code interpreter: POST /execute, /contexts... (e2b_interp.c); rest is the path
+ * after the data plane's prefix. */
+void envd_interp(const struct envd_ctx *c, const char *rest);
+
+#endif

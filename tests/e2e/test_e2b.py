@@ -1,0 +1,150 @@
+"""The E2B-compatible surface (docs/e2b.md): the unmodified official `e2b` and
+`@e2b/code-interpreter` npm packages (pinned in tests/e2b/package.json, installed by
+scripts/npm-deps.sh) run against a real sbxd with only E2B_API_URL, E2B_SANDBOX_URL and
+E2B_API_KEY set. The cases are in tests/e2b/sdk.test.mjs; each one counts as a test.
+"""
+
+import base64
+import http.client
+import json
+import os
+import shutil
+import struct
+
+from harness import REPO, Daemon
+
+E2B_DIR = os.path.join(REPO, "tests", "e2b")
+# Low enough that the limit test reaches it, high enough for the other cases.
+PER_KEY = 3
+
+
+def suite_e2b(ext):
+    node = shutil.which("node")
+    assert node, "node is needed for the E2B SDK tests (scripts/deps.sh installs it)"
+    assert os.path.isdir(os.path.join(E2B_DIR, "node_modules", "e2b")), \
+        "tests/e2b/node_modules is missing: run scripts/npm-deps.sh"
+    with Daemon(extra_env={"SBX_MAX_PER_KEY": str(PER_KEY)}) as d:
+        admin = d.client()
+        k = admin.create_key("e2b-user")
+        basic = admin.create_key("e2b-basic", tool_level="basic")
+        base = "http://127.0.0.1:%d" % d.port
+        ext.tap([node, "--test", "--test-reporter=tap", "--test-concurrency=1", "sdk.test.mjs"],
+                cwd=E2B_DIR,
+                env={
+                    "E2B_API_URL": base + "/e2b/api",
+                    "E2B_SANDBOX_URL": base + "/e2b/sandbox",
+                    "E2B_API_KEY": k["key"],
+                    # Our own API, to check that both surfaces are one system.
+                    "SBX_URL": base,
+                    "SBX_KEY": k["key"],
+                    "SBX_ADMIN_KEY": d.admin_key,
+                    "SBX_BASIC_KEY": basic["key"],
+                    "SBX_PER_KEY": str(PER_KEY),
+                })
+
+
+def _raw(port, method, path, headers, body=None, chunked=False, host=None):
+    """One request with exactly these headers (Host included when given)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        conn.putrequest(method, path, skip_host=host is not None, skip_accept_encoding=True)
+        if host is not None:
+            conn.putheader("Host", host)
+        for k, v in headers.items():
+            conn.putheader(k, v)
+        if body is not None and chunked:
+            conn.putheader("Transfer-Encoding", "chunked")
+        elif body is not None:
+            conn.putheader("Content-Length", str(len(body)))
+        conn.endheaders()
+        if body is not None and chunked:
+            for i in range(0, len(body), 7):
+                part = body[i:i + 7]
+                conn.send(b"%x\r\n%s\r\n" % (len(part), part))
+            conn.send(b"0\r\n\r\n")
+        elif body is not None:
+            conn.send(body)
+        r = conn.getresponse()
+        return r.status, dict((k.lower(), v) for k, v in r.getheaders()), r.read()
+    finally:
+        conn.close()
+
+
+def _envelopes(data):
+    out = []
+    while data:
+        flags, n = data[0], struct.unpack(">I", data[1:5])[0]
+        out.append((flags, json.loads(data[5:5 + n])))
+        data = data[5 + n:]
+    return out
+
+
+def test_e2b_wire():
+    """The wire as the SDK does not show it: a chunked create, Host routing, Connect
+    envelopes and end-stream errors, E2B's JSON error bodies."""
+    with Daemon() as d:
+        key = d.client().create_key("wire")["key"]
+        api = {"X-API-KEY": key, "Content-Type": "application/json"}
+        st, _, body = _raw(d.port, "POST", "/e2b/api/v2/sandboxes", api,
+                           b'{"templateID":"base","timeout":120}', chunked=True)
+        assert st == 201, body
+        sb = json.loads(body)
+        sid, token = sb["sandboxID"], sb["envdAccessToken"]
+        assert sb["envdVersion"] == "0.6.13" and sb["domain"] == "127.0.0.1:%d" % d.port
+        try:
+            # Host routing: {port}-{id}.{domain}, no E2b-Sandbox-Id header.
+            st, _, _ = _raw(d.port, "GET", "/e2b/sandbox/health", {},
+                            host="49983-%s.sbx.test" % sid)
+            assert st == 204
+            st, _, body = _raw(d.port, "GET", "/e2b/sandbox/health", {},
+                               host="49983-sb_00000000000000000000.sbx.test")
+            assert st == 502 and json.loads(body)["code"] == 502
+            envd = {"E2b-Sandbox-Id": sid, "X-Access-Token": token,
+                    "Content-Type": "application/connect+json", "Connect-Protocol-Version": "1"}
+            msg = json.dumps({"process": {"cmd": "/bin/sh", "args": ["-c", "echo out; exit 4"]},
+                              "stdin": False}).encode()
+            st, hdrs, body = _raw(d.port, "POST", "/e2b/sandbox/process.Process/Start", envd,
+                                  b"\0" + struct.pack(">I", len(msg)) + msg)
+            assert st == 200 and hdrs["content-type"] == "application/connect+json", (st, hdrs)
+            env = _envelopes(body)
+            assert "start" in env[0][1]["event"] and env[0][0] == 0, env
+            out = b"".join(base64.b64decode(m["event"]["data"]["stdout"]) for f, m in env
+                           if "data" in m.get("event", {}))
+            assert out == b"out\n", env
+            end = [m["event"]["end"] for f, m in env if "end" in m.get("event", {})]
+            assert end == [{"exitCode": 4, "exited": True, "status": "exit status 4",
+                            "error": "exit status 4"}], env
+            assert env[-1] == (2, {}), env
+            # A compressed envelope: the error travels in the end-stream message.
+            st, _, body = _raw(d.port, "POST", "/e2b/sandbox/process.Process/Start", envd,
+                               b"\1" + struct.pack(">I", len(msg)) + msg)
+            env = _envelopes(body)
+            assert st == 200 and env[-1][0] == 2, (st, env)
+            assert env[-1][1]["error"]["code"] == "invalid_argument", env
+            # A unary call with a broken body.
+            unary = dict(envd, **{"Content-Type": "application/json"})
+            st, _, body = _raw(d.port, "POST", "/e2b/sandbox/process.Process/List", unary,
+                               b"{nope")
+            assert st == 400 and json.loads(body)["code"] == "invalid_argument", body
+            st, _, body = _raw(d.port, "POST", "/e2b/sandbox/filesystem.Filesystem/Stat", unary,
+                               b'{"path":"/home/user/none"}')
+            assert st == 404 and json.loads(body)["code"] == "not_found", body
+            st, _, body = _raw(d.port, "POST", "/e2b/sandbox/nothing.Here/X", unary, b"{}")
+            assert st == 404, body
+            # The code interpreter: listing needs no token (the SDK sends none), a restart does.
+            ci = {"E2b-Sandbox-Id": sid, "E2b-Sandbox-Port": "49999"}
+            st, _, body = _raw(d.port, "GET", "/e2b/sandbox/contexts", ci)
+            assert st == 200 and json.loads(body)[0]["language"] == "python", body
+            st, _, _ = _raw(d.port, "POST", "/e2b/sandbox/contexts/python/restart", ci, b"")
+            assert st == 401
+            st, _, _ = _raw(d.port, "POST", "/e2b/sandbox/contexts/python/restart",
+                            dict(ci, **{"X-Access-Token": token}), b"")
+            assert st == 204
+            # Missing key, unknown sandbox: E2B's {"code": <status>}.
+            st, _, body = _raw(d.port, "GET", "/e2b/api/v2/sandboxes", {})
+            assert st == 401 and json.loads(body)["code"] == 401
+        finally:
+            st, _, _ = _raw(d.port, "DELETE", "/e2b/api/sandboxes/" + sid, api)
+            assert st == 204
+            st, _, body = _raw(d.port, "DELETE", "/e2b/api/sandboxes/" + sid, api)
+            assert st == 404 and json.loads(body)["code"] == 404

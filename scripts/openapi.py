@@ -109,6 +109,10 @@ def main(argv):
             with open(OUT) as f:
                 doc = yaml.safe_load(f)
             for route, item in doc["paths"].items():
+                ref = item.get("$ref", "")
+                if ref.startswith("#/components/pathItems/"):
+                    # A path item shared by several paths (OpenAPI 3.1).
+                    item = doc["components"]["pathItems"][ref.rsplit("/", 1)[1]]
                 for m in item:
                     if m in METHODS:
                         print(m.upper(), route)

@@ -60,8 +60,10 @@ size_t sbx_utf8_prefix(const char *buf, size_t len)
         unsigned char c = s[i - 1];
         if ((c & 0xC0) != 0x80) {
             /* Only a lead byte that can start a sequence is worth waiting for. */
-            size_t need = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3
-                          : c >= 0xF0 && c <= 0xF4 ? 4 : 1;
+            size_t need = c >= 0xC2 && c <= 0xDF   ? 2
+                          : c >= 0xE0 && c <= 0xEF ? 3
+                          : c >= 0xF0 && c <= 0xF4 ? 4
+                                                   : 1;
             return (len - (i - 1) >= need) ? len : i - 1;
         }
         i--;
@@ -137,4 +139,14 @@ void sbx_hex(const unsigned char *in, size_t len, char *out)
         out[2 * i + 1] = d[in[i] & 15];
     }
     out[2 * len] = '\0';
+}
+
+bool sbx_field_valid(const char *buf, size_t len, bool tab_ok)
+{
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)buf[i];
+        if ((c < 0x20 && !(tab_ok && c == '\t')) || c == 0x7f)
+            return false;
+    }
+    return sbx_utf8_valid(buf, len);
 }

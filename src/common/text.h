@@ -5,6 +5,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* Is buf[0..len) fit for a request's path, query or header value: UTF-8 without NUL,
+ * DEL or other control bytes (a tab only with tab_ok)? */
+bool sbx_field_valid(const char *buf, size_t len, bool tab_ok);
 /* Is buf[0..len) valid UTF-8 (no overlongs, no surrogates, no NUL)? */
 bool sbx_utf8_valid(const char *buf, size_t len);
 /* Length of the longest prefix of buf[0..len) that does not end inside a sequence. */

@@ -86,6 +86,9 @@ static int preview_ports(struct sbxd_config *cfg, struct sbx_err *err)
 static int billing_config(struct sbxd_config *cfg, struct sbx_err *err)
 {
     int r;
+    if ((r = env_num("SBX_HTTP_IDLE_SECONDS", 30, 1, 3600, &cfg->http_idle_s, err)) < 0 ||
+        (r = env_num("SBX_HTTP_PER_ADDRESS", 256, 1, 100000, &cfg->http_per_address, err)) < 0)
+        return r;
     if ((r = env_num("SBX_DAILY_EXEC_SECONDS", 7200, 0, 86400, &cfg->daily_exec_s, err)) < 0 ||
         (r = env_num("SBX_BILLING_INTERVAL_SECONDS", 600, 60, 86400, &cfg->billing_interval_s,
                      err)) < 0 ||

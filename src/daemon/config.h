@@ -41,7 +41,9 @@ struct sbxd_config {
     char **terminal_origins;    /* SBX_TERMINAL_ORIGINS, comma-separated; NULL-terminated */
     char *skills_dir;      /* SBX_SKILLS_DIR: the skills shipped with sbx, skills/ of the checkout */
     char *skill_index_url; /* SBX_SKILL_INDEX_URL: where "@owner/slug" sources come from, or NULL */
-    char **cors_origins;        /* SBX_CORS_ORIGINS: browser apps' origins, or "*" */
+    char **cors_origins;
+    long long http_idle_s;      /* SBX_HTTP_IDLE_SECONDS, 30: an idle connection is closed */
+    long long http_per_address; /* SBX_HTTP_PER_ADDRESS, 256 connections from one address */        /* SBX_CORS_ORIGINS: browser apps' origins, or "*" */
     long long terminal_idle_ms; /* SBX_TERMINAL_IDLE_SECONDS, 900 (60..86400) */
     long long terminal_grace_s; /* SBX_TERMINAL_GRACE_SECONDS, 300 (0..86400) */
     long long ticket_ttl_ms;    /* 120 s */

@@ -163,6 +163,8 @@ int main(int argc, char **argv)
         goto out;
     d.router = (struct router){
         .tables = sbxd_routes, .ntables = sbxd_route_tables, .store = d.store, .app = &d};
+    struct http_server_limits limits = {.idle_s = (unsigned)d.cfg.http_idle_s,
+                                        .per_address = (unsigned)d.cfg.http_per_address};
     if (bootstrap_admin(&d, &err) < 0 ||
         billing_new(&d.cfg, d.loop, d.store, &d.billing, &err) < 0 ||
         manager_new(&d.cfg, d.loop, d.store, &d.mgr, &err) < 0 ||
@@ -173,7 +175,8 @@ int main(int argc, char **argv)
          llm_new(d.loop, d.cfg.llm_url, d.cfg.llm_api_key, d.cfg.llm_model, &d.llm, &err) < 0) ||
         terminals_new(&d.cfg, d.loop, &d.terminals) < 0 ||
         previews_new(&d.cfg, d.loop, d.mgr, &d.previews, &err) < 0 ||
-        http_server_new(d.loop, d.cfg.listen, router_dispatch, &d.router, &d.http, &err) < 0 ||
+        http_server_new(d.loop, d.cfg.listen, router_dispatch, &d.router, &limits,
+                        &d.http, &err) < 0 ||
         metrics_listener_new(&d, &d.metrics, &err) < 0)
         goto out;
     http_server_set_streaming(d.http, router_streams_body);

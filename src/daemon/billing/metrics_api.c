@@ -87,8 +87,11 @@ int metrics_listener_new(struct sbxd *d, struct metrics_listener **out, struct s
         return 0;
     struct metrics_listener *m = sbx_xcalloc(1, sizeof(*m));
     m->router = (struct router){.tables = public_tables, .ntables = 1, .store = d->store, .app = d};
+    struct http_server_limits limits = {.idle_s = (unsigned)d->cfg.http_idle_s,
+                                        .per_address = (unsigned)d->cfg.http_per_address};
     int r =
-        http_server_new(d->loop, d->cfg.metrics_listen, router_dispatch, &m->router, &m->http, err);
+        http_server_new(d->loop, d->cfg.metrics_listen, router_dispatch, &m->router,
+                        &limits, &m->http, err);
     if (r < 0) {
         free(m);
         return sbx_err_wrap(err, "metrics listener");

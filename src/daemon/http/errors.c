@@ -20,6 +20,7 @@ static const struct {
     {"unsupported_media_type", 415},
     {"skill_index_unavailable", 503},
     {"invalid_request", 400},
+    {"too_many_headers", 431},
     {"invalid_ttl", 400},
     {"invalid_env", 400},
     {"invalid_timeout", 400},

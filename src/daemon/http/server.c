@@ -332,8 +332,8 @@ void http_respond_json(struct http_req *r, unsigned status, json_t *body)
 void http_respond_error(struct http_req *r, const struct sbx_err *err)
 {
     const char *code = err->code[0] ? err->code : "internal";
-    json_t *body = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message",
-                             err->msg[0] ? err->msg : code);
+    json_t *body =
+        json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", err->msg[0] ? err->msg : code);
     billing_on_error(code, &r->ident, json_object_get(body, "error"));
     http_respond_json(r, http_status_for_code(code), body);
 }
@@ -412,8 +412,7 @@ void http_sse_begin(struct http_req *r, http_abort_fn on_abort, void *data)
 }
 
 /* Queue the concatenation of a and b (b may be NULL) as one chunk of the stream. */
-static int stream_queue(struct http_req *r, const void *a, size_t alen, const void *b,
-                        size_t blen)
+static int stream_queue(struct http_req *r, const void *a, size_t alen, const void *b, size_t blen)
 {
     if (!r->sse || r->sse_ended || r->sse_bytes + alen + blen > HTTP_SSE_QUEUE_MAX)
         return r->sse && !r->sse_ended ? -ENOBUFS : -EPIPE;
@@ -589,6 +588,60 @@ static void new_request_id(char out[HTTP_REQUEST_ID_LEN + 1])
     sbx_hex(raw, sizeof(raw), out + 4);
 }
 
+/* A NUL in a value would cut it short for C strings (libmicrohttpd keeps its length), so a
+ * proxy in front and sbxd would read different requests: NULs, other control bytes and
+ * bytes that are not UTF-8 are refused before any route sees the request. */
+struct check_ctx {
+    const char *bad; /* the first offending header's name, or a query key */
+    unsigned n;
+    bool query;
+};
+
+static enum MHD_Result check_value(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   size_t key_size, const char *value, size_t value_size)
+{
+    struct check_ctx *c = cls;
+    c->n++;
+    if (c->bad)
+        return MHD_YES;
+    if (!sbx_field_valid(key, key_size, false) ||
+        (value && !sbx_field_valid(value, value_size, !c->query)))
+        c->bad = key;
+    return MHD_YES;
+}
+
+/* The request line and head checked once, before any route sees them. */
+static bool refuse_malformed(struct http_req *r)
+{
+    if (!sbx_field_valid(r->path, strlen(r->path), false)) {
+        http_respond_errorf(r, "invalid_path",
+                            "the path holds a control byte, NUL or bytes that are not UTF-8");
+        return true;
+    }
+    struct check_ctx c = {0};
+    MHD_get_connection_values_n(r->conn, MHD_HEADER_KIND, check_value, &c);
+    if (c.n > HTTP_HEADERS_MAX) {
+        http_respond_errorf(r, "too_many_headers", "at most %d header lines", HTTP_HEADERS_MAX);
+        return true;
+    }
+    if (c.bad) {
+        http_respond_errorf(r, "invalid_request",
+                            "header %.64s holds a control byte, NUL or bytes that are not UTF-8",
+                            sbx_field_valid(c.bad, strlen(c.bad), false) ? c.bad : "(unprintable)");
+        return true;
+    }
+    struct check_ctx q = {.query = true};
+    MHD_get_connection_values_n(r->conn, MHD_GET_ARGUMENT_KIND, check_value, &q);
+    if (q.bad) {
+        http_respond_errorf(r, "invalid_request",
+                            "query parameter %.64s holds a control byte, NUL or bytes that are "
+                            "not UTF-8",
+                            sbx_field_valid(q.bad, strlen(q.bad), false) ? q.bad : "(unprintable)");
+        return true;
+    }
+    return false;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
@@ -606,6 +659,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         r->t0_ms = sbx_now_ms();
         new_request_id(r->id);
         *con_cls = r;
+        if (refuse_malformed(r))
+            return queue_answer(r);
         const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
         if (cors_origin_allowed(s->cors_origins, origin))
             r->cors_origin = sbx_xstrdup(origin);
@@ -785,7 +840,8 @@ int http_parse_listen(const char *listen, struct sockaddr_in *sa, struct sbx_err
 }
 
 int http_server_new(struct loop *l, const char *listen, http_dispatch_fn dispatch, void *app,
-                    struct http_server **out, struct sbx_err *err)
+                    const struct http_server_limits *lim, struct http_server **out,
+                    struct sbx_err *err)
 {
     struct sockaddr_in sa;
     int r = http_parse_listen(listen, &sa, err);
@@ -799,7 +855,10 @@ int http_server_new(struct loop *l, const char *listen, http_dispatch_fn dispatc
         MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG, 0, NULL,
         NULL, on_request, s, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
         s, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s, MHD_OPTION_UNESCAPE_CALLBACK, unescape, s,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)3600, MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
+        MHD_OPTION_CONNECTION_TIMEOUT, lim && lim->idle_s ? lim->idle_s : HTTP_IDLE_SECONDS,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        lim && lim->per_address ? lim->per_address : HTTP_PER_ADDRESS_MAX,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
         /* Upload bodies reach sinks in pieces of up to this; the
          * default 32 KiB costs a write per 32 KiB. */
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEMORY, MHD_OPTION_END);

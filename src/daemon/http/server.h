@@ -29,8 +29,19 @@ typedef void (*http_dispatch_fn)(void *app, struct http_req *req);
  * owner stops referring to it. */
 typedef void (*http_abort_fn)(struct http_req *req, void *data);
 
+/* Bounds on what clients hold: a connection with nothing to do for idle_s seconds (a slow
+ * request head, an idle keep-alive) is closed, and one address holds at most per_address
+ * connections. Requests that wait on purpose (suspended: a long exec, SSE, a WebSocket)
+ * are not idle. */
+#define HTTP_IDLE_SECONDS 30
+#define HTTP_PER_ADDRESS_MAX 256
+#define HTTP_HEADERS_MAX 100
+struct http_server_limits {
+    unsigned idle_s;      /* 0: HTTP_IDLE_SECONDS */
+    unsigned per_address; /* 0: HTTP_PER_ADDRESS_MAX */
+};
 int http_server_new(struct loop *l, const char *listen, http_dispatch_fn dispatch, void *app,
-                    struct http_server **out, struct sbx_err *err);
+                    const struct http_server_limits *lim, struct http_server **out, struct sbx_err *err);
 /* Resume every suspended request with a 503 and stop listening. */
 void http_server_free(struct http_server *s);
 /* "ADDR:PORT" (IPv4) as a socket address; also for sbxd's other listeners. */

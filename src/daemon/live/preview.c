@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "../../common/text.h"
 #include "../../common/util.h"
 #include "../../proto/proto.h"
 #include "../audit/audit.h"
@@ -560,6 +561,16 @@ static void route(struct preview_conn *c, size_t body_off)
     if (c->rh.parser.method == HTTP_CONNECT ||
         http_parser_parse_url(url, c->rh.url_len, 0, &u) != 0 || !(u.field_set & (1 << UF_PATH))) {
         answer(c, "invalid_request", "the request target must be a path");
+        return;
+    }
+    /* As on the API's listener (http/server.c): nothing a C string or a proxy would read
+     * differently. */
+    bool clean = sbx_field_valid(url, c->rh.url_len, false);
+    for (unsigned i = 0; clean && i < c->rh.nheaders; i++)
+        clean = sbx_field_valid(c->head + c->headers[i].value_off, c->headers[i].value_len, true);
+    if (!clean) {
+        answer(c, "invalid_request",
+               "the request holds a control byte, NUL or bytes that are not UTF-8");
         return;
     }
     const char *path = url + u.field_data[UF_PATH].off;

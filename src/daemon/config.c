@@ -149,6 +149,12 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
     const char *sig = getenv("SBX_SIGNATURES");
     cfg->signatures = sig && *sig ? sbx_xstrdup(sig) : beside_self("../share/signatures/sbx.ndb");
 
+    const char *wp = getenv("SBX_WARM_POOL");
+    cfg->warm_pool = wp && *wp ? sbx_xstrdup(wp) : NULL;
+    if ((r = env_num("SBX_WARM_POOL_MIN_FREE_MB", 2048, 0, 1 << 24, &cfg->warm_pool_min_free_mb,
+                     err)) < 0)
+        return r;
+
     static const struct option opts[] = {
         {"listen", required_argument, NULL, 'l'},
         {"data-dir", required_argument, NULL, 'd'},
@@ -180,7 +186,8 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
                    "SBX_PUBLIC_URL SBX_CLAMAV_DB SBX_FETCH_CA_FILE SBX_SIGNATURES SBX_LLM_URL SBX_LLM_API_KEY "
                    "SBX_LLM_MODEL SBX_TERMINAL_ORIGINS SBX_TERMINAL_IDLE_SECONDS "
                    "SBX_TERMINAL_GRACE_SECONDS SBX_PREVIEW_LISTEN SBX_PREVIEW_URL "
-                   "SBX_PREVIEW_DOMAIN SBX_PREVIEW_SCHEME SBX_PREVIEW_RESERVED_PORTS\n");
+                   "SBX_PREVIEW_DOMAIN SBX_PREVIEW_SCHEME SBX_PREVIEW_RESERVED_PORTS "
+                   "SBX_WARM_POOL SBX_WARM_POOL_MIN_FREE_MB\n");
             return 1;
         default:
             return sbx_err_set(err, EINVAL, "invalid_config", "unknown option (see --help)");
@@ -230,5 +237,6 @@ void config_free(struct sbxd_config *cfg)
     free(cfg->preview_domain);
     free(cfg->preview_scheme);
     free(cfg->preview_reserved);
+    free(cfg->warm_pool);
     memset(cfg, 0, sizeof(*cfg));
 }

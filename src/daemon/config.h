@@ -49,6 +49,9 @@ struct sbxd_config {
     char *preview_scheme;  /* SBX_PREVIEW_SCHEME, of host-name links, default https */
     unsigned *preview_reserved; /* SBX_PREVIEW_RESERVED_PORTS, default 8080 */
     size_t npreview_reserved;
+    /* Warm pools (docs/templates.md). */
+    char *warm_pool;               /* SBX_WARM_POOL, "base:2,office:1", or NULL */
+    long long warm_pool_min_free_mb; /* SBX_WARM_POOL_MIN_FREE_MB, 2048: below it pools yield */
     int verbose;
 };
 

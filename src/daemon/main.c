@@ -20,6 +20,7 @@
 #include "files/artifacts.h"
 #include "http/router.h"
 #include "live/preview.h"
+#include "templates/pool.h"
 #include "live/terminal.h"
 #include "routes.h"
 #include "sbxd.h"
@@ -156,6 +157,7 @@ int main(int argc, char **argv)
          llm_new(d.loop, d.cfg.llm_url, d.cfg.llm_api_key, d.cfg.llm_model, &d.llm, &err) < 0) ||
         terminals_new(&d.cfg, d.loop, &d.terminals) < 0 ||
         previews_new(&d.cfg, d.loop, d.mgr, &d.previews, &err) < 0 ||
+        warm_pool_new(&d.cfg, d.loop, d.mgr, &d.pool, &err) < 0 ||
         http_server_new(d.loop, d.cfg.listen, router_dispatch, &d.router, &d.http, &err) < 0)
         goto out;
     http_server_set_streaming(d.http, router_streams_body);
@@ -179,6 +181,7 @@ out:
     /* After the server: requests waiting on jobs were aborted, so done callbacks only free. */
     jobs_free(d.jobs);
     artifacts_free(d.artifacts);
+    warm_pool_free(d.pool); /* before the manager: it holds the pool's hooks */
     manager_free(d.mgr);
     /* After the manager: its channels' egress and preview streams have ended. */
     egress_proxy_free(d.egress);

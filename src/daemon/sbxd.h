@@ -23,6 +23,7 @@ struct sbxd {
     struct egress_proxy *egress;
     struct terminals *terminals; /* tickets and connected WebSocket terminals */
     struct previews *previews;   /* the preview listener and its links (preview.c) */
+    struct warm_pool *pool;      /* warm pools of ready sandboxes (templates/pool.c) */
 };
 
 #endif

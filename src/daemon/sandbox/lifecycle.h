@@ -17,6 +17,8 @@ struct manager {
     struct sandbox *sandboxes; /* live ones, newest first */
     sandbox_stream_open_fn stream_open; /* agent-opened streams (egress) */
     void *stream_open_data;
+    const struct sandbox_pool_ops *pool; /* the warm pool, or NULL */
+    void *pool_data;
 };
 
 /* manager.c: the registry and the sandbox object. */

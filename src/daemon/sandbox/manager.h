@@ -84,6 +84,7 @@ struct sandbox {
     /* Its egress policy (docs/egress.md), replaced in place; stored in the store's
      * egress_policies, which a fork copies (store_egress_policy_copy) with this. */
     struct egress_policy *egress;
+    bool from_pool; /* handed out ready by the warm pool (templates/pool.c) */
     struct sandbox *next;
 };
 
@@ -123,6 +124,22 @@ typedef int (*sandbox_stream_open_fn)(struct sandbox *sb, struct chan_stream *st
                                       const struct chan_stream_ops **ops, void **sdata, void *data,
                                       struct sbx_err *err);
 void manager_set_stream_open(struct manager *m, sandbox_stream_open_fn fn, void *data);
+
+/* Warm pools (templates/pool.c) plug in here. A create that a pooled sandbox can serve
+ * (v2, no snapshot) first asks take for a ready, never-used sandbox of that template and
+ * digest; a create that finds the host at capacity asks yield to give one idle sandbox up
+ * (true when it destroyed one). */
+struct sandbox_pool_ops {
+    struct sandbox *(*take)(void *data, const char *template_name, const char *digest);
+    bool (*yield)(void *data);
+};
+void manager_set_pool(struct manager *m, const struct sandbox_pool_ops *ops, void *data);
+/* A sandbox of no user, for the warm pool: no user's limits apply (the host's v2 capacity
+ * does), no env, no egress, the longest TTL. cb as for manager_create. */
+int manager_create_pooled(struct manager *m, const char *template_name, sandbox_ready_fn cb,
+                          void *data, struct sandbox **out, struct sbx_err *err);
+/* Waiting in the pool: it belongs to no user (user "" is never a valid user name). */
+bool sandbox_is_pooled(const struct sandbox *sb);
 
 json_t *sandbox_to_json(const struct sandbox *sb);
 /* What the sandbox's snapshots (a paused image, v1 workspace snapshots) take on disk. */

@@ -69,6 +69,8 @@ int store_sandbox_get(struct store *s, const char *id, struct store_sandbox *out
 /* Mark a sandbox ended (destroyed or failed) with a reason, or set it running. */
 int store_sandbox_set_status(struct store *s, const char *id, const char *status,
                              const char *reason, long long now, struct sbx_err *err);
+/* Hand a warm-pool sandbox to its user: owner, env, TTL and session flag from sb. */
+int store_sandbox_assign(struct store *s, const struct store_sandbox *sb, struct sbx_err *err);
 typedef void (*store_sandbox_cb)(const struct store_sandbox *sb, void *data);
 /* Live sandboxes, all users when user is NULL. */
 int store_sandbox_each_live(struct store *s, const char *user, store_sandbox_cb cb, void *data,

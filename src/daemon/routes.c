@@ -19,5 +19,6 @@ const struct route_table *const sbxd_routes[] = {
     &health_routes, &key_routes,     &audit_routes,   &sandbox_routes,  &snapshot_routes,
     &exec_routes,   &session_routes, &process_routes, &file_routes,     &artifact_routes,
     &egress_routes, &kernel_routes,  &pty_routes,     &terminal_routes, &preview_routes,
+    &template_routes,
 };
 const size_t sbxd_route_tables = SBX_ARRAY_SIZE(sbxd_routes);

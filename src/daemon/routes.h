@@ -21,6 +21,7 @@ extern const struct route_table kernel_routes;   /* live/kernel_api.c */
 extern const struct route_table pty_routes;      /* live/pty_api.c */
 extern const struct route_table terminal_routes; /* live/terminal_api.c */
 extern const struct route_table preview_routes;  /* live/preview_api.c */
+extern const struct route_table template_routes; /* templates/templates_api.c */
 
 /* Every table sbxd serves, /healthz first. */
 extern const struct route_table *const sbxd_routes[];

@@ -1,0 +1,201 @@
+"""Templates (docs/templates.md): GET /v1/templates, warm pools, what base and office contain.
+
+One daemon for the module with SBX_WARM_POOL=base:2. Users take pooled sandboxes and must
+get their own env, egress and TTL, and nothing of each other's; the pool refills; the base
+tools run and office converts documents with Romanian text to PDF.
+"""
+
+import json
+import time
+
+import harness
+from harness import assert_error, wait_for
+
+POOL = 2
+D = harness.Shared(extra_env={"SBX_WARM_POOL": "base:%d" % POOL})
+
+
+def teardown_module():
+    D.close()
+
+
+def templates(c):
+    return {t["name"]: t for t in c.ok("GET", "/v1/templates")["data"]}
+
+
+def pool_ready(c, n=POOL):
+    def check():
+        t = templates(c).get("base")
+        return t if t and t["pool"]["ready"] >= n else None
+    return wait_for(check, 180, interval=0.5, what="base's warm pool to hold %d" % n)
+
+
+def test_templates_list_and_pool_fills():
+    c = D.client("tpl-lister")
+    t = pool_ready(c)
+    assert t["object"] == "template" and t["name"] == "base", t
+    assert t["digest"].startswith("sha256:") and len(t["digest"]) == 71, t
+    assert t["size_bytes"] > 100 * 1024 * 1024, t
+    assert t["warm"] is True and t["pool_size"] == POOL, t
+    assert t["pool"]["size"] == POOL and t["pool"]["ready"] == POOL, t
+    assert t["contains"]["node"].startswith("v24."), t
+    assert "git" in t["contains"]["packages"] and "curl" in t["contains"]["packages"], t
+    assert any(p.startswith("pptxgenjs@") for p in t["contains"]["npm"]), t
+    assert t["contains"]["installed_packages"] > 100, t
+    one = c.ok("GET", "/v1/templates/base")
+    assert one["digest"] == t["digest"] and one["pool_size"] == POOL, one
+    # Pool sandboxes belong to nobody: no user, not even the admin, lists them.
+    assert D.client().list_sandboxes() == []
+    assert c.list_sandboxes() == []
+
+
+def test_templates_errors():
+    c = D.client("tpl-lister")
+    for name in ("nope", "BASE", "..", "a" * 40):
+        assert_error(c.request("GET", "/v1/templates/" + name), 404, "template_not_found")
+    assert_error(c.request("GET", "/v1/templates", key=None), 401, "missing_api_key")
+
+
+def test_pooled_create_gets_the_callers_settings():
+    c = D.client("tpl-alice")
+    pool_ready(c)
+    egress = {"mode": "allowlist", "domains": ["example.com"]}
+    sb = c.create_sandbox(template="base", env={"WHO": "alice"}, ttl_seconds=600,
+                          egress=egress)
+    assert sb.get("from_pool") is True, sb
+    assert sb["status"] == "running" and sb["env"] == {"WHO": "alice"}, sb
+    assert sb["ttl_seconds"] == 600 and sb["expires_at"] - sb["created_at"] == 600, sb
+    assert sb["egress"]["mode"] == "allowlist" and sb["egress"]["domains"] == ["example.com"], sb
+    assert abs(sb["created_at"] - time.time()) < 30, sb
+    assert c.sh(sb["id"], "echo $WHO") == "alice\n"
+    pol = c.ok("GET", "/v1/sandboxes/%s/egress" % sb["id"])
+    assert pol["policy"]["domains"] == ["example.com"], pol
+    assert [s["id"] for s in c.list_sandboxes()] == [sb["id"]]
+    assert c.get_sandbox(sb["id"])["from_pool"] is True
+    D.cache["alice_sb"] = sb["id"]
+
+
+def test_two_users_never_share_a_pooled_sandbox():
+    alice = D.client("tpl-alice")
+    bob = D.client("tpl-bob")
+    a = D.cache.get("alice_sb") or alice.create_sandbox(template="base", env={"WHO": "alice"})["id"]
+    alice.sh(a, "echo secret > /workspace/alice.txt; echo tmp > /tmp/alice.tmp; "
+                "mkdir -p /tmp/x && echo $WHO > /tmp/x/who")
+    pool_ready(bob, 1)
+    b = bob.create_sandbox(template="base", env={"WHO": "bob"})
+    assert b["id"] != a and b.get("from_pool") is True, b
+    out = bob.sh(b["id"], "echo $WHO; ls -A /workspace | wc -l; ls /tmp/alice.tmp /tmp/x "
+                          "2>/dev/null | wc -l; env | grep -c alice || true")
+    assert out.split() == ["bob", "0", "0", "0"], out
+    # And neither can reach the other's sandbox through the API.
+    assert_error(bob.request("GET", "/v1/sandboxes/" + a), 404, "sandbox_not_found")
+    assert_error(alice.request("POST", "/v1/sandboxes/%s/exec" % b["id"], {"shell": "true"}),
+                 404, "sandbox_not_found")
+    assert alice.sh(a, "cat /workspace/alice.txt; echo $WHO") == "secret\nalice\n"
+    alice.delete_sandbox(a)
+    bob.delete_sandbox(b["id"])
+
+
+def test_pool_refills_after_takes():
+    c = D.client("tpl-lister")
+    t = pool_ready(c)
+    assert t["pool"]["taken"] >= 2, t
+    # A create the pool cannot serve (another backend) is a cold one.
+    sb = c.create_sandbox(template="base", backend="v1")
+    assert "from_pool" not in sb, sb
+    c.delete_sandbox(sb["id"])
+
+
+def test_bad_warm_pool_setting_stops_the_daemon():
+    for bad in ("base", "base:x", "base:99", "BASE:1", "base:1,base:2"):
+        d = harness.Daemon(extra_env={"SBX_WARM_POOL": bad})
+        started = False
+        try:
+            d.start(timeout=20)
+            started = True
+        except AssertionError as e:
+            assert "SBX_WARM_POOL" in str(e), e
+        finally:
+            d.cleanup()
+        assert not started, "sbxd started with SBX_WARM_POOL=%r" % bad
+
+
+BASE_TOOLS = """
+set -e
+for t in curl wget git jq unzip zip file less sqlite3 rg vi nano ps make gcc node npm npx \
+         python3 pdftotext xz; do
+  command -v $t >/dev/null || { echo "missing $t"; exit 1; }
+done
+curl --version | head -1; wget --version | head -1; git --version; jq --version
+unzip -v | head -1; zip -v | sed -n 2p; file --version | head -1; less --version | head -1
+sqlite3 --version; rg --version | head -1; nano --version | head -1; ps --version; make --version | head -1
+cd /tmp && printf '#include <stdio.h>\\nint main(void){puts("gcc-ok");return 0;}\\n' > h.c
+gcc -O2 -o h h.c && ./h
+echo 'select 6*7;' | sqlite3
+echo '{"a":[1,2]}' | jq -c .a
+mkdir -p z && echo zz > z/f && zip -qr z.zip z && rm -r z && unzip -q z.zip && cat z/f
+file /bin/bash | grep -q ELF && echo file-ok
+echo "node $(node --version) npm $(npm --version)"
+node -e "const P = require('pptxgenjs'); const p = new P(); p.addSlide().addText('x', {x: 1, y: 1});
+         p.write({outputType: 'nodebuffer'}).then(b => console.log('pptxgenjs-ok', b.length > 1000))"
+fc-list :lang=ro family | grep -qi 'dejavu' && echo ro-fonts-ok
+fc-list | grep -qi 'noto sans cjk' && echo cjk-ok
+fc-list | grep -qi 'liberation' && echo liberation-ok
+"""
+
+
+def test_base_tools_run():
+    c = D.client("tpl-tools")
+    sb = c.create_sandbox(template="base")
+    r = c.exec(sb["id"], shell=BASE_TOOLS, timeout_seconds=120)
+    assert r["exit_code"] == 0, r
+    out = r["stdout"]
+    for want in ("gcc-ok", "42", "[1,2]", "zz", "file-ok", "pptxgenjs-ok true", "ro-fonts-ok",
+                 "cjk-ok", "liberation-ok", "git version", "jq-1.6"):
+        assert want in out, (want, out)
+    node = [l for l in out.splitlines() if l.startswith("node ")][0]
+    assert node.startswith("node v24.") and " npm 11." in node, node
+    c.delete_sandbox(sb["id"])
+
+
+MAKE_DOCS = r"""
+set -e
+cd /workspace
+python3 - <<'PY'
+import docx, openpyxl
+d = docx.Document(); d.add_paragraph("Raport docx: ș ț ă î â"); d.save("raport.docx")
+wb = openpyxl.Workbook(); wb.active["A1"] = "Foaie xlsx: ș ț"; wb.save("foaie.xlsx")
+open("pagina.html", "w").write("<html><body><h1>Pagină html: ș ț</h1></body></html>")
+open("tabel.csv", "w").write("nume,oras\nȘtefan csv: ș ț,Țăndărei\n")
+PY
+node -e "const P = require('pptxgenjs'); const p = new P();
+         p.addSlide().addText('Prezentare pptx: ș ț', {x: 1, y: 1, w: 8, h: 1});
+         p.writeFile({fileName: '/workspace/prezentare.pptx'}).then(() => console.log('pptx'))"
+# odt: made by LibreOffice itself from the docx
+soffice --headless --convert-to odt --outdir /workspace/odt raport.docx >/dev/null 2>&1
+mv odt/raport.odt document.odt
+ls
+"""
+
+
+def test_office_converts_documents_to_pdf():
+    c = D.client("tpl-office")
+    sb = c.create_sandbox(template="office", ttl_seconds=900)
+    sid = sb["id"]
+    r = c.exec(sid, shell=MAKE_DOCS, timeout_seconds=300)
+    assert r["exit_code"] == 0, r
+    files = {"raport.docx": "Raport docx", "foaie.xlsx": "Foaie xlsx",
+             "prezentare.pptx": "Prezentare pptx", "document.odt": "Raport docx",
+             "pagina.html": "html", "tabel.csv": "csv"}
+    # One soffice per kind of input, as an agent would run it.
+    for batch in (["raport.docx", "foaie.xlsx", "prezentare.pptx", "document.odt"],
+                  ["pagina.html"], ["tabel.csv"]):
+        r = c.exec(sid, shell="cd /workspace && soffice --headless --convert-to pdf "
+                              "--outdir /workspace/out " + " ".join(batch),
+                   timeout_seconds=300)
+        assert r["exit_code"] == 0, r
+    for f, marker in files.items():
+        pdf = "/workspace/out/" + f.rsplit(".", 1)[0] + ".pdf"
+        text = c.sh(sid, "pdftotext %s -" % pdf)
+        assert marker in text and "ș" in text and "ț" in text, (f, text)
+    c.delete_sandbox(sid)

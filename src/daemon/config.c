@@ -151,6 +151,8 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
 
     const char *wp = getenv("SBX_WARM_POOL");
     cfg->warm_pool = wp && *wp ? sbx_xstrdup(wp) : NULL;
+    const char *ws = getenv("SBX_WARM_SNAPSHOT");
+    cfg->warm_snapshot = ws && *ws ? sbx_xstrdup(ws) : NULL;
     if ((r = env_num("SBX_WARM_POOL_MIN_FREE_MB", 2048, 0, 1 << 24, &cfg->warm_pool_min_free_mb,
                      err)) < 0)
         return r;
@@ -187,7 +189,7 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
                    "SBX_LLM_MODEL SBX_TERMINAL_ORIGINS SBX_TERMINAL_IDLE_SECONDS "
                    "SBX_TERMINAL_GRACE_SECONDS SBX_PREVIEW_LISTEN SBX_PREVIEW_URL "
                    "SBX_PREVIEW_DOMAIN SBX_PREVIEW_SCHEME SBX_PREVIEW_RESERVED_PORTS "
-                   "SBX_WARM_POOL SBX_WARM_POOL_MIN_FREE_MB\n");
+                   "SBX_WARM_POOL SBX_WARM_POOL_MIN_FREE_MB SBX_WARM_SNAPSHOT\n");
             return 1;
         default:
             return sbx_err_set(err, EINVAL, "invalid_config", "unknown option (see --help)");
@@ -238,5 +240,6 @@ void config_free(struct sbxd_config *cfg)
     free(cfg->preview_scheme);
     free(cfg->preview_reserved);
     free(cfg->warm_pool);
+    free(cfg->warm_snapshot);
     memset(cfg, 0, sizeof(*cfg));
 }

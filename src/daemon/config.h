@@ -52,6 +52,7 @@ struct sbxd_config {
     /* Warm pools (docs/templates.md). */
     char *warm_pool;               /* SBX_WARM_POOL, "base:2,office:1", or NULL */
     long long warm_pool_min_free_mb; /* SBX_WARM_POOL_MIN_FREE_MB, 2048: below it pools yield */
+    char *warm_snapshot;             /* SBX_WARM_SNAPSHOT, "office": templates restored warm */
     int verbose;
 };
 

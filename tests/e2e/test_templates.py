@@ -1,8 +1,10 @@
-"""Templates (docs/templates.md): GET /v1/templates, warm pools, what base and office contain.
+"""Templates (docs/templates.md): GET /v1/templates, warm pools, warm snapshots, what base
+and office contain.
 
-One daemon for the module with SBX_WARM_POOL=base:2. Users take pooled sandboxes and must
-get their own env, egress and TTL, and nothing of each other's; the pool refills; the base
-tools run and office converts documents with Romanian text to PDF.
+One daemon for the module with SBX_WARM_POOL=base:2 and SBX_WARM_SNAPSHOT=office. Users take
+pooled sandboxes and must get their own env, egress and TTL, and nothing of each other's; the
+pool refills; the base tools run; office sandboxes are restored from the warm snapshot and
+convert documents with Romanian text to PDF.
 """
 
 import json
@@ -12,7 +14,7 @@ import harness
 from harness import assert_error, wait_for
 
 POOL = 2
-D = harness.Shared(extra_env={"SBX_WARM_POOL": "base:%d" % POOL})
+D = harness.Shared(extra_env={"SBX_WARM_POOL": "base:%d" % POOL, "SBX_WARM_SNAPSHOT": "office"})
 
 
 def teardown_module():
@@ -106,18 +108,20 @@ def test_pool_refills_after_takes():
     c.delete_sandbox(sb["id"])
 
 
-def test_bad_warm_pool_setting_stops_the_daemon():
-    for bad in ("base", "base:x", "base:99", "BASE:1", "base:1,base:2"):
-        d = harness.Daemon(extra_env={"SBX_WARM_POOL": bad})
+def test_bad_warm_settings_stop_the_daemon():
+    bad = [("SBX_WARM_POOL", v) for v in ("base", "base:x", "base:99", "BASE:1", "base:1,base:2")]
+    bad += [("SBX_WARM_SNAPSHOT", v) for v in ("Office", "office:1", "../x")]
+    for var, value in bad:
+        d = harness.Daemon(extra_env={var: value})
         started = False
         try:
             d.start(timeout=20)
             started = True
         except AssertionError as e:
-            assert "SBX_WARM_POOL" in str(e), e
+            assert var in str(e), e
         finally:
             d.cleanup()
-        assert not started, "sbxd started with SBX_WARM_POOL=%r" % bad
+        assert not started, "sbxd started with %s=%r" % (var, value)
 
 
 BASE_TOOLS = """
@@ -178,8 +182,36 @@ ls
 """
 
 
+def office_snapshot_ready(c):
+    return wait_for(lambda: templates(c)["office"]["warm_snapshot"] == "ready" or
+                    templates(c)["office"]["warm_snapshot"] == "failed", 300, interval=0.5,
+                    what="office's warm snapshot") and templates(c)["office"]
+
+
+def test_office_warm_snapshot_restores_fresh_sandboxes():
+    c = D.client("tpl-office")
+    t = office_snapshot_ready(c)
+    assert t["warm_snapshot"] == "ready" and t["warm"] is True, t
+    assert t["from"] == "base" and t["pool_size"] == 0, t
+    a = c.create_sandbox(template="office", env={"WHO": "a"})
+    assert a["restored"] is True and isinstance(a["ready_ms"], int), a
+    assert a["template_digest"] == t["digest"], a
+    c.sh(a["id"], "echo mine > /tmp/a.txt; echo ws > /workspace/a.txt")
+    b = c.create_sandbox(template="office", env={"WHO": "b"})
+    assert b["restored"] is True, b
+    # Restored from one image, yet each its own: env, /tmp (memory), workspace, ids.
+    out = c.sh(b["id"], "echo $WHO; ls /tmp/a.txt /workspace/a.txt 2>/dev/null | wc -l")
+    assert out.split() == ["b", "0"], out
+    assert c.sh(a["id"], "echo $WHO; cat /tmp/a.txt") == "a\nmine\n"
+    # The snapshot's holder is nobody's sandbox.
+    assert {s["id"] for s in c.list_sandboxes()} == {a["id"], b["id"]}
+    c.delete_sandbox(a["id"])
+    c.delete_sandbox(b["id"])
+
+
 def test_office_converts_documents_to_pdf():
     c = D.client("tpl-office")
+    office_snapshot_ready(c)
     sb = c.create_sandbox(template="office", ttl_seconds=900)
     sid = sb["id"]
     r = c.exec(sid, shell=MAKE_DOCS, timeout_seconds=300)

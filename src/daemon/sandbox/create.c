@@ -265,8 +265,24 @@ static int create_sandbox(struct manager *m, const struct auth_identity *who,
         *out = sb;
         return 0;
     }
+    char boot[33] = "";
+    const char *image =
+        m->pool && m->pool->image ? m->pool->image(m->pool_data, tpl.name, tpl.digest, boot) : NULL;
     template_info_clear(&tpl);
-    if ((r = sandbox_launch(m, sb, NULL, false, err)) < 0)
+    if (image) {
+        /* Restored like a fork's copy (fresh ids, reseeded kernel); measured at its HELLO. */
+        sb->restoring = sb->from_warm_image = true;
+        sb->op_t0 = sbx_now_ms();
+        snprintf(sb->expect_boot, sizeof(sb->expect_boot), "%s", boot);
+        sb->image_dir = sbx_xstrdup(image); /* shared: never dropped by this sandbox */
+    }
+    if ((r = sandbox_launch(m, sb, image, image != NULL, err)) < 0 && image) {
+        log_warn("sandbox %s: the warm snapshot failed (%s): cold start", id, err->msg);
+        sb->restoring = false;
+        sb->cold_tried = true;
+        r = sandbox_launch(m, sb, NULL, false, err);
+    }
+    if (r < 0)
         goto fail;
     sb->next = m->sandboxes;
     m->sandboxes = sb;

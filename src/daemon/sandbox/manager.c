@@ -380,5 +380,9 @@ json_t *sandbox_to_json(const struct sandbox *sb)
         json_object_set_new(j, "backend_fallback", json_string(sb->fallback));
     if (sb->from_pool)
         json_object_set_new(j, "from_pool", json_true());
+    if (sb->from_warm_image) {
+        json_object_set_new(j, "restored", json_boolean(sb->restored));
+        json_object_set_new(j, "ready_ms", json_integer(sb->ready_ms));
+    }
     return j;
 }

@@ -84,7 +84,9 @@ struct sandbox {
     /* Its egress policy (docs/egress.md), replaced in place; stored in the store's
      * egress_policies, which a fork copies (store_egress_policy_copy) with this. */
     struct egress_policy *egress;
-    bool from_pool; /* handed out ready by the warm pool (templates/pool.c) */
+    bool from_pool;       /* handed out ready by the warm pool (templates/pool.c) */
+    bool from_warm_image; /* restored from its template's warm snapshot (templates/warm.c) */
+    bool warm_holder;     /* paused to hold its template's warm snapshot: no pool member */
     struct sandbox *next;
 };
 
@@ -128,10 +130,14 @@ void manager_set_stream_open(struct manager *m, sandbox_stream_open_fn fn, void 
 /* Warm pools (templates/pool.c) plug in here. A create that a pooled sandbox can serve
  * (v2, no snapshot) first asks take for a ready, never-used sandbox of that template and
  * digest; a create that finds the host at capacity asks yield to give one idle sandbox up
- * (true when it destroyed one). */
+ * (true when it destroyed one); a v2 machine boots from image's snapshot when there is one. */
 struct sandbox_pool_ops {
     struct sandbox *(*take)(void *data, const char *template_name, const char *digest);
     bool (*yield)(void *data);
+    /* The template's warm memory snapshot to restore from, or NULL; boot_id gets the boot
+     * id the restored agent answers with. */
+    const char *(*image)(void *data, const char *template_name, const char *digest,
+                         char boot_id[33]);
 };
 void manager_set_pool(struct manager *m, const struct sandbox_pool_ops *ops, void *data);
 /* A sandbox of no user, for the warm pool: no user's limits apply (the host's v2 capacity

@@ -7,6 +7,7 @@
 
 #include "../../common/log.h"
 #include "../../common/util.h"
+#include "warm.h"
 
 #define POOL_TICK_MS 2000         /* how often pools are checked against what runs */
 #define POOL_BACKOFF_MAX_MS 60000 /* a template that fails to boot is retried this rarely */
@@ -26,6 +27,7 @@ struct warm_pool {
     size_t n;
     struct loop_timer *tick;
     bool yielding;
+    struct warm_images *images; /* the templates' warm snapshots (warm.c) */
 };
 
 int pool_spec_parse(const char *text, struct pool_spec out[POOL_TEMPLATES_MAX], size_t *n,
@@ -103,7 +105,7 @@ struct census {
 static void count_member(struct sandbox *sb, void *data)
 {
     struct census *c = data;
-    if (!sandbox_is_pooled(sb) || sb->ended)
+    if (!sandbox_is_pooled(sb) || sb->ended || sb->warm_holder)
         return;
     if (strcmp(sb->rec.template_name, c->name))
         return;
@@ -149,7 +151,7 @@ static void count_orphan(struct sandbox *sb, void *data)
 {
     struct warm_pool *p = ((void **)data)[0];
     struct sandbox **orphan = ((void **)data)[1];
-    if (sandbox_is_pooled(sb) && !sb->ended) {
+    if (sandbox_is_pooled(sb) && !sb->ended && !sb->warm_holder) {
         struct pool_entry *e = entry_of(p, sb->rec.template_name);
         if (!e || e->spec.size == 0)
             *orphan = sb;
@@ -247,9 +249,17 @@ static bool pool_yield(void *data)
     return true;
 }
 
+static const char *pool_image(void *data, const char *template_name, const char *digest,
+                              char boot_id[33])
+{
+    struct warm_pool *p = data;
+    return warm_images_find(p->images, template_name, digest, boot_id);
+}
+
 static const struct sandbox_pool_ops pool_ops = {
     .take = pool_take,
     .yield = pool_yield,
+    .image = pool_image,
 };
 
 int warm_pool_new(const struct sbxd_config *cfg, struct loop *l, struct manager *m,
@@ -268,6 +278,11 @@ int warm_pool_new(const struct sbxd_config *cfg, struct loop *l, struct manager 
     for (size_t i = 0; i < p->n; i++)
         p->e[i].spec = spec[i];
     manager_set_pool(m, &pool_ops, p);
+    if ((r = warm_images_new(cfg, l, m, &p->images, err)) < 0) {
+        manager_set_pool(m, NULL, NULL);
+        free(p);
+        return r;
+    }
     schedule(p, 0);
     for (size_t i = 0; i < p->n; i++)
         log_info("warm pool %s: %d sandboxes", spec[i].name, spec[i].size);
@@ -282,6 +297,7 @@ void warm_pool_free(struct warm_pool *p)
     if (p->tick)
         loop_timer_cancel(p->loop, p->tick);
     manager_set_pool(p->mgr, NULL, NULL);
+    warm_images_free(p->images);
     free(p);
 }
 
@@ -298,4 +314,9 @@ void warm_pool_state(struct warm_pool *p, const char *template_name, struct pool
     out->ready = c.ready;
     out->starting = c.starting;
     out->taken = e->taken;
+}
+
+const char *warm_pool_snapshot_state(struct warm_pool *p, const char *template_name)
+{
+    return warm_images_state(p->images, template_name);
 }

@@ -44,5 +44,7 @@ struct pool_state {
     bool yielding;   /* memory is short: not refilling */
 };
 void warm_pool_state(struct warm_pool *p, const char *template_name, struct pool_state *out);
+/* The template's warm snapshot: "none", "warming", "ready" or "failed" (warm.c). */
+const char *warm_pool_snapshot_state(struct warm_pool *p, const char *template_name);
 
 #endif

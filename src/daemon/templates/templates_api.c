@@ -50,6 +50,12 @@ static json_t *describe(struct sbxd *d, const char *name, json_t *m)
     json_t *from = json_object_get(m, "from");
     if (j && json_is_string(from))
         json_object_set(j, "from", from);
+    const char *snap = warm_pool_snapshot_state(d->pool, name);
+    if (j) {
+        json_object_set_new(j, "warm_snapshot", json_string(snap));
+        if (!strcmp(snap, "ready"))
+            json_object_set_new(j, "warm", json_true());
+    }
     return j;
 }
 

@@ -231,3 +231,53 @@ def test_office_converts_documents_to_pdf():
         text = c.sh(sid, "pdftotext %s -" % pdf)
         assert marker in text and "ș" in text and "ț" in text, (f, text)
     c.delete_sandbox(sid)
+
+
+def test_desktop_serves_novnc_through_a_preview_link():
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    import wsclient
+    c = D.client("tpl-desktop")
+    sid = c.create_sandbox(template="desktop", ttl_seconds=600)["id"]
+
+    def services():
+        ps = c.sh(sid, "ps -eo args").splitlines()
+        have = {"Xvfb": any(l.startswith("Xvfb :1") for l in ps),
+                "openbox": any(l.startswith("openbox") for l in ps),
+                "xterm": any(l.startswith("xterm") for l in ps),
+                "x11vnc": any(l.startswith("x11vnc") for l in ps),
+                "websockify": any("/usr/bin/websockify" in l for l in ps)}
+        return all(have.values()) or None
+    wait_for(services, 60, interval=0.5, what="the desktop's services")
+    pv = c.ok("POST", "/v1/sandboxes/%s/preview" % sid, {"port": 6080})
+    u = urllib.parse.urlparse(pv["url"])
+    token = urllib.parse.parse_qs(u.query)["sbx_preview"][0]
+
+    def page():
+        try:
+            return urllib.request.urlopen(pv["url"], timeout=10).read().decode()
+        except urllib.error.HTTPError as e:
+            if e.code == 502:  # websockify is still starting
+                return None
+            raise
+    index = wait_for(page, 60, interval=0.5, what="noVNC on port 6080")
+    assert "sbx_preview" in index and "vnc.html" in index, index
+    # noVNC's own page and scripts, with the token in the cookie as index.html keeps it.
+    req = urllib.request.Request("http://127.0.0.1:%d%svnc.html" % (u.port, u.path),
+                                 headers={"Cookie": "sbx_preview=" + token})
+    assert "noVNC" in urllib.request.urlopen(req, timeout=10).read().decode()
+    # The WebSocket noVNC opens reaches the VNC server: RFB version, then security types.
+    ws = wsclient.connect(u.port, u.path + "websockify",
+                          headers={"Cookie": "sbx_preview=" + token,
+                                   "Sec-WebSocket-Protocol": "binary"})
+    try:
+        op, banner = ws.recv(timeout=20)
+        assert banner == b"RFB 003.008\n", banner
+        ws.send_binary(b"RFB 003.008\n")
+        op, sec = ws.recv(timeout=20)
+        assert sec[:1] >= b"\x01" and b"\x01" in sec[1:], sec  # "None" offered: local only
+    finally:
+        ws.close()
+    c.delete_sandbox(sid)

@@ -29,6 +29,8 @@ PACKAGES=(
 	util-linux coreutils
 	# xxd embeds the Python kernel (kernel/*.py) into the static agent at build time
 	xxd
+	# templates: the desktop test opens noVNC through a preview link in a real browser
+	chromium
 )
 
 # dpkg-query prints one status line per package; a package dpkg has never heard of makes it

@@ -246,7 +246,7 @@ def test_desktop_serves_novnc_through_a_preview_link():
         ps = c.sh(sid, "ps -eo args").splitlines()
         have = {"Xvfb": any(l.startswith("Xvfb :1") for l in ps),
                 "openbox": any(l.startswith("openbox") for l in ps),
-                "xterm": any(l.startswith("xterm") for l in ps),
+                "st": any(l.startswith("stterm") or l.startswith("st ") for l in ps),
                 "x11vnc": any(l.startswith("x11vnc") for l in ps),
                 "websockify": any("/usr/bin/websockify" in l for l in ps)}
         return all(have.values()) or None
@@ -280,4 +280,80 @@ def test_desktop_serves_novnc_through_a_preview_link():
         assert sec[:1] >= b"\x01" and b"\x01" in sec[1:], sec  # "None" offered: local only
     finally:
         ws.close()
+    _browser_sees_the_desktop(pv["url"])
     c.delete_sandbox(sid)
+
+
+# The desktop's background (templates/desktop/rootfs/usr/lib/sbx/start).
+DESKTOP_BG = (0x2E, 0x7D, 0x5B)
+CANVAS_STATS = """(function () {
+  var s = document.getElementById('noVNC_status');
+  var c = document.querySelector('canvas');
+  var out = {status: s ? s.textContent : '', w: 0, bg: 0, other: 0};
+  if (!c || !c.width) return JSON.stringify(out);
+  var d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+  out.w = c.width;
+  for (var i = 0; i < d.length; i += 4)
+    if (d[i] == %d && d[i + 1] == %d && d[i + 2] == %d) out.bg++; else out.other++;
+  return JSON.stringify(out);
+})()""" % DESKTOP_BG
+
+
+def _browser_sees_the_desktop(url):
+    """Debian's chromium, headless, opens the preview link; through the DevTools protocol we
+    wait for noVNC to connect, read its canvas (the desktop's background and a terminal window
+    on it) and take a screenshot."""
+    import base64
+    import shutil
+    import subprocess
+    import tempfile
+    import urllib.parse
+    import urllib.request
+
+    import wsclient
+    browser = shutil.which("chromium")
+    assert browser, "chromium is not installed (scripts/deps.sh installs it)"
+    port = harness.free_port()
+    prof = tempfile.mkdtemp(prefix="sbx-chromium-")
+    proc = subprocess.Popen([browser, "--headless", "--no-sandbox", "--disable-gpu",
+                             "--window-size=1280,800", "--remote-debugging-port=%d" % port,
+                             "--user-data-dir=" + prof, "about:blank"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        def tabs():
+            try:
+                with urllib.request.urlopen("http://127.0.0.1:%d/json" % port, timeout=2) as r:
+                    return [t for t in json.load(r) if t.get("type") == "page"] or None
+            except OSError:
+                return None
+        page = wait_for(tabs, 30, what="chromium's DevTools")[0]
+        ws = wsclient.connect(port, urllib.parse.urlparse(page["webSocketDebuggerUrl"]).path)
+        seq = [0]
+
+        def call(method, **params):
+            seq[0] += 1
+            ws.send_text(json.dumps({"id": seq[0], "method": method, "params": params}))
+            while True:
+                m = json.loads(ws.recv(timeout=60)[1])
+                if m.get("id") == seq[0]:
+                    assert "error" not in m, m
+                    return m["result"]
+
+        call("Page.enable")
+        call("Page.navigate", url=url)
+
+        def desktop():
+            r = call("Runtime.evaluate", expression=CANVAS_STATS)["result"].get("value")
+            st = json.loads(r) if r else {}
+            # Mostly background, and something else on it (the terminal).
+            ok = "Connected" in st.get("status", "") and st.get("w") == 1280 and \
+                st["bg"] > 0.3 * (st["bg"] + st["other"]) and st["other"] > 10000
+            return st if ok else None
+        wait_for(desktop, 120, interval=1, what="noVNC to show the desktop")
+        png = base64.b64decode(call("Page.captureScreenshot", format="png")["data"])
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000, len(png)
+        ws.close()
+    finally:
+        proc.kill()
+        proc.wait()
+        shutil.rmtree(prof, ignore_errors=True)

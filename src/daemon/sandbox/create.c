@@ -79,6 +79,23 @@ static int egress_init(struct manager *m, struct sandbox *sb, const struct egres
                                    sbx_wall_ms() / 1000, err);
 }
 
+/* What a create gives a sandbox of its caller's: owner, env, TTL from now, session flag. */
+static void set_owner(struct store_sandbox *rec, const struct auth_identity *who,
+                      const struct sandbox_params *p)
+{
+    long long now = sbx_wall_ms() / 1000;
+    snprintf(rec->user, sizeof(rec->user), "%s", who->user);
+    snprintf(rec->key_id, sizeof(rec->key_id), "%s", who->key_id);
+    free(rec->env_json);
+    rec->env_json = json_dumps(p->env, JSON_COMPACT | JSON_SORT_KEYS);
+    if (!rec->env_json)
+        rec->env_json = sbx_xstrdup("{}");
+    rec->ttl_seconds = p->ttl_seconds;
+    rec->created_at = now;
+    rec->expires_at = now + p->ttl_seconds;
+    rec->enable_default_session = p->enable_default_session;
+}
+
 /* A warm-pool sandbox made the caller's: the record gets its owner, env, TTL and session
  * flag, the sandbox its egress policy. Limits are the host's, the same for every sandbox.
  * -ENOENT with err untouched when the pool has none to give. */
@@ -95,17 +112,7 @@ static int take_pooled(struct manager *m, const struct auth_identity *who,
     if (!sb)
         return -ENOENT;
     struct store_sandbox *rec = &sb->rec;
-    long long now = sbx_wall_ms() / 1000;
-    snprintf(rec->user, sizeof(rec->user), "%s", who->user);
-    snprintf(rec->key_id, sizeof(rec->key_id), "%s", who->key_id);
-    free(rec->env_json);
-    rec->env_json = json_dumps(p->env, JSON_COMPACT | JSON_SORT_KEYS);
-    if (!rec->env_json)
-        rec->env_json = sbx_xstrdup("{}");
-    rec->ttl_seconds = p->ttl_seconds;
-    rec->created_at = now;
-    rec->expires_at = now + p->ttl_seconds;
-    rec->enable_default_session = p->enable_default_session;
+    set_owner(rec, who, p);
     free(sb->egress);
     sb->egress = NULL;
     int r = store_sandbox_assign(m->store, rec, err);
@@ -206,25 +213,16 @@ static int create_sandbox(struct manager *m, const struct auth_identity *who,
     sandbox_new_id(id);
     struct sandbox *sb = sandbox_alloc(m, id);
     struct store_sandbox *rec = &sb->rec;
-    long long now = sbx_wall_ms() / 1000;
     snprintf(rec->id, sizeof(rec->id), "%s", id);
-    snprintf(rec->user, sizeof(rec->user), "%s", who->user);
-    snprintf(rec->key_id, sizeof(rec->key_id), "%s", who->key_id);
+    set_owner(rec, who, p);
     snprintf(rec->status, sizeof(rec->status), "%s", SANDBOX_CREATING);
     snprintf(rec->backend, sizeof(rec->backend), "%s", v1 ? "v1" : "v2");
     snprintf(rec->runtime, sizeof(rec->runtime), "gvisor");
     snprintf(rec->template_name, sizeof(rec->template_name), "%s", tpl.name);
     snprintf(rec->template_digest, sizeof(rec->template_digest), "%s", tpl.digest);
-    rec->env_json = json_dumps(p->env, JSON_COMPACT | JSON_SORT_KEYS);
-    if (!rec->env_json)
-        rec->env_json = sbx_xstrdup("{}");
-    rec->ttl_seconds = p->ttl_seconds;
-    rec->created_at = now;
-    rec->expires_at = now + p->ttl_seconds;
     rec->memory_mb = m->cfg->memory_mb;
     rec->pids = m->cfg->pids_max;
     rec->cpu_millicores = m->cfg->cpu_millicores;
-    rec->enable_default_session = p->enable_default_session;
 
     r = store_sandbox_insert(m->store, rec, err);
     if (r < 0)

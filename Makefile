@@ -102,6 +102,7 @@ test: deps
 	$(MAKE) BUILD=build-asan SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" build unit-bins
 	@SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) scripts/build-template.sh base
 	@SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) scripts/build-template.sh office
+	@SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) scripts/build-template.sh desktop
 	SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) python3 tests/run.py --build build-asan
 
 unit-bins: $(UNIT_BIN) $(BUILD)/tests/rt_driver

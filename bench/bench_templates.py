@@ -4,9 +4,9 @@
                       refilled, untimed, before each create)
   create, cold        POST /v1/sandboxes on a daemon without a pool (boots gVisor)
   runsc run           `runsc run /bin/true` on the base template (bench_core's baseline)
-  office: soffice     the first `soffice --convert-to pdf` in a fresh office sandbox
-                      (LibreOffice starts and makes its profile) vs the next one in the same
-                      sandbox
+  office              create of office cold vs restored from its warm snapshot
+                      (SBX_WARM_SNAPSHOT=office), and in each sandbox the first and the next
+                      `soffice --convert-to pdf` of a small CSV
 
     python3 bench/bench_templates.py [--build build] [-n 20]
 
@@ -62,12 +62,26 @@ CONVERT = ("cd /workspace && printf 'a,b\\nș,ț\\n' > t%d.csv && "
            "test -s out/t%d.pdf")
 
 
-def _office(build, n):
-    first, later = [], []
-    with harness.Daemon(build=build) as d:
+def _office(build, n, warm):
+    """Creates of office and two conversions in each, cold or from the warm snapshot."""
+    env = {"SBX_WARM_SNAPSHOT": "office"} if warm else {}
+    create, first, later = [], [], []
+    with harness.Daemon(build=build, extra_env=env) as d:
         c = d.client()
+        deadline = time.time() + 300
+        while warm:
+            t = [t for t in c.ok("GET", "/v1/templates")["data"] if t["name"] == "office"][0]
+            if t["warm_snapshot"] == "ready":
+                break
+            if t["warm_snapshot"] == "failed" or time.time() > deadline:
+                raise RuntimeError("office's warm snapshot: %s" % t["warm_snapshot"])
+            time.sleep(0.2)
         for i in range(n):
+            t0 = time.perf_counter()
             sb = c.create_sandbox(template="office", ttl_seconds=600)
+            create.append(time.perf_counter() - t0)
+            if bool(sb.get("restored")) != warm:
+                raise RuntimeError("create: %r" % sb)
             for k in range(2):
                 t0 = time.perf_counter()
                 r = c.exec(sb["id"], shell=CONVERT % (k, k, k), timeout_seconds=300)
@@ -76,7 +90,7 @@ def _office(build, n):
                     raise RuntimeError("soffice: %r" % r)
                 (first if k == 0 else later).append(dt)
             c.delete_sandbox(sb["id"])
-    return first, later
+    return create, first, later
 
 
 def main():
@@ -90,18 +104,24 @@ def main():
     warm = _creates(build, args.n, True)
     cold = _creates(build, args.n, False)
     run_t, _ = bench_core.bench_runsc(args.n, ["--network=none"])
-    first, later = _office(build, args.office_runs)
+    oc_create, oc_first, oc_later = _office(build, args.office_runs, False)
+    ow_create, ow_first, ow_later = _office(build, args.office_runs, True)
     p = bench_core.percentile
-    print("%-36s %8s %8s %8s" % ("operation", "p50 ms", "p95 ms", "x p50"))
+    print("%-40s %8s %8s %8s" % ("operation", "p50 ms", "p95 ms", "x p50"))
     base50 = p(run_t, 50)
-    for name, xs in (("create, warm pool (base:%d)" % POOL, warm), ("create, cold", cold),
+    for name, xs in (("create base, warm pool (base:%d)" % POOL, warm), ("create base, cold", cold),
                      ("runsc run /bin/true", run_t),
-                     ("office: first soffice convert", first),
-                     ("office: next soffice convert", later)):
-        print("%-36s %8.1f %8.1f %8.2f" % (name, p(xs, 50) * 1000, p(xs, 95) * 1000,
+                     ("create office, cold", oc_create),
+                     ("create office, warm snapshot", ow_create),
+                     ("office cold: first soffice convert", oc_first),
+                     ("office cold: next soffice convert", oc_later),
+                     ("office warm: first soffice convert", ow_first),
+                     ("office warm: next soffice convert", ow_later)):
+        print("%-40s %8.1f %8.1f %8.2f" % (name, p(xs, 50) * 1000, p(xs, 95) * 1000,
                                            p(xs, 50) / base50))
-    print("x p50: ratio to runsc run /bin/true; cold/warm create p50 = %.1f"
-          % (p(cold, 50) / p(warm, 50)))
+    print("x p50: ratio to runsc run /bin/true; cold/warm-pool create p50 = %.1f; first "
+          "convert cold/warm p50 = %.2f" % (p(cold, 50) / p(warm, 50),
+                                            p(oc_first, 50) / p(ow_first, 50)))
 
 
 if __name__ == "__main__":

@@ -99,7 +99,7 @@ struct census {
     const char *digest; /* the template's current build; NULL: keep any */
     int ready, starting;
     struct sandbox *idle;  /* one ready member */
-    struct sandbox *stale; /* one member booted from an older build */
+    struct sandbox *stale; /* one member booted from an older build, or paused */
 };
 
 static void count_member(struct sandbox *sb, void *data)
@@ -109,7 +109,8 @@ static void count_member(struct sandbox *sb, void *data)
         return;
     if (strcmp(sb->rec.template_name, c->name))
         return;
-    if (c->digest && strcmp(sb->rec.template_digest, c->digest)) {
+    /* Paused: a warm snapshot's holder from before a restart (warm.c makes a new one). */
+    if (sb->paused || (c->digest && strcmp(sb->rec.template_digest, c->digest))) {
         c->stale = sb;
         return;
     }

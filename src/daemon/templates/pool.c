@@ -11,6 +11,7 @@
 
 #define POOL_TICK_MS 2000         /* how often pools are checked against what runs */
 #define POOL_BACKOFF_MAX_MS 60000 /* a template that fails to boot is retried this rarely */
+#define POOL_REFILL_DELAY_MS 100  /* after a take, before the refill starts */
 
 struct pool_entry {
     struct pool_spec spec;
@@ -232,7 +233,9 @@ static struct sandbox *pool_take(void *data, const char *template_name, const ch
     if (!c.idle)
         return NULL;
     e->taken++;
-    schedule(p, 0);
+    /* Not at once: the boot's synchronous part (workspace image, shim) would run before the
+     * take's own answer, which is due on the next loop turn. */
+    schedule(p, POOL_REFILL_DELAY_MS);
     return c.idle;
 }
 

@@ -357,3 +357,23 @@ def _browser_sees_the_desktop(url):
         proc.kill()
         proc.wait()
         shutil.rmtree(prof, ignore_errors=True)
+
+
+def test_pool_and_warm_snapshot_after_a_restart():
+    c = D.client("tpl-restart")
+    pool_ready(c)
+    office_snapshot_ready(c)
+    D.get().restart()
+    c = D.client("tpl-restart")
+    # The pooled sandboxes come back (re-attached and adopted); the warm snapshot's paused
+    # holder from before is given up and a new one is taken.
+    t = pool_ready(c)
+    assert t["pool"]["size"] == POOL, t
+    assert office_snapshot_ready(c)["warm_snapshot"] == "ready"
+    sb = c.create_sandbox(template="base", env={"K": "v"})
+    assert sb.get("from_pool") is True and c.sh(sb["id"], "echo $K") == "v\n", sb
+    o = c.create_sandbox(template="office")
+    assert o["restored"] is True, o
+    assert sorted(s["id"] for s in c.list_sandboxes()) == sorted([sb["id"], o["id"]])
+    c.delete_sandbox(sb["id"])
+    c.delete_sandbox(o["id"])

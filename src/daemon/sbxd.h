@@ -28,6 +28,7 @@ struct sbxd {
     struct metrics_listener *metrics; /* SBX_METRICS_LISTEN, or NULL */
     struct mcp *mcp;             /* MCP sessions and calls in flight (mcp/mcp.c) */
     struct configs *configs;     /* sandbox configurations, personal variables (configs/) */
+    struct warm_pool *pool;      /* warm pools of ready sandboxes (templates/pool.c) */
 };
 
 #endif

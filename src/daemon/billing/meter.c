@@ -31,6 +31,12 @@ static int add_usage(struct billing *b, const struct store_sandbox *sb, const ch
 
 void billing_meter_running(struct billing *b, const struct store_sandbox *sb, long long now)
 {
+    if (!sb->user[0]) {
+        /* A warm-pool sandbox belongs to nobody: its time is the host's, and whoever takes
+         * it is metered from then on. */
+        (void)store_usage_mark_set(b->store, sb->id, USAGE_V2_RUNNING_MS, now, NULL);
+        return;
+    }
     long long mark = 0;
     if (store_usage_mark_get(b->store, sb->id, USAGE_V2_RUNNING_MS, &mark, NULL) < 0)
         return;

@@ -75,6 +75,7 @@ static const struct {
     {"session_not_found", 404},
     {"process_not_found", 404},
     {"pty_not_found", 404},
+    {"template_not_found", 404},
     {"method_not_allowed", 405},
     {"sandbox_busy", 409},
     {"kernel_busy", 409},

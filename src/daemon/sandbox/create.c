@@ -34,7 +34,7 @@ static int v2_running(const struct manager *m)
     return n;
 }
 
-static void on_v1_created(struct loop *l, void *data)
+static void on_created_now(struct loop *l, void *data)
 {
     struct sandbox *sb = data;
     sb->op_timer = NULL;
@@ -121,6 +121,71 @@ static int create(struct manager *m, const struct auth_identity *who,
                   const struct sandbox_params *p, sandbox_ready_fn cb, void *data,
                   struct sandbox **out, struct sbx_err *err);
 
+/* What a create gives a sandbox of its caller's: owner, env, TTL from now, session flag. */
+static void set_owner(struct store_sandbox *rec, const struct auth_identity *who,
+                      const struct sandbox_params *p)
+{
+    long long now = sbx_wall_ms() / 1000;
+    snprintf(rec->user, sizeof(rec->user), "%s", who->user);
+    snprintf(rec->key_id, sizeof(rec->key_id), "%s", who->key_id);
+    free(rec->env_json);
+    rec->env_json = json_dumps(p->env, JSON_COMPACT | JSON_SORT_KEYS);
+    if (!rec->env_json)
+        rec->env_json = sbx_xstrdup("{}");
+    rec->ttl_seconds = p->ttl_seconds;
+    rec->created_at = now;
+    rec->expires_at = now + p->ttl_seconds;
+    rec->enable_default_session = p->enable_default_session;
+}
+
+/* A warm-pool sandbox made the caller's: the record gets its owner, env, TTL and session
+ * flag, the sandbox its egress policy. Limits are the host's, the same for every sandbox.
+ * -ENOENT with err untouched when the pool has none to give. */
+static int take_pooled(struct manager *m, const struct auth_identity *who,
+                       const struct sandbox_params *p, sandbox_ready_fn cb, void *data,
+                       struct sandbox **out, struct sbx_err *err)
+{
+    struct template_info tpl;
+    struct sbx_err terr = {0};
+    if (template_resolve(m->cfg->template_cache, p->template_name, &tpl, &terr) < 0)
+        return -ENOENT; /* the cold path reports it */
+    struct sandbox *sb = m->pool->take(m->pool_data, tpl.name, tpl.digest);
+    template_info_clear(&tpl);
+    if (!sb)
+        return -ENOENT;
+    struct store_sandbox *rec = &sb->rec;
+    billing_sandbox_state(rec, SANDBOX_RUNNING); /* its time in the pool is nobody's */
+    set_owner(rec, who, p);
+    free(sb->egress);
+    sb->egress = NULL;
+    int r = store_sandbox_assign(m->store, rec, err);
+    if (r == 0)
+        r = egress_init(m, sb, &p->egress, err);
+    if (r < 0) {
+        struct sbx_err e2 = {0};
+        (void)sandbox_destroy(m, sb, "start_failed", err, NULL, NULL, &e2);
+        return r;
+    }
+    if (sb->ttl_timer)
+        loop_timer_cancel(m->loop, sb->ttl_timer);
+    sandbox_arm_ttl(m, sb);
+    sb->from_pool = true;
+    log_info("sandbox %s: from the %s pool for user %s (key %s)", rec->id, rec->template_name,
+             who->user, who->key_id);
+    if (cb) {
+        /* Ready already; answered on the next loop turn, as every create is. */
+        sandbox_add_waiter(sb, cb, data);
+        sb->op_timer = loop_timer_add(m->loop, 0, on_created_now, sb);
+    }
+    *out = sb;
+    return 0;
+}
+
+static int create_sandbox(struct manager *m, const struct auth_identity *who,
+                          const struct sandbox_params *p, bool v1, const char *fallback,
+                          sandbox_ready_fn cb, void *data, struct sandbox **out,
+                          struct sbx_err *err);
+
 int manager_create(struct manager *m, const struct auth_identity *who,
                    const struct sandbox_params *p, sandbox_ready_fn cb, void *data,
                    struct sandbox **out, struct sbx_err *err)
@@ -145,14 +210,8 @@ static int create(struct manager *m, const struct auth_identity *who,
 {
     if (billing_admit(who->user, err) < 0)
         return sbx_err_ret(err);
-    long long per_user, per_key, memory_mb = 0, pids = 0, cpu = 0;
-    int r;
-    if ((r = pick_limit("memory_mb", p->memory_mb, m->cfg->memory_mb, &memory_mb, err)) < 0 ||
-        (r = pick_limit("pids", p->pids, m->cfg->pids_max, &pids, err)) < 0 ||
-        (r = pick_limit("cpu_millicores", p->cpu_millicores, m->cfg->cpu_millicores, &cpu, err)) <
-            0)
-        return r;
-    r = store_sandbox_count_live(m->store, who->user, who->key_id, &per_user, &per_key, err);
+    long long per_user, per_key;
+    int r = store_sandbox_count_live(m->store, who->user, who->key_id, &per_user, &per_key, err);
     if (r < 0)
         return r;
     if (per_key >= m->cfg->max_per_key || per_user >= m->cfg->max_per_user) {
@@ -167,7 +226,16 @@ static int create(struct manager *m, const struct auth_identity *who,
                            who_runs);
     }
     bool v1 = p->backend && !strcmp(p->backend, "v1");
+    /* A pooled sandbox has the host's limits and nothing of a configuration's. */
+    bool plain = !p->snapshot_id && !p->config_id && !p->memory_mb && !p->pids &&
+                 !p->cpu_millicores;
+    if (!v1 && plain && m->pool && (r = take_pooled(m, who, p, cb, data, out, err)) != -ENOENT)
+        return r;
     char fallback[sizeof(((struct sandbox *)0)->fallback)] = "";
+    /* Idle pool sandboxes give way to a user's. */
+    while (!v1 && m->cfg->v2_capacity > 0 && v2_running(m) >= m->cfg->v2_capacity && m->pool &&
+           m->pool->yield(m->pool_data))
+        ;
     if (!v1 && m->cfg->v2_capacity > 0 && v2_running(m) >= m->cfg->v2_capacity) {
         if (p->backend)
             return sbx_err_set(err, EAGAIN, "sandbox_capacity",
@@ -178,6 +246,36 @@ static int create(struct manager *m, const struct auth_identity *who,
         snprintf(fallback, sizeof(fallback), "v2 is at capacity on this host (%lld sandboxes)",
                  m->cfg->v2_capacity);
     }
+    return create_sandbox(m, who, p, v1, fallback, cb, data, out, err);
+}
+
+int manager_create_pooled(struct manager *m, const char *template_name, sandbox_ready_fn cb,
+                          void *data, struct sandbox **out, struct sbx_err *err)
+{
+    if (m->cfg->v2_capacity > 0 && v2_running(m) >= m->cfg->v2_capacity)
+        return sbx_err_set(err, EAGAIN, "sandbox_capacity", "the host is at capacity");
+    static const struct auth_identity nobody = {0};
+    struct sandbox_params p = {
+        .template_name = template_name,
+        .ttl_seconds = SANDBOX_TTL_MAX,
+        .backend = "v2",
+    };
+    return create_sandbox(m, &nobody, &p, false, "", cb, data, out, err);
+}
+
+/* The cold path: the record, the workspace and a machine booted from the template. */
+static int create_sandbox(struct manager *m, const struct auth_identity *who,
+                          const struct sandbox_params *p, bool v1, const char *fallback,
+                          sandbox_ready_fn cb, void *data, struct sandbox **out,
+                          struct sbx_err *err)
+{
+    long long memory_mb = 0, pids = 0, cpu = 0;
+    int r;
+    if ((r = pick_limit("memory_mb", p->memory_mb, m->cfg->memory_mb, &memory_mb, err)) < 0 ||
+        (r = pick_limit("pids", p->pids, m->cfg->pids_max, &pids, err)) < 0 ||
+        (r = pick_limit("cpu_millicores", p->cpu_millicores, m->cfg->cpu_millicores, &cpu, err)) <
+            0)
+        return r;
     _cleanup_free_ char *from = NULL;
     if (p->snapshot_id && (r = snapshot_source(m, who, p->snapshot_id, &from, err)) < 0)
         return r;
@@ -191,25 +289,16 @@ static int create(struct manager *m, const struct auth_identity *who,
     sandbox_new_id(id);
     struct sandbox *sb = sandbox_alloc(m, id);
     struct store_sandbox *rec = &sb->rec;
-    long long now = sbx_wall_ms() / 1000;
     snprintf(rec->id, sizeof(rec->id), "%s", id);
-    snprintf(rec->user, sizeof(rec->user), "%s", who->user);
-    snprintf(rec->key_id, sizeof(rec->key_id), "%s", who->key_id);
+    set_owner(rec, who, p);
     snprintf(rec->status, sizeof(rec->status), "%s", SANDBOX_CREATING);
     snprintf(rec->backend, sizeof(rec->backend), "%s", v1 ? "v1" : "v2");
     snprintf(rec->runtime, sizeof(rec->runtime), "gvisor");
     snprintf(rec->template_name, sizeof(rec->template_name), "%s", tpl.name);
     snprintf(rec->template_digest, sizeof(rec->template_digest), "%s", tpl.digest);
-    rec->env_json = json_dumps(p->env, JSON_COMPACT | JSON_SORT_KEYS);
-    if (!rec->env_json)
-        rec->env_json = sbx_xstrdup("{}");
-    rec->ttl_seconds = p->ttl_seconds;
-    rec->created_at = now;
-    rec->expires_at = now + p->ttl_seconds;
     rec->memory_mb = memory_mb;
     rec->pids = pids;
     rec->cpu_millicores = cpu;
-    rec->enable_default_session = p->enable_default_session;
 
     r = store_sandbox_insert(m->store, rec, err);
     if (r < 0)
@@ -257,13 +346,29 @@ static int create(struct manager *m, const struct auth_identity *who,
                  fallback[0] ? ": " : "", fallback);
         if (cb) {
             sandbox_add_waiter(sb, cb, data);
-            sb->op_timer = loop_timer_add(m->loop, 0, on_v1_created, sb);
+            sb->op_timer = loop_timer_add(m->loop, 0, on_created_now, sb);
         }
         *out = sb;
         return 0;
     }
+    char boot[33] = "";
+    const char *image =
+        m->pool && m->pool->image ? m->pool->image(m->pool_data, tpl.name, tpl.digest, boot) : NULL;
     template_info_clear(&tpl);
-    if ((r = sandbox_launch(m, sb, NULL, false, err)) < 0)
+    if (image) {
+        /* Restored like a fork's copy (fresh ids, reseeded kernel); measured at its HELLO. */
+        sb->restoring = sb->from_warm_image = true;
+        sb->op_t0 = sbx_now_ms();
+        snprintf(sb->expect_boot, sizeof(sb->expect_boot), "%s", boot);
+        sb->image_dir = sbx_xstrdup(image); /* shared: never dropped by this sandbox */
+    }
+    if ((r = sandbox_launch(m, sb, image, image != NULL, err)) < 0 && image) {
+        log_warn("sandbox %s: the warm snapshot failed (%s): cold start", id, err->msg);
+        sb->restoring = false;
+        sb->cold_tried = true;
+        r = sandbox_launch(m, sb, NULL, false, err);
+    }
+    if (r < 0)
         goto fail;
     sb->next = m->sandboxes;
     m->sandboxes = sb;

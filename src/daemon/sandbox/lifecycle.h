@@ -19,6 +19,8 @@ struct manager {
     void *stream_open_data;
     sandbox_config_fn config_fn; /* creates from a configuration */
     void *config_data;
+    const struct sandbox_pool_ops *pool; /* the warm pool, or NULL */
+    void *pool_data;
 };
 
 /* manager.c: the registry and the sandbox object. */

@@ -141,6 +141,17 @@ void manager_set_stream_open(struct manager *m, sandbox_stream_open_fn fn, void 
     m->stream_open_data = data;
 }
 
+void manager_set_pool(struct manager *m, const struct sandbox_pool_ops *ops, void *data)
+{
+    m->pool = ops;
+    m->pool_data = data;
+}
+
+bool sandbox_is_pooled(const struct sandbox *sb)
+{
+    return !sb->rec.user[0];
+}
+
 void manager_free(struct manager *m)
 {
     if (!m)
@@ -373,10 +384,10 @@ int sandbox_destroy(struct manager *m, struct sandbox *sb, const char *reason,
     if (sb->ready_timer)
         loop_timer_cancel(m->loop, sb->ready_timer);
     sb->ttl_timer = sb->ready_timer = NULL;
-    const char *status =
-        !strcmp(reason, "deleted") || !strcmp(reason, "expired") || !strcmp(reason, "run_finished")
-            ? SANDBOX_DESTROYED
-            : SANDBOX_FAILED;
+    const char *status = !strcmp(reason, "deleted") || !strcmp(reason, "expired") ||
+                                 !strcmp(reason, "run_finished") || !strcmp(reason, "pool_yield")
+                             ? SANDBOX_DESTROYED
+                             : SANDBOX_FAILED;
     billing_sandbox_state(&sb->rec, status);
     int r =
         store_sandbox_set_status(m->store, sb->rec.id, status, reason, sbx_wall_ms() / 1000, err);
@@ -468,5 +479,11 @@ json_t *sandbox_to_json(const struct sandbox *sb)
         json_object_set_new(j, "backend_fallback", json_string(sb->fallback));
     if (sb->config_id[0])
         json_object_set_new(j, "config_id", json_string(sb->config_id));
+    if (sb->from_pool)
+        json_object_set_new(j, "from_pool", json_true());
+    if (sb->from_warm_image) {
+        json_object_set_new(j, "restored", json_boolean(sb->restored));
+        json_object_set_new(j, "ready_ms", json_integer(sb->ready_ms));
+    }
     return j;
 }

@@ -94,6 +94,9 @@ struct sandbox {
     json_t *config_env;
     /* ... and its inject rules' headers in clear, {rule: [{header, value}]}, the same way. */
     json_t *config_inject;
+    bool from_pool;       /* handed out ready by the warm pool (templates/pool.c) */
+    bool from_warm_image; /* restored from its template's warm snapshot (templates/warm.c) */
+    bool warm_holder;     /* paused to hold its template's warm snapshot: no pool member */
     struct sandbox *next;
 };
 
@@ -149,6 +152,25 @@ void manager_set_stream_open(struct manager *m, sandbox_stream_open_fn fn, void 
 typedef int (*sandbox_config_fn)(void *data, const struct auth_identity *who,
                                  struct sandbox_params *p, json_t **hold, struct sbx_err *err);
 void manager_set_config_fn(struct manager *m, sandbox_config_fn fn, void *data);
+/* Warm pools (templates/pool.c) plug in here. A create that a pooled sandbox can serve
+ * (v2, no snapshot) first asks take for a ready, never-used sandbox of that template and
+ * digest; a create that finds the host at capacity asks yield to give one idle sandbox up
+ * (true when it destroyed one); a v2 machine boots from image's snapshot when there is one. */
+struct sandbox_pool_ops {
+    struct sandbox *(*take)(void *data, const char *template_name, const char *digest);
+    bool (*yield)(void *data);
+    /* The template's warm memory snapshot to restore from, or NULL; boot_id gets the boot
+     * id the restored agent answers with. */
+    const char *(*image)(void *data, const char *template_name, const char *digest,
+                         char boot_id[33]);
+};
+void manager_set_pool(struct manager *m, const struct sandbox_pool_ops *ops, void *data);
+/* A sandbox of no user, for the warm pool: no user's limits apply (the host's v2 capacity
+ * does), no env, no egress, the longest TTL. cb as for manager_create. */
+int manager_create_pooled(struct manager *m, const char *template_name, sandbox_ready_fn cb,
+                          void *data, struct sandbox **out, struct sbx_err *err);
+/* Waiting in the pool: it belongs to no user (user "" is never a valid user name). */
+bool sandbox_is_pooled(const struct sandbox *sb);
 
 json_t *sandbox_to_json(const struct sandbox *sb);
 /* The env every command in it gets: its configuration's variables and its own (a new

@@ -24,8 +24,8 @@ bool template_name_valid(const char *name)
     return true;
 }
 
-int template_resolve(const char *cache, const char *name, struct template_info *out,
-                     struct sbx_err *err)
+int template_load(const char *cache, const char *name, json_t **manifest, char **dir_out,
+                  struct sbx_err *err)
 {
     if (!template_name_valid(name))
         return sbx_err_set(err, EINVAL, "invalid_template", "template names are [a-z0-9-]");
@@ -41,16 +41,30 @@ int template_resolve(const char *cache, const char *name, struct template_info *
     if (r < 0 || stat(rootfs, &st) < 0 || !S_ISDIR(st.st_mode))
         return sbx_err_set(err, ENOENT, "invalid_template", "template %s is incomplete", name);
     json_t *m = json_loads(text, 0, NULL);
-    const char *digest = m ? json_string_value(json_object_get(m, "content_digest")) : NULL;
-    if (!digest) {
+    if (!json_is_string(json_object_get(m, "content_digest"))) {
         json_decref(m);
         return sbx_err_set(err, EINVAL, "invalid_template", "template %s has no digest", name);
     }
+    *manifest = m;
+    if (dir_out)
+        *dir_out = sbx_xstrdup(dir);
+    return 0;
+}
+
+int template_resolve(const char *cache, const char *name, struct template_info *out,
+                     struct sbx_err *err)
+{
+    json_t *m;
+    _cleanup_free_ char *dir = NULL;
+    int r = template_load(cache, name, &m, &dir, err);
+    if (r < 0)
+        return r;
+    const char *digest = json_string_value(json_object_get(m, "content_digest"));
     memset(out, 0, sizeof(*out));
     snprintf(out->name, sizeof(out->name), "%s", name);
     snprintf(out->digest, sizeof(out->digest), "%s%s",
              strncmp(digest, "sha256:", 7) ? "sha256:" : "", digest);
-    out->rootfs = TAKE_PTR(rootfs);
+    out->rootfs = sbx_xasprintf("%s/rootfs", dir);
     json_decref(m);
     return 0;
 }

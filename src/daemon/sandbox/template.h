@@ -3,6 +3,7 @@
 #ifndef SBX_TEMPLATE_H
 #define SBX_TEMPLATE_H
 
+#include <jansson.h>
 #include <stdbool.h>
 
 #include "../../common/err.h"
@@ -17,6 +18,10 @@ struct template_info {
 };
 
 bool template_name_valid(const char *name);
+/* A built template's manifest.json (it has a content_digest) and, when dir is not NULL, the
+ * directory the name points at now; invalid_template when it is not there. */
+int template_load(const char *cache, const char *name, json_t **manifest, char **dir,
+                  struct sbx_err *err);
 /* Resolve a built template; invalid_template when it is not there. */
 int template_resolve(const char *cache, const char *name, struct template_info *out,
                      struct sbx_err *err);

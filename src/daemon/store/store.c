@@ -358,6 +358,22 @@ int store_sandbox_set_expiry(struct store *s, const char *id, long long expires_
     return r;
 }
 
+int store_sandbox_assign(struct store *s, const struct store_sandbox *sb, struct sbx_err *err)
+{
+    sqlite3_stmt *st;
+    int r = store_prepare(s,
+                          "UPDATE sandboxes SET user=?, key_id=?, env=?, ttl_seconds=?, "
+                          "created_at=?, expires_at=?, enable_default_session=? WHERE id=?",
+                          &st, err, "tttiiiit", sb->user, sb->key_id,
+                          sb->env_json ? sb->env_json : "{}", sb->ttl_seconds, sb->created_at,
+                          sb->expires_at, (long long)sb->enable_default_session, sb->id);
+    if (r < 0)
+        return r;
+    r = sqlite3_step(st) == SQLITE_DONE ? 0 : store_db_err(s, err, "assign sandbox");
+    sqlite3_finalize(st);
+    return r;
+}
+
 int store_sandbox_each_live(struct store *s, const char *user, store_sandbox_cb cb, void *data,
                             struct sbx_err *err)
 {

@@ -73,6 +73,8 @@ int store_sandbox_set_status(struct store *s, const char *id, const char *status
 /* A new expiry (unix seconds) for a live sandbox (E2B's setTimeout). */
 int store_sandbox_set_expiry(struct store *s, const char *id, long long expires_at,
                              struct sbx_err *err);
+/* Hand a warm-pool sandbox to its user: owner, env, TTL and session flag from sb. */
+int store_sandbox_assign(struct store *s, const struct store_sandbox *sb, struct sbx_err *err);
 typedef void (*store_sandbox_cb)(const struct store_sandbox *sb, void *data);
 /* Live sandboxes, all users when user is NULL. */
 int store_sandbox_each_live(struct store *s, const char *user, store_sandbox_cb cb, void *data,

@@ -105,6 +105,9 @@ int manager_create(struct manager *m, const struct auth_identity *who,
         snprintf(fallback, sizeof(fallback), "v2 is at capacity on this host (%lld sandboxes)",
                  m->cfg->v2_capacity);
     }
+    const char *runtime;
+    if ((r = manager_runtime_pick(m, p->runtime, &runtime, err)) < 0)
+        return r;
     _cleanup_free_ char *from = NULL;
     if (p->snapshot_id && (r = snapshot_source(m, who, p->snapshot_id, &from, err)) < 0)
         return r;
@@ -124,7 +127,7 @@ int manager_create(struct manager *m, const struct auth_identity *who,
     snprintf(rec->key_id, sizeof(rec->key_id), "%s", who->key_id);
     snprintf(rec->status, sizeof(rec->status), "%s", SANDBOX_CREATING);
     snprintf(rec->backend, sizeof(rec->backend), "%s", v1 ? "v1" : "v2");
-    snprintf(rec->runtime, sizeof(rec->runtime), "gvisor");
+    snprintf(rec->runtime, sizeof(rec->runtime), "%s", runtime);
     snprintf(rec->template_name, sizeof(rec->template_name), "%s", tpl.name);
     snprintf(rec->template_digest, sizeof(rec->template_digest), "%s", tpl.digest);
     rec->env_json = json_dumps(p->env, JSON_COMPACT | JSON_SORT_KEYS);
@@ -183,7 +186,10 @@ int manager_create(struct manager *m, const struct auth_identity *who,
     sb->next = m->sandboxes;
     m->sandboxes = sb;
     sandbox_arm_ttl(m, sb);
-    log_info("sandbox %s: starting for user %s (key %s)", id, who->user, who->key_id);
+    log_info("sandbox %s: starting on %s for user %s (key %s)", id, runtime, who->user,
+             who->key_id);
+    if (!rt_backend_find(runtime)->isolated)
+        log_warn("sandbox %s: runtime local: NO ISOLATION, its code runs on this host", id);
     if (cb)
         sandbox_when_ready(sb, cb, data);
     *out = sb;

@@ -6,6 +6,8 @@
 
 #include "manager.h"
 
+#define MANAGER_RUNTIMES_MAX 4
+
 struct manager {
     const struct sbxd_config *cfg;
     struct loop *loop;
@@ -17,7 +19,16 @@ struct manager {
     struct sandbox *sandboxes; /* live ones, newest first */
     sandbox_stream_open_fn stream_open; /* agent-opened streams (egress) */
     void *stream_open_data;
+    /* The execution backends a create may name, the default first (runtimes.c). */
+    const char *runtimes[MANAGER_RUNTIMES_MAX];
+    int nruntimes;
 };
+
+/* runtimes.c: SBX_BACKEND's backends, each proved by a real start when the operator set
+ * the list; then the one a create gets (asked: the request's runtime, or NULL). */
+int manager_runtimes_init(struct manager *m, struct sbx_err *err);
+int manager_runtime_pick(const struct manager *m, const char *asked, const char **out,
+                         struct sbx_err *err);
 
 /* manager.c: the registry and the sandbox object. */
 struct sandbox *sandbox_alloc(struct manager *m, const char *id);

@@ -1,5 +1,5 @@
 /* What a create (or a run) asks for, checked at the boundary: template, TTL, env,
- * egress, backend. Shared by the sandbox routes, run and every other way in. */
+ * egress, backend, runtime. Shared by the sandbox routes, run and every other way in. */
 #ifndef SBX_SANDBOX_PARAMS_H
 #define SBX_SANDBOX_PARAMS_H
 
@@ -22,6 +22,7 @@ struct sandbox_params {
     struct egress_policy egress; /* docs/egress.md */
     const char *backend;         /* "v1", "v2" or NULL (v2 when this host can, else v1) */
     const char *snapshot_id;     /* a v1 workspace snapshot to start from, or NULL */
+    const char *runtime;         /* an execution backend (docs/runtime.md), or NULL: the default */
 };
 
 /* Checks shared by create and run. */

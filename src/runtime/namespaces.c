@@ -640,9 +640,9 @@ static int clone_tree(const char *src, unsigned long long attrs, int *out, char 
     return 0;
 }
 
-/* Everything the child attaches that is a host path (but the workspace: it is idmapped
- * to the child's user namespace, so it can only be made after the clone). */
-static int open_trees(struct plan *p, char *why, size_t size)
+/* Everything the child attaches that is a host path (but, with a user namespace, the
+ * workspace: it is idmapped to that namespace, so it can only be made after the clone). */
+static int open_trees(struct plan *p, bool local, char *why, size_t size)
 {
     int r = clone_tree(p->rootfs, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
                        &p->root_fd, why, size);
@@ -655,7 +655,7 @@ static int open_trees(struct plan *p, char *why, size_t size)
         const char *d = json_string_value(json_object_get(m, "destination"));
         const char *type = json_string_value(json_object_get(m, "type"));
         const char *src = json_string_value(json_object_get(m, "source"));
-        if (!type || strcmp(type, "bind") || !d || !strcmp(d, "/workspace") || !src)
+        if (!type || strcmp(type, "bind") || !d || !src || (!local && !strcmp(d, "/workspace")))
             continue;
         char data[256];
         unsigned long f = mount_flags(json_object_get(m, "options"), data, sizeof(data));
@@ -723,7 +723,7 @@ int ns_spawn(const struct ns_run *run, int in_fd, int out_fd, int err_fd, pid_t 
     if (r < 0)
         goto done;
     read_limits(doc, &lim);
-    if ((r = open_trees(&p, why, why_size)) < 0)
+    if ((r = open_trees(&p, run->local, why, why_size)) < 0)
         goto done;
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {

@@ -235,6 +235,11 @@ class Client:
         return r["stdout"]
 
 
+def test_runtime():
+    """The execution backend the suites run on: SBX_TEST_RUNTIME, default gvisor."""
+    return os.environ.get("SBX_TEST_RUNTIME") or "gvisor"
+
+
 class Daemon:
     """One sbxd on 127.0.0.1:<free port> with a private data dir.
 
@@ -272,6 +277,9 @@ class Daemon:
         if self.preset_key:
             env["SBX_ADMIN_KEY"] = self.admin_key
         env["SBX_PREVIEW_LISTEN"] = "127.0.0.1:%d" % self.preview_port
+        # SBX_TEST_RUNTIME runs the suites on another execution backend (docs/runtime.md).
+        if os.environ.get("SBX_TEST_RUNTIME"):
+            env["SBX_BACKEND"] = os.environ["SBX_TEST_RUNTIME"]
         env.update(self.extra_env)
         return env
 

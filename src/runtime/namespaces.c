@@ -115,9 +115,8 @@ static void read_limits(json_t *doc, struct limits *l)
     }
 }
 
-/* Create the sandbox's cgroup under every hierarchy it needs, set the limits and move
- * pid in. v2: one directory; v1 and hybrid: memory, pids, cpu (and the rest joined
- * without limits, so nothing of the sandbox stays in the shim's cgroups). */
+/* Create the sandbox's cgroup, set the limits and move pid in. v2: one directory; v1 and
+ * hybrid: the memory, pids and cpu hierarchies (the others stay the shim's). */
 static int cgroup_enter(const char *cgroup, const struct limits *l, pid_t pid, char *why,
                         size_t size)
 {
@@ -164,26 +163,15 @@ static int cgroup_enter(const char *cgroup, const struct limits *l, pid_t pid, c
         struct stat st;
         if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
             continue; /* cpu -> cpu,cpuacct links */
+        bool mem = strstr(de->d_name, "memory") != NULL;
+        bool pids = strstr(de->d_name, "pids") != NULL;
+        bool cpu = !strcmp(de->d_name, "cpu") || !strncmp(de->d_name, "cpu,", 4);
+        if (!(mem || pids || cpu))
+            continue; /* each v1 migration costs an RCU grace period: only where limits are */
         snprintf(dir, sizeof(dir), RT_CGROUP_ROOT "/%s%s", de->d_name, cgroup);
         if ((r = sbx_mkdir_p(dir, 0755)) < 0) {
             fail(why, size, -r, "creating cgroup %s", dir);
             break;
-        }
-        bool mem = strstr(de->d_name, "memory") != NULL;
-        bool pids = strstr(de->d_name, "pids") != NULL;
-        bool cpu = !strcmp(de->d_name, "cpu") || !strncmp(de->d_name, "cpu,", 4);
-        if (!strcmp(de->d_name, "cpuset")) {
-            /* A new cpuset is empty until given the parent's cpus and mems. */
-            char pdir[PATH_MAX], *v = NULL;
-            snprintf(pdir, sizeof(pdir), RT_CGROUP_ROOT "/cpuset/cpuset.cpus");
-            if (sbx_read_file(pdir, 4096, &v, NULL) == 0)
-                (void)write_str(dir, "cpuset.cpus", v);
-            free(v);
-            v = NULL;
-            snprintf(pdir, sizeof(pdir), RT_CGROUP_ROOT "/cpuset/cpuset.mems");
-            if (sbx_read_file(pdir, 4096, &v, NULL) == 0)
-                (void)write_str(dir, "cpuset.mems", v);
-            free(v);
         }
         if (mem && l->memory) {
             if ((r = write_u64(dir, "memory.limit_in_bytes", l->memory)) < 0) {
@@ -202,11 +190,10 @@ static int cgroup_enter(const char *cgroup, const struct limits *l, pid_t pid, c
             fail(why, size, -r, "cpu limit in %s", dir);
             break;
         }
-        if ((r = write_str(dir, "cgroup.procs", pidbuf)) < 0 && (mem || pids || cpu)) {
+        if ((r = write_str(dir, "cgroup.procs", pidbuf)) < 0) {
             fail(why, size, -r, "joining %s", dir);
             break;
         }
-        r = 0; /* a controller without a limit that refuses us does not matter */
     }
     closedir(d);
     return r;
@@ -239,8 +226,8 @@ struct plan {
     unsigned long long tmp_bytes_opt;
     /* Opened by the shim before the clone, inherited (CLOEXEC): the child's ids cannot
      * search the daemon's 0700 data dir, so it never looks a host path up itself. */
-    int root_fd;                  /* detached clone of the template, read-only */
-    int bind_fd[NS_MOUNTS_MAX];   /* detached clones of the other bind sources, or -1 */
+    int root_fd;                /* detached clone of the template, read-only */
+    int bind_fd[NS_MOUNTS_MAX]; /* detached clones of the other bind sources, or -1 */
 };
 
 static void send_why(int sock, const char *why)
@@ -533,7 +520,7 @@ static __attribute__((noreturn)) void child(const struct ns_run *run, struct pla
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    /* Wait for the maps and cgroups, and take the idmapped workspace. */
+    /* Wait for the id maps, and take the idmapped workspace. */
     int ws_fd = recv_fd(sock);
     if (ws_fd < 0 && ws_fd != -ENOENT) {
         send_why(sock, "no workspace mount from the shim");
@@ -546,10 +533,6 @@ static __attribute__((noreturn)) void child(const struct ns_run *run, struct pla
     if (!run->local) {
         if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0 || setgroups(0, NULL) < 0) {
             fail(why, sizeof(why), errno, "becoming root of the user namespace");
-            goto out;
-        }
-        if (unshare(CLONE_NEWCGROUP) < 0) {
-            fail(why, sizeof(why), errno, "cgroup namespace");
             goto out;
         }
     }
@@ -565,7 +548,16 @@ static __attribute__((noreturn)) void child(const struct ns_run *run, struct pla
             goto out;
         }
     }
+    /* The shim moves us into our cgroups while we built the root (both wait for RCU grace
+     * periods, so side by side); the cgroup namespace is rooted where we are then. */
+    char go = 0;
+    if (read(sock, &go, 1) != 1 || go != 'g')
+        _exit(127); /* the shim gave up on us */
     if (!run->local) {
+        if (unshare(CLONE_NEWCGROUP) < 0) {
+            fail(why, sizeof(why), errno, "cgroup namespace");
+            goto out;
+        }
         if (drop_privileges(why, sizeof(why)) < 0)
             goto out;
         /* After the credential changes, which reset it: the container dies with the shim. */
@@ -749,9 +741,6 @@ int ns_spawn(const struct ns_run *run, int in_fd, int out_fd, int err_fd, pid_t 
     sock = sv[0];
     char map[64];
     snprintf(map, sizeof(map), "0 %u %u\n", NS_ID_BASE, NS_ID_COUNT);
-    if ((r = cgroup_enter(run->cgroup, &lim, c, why, why_size)) < 0 ||
-        (r = set_rlimits(c, p.rlimits, why, why_size)) < 0)
-        goto kill_child;
     if (!run->local) {
         if ((r = write_map(c, "uid_map", map)) < 0 || (r = write_map(c, "gid_map", map)) < 0) {
             fail(why, why_size, -r, "writing the id maps");
@@ -766,6 +755,18 @@ int ns_spawn(const struct ns_run *run, int in_fd, int out_fd, int err_fd, pid_t 
     }
     char msg[NS_WHY_MAX];
     ssize_t n;
+    if ((r = cgroup_enter(run->cgroup, &lim, c, why, why_size)) < 0 ||
+        (r = set_rlimits(c, p.rlimits, why, why_size)) < 0 ||
+        (r = send(sock, "g", 1, MSG_NOSIGNAL) == 1 ? 0 : -errno) < 0) {
+        /* The child may have failed first (and so be gone): its word is the better one. */
+        if ((n = recv(sock, msg, sizeof(msg) - 1, MSG_DONTWAIT)) > 0) {
+            msg[n] = '\0';
+            fail(why, why_size, 0, "%s", msg);
+        } else if (r == -EPIPE) {
+            fail(why, why_size, EPIPE, "releasing the container");
+        }
+        goto kill_child;
+    }
     do
         n = read(sock, msg, sizeof(msg) - 1);
     while (n < 0 && errno == EINTR);

@@ -583,6 +583,8 @@ static int spawn_runsc(struct shim *s)
         }
         if (errfd >= 0)
             close(errfd);
+        shim_log(s, "%s container set up, agent exec'ed, in %lld ms", s->runtime,
+                 sbx_now_ms() - s->t_spawn);
         return watch_agent(s, pid, in[1], out[0]);
     }
     pid_t pid = fork();

@@ -365,3 +365,21 @@ def test_local_only_when_the_operator_allows_it_and_says_so_loudly():
         assert "backend local: ENABLED" in log and "NO ISOLATION" in log, log[-2000:]
         c.delete_sandbox(sb["id"])
         assert c.create_sandbox(ttl_seconds=60)["runtime"] == "namespaces"
+
+
+def test_a_killed_shim_takes_its_container_along():
+    c = client()
+    sid = c.create_sandbox(ttl_seconds=600)["id"]
+    state = os.path.join(D.get().sandbox_dir(sid), "state")
+    with open(os.path.join(state, "shim.pid")) as f:
+        shim = int(f.read())
+    procs = _read(list(_cgroup_dirs(sid).values())[0] + "/cgroup.procs").split()
+    assert procs, "no processes in the sandbox's cgroup"
+    os.kill(shim, 9)
+    # The parent-death signal ends the agent, and with it the pid namespace.
+    wait_for(lambda: not any(os.path.exists("/proc/" + p) for p in procs), 15,
+             what="the container's processes gone with the shim")
+    wait_for(lambda: c.request("GET", "/v1/sandboxes/" + sid).status == 404, 30,
+             what="the daemon to drop the sandbox")
+    wait_for(lambda: not any(os.path.exists(p) for p in _cgroup_dirs(sid).values()), 15,
+             what="cgroups removed by the cleanup helper")

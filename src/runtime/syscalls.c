@@ -4,7 +4,8 @@
  * CAP_SYS_ADMIN, CAP_SYS_PTRACE, ...) made stricter where a shared-kernel sandbox for
  * untrusted code needs it: io_uring (its own syscall path around this filter and a
  * long record of kernel bugs), ptrace, process_vm_*, name_to_handle_at, memfd_secret,
- * fanotify and the 32-bit and x32 entry points are refused too. Namespace creation
+ * fanotify_mark, modify_ldt, landlock_*, process_mrelease and the 32-bit and x32 entry
+ * points are refused too. Namespace creation
  * (unshare, setns, clone with CLONE_NEW*), mounts of every API, keyrings, bpf,
  * perf_event_open, userfaultfd, kexec and modules are absent from the list, as in
  * Docker's. clone3 answers ENOSYS so libc falls back to clone, whose flags the filter
@@ -303,9 +304,9 @@ static const char *const allowed[] = {
     (CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID |  \
      CLONE_NEWNET)
 
-/* personality(2) values Docker lets through: PER_LINUX, UNAME26, ADDR_NO_RANDOMIZE
- * (and with UNAME26), and the query. */
-static const unsigned long personalities[] = {0x0, 0x0020000, 0x0040000, 0x0060000, 0xffffffff};
+/* personality(2) values Docker lets through: PER_LINUX, PER_LINUX32, UNAME26 (alone and
+ * with PER_LINUX32), and the query. */
+static const unsigned long personalities[] = {0x0, 0x8, 0x20000, 0x20008, 0xffffffff};
 
 int ns_seccomp_load(char *why, size_t why_size)
 {

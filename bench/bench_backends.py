@@ -14,16 +14,12 @@ import argparse
 import os
 import re
 import shutil
-import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
 import bench_core  # noqa: E402
-import harness  # noqa: E402
 
 ENV = {"SBX_BACKEND": "namespaces,gvisor", "SBX_MAX_PER_KEY": "20", "SBX_MAX_PER_USER": "20"}
 HELLO_RE = re.compile(r"first frame from the agent \(type \d+\) (\d+) ms after spawning")
@@ -39,32 +35,14 @@ def _spawn_ms(d, sid):
 
 
 def bench_daemon(build, n, runtime):
-    create_t, spawn_t, exec_t = [], [], []
-    with harness.Daemon(build=build, extra_env=ENV) as d:
-        c = d.client(d.client().create_key("bench", "member", "sandbox")["key"])
-        sb = c.create_sandbox(ttl_seconds=3600, runtime=runtime)  # warm-up, the exec loop's
-        for _ in range(n):
-            t0 = time.perf_counter()
-            r = c.request("POST", "/v1/sandboxes", {"ttl_seconds": 600, "runtime": runtime},
-                          timeout=120)
-            dt = time.perf_counter() - t0
-            if r.status != 201:
-                raise RuntimeError("create: %r" % r)
-            create_t.append(dt)
-            s = _spawn_ms(d, r.body["id"])
-            if s is not None:
-                spawn_t.append(s)
-            c.delete_sandbox(r.body["id"])
-        path = "/v1/sandboxes/%s/exec" % sb["id"]
-        c.request("POST", path, {"shell": "true"})
-        for _ in range(n):
-            t0 = time.perf_counter()
-            r = c.request("POST", path, {"shell": "true"})
-            dt = time.perf_counter() - t0
-            if r.status != 200 or r.body.get("exit_code") != 0:
-                raise RuntimeError("exec: %r" % r)
-            exec_t.append(dt)
-        c.delete_sandbox(sb["id"])
+    spawn_t = []
+
+    def spawn(d, sid):
+        s = _spawn_ms(d, sid)
+        if s is not None:
+            spawn_t.append(s)
+
+    create_t, exec_t, _ = bench_core.bench_daemon(build, n, ENV, {"runtime": runtime}, spawn)
     return create_t, spawn_t, exec_t
 
 

@@ -219,15 +219,24 @@ int ns_kill_cgroup(const char *cgroup)
 
 /* ---- the child ---- */
 
+/* One of the bundle's mounts. */
+struct ns_mount {
+    const char *dst, *type, *src;
+    unsigned long flags; /* MS_* from the options */
+    char data[256];      /* the other options, for mount(2) */
+    int fd;              /* bind mounts: a detached clone of src made by the shim, or -1 */
+};
+
 struct plan {
-    const char *rootfs, *hostname, *workspace_dst, *agent_src, *agent_dst;
+    const char *rootfs, *hostname, *workspace_src, *agent_dst;
     const char *env[NS_ENV_MAX + 1];
-    json_t *mounts, *rlimits;
-    unsigned long long tmp_bytes_opt;
-    /* Opened by the shim before the clone, inherited (CLOEXEC): the child's ids cannot
-     * search the daemon's 0700 data dir, so it never looks a host path up itself. */
-    int root_fd;                /* detached clone of the template, read-only */
-    int bind_fd[NS_MOUNTS_MAX]; /* detached clones of the other bind sources, or -1 */
+    json_t *rlimits;
+    struct ns_mount m[NS_MOUNTS_MAX];
+    size_t nmounts;
+    /* The detached clones are opened by the shim before the clone and inherited
+     * (CLOEXEC): the child's ids cannot search the daemon's 0700 data dir, so it never
+     * looks a host path up itself. */
+    int root_fd; /* the template, read-only */
 };
 
 static void send_why(int sock, const char *why)
@@ -376,27 +385,17 @@ static void harden_proc(const struct plan *p)
 
 static int mount_all(const struct plan *p, int ws_fd, bool local, char *why, size_t size)
 {
-    char dst[PATH_MAX], data[256];
-    json_t *m;
-    size_t i;
-    json_array_foreach(p->mounts, i, m)
-    {
-        const char *d = json_string_value(json_object_get(m, "destination"));
-        const char *type = json_string_value(json_object_get(m, "type"));
-        const char *src = json_string_value(json_object_get(m, "source"));
-        if (!d || !type || !src || in_root(d, dst, sizeof(dst)) < 0)
-            return fail(why, size, EINVAL, "bad mount in the bundle");
-        unsigned long f = mount_flags(json_object_get(m, "options"), data, sizeof(data));
+    char dst[PATH_MAX];
+    for (size_t i = 0; i < p->nmounts; i++) {
+        const struct ns_mount *m = &p->m[i];
+        const char *d = m->dst, *type = m->type;
+        if (in_root(d, dst, sizeof(dst)) < 0)
+            return fail(why, size, ENAMETOOLONG, "mount point %.64s", d);
         /* Mount points under the sandbox's own /dev tmpfs do not exist yet. */
         (void)mkdir(dst, 0755);
         if (!strcmp(type, "bind")) {
-            if (!strcmp(d, "/workspace") && ws_fd >= 0) {
-                if (move_mount(ws_fd, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH) < 0)
-                    return fail(why, size, errno, "placing the workspace");
-                continue;
-            }
-            if (p->bind_fd[i] < 0 ||
-                move_mount(p->bind_fd[i], "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+            int fd = !strcmp(d, "/workspace") && ws_fd >= 0 ? ws_fd : m->fd;
+            if (fd < 0 || move_mount(fd, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH) < 0)
                 return fail(why, size, errno, "placing %s", d);
             continue;
         }
@@ -404,7 +403,7 @@ static int mount_all(const struct plan *p, int ws_fd, bool local, char *why, siz
             continue; /* the host's network namespace: its sysfs is not ours to mount */
         if (!strcmp(type, "proc") && local)
             continue; /* host pids: the host's /proc, bound below */
-        if (mount(src, dst, type, f, data[0] ? data : NULL) < 0)
+        if (mount(m->src, dst, type, m->flags, m->data[0] ? m->data : NULL) < 0)
             return fail(why, size, errno, "mounting %s on %s", type, d);
         if (!strcmp(d, "/dev") && populate_dev(p, why, size) < 0)
             return -EIO;
@@ -585,12 +584,12 @@ static int read_plan(const struct ns_run *run, json_t *doc, struct plan *p, char
     json_t *proc = json_object_get(doc, "process");
     p->rootfs = json_string_value(json_object_get(json_object_get(doc, "root"), "path"));
     p->hostname = json_string_value(json_object_get(doc, "hostname")) ?: "sbx";
-    p->mounts = json_object_get(doc, "mounts");
+    json_t *mounts = json_object_get(doc, "mounts");
     p->rlimits = json_object_get(proc, "rlimits");
     json_t *args = json_object_get(proc, "args");
     p->agent_dst = json_string_value(json_array_get(args, 0));
-    if (!p->rootfs || p->rootfs[0] != '/' || !p->agent_dst || !json_is_array(p->mounts) ||
-        json_array_size(p->mounts) > NS_MOUNTS_MAX)
+    if (!p->rootfs || p->rootfs[0] != '/' || !p->agent_dst || !json_is_array(mounts) ||
+        json_array_size(mounts) > NS_MOUNTS_MAX)
         return fail(why, size, EINVAL, "the bundle lacks root, args or mounts");
     json_t *e;
     size_t i, n = 0;
@@ -600,14 +599,21 @@ static int read_plan(const struct ns_run *run, json_t *doc, struct plan *p, char
             p->env[n++] = json_string_value(e);
     }
     p->env[n] = NULL;
-    json_t *m;
-    json_array_foreach(p->mounts, i, m)
+    json_t *j;
+    json_array_foreach(mounts, i, j)
     {
-        const char *d = json_string_value(json_object_get(m, "destination"));
-        if (d && !strcmp(d, "/workspace"))
-            p->workspace_dst = json_string_value(json_object_get(m, "source"));
+        struct ns_mount *m = &p->m[p->nmounts++];
+        m->dst = json_string_value(json_object_get(j, "destination"));
+        m->type = json_string_value(json_object_get(j, "type"));
+        m->src = json_string_value(json_object_get(j, "source"));
+        m->fd = -1;
+        if (!m->dst || m->dst[0] != '/' || !m->type || !m->src)
+            return fail(why, size, EINVAL, "a mount of the bundle lacks a field");
+        m->flags = mount_flags(json_object_get(j, "options"), m->data, sizeof(m->data));
+        if (!strcmp(m->dst, "/workspace"))
+            p->workspace_src = m->src;
     }
-    if (!p->workspace_dst)
+    if (!p->workspace_src)
         return fail(why, size, EINVAL, "the bundle has no /workspace");
     return 0;
 }
@@ -640,18 +646,11 @@ static int open_trees(struct plan *p, bool local, char *why, size_t size)
                        &p->root_fd, why, size);
     if (r < 0)
         return r;
-    json_t *m;
-    size_t i;
-    json_array_foreach(p->mounts, i, m)
-    {
-        const char *d = json_string_value(json_object_get(m, "destination"));
-        const char *type = json_string_value(json_object_get(m, "type"));
-        const char *src = json_string_value(json_object_get(m, "source"));
-        if (!type || strcmp(type, "bind") || !d || !src || (!local && !strcmp(d, "/workspace")))
+    for (size_t i = 0; i < p->nmounts; i++) {
+        struct ns_mount *m = &p->m[i];
+        if (strcmp(m->type, "bind") || (!local && !strcmp(m->dst, "/workspace")))
             continue;
-        char data[256];
-        unsigned long f = mount_flags(json_object_get(m, "options"), data, sizeof(data));
-        if ((r = clone_tree(src, attr_of(f), &p->bind_fd[i], why, size)) < 0)
+        if ((r = clone_tree(m->src, attr_of(m->flags), &m->fd, why, size)) < 0)
             return r;
     }
     return 0;
@@ -661,9 +660,9 @@ static void close_trees(struct plan *p)
 {
     if (p->root_fd >= 0)
         close(p->root_fd);
-    for (size_t i = 0; i < NS_MOUNTS_MAX; i++)
-        if (p->bind_fd[i] >= 0)
-            close(p->bind_fd[i]);
+    for (size_t i = 0; i < p->nmounts; i++)
+        if (p->m[i].fd >= 0)
+            close(p->m[i].fd);
 }
 
 static int write_map(pid_t pid, const char *file, const char *map)
@@ -706,8 +705,6 @@ int ns_spawn(const struct ns_run *run, int in_fd, int out_fd, int err_fd, pid_t 
     if (!doc)
         return fail(why, why_size, EINVAL, "reading %s: %s", config, jerr.text);
     struct plan p = {.root_fd = -1};
-    for (size_t i = 0; i < NS_MOUNTS_MAX; i++)
-        p.bind_fd[i] = -1;
     struct limits lim = {0};
     _cleanup_close_ int sock = -1;
     _cleanup_close_ int ws = -1;
@@ -746,7 +743,7 @@ int ns_spawn(const struct ns_run *run, int in_fd, int out_fd, int err_fd, pid_t 
             fail(why, why_size, -r, "writing the id maps");
             goto kill_child;
         }
-        if ((r = idmapped_workspace(p.workspace_dst, c, &ws, why, why_size)) < 0)
+        if ((r = idmapped_workspace(p.workspace_src, c, &ws, why, why_size)) < 0)
             goto kill_child;
     }
     if ((r = send_fd(sock, ws)) < 0) {

@@ -15,7 +15,6 @@
 #define NS_ID_COUNT 65536u
 
 struct ns_run {
-    const char *id;
     const char *bundle;    /* the directory holding config.json */
     const char *cgroup;    /* "/<parent>/<id>", or NULL for none */
     bool local;            /* the local backend: mount namespace only, no isolation */

@@ -562,8 +562,7 @@ static int spawn_runsc(struct shim *s)
 
     s->t_spawn = sbx_now_ms();
     if (s->native) {
-        struct ns_run run = {.id = s->id,
-                             .bundle = bundle,
+        struct ns_run run = {.bundle = bundle,
                              .cgroup = s->cgroup,
                              .local = !strcmp(s->runtime, "local")};
         char why[512];

@@ -16,6 +16,7 @@ dir is removed) so that the runner can look for sanitizer reports after the run.
 
 import ctypes
 import http.client
+import importlib.util
 import json
 import os
 import secrets
@@ -238,6 +239,48 @@ class Client:
 def test_runtime():
     """The execution backend the suites run on: SBX_TEST_RUNTIME, default gvisor."""
     return os.environ.get("SBX_TEST_RUNTIME") or "gvisor"
+
+
+class Rerun:
+    """Tests of another module run again on another execution backend (docs/runtime.md):
+
+        R = harness.Rerun(os.path.dirname(__file__), "namespaces")
+        def test_ns_x():
+            R("test_core", "test_x")      # test_core.py loaded afresh, its own daemon
+        def teardown_module():
+            R.close()
+    """
+
+    def __init__(self, folder, runtime):
+        self.folder = folder
+        self.runtime = runtime
+        self.modules = {}
+
+    def module(self, name):
+        if name not in self.modules:
+            spec = importlib.util.spec_from_file_location(
+                "%s_%s" % (self.runtime, name), os.path.join(self.folder, name + ".py"))
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            self.modules[name] = mod
+        return self.modules[name]
+
+    def __call__(self, module, test):
+        old = os.environ.get("SBX_TEST_RUNTIME")
+        os.environ["SBX_TEST_RUNTIME"] = self.runtime
+        try:
+            getattr(self.module(module), test)()
+        finally:
+            if old is None:
+                del os.environ["SBX_TEST_RUNTIME"]
+            else:
+                os.environ["SBX_TEST_RUNTIME"] = old
+
+    def close(self):
+        for mod in self.modules.values():
+            td = getattr(mod, "teardown_module", None)
+            if td:
+                td()
 
 
 class Daemon:

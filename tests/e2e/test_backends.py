@@ -8,165 +8,130 @@ SBX_BACKEND). The whole suites run on namespaces with
 `SBX_TEST_RUNTIME=namespaces python3 tests/run.py`.
 """
 
-import contextlib
-import importlib.util
 import os
 import secrets
-import time
 
 import harness
 from harness import assert_error, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 D = harness.Shared(extra_env={"SBX_BACKEND": "namespaces,gvisor"})
-RERUN = {}
-
-
-def _module(name):
-    """tests/e2e/<name>.py loaded afresh (its own Shared daemon), once."""
-    if name not in RERUN:
-        spec = importlib.util.spec_from_file_location("ns_" + name,
-                                                      os.path.join(HERE, name + ".py"))
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        RERUN[name] = mod
-    return RERUN[name]
-
-
-@contextlib.contextmanager
-def _runtime(name):
-    old = os.environ.get("SBX_TEST_RUNTIME")
-    os.environ["SBX_TEST_RUNTIME"] = name
-    try:
-        yield
-    finally:
-        if old is None:
-            del os.environ["SBX_TEST_RUNTIME"]
-        else:
-            os.environ["SBX_TEST_RUNTIME"] = old
-
-
-def _rerun(module, test):
-    with _runtime("namespaces"):
-        getattr(_module(module), test)()
+RERUN = harness.Rerun(HERE, "namespaces")
 
 
 def teardown_module():
-    for mod in RERUN.values():
-        td = getattr(mod, "teardown_module", None)
-        if td:
-            td()
+    RERUN.close()
     D.close()
 
 
 # --- the core suites again, on namespaces -------------------------------------------------
 
 def test_ns_core_sandbox_create_get_list_delete():
-    _rerun("test_core", "test_sandbox_create_get_list_delete")
+    RERUN("test_core", "test_sandbox_create_get_list_delete")
 
 
 def test_ns_core_exec_shell_exit_code_and_streams():
-    _rerun("test_core", "test_exec_shell_exit_code_and_streams")
+    RERUN("test_core", "test_exec_shell_exit_code_and_streams")
 
 
 def test_ns_core_exec_languages():
-    _rerun("test_core", "test_exec_languages")
+    RERUN("test_core", "test_exec_languages")
 
 
 def test_ns_core_exec_everyday_commands():
-    _rerun("test_core", "test_exec_everyday_commands")
+    RERUN("test_core", "test_exec_everyday_commands")
 
 
 def test_ns_core_exec_cwd_env_and_workspace():
-    _rerun("test_core", "test_exec_cwd_env_and_workspace")
+    RERUN("test_core", "test_exec_cwd_env_and_workspace")
 
 
 def test_ns_core_exec_timeout_kills_the_process_group():
-    _rerun("test_core", "test_exec_timeout_kills_the_process_group")
+    RERUN("test_core", "test_exec_timeout_kills_the_process_group")
 
 
 def test_ns_core_concurrent_exec_is_busy():
-    _rerun("test_core", "test_concurrent_exec_is_busy")
+    RERUN("test_core", "test_concurrent_exec_is_busy")
 
 
 def test_ns_core_run_creates_execs_destroys():
-    _rerun("test_core", "test_run_creates_execs_destroys")
+    RERUN("test_core", "test_run_creates_execs_destroys")
 
 
 def test_ns_files_put_get_roundtrip():
-    _rerun("test_files", "test_put_get_roundtrip")
+    RERUN("test_files", "test_put_get_roundtrip")
 
 
 def test_ns_files_put_replaces_and_binary_bytes():
-    _rerun("test_files", "test_put_replaces_and_binary_bytes")
+    RERUN("test_files", "test_put_replaces_and_binary_bytes")
 
 
 def test_ns_files_listing_fields_and_recursion():
-    _rerun("test_files", "test_listing_fields_and_recursion")
+    RERUN("test_files", "test_listing_fields_and_recursion")
 
 
 def test_ns_files_delete_file_and_tree():
-    _rerun("test_files", "test_delete_file_and_tree")
+    RERUN("test_files", "test_delete_file_and_tree")
 
 
 def test_ns_files_quota_upload_507_and_usable_after_delete():
-    _rerun("test_files", "test_quota_upload_507_and_usable_after_delete")
+    RERUN("test_files", "test_quota_upload_507_and_usable_after_delete")
 
 
 def test_ns_files_inputs_on_exec():
-    _rerun("test_files", "test_inputs_on_exec")
+    RERUN("test_files", "test_inputs_on_exec")
 
 
 def test_ns_sessions_default_session_keeps_cd():
-    _rerun("test_sessions", "test_default_session_keeps_cd")
+    RERUN("test_sessions", "test_default_session_keeps_cd")
 
 
 def test_ns_sessions_default_session_keeps_exports():
-    _rerun("test_sessions", "test_default_session_keeps_exports")
+    RERUN("test_sessions", "test_default_session_keeps_exports")
 
 
 def test_ns_sessions_timeout_kills_the_command_not_the_session():
-    _rerun("test_sessions", "test_timeout_kills_the_command_not_the_session")
+    RERUN("test_sessions", "test_timeout_kills_the_command_not_the_session")
 
 
 def test_ns_sessions_exports_and_cd_do_not_cross_sessions():
-    _rerun("test_sessions", "test_exports_and_cd_do_not_cross_sessions")
+    RERUN("test_sessions", "test_exports_and_cd_do_not_cross_sessions")
 
 
 def test_ns_sessions_share_the_filesystem():
-    _rerun("test_sessions", "test_sessions_share_the_filesystem")
+    RERUN("test_sessions", "test_sessions_share_the_filesystem")
 
 
 def test_ns_pty_quick_command_answers_at_once():
-    _rerun("test_pty", "test_quick_command_answers_at_once")
+    RERUN("test_pty", "test_quick_command_answers_at_once")
 
 
 def test_ns_pty_python_repl_driven_by_write_stdin():
-    _rerun("test_pty", "test_python_repl_driven_by_write_stdin")
+    RERUN("test_pty", "test_python_repl_driven_by_write_stdin")
 
 
 def test_ns_pty_tiocsti_refused_in_a_pty():
-    _rerun("test_pty", "test_tiocsti_refused_in_a_pty")
+    RERUN("test_pty", "test_tiocsti_refused_in_a_pty")
 
 
 def test_ns_processes_start_list_get_and_exit_status():
-    _rerun("test_processes", "test_start_list_get_and_exit_status")
+    RERUN("test_processes", "test_start_list_get_and_exit_status")
 
 
 def test_ns_processes_delete_kills_the_process_group():
-    _rerun("test_processes", "test_delete_kills_the_process_group")
+    RERUN("test_processes", "test_delete_kills_the_process_group")
 
 
 def test_ns_processes_session_and_process_survive_sbxd_restart():
-    _rerun("test_processes", "test_session_and_process_survive_sbxd_restart")
+    RERUN("test_processes", "test_session_and_process_survive_sbxd_restart")
 
 
 def test_ns_kernel_state_persists_and_answer_shape():
-    _rerun("test_kernel", "test_state_persists_and_answer_shape")
+    RERUN("test_kernel", "test_state_persists_and_answer_shape")
 
 
 def test_ns_kernel_interrupt_stops_cell_and_keeps_state():
-    _rerun("test_kernel", "test_interrupt_stops_cell_and_keeps_state")
+    RERUN("test_kernel", "test_interrupt_stops_cell_and_keeps_state")
 
 
 # --- namespaces under the daemon ----------------------------------------------------------

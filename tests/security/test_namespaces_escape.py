@@ -8,8 +8,6 @@ agent copy (bind mounts show their source path), which docs/runtime.md lists; no
 beneath them is reachable (test_host_files_unreadable).
 """
 
-import contextlib
-import importlib.util
 import json
 import os
 import platform
@@ -18,7 +16,7 @@ import harness
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 D = harness.Shared(extra_env={"SBX_BACKEND": "namespaces"})
-RERUN = {}
+RERUN = harness.Rerun(HERE, "namespaces")
 
 # Every probe prints {name: errno or 0}; 0 means the call succeeded (an escape).
 PROBES = r'''
@@ -88,10 +86,7 @@ def sandbox():
 
 
 def teardown_module():
-    for mod in RERUN.values():
-        td = getattr(mod, "teardown_module", None)
-        if td:
-            td()
+    RERUN.close()
     D.close()
 
 
@@ -135,77 +130,49 @@ def test_the_agent_and_the_host_are_out_of_reach():
 
 # --- this folder's suites again, on namespaces --------------------------------------------
 
-def _module(name):
-    if name not in RERUN:
-        spec = importlib.util.spec_from_file_location("ns_" + name,
-                                                      os.path.join(HERE, name + ".py"))
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        RERUN[name] = mod
-    return RERUN[name]
-
-
-@contextlib.contextmanager
-def _runtime(name):
-    old = os.environ.get("SBX_TEST_RUNTIME")
-    os.environ["SBX_TEST_RUNTIME"] = name
-    try:
-        yield
-    finally:
-        if old is None:
-            del os.environ["SBX_TEST_RUNTIME"]
-        else:
-            os.environ["SBX_TEST_RUNTIME"] = old
-
-
-def _rerun(module, test):
-    with _runtime("namespaces"):
-        getattr(_module(module), test)()
-
-
 def test_ns_writes_outside_workspace_and_tmp_fail():
-    _rerun("test_isolation", "test_writes_outside_workspace_and_tmp_fail")
+    RERUN("test_isolation", "test_writes_outside_workspace_and_tmp_fail")
 
 
 def test_ns_only_loopback_interface():
-    _rerun("test_isolation", "test_only_loopback_interface")
+    RERUN("test_isolation", "test_only_loopback_interface")
 
 
 def test_ns_host_processes_invisible():
-    _rerun("test_isolation", "test_host_processes_invisible")
+    RERUN("test_isolation", "test_host_processes_invisible")
 
 
 def test_ns_host_files_unreadable():
-    _rerun("test_isolation", "test_host_files_unreadable")
+    RERUN("test_isolation", "test_host_files_unreadable")
 
 
 def test_ns_daemon_port_unreachable():
-    _rerun("test_isolation", "test_daemon_port_unreachable")
+    RERUN("test_isolation", "test_daemon_port_unreachable")
 
 
 def test_ns_no_daemon_secrets_in_env():
-    _rerun("test_isolation", "test_no_daemon_secrets_in_env")
+    RERUN("test_isolation", "test_no_daemon_secrets_in_env")
 
 
 def test_ns_sandboxes_cannot_see_each_other():
-    _rerun("test_isolation", "test_sandboxes_cannot_see_each_other")
+    RERUN("test_isolation", "test_sandboxes_cannot_see_each_other")
 
 
 def test_ns_raw_tcp_udp_and_dns_from_inside_reach_nothing():
-    _rerun("test_egress_escape", "test_raw_tcp_udp_and_dns_from_inside_reach_nothing")
+    RERUN("test_egress_escape", "test_raw_tcp_udp_and_dns_from_inside_reach_nothing")
 
 
 def test_ns_the_proxy_refuses_the_host_the_daemon_and_metadata():
-    _rerun("test_egress_escape", "test_the_proxy_refuses_the_host_the_daemon_and_metadata")
+    RERUN("test_egress_escape", "test_the_proxy_refuses_the_host_the_daemon_and_metadata")
 
 
 def test_ns_process_limit_fails_fork_and_the_sandbox_lives_on():
-    _rerun("test_limits", "test_process_limit_fails_fork_and_the_sandbox_lives_on")
+    RERUN("test_limits", "test_process_limit_fails_fork_and_the_sandbox_lives_on")
 
 
 def test_ns_memory_limit_stops_the_hog_not_the_host():
-    _rerun("test_limits", "test_memory_limit_stops_the_hog_not_the_host")
+    RERUN("test_limits", "test_memory_limit_stops_the_hog_not_the_host")
 
 
 def test_ns_traversal_and_planted_links():
-    _rerun("test_paths", "test_traversal_and_planted_links")
+    RERUN("test_paths", "test_traversal_and_planted_links")

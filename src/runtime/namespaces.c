@@ -1,13 +1,14 @@
 /* The namespaces backend, directly in C (docs/runtime.md says why not bubblewrap).
  *
- * The shim (single threaded) clones the container's init with new user, pid, mount,
- * net, ipc and uts namespaces, and from outside: puts it in its cgroups (limits from the
- * bundle), writes its uid/gid maps (0..65535 -> NS_ID_BASE..), and hands it an idmapped
- * clone of the workspace mount over a socket. The child then joins a new cgroup
- * namespace, builds its root from the template (read-only, nosuid, nodev) with /proc,
- * /dev, /sys (ro), /dev/shm, /tmp, /workspace and the agent, pivots into it, brings
- * up loopback only, sets hostname and rlimits, drops every capability (bounding set
- * too, root-fixups locked off), sets no_new_privs and the parent-death signal, loads the
+ * The shim (single threaded) makes detached read-only clones of the template and the
+ * other bind sources, then clones the container's init with new user, pid, mount, net, ipc
+ * and uts namespaces. From outside it writes the uid/gid maps (0..65535 -> NS_ID_BASE..)
+ * and hands over an idmapped clone of the workspace; while the child builds its root
+ * (template read-only, nosuid, nodev; /proc, /dev, /sys ro, /dev/shm, /tmp, /workspace,
+ * the agent), pivots into it, brings up loopback only and sets its hostname, the shim puts
+ * it in its cgroups (limits from the bundle) and sets its rlimits, then says "go". The
+ * child then enters a new cgroup namespace, drops every capability (bounding set too,
+ * root fix-ups locked off), sets no_new_privs and the parent-death signal, loads the
  * seccomp filter and execs the agent as PID 1. Any failure is one line back on the
  * socket; a successful exec closes it (CLOEXEC).
  *
@@ -47,7 +48,6 @@
 #define NS_ATTACH_AT "/tmp"
 #define NS_ENV_MAX 64
 #define NS_MOUNTS_MAX 32
-#define NS_CGROUP_CONTROLLERS_MAX 16
 
 /* securebits (linux/securebits.h is not in every header set). */
 #define NS_SECBIT_NOROOT (1 << 0)
@@ -773,7 +773,7 @@ int ns_spawn(const struct ns_run *run, int in_fd, int out_fd, int err_fd, pid_t 
         goto done;
     }
     msg[n > 0 ? n : 0] = '\0';
-    r = fail(why, why_size, 0, "%s", n > 0 ? msg : "the container died while starting");
+    fail(why, why_size, 0, "%s", n > 0 ? msg : "the container died while starting");
     r = -EIO;
 kill_child:
     kill(c, SIGKILL);

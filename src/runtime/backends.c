@@ -1,12 +1,11 @@
 /* The execution backends behind rt.h (docs/runtime.md): what each one is and keeps. The
  * shim does the per-backend work; the rt_* calls look a sandbox's backend up here and in
- * the "runtime" file of its state dir, so a cleanup or a checkpoint needs no caller's word. */
-#include <errno.h>
-#include <fcntl.h>
+ * its bundle's annotation, so a cleanup or a checkpoint needs no caller's word. */
+#include <jansson.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "../common/util.h"
+#include "oci.h"
 #include "rt.h"
 
 static const struct rt_backend backends[] = {
@@ -25,12 +24,10 @@ const struct rt_backend *rt_backend_find(const char *name)
 
 const struct rt_backend *rt_backend_of(const char *state_dir)
 {
-    _cleanup_free_ char *path = sbx_xasprintf("%s/runtime", state_dir);
-    char buf[32] = "";
-    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-    buf[n > 0 ? n : 0] = '\0';
-    buf[strcspn(buf, "\n")] = '\0';
-    const struct rt_backend *b = rt_backend_find(buf);
-    return b ? b : &backends[0]; /* sandboxes from before the file: gVisor */
+    _cleanup_free_ char *path = sbx_xasprintf("%s/bundle/config.json", state_dir);
+    json_t *doc = json_load_file(path, 0, NULL);
+    const struct rt_backend *b = rt_backend_find(json_string_value(
+        json_object_get(json_object_get(doc, "annotations"), OCI_RUNTIME_ANNOTATION)));
+    json_decref(doc);
+    return b ? b : &backends[0]; /* bundles from before the annotation: gVisor */
 }

@@ -285,9 +285,6 @@ static int launch(const struct rt_config *cfg, const struct rt_spec *spec,
     _cleanup_free_ char *config = sbx_xasprintf("%s/config.json", bundle);
     if ((r = sbx_write_file_atomic(config, json, strlen(json), 0600)) < 0)
         return sbx_err_sys(err, -r, "writing %s", config);
-    _cleanup_free_ char *runtime_file = sbx_xasprintf("%s/runtime", spec->state_dir);
-    if ((r = sbx_write_file_atomic(runtime_file, backend->name, strlen(backend->name), 0600)) < 0)
-        return sbx_err_sys(err, -r, "writing %s", runtime_file);
     unlink_in(spec->state_dir, "exit_status");
     unlink_in(spec->state_dir, "destroy");
     _cleanup_free_ char *runsc_log = sbx_xasprintf("%s/runsc.log", spec->state_dir);

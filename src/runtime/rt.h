@@ -47,7 +47,7 @@ struct rt_backend {
 };
 /* NULL when there is no backend of that name. */
 const struct rt_backend *rt_backend_find(const char *name);
-/* The backend a sandbox was started with (recorded in its state dir by rt_start). */
+/* The backend a sandbox was started with (its bundle's "sbx.runtime" annotation). */
 const struct rt_backend *rt_backend_of(const char *state_dir);
 
 enum rt_cgroup_mode { RT_CGROUP_V1, RT_CGROUP_HYBRID, RT_CGROUP_V2 };

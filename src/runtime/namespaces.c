@@ -24,6 +24,7 @@
 #include <limits.h>
 #include <linux/capability.h>
 #include <net/if.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -45,6 +46,7 @@
 #include "syscalls.h"
 
 #define NS_WHY_MAX 400
+#define NS_SETUP_TIMEOUT_MS 10000
 #define NS_ATTACH_AT "/tmp"
 #define NS_ENV_MAX 64
 #define NS_MOUNTS_MAX 32
@@ -762,6 +764,18 @@ int ns_spawn(const struct ns_run *run, int in_fd, int out_fd, int err_fd, pid_t 
         } else if (r == -EPIPE) {
             fail(why, why_size, EPIPE, "releasing the container");
         }
+        goto kill_child;
+    }
+    /* Bounded: the shim's signals wait in its signalfd meanwhile, so a child stuck in a
+     * mount would otherwise hold it (and its destroy) forever. */
+    struct pollfd pf = {.fd = sock, .events = POLLIN};
+    int pr;
+    do
+        pr = poll(&pf, 1, NS_SETUP_TIMEOUT_MS);
+    while (pr < 0 && errno == EINTR);
+    if (pr == 0) {
+        r = fail(why, why_size, ETIMEDOUT, "the container did not start in %d ms",
+                 NS_SETUP_TIMEOUT_MS);
         goto kill_child;
     }
     do

@@ -18,9 +18,11 @@ NOPC_LIBS := -lwslay -lhttp_parser
 COMMON_SRC := $(wildcard src/common/*.c)
 PROTO_SRC  := $(wildcard src/proto/*.c)
 DAEMON_SRC := $(wildcard src/daemon/*.c src/daemon/*/*.c)
-RT_SRC     := $(filter-out src/runtime/shim.c,$(wildcard src/runtime/*.c))
+# The namespaces backend's container code runs in the shim only (docs/runtime.md).
+SHIM_ONLY  := src/runtime/shim.c src/runtime/namespaces.c src/runtime/syscalls.c
+RT_SRC     := $(filter-out $(SHIM_ONLY),$(wildcard src/runtime/*.c))
 AGENT_SRC  := $(wildcard src/agent/*.c)
-SHIM_SRC   := src/runtime/shim.c
+SHIM_SRC   := $(SHIM_ONLY) src/runtime/cgroup.c src/runtime/oci.c
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 aobj = $(patsubst %.c,$(BUILD)/agent-obj/%.o,$(1))
@@ -85,7 +87,7 @@ $(BUILD)/sbxd: $(DAEMON_OBJ)
 	$(CC) $(SAN) -o $@ $^ $(shell pkg-config --libs $(PKGS)) $(NOPC_LIBS) -lpthread
 
 $(BUILD)/sbx-shim: $(SHIM_OBJ)
-	$(CC) $(SAN) -o $@ $^
+	$(CC) $(SAN) -o $@ $^ -ljansson -lseccomp
 
 # MCP over stdio for desktop clients, bridged to sbxd's /mcp (docs/mcp.md).
 $(BUILD)/sbx-mcp: src/bridge/sbx_mcp.c

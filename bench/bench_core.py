@@ -141,22 +141,26 @@ def bench_runsc(n, flags, runsc="runsc"):
     return run_t, exec_t
 
 
-def bench_daemon(build, n):
-    """Creates (each followed by a delete) and `true` execs through a real sbxd."""
+def bench_daemon(build, n, extra_env=None, body=None, on_created=None):
+    """Creates (each followed by a delete) and `true` execs through a real sbxd. body: more
+    create fields; on_created(daemon, sandbox id) runs after each timed create."""
     create_t, exec_t = [], []
     flags = None
-    with harness.Daemon(build=build) as d:
+    body = dict(body or {}, ttl_seconds=600)
+    with harness.Daemon(build=build, extra_env=extra_env) as d:
         c = d.client(d.client().create_key("bench", "member", "sandbox")["key"])
         # Warm-up (template lookup, first runsc start), also used for the exec loop.
-        sb = c.create_sandbox(ttl_seconds=3600)
+        sb = c.create_sandbox(**dict(body, ttl_seconds=3600))
         flags = daemon_runsc_flags(sb["id"])
         for _ in range(n):
             t0 = time.perf_counter()
-            r = c.request("POST", "/v1/sandboxes", {"ttl_seconds": 600}, timeout=120)
+            r = c.request("POST", "/v1/sandboxes", body, timeout=120)
             dt = time.perf_counter() - t0
             if r.status != 201:
                 raise RuntimeError("create: %r" % r)
             create_t.append(dt)
+            if on_created:
+                on_created(d, r.body["id"])
             c.delete_sandbox(r.body["id"])
         path = "/v1/sandboxes/%s/exec" % sb["id"]
         c.request("POST", path, {"shell": "true"})

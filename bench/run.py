@@ -95,6 +95,17 @@ def main():
     for n in notes:
         print("note: " + n)
 
+    import bench_backends
+
+    print()
+    rows, notes = bench_backends.run(build, args.n)
+    for name, xs, bname, bs in rows:
+        s50, s95, b50, b95 = p(xs, 50), p(xs, 95), p(bs, 50), p(bs, 95)
+        print("%-38s %s %s   %-22s %s %s   %7.2f %7.2f" % (
+            name, ms(s50), ms(s95), bname, ms(b50), ms(b95), s50 / b50, s95 / b95))
+    for n in notes:
+        print("note: " + n)
+
     import bench_preview
 
     print()

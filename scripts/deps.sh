@@ -20,7 +20,7 @@ PACKAGES=(
 	libarchive-dev libyaml-dev
 	# llm_query: sbxd calls the operator's OpenAI-compatible endpoint
 	libcurl4-openssl-dev
-	# runtimes: gVisor (default backend), bubblewrap (namespaces backend)
+	# runtimes: gVisor (default backend); bubblewrap, the namespaces backend's bench baseline
 	runsc bubblewrap
 	# templates: debootstrap builds root filesystems; the keyring verifies the archive
 	debootstrap debian-archive-keyring

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../common/util.h"
+#include "../runtime/rt.h"
 
 static char *env_or(const char *name, const char *def)
 {
@@ -126,6 +127,31 @@ static int billing_config(struct sbxd_config *cfg, struct sbx_err *err)
     return 0;
 }
 
+/* SBX_BACKEND: known names only; local (no isolation) only when the operator says so
+ * in a second, separate setting. */
+static int backend_list(struct sbxd_config *cfg, struct sbx_err *err)
+{
+    const char *v = getenv("SBX_BACKEND");
+    const char *al = getenv("SBX_ALLOW_LOCAL");
+    cfg->probe_backends = v && *v;
+    cfg->allow_local = al && !strcmp(al, SBX_ALLOW_LOCAL_VALUE);
+    cfg->backends = split_list(cfg->probe_backends ? v : "gvisor");
+    if (!cfg->backends[0])
+        return sbx_err_set(err, EINVAL, "invalid_config", "SBX_BACKEND names no backend");
+    for (char **p = cfg->backends; *p; p++) {
+        if (!rt_backend_find(*p))
+            return sbx_err_set(err, EINVAL, "invalid_config",
+                               "SBX_BACKEND: unknown backend '%.32s' (gvisor, namespaces, local)",
+                               *p);
+        if (!strcmp(*p, "local") && !cfg->allow_local)
+            return sbx_err_set(err, EPERM, "invalid_config",
+                               "SBX_BACKEND names local, which runs untrusted code on this host "
+                               "without isolation; set SBX_ALLOW_LOCAL=" SBX_ALLOW_LOCAL_VALUE
+                               " to allow it");
+    }
+    return 0;
+}
+
 static char *beside_self(const char *name)
 {
     char self[PATH_MAX];
@@ -199,6 +225,8 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
     cfg->preview_scheme = env_or("SBX_PREVIEW_SCHEME", "https");
     if ((r = preview_ports(cfg, err)) < 0 || (r = billing_config(cfg, err)) < 0)
         return r;
+    if ((r = backend_list(cfg, err)) < 0)
+        return r;
     cfg->clamav_db = env_or("SBX_CLAMAV_DB", "/var/lib/clamav");
     const char *ca = getenv("SBX_FETCH_CA_FILE");
     cfg->fetch_ca_file = ca && *ca ? sbx_xstrdup(ca) : NULL;
@@ -249,7 +277,8 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
                    "SBX_PRICE_EXEC_HOUR_MICRO_EUR SBX_FREE_EXEC_SECONDS SBX_PRICE_V2_HOUR_MICRO_EUR "
                    "SBX_FREE_V2_SECONDS SBX_PRICE_SNAPSHOT_GB_MONTH_MICRO_EUR SBX_DATA_REGION "
                    "SBX_METRICS_LISTEN SBX_LOG_FORMAT "
-                   "SBX_WARM_POOL SBX_WARM_POOL_MIN_FREE_MB SBX_WARM_SNAPSHOT\n");
+                   "SBX_WARM_POOL SBX_WARM_POOL_MIN_FREE_MB SBX_WARM_SNAPSHOT "
+                   "SBX_BACKEND SBX_ALLOW_LOCAL\n");
             return 1;
         default:
             return sbx_err_set(err, EINVAL, "invalid_config", "unknown option (see --help)");
@@ -277,6 +306,9 @@ void config_free(struct sbxd_config *cfg)
     free(cfg->data_dir);
     free(cfg->template_cache);
     free(cfg->runsc);
+    for (char **p = cfg->backends; p && *p; p++)
+        free(*p);
+    free(cfg->backends);
     free(cfg->agent_path);
     free(cfg->shim_path);
     free(cfg->public_url);

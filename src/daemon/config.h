@@ -6,6 +6,9 @@
 
 #include "../common/err.h"
 
+/* The one value of SBX_ALLOW_LOCAL that allows the local backend: no accident sets it. */
+#define SBX_ALLOW_LOCAL_VALUE "yes-no-isolation"
+
 struct sbxd_config {
     char *listen;         /* --listen / SBX_LISTEN, default 127.0.0.1:8787 */
     char *data_dir;       /* --data-dir / SBX_DATA_DIR, default ./data */
@@ -81,6 +84,10 @@ struct sbxd_config {
     char *warm_pool;               /* SBX_WARM_POOL, "base:2,office:1", or NULL */
     long long warm_pool_min_free_mb; /* SBX_WARM_POOL_MIN_FREE_MB, 2048: below it pools yield */
     char *warm_snapshot;             /* SBX_WARM_SNAPSHOT, "office": templates restored warm */
+    /* Execution backends (docs/runtime.md). */
+    char **backends;    /* SBX_BACKEND, comma-separated, in order of preference; "gvisor" */
+    int probe_backends; /* SBX_BACKEND was set: start one sandbox on each at start-up */
+    int allow_local;    /* SBX_ALLOW_LOCAL=yes-no-isolation: "local" may be listed */
     int verbose;
 };
 

@@ -126,6 +126,7 @@ int main(int argc, char **argv)
         return 0;
     if (r < 0) {
         fprintf(stderr, "sbxd: %s\n", err.msg);
+        config_free(&d.cfg);
         return 2;
     }
     sbx_log_set_level(d.cfg.verbose ? LOG_DEBUG : LOG_INFO);

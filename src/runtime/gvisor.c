@@ -1,4 +1,5 @@
-/* The gVisor backend: rt.h over runsc, through one detached sbx-shim per sandbox.
+/* rt.h over one detached sbx-shim per sandbox: the gVisor backend (runsc), and the
+ * namespaces and local backends, which the shim runs itself (namespaces.c).
  * Library code: never logs, never exits; errors go back in struct sbx_err. */
 #include <errno.h>
 #include <fcntl.h>
@@ -251,6 +252,15 @@ static int launch(const struct rt_config *cfg, const struct rt_spec *spec,
 
     if (restore_dir && !abs_path_ok(restore_dir))
         return sbx_err_set(err, EINVAL, "internal", "the image dir must be an absolute path");
+    const struct rt_backend *backend = rt_backend_find(spec->runtime ? spec->runtime : "gvisor");
+    if (!backend)
+        return sbx_err_set(err, EINVAL, "invalid_request", "unknown runtime '%.32s'",
+                           spec->runtime);
+    if (!backend->memory_snapshots) {
+        /* No memory to bring back: a restore is a cold start over the kept workspace. */
+        restore_dir = NULL;
+        forked = false;
+    }
 
     /* Each sandbox runs its own copy of the agent: gVisor maps the binary's pages from
      * the file, and a checkpoint image only restores against the very build it was
@@ -299,9 +309,11 @@ static int launch(const struct rt_config *cfg, const struct rt_spec *spec,
     }
     char fdbuf[16];
     snprintf(fdbuf, sizeof(fdbuf), "%d", ready_w);
-    char *argv[20];
+    char *argv[22];
     int i = 0;
     argv[i++] = (char *)cfg->shim_path;
+    argv[i++] = "--runtime";
+    argv[i++] = (char *)backend->name;
     argv[i++] = "--id";
     argv[i++] = (char *)spec->id;
     argv[i++] = "--state-dir";
@@ -350,6 +362,23 @@ int rt_restore(const struct rt_config *cfg, const struct rt_spec *spec, const ch
     return launch(cfg, spec, image_dir, forked, ready_fd, err);
 }
 
+/* A checkpoint without memory: the sandbox stops as for a pause (its shim kills the
+ * container and keeps the directory) and the outcome is known at once. */
+static int stop_for_checkpoint(const struct rt_config *cfg, const char *id, const char *state_dir,
+                               int *done_fd, struct sbx_err *err)
+{
+    int r = rt_destroy(cfg, id, state_dir, NULL, err);
+    if (r < 0)
+        return r;
+    int pfd[2];
+    if (pipe2(pfd, O_CLOEXEC | O_NONBLOCK) < 0)
+        return sbx_err_sys(err, errno, "pipe");
+    (void)sbx_write_all(pfd[1], "0\n", 2); /* a wait status of 0: done */
+    close(pfd[1]);
+    *done_fd = pfd[0];
+    return 0;
+}
+
 int rt_checkpoint(const struct rt_config *cfg, const char *id, const char *state_dir,
                   const char *image_dir, int *done_fd, struct sbx_err *err)
 {
@@ -371,6 +400,8 @@ int rt_checkpoint(const struct rt_config *cfg, const char *id, const char *state
         open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (logfd < 0)
         return sbx_err_sys(err, errno, "creating %s", log);
+    if (!rt_backend_of(state_dir)->memory_snapshots)
+        return stop_for_checkpoint(cfg, id, state_dir, done_fd, err);
     _cleanup_close_ int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (nul < 0)
         return sbx_err_sys(err, errno, "opening /dev/null");
@@ -574,10 +605,12 @@ int rt_destroy(const struct rt_config *cfg, const char *id, const char *state_di
     /* No shim: a detached helper does the same, so the caller never waits on runsc. */
     if (!abs_path_ok(cfg->shim_path) || !abs_path_ok(cfg->runsc_root))
         return sbx_err_set(err, EINVAL, "internal", "shim_path and runsc_root must be absolute");
-    char *argv[16];
+    char *argv[18];
     int i = 0;
     argv[i++] = (char *)cfg->shim_path;
     argv[i++] = "--cleanup";
+    argv[i++] = "--runtime";
+    argv[i++] = (char *)rt_backend_of(state_dir)->name;
     argv[i++] = "--id";
     argv[i++] = (char *)id;
     argv[i++] = "--state-dir";

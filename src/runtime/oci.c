@@ -183,11 +183,13 @@ int oci_build_config(const struct rt_config *cfg, const struct rt_spec *spec, ch
     json_t *ns = json_pack("[{s:s},{s:s},{s:s},{s:s},{s:s}]", "type", "pid", "type", "ipc",
                            "type", "uts", "type", "mount", "type", "network");
 
+    /* The backend that runs this bundle (docs/runtime.md), for whoever finds it later. */
     _cleanup_json_ json_t *root = json_pack(
-        "{s:s, s:O, s:{s:s, s:b}, s:s, s:o, s:{s:s, s:o, s:o}}", "ociVersion", "1.0.0",
+        "{s:s, s:O, s:{s:s, s:b}, s:s, s:o, s:{s:s, s:o, s:o}, s:{s:s}}", "ociVersion", "1.0.0",
         "process", process, "root", "path", spec->rootfs, "readonly", 1, "hostname", hostname,
         "mounts", mounts, "linux", "cgroupsPath", cgpath, "resources", resources,
-        "namespaces", ns);
+        "namespaces", ns, "annotations", OCI_RUNTIME_ANNOTATION,
+        spec->runtime ? spec->runtime : "gvisor");
     if (!root)
         return sbx_err_set(err, ENOMEM, "internal", "building config.json");
     char *s = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);

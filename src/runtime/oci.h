@@ -17,6 +17,8 @@
 #define OCI_HOST_TASKS_PER_PID 16u
 #define OCI_HOST_TASKS_BASE 256u
 #define OCI_SHM_BYTES (64u * 1024u * 1024u)
+/* The annotation naming the execution backend of a bundle (rt_backend_of reads it). */
+#define OCI_RUNTIME_ANNOTATION "sbx.runtime"
 
 /* Is id a valid sandbox id ([a-z0-9_-], 1..RT_ID_MAX, not starting with '-')? */
 bool oci_id_valid(const char *id);

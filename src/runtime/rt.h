@@ -33,7 +33,22 @@ struct rt_spec {
     uint64_t cpu_millicores; /* 1000 = one core; 0 = no limit */
     uint64_t tmp_bytes;      /* size of the /tmp tmpfs */
     const char *hostname;
+    const char *runtime; /* a backend's name (rt_backend_find); NULL = "gvisor" */
 };
+
+/* The execution backends (docs/runtime.md): gVisor (runsc), Linux namespaces, and the
+ * local host (no isolation). All run the same agent behind the same shim. */
+struct rt_backend {
+    const char *name;
+    bool memory_snapshots; /* pause and fork keep memory (runsc checkpoint); otherwise a
+                            * checkpoint stops the sandbox and a restore starts it cold over
+                            * its kept workspace */
+    bool isolated;         /* false: the local host, never for untrusted code */
+};
+/* NULL when there is no backend of that name. */
+const struct rt_backend *rt_backend_find(const char *name);
+/* The backend a sandbox was started with (its bundle's "sbx.runtime" annotation). */
+const struct rt_backend *rt_backend_of(const char *state_dir);
 
 enum rt_cgroup_mode { RT_CGROUP_V1, RT_CGROUP_HYBRID, RT_CGROUP_V2 };
 
@@ -51,6 +66,10 @@ int rt_start_wait(const struct rt_config *cfg, const struct rt_spec *spec, int r
                   struct sbx_err *err);
 
 /* Memory snapshots (docs/snapshots.md).
+ *
+ * A backend without memory snapshots (rt_backend.memory_snapshots false) checkpoints by
+ * stopping the sandbox and writing no image (image_dir holds only the agent copy), and
+ * restores by starting it cold; the agent's new boot id shows that (restored: false).
  *
  * rt_checkpoint saves a running sandbox into image_dir (created) with `runsc checkpoint`:
  * memory, processes, kernel state. The container stops and its shim exits, keeping the

@@ -5,6 +5,11 @@
  *
  *   sbx-shim --id ID --state-dir DIR --runsc PATH --root RUNSC_ROOT --ready-fd N
  *            [--cgroup CGROUPS_PATH] [--debug] [--restore IMAGE_DIR [--forked]]
+ *            [--runtime gvisor|namespaces|local]
+ *
+ * With --runtime namespaces or local the shim starts the container itself from the same
+ * bundle (namespaces.c) instead of `runsc run`; "kill" is SIGKILL to its init and there
+ * is nothing to delete but the cgroups.
  *
  * With --restore the container comes back from a `runsc checkpoint` image (`runsc
  * restore`) instead of booting. A restored agent is in the middle of waiting for input
@@ -54,6 +59,7 @@
 #include "../common/mounts.h"
 #include "../common/util.h"
 #include "../proto/proto.h"
+#include "namespaces.h"
 
 #define SHIM_OUTQ_MAX (4u * 1024u * 1024u)
 #define SHIM_MAX_FRAME ((size_t)PROTO_HEADER_SIZE + PROTO_MAX_PAYLOAD)
@@ -69,6 +75,8 @@ struct shim {
     const char *restore; /* checkpoint image dir: runsc restore instead of runsc run */
     bool forked;
     bool debug;
+    const char *runtime; /* "gvisor" (runsc), "namespaces" or "local" (namespaces.c) */
+    bool native;         /* not gvisor: the shim itself starts the container */
     int log_fd;
     int ready_fd;
     int pid_fd; /* shim.pid, flock'ed for our lifetime */
@@ -451,6 +459,15 @@ static int run_wait(struct shim *s, char *const argv[], int out_fd, int timeout_
 
 static void runsc_cmd(struct shim *s, const char *what, int timeout_ms)
 {
+    if (s->native) {
+        /* The container's init is our child: killing it ends its pid namespace. */
+        if (!strcmp(what, "kill") && s->run_pid > 0)
+            (void)kill(s->run_pid, SIGKILL);
+        int n = ns_kill_cgroup(s->cgroup);
+        if (n)
+            shim_log(s, "%s: killed %d processes left in %s", what, n, s->cgroup);
+        return;
+    }
     /* runsc --root R kill ID KILL | runsc --root R delete --force ID */
     char *argv[8];
     int i = 0;
@@ -501,6 +518,8 @@ static void remove_cgroups(struct shim *s)
         shim_log(s, "removed %d leftover cgroup dirs %s", removed, s->cgroup);
 }
 
+static int watch_agent(struct shim *s, pid_t pid, int agent_in, int agent_out);
+
 static int spawn_runsc(struct shim *s)
 {
     int in[2], out[2];
@@ -542,6 +561,31 @@ static int spawn_runsc(struct shim *s)
     argv[i] = NULL;
 
     s->t_spawn = sbx_now_ms();
+    if (s->native) {
+        struct ns_run run = {.bundle = bundle,
+                             .cgroup = s->cgroup,
+                             .local = !strcmp(s->runtime, "local")};
+        char why[512];
+        pid_t pid = -1;
+        int r = ns_spawn(&run, in[0], out[1], errfd >= 0 ? errfd : 2, &pid, why, sizeof(why));
+        close(in[0]);
+        close(out[1]);
+        if (r < 0) {
+            shim_log(s, "%s container: %s", s->runtime, why);
+            if (errfd >= 0) {
+                dprintf(errfd, "sbx-shim: %s container: %s\n", s->runtime, why);
+                close(errfd);
+            }
+            close(in[1]);
+            close(out[0]);
+            return r;
+        }
+        if (errfd >= 0)
+            close(errfd);
+        shim_log(s, "%s container set up, agent exec'ed, in %lld ms", s->runtime,
+                 sbx_now_ms() - s->t_spawn);
+        return watch_agent(s, pid, in[1], out[0]);
+    }
     pid_t pid = fork();
     if (pid < 0) {
         int r = -errno;
@@ -564,9 +608,14 @@ static int spawn_runsc(struct shim *s)
     close(out[1]);
     if (errfd >= 0)
         close(errfd);
+    return watch_agent(s, pid, in[1], out[0]);
+}
+
+static int watch_agent(struct shim *s, pid_t pid, int agent_in, int agent_out)
+{
     s->run_pid = pid;
-    s->agent_in = in[1];
-    s->agent_out = out[0];
+    s->agent_in = agent_in;
+    s->agent_out = agent_out;
     (void)sbx_set_nonblock(s->agent_in);
     (void)sbx_set_nonblock(s->agent_out);
     int r = loop_watch_add(s->loop, s->agent_out, EPOLLIN, on_agent_out, s, &s->agent_out_w);
@@ -574,8 +623,8 @@ static int spawn_runsc(struct shim *s)
         r = loop_watch_add(s->loop, s->agent_in, 0, on_agent_in, s, &s->agent_in_w);
     if (r < 0)
         return r;
-    shim_log(s, "spawned runsc %s (pid %d) for %s", s->restore ? "restore" : "run", (int)pid,
-             s->id);
+    shim_log(s, "spawned %s %s (pid %d) for %s", s->native ? s->runtime : "runsc",
+             s->restore ? "restore" : "run", (int)pid, s->id);
     if (s->restore) {
         /* Queued now, read by the agent once it runs again. */
         char hello[96];
@@ -850,9 +899,10 @@ static int cleanup_main(struct shim *s, const char *remove)
 static void usage(void)
 {
     fprintf(stderr, "usage: sbx-shim --id ID --state-dir DIR --runsc PATH --root DIR "
-                    "--ready-fd N [--cgroup PATH] [--debug] [--restore DIR [--forked]]\n"
+                    "--ready-fd N [--cgroup PATH] [--debug] [--restore DIR [--forked]] "
+                    "[--runtime gvisor|namespaces|local]\n"
                     "       sbx-shim --cleanup --id ID --state-dir DIR --runsc PATH --root DIR "
-                    "[--cgroup PATH] [--remove DIR]\n");
+                    "[--cgroup PATH] [--remove DIR] [--runtime NAME]\n");
     exit(2);
 }
 
@@ -868,6 +918,7 @@ int main(int argc, char **argv)
         {"cleanup", no_argument, NULL, 'C'},     {"remove", required_argument, NULL, 'X'},
         {"cgroup", required_argument, NULL, 'G'},
         {"restore", required_argument, NULL, 'B'}, {"forked", no_argument, NULL, 'F'},
+        {"runtime", required_argument, NULL, 'T'},
         {NULL, 0, NULL, 0},
     };
     int c;
@@ -886,11 +937,22 @@ int main(int argc, char **argv)
         case 'G': s.cgroup = optarg; break;
         case 'B': s.restore = optarg; break;
         case 'F': s.forked = true; break;
+        case 'T': s.runtime = optarg; break;
         default: usage();
         }
     }
     if (!s.id || !s.state_dir || !s.root || s.state_dir[0] != '/')
         usage();
+    if (!s.runtime)
+        s.runtime = "gvisor";
+    if (strcmp(s.runtime, "gvisor") && strcmp(s.runtime, "namespaces") &&
+        strcmp(s.runtime, "local"))
+        usage();
+    s.native = strcmp(s.runtime, "gvisor") != 0;
+    if (s.native && s.restore) {
+        fprintf(stderr, "sbx-shim: the %s runtime has no memory snapshots\n", s.runtime);
+        exit(2);
+    }
     if (s.ready_fd >= 0)
         (void)fcntl(s.ready_fd, F_SETFD, FD_CLOEXEC);
 

@@ -16,6 +16,7 @@ dir is removed) so that the runner can look for sanitizer reports after the run.
 
 import ctypes
 import http.client
+import importlib.util
 import json
 import os
 import secrets
@@ -235,6 +236,53 @@ class Client:
         return r["stdout"]
 
 
+def test_runtime():
+    """The execution backend the suites run on: SBX_TEST_RUNTIME, default gvisor."""
+    return os.environ.get("SBX_TEST_RUNTIME") or "gvisor"
+
+
+class Rerun:
+    """Tests of another module run again on another execution backend (docs/runtime.md):
+
+        R = harness.Rerun(os.path.dirname(__file__), "namespaces")
+        def test_ns_x():
+            R("test_core", "test_x")      # test_core.py loaded afresh, its own daemon
+        def teardown_module():
+            R.close()
+    """
+
+    def __init__(self, folder, runtime):
+        self.folder = folder
+        self.runtime = runtime
+        self.modules = {}
+
+    def module(self, name):
+        if name not in self.modules:
+            spec = importlib.util.spec_from_file_location(
+                "%s_%s" % (self.runtime, name), os.path.join(self.folder, name + ".py"))
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            self.modules[name] = mod
+        return self.modules[name]
+
+    def __call__(self, module, test):
+        old = os.environ.get("SBX_TEST_RUNTIME")
+        os.environ["SBX_TEST_RUNTIME"] = self.runtime
+        try:
+            getattr(self.module(module), test)()
+        finally:
+            if old is None:
+                del os.environ["SBX_TEST_RUNTIME"]
+            else:
+                os.environ["SBX_TEST_RUNTIME"] = old
+
+    def close(self):
+        for mod in self.modules.values():
+            td = getattr(mod, "teardown_module", None)
+            if td:
+                td()
+
+
 class Daemon:
     """One sbxd on 127.0.0.1:<free port> with a private data dir.
 
@@ -272,6 +320,9 @@ class Daemon:
         if self.preset_key:
             env["SBX_ADMIN_KEY"] = self.admin_key
         env["SBX_PREVIEW_LISTEN"] = "127.0.0.1:%d" % self.preview_port
+        # SBX_TEST_RUNTIME runs the suites on another execution backend (docs/runtime.md).
+        if os.environ.get("SBX_TEST_RUNTIME"):
+            env["SBX_BACKEND"] = os.environ["SBX_TEST_RUNTIME"]
         env.update(self.extra_env)
         return env
 

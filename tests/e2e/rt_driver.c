@@ -1,7 +1,7 @@
 /* rt_driver: a thin command-line front to the rt_* calls, for tests/e2e/test_runtime.py.
  *
  *   rt_driver [--runsc-root R] [--shim S] [--agent A] [--cgroup-parent P] [--runsc PATH]
- *             [--timeout-ms N] [--debug] COMMAND ...
+ *             [--timeout-ms N] [--debug] [--runtime NAME] COMMAND ...
  *   start ID ROOTFS STATE_DIR WORKSPACE MEM_BYTES PIDS MILLICORES TMP_BYTES
  *   oci   ID ROOTFS STATE_DIR WORKSPACE MEM_BYTES PIDS MILLICORES TMP_BYTES   (prints config.json)
  *   alive STATE_DIR          destroy ID STATE_DIR [REMOVE_DIR]     list
@@ -52,8 +52,10 @@ int main(int argc, char **argv)
         {"runsc-root", required_argument, NULL, 'R'}, {"shim", required_argument, NULL, 's'},
         {"agent", required_argument, NULL, 'a'},      {"cgroup-parent", required_argument, NULL, 'c'},
         {"runsc", required_argument, NULL, 'r'},      {"timeout-ms", required_argument, NULL, 't'},
-        {"debug", no_argument, NULL, 'd'},            {NULL, 0, NULL, 0},
+        {"debug", no_argument, NULL, 'd'},            {"runtime", required_argument, NULL, 'T'},
+        {NULL, 0, NULL, 0},
     };
+    const char *runtime = NULL;
     int c;
     while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
         switch (c) {
@@ -64,6 +66,7 @@ int main(int argc, char **argv)
         case 'r': cfg.runsc_path = optarg; break;
         case 't': cfg.start_timeout_ms = (unsigned)atoi(optarg); break;
         case 'd': cfg.debug = true; break;
+        case 'T': runtime = optarg; break;
         default: return 2;
         }
     }
@@ -77,6 +80,7 @@ int main(int argc, char **argv)
     if ((!strcmp(cmd, "start") || !strcmp(cmd, "oci")) && argc == 9) {
         struct rt_spec sp = {0};
         spec_from(argv + 1, &sp);
+        sp.runtime = runtime;
         if (!strcmp(cmd, "oci")) {
             _cleanup_free_ char *json = NULL;
             if (oci_build_config(&cfg, &sp, &json, &e) < 0)

@@ -57,7 +57,7 @@ def check_sandbox(sb, ttl=3600, env=None):
     assert sb["object"] == "sandbox", sb
     assert sb["status"] == "running", sb
     assert sb["backend"] == "v2", sb
-    assert sb["runtime"] == "gvisor", sb
+    assert sb["runtime"] == harness.test_runtime(), sb
     assert sb["template"] == "base", sb
     assert isinstance(sb["template_digest"], str) and len(sb["template_digest"]) >= 12, sb
     for f in ("created_at", "expires_at", "ttl_seconds"):

@@ -94,7 +94,7 @@ def test_interactive_shell_resize_and_exit():
     c, sid = sandbox(D, "main")
     ws, ready = open_term(D, c, sid, cols=100, rows=30)
     assert set(ready) == {"type", "pty_id", "backend", "reattachable"}, ready
-    assert ready["backend"] == "gvisor" and ready["reattachable"] is True, ready
+    assert ready["backend"] == harness.test_runtime() and ready["reattachable"] is True, ready
     assert ready["pty_id"].startswith("pty_"), ready
     # A prompt, then typed commands echo and answer.
     out = shell(ws, "PS1='sbx$ '; stty size", "30 100")

@@ -27,6 +27,7 @@ static const struct {
     {"invalid_cwd", 400},
     {"invalid_template", 400},
     {"invalid_backend", 400},
+    {"invalid_runtime", 400},
     {"invalid_count", 400},
     {"invalid_key_request", 400},
     {"invalid_path", 400},

@@ -227,7 +227,7 @@ static int create(struct manager *m, const struct auth_identity *who,
     }
     bool v1 = p->backend && !strcmp(p->backend, "v1");
     /* A pooled sandbox has the host's limits and nothing of a configuration's. */
-    bool plain = !p->snapshot_id && !p->config_id && !p->memory_mb && !p->pids &&
+    bool plain = !p->snapshot_id && !p->config_id && !p->runtime && !p->memory_mb && !p->pids &&
                  !p->cpu_millicores;
     if (!v1 && plain && m->pool && (r = take_pooled(m, who, p, cb, data, out, err)) != -ENOENT)
         return r;
@@ -276,6 +276,9 @@ static int create_sandbox(struct manager *m, const struct auth_identity *who,
         (r = pick_limit("cpu_millicores", p->cpu_millicores, m->cfg->cpu_millicores, &cpu, err)) <
             0)
         return r;
+    const char *runtime;
+    if ((r = manager_runtime_pick(m, p->runtime, &runtime, err)) < 0)
+        return r;
     _cleanup_free_ char *from = NULL;
     if (p->snapshot_id && (r = snapshot_source(m, who, p->snapshot_id, &from, err)) < 0)
         return r;
@@ -293,7 +296,7 @@ static int create_sandbox(struct manager *m, const struct auth_identity *who,
     set_owner(rec, who, p);
     snprintf(rec->status, sizeof(rec->status), "%s", SANDBOX_CREATING);
     snprintf(rec->backend, sizeof(rec->backend), "%s", v1 ? "v1" : "v2");
-    snprintf(rec->runtime, sizeof(rec->runtime), "gvisor");
+    snprintf(rec->runtime, sizeof(rec->runtime), "%s", runtime);
     snprintf(rec->template_name, sizeof(rec->template_name), "%s", tpl.name);
     snprintf(rec->template_digest, sizeof(rec->template_digest), "%s", tpl.digest);
     rec->memory_mb = memory_mb;
@@ -373,7 +376,10 @@ static int create_sandbox(struct manager *m, const struct auth_identity *who,
     sb->next = m->sandboxes;
     m->sandboxes = sb;
     sandbox_arm_ttl(m, sb);
-    log_info("sandbox %s: starting for user %s (key %s)", id, who->user, who->key_id);
+    log_info("sandbox %s: starting on %s for user %s (key %s)", id, runtime, who->user,
+             who->key_id);
+    if (!rt_backend_find(runtime)->isolated)
+        log_warn("sandbox %s: runtime local: NO ISOLATION, its code runs on this host", id);
     if (cb)
         sandbox_when_ready(sb, cb, data);
     *out = sb;

@@ -6,6 +6,8 @@
 
 #include "manager.h"
 
+#define MANAGER_RUNTIMES_MAX 4
+
 struct manager {
     const struct sbxd_config *cfg;
     struct loop *loop;
@@ -21,7 +23,16 @@ struct manager {
     void *config_data;
     const struct sandbox_pool_ops *pool; /* the warm pool, or NULL */
     void *pool_data;
+    /* The execution backends a create may name, the default first (runtimes.c). */
+    const char *runtimes[MANAGER_RUNTIMES_MAX];
+    int nruntimes;
 };
+
+/* runtimes.c: SBX_BACKEND's backends, each proved by a real start when the operator set
+ * the list; then the one a create gets (asked: the request's runtime, or NULL). */
+int manager_runtimes_init(struct manager *m, struct sbx_err *err);
+int manager_runtime_pick(const struct manager *m, const char *asked, const char **out,
+                         struct sbx_err *err);
 
 /* manager.c: the registry and the sandbox object. */
 struct sandbox *sandbox_alloc(struct manager *m, const char *id);

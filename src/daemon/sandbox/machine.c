@@ -209,6 +209,7 @@ static void fill_spec(const struct manager *m, const struct sandbox *sb, const c
         .cpu_millicores = (uint64_t)sb->rec.cpu_millicores,
         .tmp_bytes = (uint64_t)m->cfg->tmp_mb << 20,
         .hostname = "sandbox",
+        .runtime = sb->rec.runtime[0] ? sb->rec.runtime : NULL,
     };
 }
 

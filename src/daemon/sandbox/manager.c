@@ -471,6 +471,9 @@ json_t *sandbox_to_json(const struct sandbox *sb)
         "egress",
         sb->egress ? egress_policy_to_json(sb->egress) : json_pack("{s:s}", "mode", "none"));
     json_object_set_new(j, "snapshot_bytes", json_integer(sandbox_snapshot_bytes(sb)));
+    /* Whether a pause or fork keeps memory (restored: true) or only the workspace. */
+    const struct rt_backend *be = rt_backend_find(r->runtime);
+    json_object_set_new(j, "memory_snapshots", json_boolean(!be || be->memory_snapshots));
     if (sb->paused)
         json_object_set_new(j, "paused_at", json_integer(sb->paused_at));
     if (sb->parent_id[0])

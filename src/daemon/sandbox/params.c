@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../../common/util.h"
+#include "../../runtime/rt.h"
 #include "template.h"
 
 int sandbox_env_validate(json_t *env, const char *field, struct sbx_err *err)
@@ -86,6 +87,12 @@ int sandbox_params_parse(json_t *body, struct sandbox_params *out, struct sbx_er
             (strcmp(json_string_value(v), "v1") && strcmp(json_string_value(v), "v2")))
             return sbx_err_set(err, EINVAL, "invalid_backend", "backend must be \"v1\" or \"v2\"");
         p.backend = json_string_value(v);
+    }
+    if ((v = json_object_get(body, "runtime")) && !json_is_null(v)) {
+        if (!json_is_string(v) || !rt_backend_find(json_string_value(v)))
+            return sbx_err_set(err, EINVAL, "invalid_runtime",
+                               "runtime must be \"gvisor\", \"namespaces\" or \"local\"");
+        p.runtime = json_string_value(v);
     }
     if ((v = json_object_get(body, "snapshot_id")) && !json_is_null(v)) {
         if (!json_is_string(v))

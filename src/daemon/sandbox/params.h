@@ -1,5 +1,5 @@
 /* What a create (or a run) asks for, checked at the boundary: template, TTL, env,
- * egress, backend. Shared by the sandbox routes, run and every other way in. */
+ * egress, backend, runtime. Shared by the sandbox routes, run and every other way in. */
 #ifndef SBX_SANDBOX_PARAMS_H
 #define SBX_SANDBOX_PARAMS_H
 
@@ -38,6 +38,7 @@ struct sandbox_params {
     json_t *config_inject;         /* ... its inject rules' headers in clear, borrowed */
     const char *config_env_sealed; /* ... both sealed, for the store */
     const char *trust_pem;         /* a CA bundle to write to SANDBOX_TRUST_FILE in the workspace */
+    const char *runtime;         /* an execution backend (docs/runtime.md), or NULL: the default */
 };
 
 /* Checks shared by create and run. */

@@ -128,6 +128,8 @@ int manager_start(struct manager *m, struct sbx_err *err)
         r = store_sandbox_each_live(m->store, NULL, reconcile_one, &rc, err);
     if (r == 0)
         sweep_orphans(m, &rc);
+    if (r == 0)
+        r = manager_runtimes_init(m, err);
     for (size_t i = 0; i < rc.n; i++)
         free(rc.live[i]);
     free(rc.live);

@@ -27,8 +27,8 @@ def raw(port, data, timeout=10):
             if not b:
                 break
             out += b
-    except socket.timeout:
-        pass
+    except (socket.timeout, ConnectionResetError):
+        pass  # a connection the daemon refused: no status
     s.close()
     head = out.split(b"\r\n", 1)[0]
     return int(head.split()[1]) if head.startswith(b"HTTP/1.1 ") else None, out

@@ -23,66 +23,6 @@
 #include "resolve.h"
 #include "sni.h"
 
-enum conn_state {
-    ST_HEAD,       /* reading the client's request head */
-    ST_RESOLVING,  /* waiting for the resolver */
-    ST_CONNECTING, /* non-blocking connect to a validated address */
-    ST_SNI,        /* CONNECT answered 200: waiting for the ClientHello */
-    ST_TUNNEL,     /* relaying both ways */
-    ST_CLOSING,    /* refused or finished: waiting for the agent's EXIT */
-};
-
-struct egress_conn {
-    struct egress_proxy *px;
-    struct chan_stream *st;
-    struct sandbox *sb;
-    enum conn_state state;
-    long long started_ms;
-    long long log_id; /* 0 until logged */
-    bool logged_final;
-
-    /* The request head, parsed in place: headers point into head[]. */
-    struct reqhead rh;
-    uint8_t head[EGRESS_HEAD_MAX];
-    struct reqhead_header headers[EGRESS_HEADERS_MAX];
-
-    char method[16];
-    bool is_connect;
-    char host[EGRESS_HOST_MAX + 1];
-    unsigned port;
-    char *target; /* plain HTTP: the origin-form request target */
-
-    struct egress_lookup *lookup;
-    struct egress_addr addrs[EGRESS_RESOLVE_MAX_ADDRS];
-    size_t naddrs, next_addr;
-    char address[EGRESS_ADDR_STR_MAX];
-
-    int ufd;
-    struct loop_watch *uw;
-    uint32_t uevents;
-    struct loop_timer *timer;
-
-    /* client -> upstream: bytes not yet written; the first `precredited` of them were
-     * credited already (they came with the head). */
-    uint8_t *up;
-    size_t up_off, up_len, precredited;
-    uint64_t up_window; /* what the agent may still send us on channel 1 */
-    /* upstream -> client */
-    uint64_t down_window;
-    bool client_eof, upstream_eof, down_eof_sent, upstream_shut;
-    long long bytes_up, bytes_down;
-
-    char verdict[16];
-    char reason[192];
-    char audit_rule[72]; /* the configuration's audit rule that matched, for the log */
-    /* An inject rule matched (docs/configs.md): TLS is ended here once the SNI passed. */
-    const json_t *inject_rule; /* in the sandbox's network policy */
-    json_t *inject_headers;    /* [{header, value}], the sandbox's copy */
-    struct mitm *mitm;
-    size_t credit_owed; /* client bytes taken in while the upstream queue was full */
-    struct egress_conn *next;
-};
-
 /* --- bookkeeping -------------------------------------------------------------------- */
 
 static unsigned count_for(struct egress_proxy *px, const struct sandbox *sb)
@@ -136,7 +76,7 @@ static void log_write(struct egress_conn *c, bool final)
     c->logged_final = final;
 }
 
-static void stop_timer(struct egress_conn *c)
+void egress_conn_stop_timer(struct egress_conn *c)
 {
     if (c->timer)
         loop_timer_cancel(c->px->loop, c->timer);
@@ -163,7 +103,7 @@ static void conn_free(struct egress_conn *c)
         }
     }
     log_write(c, true);
-    stop_timer(c);
+    egress_conn_stop_timer(c);
     egress_lookup_cancel(c->lookup);
     close_upstream(c);
     mitm_free(c->mitm);
@@ -188,7 +128,7 @@ static void conn_close(struct egress_conn *c)
         c->down_eof_sent = true;
         (void)channel_send_eof(c->st, PROTO_CH_STDIN, &err);
     }
-    stop_timer(c);
+    egress_conn_stop_timer(c);
     c->timer = loop_timer_add(c->px->loop, EGRESS_LINGER_MS, on_linger, c);
 }
 
@@ -197,7 +137,7 @@ static void conn_abort(struct egress_conn *c)
 {
     struct sbx_err err = {0};
     conn_close(c);
-    stop_timer(c);
+    egress_conn_stop_timer(c);
     (void)channel_signal(c->st, 9, &err);
 }
 
@@ -216,11 +156,8 @@ static void send_down(struct egress_conn *c, const void *buf, size_t len)
         c->down_window = c->down_window > len ? c->down_window - len : 0;
 }
 
-/* Refuse with an HTTP answer the client can read. */
-static void refuse(struct egress_conn *c, unsigned status, const char *verdict, const char *code,
-                   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-static void refuse(struct egress_conn *c, unsigned status, const char *verdict, const char *code,
-                   const char *fmt, ...)
+void egress_conn_refuse(struct egress_conn *c, unsigned status, const char *verdict,
+                        const char *code, const char *fmt, ...)
 {
     if (c->state == ST_CLOSING)
         return;
@@ -393,7 +330,7 @@ static void up_append(struct egress_conn *c, const uint8_t *p, size_t n)
 
 static void start_tunnel(struct egress_conn *c)
 {
-    stop_timer(c);
+    egress_conn_stop_timer(c);
     c->state = ST_TUNNEL;
     flush_up(c);
     if (c->state == ST_TUNNEL) {
@@ -439,8 +376,7 @@ static void mitm_client_bytes(struct egress_conn *c, const uint8_t *buf, size_t 
 
 static void start_mitm(struct egress_conn *c)
 {
-    static const struct mitm_io io = {.to_client = mitm_to_client,
-                                      .to_upstream = mitm_to_upstream};
+    static const struct mitm_io io = {.to_client = mitm_to_client, .to_upstream = mitm_to_upstream};
     /* The client's ClientHello waits in the queue: it is the interception's now. */
     size_t n = c->up_len - c->up_off;
     uint8_t *hello = sbx_xmalloc(n + 1);
@@ -448,15 +384,15 @@ static void start_mitm(struct egress_conn *c)
     c->up_off = c->up_len = 0;
     struct sbx_err err = {0};
     const json_t *path = json_object_get(c->inject_rule, "path");
-    c->mitm = mitm_new(c->px->ca, c->host, c->inject_headers,
-                       json_object_get(c->inject_rule, "methods"), json_string_value(path), &io,
-                       c, &err);
+    c->mitm =
+        mitm_new(c->px->ca, c->host, c->inject_headers, json_object_get(c->inject_rule, "methods"),
+                 json_string_value(path), &io, c, &err);
     if (!c->mitm) {
         free(hello);
         mitm_failed(c, &err);
         return;
     }
-    stop_timer(c);
+    egress_conn_stop_timer(c);
     c->state = ST_TUNNEL;
     set_verdict(c, "allowed", "ok: rule %s: TLS ended here for injection",
                 json_string_value(json_object_get(c->inject_rule, "name")));
@@ -524,14 +460,12 @@ static void on_sni_timeout(struct loop *l, void *data)
 
 /* --- connecting ----------------------------------------------------------------------- */
 
-static void try_connect(struct egress_conn *c);
-
 static void connected(struct egress_conn *c)
 {
     loop_watch_del(c->px->loop, c->uw);
     c->uw = NULL;
     c->uevents = 0;
-    stop_timer(c);
+    egress_conn_stop_timer(c);
     if (c->audit_rule[0])
         set_verdict(c, "allowed", "ok: audit rule %s", c->audit_rule);
     else
@@ -548,13 +482,19 @@ static void connected(struct egress_conn *c)
     }
     /* Plain HTTP: the origin-form request, without hop-by-hop headers, one request per
      * connection (the upstream closes after its answer). */
-    static const char *const hop[] = {"connection", "proxy-connection", "keep-alive",
-                                      "proxy-authorization", "proxy-authenticate", "te",
-                                      "trailer", "upgrade", "host"};
+    static const char *const hop[] = {"connection",
+                                      "proxy-connection",
+                                      "keep-alive",
+                                      "proxy-authorization",
+                                      "proxy-authenticate",
+                                      "te",
+                                      "trailer",
+                                      "upgrade",
+                                      "host"};
     size_t cap = c->rh.len + EGRESS_HOST_MAX + strlen(c->target) + 128;
     char *req = sbx_xmalloc(cap);
-    size_t n = (size_t)snprintf(req, cap, "%s %s HTTP/1.1\r\nHost: %s", c->method, c->target,
-                                c->host);
+    size_t n =
+        (size_t)snprintf(req, cap, "%s %s HTTP/1.1\r\nHost: %s", c->method, c->target, c->host);
     if (c->port != 80)
         n += (size_t)snprintf(req + n, cap - n, ":%u", c->port);
     n += (size_t)snprintf(req + n, cap - n, "\r\n");
@@ -595,7 +535,7 @@ static void connect_cb(struct loop *l, int fd, uint32_t events, void *data)
     if (soerr) {
         set_verdict(c, "error", "connect_failed: %s", strerror(soerr));
         close_upstream(c);
-        try_connect(c);
+        egress_conn_connect(c);
         return;
     }
     connected(c);
@@ -605,12 +545,11 @@ static void on_connect_timeout(struct loop *l, void *data)
 {
     struct egress_conn *c = data;
     c->timer = NULL;
-    refuse(c, 504, "error", "connect_timeout", "%s (%s) did not answer in %d ms", c->host,
-           c->address, EGRESS_CONNECT_TIMEOUT_MS);
+    egress_conn_refuse(c, 504, "error", "connect_timeout", "%s (%s) did not answer in %d ms",
+                       c->host, c->address, EGRESS_CONNECT_TIMEOUT_MS);
 }
 
-/* Dial the next validated address; refuse when none is left. */
-static void try_connect(struct egress_conn *c)
+void egress_conn_connect(struct egress_conn *c)
 {
     while (c->next_addr < c->naddrs) {
         const struct egress_addr *a = &c->addrs[c->next_addr++];
@@ -652,196 +591,11 @@ static void try_connect(struct egress_conn *c)
         set_verdict(c, "error", "connect_failed: %s", strerror(errno));
         close_upstream(c);
     }
-    stop_timer(c);
+    egress_conn_stop_timer(c);
     const char *why = c->reason[0] ? c->reason : "connect_failed";
     char msg[192];
     snprintf(msg, sizeof(msg), "%s", why);
-    refuse(c, 502, "error", "connect_failed", "%s: %s", c->host, msg);
-}
-
-/* --- the decision --------------------------------------------------------------------- */
-
-static void resolved(void *data, int status, const struct egress_addr *addrs, size_t n)
-{
-    struct egress_conn *c = data;
-    c->lookup = NULL;
-    stop_timer(c);
-    if (status < 0) {
-        refuse(c, 502, "error", "dns_failed", "%s does not resolve (%s)", c->host,
-               status == -ENOENT ? "no such name" : strerror(-status));
-        return;
-    }
-    bool host_ok = egress_operator_host_allowed(c->px->op, c->host);
-    const struct egress_netpolicy *net = c->sb->net;
-    bool net_ok = net && egress_operator_host_allowed(net->op, c->host);
-    const char *first_why = NULL;
-    char first_addr[EGRESS_ADDR_STR_MAX] = "";
-    for (size_t i = 0; i < n; i++) {
-        const char *why = egress_resolver_addr_check_private(
-            c->px->resolver, &addrs[i], c->port, net && net->allow_private);
-        if (!why)
-            why = egress_operator_addr_check(c->px->op, host_ok, &addrs[i]);
-        /* The configuration's layer names itself: config_deny_out, config_default_deny. */
-        if (!why && net && egress_operator_addr_check(net->op, net_ok, &addrs[i]))
-            why = !strcmp(egress_operator_addr_check(net->op, net_ok, &addrs[i]),
-                          "operator_deny_out")
-                      ? "config_deny_out"
-                      : "config_default_deny";
-        if (!why) {
-            c->addrs[c->naddrs++] = addrs[i];
-            continue;
-        }
-        if (!first_why) {
-            first_why = why;
-            egress_addr_format(&addrs[i], first_addr);
-        }
-    }
-    if (c->naddrs == 0) {
-        snprintf(c->address, sizeof(c->address), "%s", first_addr);
-        bool operator = !strncmp(first_why, "operator_", 9) || !strncmp(first_why, "config_", 7);
-        refuse(c, 403, "denied", operator ? first_why : "blocked_address",
-               "%s resolves to %s (%s)", c->host, first_addr, first_why);
-        return;
-    }
-    c->reason[0] = '\0';
-    try_connect(c);
-}
-
-static void on_resolve_timeout(struct loop *l, void *data)
-{
-    struct egress_conn *c = data;
-    c->timer = NULL;
-    refuse(c, 504, "error", "dns_timeout", "resolving %s took longer than %d ms", c->host,
-           EGRESS_RESOLVE_TIMEOUT_MS);
-}
-
-static void decide(struct egress_conn *c)
-{
-    snprintf(c->method, sizeof(c->method), "%s",
-             http_method_str((enum http_method)c->rh.parser.method));
-    c->is_connect = c->rh.parser.method == HTTP_CONNECT;
-    const char *url = (const char *)c->head + c->rh.url_off;
-    struct http_parser_url u;
-    http_parser_url_init(&u);
-    if (http_parser_parse_url(url, c->rh.url_len, c->is_connect, &u) != 0 ||
-        !(u.field_set & (1 << UF_HOST))) {
-        refuse(c, 400, "denied", "bad_request",
-               "send CONNECT host:443 or an absolute http:// URL");
-        return;
-    }
-    if (!c->is_connect) {
-        bool http = (u.field_set & (1 << UF_SCHEMA)) && u.field_data[UF_SCHEMA].len == 4 &&
-                    !strncasecmp(url + u.field_data[UF_SCHEMA].off, "http", 4);
-        if (!http) {
-            refuse(c, 400, "denied", "bad_request",
-                   "plain requests need an absolute http:// URL (use CONNECT for https)");
-            return;
-        }
-        const char *path = "/";
-        size_t plen = 1, end = c->rh.url_len;
-        if (u.field_set & (1 << UF_PATH)) {
-            path = url + u.field_data[UF_PATH].off;
-            plen = u.field_data[UF_PATH].len;
-        }
-        if (u.field_set & (1 << UF_QUERY))
-            end = (size_t)u.field_data[UF_QUERY].off + u.field_data[UF_QUERY].len;
-        else if (u.field_set & (1 << UF_PATH))
-            end = (size_t)u.field_data[UF_PATH].off + plen;
-        if (u.field_set & (1 << UF_PATH))
-            c->target = sbx_xasprintf("%.*s", (int)(end - u.field_data[UF_PATH].off), path);
-        else if (u.field_set & (1 << UF_QUERY))
-            c->target = sbx_xasprintf("/?%.*s", (int)u.field_data[UF_QUERY].len,
-                                      url + u.field_data[UF_QUERY].off);
-        else
-            c->target = sbx_xstrdup("/");
-    }
-    c->port = (u.field_set & (1 << UF_PORT)) ? u.port : 80;
-    struct sbx_err err = {0};
-    const char *rawhost = url + u.field_data[UF_HOST].off;
-    size_t hlen = u.field_data[UF_HOST].len;
-    snprintf(c->host, sizeof(c->host), "%.*s", (int)(hlen < EGRESS_HOST_MAX ? hlen : EGRESS_HOST_MAX),
-             rawhost);
-    char host[EGRESS_HOST_MAX + 1];
-    if (egress_host_normalise(rawhost, hlen, host, &err) < 0) {
-        refuse(c, 400, "denied", "bad_request", "%s", err.msg);
-        return;
-    }
-    snprintf(c->host, sizeof(c->host), "%s", host);
-    /* An address in any spelling: never a target of its own. Judged as an address first
-     * so the reason says what it really is. */
-    if (egress_host_is_ip(host)) {
-        struct egress_addr a;
-        if (egress_addr_parse_literal(host, &a) == 0) {
-            egress_addr_format(&a, c->address);
-            const char *cls = egress_addr_class(&a);
-            if (cls) {
-                refuse(c, 403, "denied", "blocked_address", "%s is %s (%s)", host, c->address,
-                       cls);
-                return;
-            }
-        }
-        refuse(c, 403, "denied", "ip_literal",
-               "%s is an IP address: egress allows host names only", host);
-        return;
-    }
-    unsigned want_port = c->is_connect ? 443 : 80;
-    if (c->port != want_port) {
-        refuse(c, 403, "denied", "port_not_allowed", "%s to port %u: only %s", c->method, c->port,
-               c->is_connect ? "CONNECT to port 443" : "plain HTTP to port 80");
-        return;
-    }
-    const struct egress_policy *pol = c->sb->egress;
-    const struct egress_netpolicy *net = c->sb->net;
-    /* A configuration's network policy stands in for an allowlist of the sandbox's own;
-     * one it has anyway narrows it. */
-    bool own = pol && pol->mode != EGRESS_MODE_NONE;
-    if (!own && !(net && net->op)) {
-        refuse(c, 403, "denied", "egress_none", "this sandbox's egress policy is none");
-        return;
-    }
-    if (net && net->op && !egress_operator_host_allowed(net->op, host) &&
-        !egress_operator_may_allow_by_address(net->op)) {
-        refuse(c, 403, "denied", "config_default_deny",
-               "%s is not in the configuration's allow_out", host);
-        return;
-    }
-    const json_t *rule = egress_netpolicy_rule(net, c->is_connect, host,
-                                               c->is_connect ? NULL : c->method, c->target);
-    if (rule) {
-        const char *name = json_string_value(json_object_get(rule, "name"));
-        if (json_is_true(json_object_get(rule, "deny"))) {
-            refuse(c, 403, "denied", "rule_denied", "%s: denied by the configuration's rule %s",
-                   host, name);
-            return;
-        }
-        if (json_object_get(rule, "injects")) {
-            json_t *hv = json_object_get(c->sb->config_inject, name);
-            if (!c->is_connect || !json_array_size(hv) || !c->px->ca) {
-                refuse(c, 502, "error", "inject_unavailable",
-                       "%s: rule %s injects a header but its values are not here", host, name);
-                return;
-            }
-            c->inject_rule = rule;
-            c->inject_headers = json_incref(hv);
-        }
-        if (json_is_true(json_object_get(rule, "audit")))
-            snprintf(c->audit_rule, sizeof(c->audit_rule), "%s", name);
-    }
-    if (own && !egress_policy_allows(pol, host)) {
-        refuse(c, 403, "denied", "host_not_allowed", "%s is not in this sandbox's egress %s",
-               host, pol->mode == EGRESS_MODE_PRESET ? "preset" : "allowlist");
-        return;
-    }
-    if (!egress_operator_host_allowed(c->px->op, host) &&
-        !egress_operator_may_allow_by_address(c->px->op)) {
-        refuse(c, 403, "denied", "operator_default_deny",
-               "%s is not in the operator's allow_out", host);
-        return;
-    }
-    c->state = ST_RESOLVING;
-    stop_timer(c);
-    c->timer = loop_timer_add(c->px->loop, EGRESS_RESOLVE_TIMEOUT_MS, on_resolve_timeout, c);
-    c->lookup = egress_resolve(c->px->resolver, host, resolved, c);
+    egress_conn_refuse(c, 502, "error", "connect_failed", "%s: %s", c->host, msg);
 }
 
 /* --- the request head ------------------------------------------------------------- */
@@ -855,7 +609,7 @@ static void head_data(struct egress_conn *c, const uint8_t *p, size_t len)
     size_t take = len < room ? len : room;
     memcpy(c->head + c->rh.len, p, take);
     if (reqhead_feed(&c->rh, take, &err) < 0) {
-        refuse(c, 400, "denied", "bad_request", "%s", err.msg);
+        egress_conn_refuse(c, 400, "denied", "bad_request", "%s", err.msg);
         return;
     }
     if (c->rh.done) {
@@ -866,14 +620,13 @@ static void head_data(struct egress_conn *c, const uint8_t *p, size_t len)
         if (len > take)
             up_append(c, p + take, len - take);
         c->precredited = c->up_len;
-        decide(c);
+        egress_conn_decide(c);
     }
 }
 
 /* --- the stream ----------------------------------------------------------------------- */
 
-static void st_data(struct chan_stream *st, unsigned ch, const uint8_t *buf, size_t len,
-                    void *data)
+static void st_data(struct chan_stream *st, unsigned ch, const uint8_t *buf, size_t len, void *data)
 {
     struct egress_conn *c = data;
     struct sbx_err err = {0};
@@ -975,8 +728,8 @@ static void on_head_timeout(struct loop *l, void *data)
 {
     struct egress_conn *c = data;
     c->timer = NULL;
-    refuse(c, 408, "denied", "request_timeout", "no complete request in %d ms",
-           EGRESS_HEAD_TIMEOUT_MS);
+    egress_conn_refuse(c, 408, "denied", "request_timeout", "no complete request in %d ms",
+                       EGRESS_HEAD_TIMEOUT_MS);
 }
 
 int egress_stream_open(struct sandbox *sb, struct chan_stream *st, json_t *request,
@@ -989,8 +742,7 @@ int egress_stream_open(struct sandbox *sb, struct chan_stream *st, json_t *reque
         return sbx_err_set(err, EINVAL, "unknown_op", "sbxd accepts only op \"egress\"");
     if (count_for(px, sb) >= EGRESS_CONNS_PER_SANDBOX)
         return sbx_err_set(err, EBUSY, "too_many_streams",
-                           "at most %d egress connections per sandbox",
-                           EGRESS_CONNS_PER_SANDBOX);
+                           "at most %d egress connections per sandbox", EGRESS_CONNS_PER_SANDBOX);
     struct egress_conn *c = sbx_xcalloc(1, sizeof(*c));
     c->px = px;
     c->st = st;

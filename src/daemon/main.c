@@ -109,6 +109,30 @@ static int egress_start(struct sbxd *d, struct sbx_err *err)
     return 0;
 }
 
+/* sbxd backup [--data-dir DIR] DEST: an online copy of the store, while sbxd runs. */
+static int backup(int argc, char **argv)
+{
+    struct sbxd_config cfg = {0};
+    struct sbx_err err = {0};
+    struct store *st = NULL;
+    int r = config_load(&cfg, argc - 2, argv + 1, &err);
+    if (r == 0) {
+        _cleanup_free_ char *db = sbx_xasprintf("%s/sbx.db", cfg.data_dir);
+        r = store_open(db, &st, &err);
+        if (r == 0)
+            r = store_backup(st, argv[argc - 1], &err);
+    }
+    store_free(st);
+    config_free(&cfg);
+    if (r < 0) {
+        fprintf(stderr, "sbxd backup: %s\n", err.msg);
+        return 1;
+    }
+    if (r == 0) /* 1: --help was printed */
+        printf("sbxd backup: the store is copied to %s\n", argv[argc - 1]);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct sbxd d = {0};
@@ -119,6 +143,8 @@ int main(int argc, char **argv)
         sbxd_routes_print(stdout);
         return 0;
     }
+    if (argc >= 3 && !strcmp(argv[1], "backup"))
+        return backup(argc, argv);
     int r = config_load(&d.cfg, argc, argv, &err);
     if (r != 0)
         config_free(&d.cfg);

@@ -10,7 +10,6 @@
 #include "../../common/util.h"
 #include "store_internal.h"
 
-
 static const char schema[] =
     "CREATE TABLE IF NOT EXISTS keys("
     "  id TEXT PRIMARY KEY, user TEXT NOT NULL, role TEXT NOT NULL, tool_level TEXT NOT NULL,"
@@ -26,15 +25,9 @@ static const char schema[] =
 
 /* Each part of the store brings its own tables; all are created on open. */
 static const char *const *const store_schemas[] = {
-    (const char *const[]){schema},
-    &store_exec_schema,
-    &store_idem_schema,
-    &store_audit_schema,
-    &store_egress_schema,
-    &store_meta_schema,
-    &store_skill_schema,
-    &store_usage_schema,
-    &store_config_schema,
+    (const char *const[]){schema}, &store_exec_schema,   &store_idem_schema,
+    &store_audit_schema,           &store_egress_schema, &store_meta_schema,
+    &store_skill_schema,           &store_usage_schema,  &store_config_schema,
 };
 
 int store_db_err(struct store *s, struct sbx_err *err, const char *what)
@@ -55,8 +48,9 @@ static int add_missing_columns(struct store *s, char **msg)
 {
     for (size_t i = 0; i < SBX_ARRAY_SIZE(added_columns); i++) {
         sqlite3_stmt *st;
-        _cleanup_free_ char *q = sbx_xasprintf("SELECT 1 FROM pragma_table_info('%s') WHERE name='%s'",
-                                               added_columns[i].table, added_columns[i].column);
+        _cleanup_free_ char *q =
+            sbx_xasprintf("SELECT 1 FROM pragma_table_info('%s') WHERE name='%s'",
+                          added_columns[i].table, added_columns[i].column);
         int rc = sqlite3_prepare_v2(s->db, q, -1, &st, NULL);
         if (rc != SQLITE_OK)
             return rc;
@@ -66,9 +60,9 @@ static int add_missing_columns(struct store *s, char **msg)
             continue;
         if (rc != SQLITE_DONE)
             return rc;
-        _cleanup_free_ char *alter = sbx_xasprintf("ALTER TABLE %s ADD COLUMN %s %s",
-                                                   added_columns[i].table, added_columns[i].column,
-                                                   added_columns[i].decl);
+        _cleanup_free_ char *alter =
+            sbx_xasprintf("ALTER TABLE %s ADD COLUMN %s %s", added_columns[i].table,
+                          added_columns[i].column, added_columns[i].decl);
         rc = sqlite3_exec(s->db, alter, NULL, NULL, msg);
         if (rc != SQLITE_OK)
             return rc;
@@ -76,12 +70,61 @@ static int add_missing_columns(struct store *s, char **msg)
     return SQLITE_OK;
 }
 
+/* A store damaged by a crash or a full disk is refused at start, not written on. */
+static int check_integrity(struct store *s, const char *path, struct sbx_err *err)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db, "PRAGMA integrity_check(1)", -1, &st, NULL) != SQLITE_OK)
+        return store_db_err(s, err, "checking the store");
+    int r = 0;
+    if (sqlite3_step(st) != SQLITE_ROW) {
+        r = store_db_err(s, err, "checking the store");
+    } else {
+        const char *v = (const char *)sqlite3_column_text(st, 0);
+        if (!v || strcmp(v, "ok"))
+            r = sbx_err_set(err, EIO, "store_damaged",
+                            "the store %s is damaged (%.200s): restore a copy made with "
+                            "`sbxd backup`",
+                            path, v ? v : "no answer");
+    }
+    sqlite3_finalize(st);
+    return r;
+}
+
+int store_backup(struct store *s, const char *dest, struct sbx_err *err)
+{
+    if (access(dest, F_OK) == 0)
+        return sbx_err_set(err, EEXIST, "invalid_request", "%s exists: name a new file", dest);
+    _cleanup_free_ char *tmp = sbx_xasprintf("%s.tmp", dest);
+    (void)unlink(tmp);
+    sqlite3 *out = NULL;
+    int rc = sqlite3_open_v2(tmp, &out, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    sqlite3_backup *b = rc == SQLITE_OK ? sqlite3_backup_init(out, "main", s->db, "main") : NULL;
+    if (b) {
+        /* Page by page, so sbxd's own writes (WAL) go on between the steps. */
+        while ((rc = sqlite3_backup_step(b, 256)) == SQLITE_OK || rc == SQLITE_BUSY ||
+               rc == SQLITE_LOCKED)
+            if (rc != SQLITE_OK)
+                sqlite3_sleep(20);
+        rc = sqlite3_backup_finish(b) == SQLITE_OK && rc == SQLITE_DONE ? SQLITE_OK : rc;
+    }
+    int r = 0;
+    if (!b || rc != SQLITE_OK)
+        r = sbx_err_set(err, EIO, "internal", "backing up to %s: %s", dest,
+                        out ? sqlite3_errmsg(out) : sqlite3_errstr(rc));
+    sqlite3_close_v2(out);
+    if (r == 0 && rename(tmp, dest) < 0)
+        r = sbx_err_sys(err, errno, "renaming %s to %s", tmp, dest);
+    if (r < 0)
+        (void)unlink(tmp);
+    return r;
+}
+
 int store_open(const char *path, struct store **out, struct sbx_err *err)
 {
     struct store *s = sbx_xcalloc(1, sizeof(*s));
-    int rc = sqlite3_open_v2(path, &s->db,
-                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
-                             NULL);
+    int rc = sqlite3_open_v2(
+        path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, NULL);
     if (rc != SQLITE_OK) {
         int r = sbx_err_set(err, EIO, "internal", "opening %s: %s", path,
                             s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
@@ -93,6 +136,13 @@ int store_open(const char *path, struct store **out, struct sbx_err *err)
                       "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
                       "PRAGMA busy_timeout=5000; PRAGMA foreign_keys=ON;",
                       NULL, NULL, &msg);
+    if (rc == SQLITE_OK) {
+        int r = check_integrity(s, path, err);
+        if (r < 0) {
+            store_free(s);
+            return r;
+        }
+    }
     for (size_t i = 0; rc == SQLITE_OK && i < SBX_ARRAY_SIZE(store_schemas); i++)
         rc = sqlite3_exec(s->db, *store_schemas[i], NULL, NULL, &msg);
     if (rc == SQLITE_OK)
@@ -118,7 +168,7 @@ void store_free(struct store *s)
 
 /* Prepare, bind text/int arguments from a format ("t" text, "i" int64), step once. */
 int store_prepare(struct store *s, const char *sql, sqlite3_stmt **st, struct sbx_err *err,
-                   const char *types, ...)
+                  const char *types, ...)
 {
     if (sqlite3_prepare_v2(s->db, sql, -1, st, NULL) != SQLITE_OK)
         return store_db_err(s, err, "prepare");
@@ -160,11 +210,12 @@ void store_col_text(sqlite3_stmt *st, int col, char *dst, size_t cap)
 int store_key_insert(struct store *s, const struct store_key *k, struct sbx_err *err)
 {
     sqlite3_stmt *st;
-    int r = store_prepare(s, "INSERT INTO keys(id,user,role,tool_level,hash,created_at,scope) "
-                       "VALUES(?,?,?,?,?,?,?)",
-                    &st, err, "tttttit", k->id, k->user, auth_role_name(k->role),
-                    auth_tool_level_name(k->tool_level), k->hash, k->created_at,
-                    auth_scope_name(k->scope));
+    int r = store_prepare(s,
+                          "INSERT INTO keys(id,user,role,tool_level,hash,created_at,scope) "
+                          "VALUES(?,?,?,?,?,?,?)",
+                          &st, err, "tttttit", k->id, k->user, auth_role_name(k->role),
+                          auth_tool_level_name(k->tool_level), k->hash, k->created_at,
+                          auth_scope_name(k->scope));
     if (r < 0)
         return r;
     r = sqlite3_step(st) == SQLITE_DONE ? 0 : store_db_err(s, err, "insert key");
@@ -193,7 +244,7 @@ int store_key_get(struct store *s, const char *id, struct store_key *out, struct
 {
     sqlite3_stmt *st;
     int r = store_prepare(s, "SELECT " KEY_COLS " FROM keys WHERE id=? AND deleted_at IS NULL", &st,
-                    err, "t", id);
+                          err, "t", id);
     if (r < 0)
         return r;
     int rc = sqlite3_step(st);
@@ -213,9 +264,9 @@ int store_key_delete(struct store *s, const char *id, struct sbx_err *err)
 {
     sqlite3_stmt *st;
     int r = store_prepare(s,
-                    "UPDATE keys SET deleted_at=strftime('%s','now') "
-                    "WHERE id=? AND deleted_at IS NULL",
-                    &st, err, "t", id);
+                          "UPDATE keys SET deleted_at=strftime('%s','now') "
+                          "WHERE id=? AND deleted_at IS NULL",
+                          &st, err, "t", id);
     if (r < 0)
         return r;
     if (sqlite3_step(st) != SQLITE_DONE)
@@ -229,8 +280,9 @@ int store_key_delete(struct store *s, const char *id, struct sbx_err *err)
 int store_key_each(struct store *s, store_key_cb cb, void *data, struct sbx_err *err)
 {
     sqlite3_stmt *st;
-    int r = store_prepare(s, "SELECT " KEY_COLS " FROM keys WHERE deleted_at IS NULL ORDER BY created_at, id",
-                    &st, err, "");
+    int r = store_prepare(
+        s, "SELECT " KEY_COLS " FROM keys WHERE deleted_at IS NULL ORDER BY created_at, id", &st,
+        err, "");
     if (r < 0)
         return r;
     int rc;
@@ -297,13 +349,13 @@ static void row_to_sandbox(sqlite3_stmt *st, struct store_sandbox *sb)
 int store_sandbox_insert(struct store *s, const struct store_sandbox *sb, struct sbx_err *err)
 {
     sqlite3_stmt *st;
-    int r = store_prepare(s, "INSERT INTO sandboxes(" SB_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    &st, err, "tttttttttiiiitiiii", sb->id, sb->user, sb->key_id, sb->status,
-                    sb->backend, sb->runtime, sb->template_name, sb->template_digest,
-                    sb->env_json ? sb->env_json : "{}", sb->ttl_seconds, sb->created_at,
-                    sb->expires_at, sb->ended_at, sb->end_reason[0] ? sb->end_reason : NULL,
-                    sb->memory_mb, sb->pids, sb->cpu_millicores,
-                    (long long)sb->enable_default_session);
+    int r = store_prepare(
+        s, "INSERT INTO sandboxes(" SB_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", &st,
+        err, "tttttttttiiiitiiii", sb->id, sb->user, sb->key_id, sb->status, sb->backend,
+        sb->runtime, sb->template_name, sb->template_digest, sb->env_json ? sb->env_json : "{}",
+        sb->ttl_seconds, sb->created_at, sb->expires_at, sb->ended_at,
+        sb->end_reason[0] ? sb->end_reason : NULL, sb->memory_mb, sb->pids, sb->cpu_millicores,
+        (long long)sb->enable_default_session);
     if (r < 0)
         return r;
     r = sqlite3_step(st) == SQLITE_DONE ? 0 : store_db_err(s, err, "insert sandbox");
@@ -336,8 +388,8 @@ int store_sandbox_set_status(struct store *s, const char *id, const char *status
 {
     bool ended = !strcmp(status, SANDBOX_DESTROYED) || !strcmp(status, SANDBOX_FAILED);
     sqlite3_stmt *st;
-    int r = store_prepare(s, "UPDATE sandboxes SET status=?, ended_at=?, end_reason=? WHERE id=?", &st,
-                    err, "titt", status, ended ? now : 0, reason, id);
+    int r = store_prepare(s, "UPDATE sandboxes SET status=?, ended_at=?, end_reason=? WHERE id=?",
+                          &st, err, "titt", status, ended ? now : 0, reason, id);
     if (r < 0)
         return r;
     r = sqlite3_step(st) == SQLITE_DONE ? 0 : store_db_err(s, err, "update sandbox");
@@ -379,10 +431,10 @@ int store_sandbox_each_live(struct store *s, const char *user, store_sandbox_cb 
 {
     sqlite3_stmt *st;
     int r = store_prepare(s,
-                    "SELECT " SB_COLS " FROM sandboxes "
-                    "WHERE status IN ('creating','running','paused') "
-                    "AND (?1 IS NULL OR user=?1) ORDER BY created_at, id",
-                    &st, err, "t", user);
+                          "SELECT " SB_COLS " FROM sandboxes "
+                          "WHERE status IN ('creating','running','paused') "
+                          "AND (?1 IS NULL OR user=?1) ORDER BY created_at, id",
+                          &st, err, "t", user);
     if (r < 0)
         return r;
     int rc;
@@ -402,9 +454,9 @@ int store_sandbox_count_live(struct store *s, const char *user, const char *key_
 {
     sqlite3_stmt *st;
     int r = store_prepare(s,
-                    "SELECT count(*), coalesce(sum(key_id=?2),0) FROM sandboxes "
-                    "WHERE status IN ('creating','running') AND user=?1",
-                    &st, err, "tt", user, key_id);
+                          "SELECT count(*), coalesce(sum(key_id=?2),0) FROM sandboxes "
+                          "WHERE status IN ('creating','running') AND user=?1",
+                          &st, err, "tt", user, key_id);
     if (r < 0)
         return r;
     if (sqlite3_step(st) == SQLITE_ROW) {

@@ -16,6 +16,9 @@
 struct store;
 
 int store_open(const char *path, struct store **out, struct sbx_err *err);
+/* An online copy of the store at dest (a new file), taken with SQLite's backup API while
+ * sbxd may go on writing. */
+int store_backup(struct store *s, const char *dest, struct sbx_err *err);
 void store_free(struct store *s);
 
 struct store_key {

@@ -156,6 +156,8 @@ static void test_backend_desktop_limits(const char *dir)
         "{\"backend\":1}",
         "{\"template\":\"desktop\"}",
         "{\"limits\":{\"memory_mb\":1}}",
+        "{\"backend\":\"local\",\"network\":{\"deny_egress_by_default\":true}}",
+        "{\"backend\":\"local\",\"network\":{\"deny_out\":[\"10.0.0.0/8\"]}}",
     };
     for (size_t i = 0; i < SBX_ARRAY_SIZE(good) + SBX_ARRAY_SIZE(bad); i++) {
         bool ok = i < SBX_ARRAY_SIZE(good);

@@ -481,6 +481,18 @@ int config_doc_build(const struct secrets *sec, const struct config_ceilings *ce
         json_decref(net);
         return r;
     }
+    if (!strcmp(backend, "local") &&
+        (json_is_true(json_object_get(net, "deny_egress_by_default")) ||
+         json_array_size(json_object_get(net, "allow_out")) ||
+         json_array_size(json_object_get(net, "deny_out")) ||
+         json_array_size(json_object_get(net, "rules")))) {
+        /* Its sandboxes have the host's network and no egress proxy: nothing would hold. */
+        json_decref(limits);
+        json_decref(env);
+        json_decref(net);
+        json_decref(vol);
+        return BAD("backend local has the host's network: a network policy cannot be applied");
+    }
     json_t *image = json_object_get(stored, "skill_image");
     *out =
         json_pack("{s:s,s:s,s:o,s:I,s:I,s:b,s:b,s:o,s:s,s:o,s:o,s:O}", "backend", backend,

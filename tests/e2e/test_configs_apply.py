@@ -154,6 +154,10 @@ def test_a_backend_the_operator_did_not_enable_is_refused():
     rt = [x for x in r["checks"] if x["name"] == "runtime"][0]
     assert r["ok"] is False and r["provider"] == "local", r
     assert rt["ok"] is False and rt["reason"] == "backend_not_enabled", rt
+    assert r["capabilities"]["egress_policy"] is False, r  # local has the host's network
+    r = c.ok("POST", "/v1/system/sandbox-check", {"config": {
+        "backend": "local", "network": {"deny_egress_by_default": True}}})
+    assert r["ok"] is False and r["checks"][0]["name"] == "config", r
 
 
 # --- desktop_enabled -------------------------------------------------------------------

@@ -207,7 +207,9 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
          * ticket to expire. Never set them in production. */
         (r = env_num("SBX_TEST_TERMINAL_IDLE_MS", idle_s * 1000, 1, 86400000,
                      &cfg->terminal_idle_ms, err)) < 0 ||
-        (r = env_num("SBX_TEST_TICKET_TTL_MS", 120000, 1, 120000, &cfg->ticket_ttl_ms, err)) < 0)
+        (r = env_num("SBX_TEST_TICKET_TTL_MS", 120000, 1, 120000, &cfg->ticket_ttl_ms, err)) < 0 ||
+        (r = env_num("SBX_TEST_TERMINAL_IDLE_UNIT_MS", 1000, 1, 1000, &cfg->terminal_idle_unit_ms,
+                     err)) < 0)
         return r;
     cfg->terminal_origins = split_list(getenv("SBX_TERMINAL_ORIGINS"));
     cfg->cors_origins = split_list(getenv("SBX_CORS_ORIGINS"));

@@ -50,6 +50,9 @@ struct sbxd_config {
     long long terminal_idle_ms; /* SBX_TERMINAL_IDLE_SECONDS, 900 (60..86400) */
     long long terminal_grace_s; /* SBX_TERMINAL_GRACE_SECONDS, 300 (0..86400) */
     long long ticket_ttl_ms;    /* 120 s */
+    /* What one second of a configuration's terminal_idle_disconnect_sec lasts, in ms
+     * (1000; SBX_TEST_TERMINAL_IDLE_UNIT_MS, a test knob). */
+    long long terminal_idle_unit_ms;
     /* MCP (docs/mcp.md). */
     char **mcp_origins; /* SBX_MCP_ORIGINS: browser Origins allowed at /mcp (default none) */
     char **mcp_hosts;   /* SBX_MCP_HOSTS: Host names allowed besides loopback and the listen

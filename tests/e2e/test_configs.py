@@ -124,6 +124,8 @@ def test_create_read_list_replace_delete_with_secrets_masked():
 BAD_CONFIGS = [
     {"nope": 1},
     {"backend": "docker"},
+    {"backend": "namespaces"},  # not enabled on this daemon (test_configs_apply: enabled)
+    {"template": "desktop"},  # needs desktop_enabled
     {"template": "../etc"},
     {"limits": {"memory_mb": 10 ** 9}},
     {"limits": {"disk": 1}},
@@ -528,7 +530,7 @@ def test_probe_shallow_checks_and_bad_parameters():
     assert ext["ok"] is None and ext["reason"] == "skipped_by_policy", ext
     for x in r["checks"]:
         assert set(x) == {"name", "ok", "message", "reason", "latency_ms"}, x
-    assert r["capabilities"]["pause"] is True and r["capabilities"]["l7_inject"] is False
+    assert r["capabilities"]["pause"] is True and r["capabilities"]["l7_inject"] is True
     # A probe that fails is 200 with ok false.
     r = c.ok("POST", "/v1/system/sandbox-check", {"config": {"template": "nosuchtemplate"}})
     assert r["ok"] is False, r

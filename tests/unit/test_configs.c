@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../../src/common/util.h"
 #include "../../src/daemon/configs/config_doc.h"
 #include "../../src/daemon/configs/secrets.h"
 #include "../../src/daemon/egress/mitm_ca.h"
@@ -138,6 +139,43 @@ static void test_document(const char *dir)
     secrets_free(s);
 }
 
+/* What a document says of the backend, the desktop and limits left at the daemon's. */
+static void test_backend_desktop_limits(const char *dir)
+{
+    struct secrets *s = NULL;
+    struct sbx_err err = {0};
+    secrets_open(dir, &s, &err);
+    static const char *const good[] = {
+        "{\"backend\":\"namespaces\"}",
+        "{\"backend\":\"local\"}",
+        "{\"template\":\"desktop\",\"desktop_enabled\":true}",
+        "{\"limits\":{\"memory_mb\":0,\"pids\":0,\"cpu_millicores\":0}}",
+    };
+    static const char *const bad[] = {
+        "{\"backend\":\"docker\"}",
+        "{\"backend\":1}",
+        "{\"template\":\"desktop\"}",
+        "{\"limits\":{\"memory_mb\":1}}",
+        "{\"backend\":\"local\",\"network\":{\"deny_egress_by_default\":true}}",
+        "{\"backend\":\"local\",\"network\":{\"deny_out\":[\"10.0.0.0/8\"]}}",
+    };
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(good) + SBX_ARRAY_SIZE(bad); i++) {
+        bool ok = i < SBX_ARRAY_SIZE(good);
+        const char *text = ok ? good[i] : bad[i - SBX_ARRAY_SIZE(good)];
+        json_t *in = json_loads(text, 0, NULL), *doc = NULL;
+        memset(&err, 0, sizeof(err));
+        int r = config_doc_build(s, &CEIL, "cfg_1", in, NULL, &doc, &err);
+        CHECK(ok ? r == 0 : r < 0 && !strcmp(err.code, "invalid_sandbox_config"), "%s: %s %.100s",
+              text, ok ? "taken" : "refused", err.msg);
+        if (doc && i == 0)
+            CHECK(!strcmp(json_string_value(json_object_get(doc, "backend")), "namespaces"),
+                  "the backend is stored");
+        json_decref(doc);
+        json_decref(in);
+    }
+    secrets_free(s);
+}
+
 static void test_rule_order(void)
 {
     json_t *j =
@@ -215,6 +253,7 @@ int main(void)
         return 2;
     test_secrets(d1, d2);
     test_document(d1);
+    test_backend_desktop_limits(d1);
     test_rule_order();
     test_mitm_ca(d2);
     char cmd[128];

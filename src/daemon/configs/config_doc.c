@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../../common/util.h"
+#include "../../runtime/rt.h"
 #include "../egress/policy.h"
 #include "../sandbox/params.h"
 #include "../sandbox/template.h"
@@ -75,12 +76,22 @@ static int build_limits(json_t *in, const struct config_ceilings *ceil, json_t *
         if (strcmp(k, "memory_mb") && strcmp(k, "pids") && strcmp(k, "cpu_millicores"))
             return BAD("limits.%.64s is not a limit (memory_mb, pids, cpu_millicores)", k);
     }
+    /* 0 is the daemon's own limit, as answers show it: a document read back saves again. */
+    json_t *given = json_object();
+    json_object_foreach(l, k, v)
+    {
+        if (!json_is_integer(v) || json_integer_value(v) != 0)
+            json_object_set(given, k, v);
+    }
     long long mem, pids, cpu;
     int r;
-    if ((r = get_int(l, "memory_mb", 64, ceil->memory_mb, 0, &mem, err)) < 0 ||
-        (r = get_int(l, "pids", 16, ceil->pids, 0, &pids, err)) < 0 ||
-        (r = get_int(l, "cpu_millicores", 100, ceil->cpu_millicores, 0, &cpu, err)) < 0)
+    if ((r = get_int(given, "memory_mb", 64, ceil->memory_mb, 0, &mem, err)) < 0 ||
+        (r = get_int(given, "pids", 16, ceil->pids, 0, &pids, err)) < 0 ||
+        (r = get_int(given, "cpu_millicores", 100, ceil->cpu_millicores, 0, &cpu, err)) < 0) {
+        json_decref(given);
         return sbx_err_wrap(err, "limits (at most this host's)");
+    }
+    json_decref(given);
     *out = json_pack("{s:I,s:I,s:I}", "memory_mb", (json_int_t)mem, "pids", (json_int_t)pids,
                      "cpu_millicores", (json_int_t)cpu);
     return 0;
@@ -425,8 +436,12 @@ int config_doc_build(const struct secrets *sec, const struct config_ceilings *ce
             return BAD("config.%.64s is not a configuration field", k);
     }
     v = json_object_get(in, "backend");
-    if (v && !json_is_null(v) && (!json_is_string(v) || strcmp(json_string_value(v), "gvisor")))
-        return BAD("backend must be \"gvisor\" (the one this host runs)");
+    const char *backend = "gvisor";
+    if (v && !json_is_null(v)) {
+        if (!rt_backend_find(json_string_value(v)))
+            return BAD("backend must be \"gvisor\", \"namespaces\" or \"local\"");
+        backend = rt_backend_find(json_string_value(v))->name;
+    }
     v = json_object_get(in, "template");
     const char *tpl = "base";
     if (v && !json_is_null(v)) {
@@ -450,6 +465,8 @@ int config_doc_build(const struct secrets *sec, const struct config_ceilings *ce
         (r = get_bool(in, "desktop_enabled", &desktop, err)) < 0 ||
         (r = get_bool(in, "allow_private_endpoints", &priv, err)) < 0)
         return r;
+    if (!desktop && !strcmp(tpl, CONFIG_DESKTOP_TEMPLATE))
+        return BAD("template %s needs desktop_enabled true", CONFIG_DESKTOP_TEMPLATE);
     if (idle && idle < CONFIG_TERMINAL_IDLE_MIN)
         return BAD("terminal_idle_disconnect_sec must be 0 (%d) or from %d to %d",
                    CONFIG_TERMINAL_IDLE_DEFAULT, CONFIG_TERMINAL_IDLE_MIN,
@@ -464,9 +481,21 @@ int config_doc_build(const struct secrets *sec, const struct config_ceilings *ce
         json_decref(net);
         return r;
     }
+    if (!strcmp(backend, "local") &&
+        (json_is_true(json_object_get(net, "deny_egress_by_default")) ||
+         json_array_size(json_object_get(net, "allow_out")) ||
+         json_array_size(json_object_get(net, "deny_out")) ||
+         json_array_size(json_object_get(net, "rules")))) {
+        /* Its sandboxes have the host's network and no egress proxy: nothing would hold. */
+        json_decref(limits);
+        json_decref(env);
+        json_decref(net);
+        json_decref(vol);
+        return BAD("backend local has the host's network: a network policy cannot be applied");
+    }
     json_t *image = json_object_get(stored, "skill_image");
     *out =
-        json_pack("{s:s,s:s,s:o,s:I,s:I,s:b,s:b,s:o,s:s,s:o,s:o,s:O}", "backend", "gvisor",
+        json_pack("{s:s,s:s,s:o,s:I,s:I,s:b,s:b,s:o,s:s,s:o,s:o,s:O}", "backend", backend,
                   "template", tpl, "limits", limits, "default_timeout_sec", (json_int_t)timeout,
                   "terminal_idle_disconnect_sec", (json_int_t)idle, "desktop_enabled", desktop,
                   "allow_private_endpoints", priv, "env_vars", env, "skill_rollout", rollout,
@@ -496,7 +525,7 @@ json_t *config_doc_masked(const json_t *stored)
     if (json_is_object(vol)) {
         json_object_set_new(vol, "supported", json_false());
         json_object_set_new(vol, "reason",
-                            json_string("the gvisor backend mounts only the sandbox's own "
+                            json_string("sbx's backends mount only the sandbox's own "
                                         "workspace"));
     }
     return o;

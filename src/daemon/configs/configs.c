@@ -124,14 +124,18 @@ int configs_apply(struct configs *c, const struct auth_identity *who, const char
     json_t *h = json_object();
     *hold = h;
     const char *tpl = json_string_value(json_object_get(doc, "template"));
+    const char *backend = json_string_value(json_object_get(doc, "backend"));
     if (id)
         json_object_set_new(h, "id", json_string(id));
     json_object_set_new(h, "template", json_string(tpl));
+    json_object_set_new(h, "runtime", json_string(backend));
     json_t *limits = json_object_get(doc, "limits");
     long long ttl = json_integer_value(json_object_get(doc, "default_timeout_sec"));
     json_t *env = NULL;
     if (p->template_given && strcmp(p->template_name, tpl)) {
         r = WIDENED("template is %s in configuration %s", tpl, id);
+    } else if (p->runtime && strcmp(p->runtime, backend)) {
+        r = WIDENED("runtime is %s in configuration %s", backend, id ? id : "(probe)");
     } else if (p->ttl_given && ttl && p->ttl_seconds > ttl) {
         r = WIDENED("ttl_seconds: the configuration allows at most %lld", ttl);
     } else if ((r = narrow_limit("memory_mb", p->memory_mb,
@@ -199,6 +203,10 @@ int configs_apply(struct configs *c, const struct auth_identity *who, const char
         p->config_id = json_string_value(json_object_get(h, "id"));
         p->config_applied = true;
         p->template_name = json_string_value(json_object_get(h, "template"));
+        p->runtime = json_string_value(json_object_get(h, "runtime"));
+        p->terminal_idle_sec =
+            json_integer_value(json_object_get(doc, "terminal_idle_disconnect_sec"));
+        p->desktop_disabled = !json_is_true(json_object_get(doc, "desktop_enabled"));
         p->config_env = json_object_get(h, "config_env");
         p->config_inject = json_object_get(h, "config_inject");
         p->config_env_sealed = json_string_value(json_object_get(h, "sealed_env"));
@@ -209,6 +217,16 @@ int configs_apply(struct configs *c, const struct auth_identity *who, const char
     free(sealed);
     json_decref(inject);
     json_decref(env);
+    return r;
+}
+
+int configs_check_backend(struct configs *c, const json_t *doc, struct sbx_err *err)
+{
+    const char *name;
+    int r = manager_runtime_pick(c->mgr, json_string_value(json_object_get(doc, "backend")), &name,
+                                 err);
+    if (r < 0)
+        snprintf(err->code, sizeof(err->code), "invalid_sandbox_config");
     return r;
 }
 

@@ -61,6 +61,9 @@ void configs_unlock(struct configs *c, const char *id, const char *owner);
 int configs_apply(struct configs *c, const struct auth_identity *who, const char *id,
                   const json_t *doc, struct sandbox_params *p, json_t **hold, struct sbx_err *err);
 
+/* The document's backend is one this daemon runs (invalid_sandbox_config, 400). */
+int configs_check_backend(struct configs *c, const json_t *doc, struct sbx_err *err);
+
 /* The env a user's sandbox from this configuration gets: the configuration's values,
  * then the workspace's skill values, the user's own sandbox values, the user's skill
  * values (each overriding the one before). A new object of clear values. */

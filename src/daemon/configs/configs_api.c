@@ -77,6 +77,8 @@ static void api_configs_create(struct sbxd *d, struct http_req *req)
     if (r == 0)
         r = config_doc_build(d->configs->secrets, &d->configs->ceil, l.rec.id, config, NULL, &doc,
                              &err);
+    if (r == 0)
+        r = configs_check_backend(d->configs, doc, &err);
     if (r == 0) {
         l.rec.name = sbx_xstrdup(name);
         l.rec.description = sbx_xstrdup(description);
@@ -189,12 +191,15 @@ static void api_configs_put(struct sbxd *d, struct http_req *req)
     if ((r = configs_load(d->configs, id, &l, &err)) == 0 &&
         (r = config_doc_build(d->configs->secrets, &d->configs->ceil, id, config, l.doc, &doc,
                               &err)) == 0) {
-        /* What the sandboxes run is the backend and its template. */
-        bool identity = strcmp(json_string_value(json_object_get(doc, "backend")),
-                               json_string_value(json_object_get(l.doc, "backend"))) ||
-                        strcmp(json_string_value(json_object_get(doc, "template")),
-                               json_string_value(json_object_get(l.doc, "template")));
-        if (identity)
+        /* What the sandboxes run is the backend and its template. A backend kept as it
+         * was stays, even if the operator no longer enables it. */
+        bool backend = strcmp(json_string_value(json_object_get(doc, "backend")),
+                              json_string_value(json_object_get(l.doc, "backend")));
+        bool identity = backend || strcmp(json_string_value(json_object_get(doc, "template")),
+                                          json_string_value(json_object_get(l.doc, "template")));
+        if (backend)
+            r = configs_check_backend(d->configs, doc, &err);
+        if (r == 0 && identity)
             r = check_inventory(d, id, force, &err);
         if (r == 0) {
             free(l.rec.name);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "../../common/util.h"
+#include "../../runtime/rt.h"
 #include "../exec/exec.h"
 #include "../http/server.h"
 #include "../routes.h"
@@ -60,11 +61,14 @@ static bool runtime_found(const char *runsc)
     return false;
 }
 
-static json_t *capabilities(void)
+/* What sandboxes of the document can do here (its backend: gvisor when it did not parse). */
+static json_t *capabilities(const struct probe *p, const struct rt_backend *b)
 {
-    return json_pack("{s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b}", "pause", 1, "fork", 1, "terminal", 1,
-                     "preview", 1, "egress_policy", 1, "l7_inject", 0, "volume_mount", 0, "desktop",
-                     0);
+    return json_pack("{s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b}", "pause", 1, "fork", 1,
+                     "memory_snapshots", b->memory_snapshots, "terminal", 1, "preview", 1,
+                     "egress_policy", b->isolated, "l7_inject", p->d->configs->trust_bundle != NULL,
+                     "volume_mount", 0, "desktop",
+                     json_is_true(json_object_get(p->doc, "desktop_enabled")));
 }
 
 static void probe_finish(struct probe *p)
@@ -79,10 +83,14 @@ static void probe_finish(struct probe *p)
         {
             ok = ok && !json_is_false(json_object_get(c, "ok"));
         }
+        const struct rt_backend *b =
+            rt_backend_find(json_string_value(json_object_get(p->doc, "backend")));
+        if (!b)
+            b = rt_backend_find("gvisor");
         http_respond_json(p->req, 200,
                           json_pack("{s:s,s:b,s:s,s:O,s:o}", "object", "sandbox_check", "ok", ok,
-                                    "provider", "gvisor", "checks", p->checks, "capabilities",
-                                    capabilities()));
+                                    "provider", b->name, "checks", p->checks, "capabilities",
+                                    capabilities(p, b)));
     }
     json_decref(p->checks);
     json_decref(p->doc);
@@ -165,11 +173,16 @@ static void shallow_checks(struct probe *p)
 {
     const struct sbxd_config *cfg = &p->d->cfg;
     add_check(p->checks, "config", 1, "the configuration is valid", NULL, -1);
-    bool rt = runtime_found(cfg->runsc);
-    add_check(p->checks, "runtime", rt, rt ? "runsc found" : "runsc is not on this host",
-              rt ? NULL : "runtime_missing", -1);
-    struct template_info tpl;
     struct sbx_err err = {0};
+    const char *backend = json_string_value(json_object_get(p->doc, "backend"));
+    if (configs_check_backend(p->d->configs, p->doc, &err) < 0)
+        add_check(p->checks, "runtime", 0, err.msg, "backend_not_enabled", -1);
+    else if (!strcmp(backend, "gvisor") && !runtime_found(cfg->runsc))
+        add_check(p->checks, "runtime", 0, "runsc is not on this host", "runtime_missing", -1);
+    else
+        add_check(p->checks, "runtime", 1, "the backend is enabled on this host", NULL, -1);
+    struct template_info tpl;
+    memset(&err, 0, sizeof(err));
     long long t = sbx_now_ms();
     const char *name = json_string_value(json_object_get(p->doc, "template"));
     bool tok = template_resolve(cfg->template_cache, name, &tpl, &err) == 0;
@@ -187,7 +200,7 @@ static void shallow_checks(struct probe *p)
                   "not_probed", -1);
     json_t *vol = json_object_get(p->doc, "volume_mount");
     if (json_is_true(json_object_get(vol, "enabled")))
-        add_check(p->checks, "volume_mount", -1, "volume mounts are not supported by gvisor here",
+        add_check(p->checks, "volume_mount", -1, "volume mounts are not supported here",
                   "unsupported", -1);
 }
 

@@ -127,6 +127,7 @@ static const struct {
     {"env_var_not_declared", 400},
     {"full_access_required", 403},
     {"member_required", 403},
+    {"desktop_disabled", 403},
     {"sandbox_config_not_found", 404},
     {"env_var_not_found", 404},
     {"sandbox_config_exists", 409},

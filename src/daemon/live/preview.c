@@ -23,6 +23,7 @@
 #include "../http/reqhead.h"
 #include "../http/server.h"
 #include "../sandbox/channel.h"
+#include "../sandbox/params.h"
 
 enum conn_state {
     PS_HEAD,   /* reading the first request head */
@@ -823,6 +824,11 @@ int preview_link(struct previews *pv, const struct sandbox *sb, long long port,
     if (ttl_seconds < PREVIEW_TTL_MIN || ttl_seconds > PREVIEW_TTL_MAX)
         return sbx_err_set(err, EINVAL, "invalid_ttl", "ttl_seconds must be an integer %d..%d",
                            PREVIEW_TTL_MIN, PREVIEW_TTL_MAX);
+    if (port == SANDBOX_DESKTOP_PORT && sb->desktop_disabled)
+        return sbx_err_set(err, EPERM, "desktop_disabled",
+                           "port %d is the desktop's, and sandbox %s's configuration has "
+                           "desktop_enabled false",
+                           SANDBOX_DESKTOP_PORT, sb->rec.id);
     long long expires = sbx_wall_ms() / 1000 + ttl_seconds;
     char sig[SIGNURL_SIG_HEX_LEN + 1];
     sign(pv, sb->rec.id, (unsigned)port, expires, sig);

@@ -45,6 +45,7 @@ struct term_conn {
     size_t pending_len;
     uint32_t owed;       /* output credit held back while the WebSocket is behind */
     struct loop_timer *idle_t;
+    long long idle_ms; /* its sandbox's configuration's limit, else the daemon's */
     struct term_conn *next, *prev;
 };
 
@@ -148,7 +149,7 @@ static void conn_touch(struct term_conn *c)
 {
     if (c->idle_t)
         loop_timer_cancel(c->t->loop, c->idle_t);
-    c->idle_t = loop_timer_add(c->t->loop, c->t->cfg->terminal_idle_ms, conn_idle_cb, c);
+    c->idle_t = loop_timer_add(c->t->loop, c->idle_ms, conn_idle_cb, c);
 }
 
 /* Send the held client message once the agent's window allows it. */
@@ -325,6 +326,8 @@ void terminal_bridge(struct terminals *t, struct sandbox *sb, const char *pty_id
     c->t = t;
     snprintf(c->pty_id, sizeof(c->pty_id), "%s", pty_id);
     c->in_window = PROTO_WINDOW_INIT;
+    c->idle_ms = sb && sb->terminal_idle_sec ? sb->terminal_idle_sec * t->cfg->terminal_idle_unit_ms
+                                             : t->cfg->terminal_idle_ms;
     c->next = t->conns;
     if (c->next)
         c->next->prev = c;

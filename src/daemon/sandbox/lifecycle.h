@@ -29,10 +29,8 @@ struct manager {
 };
 
 /* runtimes.c: SBX_BACKEND's backends, each proved by a real start when the operator set
- * the list; then the one a create gets (asked: the request's runtime, or NULL). */
+ * the list (manager_runtime_pick, manager.h: the one a create gets). */
 int manager_runtimes_init(struct manager *m, struct sbx_err *err);
-int manager_runtime_pick(const struct manager *m, const char *asked, const char **out,
-                         struct sbx_err *err);
 
 /* manager.c: the registry and the sandbox object. */
 struct sandbox *sandbox_alloc(struct manager *m, const char *id);
@@ -50,6 +48,11 @@ void sandbox_egress_load(struct manager *m, struct sandbox *sb);
 /* The configuration's network policy (config_doc_network's form, NULL: none); one that
  * does not parse lets nothing out (-EINVAL). */
 int sandbox_network_set(struct sandbox *sb, json_t *network, struct sbx_err *err);
+/* A configuration's terminal idle limit (seconds, 0: the daemon's) and desktop refusal
+ * on sb, stored beside it; ..._load reads them back (a restart). */
+int sandbox_config_settings_set(struct manager *m, struct sandbox *sb, long long idle_sec,
+                                bool desktop_off, struct sbx_err *err);
+void sandbox_config_settings_load(struct manager *m, struct sandbox *sb);
 void sandbox_arm_ttl(struct manager *m, struct sandbox *sb);
 /* Run and forget the pending pause or fork callback (sb->op_cb), if any. */
 void sandbox_op_finish(struct sandbox *sb, const struct sbx_err *err);

@@ -94,6 +94,10 @@ struct sandbox {
     json_t *config_env;
     /* ... and its inject rules' headers in clear, {rule: [{header, value}]}, the same way. */
     json_t *config_inject;
+    /* ... and what it says of terminals (seconds, 0: the daemon's idle limit) and of the
+     * desktop, kept in the store's sandbox meta (STORE_META_TERMINAL_IDLE, _DESKTOP_OFF). */
+    long long terminal_idle_sec;
+    bool desktop_disabled;
     bool from_pool;       /* handed out ready by the warm pool (templates/pool.c) */
     bool from_warm_image; /* restored from its template's warm snapshot (templates/warm.c) */
     bool warm_holder;     /* paused to hold its template's warm snapshot: no pool member */
@@ -145,6 +149,10 @@ typedef int (*sandbox_stream_open_fn)(struct sandbox *sb, struct chan_stream *st
                                       struct sbx_err *err);
 void manager_set_stream_open(struct manager *m, sandbox_stream_open_fn fn, void *data);
 
+/* The execution backend a create gets (asked: the request's runtime, or NULL for the
+ * default): one the operator enabled, else invalid_runtime (400). */
+int manager_runtime_pick(const struct manager *m, const char *asked, const char **out,
+                         struct sbx_err *err);
 /* A create naming a configuration (p->config_id): fn fills p from it (template, TTL,
  * limits, env, network), refusing what would widen it; what it allocates for p goes in
  * *hold, which the manager drops once the create is done. Without one such creates are

@@ -19,6 +19,9 @@
  * beneath the workspace, and where the sandbox sees it. */
 #define SANDBOX_TRUST_FILE ".sbx-egress-ca.pem"
 #define SANDBOX_TRUST_PATH "/workspace/" SANDBOX_TRUST_FILE
+/* The desktop template's noVNC port (docs/templates.md), which a configuration with
+ * desktop_enabled false keeps closed to preview links. */
+#define SANDBOX_DESKTOP_PORT 6080
 
 struct sandbox_params {
     const char *template_name; /* validated name */
@@ -38,7 +41,9 @@ struct sandbox_params {
     json_t *config_inject;         /* ... its inject rules' headers in clear, borrowed */
     const char *config_env_sealed; /* ... both sealed, for the store */
     const char *trust_pem;         /* a CA bundle to write to SANDBOX_TRUST_FILE in the workspace */
-    const char *runtime;         /* an execution backend (docs/runtime.md), or NULL: the default */
+    long long terminal_idle_sec;   /* ... its terminals' idle limit; 0: the daemon's */
+    bool desktop_disabled;         /* ... no preview link to SANDBOX_DESKTOP_PORT */
+    const char *runtime; /* an execution backend (docs/runtime.md), or NULL: the default */
 };
 
 /* Checks shared by create and run. */

@@ -37,6 +37,7 @@ static void reconcile_one(const struct store_sandbox *rec, void *data)
                          NULL);
     (void)store_meta_get(m->store, rec->id, STORE_META_FALLBACK, sb->fallback, sizeof(sb->fallback),
                          NULL);
+    sandbox_config_settings_load(m, sb);
     if (sandbox_is_v1(sb)) {
         /* v1 keeps no machine between ops; one caught mid-op by the restart goes. */
         if (rt_alive(sb->state_dir))

@@ -207,6 +207,29 @@ void metrics_egress(const char *verdict, long long bytes_up, long long bytes_dow
     metrics_add(M_EGRESS_BYTES, labels, (double)bytes_down);
 }
 
+static struct {
+    metrics_gauges_fn fn;
+    void *data;
+} sources[METRICS_SOURCES_MAX];
+
+void metrics_gauges_add(metrics_gauges_fn fn, void *data)
+{
+    for (size_t i = 0; i < METRICS_SOURCES_MAX; i++) {
+        if (!sources[i].fn) {
+            sources[i].fn = fn;
+            sources[i].data = data;
+            return;
+        }
+    }
+}
+
+void metrics_gauges_remove(metrics_gauges_fn fn, void *data)
+{
+    for (size_t i = 0; i < METRICS_SOURCES_MAX; i++)
+        if (sources[i].fn == fn && sources[i].data == data)
+            sources[i].fn = NULL;
+}
+
 static void le_labels(char *dst, size_t cap, const char *labels, const char *le)
 {
     snprintf(dst, cap, "%s%sle=\"%s\"", labels, labels[0] ? "," : "", le);
@@ -242,6 +265,9 @@ void metrics_render(FILE *out, metrics_gauges_fn gauges, void *data)
     pthread_mutex_unlock(&lock);
     if (gauges)
         gauges(out, data);
+    for (size_t i = 0; i < METRICS_SOURCES_MAX; i++)
+        if (sources[i].fn)
+            sources[i].fn(out, sources[i].data);
 }
 
 void metrics_reset(void)

@@ -99,6 +99,36 @@ def test_a_process_still_running_when_its_sandbox_is_deleted_is_metered():
     assert total < 30000 and keys == {key_id: total}, (total, keys)
 
 
+def test_a_pause_ends_a_process_metering():
+    c, key_id = member("procpause")
+    sid = c.create_sandbox(ttl_seconds=600)["id"]
+    p = c.ok("POST", "/v1/sandboxes/%s/processes" % sid, {"command": "sleep 60"}, status=201)
+    time.sleep(1.2)
+    c.ok("POST", "/v1/sandboxes/%s/pause" % sid, timeout=120)
+    wait_for(lambda: usage("procpause")[0] >= 1200, 10, what="metered up to the pause")
+    paused = usage("procpause")[0]
+    time.sleep(1)
+    assert usage("procpause")[0] == paused, "a paused process does not count"
+    c.ok("POST", "/v1/sandboxes/%s/resume" % sid, timeout=120)
+    # It runs on after the resume; from there on only v2 running time covers it.
+    assert process(c, sid, p["id"])["status"] == "running"
+    c.delete_sandbox(sid)
+    assert usage("procpause")[0] == paused
+
+
+def test_a_v1_process_is_metered_for_its_op_only():
+    # A v1 machine lives for one op, so the process ends with its start: metered at
+    # once, and no machine is kept alive or booted to wait on it.
+    c, key_id = member("procv1")
+    sid = c.create_sandbox(backend="v1", ttl_seconds=600)["id"]
+    c.ok("POST", "/v1/sandboxes/%s/processes" % sid, {"command": "sleep 30"}, status=201)
+    wait_for(lambda: usage("procv1")[0] > 0, 10, what="metered at its start")
+    total, keys = usage("procv1")
+    assert total < 30000 and keys == {key_id: total}, (total, keys)
+    assert c.sh(sid, "echo still usable") == "still usable\n"
+    c.delete_sandbox(sid)
+
+
 # ---- E2B --------------------------------------------------------------------------------
 
 def _raw(method, path, headers, body=None, read=True):

@@ -5,6 +5,7 @@
 #include "../../common/util.h"
 #include "../billing/billing.h"
 #include "../sandbox/agentcall.h"
+#include "../sandbox/lifecycle.h"
 #include "../sandbox/manager.h"
 
 struct procmeter {
@@ -33,6 +34,10 @@ static void on_started(json_t *result, const struct sbx_err *err, void *data)
     if (err) {
         billing_exec_drop(&m->billing);
         free(m);
+    } else if (sandbox_is_v1(m->sb)) {
+        /* A v1 machine lives for one op: it stops now, and the process with it. A wait
+         * stream would keep it alive, or boot a fresh machine to wait on. */
+        on_ended(result, NULL, m);
     } else {
         struct sbx_err e = {0};
         json_t *op = json_pack("{s:s,s:s,s:b}", "op", "process_logs", "id",

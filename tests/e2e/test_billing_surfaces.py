@@ -16,6 +16,7 @@ import time
 
 import harness
 from harness import assert_error, wait_for
+from test_e2b import _envelopes
 
 DAILY_S = 4
 
@@ -145,15 +146,6 @@ def _raw(method, path, headers, body=None, read=True):
     out = r.read()
     conn.close()
     return r.status, out
-
-
-def _envelopes(data):
-    out = []
-    while data:
-        n = struct.unpack(">I", data[1:5])[0]
-        out.append((data[0], json.loads(data[5:5 + n])))
-        data = data[5 + n:]
-    return out
 
 
 def _start(envd, cmd, read=True):

@@ -27,7 +27,7 @@
 enum logs_mode {
     LOGS_SNAPSHOT, /* what is kept now, then EXIT */
     LOGS_FOLLOW,   /* what is kept, then live output until the logs end, then EXIT */
-    LOGS_WAIT,     /* nothing; EXIT once the process has exited (process_kill) */
+    LOGS_WAIT,     /* nothing; EXIT once the process has exited (process_kill, wait) */
 };
 
 struct log_stream;
@@ -572,8 +572,14 @@ int process_logs_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err 
     json_t *tail = json_object_get(req, "tail");
     if (tail && !json_is_boolean(tail))
         return sbx_err_set(err, EINVAL, "bad_request", "tail must be a boolean");
-    return logs_attach(a, id, p, json_is_true(f) ? LOGS_FOLLOW : LOGS_SNAPSHOT, json_is_true(tail),
-                       err);
+    json_t *wait = json_object_get(req, "wait");
+    if (wait && !json_is_boolean(wait))
+        return sbx_err_set(err, EINVAL, "bad_request", "wait must be a boolean");
+    /* wait: no output, only the EXIT once it has ended (how sbxd meters it). */
+    enum logs_mode mode = json_is_true(wait) ? LOGS_WAIT
+                          : json_is_true(f)  ? LOGS_FOLLOW
+                                             : LOGS_SNAPSHOT;
+    return logs_attach(a, id, p, mode, json_is_true(tail), err);
 }
 
 int process_input_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err)

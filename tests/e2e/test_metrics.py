@@ -110,6 +110,7 @@ def test_metrics_match_what_was_done():
     assert value(s, "sbx_egress_bytes_total", verdict="denied", direction="up") is not None
     assert value(s, "sbx_operation_duration_seconds_sum", op="exec") >= 0.6
     assert value(s, "sbx_store_statement_duration_seconds_count") > 0
+    assert value(s, "sbx_warm_pool_size") is None, "no pools without SBX_WARM_POOL"
     # No id ever becomes a label value.
     assert not any(sid in json.dumps(x[3]) for x in s), "a sandbox id leaked into a label"
 
@@ -153,3 +154,24 @@ def test_json_logs_name_request_user_and_sandbox():
     assert mine, [x for x in docs if sid in x["msg"]]
     assert mine[0]["request_id"] == r.headers["x-request-id"] and mine[0]["user"] == "logged", mine
     c.delete_sandbox(sid)
+
+
+def test_warm_pool_sizes():
+    """sbx_warm_pool_ready and sbx_warm_pool_size per template, from a daemon with a pool."""
+    with harness.Daemon(extra_env={"SBX_WARM_POOL": "base:1"}) as d:
+        admin = d.client()
+        s = wait_for(lambda: (lambda s: s if value(s, "sbx_warm_pool_ready", template="base")
+                              else None)(scrape(admin)), 120, what="the pool filled")
+        assert value(s, "sbx_warm_pool_ready", template="base") == 1
+        assert value(s, "sbx_warm_pool_size", template="base") == 1
+        fam = [x for x in s if x[2] in ("sbx_warm_pool_ready", "sbx_warm_pool_size")]
+        assert all(x[1] == "gauge" and x[3] == {"template": "base"} for x in fam), fam
+        # A create takes the ready one; the pool refills to its size.
+        c = d.client(admin.create_key("pooled", "member", "sandbox")["key"])
+        sid = c.create_sandbox(ttl_seconds=600)["id"]
+        s = wait_for(lambda: (lambda s: s if value(s, "sbx_warm_pool_ready", template="base")
+                              else None)(scrape(admin)), 120, what="the pool refilled")
+        assert value(s, "sbx_warm_pool_size", template="base") == 1
+        assert value(s, "sbx_sandboxes", state="running") == 2, \
+            [x for x in s if x[2] == "sbx_sandboxes"]
+        c.delete_sandbox(sid)

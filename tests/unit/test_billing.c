@@ -145,6 +145,31 @@ static void test_metrics_page(void)
     metrics_reset();
 }
 
+static void put_gauge(FILE *out, void *data)
+{
+    fprintf(out, "sbx_test_gauge %d\n", *(int *)data);
+}
+
+static void test_metrics_sources(void)
+{
+    int v = 7;
+    char *text = NULL;
+    size_t len = 0;
+    metrics_gauges_add(put_gauge, &v);
+    FILE *f = open_memstream(&text, &len);
+    metrics_render(f, NULL, NULL);
+    fclose(f);
+    CHECK(strstr(text, "sbx_test_gauge 7\n") != NULL, "a registered source is written");
+    free(text);
+    metrics_gauges_remove(put_gauge, &v);
+    text = NULL;
+    f = open_memstream(&text, &len);
+    metrics_render(f, NULL, NULL);
+    fclose(f);
+    CHECK(strstr(text, "sbx_test_gauge") == NULL, "a removed one is not");
+    free(text);
+}
+
 static void test_no_billing(void)
 {
     struct sbx_err err = {0};
@@ -153,6 +178,7 @@ static void test_no_billing(void)
     billing_exec_begin("u", "k", "sb", "v2", &x);
     CHECK(x.token == 0, "and nothing is counted");
     billing_meter_exec(&x);
+    billing_exec_drop(&x);
 }
 
 int main(void)
@@ -161,6 +187,7 @@ int main(void)
     test_month_start();
     test_store_usage();
     test_metrics_page();
+    test_metrics_sources();
     test_no_billing();
     return CHECK_DONE();
 }

@@ -163,15 +163,29 @@ void billing_exec_begin(const char *user, const char *key_id, const char *sandbo
     x->token = f->token;
 }
 
+/* The in-flight entry of x, or NULL. */
+static struct billing_inflight *inflight_of(struct billing *b, const struct billing_exec *x)
+{
+    for (size_t i = 0; b && x->token && i < b->ninflight; i++)
+        if (b->inflight[i].token == x->token)
+            return &b->inflight[i];
+    return NULL;
+}
+
+void billing_exec_drop(struct billing_exec *x)
+{
+    struct billing *b = current;
+    struct billing_inflight *f = inflight_of(b, x);
+    if (f)
+        *f = b->inflight[--b->ninflight];
+    x->token = 0;
+}
+
 void billing_meter_exec(struct billing_exec *x)
 {
     struct billing *b = current;
-    if (!b || !x->token)
-        return;
-    for (size_t i = 0; i < b->ninflight; i++) {
-        struct billing_inflight *f = &b->inflight[i];
-        if (f->token != x->token)
-            continue;
+    struct billing_inflight *f = inflight_of(b, x);
+    if (f) {
         long long ms = sbx_now_ms() - f->started_mono;
         struct store_usage_event e = {.ts_ms = billing_now_ms(),
                                       .user = f->user,
@@ -187,8 +201,7 @@ void billing_meter_exec(struct billing_exec *x)
         metrics_label(labels, sizeof(labels), "backend", f->backend);
         metrics_add(M_EXEC_SECONDS, labels, (double)ms / 1000.0);
         metrics_add(M_EXECS, labels, 1);
-        b->inflight[i] = b->inflight[--b->ninflight];
-        break;
+        *f = b->inflight[--b->ninflight];
     }
     x->token = 0;
 }

@@ -1,7 +1,8 @@
 /* Metering, the daily exec limit, the wallet check and settlement (docs/billing.md).
  *
  * One billing per daemon, reachable from the features it meters without a handle: exec,
- * kernel cells and later tools and E2B processes call billing_admit before they start,
+ * kernel cells and background processes (exec/procmeter.c: our /processes and E2B's
+ * process.Start) call billing_admit before they start,
  * billing_exec_begin once started and billing_meter_exec when they end; sandbox creation
  * calls billing_admit, and the sandbox life cycle billing_sandbox_state. Without a billing
  * (unit tests) these admit everything and meter nothing. */
@@ -49,6 +50,9 @@ void billing_exec_begin(const char *user, const char *key_id, const char *sandbo
                         const char *backend, struct billing_exec *x);
 /* The exec ended: its wall time becomes a usage event. Harmless on a zero x. */
 void billing_meter_exec(struct billing_exec *x);
+/* It never started after all (the agent refused a background process): it stops counting
+ * as running and nothing is metered. Harmless on a zero x. */
+void billing_exec_drop(struct billing_exec *x);
 
 /* A sandbox goes from rec->status to `to` (running, paused, destroyed, failed): its v2
  * running time is metered up to this moment, so pauses and ends are exact. */

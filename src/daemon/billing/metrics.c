@@ -28,8 +28,10 @@ static const struct family_def {
                        HISTOGRAM, op_buckets, SBX_ARRAY_SIZE(op_buckets)},
     [M_ERRORS] = {"sbx_errors_total", "Error answers, by API error code", COUNTER},
     [M_EXEC_SECONDS] = {"sbx_exec_seconds_total",
-                        "Wall time of execs and run_code cells, by backend", COUNTER},
-    [M_EXECS] = {"sbx_execs_total", "Execs and run_code cells finished, by backend", COUNTER},
+                        "Wall time of execs, run_code cells and background processes, by backend",
+                        COUNTER},
+    [M_EXECS] = {"sbx_execs_total", "Execs, cells and background processes finished, by backend",
+                 COUNTER},
     [M_EGRESS_CONNS] = {"sbx_egress_connections_total", "Egress connections, by verdict", COUNTER},
     [M_EGRESS_BYTES] = {"sbx_egress_bytes_total",
                         "Egress bytes, by verdict and direction (up: sandbox to upstream)",
@@ -207,6 +209,29 @@ void metrics_egress(const char *verdict, long long bytes_up, long long bytes_dow
     metrics_add(M_EGRESS_BYTES, labels, (double)bytes_down);
 }
 
+static struct {
+    metrics_gauges_fn fn;
+    void *data;
+} sources[METRICS_SOURCES_MAX];
+
+void metrics_gauges_add(metrics_gauges_fn fn, void *data)
+{
+    for (size_t i = 0; i < METRICS_SOURCES_MAX; i++) {
+        if (!sources[i].fn) {
+            sources[i].fn = fn;
+            sources[i].data = data;
+            return;
+        }
+    }
+}
+
+void metrics_gauges_remove(metrics_gauges_fn fn, void *data)
+{
+    for (size_t i = 0; i < METRICS_SOURCES_MAX; i++)
+        if (sources[i].fn == fn && sources[i].data == data)
+            sources[i].fn = NULL;
+}
+
 static void le_labels(char *dst, size_t cap, const char *labels, const char *le)
 {
     snprintf(dst, cap, "%s%sle=\"%s\"", labels, labels[0] ? "," : "", le);
@@ -242,6 +267,9 @@ void metrics_render(FILE *out, metrics_gauges_fn gauges, void *data)
     pthread_mutex_unlock(&lock);
     if (gauges)
         gauges(out, data);
+    for (size_t i = 0; i < METRICS_SOURCES_MAX; i++)
+        if (sources[i].fn)
+            sources[i].fn(out, sources[i].data);
 }
 
 void metrics_reset(void)

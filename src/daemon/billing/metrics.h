@@ -36,6 +36,12 @@ void metrics_egress(const char *verdict, long long bytes_up, long long bytes_dow
 /* Write every family, then the gauges render_more adds (may be NULL). */
 typedef void (*metrics_gauges_fn)(FILE *out, void *data);
 void metrics_render(FILE *out, metrics_gauges_fn gauges, void *data);
+/* Gauges a feature above billing/ owns (warm pools): written at each scrape after the
+ * rest, so this module never calls up. At most METRICS_SOURCES_MAX; remove before data
+ * goes away. */
+#define METRICS_SOURCES_MAX 8
+void metrics_gauges_add(metrics_gauges_fn fn, void *data);
+void metrics_gauges_remove(metrics_gauges_fn fn, void *data);
 /* Write value as a label value: quotes, backslashes and newlines escaped. */
 void metrics_label(char *dst, size_t cap, const char *name, const char *value);
 /* Forget every series (unit tests). */

@@ -54,6 +54,7 @@ const char *rpc_code(const struct sbx_err *err)
         {"stdin_closed", "failed_precondition"},
         {"stdin_full", "resource_exhausted"},
         {"_limit", "resource_exhausted"},
+        {"insufficient_balance", "resource_exhausted"},
         {"busy", "unavailable"},
         {"exists", "already_exists"},
         {"unimplemented", "unimplemented"},

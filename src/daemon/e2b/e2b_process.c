@@ -12,6 +12,7 @@
 #include "../../common/text.h"
 #include "../../common/util.h"
 #include "../../proto/proto.h"
+#include "../exec/procmeter.h"
 #include "../exec/session.h"
 #include "../files/workspace.h"
 #include "../http/server.h"
@@ -130,7 +131,8 @@ struct proc_stream {
     struct http_req *req;
     struct rpc_stream *out; /* once begun */
     struct agentcall *call;
-    bool tail; /* Connect: live output only */
+    struct procmeter *meter; /* Start, until the agent answers */
+    bool tail;               /* Connect: live output only */
     char ref[32];
 };
 
@@ -155,7 +157,10 @@ static void ps_gone(void *data)
 static void ps_req_gone(struct http_req *req, void *data)
 {
     struct proc_stream *s = data;
-    agentcall_cancel(s->call, false);
+    if (s->meter)
+        procmeter_detach(s->meter);
+    else
+        agentcall_cancel(s->call, false);
     ps_free(s);
 }
 
@@ -246,6 +251,7 @@ static void ps_started(json_t *result, const struct sbx_err *err, void *data)
 {
     struct proc_stream *s = data;
     s->call = NULL;
+    s->meter = NULL;
     if (err) {
         /* Errors of a stream call travel in its end-stream message. */
         s->out = rpc_stream_begin(s->req, s->d->loop, false, keepalive_msg(), NULL, NULL);
@@ -267,10 +273,12 @@ static struct proc_stream *ps_new(const struct envd_ctx *c)
     return s;
 }
 
-static void ps_run(struct proc_stream *s, json_t *op)
+/* A Start (metered, as the sandbox owner's) or a Connect's lookup. */
+static void ps_run(struct proc_stream *s, const struct auth_identity *who, json_t *op)
 {
     struct sbx_err err = {0};
-    if (agentcall_start(s->sb, op, &start_ops, s, &s->call, &err) < 0) {
+    if ((who ? procmeter_start(s->sb, who, op, ps_started, s, &s->meter, &err)
+             : agentcall_start(s->sb, op, &start_ops, s, &s->call, &err)) < 0) {
         s->out = rpc_stream_begin(s->req, s->d->loop, false, keepalive_msg(), NULL, NULL);
         rpc_stream_end(s->out, rpc_code(&err), err.msg);
         ps_free(s);
@@ -362,7 +370,7 @@ static void do_start(const struct envd_ctx *c, json_t *msg)
         stream_error(c, &err);
         return;
     }
-    ps_run(ps_new(c), op);
+    ps_run(ps_new(c), &c->who, op);
 }
 
 static void do_connect(const struct envd_ctx *c, json_t *msg)
@@ -375,7 +383,7 @@ static void do_connect(const struct envd_ctx *c, json_t *msg)
     }
     struct proc_stream *s = ps_new(c);
     s->tail = true;
-    ps_run(s, json_pack("{s:s,s:s}", "op", "process_get", "id", ref));
+    ps_run(s, NULL, json_pack("{s:s,s:s}", "op", "process_get", "id", ref));
 }
 
 /* ---- SendInput, CloseStdin, SendSignal ---- */

@@ -18,6 +18,7 @@
 #include "../sandbox/agentcall.h"
 #include "../sbxd.h"
 #include "exec.h"
+#include "procmeter.h"
 #include "session.h"
 #include "textchunk.h"
 
@@ -27,6 +28,7 @@
 
 enum proc_call {
     CALL_PLAIN, /* answer the agent's object */
+    CALL_START, /* the same, for a process_start metered as the caller's (procmeter.c) */
     CALL_LOGS,  /* answer the collected output */
     CALL_CHECK, /* the process exists: start following it */
     CALL_FOLLOW,
@@ -36,6 +38,7 @@ struct proc_req {
     struct http_req *req;
     struct sandbox *sb;
     struct agentcall *call;
+    struct procmeter *meter; /* CALL_START until the agent answers */
     enum proc_call kind;
     unsigned status;
     char ref[PROCESS_REF_MAX + 1];
@@ -65,7 +68,10 @@ static void start_call(struct proc_req *x, json_t *op);
 static void on_abort(struct http_req *req, void *data)
 {
     struct proc_req *x = data;
-    agentcall_cancel(x->call, x->kind == CALL_FOLLOW);
+    if (x->meter)
+        procmeter_detach(x->meter);
+    else
+        agentcall_cancel(x->call, x->kind == CALL_FOLLOW);
     proc_req_free(x);
 }
 
@@ -124,6 +130,7 @@ static void on_done(json_t *result, const struct sbx_err *err, void *data)
 {
     struct proc_req *x = data;
     x->call = NULL;
+    x->meter = NULL;
     if (x->kind == CALL_FOLLOW) {
         for (unsigned ch = PROTO_CH_STDOUT; ch <= PROTO_CH_STDERR; ch++) {
             json_t *ev = textchunk_event(&x->carry[ch - 1], stream_name(ch), NULL, 0, true);
@@ -181,7 +188,9 @@ static const struct agentcall_ops call_ops = {.on_data = on_data, .on_done = on_
 static void start_call(struct proc_req *x, json_t *op)
 {
     struct sbx_err err = {0};
-    if (agentcall_start(x->sb, op, &call_ops, x, &x->call, &err) == 0)
+    if ((x->kind == CALL_START
+             ? procmeter_start(x->sb, http_req_identity(x->req), op, on_done, x, &x->meter, &err)
+             : agentcall_start(x->sb, op, &call_ops, x, &x->call, &err)) == 0)
         return;
     if (x->kind == CALL_FOLLOW) {
         (void)http_sse_event(x->req, json_pack("{s:s,s:s,s:s}", "type", "error", "code", err.code,
@@ -275,7 +284,7 @@ static void api_processes_start(struct sbxd *d, struct http_req *req)
     if (cwd)
         json_object_set(op, "cwd", cwd);
     json_decref(body);
-    run(d, req, false, CALL_PLAIN, 201, op);
+    run(d, req, false, CALL_START, 201, op);
     return;
 fail:
     json_decref(body);

@@ -7,6 +7,7 @@
 
 #include "../../common/log.h"
 #include "../../common/util.h"
+#include "../billing/metrics.h"
 #include "warm.h"
 
 #define POOL_TICK_MS 2000         /* how often pools are checked against what runs */
@@ -266,6 +267,26 @@ static const struct sandbox_pool_ops pool_ops = {
     .image = pool_image,
 };
 
+/* /metrics: each pool's ready sandboxes and the size it keeps (docs/operations.md). */
+static void pool_gauges(FILE *out, void *data)
+{
+    struct warm_pool *p = data;
+    static const char *const help[2][2] = {
+        {"sbx_warm_pool_ready", "Warm pool sandboxes booted and waiting, by template"},
+        {"sbx_warm_pool_size", "Warm pool sandboxes wanted (SBX_WARM_POOL), by template"},
+    };
+    for (int g = 0; g < 2; g++) {
+        fprintf(out, "# HELP %s %s\n# TYPE %s gauge\n", help[g][0], help[g][1], help[g][0]);
+        for (size_t i = 0; i < p->n; i++) {
+            struct pool_state st;
+            char label[METRICS_LABELS_MAX];
+            warm_pool_state(p, p->e[i].spec.name, &st);
+            metrics_label(label, sizeof(label), "template", p->e[i].spec.name);
+            fprintf(out, "%s{%s} %d\n", help[g][0], label, g ? st.size : st.ready);
+        }
+    }
+}
+
 int warm_pool_new(const struct sbxd_config *cfg, struct loop *l, struct manager *m,
                   struct warm_pool **out, struct sbx_err *err)
 {
@@ -288,6 +309,7 @@ int warm_pool_new(const struct sbxd_config *cfg, struct loop *l, struct manager 
         return r;
     }
     schedule(p, 0);
+    metrics_gauges_add(pool_gauges, p);
     for (size_t i = 0; i < p->n; i++)
         log_info("warm pool %s: %d sandboxes", spec[i].name, spec[i].size);
     *out = p;
@@ -300,6 +322,7 @@ void warm_pool_free(struct warm_pool *p)
         return;
     if (p->tick)
         loop_timer_cancel(p->loop, p->tick);
+    metrics_gauges_remove(pool_gauges, p);
     manager_set_pool(p->mgr, NULL, NULL);
     warm_images_free(p->images);
     free(p);

@@ -15,9 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fuzz.h"
 #include "../../src/proto/proto.h"
-
+#include "fuzz.h"
 
 struct ref_frame {
     size_t off; /* of the header in the input */

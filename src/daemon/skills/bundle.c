@@ -35,9 +35,18 @@ static int unpack_file(struct archive *a, int dest, const char *path, uint64_t *
                        uint64_t archive_size, struct sbx_err *err)
 {
     struct ws_writer w;
-    int r = ws_writer_open(dest, path, 0644, &w, err);
-    if (r < 0)
+    struct sbx_err werr = {0};
+    int r = ws_writer_open(dest, path, 0644, &w, &werr);
+    /* The tree so far is the archive's own doing ("a" a file, then "a/b"): its fault,
+     * not a missing file of the caller's. */
+    if (r < 0 && (!strcmp(werr.code, "invalid_path") || !strcmp(werr.code, "file_not_found")))
+        return sbx_err_set(err, EINVAL, "invalid_bundle", "refused entry %.200s: %s", path,
+                           werr.msg);
+    if (r < 0) {
+        if (err)
+            *err = werr;
         return r;
+    }
     char buf[64 * 1024];
     uint64_t size = 0;
     for (;;) {

@@ -4,7 +4,8 @@
  * Input: the archive. It is unpacked into an empty directory on a tmpfs (fast; removed
  * after each input). Invariants: whatever the archive says, the tree left behind holds
  * only regular files and directories, all beneath the directory (nftw from it sees
- * everything that was made), no temporary upload file survives, and when the unpacking
+ * everything that was made), no temporary upload file survives (a name with its prefix
+ * that the archive itself does not hold), and when the unpacking
  * succeeded there are at most BUNDLE_ENTRIES_MAX files of at most BUNDLE_FILE_MAX bytes,
  * BUNDLE_TOTAL_MAX and BUNDLE_RATIO_MAX times the archive in all. A refusal is
  * invalid_bundle or bundle_too_large.
@@ -26,11 +27,16 @@
 
 static char base[64];
 static uint64_t files, bytes;
+static const uint8_t *input;
+static size_t input_len;
 
 static int look(const char *path, const struct stat *st, int type, struct FTW *f)
 {
     REQUIRE(S_ISREG(st->st_mode) || S_ISDIR(st->st_mode));
-    REQUIRE(!strstr(path + f->base, WS_TMP_PREFIX));
+    /* A name of the writer's own making, not one the archive gave. */
+    const char *name = path + f->base;
+    REQUIRE(strncmp(name, WS_TMP_PREFIX, strlen(WS_TMP_PREFIX)) ||
+            memmem(input, input_len, name, strlen(name)));
     if (S_ISREG(st->st_mode)) {
         files++;
         bytes += (uint64_t)st->st_size;
@@ -71,6 +77,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     close(dest);
     close(fd);
     files = bytes = 0;
+    input = data;
+    input_len = size;
     REQUIRE(nftw(base, look, 16, FTW_PHYS) == 0);
     if (r == 0) {
         REQUIRE(files <= BUNDLE_ENTRIES_MAX);

@@ -32,12 +32,8 @@ static void read_head(struct reading *rd, const uint8_t *p, size_t n, uint8_t se
     rd->r = 0;
     while (pos < n && !rd->h.done && rd->r == 0 && rd->h.len < CAP) {
         size_t piece = n - pos;
-        if (seed) {
-            s ^= s << 13;
-            s ^= s >> 17;
-            s ^= s << 5;
-            piece = 1 + s % 64;
-        }
+        if (seed)
+            piece = 1 + fuzz_next(&s) % 64;
         if (piece > n - pos)
             piece = n - pos;
         if (piece > CAP - rd->h.len)

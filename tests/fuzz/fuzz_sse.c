@@ -38,14 +38,8 @@ static int parse(const char *p, size_t n, uint8_t seed, struct events *e)
     int r = 0;
     for (size_t pos = 0; pos < n && r == 0;) {
         size_t piece = n - pos;
-        if (seed) {
-            s ^= s << 13;
-            s ^= s >> 17;
-            s ^= s << 5;
-            piece = 1 + s % 32;
-            if (piece > n - pos)
-                piece = n - pos;
-        }
+        if (seed && (piece = 1 + fuzz_next(&s) % 32) > n - pos)
+            piece = n - pos;
         /* A private copy of the piece, so ASan sees any read past it. */
         char *c = malloc(piece);
         memcpy(c, p + pos, piece);

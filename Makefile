@@ -50,6 +50,10 @@ print-libs:
 	@echo $(shell pkg-config --libs $(PKGS)) $(NOPC_LIBS) -lpthread
 print-cflags:
 	@echo $(shell pkg-config --cflags $(PKGS))
+# The daemon's modules as one archive, so each fuzz target links only what it uses
+# (scripts/fuzz.sh builds it with clang in build-fuzz/).
+$(BUILD)/libsbxd.a: $(LIB_OBJ)
+	rm -f $@ && ar rcs $@ $^
 
 .PHONY: all build print-libs print-cflags run test deps template unit e2e bench fuzz clean distclean format
 
@@ -177,4 +181,4 @@ install: build
 	install -m 0644 docs/sbx.1 $(DESTDIR)$(PREFIX)/share/man/man1/sbx.1
 	install -m 0644 share/completion/sbx.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/sbx
 
--include $(shell find build build-asan -name '*.d' 2>/dev/null)
+-include $(shell find build build-asan build-fuzz -name '*.d' 2>/dev/null)

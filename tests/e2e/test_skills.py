@@ -182,6 +182,13 @@ def test_malicious_bundles_are_refused_and_nothing_lands_outside():
     assert "zipslip-evil" in r.body["error"]["message"], r.body
     absolute = zip_with([("SKILL.md", md), ("/tmp/abs-evil.txt", "pwned")])
     assert_error(upload(absolute), 400, "invalid_bundle")
+    # Entries the tree so far makes impossible (found by fuzz_bundle). A file, then a file
+    # beneath it (was 404 file_not_found).
+    r = upload(zip_with([("SKILL.md", md), ("a", "x"), ("a/b", "y")]))
+    assert_error(r, 400, "invalid_bundle")
+    # A file beneath d, then a file d (was 400 invalid_path).
+    assert_error(upload(zip_with([("SKILL.md", md), ("d/x", "y"), ("d", "x")])), 400,
+                 "invalid_bundle")
     link = zipfile.ZipInfo("evil-link")
     link.external_attr = (0o120777 << 16)
     symlink = zip_with([("SKILL.md", md), (link, "/etc/passwd")])

@@ -2,6 +2,7 @@
 #ifndef SBX_FUZZ_H
 #define SBX_FUZZ_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -12,5 +13,15 @@
             abort();                                                                               \
         }                                                                                          \
     } while (0)
+
+/* The next of a xorshift sequence (state never 0): where targets cut their input into
+ * the pieces a socket would deliver. */
+static inline uint32_t fuzz_next(uint32_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 17;
+    *s ^= *s << 5;
+    return *s;
+}
 
 #endif

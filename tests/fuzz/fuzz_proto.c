@@ -15,9 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fuzz.h"
 #include "../../src/proto/proto.h"
-
+#include "fuzz.h"
 
 struct ref_frame {
     size_t off; /* of the header in the input */
@@ -70,9 +69,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int dec_err = 0;
     uint32_t s = seed | 1;
     while (pos < n && !dec_err) {
-        s ^= s << 13;
-        s ^= s >> 17;
-        s ^= s << 5;
+        fuzz_next(&s);
         /* Mostly tiny pieces (to split headers), sometimes large ones. */
         size_t piece = (s & 3) ? 1 + (s >> 8) % 16 : 1 + (s >> 8) % (64 * 1024);
         if (piece > n - pos)

@@ -9,11 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fuzz.h"
 #include "../../src/daemon/exec/exec.h"
 #include "../../src/daemon/http/errors.h"
 #include "../../src/daemon/sandbox/manager.h"
-
+#include "fuzz.h"
 
 static void refused_with_4xx(const struct sbx_err *err)
 {

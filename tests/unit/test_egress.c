@@ -79,6 +79,13 @@ static void test_hosts(void)
     CHECK(egress_host_normalise("a..b", 4, out, &err) < 0 &&
               !strcmp(err.code, "egress_invalid_domain"),
           "empty label refused");
+    CHECK(egress_host_normalise("a.b..", 5, out, &err) < 0 &&
+              !strcmp(err.code, "egress_invalid_domain"),
+          "two trailing dots refused (found by fuzz_egress_host)");
+    CHECK(egress_host_normalise("a/b", 1, out, &err) == 0 && !strcmp(out, "a"),
+          "only len bytes are read");
+    CHECK(egress_host_normalise("a_b", 2, out, &err) < 0 && !strncmp(err.msg, "a_ is not", 9),
+          "the refusal quotes only the host's len bytes (found by fuzz_egress_host)");
     CHECK(egress_host_normalise("-a.b", 4, out, &err) < 0, "leading hyphen refused");
     CHECK(egress_host_normalise("a-.b", 4, out, &err) < 0, "trailing hyphen refused");
     CHECK(egress_host_normalise("a_b.c", 5, out, &err) < 0, "underscore refused");

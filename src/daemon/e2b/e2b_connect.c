@@ -16,6 +16,11 @@ int rpc_read(struct http_req *req, bool streaming, json_t **out, struct sbx_err 
 {
     size_t n;
     const char *body = http_req_body(req, &n);
+    return rpc_decode(body, n, streaming, out, err);
+}
+
+int rpc_decode(const char *body, size_t n, bool streaming, json_t **out, struct sbx_err *err)
+{
     if (streaming) {
         if (n < ENVELOPE_HEAD)
             return sbx_err_set(err, EINVAL, "invalid_request", "a stream call takes one envelope");

@@ -25,6 +25,8 @@ struct rpc_stream;
 
 /* The request's message: the body of a unary call, the one envelope of a stream call. */
 int rpc_read(struct http_req *req, bool streaming, json_t **out, struct sbx_err *err);
+/* The same from a body of n bytes (pure, so it is fuzzed on its own). */
+int rpc_decode(const char *body, size_t n, bool streaming, json_t **out, struct sbx_err *err);
 
 /* The Connect code for one of our error codes (not_found, invalid_argument, ...). */
 const char *rpc_code(const struct sbx_err *err);

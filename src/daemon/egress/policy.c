@@ -29,6 +29,8 @@ int egress_host_normalise(const char *in, size_t len, char out[EGRESS_HOST_MAX +
     if (len == 0 || len > EGRESS_HOST_MAX)
         return sbx_err_set(err, EINVAL, "egress_invalid_domain",
                            "a host name has 1 to %d characters", EGRESS_HOST_MAX);
+    /* in is len bytes, not a C string: a proxy's host points into the request. */
+    int shown = len < 64 ? (int)len : 64;
     size_t label = 0;
     for (size_t i = 0; i < len; i++) {
         char c = in[i];
@@ -39,28 +41,33 @@ int egress_host_normalise(const char *in, size_t len, char out[EGRESS_HOST_MAX +
          * egress_host_is_ip to judge. */
         if (!ok && !(c == ':' || c == '[' || c == ']'))
             return sbx_err_set(err, EINVAL, "egress_invalid_domain",
-                               "%.64s is not a host name (letters, digits, '-' and '.'; "
+                               "%.*s is not a host name (letters, digits, '-' and '.'; "
                                "international names in their xn-- form)",
-                               in);
+                               shown, in);
         if (c == '.') {
             if (label == 0 || out[i - 1] == '-')
                 return sbx_err_set(err, EINVAL, "egress_invalid_domain",
-                                   "%.64s has an empty label or one ending in '-'", in);
+                                   "%.*s has an empty label or one ending in '-'", shown, in);
             label = 0;
         } else {
             if (label == 0 && c == '-')
                 return sbx_err_set(err, EINVAL, "egress_invalid_domain",
-                                   "%.64s has a label starting with '-'", in);
+                                   "%.*s has a label starting with '-'", shown, in);
             if (++label > 63)
                 return sbx_err_set(err, EINVAL, "egress_invalid_domain",
-                                   "%.64s has a label longer than 63 characters", in);
+                                   "%.*s has a label longer than 63 characters", shown, in);
         }
         out[i] = c;
     }
     out[len] = '\0';
+    /* Only one trailing dot is the root's: "a.b.." would leave an empty last label that
+     * the suffix rules and a second normalising read differently. */
+    if (out[len - 1] == '.')
+        return sbx_err_set(err, EINVAL, "egress_invalid_domain", "%.*s has an empty label",
+                           shown, in);
     if (out[len - 1] == '-')
         return sbx_err_set(err, EINVAL, "egress_invalid_domain",
-                           "%.64s has a label ending in '-'", in);
+                           "%.*s has a label ending in '-'", shown, in);
     return 0;
 }
 

@@ -387,6 +387,8 @@ static void upgrade_cb(void *cls, struct MHD_Connection *conn, void *con_cls, co
 
 void http_upgraded_close(struct http_upgraded *u)
 {
+    if (!u)
+        return;
     struct http_server *s = u->srv;
     (void)MHD_upgrade_action(u->urh, MHD_UPGRADE_ACTION_CLOSE);
     free(u);

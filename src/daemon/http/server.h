@@ -134,7 +134,7 @@ typedef void (*http_upgraded_fn)(struct http_upgraded *u, int fd, const char *ex
                                  size_t extra_len, void *data);
 void http_respond_upgrade(struct http_req *r, http_upgraded_fn on_upgraded, http_abort_fn on_abort,
                           void *data);
-/* MHD closes the socket; u is freed. */
+/* MHD closes the socket; u is freed. NULL is fine (a socket of the caller's own). */
 void http_upgraded_close(struct http_upgraded *u);
 
 /* A streamed answer of raw bytes (Connect streams, NDJSON) on the same queue as SSE:

@@ -247,6 +247,41 @@ static json_t *initialize(struct mcp *m, struct http_req *req, json_t *id, json_
                       "(or pick one from sandbox_list); every other tool takes its sandbox_id."));
 }
 
+int mcp_msg_parse(const char *body, size_t len, struct mcp_msg *out, int *code, const char **why)
+{
+    *out = (struct mcp_msg){0};
+    json_error_t jerr;
+    json_t *msg = json_loadb(body ? body : "", len, 0, &jerr);
+    if (!msg) {
+        *code = RPC_PARSE_ERROR;
+        *why = "Parse error: the body is not JSON";
+        return -EINVAL;
+    }
+    if (!json_is_object(msg) ||
+        strcmp(json_string_value(json_object_get(msg, "jsonrpc")) ?: "", "2.0")) {
+        *code = RPC_INVALID_REQUEST;
+        *why = json_is_array(msg) ? "Invalid Request: batches are not supported"
+                                  : "Invalid Request: not a JSON-RPC 2.0 message";
+        json_decref(msg);
+        return -EINVAL;
+    }
+    json_t *id = json_object_get(msg, "id");
+    const char *method = json_string_value(json_object_get(msg, "method"));
+    /* Without a method it is a response: we send no requests, so nothing to match or check. */
+    if (method && id && !json_is_string(id) && !json_is_integer(id)) {
+        *code = RPC_INVALID_REQUEST;
+        *why = "Invalid Request: id must be a string or integer";
+        json_decref(msg);
+        return -EINVAL;
+    }
+    *out = (struct mcp_msg){.doc = msg,
+                            .method = method,
+                            .id = id,
+                            .params = json_object_get(msg, "params"),
+                            .is_request = method && id};
+    return 0;
+}
+
 void mcp_post(struct mcp *m, struct http_req *req)
 {
     const char *hv = http_req_header(req, "MCP-Protocol-Version");
@@ -256,29 +291,18 @@ void mcp_post(struct mcp *m, struct http_req *req)
     }
     size_t len;
     const char *body = http_req_body(req, &len);
-    json_error_t jerr;
-    json_t *msg = json_loadb(body ? body : "", len, 0, &jerr);
-    if (!msg) {
-        http_fail(req, 400, RPC_PARSE_ERROR, "Parse error: the body is not JSON");
+    struct mcp_msg mm;
+    int code;
+    const char *why;
+    if (mcp_msg_parse(body, len, &mm, &code, &why) < 0) {
+        http_fail(req, 400, code, why);
         return;
     }
-    const char *method = json_string_value(json_object_get(msg, "method"));
-    json_t *id = json_object_get(msg, "id");
-    json_t *params = json_object_get(msg, "params");
-    bool is_request = id && (json_is_string(id) || json_is_integer(id));
-    if (!json_is_object(msg) ||
-        strcmp(json_string_value(json_object_get(msg, "jsonrpc")) ?: "", "2.0")) {
-        http_fail(req, 400, RPC_INVALID_REQUEST,
-                  json_is_array(msg) ? "Invalid Request: batches are not supported"
-                                     : "Invalid Request: not a JSON-RPC 2.0 message");
-        goto out;
-    }
-    if (!method) { /* a response: we send no requests, so there is nothing to match */
+    json_t *msg = mm.doc, *id = mm.id, *params = mm.params;
+    const char *method = mm.method;
+    bool is_request = mm.is_request;
+    if (!method) {
         http_respond_text(req, 202, "");
-        goto out;
-    }
-    if (id && !is_request) {
-        http_fail(req, 400, RPC_INVALID_REQUEST, "Invalid Request: id must be a string or integer");
         goto out;
     }
     if (!strcmp(method, "initialize")) {

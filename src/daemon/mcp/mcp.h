@@ -10,6 +10,10 @@
 #ifndef SBX_MCP_H
 #define SBX_MCP_H
 
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
 #define MCP_PROTOCOL_LATEST "2025-11-25"
 #define MCP_SERVER_VERSION "0.1.0"
 
@@ -24,5 +28,15 @@ void mcp_free(struct mcp *m);
 void mcp_post(struct mcp *m, struct http_req *req);
 /* DELETE /mcp: the end of a session. */
 void mcp_delete(struct mcp *m, struct http_req *req);
+
+/* One JSON-RPC message, checked as far as it can be before its method is looked at. */
+struct mcp_msg {
+    json_t *doc;        /* the whole message: the caller's to json_decref */
+    const char *method; /* NULL for a response (or a method that is not a string) */
+    json_t *id, *params;
+    bool is_request; /* a method with an id (a string or an integer): it is answered */
+};
+/* 0, or -EINVAL with *code (JSON-RPC's) and *why for a 400 answer. Pure (fuzzed). */
+int mcp_msg_parse(const char *body, size_t len, struct mcp_msg *out, int *code, const char **why);
 
 #endif

@@ -3,6 +3,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -31,13 +32,25 @@ static int entry_path(struct archive_entry *e, char out[WS_PATH_MAX + 1], struct
     return 0;
 }
 
+/* What the tree unpacked so far makes impossible ("a" a file, then "a/b"; "d/x", then a
+ * file "d") is the archive's fault, not a missing or wrong path of the caller's. */
+static int blame_archive(int r, const char *path, struct sbx_err *err)
+{
+    if (r >= 0 || !err ||
+        (strcmp(err->code, "invalid_path") && strcmp(err->code, "file_not_found")))
+        return r;
+    char why[sizeof(err->msg)];
+    snprintf(why, sizeof(why), "%s", err->msg);
+    return sbx_err_set(err, EINVAL, "invalid_bundle", "refused entry %.200s: %s", path, why);
+}
+
 static int unpack_file(struct archive *a, int dest, const char *path, uint64_t *total,
                        uint64_t archive_size, struct sbx_err *err)
 {
     struct ws_writer w;
     int r = ws_writer_open(dest, path, 0644, &w, err);
     if (r < 0)
-        return r;
+        return blame_archive(r, path, err);
     char buf[64 * 1024];
     uint64_t size = 0;
     for (;;) {
@@ -68,7 +81,7 @@ static int unpack_file(struct archive *a, int dest, const char *path, uint64_t *
     if (r == 0)
         r = ws_writer_commit(&w, false, err);
     ws_writer_close(&w);
-    return r;
+    return blame_archive(r, path, err);
 }
 
 int bundle_unpack(int fd, int dest, struct sbx_err *err)

@@ -28,13 +28,6 @@ const char *const store_config_schema =
     "  required INTEGER NOT NULL, value TEXT, updated_at INTEGER NOT NULL,"
     "  PRIMARY KEY(skill_id, name));";
 
-static int step_done(struct store *s, sqlite3_stmt *st, struct sbx_err *err, const char *what)
-{
-    int r = sqlite3_step(st) == SQLITE_DONE ? 0 : store_db_err(s, err, what);
-    sqlite3_finalize(st);
-    return r;
-}
-
 static char *col_dup(sqlite3_stmt *st, int col)
 {
     const unsigned char *v = sqlite3_column_text(st, col);
@@ -161,7 +154,7 @@ int store_config_delete(struct store *s, const char *id, struct sbx_err *err)
         return r;
     r = store_prepare(s, "DELETE FROM personal_env WHERE scope='sandbox' AND target=?", &st, err,
                       "t", id);
-    return r < 0 ? r : step_done(s, st, err, "delete personal variables");
+    return r < 0 ? r : store_step_done(s, st, err, "delete personal variables");
 }
 
 int store_config_lock(struct store *s, const char *id, const char *owner, long long now_ms,
@@ -199,7 +192,7 @@ int store_config_unlock(struct store *s, const char *id, const char *owner, stru
                           "UPDATE sandbox_configs SET lock_owner=NULL, lock_until_ms=0 "
                           "WHERE id=? AND lock_owner=?",
                           &st, err, "tt", id, owner);
-    return r < 0 ? r : step_done(s, st, err, "unlock configuration");
+    return r < 0 ? r : store_step_done(s, st, err, "unlock configuration");
 }
 
 /* --- which configuration a sandbox came from ------------------------------------------ */
@@ -212,7 +205,7 @@ int store_sandbox_config_set(struct store *s, const char *sandbox_id, const char
                           "INSERT OR REPLACE INTO sandbox_config_of(sandbox_id,config_id,network,"
                           "env) VALUES(?,?,?,?)",
                           &st, err, "tttt", sandbox_id, config_id, network_json, sealed_env);
-    return r < 0 ? r : step_done(s, st, err, "set sandbox configuration");
+    return r < 0 ? r : store_step_done(s, st, err, "set sandbox configuration");
 }
 
 int store_sandbox_config_get(struct store *s, const char *sandbox_id,
@@ -255,7 +248,7 @@ int store_sandbox_config_copy(struct store *s, const char *from_id, const char *
                           "env) SELECT ?,config_id,network,env FROM sandbox_config_of "
                           "WHERE sandbox_id=?",
                           &st, err, "tt", to_id, from_id);
-    return r < 0 ? r : step_done(s, st, err, "copy sandbox configuration");
+    return r < 0 ? r : store_step_done(s, st, err, "copy sandbox configuration");
 }
 
 int store_config_live_sandboxes(struct store *s, const char *config_id, store_sandbox_cb cb,
@@ -290,7 +283,7 @@ int store_setting_set(struct store *s, const char *name, const char *value, stru
     sqlite3_stmt *st;
     int r = store_prepare(s, "INSERT OR REPLACE INTO workspace_settings(name,value) VALUES(?,?)",
                           &st, err, "tt", name, value);
-    return r < 0 ? r : step_done(s, st, err, "set workspace setting");
+    return r < 0 ? r : store_step_done(s, st, err, "set workspace setting");
 }
 
 int store_setting_get(struct store *s, const char *name, char *out, size_t cap, struct sbx_err *err)
@@ -320,7 +313,7 @@ int store_personal_env_set(struct store *s, const struct store_env_var *v, struc
                           "updated_at) VALUES(?,?,?,?,?,?)",
                           &st, err, "ttttti", v->user, v->scope, v->target, v->name, v->value,
                           v->updated_at);
-    return r < 0 ? r : step_done(s, st, err, "set personal variable");
+    return r < 0 ? r : store_step_done(s, st, err, "set personal variable");
 }
 
 int store_personal_env_delete(struct store *s, const struct store_env_var *v, struct sbx_err *err)
@@ -377,7 +370,7 @@ int store_skill_env_declare(struct store *s, const struct store_skill_env *d, st
                           "SET description=excluded.description, required=excluded.required",
                           &st, err, "tttiti", d->skill_id, d->name, d->description,
                           (long long)d->required, d->value, d->updated_at);
-    return r < 0 ? r : step_done(s, st, err, "declare skill variable");
+    return r < 0 ? r : store_step_done(s, st, err, "declare skill variable");
 }
 
 int store_skill_env_each(struct store *s, const char *skill_id, store_skill_env_cb cb, void *data,

@@ -17,13 +17,6 @@ const char *const store_egress_schema =
     "  verdict TEXT NOT NULL, reason TEXT NOT NULL);"
     "CREATE INDEX IF NOT EXISTS egress_log_sandbox ON egress_log(sandbox_id, id);";
 
-static int step_done(struct store *s, sqlite3_stmt *st, struct sbx_err *err, const char *what)
-{
-    int r = sqlite3_step(st) == SQLITE_DONE ? 0 : store_db_err(s, err, what);
-    sqlite3_finalize(st);
-    return r;
-}
-
 int store_egress_policy_set(struct store *s, const char *sandbox_id, const char *policy_json,
                             long long now, struct sbx_err *err)
 {
@@ -33,7 +26,7 @@ int store_egress_policy_set(struct store *s, const char *sandbox_id, const char 
                           "ON CONFLICT(sandbox_id) DO UPDATE SET policy=excluded.policy,"
                           " updated_at=excluded.updated_at",
                           &st, err, "tti", sandbox_id, policy_json, now);
-    return r < 0 ? r : step_done(s, st, err, "set egress policy");
+    return r < 0 ? r : store_step_done(s, st, err, "set egress policy");
 }
 
 int store_egress_policy_get(struct store *s, const char *sandbox_id, char **out,
@@ -62,7 +55,7 @@ int store_egress_policy_copy(struct store *s, const char *from_id, const char *t
                           "INSERT OR REPLACE INTO egress_policies(sandbox_id,policy,updated_at) "
                           "SELECT ?,policy,? FROM egress_policies WHERE sandbox_id=?",
                           &st, err, "tit", to_id, now, from_id);
-    return r < 0 ? r : step_done(s, st, err, "copy egress policy");
+    return r < 0 ? r : store_step_done(s, st, err, "copy egress policy");
 }
 
 int store_egress_log_insert(struct store *s, const struct store_egress_conn *c, long long *id,
@@ -82,13 +75,13 @@ int store_egress_log_insert(struct store *s, const struct store_egress_conn *c, 
     /* A NULL end: the connection is still open. */
     if (!c->ended_at_ms)
         sqlite3_bind_null(st, 9);
-    r = step_done(s, st, err, "insert egress log");
+    r = store_step_done(s, st, err, "insert egress log");
     if (r < 0)
         return r;
     *id = sqlite3_last_insert_rowid(s->db);
     r = store_prepare(s, "DELETE FROM egress_log WHERE sandbox_id=? AND id<=?", &st, err, "ti",
                       c->sandbox_id, *id - STORE_EGRESS_LOG_KEEP);
-    return r < 0 ? r : step_done(s, st, err, "trim egress log");
+    return r < 0 ? r : store_step_done(s, st, err, "trim egress log");
 }
 
 int store_egress_log_finish(struct store *s, long long id, long long bytes_up,
@@ -101,7 +94,7 @@ int store_egress_log_finish(struct store *s, long long id, long long bytes_up,
                           "reason=? WHERE id=?",
                           &st, err, "iiitti", bytes_up, bytes_down, ended_at_ms, verdict, reason,
                           id);
-    return r < 0 ? r : step_done(s, st, err, "finish egress log");
+    return r < 0 ? r : store_step_done(s, st, err, "finish egress log");
 }
 
 int store_egress_log_interrupt(struct store *s, long long now_ms, struct sbx_err *err)
@@ -111,7 +104,7 @@ int store_egress_log_interrupt(struct store *s, long long now_ms, struct sbx_err
                           "UPDATE egress_log SET ended_at_ms=?, reason='interrupted' "
                           "WHERE ended_at_ms IS NULL",
                           &st, err, "i", now_ms);
-    return r < 0 ? r : step_done(s, st, err, "interrupt egress log");
+    return r < 0 ? r : store_step_done(s, st, err, "interrupt egress log");
 }
 
 int store_egress_log_query(struct store *s, const char *sandbox_id, long long before_id,

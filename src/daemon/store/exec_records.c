@@ -16,13 +16,6 @@ const char *const store_exec_schema =
     "CREATE TABLE IF NOT EXISTS workspace_gen("
     "  sandbox_id TEXT PRIMARY KEY, generation INTEGER NOT NULL, fingerprint TEXT NOT NULL);";
 
-static int step_done(struct store *s, sqlite3_stmt *st, struct sbx_err *err, const char *what)
-{
-    int r = sqlite3_step(st) == SQLITE_DONE ? 0 : store_db_err(s, err, what);
-    sqlite3_finalize(st);
-    return r;
-}
-
 int store_exec_insert(struct store *s, const char *id, const char *sandbox_id, const char *user,
                       long long started_at_ms, struct sbx_err *err)
 {
@@ -31,7 +24,7 @@ int store_exec_insert(struct store *s, const char *id, const char *sandbox_id, c
                           "INSERT INTO execs(id,sandbox_id,user,status,started_at_ms) "
                           "VALUES(?,?,?,'running',?)",
                           &st, err, "ttti", id, sandbox_id, user, started_at_ms);
-    return r < 0 ? r : step_done(s, st, err, "insert exec");
+    return r < 0 ? r : store_step_done(s, st, err, "insert exec");
 }
 
 int store_exec_finish(struct store *s, const char *id, const char *status, const char *result_json,
@@ -40,7 +33,7 @@ int store_exec_finish(struct store *s, const char *id, const char *status, const
     sqlite3_stmt *st;
     int r = store_prepare(s, "UPDATE execs SET status=?, result=?, ended_at_ms=? WHERE id=?", &st,
                           err, "ttit", status, result_json, ended_at_ms, id);
-    return r < 0 ? r : step_done(s, st, err, "finish exec");
+    return r < 0 ? r : store_step_done(s, st, err, "finish exec");
 }
 
 int store_exec_get(struct store *s, const char *sandbox_id, const char *id, const char *user,
@@ -80,7 +73,7 @@ int store_exec_interrupt_running(struct store *s, long long now_ms, struct sbx_e
                           "UPDATE execs SET status='interrupted', ended_at_ms=? "
                           "WHERE status='running'",
                           &st, err, "i", now_ms);
-    return r < 0 ? r : step_done(s, st, err, "interrupt execs");
+    return r < 0 ? r : store_step_done(s, st, err, "interrupt execs");
 }
 
 void store_exec_clear(struct store_exec *e)
@@ -121,5 +114,5 @@ int store_ws_set(struct store *s, const char *sandbox_id, long long generation,
                           "INSERT OR REPLACE INTO workspace_gen(sandbox_id,generation,fingerprint) "
                           "VALUES(?,?,?)",
                           &st, err, "tit", sandbox_id, generation, fingerprint);
-    return r < 0 ? r : step_done(s, st, err, "save workspace generation");
+    return r < 0 ? r : store_step_done(s, st, err, "save workspace generation");
 }

@@ -114,7 +114,5 @@ int store_skill_delete(struct store *s, const char *id, struct sbx_err *err)
     int r = store_prepare(s, "DELETE FROM skill_catalog WHERE id=?", &st, err, "t", id);
     if (r < 0)
         return r;
-    r = sqlite3_step(st) == SQLITE_DONE ? 0 : store_db_err(s, err, "delete skill");
-    sqlite3_finalize(st);
-    return r;
+    return store_step_done(s, st, err, "delete skill");
 }

@@ -176,6 +176,9 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
     cfg->llm_url = lu && *lu ? sbx_xstrdup(lu) : NULL;
     cfg->llm_api_key = lk && *lk ? sbx_xstrdup(lk) : NULL;
     cfg->llm_model = env_or("SBX_LLM_MODEL", "gpt-4o-mini");
+    const char *au = getenv("SBX_LLM_ANTHROPIC_URL"), *ak = getenv("SBX_LLM_ANTHROPIC_API_KEY");
+    cfg->llm_anthropic_url = au && *au ? sbx_xstrdup(au) : NULL;
+    cfg->llm_anthropic_api_key = ak && *ak ? sbx_xstrdup(ak) : NULL;
     const char *np = getenv("SBX_NETWORK_POLICY"), *eh = getenv("SBX_EGRESS_HOSTS"),
                *eu = getenv("SBX_EGRESS_TEST_UPSTREAMS");
     cfg->network_policy = np && *np ? sbx_xstrdup(np) : NULL;
@@ -322,6 +325,10 @@ void config_free(struct sbxd_config *cfg)
         memset(cfg->llm_api_key, 0, strlen(cfg->llm_api_key));
     free(cfg->llm_api_key);
     free(cfg->llm_model);
+    free(cfg->llm_anthropic_url);
+    if (cfg->llm_anthropic_api_key)
+        memset(cfg->llm_anthropic_api_key, 0, strlen(cfg->llm_anthropic_api_key));
+    free(cfg->llm_anthropic_api_key);
     free(cfg->network_policy);
     free(cfg->egress_hosts);
     free(cfg->skill_env_file);

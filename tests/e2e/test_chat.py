@@ -91,7 +91,7 @@ def script(name, results, body):
             if n == 0 else ("text", "Env: " + results[0])
     if name == "skill":
         return ("tool", "sandbox_bash", {
-            "command": "python3 /workspace/.skills/pdf/scripts/make_pdf.py "
+            "command": "mkdir -p /workspace/out && python3 /workspace/.skills/pdf/scripts/make_pdf.py "
                        "/workspace/out/act.pdf --title 'Proces-verbal' --paragraph 'Târgu Mureș'"}) \
             if n == 0 else ("text", "Done.")
     return ("text", "hello from the model")
@@ -410,7 +410,7 @@ def test_what_the_gateway_refuses():
     for body, code in cases:
         assert_error(c.request("POST", p, body), 400, code)
     assert_error(c.request("POST", p, raw=b"{not json"), 400, "invalid_json")
-    assert_error(c.request("POST", p, raw=b"[1,2]"), 400, "invalid_request")
+    assert_error(c.request("POST", p, raw=b"[1,2]"), 400, "invalid_json")
     assert_error(c.request("POST", p, {"messages": msgs, "tools": SBX},
                            headers={"x-sbx-session-id": "bad id!"}), 400, "invalid_session_id")
     assert_error(c.request("POST", p, {"messages": msgs}, key=None), 401, "missing_api_key")

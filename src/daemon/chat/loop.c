@@ -270,7 +270,9 @@ static char *error_text(const char *code, const char *msg, json_t *details)
     json_t *e = json_pack("{s:s,s:s}", "code", code, "message", msg);
     if (details)
         json_object_update(e, details);
-    char *s = json_dumps(json_pack("{s:o}", "error", e), JSON_COMPACT | JSON_ENSURE_ASCII);
+    json_t *doc = json_pack("{s:o}", "error", e);
+    char *s = json_dumps(doc, JSON_COMPACT);
+    json_decref(doc);
     return s ? s : sbx_xstrdup("{\"error\":{}}");
 }
 

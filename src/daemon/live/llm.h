@@ -39,8 +39,7 @@ enum llm_api {
 struct llm_raw_ops {
     /* The answer's bytes as they arrive, with its status and Content-Type; NULL: the answer
      * is buffered (at most LLM_RESPONSE_MAX) for on_done. <0 stops the transfer. */
-    int (*on_data)(long status, const char *content_type, const char *buf, size_t len,
-                   void *data);
+    int (*on_data)(long status, const char *content_type, const char *buf, size_t len, void *data);
     /* Once, whatever the status; err (code upstream_error) when no full answer came. */
     void (*on_done)(long status, const char *content_type, const char *body, size_t len,
                     const struct sbx_err *err, void *data);

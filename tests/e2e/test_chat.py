@@ -236,6 +236,8 @@ def test_a_pdf_written_with_reportlab_comes_back_as_an_artifact_and_a_link():
     assert msg["content"].startswith("Gata: PDF-ul cu ș și ț e gata."), msg
     assert "\n\n**Files**\n- [hotarare.pdf](%s)" % a["url"] in msg["content"], msg
     assert "tool_calls" not in msg, msg
+    # Both calls to the model are billed: the usage is their sum.
+    assert r.body["usage"] == {"prompt_tokens": 6, "completion_tokens": 4, "total_tokens": 10}
     data = download(a["url"])
     assert data.startswith(b"%PDF") and len(data) == a["size"], data[:20]
     text = pdf_text(data)
@@ -414,6 +416,16 @@ def test_what_the_gateway_refuses():
     assert_error(c.request("POST", p, {"messages": msgs, "tools": SBX},
                            headers={"x-sbx-session-id": "bad id!"}), 400, "invalid_session_id")
     assert_error(c.request("POST", p, {"messages": msgs}, key=None), 401, "missing_api_key")
+    # The sandbox's own options are checked by the create, before anything streams.
+    for tool, status, code in (({"type": "sbx_sandbox", "egress": "everywhere"}, 400,
+                                "invalid_egress"),
+                               ({"type": "sbx_sandbox", "template": "no-such"}, 400,
+                                "invalid_template"),
+                               ({"type": "sbx_sandbox", "template": 5}, 400,
+                                "invalid_request")):
+        r = c.request("POST", p, {"messages": msgs, "tools": [tool], "stream": True},
+                      headers={"x-sbx-session-id": "fresh-%s" % code})
+        assert r.status == status and r.body["error"]["code"] == code, (tool, r)
     # The model endpoint failing is a 502 that names its status, never a 500.
     r = c.request("POST", p, {"model": "m", "tools": SBX, "messages": [
         {"role": "user", "content": "SCRIPT:status429"}]}, headers={"x-sbx-session-id": "conv-1"})
@@ -556,3 +568,20 @@ def test_the_upstream_key_never_reaches_the_sandbox_or_the_client():
     out = c.exec(sid, shell="grep -rl -e %s -e %s /proc/*/environ /tmp /workspace "
                             "2>/dev/null; true" % (OPENAI_SECRET, ANTHROPIC_SECRET))
     assert out["stdout"] == "", out
+
+
+def test_without_an_endpoint_the_gateway_says_so():
+    env = {"SBX_LLM_URL": _base}  # no Anthropic endpoint
+    with harness.Daemon(extra_env=env) as d:
+        c = d.client(d.client().create_key("chat-none")["key"])
+        body = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
+        assert_error(c.request("POST", "/v1/messages", body), 503, "chat_unavailable")
+        assert_error(c.request("POST", "/v1/messages", dict(body, tools=SBX)), 503,
+                     "chat_unavailable")
+        r = c.request("POST", "/v1/chat/completions", body)
+        assert r.status == 200, r
+    with harness.Daemon() as d:
+        c = d.client(d.client().create_key("chat-none")["key"])
+        r = c.request("POST", "/v1/chat/completions", {"messages": []})
+        assert_error(r, 503, "chat_unavailable")
+        assert "SBX_LLM_URL" in r.body["error"]["message"]

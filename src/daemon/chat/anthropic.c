@@ -8,18 +8,7 @@
 
 static void prepare(json_t *body, const char *instructions, const char *default_model)
 {
-    json_t *tools = json_array(), *ours = chat_tools_anthropic();
-    size_t i;
-    json_t *t;
-    json_array_foreach(json_object_get(body, "tools"), i, t)
-    {
-        const char *type = json_string_value(json_object_get(t, "type"));
-        if (!type || strcmp(type, CHAT_TOOL_TYPE))
-            json_array_append(tools, t);
-    }
-    json_array_extend(tools, ours);
-    json_decref(ours);
-    json_object_set_new(body, "tools", tools);
+    chat_tools_replace(body, chat_tools_anthropic());
     json_t *system = json_object_get(body, "system");
     if (json_is_string(system))
         json_object_set_new(body, "system",

@@ -34,7 +34,7 @@ struct http_req;
 /* What the client asked of the gateway, read from its body. */
 struct chat_ask {
     bool sandbox;   /* the sandbox tool is on */
-    json_t *tool;   /* the {"type": "sbx_sandbox", ...} entry (borrowed), or NULL */
+    json_t *tool;   /* the {"type": "sbx_sandbox", ...} entry (owned), or NULL */
     json_t *skills; /* ["pdf", ...] (owned) */
     bool stream;
 };
@@ -80,6 +80,8 @@ int chat_skills_install(struct skills *k, json_t *skills, const char *workspace,
 json_t *chat_tools_openai(void);
 json_t *chat_tools_anthropic(void);
 bool chat_tool_known(const char *name);
+/* body's tools without the sandbox tool, then ours (taken). */
+void chat_tools_replace(json_t *body, json_t *ours);
 /* The agent tool that runs name and its arguments (new), sandbox_id set. */
 const char *chat_tool_impl(const char *name, json_t *args, const char *sandbox_id,
                            json_t **impl_args);

@@ -44,6 +44,7 @@ struct chat {
     size_t next;     /* the next one to run */
     json_t *results; /* [{id, content, is_error}] for the calls */
     json_t *log;     /* [{round, name, ok}] every call of the request */
+    json_t *usage;   /* the endpoint's usage summed over the request's calls, or NULL */
     int round;
     bool last; /* tools are off: this answer is the final one */
     bool limit_reached;
@@ -57,6 +58,7 @@ static void chat_free(struct chat *c)
     json_decref(c->calls);
     json_decref(c->results);
     json_decref(c->log);
+    json_decref(c->usage);
     free(c);
 }
 
@@ -128,6 +130,24 @@ static char *markdown(json_t *artifacts)
     return s;
 }
 
+/* Every round is billed by the endpoint: the answer's usage is all of theirs. */
+static void add_usage(struct chat *c, json_t *usage)
+{
+    const char *k;
+    json_t *v;
+    if (!json_is_object(usage))
+        return;
+    if (!c->usage)
+        c->usage = json_object();
+    json_object_foreach(usage, k, v)
+    {
+        if (json_is_integer(v))
+            json_object_set_new(c->usage, k,
+                                json_integer(json_integer_value(json_object_get(c->usage, k)) +
+                                             json_integer_value(v)));
+    }
+}
+
 static void on_artifacts(json_t *artifacts, const struct sbx_err *aerr, void *data)
 {
     struct chat *c = data;
@@ -151,10 +171,11 @@ static void on_artifacts(json_t *artifacts, const struct sbx_err *aerr, void *da
         _cleanup_free_ char *t = c->f->text(c->answer);
         chat_sse_text(&c->sse, t);
         chat_sse_text(&c->sse, md);
-        chat_sse_end(&c->sse, c->f->stop_reason(c->answer), json_object_get(c->answer, "usage"),
-                     sbx);
+        chat_sse_end(&c->sse, c->f->stop_reason(c->answer), c->usage, sbx);
     } else {
         c->f->finish(c->answer, md, sbx);
+        if (c->usage)
+            json_object_set(c->answer, "usage", c->usage);
         http_respond_json(c->req, 200, json_incref(c->answer));
     }
     json_decref(sbx);
@@ -202,6 +223,7 @@ static void on_model(long status, const char *ctype, const char *body, size_t le
     }
     json_decref(c->answer);
     c->answer = answer;
+    add_usage(c, json_object_get(answer, "usage"));
     json_decref(c->calls);
     c->calls = c->f->calls(answer);
     size_t i;

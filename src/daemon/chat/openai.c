@@ -6,26 +6,9 @@
 #include "../../common/util.h"
 #include "chat.h"
 
-/* The body's tools without the sandbox tool, then ours. */
-static void replace_tools(json_t *body, json_t *ours)
-{
-    json_t *tools = json_array();
-    size_t i;
-    json_t *t;
-    json_array_foreach(json_object_get(body, "tools"), i, t)
-    {
-        const char *type = json_string_value(json_object_get(t, "type"));
-        if (!type || strcmp(type, CHAT_TOOL_TYPE))
-            json_array_append(tools, t);
-    }
-    json_array_extend(tools, ours);
-    json_decref(ours);
-    json_object_set_new(body, "tools", tools);
-}
-
 static void prepare(json_t *body, const char *instructions, const char *default_model)
 {
-    replace_tools(body, chat_tools_openai());
+    chat_tools_replace(body, chat_tools_openai());
     json_array_insert_new(json_object_get(body, "messages"), 0,
                           json_pack("{s:s,s:s}", "role", "system", "content", instructions));
     json_object_del(body, "container");

@@ -130,7 +130,7 @@ int chat_ask_parse(json_t *body, const struct chat_format *f, struct chat_ask *o
         if (out->tool)
             return sbx_err_set(err, EINVAL, "invalid_request",
                                "tools lists " CHAT_TOOL_TYPE " more than once");
-        out->tool = t;
+        out->tool = json_incref(t);
         out->sandbox = true;
         if (parse_tool(t, out, err) < 0)
             return -EINVAL;
@@ -158,7 +158,9 @@ int chat_ask_parse(json_t *body, const struct chat_format *f, struct chat_ask *o
 void chat_ask_clear(struct chat_ask *a)
 {
     json_decref(a->skills);
+    json_decref(a->tool);
     a->skills = NULL;
+    a->tool = NULL;
 }
 
 /* ---- instructions ---- */

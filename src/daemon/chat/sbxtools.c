@@ -64,6 +64,22 @@ json_t *chat_tools_anthropic(void)
     return a;
 }
 
+void chat_tools_replace(json_t *body, json_t *ours)
+{
+    json_t *tools = json_array();
+    size_t i;
+    json_t *t;
+    json_array_foreach(json_object_get(body, "tools"), i, t)
+    {
+        const char *type = json_string_value(json_object_get(t, "type"));
+        if (!type || strcmp(type, CHAT_TOOL_TYPE))
+            json_array_append(tools, t);
+    }
+    json_array_extend(tools, ours);
+    json_decref(ours);
+    json_object_set_new(body, "tools", tools);
+}
+
 static int find(const char *name)
 {
     for (size_t i = 0; name && i < SBX_ARRAY_SIZE(defs); i++)

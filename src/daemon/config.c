@@ -222,7 +222,9 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
     cfg->mcp_origins = split_list(getenv("SBX_MCP_ORIGINS"));
     cfg->mcp_hosts = split_list(getenv("SBX_MCP_HOSTS"));
     if ((r = env_num("SBX_TEST_MCP_TICK_MS", 10000, 100, 60000, &cfg->mcp_tick_ms, err)) < 0 ||
-        (r = env_num("SBX_TEST_MCP_HOLD_MS", 50000, 100, 55000, &cfg->mcp_hold_ms, err)) < 0)
+        (r = env_num("SBX_TEST_MCP_HOLD_MS", 50000, 100, 55000, &cfg->mcp_hold_ms, err)) < 0 ||
+        (r = env_num("SBX_TEST_CHAT_KEEPALIVE_MS", 15000, 100, 60000, &cfg->chat_keepalive_ms,
+                     err)) < 0)
         return r;
     cfg->preview_listen = env_or("SBX_PREVIEW_LISTEN", "127.0.0.1:8788");
     const char *pd = getenv("SBX_PREVIEW_DOMAIN");

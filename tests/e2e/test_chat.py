@@ -89,6 +89,9 @@ def script(name, results, body):
     if name == "env":
         return ("tool", "sandbox_bash", {"command": "env; cat /proc/1/environ | tr '\\0' '\\n'"}) \
             if n == 0 else ("text", "Env: " + results[0])
+    if name == "slow":
+        return ("tool", "sandbox_bash", {"command": "sleep 1.5; echo woke"}) if n == 0 else \
+            ("text", "Slept.")
     if name == "skill":
         return ("tool", "sandbox_bash", {
             "command": "mkdir -p /workspace/out && python3 /workspace/.skills/pdf/scripts/make_pdf.py "
@@ -182,7 +185,8 @@ threading.Thread(target=_srv.serve_forever, daemon=True).start()
 _base = "http://127.0.0.1:%d/v1" % _srv.server_address[1]
 D = harness.Shared(extra_env={"SBX_LLM_URL": _base, "SBX_LLM_API_KEY": OPENAI_SECRET,
                               "SBX_LLM_MODEL": "fake-model", "SBX_LLM_ANTHROPIC_URL": _base,
-                              "SBX_LLM_ANTHROPIC_API_KEY": ANTHROPIC_SECRET})
+                              "SBX_LLM_ANTHROPIC_API_KEY": ANTHROPIC_SECRET,
+                              "SBX_TEST_CHAT_KEEPALIVE_MS": "200"})
 
 
 def teardown_module():
@@ -495,7 +499,7 @@ def sse_frames(data):
     """[(event or None, data)] of a text/event-stream body."""
     out = []
     for frame in data.decode().split("\n\n"):
-        if not frame.strip():
+        if not frame.strip() or frame.startswith(":"):  # a keep-alive comment
             continue
         event, payload = None, None
         for line in frame.split("\n"):
@@ -585,3 +589,14 @@ def test_without_an_endpoint_the_gateway_says_so():
         r = c.request("POST", "/v1/chat/completions", {"messages": []})
         assert_error(r, 503, "chat_unavailable")
         assert "SBX_LLM_URL" in r.body["error"]["message"]
+
+
+def test_a_long_tool_keeps_the_stream_alive():
+    c = D.client("chat-mem")
+    body = {"model": "m", "tools": SBX, "stream": True,
+            "messages": [{"role": "user", "content": "SCRIPT:slow now"}]}
+    status, _, data = raw_post(c, "/v1/chat/completions", body, {"x-sbx-session-id": "conv-1"})
+    assert status == 200, data[:300]
+    # SBX_TEST_CHAT_KEEPALIVE_MS=200 here (15 s by default): comments while the tool ran.
+    assert b"\n\n: keep-alive\n\n" in data, data[:600]
+    assert sse_frames(data)[-1] == (None, "[DONE]")

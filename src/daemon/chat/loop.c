@@ -52,6 +52,8 @@ struct chat {
 
 static void chat_free(struct chat *c)
 {
+    if (c->streaming)
+        chat_sse_stop(&c->sse);
     json_decref(c->body);
     chat_ask_clear(&c->ask);
     json_decref(c->answer);
@@ -380,7 +382,7 @@ static void begin(struct chat *c)
     }
     if (c->stream) {
         chat_sse_begin(&c->sse, c->req, c->f, json_string_value(json_object_get(c->body, "model")),
-                       on_abort, c);
+                       c->d->loop, c->d->cfg.chat_keepalive_ms, on_abort, c);
         c->streaming = true;
     }
     call_model(c);

@@ -36,8 +36,24 @@ static json_t *chunk(struct chat_sse *s, json_t *delta, const char *finish)
                      "choices", "index", 0, "delta", delta, "finish_reason", finish);
 }
 
+static void on_keepalive(struct loop *l, void *data)
+{
+    static const char ping[] = ": keep-alive\n\n";
+    struct chat_sse *s = data;
+    (void)http_stream_write(s->req, ping, sizeof(ping) - 1, NULL, 0);
+    s->keepalive = loop_timer_add(l, s->keepalive_ms, on_keepalive, s);
+}
+
+void chat_sse_stop(struct chat_sse *s)
+{
+    if (s->keepalive)
+        loop_timer_cancel(s->loop, s->keepalive);
+    s->keepalive = NULL;
+}
+
 void chat_sse_begin(struct chat_sse *s, struct http_req *req, const struct chat_format *f,
-                    const char *model, http_abort_fn on_abort, void *data)
+                    const char *model, struct loop *l, long long keepalive_ms,
+                    http_abort_fn on_abort, void *data)
 {
     unsigned char raw[12];
     char hex[25];
@@ -50,6 +66,9 @@ void chat_sse_begin(struct chat_sse *s, struct http_req *req, const struct chat_
     s->created = time(NULL);
     snprintf(s->model, sizeof(s->model), "%s", model ?: "");
     snprintf(s->id, sizeof(s->id), "%s%s", f->api == LLM_API_OPENAI ? "chatcmpl-" : "msg_", hex);
+    s->loop = l;
+    s->keepalive_ms = keepalive_ms;
+    s->keepalive = loop_timer_add(l, keepalive_ms, on_keepalive, s);
     http_stream_begin(req, "text/event-stream", on_abort, data);
     if (is_openai(s))
         frame(s, NULL, chunk(s, json_pack("{s:s,s:s}", "role", "assistant", "content", ""), NULL));
@@ -111,6 +130,7 @@ void chat_sse_end(struct chat_sse *s, const char *stop_reason, json_t *usage, js
         frame(s, "message_delta", d);
         frame(s, "message_stop", json_pack("{s:s}", "type", "message_stop"));
     }
+    chat_sse_stop(s);
     http_stream_end(s->req);
 }
 
@@ -125,5 +145,6 @@ void chat_sse_error(struct chat_sse *s, const struct sbx_err *err)
               json_pack("{s:s,s:{s:s,s:s}}", "type", "error", "error", "type", err->code, "message",
                         err->msg));
     }
+    chat_sse_stop(s);
     http_stream_end(s->req);
 }

@@ -4,6 +4,7 @@
 
 #include <jansson.h>
 
+#include "../../common/loop.h"
 #include "../http/server.h"
 #include "chat.h"
 
@@ -14,11 +15,18 @@ struct chat_sse {
     char model[128];
     long long created;
     int blocks; /* Anthropic content blocks sent */
+    struct loop *loop;
+    struct loop_timer *keepalive; /* a comment now and then, so proxies keep the stream */
+    long long keepalive_ms;
 };
 
-/* Answer 200 text/event-stream and send the opening frame. */
+/* Answer 200 text/event-stream and send the opening frame; then ": keep-alive" every
+ * keepalive_ms until the end. */
 void chat_sse_begin(struct chat_sse *s, struct http_req *req, const struct chat_format *f,
-                    const char *model, http_abort_fn on_abort, void *data);
+                    const char *model, struct loop *l, long long keepalive_ms,
+                    http_abort_fn on_abort, void *data);
+/* The client went away: stop the keep-alives. */
+void chat_sse_stop(struct chat_sse *s);
 /* Some of the answer's text. */
 void chat_sse_text(struct chat_sse *s, const char *text);
 /* A tool's progress, type "tool_call" or "tool_result" (takes ev). */

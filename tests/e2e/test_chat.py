@@ -600,3 +600,19 @@ def test_a_long_tool_keeps_the_stream_alive():
     # SBX_TEST_CHAT_KEEPALIVE_MS=200 here (15 s by default): comments while the tool ran.
     assert b"\n\n: keep-alive\n\n" in data, data[:600]
     assert sse_frames(data)[-1] == (None, "[DONE]")
+
+
+def test_two_first_requests_of_a_session_share_one_sandbox():
+    c = D.client("chat-race")
+    out = []
+    threads = [threading.Thread(target=lambda: out.append(chat(c, "plain", session="race-1")))
+               for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(r.status == 200 for r in out), out
+    ids = {r.body["sbx_sandbox"]["sandbox_id"] for r in out}
+    assert len(ids) == 1, ids
+    assert sorted(r.body["sbx_sandbox"]["sandbox_created"] for r in out) == [False, False, True]
+    assert [s["id"] for s in c.list_sandboxes()] == list(ids)

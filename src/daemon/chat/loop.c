@@ -19,7 +19,13 @@
 #include "chat.h"
 #include "stream.h"
 
-enum chat_wait { W_NONE, W_TOOL, W_UPSTREAM, W_ARTIFACTS };
+enum chat_wait {
+    W_NONE,
+    W_TOOL,
+    W_UPSTREAM,
+    W_ARTIFACTS,
+    W_SESSION, /* for another request of the session, which is making its sandbox */
+};
 
 struct chat {
     struct sbxd *d;
@@ -46,7 +52,12 @@ struct chat {
     json_t *log;     /* [{round, name, ok}] every call of the request */
     json_t *usage;   /* the endpoint's usage summed over the request's calls, or NULL */
     int round;
-    bool last; /* tools are off: this answer is the final one */
+    bool last;                  /* tools are off: this answer is the final one */
+    bool creating;              /* making the session's sandbox: in the creating list */
+    struct chat *next_creating; /* that list */
+    struct chat *waiters;       /* requests of the same session waiting for it */
+    struct chat *next_waiter;
+    struct chat *creator; /* W_SESSION: the request we wait for */
     bool limit_reached;
 };
 
@@ -64,6 +75,32 @@ static void chat_free(struct chat *c)
     free(c);
 }
 
+/* Requests making their session's sandbox, so that a second request of the session waits
+ * for it rather than making another. sbxd has one loop: a plain list. */
+static struct chat *creating;
+
+static void find_sandbox(struct chat *c);
+
+/* c's create is over: off the list, and those waiting look again. */
+static void creating_done(struct chat *c)
+{
+    for (struct chat **p = &creating; *p; p = &(*p)->next_creating)
+        if (*p == c) {
+            *p = c->next_creating;
+            break;
+        }
+    c->creating = false;
+    struct chat *w = c->waiters;
+    c->waiters = NULL;
+    while (w) {
+        struct chat *next = w->next_waiter;
+        w->creator = NULL;
+        w->wait = W_NONE;
+        find_sandbox(w);
+        w = next;
+    }
+}
+
 static void on_abort(struct http_req *req, void *data)
 {
     struct chat *c = data;
@@ -71,6 +108,15 @@ static void on_abort(struct http_req *req, void *data)
     switch (c->wait) {
     case W_TOOL:
         tools_call_abandon(c->tool);
+        if (c->creating)
+            creating_done(c);
+        break;
+    case W_SESSION:
+        for (struct chat **p = &c->creator->waiters; *p; p = &(*p)->next_waiter)
+            if (*p == c) {
+                *p = c->next_waiter;
+                break;
+            }
         break;
     case W_UPSTREAM:
         llm_cancel(c->up);
@@ -394,22 +440,24 @@ static void on_created(json_t *result, const struct sbx_err *err, json_t *detail
     struct sbx_err e = {0};
     c->tool = NULL;
     c->wait = W_NONE;
+    if (!err) {
+        snprintf(c->sandbox_id, sizeof(c->sandbox_id), "%s",
+                 json_string_value(json_object_get(result, "id")) ?: "");
+        c->created = true;
+        if (store_chat_session_set(c->d->store, c->who.user, c->session_id, c->sandbox_id,
+                                   time(NULL), &e) < 0)
+            err = &e;
+    }
+    creating_done(c); /* the mapping is stored: the waiters find it */
     if (err) {
         fail(c, err);
-        return;
-    }
-    snprintf(c->sandbox_id, sizeof(c->sandbox_id), "%s",
-             json_string_value(json_object_get(result, "id")) ?: "");
-    c->created = true;
-    if (store_chat_session_set(c->d->store, c->who.user, c->session_id, c->sandbox_id, time(NULL),
-                               &e) < 0) {
-        fail(c, &e);
         return;
     }
     begin(c);
 }
 
-/* The session's sandbox, its life extended; else a new one. */
+/* The session's sandbox, its life extended; else a new one (or the one another request of
+ * the session is making). */
 static void find_sandbox(struct chat *c)
 {
     struct sbx_err err = {0};
@@ -426,6 +474,17 @@ static void find_sandbox(struct chat *c)
         begin(c);
         return;
     }
+    for (struct chat *x = creating; x; x = x->next_creating)
+        if (!strcmp(x->who.user, c->who.user) && !strcmp(x->session_id, c->session_id)) {
+            c->creator = x;
+            c->next_waiter = x->waiters;
+            x->waiters = c;
+            c->wait = W_SESSION;
+            return;
+        }
+    c->creating = true;
+    c->next_creating = creating;
+    creating = c;
     json_t *args = json_pack("{s:i}", "ttl_seconds", CHAT_SANDBOX_TTL);
     const char *keys[] = {"template", "egress"};
     for (size_t i = 0; i < SBX_ARRAY_SIZE(keys); i++)

@@ -261,6 +261,9 @@ def test_a_pdf_written_with_reportlab_comes_back_as_an_artifact_and_a_link():
     second = seen_for("pdf")[1][2]["messages"]
     assert second[-2]["tool_calls"][0]["function"]["name"] == "sandbox_python", second
     assert second[-1]["role"] == "tool" and json.loads(second[-1]["content"])["exit_code"] == 0
+    # The tool ran as the caller's own exec: metered to its key and in the audit log.
+    usage = c.ok("GET", "/v1/usage")
+    assert usage["total"]["exec_ms"] > 0, usage
     # The tool ran as the caller's own exec: it is in the audit log.
     log = D.client("admin").ok("GET", "/v1/audit?sandbox_id=%s" % sbx["sandbox_id"])
     actions = [e["action"] for e in log["data"]]

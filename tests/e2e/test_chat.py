@@ -89,6 +89,8 @@ def script(name, results, body):
     if name == "env":
         return ("tool", "sandbox_bash", {"command": "env; cat /proc/1/environ | tr '\\0' '\\n'"}) \
             if n == 0 else ("text", "Env: " + results[0])
+    if name == "foreign":
+        return ("tool", "get_weather", {"city": "Iași"})
     if name == "slow":
         return ("tool", "sandbox_bash", {"command": "sleep 1.5; echo woke"}) if n == 0 else \
             ("text", "Slept.")
@@ -619,3 +621,38 @@ def test_two_first_requests_of_a_session_share_one_sandbox():
     assert len(ids) == 1, ids
     assert sorted(r.body["sbx_sandbox"]["sandbox_created"] for r in out) == [False, False, True]
     assert [s["id"] for s in c.list_sandboxes()] == list(ids)
+
+
+def test_a_call_of_the_clients_own_tool_goes_back_to_the_client():
+    c = D.client("chat-mem")
+    mine = {"type": "function", "function": {"name": "get_weather", "parameters": {}}}
+    r = chat(c, "foreign", session="conv-1", tools=[mine] + SBX)
+    assert r.status == 200, r
+    choice = r.body["choices"][0]
+    assert choice["finish_reason"] == "tool_calls", choice
+    call = choice["message"]["tool_calls"][0]["function"]
+    assert call["name"] == "get_weather" and json.loads(call["arguments"]) == {"city": "Iași"}
+    assert r.body["sbx_sandbox"]["tool_calls"] == [] and r.body["sbx_sandbox"]["rounds"] == 0
+    up = seen_for("foreign")[-1][2]
+    assert [t["function"]["name"] for t in up["tools"]][:2] == ["get_weather", "sandbox_bash"]
+    # Streamed: as tool-call deltas (OpenAI) and a tool_use block (Anthropic).
+    body = {"model": "m", "tools": [mine] + SBX, "stream": True,
+            "messages": [{"role": "user", "content": "SCRIPT:foreign now"}]}
+    _, _, data = raw_post(c, "/v1/chat/completions", body, {"x-sbx-session-id": "conv-1"})
+    chunks = [f[1] for f in sse_frames(data)[:-1]]
+    calls = [ch["choices"][0]["delta"]["tool_calls"][0] for ch in chunks
+             if "tool_calls" in ch["choices"][0]["delta"]]
+    assert len(calls) == 1 and calls[0]["function"]["name"] == "get_weather", chunks
+    assert json.loads(calls[0]["function"]["arguments"]) == {"city": "Iași"}
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+    body = {"model": "claude-x", "max_tokens": 10, "stream": True, "tools": [
+        {"name": "get_weather", "input_schema": {"type": "object"}}] + SBX,
+        "messages": [{"role": "user", "content": "SCRIPT:foreign now"}]}
+    _, _, data = raw_post(c, "/v1/messages", body, {"x-sbx-session-id": "conv-1"})
+    frames = sse_frames(data)
+    starts = [d["content_block"] for e, d in frames if e == "content_block_start"]
+    assert {"type": "tool_use", "id": "toolu_0", "name": "get_weather", "input": {}} in starts
+    deltas = [d["delta"]["partial_json"] for e, d in frames
+              if e == "content_block_delta" and d["delta"]["type"] == "input_json_delta"]
+    assert [json.loads(x) for x in deltas] == [{"city": "Iași"}], deltas
+    assert dict(frames)["message_delta"]["delta"]["stop_reason"] == "tool_use"

@@ -25,6 +25,8 @@
 /* What the model is shown of one tool's answer. */
 #define CHAT_TOOL_RESULT_MAX (32u * 1024u)
 #define CHAT_SKILLS_MAX 4
+/* What an upstream_error quotes of the endpoint's answer. */
+#define CHAT_UPSTREAM_SNIPPET 300
 /* Where a document skill's files are copied in the sandbox (its SKILL.md's /skills/). */
 #define CHAT_SKILLS_DIR ".skills"
 
@@ -46,7 +48,8 @@ struct chat_format {
     /* Make the client's body the upstream request: the sandbox tool replaced by the four
      * functions, container dropped, instructions added, stream off, a model when none. */
     void (*prepare)(json_t *body, const char *instructions, const char *default_model);
-    /* The answer's tool calls: [{id, name, args} or {id, name, args_error}] (new). */
+    /* The answer's tool calls: [{id, name, args} or {id, name, args_error}] (new), with
+     * raw: the arguments as the model wrote them, when it wrote a string. */
     json_t *(*calls)(json_t *answer);
     /* The answer's text (malloc'd, "" when none). */
     char *(*text)(json_t *answer);

@@ -219,6 +219,12 @@ static void on_artifacts(json_t *artifacts, const struct sbx_err *aerr, void *da
         _cleanup_free_ char *t = c->f->text(c->answer);
         chat_sse_text(&c->sse, t);
         chat_sse_text(&c->sse, md);
+        size_t i;
+        json_t *call;
+        json_array_foreach(c->calls, i, call) /* the client's own tools, for it to run */
+        {
+            chat_sse_tool_use(&c->sse, i, call);
+        }
         chat_sse_end(&c->sse, c->f->stop_reason(c->answer), c->usage, sbx);
     } else {
         c->f->finish(c->answer, md, sbx);
@@ -261,8 +267,12 @@ static void on_model(long status, const char *ctype, const char *body, size_t le
     }
     json_t *answer = json_loadb(body ?: "", len, 0, NULL);
     if (status != 200 || !json_is_object(answer)) {
-        sbx_err_set(&e, EIO, "upstream_error", "the model endpoint answered HTTP %ld: %.300s",
-                    status, body ?: "");
+        /* What it said, cut where a character ends (the error is JSON, and UTF-8). */
+        size_t n =
+            sbx_utf8_prefix(body ?: "", len < CHAT_UPSTREAM_SNIPPET ? len : CHAT_UPSTREAM_SNIPPET);
+        bool text = sbx_utf8_valid(body ?: "", n);
+        sbx_err_set(&e, EIO, "upstream_error", "the model endpoint answered HTTP %ld: %.*s", status,
+                    text ? (int)n : 0, text ? body : "");
         scrub(e.msg, c->d->cfg.llm_api_key);
         scrub(e.msg, c->d->cfg.llm_anthropic_api_key);
         json_decref(answer);
@@ -287,6 +297,8 @@ static void on_model(long status, const char *ctype, const char *body, size_t le
     }
     if (c->last) { /* tools were off and it still asked: nobody will run those */
         c->f->strip_calls(answer);
+        json_decref(c->calls);
+        c->calls = json_array();
         finish(c);
         return;
     }

@@ -35,6 +35,8 @@ static json_t *calls(json_t *answer)
         const char *name = json_string_value(json_object_get(fn, "name"));
         json_t *raw = json_object_get(fn, "arguments");
         json_t *o = json_pack("{s:s,s:s}", "id", id ?: "", "name", name ?: "");
+        if (json_is_string(raw))
+            json_object_set(o, "raw", raw);
         json_error_t je;
         json_t *args = NULL;
         if (json_is_object(raw))

@@ -113,6 +113,33 @@ void chat_sse_progress(struct chat_sse *s, const char *type, json_t *ev)
     frame(s, name, ev);
 }
 
+void chat_sse_tool_use(struct chat_sse *s, size_t index, json_t *call)
+{
+    json_t *args = json_object_get(call, "args");
+    const char *raw = json_string_value(json_object_get(call, "raw"));
+    _cleanup_free_ char *text = raw ? NULL : json_dumps(args ?: json_object(), JSON_COMPACT);
+    const char *id = json_string_value(json_object_get(call, "id"));
+    const char *name = json_string_value(json_object_get(call, "name"));
+    if (is_openai(s)) {
+        frame(s, NULL,
+              chunk(s,
+                    json_pack("{s:[{s:i,s:s,s:s,s:{s:s,s:s}}]}", "tool_calls", "index", (int)index,
+                              "id", id, "type", "function", "function", "name", name,
+                              "arguments", raw ? raw : text ?: "{}"),
+                    NULL));
+        return;
+    }
+    int i = s->blocks++;
+    frame(s, "content_block_start",
+          json_pack("{s:s,s:i,s:{s:s,s:s,s:s,s:{}}}", "type", "content_block_start", "index", i,
+                    "content_block", "type", "tool_use", "id", id, "name", name, "input"));
+    frame(s, "content_block_delta",
+          json_pack("{s:s,s:i,s:{s:s,s:s}}", "type", "content_block_delta", "index", i, "delta",
+                    "type", "input_json_delta", "partial_json", raw ? raw : text ?: "{}"));
+    frame(s, "content_block_stop",
+          json_pack("{s:s,s:i}", "type", "content_block_stop", "index", i));
+}
+
 void chat_sse_end(struct chat_sse *s, const char *stop_reason, json_t *usage, json_t *sbx)
 {
     if (is_openai(s)) {

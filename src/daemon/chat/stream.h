@@ -31,6 +31,8 @@ void chat_sse_stop(struct chat_sse *s);
 void chat_sse_text(struct chat_sse *s, const char *text);
 /* A tool's progress, type "tool_call" or "tool_result" (takes ev). */
 void chat_sse_progress(struct chat_sse *s, const char *type, json_t *ev);
+/* A tool call for the client to run (one of chat_format.calls'), the index-th. */
+void chat_sse_tool_use(struct chat_sse *s, size_t index, json_t *call);
 /* The end, with the sandbox's part (artifacts) and the usage (may be NULL). */
 void chat_sse_end(struct chat_sse *s, const char *stop_reason, json_t *usage, json_t *sbx);
 /* The end, after a failure. */

@@ -151,6 +151,8 @@ class FakeModel(http.server.BaseHTTPRequestHandler):
         Model.raw.append(raw)
         anthropic = self.path == "/v1/messages"
         text = user_text(body)
+        if "SCRIPT:badutf" in text:
+            return self.send(500, b"\xff\xfe not text \xc8", "text/plain")
         if "SCRIPT:status429" in text:
             return self.send(429, b'{"error":{"message":"slow down"}}', "application/json")
         if body.get("stream"):
@@ -440,6 +442,14 @@ def test_what_the_gateway_refuses():
         {"role": "user", "content": "SCRIPT:status429"}]}, headers={"x-sbx-session-id": "conv-1"})
     assert_error(r, 502, "upstream_error")
     assert "429" in r.body["error"]["message"] and OPENAI_SECRET not in r.raw.decode()
+    r = c.request("POST", p, {"model": "m", "tools": SBX, "messages": [
+        {"role": "user", "content": "SCRIPT:badutf"}]}, headers={"x-sbx-session-id": "conv-1"})
+    assert_error(r, 502, "upstream_error")  # an answer that is not text is not quoted
+    assert r.body["error"]["message"] == ("the model endpoint answered HTTP 500, with a body "
+                                          "that is not UTF-8 text"), r.body
+    r = c.request("POST", p, {"model": "m", "messages": [
+        {"role": "user", "content": "SCRIPT:badutf"}]})
+    assert_error(r, 502, "upstream_error")  # nor passed through as if it were JSON
 
 
 def test_the_sandbox_tool_needs_a_member_key_with_the_sandbox_level():

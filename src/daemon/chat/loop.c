@@ -271,8 +271,13 @@ static void on_model(long status, const char *ctype, const char *body, size_t le
         size_t n =
             sbx_utf8_prefix(body ?: "", len < CHAT_UPSTREAM_SNIPPET ? len : CHAT_UPSTREAM_SNIPPET);
         bool text = sbx_utf8_valid(body ?: "", n);
-        sbx_err_set(&e, EIO, "upstream_error", "the model endpoint answered HTTP %ld: %.*s", status,
-                    text ? (int)n : 0, text ? body : "");
+        if (text)
+            sbx_err_set(&e, EIO, "upstream_error", "the model endpoint answered HTTP %ld: %.*s",
+                        status, (int)n, body ?: "");
+        else
+            sbx_err_set(&e, EIO, "upstream_error",
+                        "the model endpoint answered HTTP %ld, with a body that is not UTF-8 text",
+                        status);
         scrub(e.msg, c->d->cfg.llm_api_key);
         scrub(e.msg, c->d->cfg.llm_anthropic_api_key);
         json_decref(answer);

@@ -176,6 +176,9 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
     cfg->llm_url = lu && *lu ? sbx_xstrdup(lu) : NULL;
     cfg->llm_api_key = lk && *lk ? sbx_xstrdup(lk) : NULL;
     cfg->llm_model = env_or("SBX_LLM_MODEL", "gpt-4o-mini");
+    const char *au = getenv("SBX_LLM_ANTHROPIC_URL"), *ak = getenv("SBX_LLM_ANTHROPIC_API_KEY");
+    cfg->llm_anthropic_url = au && *au ? sbx_xstrdup(au) : NULL;
+    cfg->llm_anthropic_api_key = ak && *ak ? sbx_xstrdup(ak) : NULL;
     const char *np = getenv("SBX_NETWORK_POLICY"), *eh = getenv("SBX_EGRESS_HOSTS"),
                *eu = getenv("SBX_EGRESS_TEST_UPSTREAMS");
     cfg->network_policy = np && *np ? sbx_xstrdup(np) : NULL;
@@ -219,7 +222,9 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
     cfg->mcp_origins = split_list(getenv("SBX_MCP_ORIGINS"));
     cfg->mcp_hosts = split_list(getenv("SBX_MCP_HOSTS"));
     if ((r = env_num("SBX_TEST_MCP_TICK_MS", 10000, 100, 60000, &cfg->mcp_tick_ms, err)) < 0 ||
-        (r = env_num("SBX_TEST_MCP_HOLD_MS", 50000, 100, 55000, &cfg->mcp_hold_ms, err)) < 0)
+        (r = env_num("SBX_TEST_MCP_HOLD_MS", 50000, 100, 55000, &cfg->mcp_hold_ms, err)) < 0 ||
+        (r = env_num("SBX_TEST_CHAT_KEEPALIVE_MS", 15000, 100, 60000, &cfg->chat_keepalive_ms,
+                     err)) < 0)
         return r;
     cfg->preview_listen = env_or("SBX_PREVIEW_LISTEN", "127.0.0.1:8788");
     const char *pd = getenv("SBX_PREVIEW_DOMAIN");
@@ -322,6 +327,10 @@ void config_free(struct sbxd_config *cfg)
         memset(cfg->llm_api_key, 0, strlen(cfg->llm_api_key));
     free(cfg->llm_api_key);
     free(cfg->llm_model);
+    free(cfg->llm_anthropic_url);
+    if (cfg->llm_anthropic_api_key)
+        memset(cfg->llm_anthropic_api_key, 0, strlen(cfg->llm_anthropic_api_key));
+    free(cfg->llm_anthropic_api_key);
     free(cfg->network_policy);
     free(cfg->egress_hosts);
     free(cfg->skill_env_file);

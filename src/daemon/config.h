@@ -36,6 +36,11 @@ struct sbxd_config {
     char *llm_url;     /* SBX_LLM_URL, the base URL (…/v1): we POST {url}/chat/completions */
     char *llm_api_key; /* SBX_LLM_API_KEY, optional */
     char *llm_model;   /* SBX_LLM_MODEL, the default model */
+    /* The chat gateway's Anthropic-format endpoint (docs/chat.md), or NULL. */
+    char *llm_anthropic_url;     /* SBX_LLM_ANTHROPIC_URL (…/v1): we POST {url}/messages */
+    char *llm_anthropic_api_key; /* SBX_LLM_ANTHROPIC_API_KEY, sent as x-api-key */
+    long long chat_keepalive_ms; /* a streamed chat's comment while tools run, 15 s
+                                    (SBX_TEST_CHAT_KEEPALIVE_MS: tests only) */
     /* Egress (docs/egress.md). NULL when unset. */
     char *network_policy;        /* SBX_NETWORK_POLICY: the operator's policy file (JSON) */
     char *egress_hosts;          /* SBX_EGRESS_HOSTS: tests only, a hosts file as the resolver */

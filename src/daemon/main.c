@@ -199,7 +199,7 @@ int main(int argc, char **argv)
         manager_start(d.mgr, &err) < 0 || egress_start(&d, &err) < 0 ||
         jobs_new(d.loop, &d.jobs, &err) < 0 || artifacts_new(&d.cfg, &d.artifacts, &err) < 0 ||
         skills_new(&d.cfg, d.store, d.jobs, &d.skills, &err) < 0 ||
-        (d.cfg.llm_url &&
+        ((d.cfg.llm_url || d.cfg.llm_anthropic_url) &&
          llm_new(d.loop, d.cfg.llm_url, d.cfg.llm_api_key, d.cfg.llm_model, &d.llm, &err) < 0) ||
         terminals_new(&d.cfg, d.loop, &d.terminals) < 0 ||
         previews_new(&d.cfg, d.loop, d.mgr, &d.previews, &err) < 0 ||
@@ -208,6 +208,8 @@ int main(int argc, char **argv)
                         &d.http, &err) < 0 ||
         metrics_listener_new(&d, &d.metrics, &err) < 0)
         goto out;
+    if (d.llm && d.cfg.llm_anthropic_url) /* the chat gateway's /v1/messages (docs/chat.md) */
+        llm_set_anthropic(d.llm, d.cfg.llm_anthropic_url, d.cfg.llm_anthropic_api_key);
     http_server_set_streaming(d.http, router_streams_body);
     http_server_set_cors(d.http, d.cfg.cors_origins);
     mcp_new(&d, &d.mcp);

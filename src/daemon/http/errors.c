@@ -135,6 +135,11 @@ static const struct {
     {"sandbox_inventory_unverifiable", 409},
     {"sandbox_config_locked", 423},
     {"secret_unreadable", 500},
+    /* The chat gateway (docs/chat.md). */
+    {"unsupported_skill", 400},
+    {"container_unsupported", 400},
+    {"upstream_error", 502},
+    {"chat_unavailable", 503},
 };
 
 unsigned http_status_for_code(const char *code)

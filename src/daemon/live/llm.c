@@ -12,9 +12,11 @@ struct llm {
     struct loop *loop;
     CURLM *multi;
     struct loop_timer *timer;
-    char *url; /* …/chat/completions */
+    char *url; /* …/chat/completions, or NULL: only the Anthropic endpoint is set */
     char *auth_header;
     char *model;
+    char *anthropic_url; /* …/messages (chat gateway only), or NULL */
+    char *anthropic_key_header;
 };
 
 struct llm_call {
@@ -25,6 +27,7 @@ struct llm_call {
     size_t len;
     bool too_big;
     llm_done_fn cb;
+    const struct llm_raw_ops *raw; /* llm_post's, instead of cb */
     void *data;
 };
 
@@ -82,6 +85,14 @@ static int timer_cb(CURLM *multi, long timeout_ms, void *userp)
     return 0;
 }
 
+static char *endpoint(const char *base_url, const char *suffix)
+{
+    size_t n = strlen(base_url);
+    while (n && base_url[n - 1] == '/')
+        n--;
+    return sbx_xasprintf("%.*s/%s", (int)n, base_url, suffix);
+}
+
 int llm_new(struct loop *l, const char *base_url, const char *api_key, const char *model,
             struct llm **out, struct sbx_err *err)
 {
@@ -99,14 +110,34 @@ int llm_new(struct loop *l, const char *base_url, const char *api_key, const cha
     curl_multi_setopt(m->multi, CURLMOPT_SOCKETDATA, m);
     curl_multi_setopt(m->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
     curl_multi_setopt(m->multi, CURLMOPT_TIMERDATA, m);
-    size_t n = strlen(base_url);
-    while (n && base_url[n - 1] == '/')
-        n--;
-    m->url = sbx_xasprintf("%.*s/chat/completions", (int)n, base_url);
+    m->url = base_url ? endpoint(base_url, "chat/completions") : NULL;
     m->auth_header = api_key ? sbx_xasprintf("Authorization: Bearer %s", api_key) : NULL;
     m->model = sbx_xstrdup(model);
     *out = m;
     return 0;
+}
+
+void llm_set_anthropic(struct llm *m, const char *base_url, const char *api_key)
+{
+    m->anthropic_url = endpoint(base_url, "messages");
+    m->anthropic_key_header = api_key ? sbx_xasprintf("x-api-key: %s", api_key) : NULL;
+}
+
+bool llm_has_api(const struct llm *m, enum llm_api api)
+{
+    return m && (api == LLM_API_OPENAI ? m->url : m->anthropic_url) != NULL;
+}
+
+const char *llm_default_model(const struct llm *m)
+{
+    return m->model;
+}
+
+static void free_secret(char *s)
+{
+    if (s)
+        memset(s, 0, strlen(s));
+    free(s);
 }
 
 static void call_free(struct llm_call *c)
@@ -126,9 +157,9 @@ void llm_free(struct llm *m)
     if (m->timer)
         loop_timer_cancel(m->loop, m->timer);
     curl_multi_cleanup(m->multi);
-    if (m->auth_header)
-        memset(m->auth_header, 0, strlen(m->auth_header));
-    free(m->auth_header);
+    free_secret(m->auth_header);
+    free_secret(m->anthropic_key_header);
+    free(m->anthropic_url);
     free(m->url);
     free(m->model);
     free(m);
@@ -141,6 +172,13 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *userdata)
 {
     struct llm_call *c = userdata;
     size_t n = size * nmemb;
+    if (c->raw && c->raw->on_data) {
+        long status = 0;
+        const char *ctype = NULL;
+        curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
+        curl_easy_getinfo(c->easy, CURLINFO_CONTENT_TYPE, &ctype);
+        return c->raw->on_data(status, ctype, ptr, n, c->data) < 0 ? 0 : n;
+    }
     if (c->len + n > LLM_RESPONSE_MAX) {
         c->too_big = true;
         return 0; /* makes libcurl fail the transfer */
@@ -184,6 +222,23 @@ static void finish(struct llm_call *c, CURLcode res)
     call_free(c);
 }
 
+static void finish_raw(struct llm_call *c, CURLcode res)
+{
+    struct sbx_err e = {0};
+    long status = 0;
+    const char *ctype = NULL;
+    curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_getinfo(c->easy, CURLINFO_CONTENT_TYPE, &ctype);
+    if (c->too_big)
+        sbx_err_set(&e, EMSGSIZE, "upstream_error", "the model endpoint's answer is over %u bytes",
+                    LLM_RESPONSE_MAX);
+    else if (res != CURLE_OK)
+        sbx_err_set(&e, EIO, "upstream_error", "calling the model endpoint failed: %s",
+                    curl_easy_strerror(res));
+    c->raw->on_done(status, ctype, c->body, c->len, e.code[0] ? &e : NULL, c->data);
+    call_free(c);
+}
+
 static void check_done(struct llm *m)
 {
     CURLMsg *msg;
@@ -193,7 +248,10 @@ static void check_done(struct llm *m)
             continue;
         struct llm_call *c = NULL;
         curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&c);
-        finish(c, msg->data.result);
+        if (c->raw)
+            finish_raw(c, msg->data.result);
+        else
+            finish(c, msg->data.result);
     }
 }
 
@@ -229,31 +287,24 @@ static int build_body(struct llm *m, json_t *req, char **out, struct sbx_err *er
     return *out ? 0 : sbx_err_set(err, ENOMEM, "internal", "encoding the llm request");
 }
 
-int llm_query(struct llm *m, json_t *req, llm_done_fn cb, void *data, struct llm_call **out,
-              struct sbx_err *err)
+/* Start c's POST of body to url with c->headers; c is freed on failure. */
+static int start(struct llm *m, struct llm_call *c, const char *url, const char *body, size_t len,
+                 struct sbx_err *err)
 {
-    _cleanup_free_ char *body = NULL;
-    int r = build_body(m, req, &body, err);
-    if (r < 0)
-        return r;
-    struct llm_call *c = sbx_xcalloc(1, sizeof(*c));
     c->m = m;
-    c->cb = cb;
-    c->data = data;
     c->easy = curl_easy_init();
     if (!c->easy) {
+        curl_slist_free_all(c->headers);
         free(c);
         return sbx_err_set(err, ENOMEM, "internal", "curl_easy_init failed");
     }
-    c->headers = curl_slist_append(NULL, "Content-Type: application/json");
-    if (m->auth_header)
-        c->headers = curl_slist_append(c->headers, m->auth_header);
     CURL *e = c->easy;
-    curl_easy_setopt(e, CURLOPT_URL, m->url);
+    curl_easy_setopt(e, CURLOPT_URL, url);
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)LLM_TIMEOUT_MS);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, c->headers);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE, (long)len);
     curl_easy_setopt(e, CURLOPT_COPYPOSTFIELDS, body);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, c);
@@ -262,6 +313,52 @@ int llm_query(struct llm *m, json_t *req, llm_done_fn cb, void *data, struct llm
         call_free(c);
         return sbx_err_set(err, EIO, "internal", "curl_multi_add_handle failed");
     }
+    return 0;
+}
+
+int llm_query(struct llm *m, json_t *req, llm_done_fn cb, void *data, struct llm_call **out,
+              struct sbx_err *err)
+{
+    if (!m->url)
+        return sbx_err_set(err, ENOTSUP, "llm_error",
+                           "llm_query is not configured: the operator has not set SBX_LLM_URL "
+                           "for sbxd");
+    _cleanup_free_ char *body = NULL;
+    int r = build_body(m, req, &body, err);
+    if (r < 0)
+        return r;
+    struct llm_call *c = sbx_xcalloc(1, sizeof(*c));
+    c->cb = cb;
+    c->data = data;
+    c->headers = curl_slist_append(NULL, "Content-Type: application/json");
+    if (m->auth_header)
+        c->headers = curl_slist_append(c->headers, m->auth_header);
+    if ((r = start(m, c, m->url, body, strlen(body), err)) < 0)
+        return r;
+    *out = c;
+    return 0;
+}
+
+int llm_post(struct llm *m, enum llm_api api, const char *body, size_t len,
+             const char *const *headers, const struct llm_raw_ops *ops, void *data,
+             struct llm_call **out, struct sbx_err *err)
+{
+    if (!llm_has_api(m, api))
+        return sbx_err_set(err, ENOTSUP, "chat_unavailable",
+                           "the operator has not configured %s for sbxd",
+                           api == LLM_API_OPENAI ? "SBX_LLM_URL" : "SBX_LLM_ANTHROPIC_URL");
+    struct llm_call *c = sbx_xcalloc(1, sizeof(*c));
+    c->raw = ops;
+    c->data = data;
+    c->headers = curl_slist_append(NULL, "Content-Type: application/json");
+    const char *auth = api == LLM_API_OPENAI ? m->auth_header : m->anthropic_key_header;
+    if (auth)
+        c->headers = curl_slist_append(c->headers, auth);
+    for (size_t i = 0; headers && headers[i]; i++)
+        c->headers = curl_slist_append(c->headers, headers[i]);
+    int r = start(m, c, api == LLM_API_OPENAI ? m->url : m->anthropic_url, body, len, err);
+    if (r < 0)
+        return r;
     *out = c;
     return 0;
 }

@@ -28,6 +28,7 @@ static const char *const *const store_schemas[] = {
     (const char *const[]){schema}, &store_exec_schema,   &store_idem_schema,
     &store_audit_schema,           &store_egress_schema, &store_meta_schema,
     &store_skill_schema,           &store_usage_schema,  &store_config_schema,
+    &store_chat_schema,
 };
 
 int store_db_err(struct store *s, struct sbx_err *err, const char *what)

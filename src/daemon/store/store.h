@@ -352,4 +352,11 @@ typedef void (*store_skill_env_cb)(const struct store_skill_env *d, void *data);
 int store_skill_env_each(struct store *s, const char *skill_id, store_skill_env_cb cb, void *data,
                          struct sbx_err *err);
 
+/* --- chat gateway sessions (chat_sessions.c): x-sbx-session-id -> sandbox, per user --- */
+int store_chat_session_set(struct store *s, const char *user, const char *session_id,
+                           const char *sandbox_id, long long now, struct sbx_err *err);
+/* -ENOENT (err untouched) when the user has no such session. */
+int store_chat_session_get(struct store *s, const char *user, const char *session_id,
+                           char out[STORE_ID_MAX + 1], struct sbx_err *err);
+
 #endif

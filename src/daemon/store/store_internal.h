@@ -20,6 +20,7 @@ extern const char *const store_meta_schema;
 extern const char *const store_skill_schema;
 extern const char *const store_usage_schema;
 extern const char *const store_config_schema;
+extern const char *const store_chat_schema;
 
 int store_db_err(struct store *s, struct sbx_err *err, const char *what);
 /* Prepare sql and bind arguments by types: 't' text (NULL binds NULL), 'i' int64. */

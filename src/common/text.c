@@ -1,6 +1,7 @@
 #include "text.h"
 
 #include <stdint.h>
+#include <string.h>
 
 #include "util.h"
 
@@ -49,6 +50,23 @@ bool sbx_utf8_valid(const char *buf, size_t len)
         i += n;
     }
     return true;
+}
+
+size_t sbx_utf8_scrub(char *buf, size_t len)
+{
+    unsigned char *s = (unsigned char *)buf;
+    size_t r = 0, w = 0;
+    while (r < len) {
+        size_t n = utf8_seq(s + r, len - r);
+        if (n == 0) {
+            r++;
+            continue;
+        }
+        memmove(s + w, s + r, n);
+        r += n;
+        w += n;
+    }
+    return w;
 }
 
 size_t sbx_utf8_prefix(const char *buf, size_t len)

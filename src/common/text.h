@@ -10,6 +10,9 @@
 bool sbx_field_valid(const char *buf, size_t len, bool tab_ok);
 /* Is buf[0..len) valid UTF-8 (no overlongs, no surrogates, no NUL)? */
 bool sbx_utf8_valid(const char *buf, size_t len);
+/* Drops, in place, every byte of buf[0..len) that starts no valid sequence (NUL among
+ * them); returns the new length. */
+size_t sbx_utf8_scrub(char *buf, size_t len);
 /* Length of the longest prefix of buf[0..len) that does not end inside a sequence. */
 size_t sbx_utf8_prefix(const char *buf, size_t len);
 /* Standard base64 with padding; returns a malloc'd NUL-terminated string. */

@@ -139,3 +139,13 @@ def test_the_preview_listener_refuses_the_same():
     assert st == 400 and b"invalid_request" in out, out
     st, out = raw(d.preview_port, b"GET /p/sb_x/8000/ HTTP/1.1\r\nHost: x\r\nX-A: \xff\r\n\r\n")
     assert st == 400, out
+
+
+def test_an_error_message_cut_inside_a_character_still_answers():
+    # The message quotes at most 64 bytes of the name: the 64th is the first half of "ș".
+    c = D.client("cutter")
+    st, _, body = c.request("POST", "/v1/sandboxes", {"env": {"a" * 63 + "ș-x": "v"}})
+    assert st == 400 and body["error"]["code"] == "invalid_env", body
+    assert body["error"]["message"].startswith("env: " + "a" * 63 + " is not"), body
+    st, _, _ = c.request("GET", "/healthz")
+    assert st == 200

@@ -34,8 +34,12 @@ static void test_keys(void)
     CHECK(strstr(hash, key + 4) == NULL, "the hash does not contain the key");
 
     struct sbx_err err = {0};
-    const char *bad[] = {"", "sbx_", "sk_0123456789abcdef0123456789", "sbx_short",
-                         "sbx_0123456789abcdef0123!56789", "sbx_ 0123456789abcdef0123456789"};
+    const char *bad[] = {"",
+                         "sbx_",
+                         "sk_0123456789abcdef0123456789",
+                         "sbx_short",
+                         "sbx_0123456789abcdef0123!56789",
+                         "sbx_ 0123456789abcdef0123456789"};
     for (size_t i = 0; i < SBX_ARRAY_SIZE(bad); i++) {
         sbx_err_clear(&err);
         CHECK(auth_key_parse(bad[i], parsed, &err) < 0 && !strcmp(err.code, "invalid_api_key"),
@@ -46,8 +50,8 @@ static void test_keys(void)
               auth_key_parse("sbx_operator-chosen-key-000002", op2, NULL) == 0 && strcmp(op1, op2),
           "operator-chosen keys get distinct derived ids");
 
-    CHECK(auth_user_valid("alice@example.com") && !auth_user_valid("") &&
-              !auth_user_valid("a b") && !auth_user_valid("x/y"),
+    CHECK(auth_user_valid("alice@example.com") && !auth_user_valid("") && !auth_user_valid("a b") &&
+              !auth_user_valid("x/y"),
           "user names are checked");
     enum auth_tool_level lvl;
     enum auth_role role;
@@ -70,6 +74,10 @@ static void test_text(void)
     CHECK(!sbx_utf8_valid("\xe2\x82", 2), "a cut sequence is not UTF-8");
     CHECK_EQ_INT(sbx_utf8_prefix("ab\xe2\x82", 4), 2, "a cut sequence is left out of the prefix");
     CHECK_EQ_INT(sbx_utf8_prefix("ab\xe2\x82\xac", 5), 5, "a whole sequence stays");
+    char cut[] = "a\xc8 is \xc8\x99\xff";
+    size_t n = sbx_utf8_scrub(cut, strlen(cut));
+    cut[n] = '\0';
+    CHECK(strcmp(cut, "a is \xc8\x99") == 0, "a half character and a stray byte are dropped");
     CHECK_EQ_INT(sbx_utf8_prefix("ab\xff", 3), 3, "a byte that starts nothing is not held");
     char *b = sbx_base64_encode("\x00\xff\x10", 3);
     CHECK(!strcmp(b, "AP8Q"), "base64 of 00 ff 10 is AP8Q (%s)", b);
@@ -135,8 +143,13 @@ static void test_validation(void)
         CHECK(parse_sandbox(body, &code) < 0 && !strcmp(code, "invalid_ttl"),
               "ttl %s is invalid_ttl", bad_ttl[i]);
     }
-    const char *bad_env[] = {"{\"SBX_X\":\"1\"}", "{\"GOOGLE_APPLICATION\":\"1\"}",
-                             "{\"1A\":\"1\"}", "{\"A-B\":\"1\"}", "{\"A\":1}", "[]", "\"x\""};
+    const char *bad_env[] = {"{\"SBX_X\":\"1\"}",
+                             "{\"GOOGLE_APPLICATION\":\"1\"}",
+                             "{\"1A\":\"1\"}",
+                             "{\"A-B\":\"1\"}",
+                             "{\"A\":1}",
+                             "[]",
+                             "\"x\""};
     for (size_t i = 0; i < SBX_ARRAY_SIZE(bad_env); i++) {
         char body[128];
         snprintf(body, sizeof(body), "{\"env\":%s}", bad_env[i]);
@@ -190,8 +203,8 @@ static void test_store(void)
     struct store *s = NULL;
     struct sbx_err err = {0};
     CHECK(store_open(path, &s, &err) == 0, "the store opens: %.100s", err.msg);
-    struct store_key k = {.role = AUTH_ROLE_MEMBER, .tool_level = AUTH_TOOL_SANDBOX,
-                          .created_at = 1};
+    struct store_key k = {
+        .role = AUTH_ROLE_MEMBER, .tool_level = AUTH_TOOL_SANDBOX, .created_at = 1};
     char key[AUTH_KEY_LEN + 1];
     auth_key_generate(key, k.id, k.hash, NULL);
     snprintf(k.user, sizeof(k.user), "alice");
@@ -209,8 +222,12 @@ static void test_store(void)
           "a deleted key is gone");
     CHECK(store_key_delete(s, k.id, &err) == -ENOENT, "deleting twice is key_not_found");
 
-    struct store_sandbox sb = {.ttl_seconds = 10, .created_at = 5, .expires_at = 15,
-                               .memory_mb = 1, .pids = 2, .cpu_millicores = 3};
+    struct store_sandbox sb = {.ttl_seconds = 10,
+                               .created_at = 5,
+                               .expires_at = 15,
+                               .memory_mb = 1,
+                               .pids = 2,
+                               .cpu_millicores = 3};
     snprintf(sb.id, sizeof(sb.id), "sb_1");
     snprintf(sb.user, sizeof(sb.user), "alice");
     snprintf(sb.key_id, sizeof(sb.key_id), "%s", k.id);

@@ -332,8 +332,12 @@ void http_respond_json(struct http_req *r, unsigned status, json_t *body)
 void http_respond_error(struct http_req *r, const struct sbx_err *err)
 {
     const char *code = err->code[0] ? err->code : "internal";
-    json_t *body =
-        json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", err->msg[0] ? err->msg : code);
+    /* A message quoting a client's name at a fixed width ("%.64s") may cut a character in
+     * two; jansson refuses such a string, and the answer must still go out. */
+    char msg[sizeof(err->msg)];
+    snprintf(msg, sizeof(msg), "%s", err->msg[0] ? err->msg : code);
+    msg[sbx_utf8_scrub(msg, strlen(msg))] = '\0';
+    json_t *body = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg);
     billing_on_error(code, &r->ident, json_object_get(body, "error"));
     http_respond_json(r, http_status_for_code(code), body);
 }

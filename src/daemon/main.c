@@ -118,7 +118,7 @@ static int backup(int argc, char **argv)
     int r = config_load(&cfg, argc - 2, argv + 1, &err);
     if (r == 0) {
         _cleanup_free_ char *db = sbx_xasprintf("%s/sbx.db", cfg.data_dir);
-        r = store_open(db, &st, &err);
+        r = store_open_at(cfg.store_url, db, &st, &err);
         if (r == 0)
             r = store_backup(st, argv[argc - 1], &err);
     }
@@ -187,7 +187,7 @@ int main(int argc, char **argv)
         sbx_err_sys(&err, -r, "creating the event loop");
         goto out;
     }
-    if (store_open(db, &d.store, &err) < 0)
+    if (store_open_at(d.cfg.store_url, db, &d.store, &err) < 0)
         goto out;
     d.router = (struct router){
         .tables = sbxd_routes, .ntables = sbxd_route_tables, .store = d.store, .app = &d};

@@ -118,7 +118,10 @@ static int backup(int argc, char **argv)
     int r = config_load(&cfg, argc - 2, argv + 1, &err);
     if (r == 0) {
         _cleanup_free_ char *db = sbx_xasprintf("%s/sbx.db", cfg.data_dir);
-        r = store_open_at(cfg.store_url, db, &st, &err);
+        /* A PostgreSQL store has its own tools (docs/scale-out.md). */
+        r = cfg.store_url ? sbx_err_set(&err, ENOTSUP, "invalid_request",
+                                        "SBX_STORE is PostgreSQL: back it up with pg_dump")
+                          : store_open_at(NULL, db, &st, &err);
         if (r == 0)
             r = store_backup(st, argv[argc - 1], &err);
     }

@@ -226,6 +226,12 @@ static void test_store(const char *url, const char *path)
     if (!s)
         return;
     CHECK(store_is_postgres(s) == (url != NULL), "%s: on the driver asked for", nm);
+    if (url) {
+        struct store *twice = NULL;
+        CHECK(store_open_at(url, path, &twice, &err) == -EBUSY && !strcmp(err.code, "store_in_use"),
+              "postgres: a second sbxd on the same store is refused: %.100s", err.msg);
+        store_free(twice);
+    }
     struct store_key k = {.id = "key_1",
                           .user = "alice",
                           .role = AUTH_ROLE_MEMBER,

@@ -151,6 +151,11 @@ int db_tx_end(struct db *db, bool commit, struct sbx_err *err)
     return db->ops->tx_end(db, commit, err);
 }
 
+int db_hold_exclusive(struct db *db, struct sbx_err *err)
+{
+    return db->ops->hold_exclusive(db, err);
+}
+
 int db_backup(struct db *db, const char *dest, struct sbx_err *err)
 {
     return db->ops->backup(db, dest, err);

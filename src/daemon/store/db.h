@@ -76,6 +76,13 @@ enum db_tx { DB_TX_PLAIN, DB_TX_LOCKED };
 int db_tx_begin(struct db *db, enum db_tx kind, struct sbx_err *err);
 int db_tx_end(struct db *db, bool commit, struct sbx_err *err);
 
+/* Hold the store for this process alone until db_close: -EBUSY (store_in_use) while
+ * another holds it. PostgreSQL: a session advisory lock, taken again after a reconnect;
+ * SQLite: nothing (the data dir is the process's own). Until nodes share a store
+ * (docs/scale-out.md), a second sbxd on one store would take the first's sandboxes for
+ * lost ones. */
+int db_hold_exclusive(struct db *db, struct sbx_err *err);
+
 /* An online copy into dest (a new file); SQLite only (PostgreSQL: pg_dump). */
 int db_backup(struct db *db, const char *dest, struct sbx_err *err);
 

@@ -19,8 +19,10 @@
 #define PG_STMT_CACHE_MAX 1024
 #define PG_CACHE_BUCKETS 256
 #define PG_TX_DEPTH_MAX 16
-/* The store-wide write lock of DB_TX_LOCKED ("SBX" and 1). */
+/* The store-wide write lock of DB_TX_LOCKED, and the one-sbxd-per-store lock of
+ * db_hold_exclusive ("SBX" and 1, 2). */
 #define PG_WRITE_LOCK_KEY "5456728065"
+#define PG_NODE_LOCK_KEY "5456728066"
 /* PostgreSQL's type oids (catalog/pg_type.h): what a bound value is sent as. */
 #define PG_OID_BYTEA 17
 #define PG_OID_INT8 20
@@ -39,6 +41,7 @@ struct pg_db {
     struct pg_cached *cache[PG_CACHE_BUCKETS];
     unsigned ncached, serial;
     int depth;
+    bool exclusive, held; /* db_hold_exclusive was asked; the session holds the lock */
     db_profile_fn profile;
     void *profile_data;
 };
@@ -103,17 +106,36 @@ static void cache_clear(struct pg_db *d)
     d->ncached = 0;
 }
 
-/* A connection lost outside a transaction is made again; its prepared statements went
- * with it. Inside one, the transaction is lost too: that is the caller's error to see. */
+static int take_exclusive(struct pg_db *d, struct sbx_err *err)
+{
+    PGresult *res = PQexec(d->c, "SELECT pg_try_advisory_lock(" PG_NODE_LOCK_KEY ")");
+    int r = 0;
+    if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
+        r = res_fail(d, res, err, "taking the store");
+    else if (strcmp(PQgetvalue(res, 0, 0), "t"))
+        r = sbx_err_set(err, EBUSY, "store_in_use",
+                        "another sbxd uses this PostgreSQL store: one sbxd per store until "
+                        "nodes are built (docs/scale-out.md)");
+    PQclear(res);
+    d->held = r == 0;
+    return r;
+}
+
+/* A connection lost outside a transaction is made again; its prepared statements and
+ * its session lock went with it. Inside one, the transaction is lost too: that is the
+ * caller's error to see. */
 static int ensure_connected(struct pg_db *d, struct sbx_err *err)
 {
     if (PQstatus(d->c) == CONNECTION_OK)
-        return 0;
+        return d->exclusive && !d->held ? take_exclusive(d, err) : 0;
     if (d->depth > 0)
         return res_fail(d, NULL, err, "the connection was lost inside a transaction");
     cache_clear(d);
+    d->held = false;
     PQreset(d->c);
-    return PQstatus(d->c) == CONNECTION_OK ? 0 : res_fail(d, NULL, err, "reconnecting");
+    if (PQstatus(d->c) != CONNECTION_OK)
+        return res_fail(d, NULL, err, "reconnecting");
+    return d->exclusive ? take_exclusive(d, err) : 0;
 }
 
 static void pg_close(struct db *db)
@@ -402,6 +424,16 @@ static int pg_tx_end(struct db *db, bool commit, struct sbx_err *err)
     return r;
 }
 
+static int pg_hold_exclusive(struct db *db, struct sbx_err *err)
+{
+    struct pg_db *d = D(db);
+    pthread_mutex_lock(&d->mu);
+    d->exclusive = true;
+    int r = ensure_connected(d, err);
+    pthread_mutex_unlock(&d->mu);
+    return r;
+}
+
 static int pg_backup(struct db *db, const char *dest, struct sbx_err *err)
 {
     return sbx_err_set(err, ENOTSUP, "invalid_request",
@@ -432,6 +464,7 @@ static const struct db_ops pg_ops = {
     .finalize = pg_finalize,
     .tx_begin = pg_tx_begin,
     .tx_end = pg_tx_end,
+    .hold_exclusive = pg_hold_exclusive,
     .backup = pg_backup,
     .set_profile = pg_set_profile,
 };

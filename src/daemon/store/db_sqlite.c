@@ -177,6 +177,11 @@ static int sq_tx_end(struct db *db, bool commit, struct sbx_err *err)
     return sq_exec(db, sql, err);
 }
 
+static int sq_hold_exclusive(struct db *db, struct sbx_err *err)
+{
+    return 0;
+}
+
 static int sq_backup(struct db *db, const char *dest, struct sbx_err *err)
 {
     if (access(dest, F_OK) == 0)
@@ -236,6 +241,7 @@ static const struct db_ops sqlite_ops = {
     .finalize = sq_finalize,
     .tx_begin = sq_tx_begin,
     .tx_end = sq_tx_end,
+    .hold_exclusive = sq_hold_exclusive,
     .backup = sq_backup,
     .set_profile = sq_set_profile,
 };

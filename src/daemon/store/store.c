@@ -36,6 +36,8 @@ int store_open_at(const char *url, const char *path, struct store **out, struct 
                            "SBX_STORE must be a postgres:// or postgresql:// URL");
     }
     int r = db_open(pg ? url : path, &s->conn, err);
+    if (r == 0)
+        r = db_hold_exclusive(s->conn, err);
     if (r == 0 && pg)
         r = db_open(path, &s->local, err);
     if (r == 0)

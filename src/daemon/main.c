@@ -192,6 +192,9 @@ int main(int argc, char **argv)
     }
     if (store_open_at(d.cfg.store_url, db, &d.store, &err) < 0)
         goto out;
+    char store_what[256];
+    store_describe(d.store, store_what, sizeof(store_what));
+    log_info("store: %s", store_what);
     d.router = (struct router){
         .tables = sbxd_routes, .ntables = sbxd_route_tables, .store = d.store, .app = &d};
     struct http_server_limits limits = {.idle_s = (unsigned)d.cfg.http_idle_s,

@@ -65,6 +65,9 @@ def sandbox():
 
 def test_the_schema_is_migrated_on_postgres_once():
     admin().ok("GET", "/v1/keys")
+    port = pg_url().split(":")[2].split("/")[0]
+    assert "store: PostgreSQL 15." in D.get().log_text(), "the log says which store"
+    assert "127.0.0.1:%s, database sbx" % port in D.get().log_text()
     assert psql("SELECT version FROM schema_version ORDER BY version") == [["1"]]
     tables = {r[0] for r in psql("SELECT tablename FROM pg_tables WHERE schemaname='public'")}
     assert {"keys", "sandboxes", "sandbox_configs", "usage_events", "wallet_ledger",
@@ -95,7 +98,7 @@ def test_a_sandbox_runs_and_its_row_is_in_postgres():
     assert c.sh(sid, "echo on-postgres") == "on-postgres\n"
     assert c.get_sandbox(sid)["status"] == "running"
     rows = psql("SELECT \"user\", status, backend FROM sandboxes WHERE id='%s'" % sid)
-    assert rows == [["pg-alice", "running", "v1"]], rows
+    assert rows == [["pg-alice", "running", c.get_sandbox(sid)["backend"]]], rows
     boot = psql("SELECT value FROM sandbox_meta WHERE sandbox_id='%s' AND name='boot_id'" % sid)
     assert len(boot) == 1 and boot[0][0], boot
 
@@ -147,7 +150,8 @@ def test_a_restart_keeps_keys_sandboxes_and_the_schema():
     c, sid = member(), sandbox()
     D.get().restart()
     assert c.get_sandbox(sid)["status"] == "running"
-    assert c.sh(sid, "cat /workspace/n") == "1\n"
+    out = c.exec(sid, shell="cat /workspace/n")
+    assert out["exit_code"] == 0 and out["stdout"] == "x\n", out
     assert psql("SELECT count(*) FROM schema_version") == [["1"]]
 
 
@@ -177,3 +181,18 @@ def test_sbx_store_naming_another_database_is_refused():
         assert "SBX_STORE must be a postgres://" in d.log_text(), d.log_text()[-2000:]
     finally:
         d.cleanup()
+
+
+def test_a_second_sbxd_on_the_same_store_is_refused_while_nodes_are_not_built():
+    D.get()
+    d = harness.Daemon(extra_env={"SBX_STORE": pg_url()})
+    try:
+        try:
+            d.start(timeout=30)
+            assert False, "a second sbxd started on the store"
+        except AssertionError as e:
+            assert "second sbxd started" not in str(e), e
+        assert "another sbxd uses this PostgreSQL store" in d.log_text(), d.log_text()[-2000:]
+    finally:
+        d.cleanup()
+    assert member().get_sandbox(sandbox())["status"] == "running", "the first is untouched"

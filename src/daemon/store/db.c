@@ -151,6 +151,11 @@ int db_tx_end(struct db *db, bool commit, struct sbx_err *err)
     return db->ops->tx_end(db, commit, err);
 }
 
+void db_describe(struct db *db, char *buf, size_t cap)
+{
+    db->ops->describe(db, buf, cap);
+}
+
 int db_hold_exclusive(struct db *db, struct sbx_err *err)
 {
     return db->ops->hold_exclusive(db, err);

@@ -76,6 +76,10 @@ enum db_tx { DB_TX_PLAIN, DB_TX_LOCKED };
 int db_tx_begin(struct db *db, enum db_tx kind, struct sbx_err *err);
 int db_tx_end(struct db *db, bool commit, struct sbx_err *err);
 
+/* What the store is, for the log: "SQLite <path>" or "PostgreSQL <version> at
+ * <host>:<port>, database <name>" (never the password). */
+void db_describe(struct db *db, char *buf, size_t cap);
+
 /* Hold the store for this process alone until db_close: -EBUSY (store_in_use) while
  * another holds it. PostgreSQL: a session advisory lock, taken again after a reconnect;
  * SQLite: nothing (the data dir is the process's own). Until nodes share a store

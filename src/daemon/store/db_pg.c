@@ -424,6 +424,16 @@ static int pg_tx_end(struct db *db, bool commit, struct sbx_err *err)
     return r;
 }
 
+static void pg_describe(struct db *db, char *buf, size_t cap)
+{
+    struct pg_db *d = D(db);
+    pthread_mutex_lock(&d->mu);
+    int v = PQserverVersion(d->c);
+    snprintf(buf, cap, "PostgreSQL %d.%d at %s:%s, database %s", v / 10000, v % 10000, PQhost(d->c),
+             PQport(d->c), PQdb(d->c));
+    pthread_mutex_unlock(&d->mu);
+}
+
 static int pg_hold_exclusive(struct db *db, struct sbx_err *err)
 {
     struct pg_db *d = D(db);
@@ -464,6 +474,7 @@ static const struct db_ops pg_ops = {
     .finalize = pg_finalize,
     .tx_begin = pg_tx_begin,
     .tx_end = pg_tx_end,
+    .describe = pg_describe,
     .hold_exclusive = pg_hold_exclusive,
     .backup = pg_backup,
     .set_profile = pg_set_profile,

@@ -177,6 +177,12 @@ static int sq_tx_end(struct db *db, bool commit, struct sbx_err *err)
     return sq_exec(db, sql, err);
 }
 
+static void sq_describe(struct db *db, char *buf, size_t cap)
+{
+    const char *f = sqlite3_db_filename(D(db)->h, "main");
+    snprintf(buf, cap, "SQLite %s at %s", sqlite3_libversion(), f && f[0] ? f : "(memory)");
+}
+
 static int sq_hold_exclusive(struct db *db, struct sbx_err *err)
 {
     return 0;
@@ -241,6 +247,7 @@ static const struct db_ops sqlite_ops = {
     .finalize = sq_finalize,
     .tx_begin = sq_tx_begin,
     .tx_end = sq_tx_end,
+    .describe = sq_describe,
     .hold_exclusive = sq_hold_exclusive,
     .backup = sq_backup,
     .set_profile = sq_set_profile,

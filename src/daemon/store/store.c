@@ -61,6 +61,11 @@ int store_open(const char *path, struct store **out, struct sbx_err *err)
     return store_open_at(NULL, path, out, err);
 }
 
+void store_describe(struct store *s, char *buf, size_t cap)
+{
+    db_describe(s->conn, buf, cap);
+}
+
 bool store_is_postgres(const struct store *s)
 {
     return db_dialect(s->conn) == DB_POSTGRES;

@@ -21,6 +21,8 @@ int store_open(const char *path, struct store **out, struct sbx_err *err);
  * at open), and path holds what is not yet on PostgreSQL (docs/scale-out.md). */
 int store_open_at(const char *url, const char *path, struct store **out, struct sbx_err *err);
 bool store_is_postgres(const struct store *s);
+/* What and where the store is, for the log (never a password). */
+void store_describe(struct store *s, char *buf, size_t cap);
 /* An online copy of the store at dest (a new file), taken with SQLite's backup API while
  * sbxd may go on writing; a PostgreSQL store is refused (pg_dump). */
 int store_backup(struct store *s, const char *dest, struct sbx_err *err);

@@ -135,6 +135,10 @@ static const struct {
     {"sandbox_inventory_unverifiable", 409},
     {"sandbox_config_locked", 423},
     {"secret_unreadable", 500},
+    /* the store's driver layer (src/daemon/store/db.h, docs/scale-out.md) */
+    {"store_conflict", 409},
+    {"store_busy", 503},
+    {"store_unavailable", 503},
 };
 
 unsigned http_status_for_code(const char *code)

@@ -159,44 +159,43 @@ def test_a_restart_keeps_keys_sandboxes_and_the_schema():
     assert psql("SELECT count(*) FROM schema_version") == [[PG["versions"]]], "not again"
 
 
-def test_a_store_that_cannot_be_reached_stops_sbxd_with_a_clear_message():
-    d = harness.Daemon(extra_env={"SBX_STORE": "postgres://sbx:pw-never-shown@127.0.0.1:1/x"})
+def refused_start(env):
+    """The log of an sbxd that must stop at start with env."""
+    d = harness.Daemon(extra_env=env)
     try:
         try:
             d.start(timeout=30)
-            assert False, "sbxd started without its store"
-        except AssertionError as e:
-            assert "started without" not in str(e), e
-        log = d.log_text()
-        assert "connecting to PostgreSQL" in log, log[-2000:]
-        assert "pw-never-shown" not in log
+        except AssertionError:
+            return d.log_text()
+        raise AssertionError("sbxd started with %r" % env)
     finally:
         d.cleanup()
+
+
+def test_a_store_that_cannot_be_reached_stops_sbxd_with_a_clear_message():
+    log = refused_start({"SBX_STORE": "postgres://sbx:pw-never-shown@127.0.0.1:1/x"})
+    assert "connecting to PostgreSQL" in log, log[-2000:]
+    assert "pw-never-shown" not in log
 
 
 def test_sbx_store_naming_another_database_is_refused():
-    d = harness.Daemon(extra_env={"SBX_STORE": "mysql://127.0.0.1/x"})
-    try:
-        try:
-            d.start(timeout=30)
-            assert False, "sbxd started with a store it cannot use"
-        except AssertionError as e:
-            assert "started with" not in str(e), e
-        assert "SBX_STORE must be a postgres://" in d.log_text(), d.log_text()[-2000:]
-    finally:
-        d.cleanup()
+    log = refused_start({"SBX_STORE": "mysql://127.0.0.1/x"})
+    assert "SBX_STORE must be a postgres://" in log, log[-2000:]
 
 
 def test_a_second_sbxd_on_the_same_store_is_refused_while_nodes_are_not_built():
     D.get()
-    d = harness.Daemon(extra_env={"SBX_STORE": pg_url()})
-    try:
-        try:
-            d.start(timeout=30)
-            assert False, "a second sbxd started on the store"
-        except AssertionError as e:
-            assert "second sbxd started" not in str(e), e
-        assert "another sbxd uses this PostgreSQL store" in d.log_text(), d.log_text()[-2000:]
-    finally:
-        d.cleanup()
+    log = refused_start({"SBX_STORE": pg_url()})
+    assert "another sbxd uses this PostgreSQL store" in log, log[-2000:]
     assert member().get_sandbox(sandbox())["status"] == "running", "the first is untouched"
+
+
+def test_sbxd_backup_points_to_pg_dump():
+    d = D.get()
+    env = harness.sanitizer_env({k: v for k, v in os.environ.items() if not k.startswith("SBX_")})
+    env["SBX_STORE"] = pg_url()
+    dest = os.path.join(d.tmp, "copy.db")
+    p = subprocess.run([d.binary, "backup", "--data-dir", d.data_dir, dest], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0 and "pg_dump" in p.stderr, (p.returncode, p.stderr)
+    assert not os.path.exists(dest)

@@ -351,23 +351,10 @@ static void test_store(const char *url, const char *path)
     store_free(s);
 }
 
-static char *pg_start(const char *dir)
+/* The first line scripts/pg.sh prints (a URL), or NULL when it fails. */
+static char *pg_sh(const char *args)
 {
-    _cleanup_free_ char *cmd = sbx_xasprintf("scripts/pg.sh start %s 2>%s/pg.err", dir, dir);
-    FILE *p = popen(cmd, "r");
-    char line[256] = "";
-    if (!p)
-        return NULL;
-    if (!fgets(line, sizeof(line), p))
-        line[0] = '\0';
-    int rc = pclose(p);
-    line[strcspn(line, "\n")] = '\0';
-    return rc == 0 && line[0] ? sbx_xstrdup(line) : NULL;
-}
-
-static char *pg_createdb(const char *dir, const char *name)
-{
-    _cleanup_free_ char *cmd = sbx_xasprintf("scripts/pg.sh createdb %s %s", dir, name);
+    _cleanup_free_ char *cmd = sbx_xasprintf("scripts/pg.sh %s", args);
     FILE *p = popen(cmd, "r");
     char line[256] = "";
     if (!p)
@@ -408,7 +395,8 @@ int main(void)
 
     char pgdir[] = "/tmp/sbx-pg-XXXXXX";
     CHECK(mkdtemp(pgdir) != NULL, "a temp dir for PostgreSQL");
-    _cleanup_free_ char *url = pg_start(pgdir);
+    _cleanup_free_ char *start = sbx_xasprintf("start %s 2>%s/pg.err", pgdir, pgdir);
+    _cleanup_free_ char *url = pg_sh(start);
     if (!url) {
         _cleanup_free_ char *why = sbx_xasprintf("%s/pg.err", pgdir);
         printf("SKIP postgres: scripts/pg.sh could not start a server (see %s)\n", why);
@@ -424,7 +412,8 @@ int main(void)
         }
         db_close(a);
         db_close(b);
-        _cleanup_free_ char *surl = pg_createdb(pgdir, "store");
+        _cleanup_free_ char *mk = sbx_xasprintf("createdb %s store", pgdir);
+        _cleanup_free_ char *surl = pg_sh(mk);
         _cleanup_free_ char *local = sbx_xasprintf("%s/local.db", dir);
         CHECK(surl != NULL, "postgres: a database for the store");
         if (surl)

@@ -174,6 +174,16 @@ static void test_lock_excludes(struct db *a, struct db *b)
             (void)db_tx_end(b, false, NULL);
     }
     CHECK(excluded, "%s: connection B cannot have it meanwhile (%s)", nm, err.code);
+    if (db_dialect(a) == DB_POSTGRES) {
+        struct db_stmt *st;
+        int r = db_tx_begin(b, DB_TX_PLAIN, &err);
+        if (r == 0 && (r = db_query(b, &st, &err, "SET LOCAL lock_timeout = 200", "")) == 0)
+            r = db_run(st, &err);
+        CHECK(r == 0 && db_tx_begin(b, DB_TX_LOCKED, &err) == -EAGAIN &&
+                  !strcmp(err.code, "store_busy"),
+              "postgres: waiting past lock_timeout for it is store_busy: %.100s", err.msg);
+        CHECK(db_tx_end(b, false, &err) == 0, "postgres: B gives up its transaction");
+    }
     CHECK(db_tx_end(a, true, &err) == 0, "%s: A lets it go", nm);
     CHECK(db_tx_begin(b, DB_TX_LOCKED, &err) == 0 && db_tx_end(b, true, &err) == 0,
           "%s: then B takes it", nm);
@@ -182,6 +192,15 @@ static void test_lock_excludes(struct db *a, struct db *b)
 static void test_pg_only(struct db *db, struct db *other)
 {
     struct sbx_err err = {0};
+    struct db_stmt *sh;
+    CHECK(db_query(db, &sh, &err,
+                   "SELECT current_setting('lock_timeout'), "
+                   "current_setting('statement_timeout')",
+                   "") == 0 &&
+              db_step(sh, &err) == DB_ROW && !strcmp(db_col_text(sh, 0), "5s") &&
+              !strcmp(db_col_text(sh, 1), "1min"),
+          "postgres: sbxd's session waits 5 s for a lock and 1 min for a statement");
+    db_finalize(sh);
     CHECK(db_tx_begin(db, DB_TX_PLAIN, &err) == 0 && insert(db, "a") == -EEXIST,
           "postgres: a failed statement inside a transaction");
     CHECK(db_tx_end(db, true, &err) < 0, "postgres: its commit is an error, not a silent rollback");

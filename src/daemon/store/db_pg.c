@@ -87,7 +87,9 @@ static int res_fail(struct pg_db *d, const PGresult *res, struct sbx_err *err, c
     trimmed(msg, sizeof(msg), res ? PQresultErrorMessage(res) : PQerrorMessage(d->c));
     if (state && !strcmp(state, "23505"))
         return sbx_err_set(err, EEXIST, "store_conflict", "store: %s: %s", what, msg);
-    if (state && (!strcmp(state, "40001") || !strcmp(state, "40P01") || !strcmp(state, "55P03")))
+    /* Serialization failure, deadlock, lock_timeout, statement_timeout. */
+    if (state && (!strcmp(state, "40001") || !strcmp(state, "40P01") || !strcmp(state, "55P03") ||
+                  !strcmp(state, "57014")))
         return sbx_err_set(err, EAGAIN, "store_busy", "store: %s: %s", what, msg);
     if (PQstatus(d->c) != CONNECTION_OK || (state && !strncmp(state, "08", 2)))
         return sbx_err_set(err, EIO, "store_unavailable", "store: %s: PostgreSQL: %s", what, msg);
@@ -490,10 +492,21 @@ int db_pg_open(const char *url, struct db **out, struct sbx_err *err)
     struct pg_db *d = sbx_xcalloc(1, sizeof(*d));
     d->base = (struct db){.ops = &pg_ops, .dialect = DB_POSTGRES};
     pthread_mutex_init(&d->mu, NULL);
-    /* Defaults the URL may override (it is expanded last): a bounded connect, a name in
+    /* Defaults the URL may override (it is expanded last): a bounded connect, a dead
+     * server noticed within a minute (keepalives), a lock waited for 5 s as SQLite's busy
+     * timeout (then store_busy), no statement running past a minute, a name in
      * pg_stat_activity. */
-    const char *const keys[] = {"connect_timeout", "application_name", "dbname", NULL};
-    const char *const vals[] = {"10", "sbxd", url, NULL};
+    const char *const keys[] = {"connect_timeout",
+                                "keepalives_idle",
+                                "keepalives_interval",
+                                "keepalives_count",
+                                "options",
+                                "application_name",
+                                "dbname",
+                                NULL};
+    const char *const vals[] = {
+        "10",   "30", "10", "3", "-c lock_timeout=5000 -c statement_timeout=60000",
+        "sbxd", url,  NULL};
     d->c = PQconnectdbParams(keys, vals, 1);
     if (!d->c || PQstatus(d->c) != CONNECTION_OK) {
         char msg[256];

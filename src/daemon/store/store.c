@@ -43,8 +43,8 @@ int store_open_at(const char *url, const char *path, struct store **out, struct 
     if (r == 0)
         r = store_migrate(s->conn, err);
     if (r == 0) {
-        s->db = db_sqlite_handle(pg ? s->local : s->conn);
         struct db *lite = pg ? s->local : s->conn;
+        s->db = db_sqlite_handle(lite);
         for (size_t i = 0; r == 0 && i < SBX_ARRAY_SIZE(legacy_schemas); i++)
             r = db_exec(lite, *legacy_schemas[i], err);
     }

@@ -11,7 +11,7 @@ WARN     := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wformat=2
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu17 $(WARN) -D_GNU_SOURCE -fno-strict-aliasing -MMD -MP
 SAN      ?=
-PKGS     := libmicrohttpd jansson sqlite3 libcrypto libssl libcurl libmagic libclamav libarchive yaml-0.1
+PKGS     := libmicrohttpd jansson sqlite3 libpq libcrypto libssl libcurl libmagic libclamav libarchive yaml-0.1
 # Libraries without a pkg-config file.
 NOPC_LIBS := -lwslay -lhttp_parser
 

@@ -33,6 +33,9 @@ PACKAGES=(
 	chromium
 	# the metrics test parses /metrics with a real Prometheus text parser (run by /usr/bin/python3)
 	python3-prometheus-client
+	# the PostgreSQL store (docs/scale-out.md): libpq for sbxd, the server for the tests
+	# (scripts/pg.sh starts a throwaway one)
+	libpq-dev postgresql
 	# xxd embeds the Python kernel (kernel/*.py) into the static agent at build time
 	xxd
 	# OpenAPI: scripts/openapi.py merges docs/openapi/*.yaml (and the build embeds it as JSON);

@@ -186,6 +186,8 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
     const char *se = getenv("SBX_SKILL_ENV");
     cfg->skill_env_file = se && *se ? sbx_xstrdup(se) : NULL;
     cfg->egress_test_upstreams = eu && *eu ? sbx_xstrdup(eu) : NULL;
+    const char *su = getenv("SBX_STORE");
+    cfg->store_url = su && *su ? sbx_xstrdup(su) : NULL;
 
     int r;
     if ((r = env_num("SBX_MEMORY_MB", 2048, 64, 1 << 20, &cfg->memory_mb, err)) < 0 ||
@@ -359,5 +361,6 @@ void config_free(struct sbxd_config *cfg)
     free(cfg->test_clock_file);
     free(cfg->warm_pool);
     free(cfg->warm_snapshot);
+    free(cfg->store_url);
     memset(cfg, 0, sizeof(*cfg));
 }

@@ -96,6 +96,9 @@ struct sbxd_config {
     char **backends;    /* SBX_BACKEND, comma-separated, in order of preference; "gvisor" */
     int probe_backends; /* SBX_BACKEND was set: start one sandbox on each at start-up */
     int allow_local;    /* SBX_ALLOW_LOCAL=yes-no-isolation: "local" may be listed */
+    /* SBX_STORE: a postgres:// URL for a PostgreSQL store (docs/scale-out.md); NULL: SQLite
+     * in the data dir. May hold a password: never logged. */
+    char *store_url;
     int verbose;
 };
 

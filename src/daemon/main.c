@@ -118,7 +118,10 @@ static int backup(int argc, char **argv)
     int r = config_load(&cfg, argc - 2, argv + 1, &err);
     if (r == 0) {
         _cleanup_free_ char *db = sbx_xasprintf("%s/sbx.db", cfg.data_dir);
-        r = store_open(db, &st, &err);
+        /* A PostgreSQL store has its own tools (docs/scale-out.md). */
+        r = cfg.store_url ? sbx_err_set(&err, ENOTSUP, "invalid_request",
+                                        "SBX_STORE is PostgreSQL: back it up with pg_dump")
+                          : store_open_at(NULL, db, &st, &err);
         if (r == 0)
             r = store_backup(st, argv[argc - 1], &err);
     }
@@ -187,8 +190,11 @@ int main(int argc, char **argv)
         sbx_err_sys(&err, -r, "creating the event loop");
         goto out;
     }
-    if (store_open(db, &d.store, &err) < 0)
+    if (store_open_at(d.cfg.store_url, db, &d.store, &err) < 0)
         goto out;
+    char store_what[256];
+    store_describe(d.store, store_what, sizeof(store_what));
+    log_info("store: %s", store_what);
     d.router = (struct router){
         .tables = sbxd_routes, .ntables = sbxd_route_tables, .store = d.store, .app = &d};
     struct http_server_limits limits = {.idle_s = (unsigned)d.cfg.http_idle_s,

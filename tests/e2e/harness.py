@@ -283,6 +283,18 @@ class Rerun:
                 td()
 
 
+def pg_store(env):
+    """SBX_TEST_PG=DIR (a server scripts/pg.sh started there): every daemon gets a database of
+    its own on it as its store, so a suite runs on PostgreSQL (docs/scale-out.md)."""
+    pg = os.environ.get("SBX_TEST_PG")
+    if not pg or "SBX_STORE" in env:
+        return
+    r = subprocess.run([os.path.join(REPO, "scripts", "pg.sh"), "createdb", pg,
+                        "sbx_" + secrets.token_hex(6)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, "SBX_TEST_PG: no database: " + r.stderr
+    env["SBX_STORE"] = r.stdout.strip()
+
+
 class Daemon:
     """One sbxd on 127.0.0.1:<free port> with a private data dir.
 
@@ -302,6 +314,7 @@ class Daemon:
         self.admin_key = new_admin_key() if admin_key == "generate" else admin_key
         self.preset_key = self.admin_key is not None
         self.extra_env = dict(extra_env or {})
+        pg_store(self.extra_env)
         self.proc = None
         self.starts = 0
         self.log_path = os.path.join(self.tmp, "sbxd.log")

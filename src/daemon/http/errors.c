@@ -140,6 +140,10 @@ static const struct {
     {"container_unsupported", 400},
     {"upstream_error", 502},
     {"chat_unavailable", 503},
+    /* the store's driver layer (src/daemon/store/db.h, docs/scale-out.md) */
+    {"store_conflict", 409},
+    {"store_busy", 503},
+    {"store_unavailable", 503},
 };
 
 unsigned http_status_for_code(const char *code)

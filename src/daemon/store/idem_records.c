@@ -7,84 +7,81 @@
 #include "../../common/util.h"
 #include "store_internal.h"
 
-const char *const store_idem_schema =
-    "CREATE TABLE IF NOT EXISTS idempotency("
-    "  user TEXT NOT NULL, key TEXT NOT NULL, request_hash TEXT NOT NULL,"
-    "  created_at INTEGER NOT NULL, status INTEGER, response TEXT,"
-    "  PRIMARY KEY(user, key));";
-
-static int run(struct store *s, sqlite3_stmt *st, struct sbx_err *err, const char *what)
-{
-    int r = sqlite3_step(st) == SQLITE_DONE ? 0 : store_db_err(s, err, what);
-    sqlite3_finalize(st);
-    return r;
-}
-
 int store_idem_begin(struct store *s, const char *user, const char *key, const char *request_hash,
                      long long now_s, struct store_idem *out, struct sbx_err *err)
 {
-    sqlite3_stmt *st;
-    int r = store_prepare(s, "DELETE FROM idempotency WHERE user=? AND key=? AND created_at<?",
-                          &st, err, "tti", user, key, now_s - STORE_IDEM_TTL_S);
-    if (r < 0 || (r = run(s, st, err, "expire idempotency key")) < 0)
+    struct db_stmt *st;
+    int r = db_query(s->conn, &st, err,
+                     "DELETE FROM idempotency WHERE \"user\"=? AND key=? AND created_at<?", "tti",
+                     user, key, now_s - STORE_IDEM_TTL_S);
+    if (r < 0 || (r = db_run(st, err)) < 0)
         return r;
-    r = store_prepare(s,
-                      "INSERT OR IGNORE INTO idempotency(user,key,request_hash,created_at) "
-                      "VALUES(?,?,?,?)",
-                      &st, err, "ttti", user, key, request_hash, now_s);
-    if (r < 0 || (r = run(s, st, err, "claim idempotency key")) < 0)
+    r = db_query(s->conn, &st, err,
+                 "INSERT INTO idempotency(\"user\",key,request_hash,created_at) VALUES(?,?,?,?) "
+                 "ON CONFLICT(\"user\",key) DO NOTHING",
+                 "ttti", user, key, request_hash, now_s);
+    if (r < 0 || (r = db_step(st, err)) < 0) {
+        db_finalize(st);
         return r;
+    }
+    long long claimed = db_changes(st);
+    db_finalize(st);
     memset(out, 0, sizeof(*out));
-    if (sqlite3_changes(s->db) == 1) {
+    if (claimed == 1) {
         out->state = STORE_IDEM_NEW;
         return 0;
     }
-    r = store_prepare(s,
-                      "SELECT request_hash,status,response FROM idempotency WHERE user=? AND key=?",
-                      &st, err, "tt", user, key);
+    r = db_query(s->conn, &st, err,
+                 "SELECT request_hash,status,response FROM idempotency WHERE \"user\"=? AND key=?",
+                 "tt", user, key);
     if (r < 0)
         return r;
-    if (sqlite3_step(st) != SQLITE_ROW) {
-        sqlite3_finalize(st);
-        return store_db_err(s, err, "read idempotency key");
+    if ((r = db_step(st, err)) != DB_ROW) {
+        db_finalize(st);
+        /* Gone between the claim and the read: released by its own request. */
+        return r < 0 ? r
+                     : sbx_err_set(err, EAGAIN, "store_busy",
+                                   "the idempotency key was released meanwhile: retry");
     }
-    const char *hash = (const char *)sqlite3_column_text(st, 0);
+    const char *hash = db_col_text(st, 0);
     if (!hash || strcmp(hash, request_hash)) {
         out->state = STORE_IDEM_MISMATCH;
-    } else if (sqlite3_column_type(st, 1) == SQLITE_NULL) {
+    } else if (db_col_null(st, 1)) {
         out->state = STORE_IDEM_IN_PROGRESS;
     } else {
         out->state = STORE_IDEM_REPLAY;
-        out->status = sqlite3_column_int(st, 1);
-        const unsigned char *resp = sqlite3_column_text(st, 2);
-        out->response = sbx_xstrdup(resp ? (const char *)resp : "");
+        out->status = (int)db_col_int64(st, 1);
+        const char *resp = db_col_text(st, 2);
+        out->response = sbx_xstrdup(resp ? resp : "");
     }
-    sqlite3_finalize(st);
+    db_finalize(st);
     return 0;
 }
 
 int store_idem_finish(struct store *s, const char *user, const char *key, int status,
                       const char *response, struct sbx_err *err)
 {
-    sqlite3_stmt *st;
-    int r = store_prepare(s, "UPDATE idempotency SET status=?, response=? WHERE user=? AND key=?",
-                          &st, err, "ittt", (long long)status, response, user, key);
-    return r < 0 ? r : run(s, st, err, "save idempotent response");
+    struct db_stmt *st;
+    int r = db_query(s->conn, &st, err,
+                     "UPDATE idempotency SET status=?, response=? WHERE \"user\"=? AND key=?",
+                     "ittt", (long long)status, response, user, key);
+    return r < 0 ? r : db_run(st, err);
 }
 
 int store_idem_release(struct store *s, const char *user, const char *key, struct sbx_err *err)
 {
-    sqlite3_stmt *st;
-    int r = store_prepare(s, "DELETE FROM idempotency WHERE user=? AND key=? AND status IS NULL",
-                          &st, err, "tt", user, key);
-    return r < 0 ? r : run(s, st, err, "release idempotency key");
+    struct db_stmt *st;
+    int r = db_query(s->conn, &st, err,
+                     "DELETE FROM idempotency WHERE \"user\"=? AND key=? AND status IS NULL", "tt",
+                     user, key);
+    return r < 0 ? r : db_run(st, err);
 }
 
 int store_idem_release_in_progress(struct store *s, struct sbx_err *err)
 {
-    sqlite3_stmt *st;
-    int r = store_prepare(s, "DELETE FROM idempotency WHERE status IS NULL", &st, err, "");
-    return r < 0 ? r : run(s, st, err, "release idempotency keys");
+    struct db_stmt *st;
+    int r = db_query(s->conn, &st, err, "DELETE FROM idempotency WHERE status IS NULL", "");
+    return r < 0 ? r : db_run(st, err);
 }
 
 void store_idem_clear(struct store_idem *i)

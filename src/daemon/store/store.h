@@ -1,5 +1,6 @@
-/* The durable state of sbxd: SQLite in WAL mode under the data dir. Every state
- * change is written here before it is acted on, so a restart loses nothing. */
+/* The durable state of sbxd: SQLite in WAL mode under the data dir, or PostgreSQL
+ * (SBX_STORE=postgres://…, docs/scale-out.md). Every state change is written here
+ * before it is acted on, so a restart loses nothing. */
 #ifndef SBX_STORE_H
 #define SBX_STORE_H
 
@@ -16,8 +17,14 @@
 struct store;
 
 int store_open(const char *path, struct store **out, struct sbx_err *err);
+/* url NULL or "": SQLite at path. A postgres:// URL: the store is there (schema migrated
+ * at open), and path holds what is not yet on PostgreSQL (docs/scale-out.md). */
+int store_open_at(const char *url, const char *path, struct store **out, struct sbx_err *err);
+bool store_is_postgres(const struct store *s);
+/* What and where the store is, for the log (never a password). */
+void store_describe(struct store *s, char *buf, size_t cap);
 /* An online copy of the store at dest (a new file), taken with SQLite's backup API while
- * sbxd may go on writing. */
+ * sbxd may go on writing; a PostgreSQL store is refused (pg_dump). */
 int store_backup(struct store *s, const char *dest, struct sbx_err *err);
 void store_free(struct store *s);
 

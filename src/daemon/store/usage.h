@@ -77,7 +77,7 @@ int store_ledger_query(struct store *s, const char *user, long long before_id, i
 int store_billing_get(struct store *s, const char *name, long long *out, struct sbx_err *err);
 int store_billing_set(struct store *s, const char *name, long long value, struct sbx_err *err);
 
-/* A unit of work that lands whole or not at all (nests: SQLite savepoints). */
+/* A unit of work that lands whole or not at all (nests: savepoints). */
 int store_tx_begin(struct store *s, struct sbx_err *err);
 int store_tx_end(struct store *s, bool commit, struct sbx_err *err);
 

@@ -180,6 +180,27 @@ static void merge_workspace_skill(const struct store_skill_env *d, void *data)
     }
 }
 
+char *configs_skill_env_context(const char *install_id, const char *name)
+{
+    return sbx_xasprintf("skill_install:%s:%s", install_id, name);
+}
+
+/* The values an admin set on the configuration's enabled skill installs. */
+static void merge_install(const struct store_skill_install *i, void *data)
+{
+    struct merge *m = data;
+    json_t *envs = i->enabled ? json_loads(i->envs_json ? i->envs_json : "{}", 0, NULL) : NULL;
+    const char *name;
+    json_t *v;
+    json_object_foreach(envs, name, v)
+    {
+        _cleanup_free_ char *ctx = configs_skill_env_context(i->id, name);
+        if (json_is_string(v))
+            put_sealed(m, ctx, name, json_string_value(v));
+    }
+    json_decref(envs);
+}
+
 static void merge_personal(const struct store_env_var *v, void *data)
 {
     struct merge *m = data;
@@ -198,6 +219,8 @@ int configs_env_for(struct configs *c, const char *user, const char *config_id, 
     int r = config_doc_env(c->secrets, config_id, doc, &m.env, err);
     if (r == 0)
         r = store_skill_env_each(c->store, NULL, merge_workspace_skill, &m, err);
+    if (r == 0)
+        r = store_skill_install_each(c->store, config_id, NULL, merge_install, &m, err);
     if (r == 0)
         r = store_personal_env_each(c->store, user, "sandbox", config_id, merge_personal, &m, err);
     if (r == 0)

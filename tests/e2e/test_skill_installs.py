@@ -408,3 +408,57 @@ def test_errors():
     assert_error(c.request("GET", "/v1/skills?sandbox_config_id=cfg_nope"), 404,
                  "sandbox_config_not_found")
     assert_error(c.request("GET", "/v1/skills", key=None), 401, "missing_api_key")
+
+
+def test_skill_rollout_next_turn_reaches_running_sandboxes_new_session_does_not():
+    c = admin()
+    nxt = config("rollout-next")  # next_turn, the default
+    new = D.once("cfg:rollout-new", lambda d: d.client().ok(
+        "POST", "/v1/sandbox-configs",
+        {"name": "rollout-new", "config": {"skill_rollout": "new_session"}}, status=201)["id"])
+    v1 = add(bundle("roll", "1.0.0"))
+    for cid in (nxt, new):
+        settle(cid, catalog_install(v1["id"], [cid])["installs"][0]["skill_id"])
+    running = {cid: c.create_sandbox(config_id=cid)["id"] for cid in (nxt, new)}
+    try:
+        for sid in running.values():
+            assert "version: 1.0.0" in c.sh(sid, "cat /workspace/skills/roll/SKILL.md")
+        v2 = add(bundle("roll", "2.0.0"))
+        got = catalog_install(v2["id"], [nxt, new])
+        for i in got["installs"]:
+            _, rec = settle(i["sandbox_config_id"], i["skill_id"])
+            assert rec["status"] == "ready" and rec["served"] == {"version": "2.0.0"}, rec
+        # The old catalog entry is no longer named by any install: it may go.
+        c.ok("DELETE", "/v1/skills/catalog/" + v1["id"])
+        assert "version: 2.0.0" in c.sh(running[nxt], "cat /workspace/skills/roll/SKILL.md")
+        assert "version: 1.0.0" in c.sh(running[new], "cat /workspace/skills/roll/SKILL.md")
+        fresh = c.create_sandbox(config_id=new)["id"]
+        try:
+            assert "version: 2.0.0" in c.sh(fresh, "cat /workspace/skills/roll/SKILL.md")
+        finally:
+            c.delete_sandbox(fresh)
+    finally:
+        for sid in running.values():
+            c.delete_sandbox(sid)
+
+
+def test_a_round_cut_by_a_restart_ends_failed():
+    s = skills()
+    c = admin()
+    steer = [x for x in c.ok("GET", "/v1/skills/catalog")["data"] if x["name"] == "steer"]
+    cat = steer[0]["id"] if steer else add(bundle("steer", script=STEER_INSTALL))["id"]
+    cid = config("delta")
+    sid = catalog_install(cat, [cid])["installs"][0]["skill_id"]
+    wait_for(lambda: c.ok("GET", path(cid, sid))["install_session_id"], 60, what="a sandbox")
+    D.get().restart()
+    c = admin()
+    rec = c.ok("GET", path(cid, sid))
+    assert rec["status"] == "failed" and "interrupted" in rec["error"], rec
+    evs = events(cid, sid)
+    assert len(evs) == 1 and evs[0]["done"] is True and evs[0]["status"] == "failed", evs
+    assert_error(c.request("POST", path(cid, sid, "/guidance"),
+                           {"expected_message_id": rec["install_message_id"], "steer_id": "z",
+                            "content": "proceed"}), 409, "install_moved_on")
+    assert c.ok("POST", path(cid, sid, "/stop"))["status"] == "failed"
+    assert s["a"]  # the other configurations' installs are untouched
+    assert c.ok("GET", path(s["a"], s["greet_a"]))["status"] == "ready"

@@ -73,8 +73,9 @@ int configs_check_backend(struct configs *c, const json_t *doc, struct sbx_err *
 char *configs_skill_env_context(const char *install_id, const char *name);
 
 /* The env a user's sandbox from this configuration gets: the configuration's values,
- * then the workspace's skill values (those set on its skill installs last), the user's own sandbox values, the user's skill
- * values (each overriding the one before). A new object of clear values. */
+ * then the workspace's skill values (those set on its skill installs last), the user's
+ * own sandbox values, the user's skill values (each overriding the one before). A new
+ * object of clear values. */
 int configs_env_for(struct configs *c, const char *user, const char *config_id, const json_t *doc,
                     json_t **out, struct sbx_err *err);
 

@@ -368,7 +368,8 @@ static int create_sandbox(struct manager *m, const struct auth_identity *who,
     }
     if (p->trust_pem && (r = write_trust(sb, p->trust_pem, err)) < 0)
         goto fail;
-    if (p->workspace_fill && (r = p->workspace_fill(p->workspace_fill_data, sb->workspace, err)) < 0)
+    if (p->workspace_fill &&
+        (r = p->workspace_fill(p->workspace_fill_data, sb->workspace, err)) < 0)
         goto fail;
     if (v1) {
         /* No machine until an op needs one; the sandbox is its workspace. */

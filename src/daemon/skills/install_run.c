@@ -20,6 +20,16 @@
 #include "catalog.h"
 #include "installs.h"
 
+/* Install sandboxes belong to sbx, not to the admin who asked: they count against no
+ * one's sandbox limits and get no one's personal variables. */
+static const struct auth_identity installer = {
+    .authenticated = true,
+    .user = INSTALL_USER,
+    .key_id = INSTALL_USER,
+    .role = AUTH_ROLE_ADMIN,
+    .tool_level = AUTH_TOOL_SANDBOX,
+};
+
 enum run_state { RUN_QUEUED, RUN_STARTING, RUN_RUNNING, RUN_FINISHING, RUN_DONE };
 
 struct follower {
@@ -255,9 +265,11 @@ static void run_finish(struct install_run *run)
     }
     if (prev[0] && strcmp(prev, snap))
         install_snapshot_gc(ins, prev);
+    run->state = RUN_DONE;
+    if (run->ok)
+        installs_rollout(ins, run->config_id);
     log_info("skill install %s (%s into %s): %s%s%s", run->id, run->name, run->config_id, status,
              run->ok ? "" : ": ", run->ok ? "" : run->error);
-    run->state = RUN_DONE;
     kick(ins);
 }
 
@@ -477,12 +489,24 @@ static bool config_busy(struct installs *ins, const char *config_id)
     return false;
 }
 
-/* Start every queued round whose configuration has none running, oldest first. */
+/* Start every queued round whose configuration has none running, oldest first, as
+ * many at once as the installer's sandbox limits allow. */
 static void kick(struct installs *ins)
 {
+    const struct sbxd_config *cfg = &ins->d->cfg;
+    long long cap = INSTALL_PARALLEL_MAX;
+    if (cfg->max_per_user < cap)
+        cap = cfg->max_per_user;
+    if (cfg->max_per_key < cap)
+        cap = cfg->max_per_key;
     bool again = true;
     while (again) {
         again = false;
+        long long busy = 0;
+        for (struct install_run *r = ins->runs; r; r = r->next)
+            busy += r->state >= RUN_STARTING && r->state <= RUN_FINISHING;
+        if (busy >= cap)
+            return;
         struct install_run *first = NULL;
         for (struct install_run *r = ins->runs; r; r = r->next)
             if (r->state == RUN_QUEUED && !config_busy(ins, r->config_id))
@@ -534,7 +558,7 @@ void install_run_begin(struct installs *ins, const struct auth_identity *who,
     snprintf(run->name, sizeof(run->name), "%s", rec->name);
     snprintf(run->version, sizeof(run->version), "%s", rec->version);
     snprintf(run->message_id, sizeof(run->message_id), "%s", rec->message_id);
-    run->who = *who;
+    run->who = installer;
     run->instructions = instructions ? sbx_xstrdup(instructions) : NULL;
     run->events = json_array();
     run->transcript = json_array();
@@ -543,7 +567,8 @@ void install_run_begin(struct installs *ins, const struct auth_identity *who,
     run->next = ins->runs;
     ins->runs = run;
     emit(run, 0, "queued",
-         json_sprintf("%s %s into configuration %s", rec->name, rec->version, rec->config_id),
+         json_sprintf("%s %s into configuration %s, asked by %s", rec->name, rec->version,
+                      rec->config_id, who->user),
          "installing", false);
     kick(ins);
 }
@@ -554,6 +579,14 @@ struct install_run *install_run_find(struct installs *ins, const char *skill_id)
         if (!strcmp(r->id, skill_id))
             return r;
     return NULL;
+}
+
+bool install_run_owns_sandbox(struct installs *ins, const char *sandbox_id)
+{
+    for (struct install_run *r = ins->runs; r; r = r->next)
+        if (r->state != RUN_DONE && !strcmp(r->sandbox_id, sandbox_id))
+            return true;
+    return false;
 }
 
 bool install_run_active(const struct install_run *run)

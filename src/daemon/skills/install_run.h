@@ -19,7 +19,16 @@ struct installs {
     struct sbxd *d;
     char *dir; /* <data>/skill-installs: snapshots/, transcripts/ */
     struct install_run *runs;
+    /* Running sandboxes whose skills changed since they started: brought up to date at
+     * their next command (skill_rollout next_turn), {sandbox_id: true}. */
+    json_t *stale;
 };
+
+/* installs.c: a configuration's skills changed; its running sandboxes get them at their
+ * next command unless it says skill_rollout new_session. */
+void installs_rollout(struct installs *ins, const char *config_id);
+/* Whether sandbox_id is a round's install sandbox. */
+bool install_run_owns_sandbox(struct installs *ins, const char *sandbox_id);
 
 /* rec: stored already with status installing and its round's message_id. */
 void install_run_begin(struct installs *ins, const struct auth_identity *who,

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../../common/log.h"
 #include "../../common/text.h"
 #include "../../common/util.h"
 #include "../configs/configs.h"
@@ -82,19 +83,31 @@ static void add_served(const struct store_skill_install *i, void *data)
     free(dir);
 }
 
+/* [{name, dir}] of the configuration's enabled installs' served bundles. */
+static int served_list(struct installs *ins, const char *config_id, json_t **out,
+                       struct sbx_err *err)
+{
+    struct served s = {.ins = ins, .list = json_array()};
+    int r = store_skill_install_each(ins->d->store, config_id, NULL, add_served, &s, err);
+    if (r < 0) {
+        json_decref(s.list);
+        return r;
+    }
+    *out = s.list;
+    return 0;
+}
+
 static int config_hook(void *data, const char *config_id, struct sandbox_params *p, json_t *hold,
                        struct sbx_err *err)
 {
     struct installs *ins = data;
     char snap[STORE_ID_MAX + 1];
-    struct served s = {.ins = ins, .list = json_array()};
+    struct served s = {.ins = ins};
     int r = store_skill_config_snapshot_get(ins->d->store, config_id, snap, err);
     if (r == 0)
-        r = store_skill_install_each(ins->d->store, config_id, NULL, add_served, &s, err);
-    if (r < 0) {
-        json_decref(s.list);
+        r = served_list(ins, config_id, &s.list, err);
+    if (r < 0)
         return r;
-    }
     char *from = snap[0] ? install_snapshot_path(ins, snap) : NULL;
     if (from) {
         json_object_set_new(hold, "skills_from", json_string(from));
@@ -105,6 +118,53 @@ static int config_hook(void *data, const char *config_id, struct sandbox_params 
     p->workspace_fill = fill_skills;
     p->workspace_fill_data = s.list;
     return 0;
+}
+
+struct stale_ctx {
+    struct installs *ins;
+    const char *config_id;
+    json_t *next;
+};
+
+static void mark_stale(struct sandbox *sb, void *data)
+{
+    struct stale_ctx *c = data;
+    if (json_object_get(c->ins->stale, sb->rec.id) ||
+        (!strcmp(sb->config_id, c->config_id) && !install_run_owns_sandbox(c->ins, sb->rec.id)))
+        json_object_set_new(c->next, sb->rec.id, json_true());
+}
+
+void installs_rollout(struct installs *ins, const char *config_id)
+{
+    struct store_config cfg = {0};
+    if (store_config_get(ins->d->store, config_id, &cfg, NULL) < 0)
+        return;
+    json_t *doc = json_loads(cfg.config_json, 0, NULL);
+    bool later =
+        !strcmp(json_string_value(json_object_get(doc, "skill_rollout")) ?: "", "new_session");
+    json_decref(doc);
+    store_config_clear(&cfg);
+    if (later)
+        return;
+    /* Rebuilt from the live sandboxes, so ended ones drop out. */
+    struct stale_ctx c = {.ins = ins, .config_id = config_id, .next = json_object()};
+    manager_each(ins->d->mgr, NULL, mark_stale, &c);
+    json_decref(ins->stale);
+    ins->stale = c.next;
+}
+
+static void exec_hook(void *data, struct sandbox *sb)
+{
+    struct installs *ins = data;
+    if (!json_object_get(ins->stale, sb->rec.id))
+        return;
+    json_object_del(ins->stale, sb->rec.id);
+    json_t *list = NULL;
+    struct sbx_err err = {0};
+    if (served_list(ins, sb->config_id, &list, &err) < 0 ||
+        fill_skills(list, sb->workspace, &err) < 0)
+        log_warn("sandbox %s: bringing its skills up to date: %s", sb->rec.id, err.msg);
+    json_decref(list);
 }
 
 int installs_new(struct sbxd *d, struct installs **out, struct sbx_err *err)
@@ -123,8 +183,10 @@ int installs_new(struct sbxd *d, struct installs **out, struct sbx_err *err)
         installs_free(ins);
         return r;
     }
+    ins->stale = json_object();
     d->configs->skills_fn = config_hook;
     d->configs->skills_data = ins;
+    manager_set_exec_hook(d->mgr, exec_hook, ins);
     *out = ins;
     return 0;
 }
@@ -134,6 +196,7 @@ void installs_free(struct installs *ins)
     if (!ins)
         return;
     install_run_free_all(ins);
+    json_decref(ins->stale);
     free(ins->dir);
     free(ins);
 }
@@ -474,8 +537,11 @@ int installs_patch(struct installs *ins, const char *config_id, const char *skil
         rec.updated_at = sbx_wall_ms() / 1000;
         r = store_skill_install_put(ins->d->store, &rec, err);
     }
-    if (r == 0)
+    if (r == 0) {
         *out = install_json(ins, &rec);
+        if (enabled)
+            installs_rollout(ins, config_id);
+    }
     store_skill_install_clear(&rec);
     if (r < 0) {
         json_decref(*ignored);
@@ -496,6 +562,7 @@ int installs_delete(struct installs *ins, const char *config_id, const char *ski
     if (r == 0) {
         /* Its values go with it; the configuration's other skills keep the snapshot. */
         install_snapshot_gc(ins, rec.snapshot_id);
+        installs_rollout(ins, config_id);
         _cleanup_free_ char *t = sbx_xasprintf("%s/transcripts/%s.json", ins->dir, skill_id);
         (void)unlink(t);
     }

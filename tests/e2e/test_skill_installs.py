@@ -359,6 +359,12 @@ def test_per_configuration_install_from_a_multipart_upload_and_the_catalog_multi
     body, hdrs = multipart(bundle("multi2"))
     item = c.ok("POST", "/v1/skills/catalog", raw=body, headers=hdrs, status=201)
     assert item["name"] == "multi2", item
+    # Deleting the configuration forgets its installs; the catalog entry stays, unreferenced.
+    c.ok("DELETE", "/v1/sandbox-configs/" + g)
+    D.forget("cfg:gamma")
+    assert c.ok("GET", "/v1/skills/catalog/" + got["catalog_id"])["installations"] == []
+    assert_error(c.request("GET", path(g, got["skill_id"])), 404, "sandbox_config_not_found")
+    c.ok("DELETE", "/v1/skills/catalog/" + got["catalog_id"])
     body, hdrs = multipart(bundle("multi3"), field="other")
     assert_error(c.request("POST", "/v1/skills/catalog", raw=body, headers=hdrs), 400,
                  "invalid_request")

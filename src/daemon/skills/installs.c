@@ -1,5 +1,6 @@
 #include "installs.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/rand.h>
@@ -167,6 +168,13 @@ static void exec_hook(void *data, struct sandbox *sb)
     json_decref(list);
 }
 
+static void destroy_leftover(struct sandbox *sb, void *data)
+{
+    struct sbx_err err = {0};
+    if (manager_destroy(sb->mgr, sb, "skill_install_interrupted", &err) < 0)
+        log_warn("sandbox %s: %s", sb->rec.id, err.msg);
+}
+
 int installs_new(struct sbxd *d, struct installs **out, struct sbx_err *err)
 {
     struct installs *ins = sbx_xcalloc(1, sizeof(*ins));
@@ -183,6 +191,14 @@ int installs_new(struct sbxd *d, struct installs **out, struct sbx_err *err)
         installs_free(ins);
         return r;
     }
+    /* What a previous daemon left: snapshots nothing names, rounds' sandboxes. */
+    DIR *dir = opendir(snaps);
+    for (struct dirent *de; dir && (de = readdir(dir));)
+        if (de->d_name[0] != '.')
+            install_snapshot_gc(ins, de->d_name);
+    if (dir)
+        closedir(dir);
+    manager_each(d->mgr, INSTALL_USER, destroy_leftover, NULL);
     ins->stale = json_object();
     d->configs->skills_fn = config_hook;
     d->configs->skills_data = ins;

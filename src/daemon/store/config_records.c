@@ -154,7 +154,9 @@ int store_config_delete(struct store *s, const char *id, struct sbx_err *err)
         return r;
     r = store_prepare(s, "DELETE FROM personal_env WHERE scope='sandbox' AND target=?", &st, err,
                       "t", id);
-    return r < 0 ? r : store_step_done(s, st, err, "delete personal variables");
+    if (r < 0 || (r = store_step_done(s, st, err, "delete personal variables")) < 0)
+        return r;
+    return store_skill_installs_forget(s, id, err);
 }
 
 int store_config_lock(struct store *s, const char *id, const char *owner, long long now_ms,

@@ -173,6 +173,16 @@ int store_skill_config_snapshot_get(struct store *s, const char *config_id,
     return r;
 }
 
+int store_skill_installs_forget(struct store *s, const char *config_id, struct sbx_err *err)
+{
+    sqlite3_stmt *st;
+    int r =
+        store_prepare(s, "DELETE FROM skill_installs WHERE config_id=?", &st, err, "t", config_id);
+    if (r < 0 || (r = store_step_done(s, st, err, "forget skill installs")) < 0)
+        return r;
+    return store_skill_config_snapshot_set(s, config_id, NULL, err);
+}
+
 int store_skill_snapshot_used(struct store *s, const char *snapshot_id, bool *used,
                               struct sbx_err *err)
 {

@@ -316,6 +316,9 @@ int store_skill_config_snapshot_set(struct store *s, const char *config_id,
                                     const char *snapshot_id, struct sbx_err *err);
 int store_skill_config_snapshot_get(struct store *s, const char *config_id,
                                     char out[STORE_ID_MAX + 1], struct sbx_err *err);
+/* A deleted configuration's installs and snapshot (store_config_delete); the snapshots'
+ * files go at the next start. */
+int store_skill_installs_forget(struct store *s, const char *config_id, struct sbx_err *err);
 /* Whether any configuration or install still names the snapshot. */
 int store_skill_snapshot_used(struct store *s, const char *snapshot_id, bool *used,
                               struct sbx_err *err);
@@ -337,7 +340,7 @@ int store_config_get(struct store *s, const char *id, struct store_config *out,
                      struct sbx_err *err);
 typedef void (*store_config_cb)(const struct store_config *c, void *data);
 int store_config_each(struct store *s, store_config_cb cb, void *data, struct sbx_err *err);
-/* Also forgets the personal variables set for it. */
+/* Also forgets the personal variables set for it and the skills installed into it. */
 int store_config_delete(struct store *s, const char *id, struct sbx_err *err);
 /* A lease on a configuration while a request changes or relies on it, held in the store
  * so that every node sharing it sees it: sandbox_config_locked (423) while another

@@ -373,6 +373,24 @@ def test_per_configuration_install_from_a_multipart_upload_and_the_catalog_multi
                  ("invalid_request", "invalid_bundle"))
 
 
+def test_workspace_scripts_disabled_fails_a_round_that_has_a_script():
+    c = admin()
+    cid = config("epsilon")
+    c.ok("PUT", "/v1/sandbox-configs/workspace-policy", {"scripts_disabled": True})
+    try:
+        cat = add(bundle("noscripts", script="echo should not run\n"))
+        sid = catalog_install(cat["id"], [cid])["installs"][0]["skill_id"]
+        _, rec = settle(cid, sid)
+        assert rec["status"] == "failed" and "scripts_disabled" in rec["error"], rec
+        tr = events(cid, sid, transcript=True)
+        assert not any(t["kind"] == "output" for t in tr), tr
+        plain = add(bundle("plain"))  # no script: installs all the same
+        psid = catalog_install(plain["id"], [cid])["installs"][0]["skill_id"]
+        assert settle(cid, psid)[1]["status"] == "ready"
+    finally:
+        c.ok("PUT", "/v1/sandbox-configs/workspace-policy", {"scripts_disabled": False})
+
+
 def test_errors():
     s = skills()
     c, m = admin(), member()

@@ -436,6 +436,16 @@ static void on_ready(struct sandbox *sb, const struct sbx_err *err, void *data)
         conclude(run, true, NULL);
         return;
     }
+    char off[8] = "";
+    if (store_setting_get(store_of(run), STORE_SETTING_SCRIPTS_DISABLED, off, sizeof(off), NULL) ==
+            0 &&
+        !strcmp(off, "1")) {
+        /* A skill whose steps did not run is not installed (docs/configs.md). */
+        _cleanup_free_ char *why = sbx_xasprintf(
+            "%s was not run: the workspace disables scripts (scripts_disabled)", run->script);
+        conclude(run, false, why);
+        return;
+    }
     step(run, 40, "install", "running /bin/sh %s in /workspace/" INSTALL_SKILLS_DIR "/%s",
          run->script, run->name);
     run->state = RUN_RUNNING;

@@ -45,6 +45,17 @@ int main(void)
     CHECK(r == 0 && !strcmp(m.version, "1.0.0"), "no body, default version");
     if (r == 0)
         skill_meta_clear(&m);
+    r = parse("---\nname: x\ndescription: y\ninstall: scripts/install.sh\n---\n", &m, &err);
+    CHECK(r == 0 && !strcmp(m.install, "scripts/install.sh"), "an install script is kept");
+    if (r == 0)
+        skill_meta_clear(&m);
+    r = parse("---\nname: x\ndescription: y\n---\n", &m, &err);
+    CHECK(r == 0 && m.install[0] == '\0', "no install script: empty");
+    if (r == 0)
+        skill_meta_clear(&m);
+    refused("---\nname: x\ndescription: y\ninstall: /bin/evil\n---\n", "absolute install path");
+    refused("---\nname: x\ndescription: y\ninstall: ../up.sh\n---\n", "install path with ..");
+    refused("---\nname: x\ndescription: y\ninstall: \"\"\n---\n", "empty install path");
     r = parse("---\nname: x\ndescription: y\n---\r\nbody", &m, &err);
     CHECK(r == 0, "CRLF after the closing line");
     if (r == 0)

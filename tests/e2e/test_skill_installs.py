@@ -8,6 +8,8 @@ install script left and the env values, multipart uploads, the agent-facing list
 
 import io
 import json
+import os
+import tempfile
 import uuid
 import zipfile
 
@@ -447,6 +449,10 @@ def test_skill_rollout_next_turn_reaches_running_sandboxes_new_session_does_not(
     try:
         for sid in running.values():
             assert "version: 1.0.0" in c.sh(sid, "cat /workspace/skills/roll/SKILL.md")
+        # A sandbox that turns /workspace/skills into a link to a host path gets a real
+        # folder back, and nothing is written where the link pointed.
+        probe = tempfile.mkdtemp(prefix="sbx-skill-probe-")
+        c.sh(running[nxt], "rm -rf /workspace/skills && ln -s %s /workspace/skills" % probe)
         v2 = add(bundle("roll", "2.0.0"))
         got = catalog_install(v2["id"], [nxt, new])
         for i in got["installs"]:
@@ -455,6 +461,9 @@ def test_skill_rollout_next_turn_reaches_running_sandboxes_new_session_does_not(
         # The old catalog entry is no longer named by any install: it may go.
         c.ok("DELETE", "/v1/skills/catalog/" + v1["id"])
         assert "version: 2.0.0" in c.sh(running[nxt], "cat /workspace/skills/roll/SKILL.md")
+        assert os.listdir(probe) == [], os.listdir(probe)
+        assert c.sh(running[nxt], "test -L /workspace/skills || echo dir") == "dir\n"
+        os.rmdir(probe)
         assert "version: 1.0.0" in c.sh(running[new], "cat /workspace/skills/roll/SKILL.md")
         fresh = c.create_sandbox(config_id=new)["id"]
         try:

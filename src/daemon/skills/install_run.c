@@ -14,7 +14,6 @@
 #include "../exec/exec.h"
 #include "../http/server.h"
 #include "../sandbox/manager.h"
-#include "../sandbox/wsimage.h"
 #include "../sbxd.h"
 #include "../snapshot/snapshot.h"
 #include "catalog.h"
@@ -54,6 +53,7 @@ struct install_run {
     enum run_state state;
     json_t *events, *transcript, *guidance;
     unsigned long long events_dropped;
+    size_t log_kept; /* bytes of the script's output in events and transcript */
     int percent;
     struct follower *followers;
     struct sandbox *waiting; /* the sandbox whose readiness it waits for */
@@ -295,6 +295,14 @@ static void conclude(struct install_run *run, bool ok, const char *error)
 static void on_output(unsigned ch, const uint8_t *buf, size_t len, void *data)
 {
     struct install_run *run = data;
+    if (run->log_kept >= INSTALL_LOG_KEPT_MAX)
+        return;
+    run->log_kept += len;
+    if (run->log_kept >= INSTALL_LOG_KEPT_MAX) {
+        note(run, "step", json_sprintf("output past %u bytes is not kept", INSTALL_LOG_KEPT_MAX),
+             NULL);
+        len -= run->log_kept - INSTALL_LOG_KEPT_MAX;
+    }
     for (size_t off = 0; off < len;) {
         size_t n = len - off > INSTALL_LOG_CHUNK_MAX ? INSTALL_LOG_CHUNK_MAX : len - off;
         const char *p = (const char *)buf + off;
@@ -367,13 +375,9 @@ static int place(struct install_run *run, struct sandbox *sb, struct sbx_err *er
         openat(root, INSTALL_SKILLS_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (skills < 0)
         return sbx_err_sys(err, errno, "opening /workspace/skills");
-    int r = sbx_rm_rf_at(skills, run->name);
-    if (r < 0 || mkdirat(skills, run->name, 0755) < 0)
-        return sbx_err_sys(err, r < 0 ? -r : errno, "making /workspace/skills/%s", run->name);
     _cleanup_free_ char *src = skills_path(run->ins->d->skills, run->catalog_id);
-    _cleanup_free_ char *dst =
-        sbx_xasprintf("%s/" INSTALL_SKILLS_DIR "/%s", sb->workspace, run->name);
-    if ((r = wsimage_copy_tree(src, dst, err)) < 0)
+    int r = installs_place(src, skills, run->name, err);
+    if (r < 0)
         return r;
     if ((r = sbx_rm_rf_at(root, INSTALL_CTL_DIR)) < 0 || mkdirat(root, INSTALL_CTL_DIR, 0755) < 0)
         return sbx_err_sys(err, r < 0 ? -r : errno, "making /workspace/" INSTALL_CTL_DIR);
@@ -390,8 +394,6 @@ static int place(struct install_run *run, struct sandbox *sb, struct sbx_err *er
 static int run_script(struct install_run *run, struct sandbox *sb, struct sbx_err *err)
 {
     _cleanup_free_ char *cwd = sbx_xasprintf("/workspace/" INSTALL_SKILLS_DIR "/%s", run->name);
-    _cleanup_free_ char *dir =
-        sbx_xasprintf("%s/" INSTALL_SKILLS_DIR "/%s", sb->workspace, run->name);
     json_t *env = json_pack("{s:s,s:s,s:s,s:s,s:s}", "SKILL_NAME", run->name, "SKILL_VERSION",
                             run->version, "SKILL_DIR", cwd, "SKILL_INSTRUCTIONS_FILE",
                             "/workspace/" INSTALL_CTL_DIR "/instructions.md", "SKILL_GUIDANCE_FILE",

@@ -27,6 +27,9 @@ struct installs {
 /* installs.c: a configuration's skills changed; its running sandboxes get them at their
  * next command unless it says skill_rollout new_session. */
 void installs_rollout(struct installs *ins, const char *config_id);
+/* installs.c: the bundle at bundle (a catalog entry's folder) as <skills_dir>/<name>,
+ * replacing what was there, safely beneath a workspace a sandbox may be changing. */
+int installs_place(const char *bundle, int skills_dir, const char *name, struct sbx_err *err);
 /* Whether sandbox_id is a round's install sandbox. */
 bool install_run_owns_sandbox(struct installs *ins, const char *sandbox_id);
 

@@ -13,7 +13,6 @@
 #include "../../common/util.h"
 #include "../configs/configs.h"
 #include "../sandbox/params.h"
-#include "../sandbox/wsimage.h"
 #include "../sbxd.h"
 #include "catalog.h"
 #include "install_run.h"
@@ -38,6 +37,82 @@ static int config_exists(struct installs *ins, const char *config_id, struct sbx
 
 /* --- what sandboxes of a configuration get ------------------------------------------- */
 
+/* in to out by read and write: the workspace is another filesystem (a loop-mounted image),
+ * where copy_file_range does not reach. */
+static int copy_fd(int in, int out)
+{
+    char buf[64 * 1024];
+    for (;;) {
+        ssize_t n = read(in, buf, sizeof(buf));
+        if (n == 0)
+            return 0;
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        int r = sbx_write_all(out, buf, (size_t)n);
+        if (r < 0)
+            return r;
+    }
+}
+
+/* A bundle's tree (regular files and directories only: bundle.c refuses the rest) into a
+ * directory of a workspace that a running sandbox may be changing meanwhile: every step is
+ * relative to a directory fd, never follows a link and never reuses an entry, so nothing it
+ * writes lands outside the workspace. */
+static int copy_tree_at(int src, int dst, int depth, struct sbx_err *err)
+{
+    if (depth > INSTALL_TREE_DEPTH_MAX)
+        return sbx_err_set(err, ELOOP, "internal", "a skill's tree is deeper than %d",
+                           INSTALL_TREE_DEPTH_MAX);
+    int dup_fd = dup(src);
+    DIR *d = dup_fd < 0 ? NULL : fdopendir(dup_fd);
+    if (!d) {
+        if (dup_fd >= 0)
+            close(dup_fd);
+        return sbx_err_sys(err, errno, "reading a skill's folder");
+    }
+    rewinddir(d);
+    int r = 0;
+    for (struct dirent *de; r == 0 && (de = readdir(d));) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        struct stat st;
+        if (fstatat(src, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+            r = sbx_err_sys(err, errno, "reading %s", de->d_name);
+            break;
+        }
+        if (S_ISDIR(st.st_mode)) {
+            int in = openat(src, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            int out = -1;
+            if (in >= 0 && mkdirat(dst, de->d_name, 0755) == 0)
+                out = openat(dst, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            r = out < 0 ? sbx_err_sys(err, errno, "copying %s", de->d_name)
+                        : copy_tree_at(in, out, depth + 1, err);
+            if (in >= 0)
+                close(in);
+            if (out >= 0)
+                close(out);
+        } else if (S_ISREG(st.st_mode)) {
+            int in = openat(src, de->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+            int out = in < 0 ? -1
+                             : openat(dst, de->d_name,
+                                      O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                                      st.st_mode & 0755);
+            int c = out < 0 ? -errno : copy_fd(in, out);
+            if (c < 0)
+                r = sbx_err_sys(err, -c, "copying %s", de->d_name);
+            if (in >= 0)
+                close(in);
+            if (out >= 0)
+                close(out);
+        }
+    }
+    closedir(d);
+    return r;
+}
+
 /* Writes /workspace/skills afresh: every enabled install's served bundle, nothing else
  * (what the snapshot had there may be stale, or not what sbx put there). */
 static int fill_skills(void *data, const char *workspace, struct sbx_err *err)
@@ -52,20 +127,34 @@ static int fill_skills(void *data, const char *workspace, struct sbx_err *err)
     (void)sbx_rm_rf_at(root, INSTALL_CTL_DIR);
     if (!json_array_size(list))
         return 0;
-    if (mkdirat(root, INSTALL_SKILLS_DIR, 0755) < 0)
+    _cleanup_close_ int skills = -1;
+    if (mkdirat(root, INSTALL_SKILLS_DIR, 0755) < 0 ||
+        (skills =
+             openat(root, INSTALL_SKILLS_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
         return sbx_err_sys(err, errno, "creating /workspace/skills");
     size_t i;
     json_t *s;
     json_array_foreach(list, i, s)
     {
         const char *name = json_string_value(json_object_get(s, "name"));
-        _cleanup_free_ char *dst = sbx_xasprintf("%s/" INSTALL_SKILLS_DIR "/%s", workspace, name);
-        if ((r = sbx_mkdir_p(dst, 0755)) < 0)
-            return sbx_err_sys(err, -r, "creating /workspace/skills/%s", name);
-        if ((r = wsimage_copy_tree(json_string_value(json_object_get(s, "dir")), dst, err)) < 0)
+        r = installs_place(json_string_value(json_object_get(s, "dir")), skills, name, err);
+        if (r < 0)
             return r;
     }
     return 0;
+}
+
+int installs_place(const char *bundle, int skills_dir, const char *name, struct sbx_err *err)
+{
+    _cleanup_close_ int src = open(bundle, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    _cleanup_close_ int dst = -1;
+    int r = sbx_rm_rf_at(skills_dir, name);
+    if (r < 0)
+        return sbx_err_sys(err, -r, "replacing /workspace/skills/%s", name);
+    if (src < 0 || mkdirat(skills_dir, name, 0755) < 0 ||
+        (dst = openat(skills_dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+        return sbx_err_sys(err, errno, "making /workspace/skills/%s", name);
+    return copy_tree_at(src, dst, 0, err);
 }
 
 struct served {

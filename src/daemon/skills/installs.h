@@ -19,12 +19,14 @@
 #define INSTALL_STEER_ID_MAX 64
 #define INSTALL_EVENTS_MAX 2000 /* kept for a late subscriber; the rest is counted */
 #define INSTALL_LOG_CHUNK_MAX 4096
+#define INSTALL_LOG_KEPT_MAX (1024u * 1024u) /* of a round's output; the rest is dropped */
 #define INSTALL_SCRIPT_TIMEOUT_S 900
 #define INSTALL_CONFIGS_MAX 50 /* sandbox_config_ids in one catalog install */
 #define INSTALL_PARALLEL_MAX 2 /* rounds at once (of different configurations) */
 /* Whose install sandboxes are: a name no key can have (':' is not allowed in users). */
 #define INSTALL_USER "sbx:skills"
 #define INSTALL_SKILLS_DIR "skills" /* beneath the workspace */
+#define INSTALL_TREE_DEPTH_MAX 64
 #define INSTALL_CTL_DIR ".sbx-install"
 
 struct sbxd;

@@ -6,17 +6,55 @@ install script left and the env values, multipart uploads, the agent-facing list
 404/409/400 answers.
 """
 
+import http.server
 import io
 import json
 import os
 import tempfile
+import threading
 import uuid
 import zipfile
 
 import harness
 from harness import assert_error, wait_for
 
-D = harness.Shared()
+
+
+class FakeModel(http.server.BaseHTTPRequestHandler):
+    """An OpenAI-compatible endpoint playing the install agent for the skills named in the
+    prompt: "agented" runs one command then says done; "giveup" gives up once guidance asks
+    it to; "confused" never answers in JSON."""
+    prompts = []
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        prompt = body["messages"][-1]["content"]
+        FakeModel.prompts.append(prompt)
+        if '"confused"' in prompt:
+            reply = "I am not sure what to do."
+        elif '"giveup"' in prompt:
+            reply = ('{"failed": "the admin said stop"}' if "please give up" in prompt
+                     else '{"command": "sleep 0.2"}')
+        elif "exit code 0" in prompt:
+            reply = 'Sure. {"done": "installed"}'
+        else:
+            reply = '{"command": "echo agent-was-here > /workspace/.agent-done; echo ran it"}'
+        out = json.dumps({"choices": [{"message": {"role": "assistant",
+                                                   "content": reply}}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+    def log_message(self, *args):
+        pass
+
+
+_model = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeModel)
+threading.Thread(target=_model.serve_forever, daemon=True).start()
+D = harness.Shared(extra_env={"SBX_LLM_URL": "http://127.0.0.1:%d/v1" % _model.server_address[1],
+                              "SBX_LLM_MODEL": "fake-model"})
 
 SKILL_MD = ("---\nname: %s\ndescription: %s\nversion: %s\n%s"
             "envs:\n  - name: GREETING_TOKEN\n    description: a token\n    required: true\n"
@@ -35,14 +73,15 @@ STEER_INSTALL = ("i=0\nwhile ! grep -q proceed \"$SKILL_GUIDANCE_FILE\"; do\n"
 
 def teardown_module():
     D.close()
+    _model.shutdown()
 
 
-def bundle(name, version="1.0.0", script=None, description=None):
+def bundle(name, version="1.0.0", script=None, description=None, body=""):
     buf = io.BytesIO()
     install = "install: install.sh\n" if script is not None else ""
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         z.writestr(name + "/SKILL.md", SKILL_MD % (name, description or "The %s skill." % name,
-                                                   version, install, name))
+                                                   version, install, name) + body)
         if script is not None:
             z.writestr(name + "/install.sh", script)
         z.writestr(name + "/scripts/run.py", "print('ok')\n")
@@ -391,6 +430,46 @@ def test_workspace_scripts_disabled_fails_a_round_that_has_a_script():
         assert settle(cid, psid)[1]["status"] == "ready"
     finally:
         c.ok("PUT", "/v1/sandbox-configs/workspace-policy", {"scripts_disabled": False})
+
+
+AGENT_BODY = ("\n## Install\n\nWrite /workspace/.agent-done.\n\n## Use\n\nRead the "
+              "docs.\n")
+
+
+def test_the_install_agent_follows_the_install_section_when_there_is_no_script():
+    c = admin()
+    cid = config("zeta")
+    cat = add(bundle("agented", body=AGENT_BODY))
+    sid = catalog_install(cat["id"], [cid])["installs"][0]["skill_id"]
+    _, rec = settle(cid, sid)
+    assert rec["status"] == "ready", rec
+    tr = events(cid, sid, transcript=True)
+    replies = [t["text"] for t in tr if t["kind"] == "agent"]
+    assert len(replies) == 2 and '"command"' in replies[0] and '"done"' in replies[1], tr
+    assert any(t["kind"] == "output" and "ran it" in t["text"] for t in tr), tr
+    mine = [p for p in FakeModel.prompts if '"agented"' in p]
+    assert "## Install" in mine[0] and "Write /workspace/.agent-done." in mine[0], mine[0]
+    assert "## Use" not in mine[0], mine[0]  # only the install section
+    assert "$ echo agent-was-here" in mine[1] and "exit code 0" in mine[1], mine[1]
+    sb = c.create_sandbox(config_id=cid)
+    try:
+        assert c.sh(sb["id"], "cat /workspace/.agent-done") == "agent-was-here\n"
+    finally:
+        c.delete_sandbox(sb["id"])
+    # A model that never answers in JSON fails the round after a few tries.
+    bad = add(bundle("confused", body=AGENT_BODY))
+    bsid = catalog_install(bad["id"], [cid])["installs"][0]["skill_id"]
+    _, brec = settle(cid, bsid)
+    assert brec["status"] == "failed" and "JSON" in brec["error"], brec
+    # Guidance reaches the agent's next prompt.
+    gv = add(bundle("giveup", body=AGENT_BODY))
+    gsid = catalog_install(gv["id"], [cid])["installs"][0]["skill_id"]
+    grec = c.ok("GET", path(cid, gsid))
+    c.ok("POST", path(cid, gsid, "/guidance"),
+         {"expected_message_id": grec["install_message_id"], "steer_id": "g1",
+          "content": "please give up"}, status=202)
+    _, grec = settle(cid, gsid)
+    assert grec["status"] == "failed" and "the admin said stop" in grec["error"], grec
 
 
 def test_errors():

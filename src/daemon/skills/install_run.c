@@ -17,6 +17,7 @@
 #include "../sbxd.h"
 #include "../snapshot/snapshot.h"
 #include "catalog.h"
+#include "install_agent.h"
 #include "installs.h"
 
 /* Install sandboxes belong to sbx, not to the admin who asked: they count against no
@@ -58,7 +59,9 @@ struct install_run {
     struct follower *followers;
     struct sandbox *waiting; /* the sandbox whose readiness it waits for */
     struct exec_run *exec;
-    int ctl_fd; /* INSTALL_CTL_DIR in the install sandbox's workspace */
+    char *section;               /* SKILL.md's install section, for the agent */
+    struct install_agent *agent; /* following it */
+    int ctl_fd;                  /* INSTALL_CTL_DIR in the install sandbox's workspace */
     bool ok;
     char *error;
     struct loop_timer *finish_timer;
@@ -391,13 +394,20 @@ static int place(struct install_run *run, struct sandbox *sb, struct sbx_err *er
     return 0;
 }
 
+/* What every install step sees beside the configuration's env. */
+static json_t *step_env(const struct install_run *run)
+{
+    _cleanup_free_ char *dir = sbx_xasprintf("/workspace/" INSTALL_SKILLS_DIR "/%s", run->name);
+    return json_pack("{s:s,s:s,s:s,s:s,s:s}", "SKILL_NAME", run->name, "SKILL_VERSION",
+                     run->version, "SKILL_DIR", dir, "SKILL_INSTRUCTIONS_FILE",
+                     "/workspace/" INSTALL_CTL_DIR "/instructions.md", "SKILL_GUIDANCE_FILE",
+                     "/workspace/" INSTALL_CTL_DIR "/guidance.md");
+}
+
 static int run_script(struct install_run *run, struct sandbox *sb, struct sbx_err *err)
 {
     _cleanup_free_ char *cwd = sbx_xasprintf("/workspace/" INSTALL_SKILLS_DIR "/%s", run->name);
-    json_t *env = json_pack("{s:s,s:s,s:s,s:s,s:s}", "SKILL_NAME", run->name, "SKILL_VERSION",
-                            run->version, "SKILL_DIR", cwd, "SKILL_INSTRUCTIONS_FILE",
-                            "/workspace/" INSTALL_CTL_DIR "/instructions.md", "SKILL_GUIDANCE_FILE",
-                            "/workspace/" INSTALL_CTL_DIR "/guidance.md");
+    json_t *env = step_env(run);
     struct exec_params p = {
         .argv = json_pack("[s,s]", "/bin/sh", run->script),
         .env = env,
@@ -413,6 +423,68 @@ static int run_script(struct install_run *run, struct sandbox *sb, struct sbx_er
     struct exec_origin o = {.who = &run->who, .request_id = request_id, .action = "exec"};
     int r = exec_start(sb, &p, &o, &exec_obs, run, &run->exec, err);
     exec_params_clear(&p);
+    json_decref(env);
+    return r;
+}
+
+/* --- the install agent's host ------------------------------------------------------- */
+
+static void agent_note(void *data, const char *kind, const char *text)
+{
+    struct install_run *run = data;
+    size_t n = strlen(text);
+    note(run, kind, text_of(text, n > INSTALL_LOG_CHUNK_MAX ? INSTALL_LOG_CHUNK_MAX : n), NULL);
+    emit(run, run->percent < 88 ? run->percent + 2 : 88, "install",
+         text_of(text, n > INSTALL_LOG_CHUNK_MAX ? INSTALL_LOG_CHUNK_MAX : n), NULL, false);
+}
+
+static void agent_output(void *data, unsigned ch, const uint8_t *buf, size_t len)
+{
+    on_output(ch, buf, len, data);
+}
+
+static json_t *agent_guidance(void *data)
+{
+    struct install_run *run = data;
+    json_t *out = json_array();
+    size_t i;
+    json_t *m;
+    json_array_foreach(run->guidance, i, m)
+    {
+        json_array_append(out, json_object_get(m, "content"));
+        json_object_set_new(m, "status", json_string("delivered"));
+    }
+    return out;
+}
+
+static void agent_done(void *data, bool ok, const char *why)
+{
+    struct install_run *run = data;
+    run->agent = NULL;
+    conclude(run, ok, why);
+}
+
+static const struct install_agent_host agent_host = {
+    .note = agent_note,
+    .output = agent_output,
+    .guidance = agent_guidance,
+    .done = agent_done,
+};
+
+static int run_agent(struct install_run *run, struct sbx_err *err)
+{
+    json_t *env = step_env(run);
+    struct install_agent_params p = {
+        .llm = run->ins->d->llm,
+        .mgr = run->ins->d->mgr,
+        .who = &run->who,
+        .sandbox_id = run->sandbox_id,
+        .name = run->name,
+        .section = run->section,
+        .instructions = run->instructions,
+        .env = env,
+    };
+    int r = install_agent_start(&p, &agent_host, run, &run->agent, err);
     json_decref(env);
     return r;
 }
@@ -433,7 +505,8 @@ static void on_ready(struct sandbox *sb, const struct sbx_err *err, void *data)
     }
     step(run, 30, "unpack", "placed %s %s at /workspace/" INSTALL_SKILLS_DIR "/%s", run->name,
          run->version, run->name);
-    if (!run->script[0]) {
+    bool agent = !run->script[0] && run->section && run->ins->d->llm;
+    if (!run->script[0] && !agent) {
         step(run, 80, "install", "SKILL.md declares no install script");
         conclude(run, true, NULL);
         return;
@@ -443,9 +516,17 @@ static void on_ready(struct sandbox *sb, const struct sbx_err *err, void *data)
             0 &&
         !strcmp(off, "1")) {
         /* A skill whose steps did not run is not installed (docs/configs.md). */
-        _cleanup_free_ char *why = sbx_xasprintf(
-            "%s was not run: the workspace disables scripts (scripts_disabled)", run->script);
+        _cleanup_free_ char *why =
+            sbx_xasprintf("%s was not run: the workspace disables scripts (scripts_disabled)",
+                          agent ? "the install agent" : run->script);
         conclude(run, false, why);
+        return;
+    }
+    if (agent) {
+        step(run, 40, "install", "the install agent follows SKILL.md's install section");
+        run->state = RUN_RUNNING;
+        if (run_agent(run, &e) < 0)
+            conclude(run, false, e.msg);
         return;
     }
     step(run, 40, "install", "running /bin/sh %s in /workspace/" INSTALL_SKILLS_DIR "/%s",
@@ -467,6 +548,14 @@ static void launch(struct install_run *run)
     }
     snprintf(run->script, sizeof(run->script), "%s", meta.install);
     skill_meta_clear(&meta);
+    if (!run->script[0] && ins->d->llm) {
+        _cleanup_free_ char *dir = skills_path(ins->d->skills, run->catalog_id);
+        _cleanup_free_ char *md_path = sbx_xasprintf("%s/SKILL.md", dir);
+        _cleanup_free_ char *md = NULL;
+        size_t len = 0;
+        if (sbx_read_file(md_path, SKILL_MD_MAX, &md, &len) == 0)
+            run->section = install_agent_section(md, len);
+    }
     json_t *body = json_pack("{s:s}", "config_id", run->config_id);
     struct sandbox_params p;
     struct sandbox *sb = NULL;
@@ -541,6 +630,7 @@ static void run_free(struct install_run *run)
     json_decref(run->transcript);
     json_decref(run->guidance);
     free(run->instructions);
+    free(run->section);
     free(run->error);
     free(run);
 }
@@ -623,6 +713,8 @@ void install_run_stop(struct install_run *run, const char *who)
         exec_abandon(run->exec);
         run->exec = NULL;
     }
+    install_agent_stop(run->agent);
+    run->agent = NULL;
     note(run, "step", json_sprintf("stopped by %s", who), NULL);
     run->state = RUN_FINISHING;
     run->ok = false;
@@ -650,6 +742,7 @@ void install_run_free_all(struct installs *ins)
             sandbox_drop_waiter(run->waiting, run);
         if (run->exec)
             exec_abandon(run->exec);
+        install_agent_stop(run->agent);
         run_free(run);
     }
 }

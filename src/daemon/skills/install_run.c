@@ -68,7 +68,7 @@ struct install_run {
     struct install_run *next;
 };
 
-static void random_id(const char *prefix, char out[STORE_ID_MAX + 1])
+void install_new_id(const char *prefix, char out[STORE_ID_MAX + 1])
 {
     unsigned char raw[8];
     char hex[17];
@@ -212,7 +212,7 @@ static void run_finish(struct install_run *run)
         _cleanup_close_ int root = open(sb->workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (root >= 0)
             (void)sbx_rm_rf_at(root, INSTALL_CTL_DIR);
-        random_id("sksnap", snap);
+        install_new_id("sksnap", snap);
         _cleanup_free_ char *dir = sbx_xasprintf("%s/snapshots/%s", ins->dir, snap);
         int r = sbx_mkdir_p(dir, 0700);
         if (r < 0)
@@ -785,7 +785,7 @@ int install_run_guide(struct install_run *run, const char *message_id, const cha
         return sbx_err_set(err, EAGAIN, "too_many_guidance_messages",
                            "at most %d guidance messages a round", INSTALL_GUIDANCE_MSGS_MAX);
     char id[STORE_ID_MAX + 1];
-    random_id("gdn", id);
+    install_new_id("gdn", id);
     json_array_append_new(run->guidance,
                           json_pack("{s:s,s:s,s:s,s:s}", "id", id, "steer_id", steer_id, "content",
                                     content, "status", "queued"));

@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/rand.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,16 +15,6 @@
 #include "../sbxd.h"
 #include "catalog.h"
 #include "install_run.h"
-
-static void new_id(const char *prefix, char out[STORE_ID_MAX + 1])
-{
-    unsigned char raw[8];
-    char hex[17];
-    if (RAND_bytes(raw, sizeof(raw)) != 1)
-        abort();
-    sbx_hex(raw, sizeof(raw), hex);
-    snprintf(out, STORE_ID_MAX + 1, "%s_%s", prefix, hex);
-}
 
 static int config_exists(struct installs *ins, const char *config_id, struct sbx_err *err)
 {
@@ -361,7 +350,7 @@ static int begin_round(struct installs *ins, const struct auth_identity *who,
     free(rec->error);
     rec->error = NULL;
     rec->session_id[0] = '\0';
-    new_id("msg", rec->message_id);
+    install_new_id("msg", rec->message_id);
     rec->updated_at = sbx_wall_ms() / 1000;
     int r = store_skill_install_put(ins->d->store, rec, err);
     if (r == 0)
@@ -401,7 +390,7 @@ int installs_start(struct installs *ins, const struct auth_identity *who, const 
                         "configuration %s is installing %s already: stop it or wait", config_id,
                         cat.name);
     if (r == 0 && !b.have) {
-        new_id("sks", b.found.id);
+        install_new_id("sks", b.found.id);
         snprintf(b.found.config_id, sizeof(b.found.config_id), "%s", config_id);
         snprintf(b.found.name, sizeof(b.found.name), "%s", cat.name);
         snprintf(b.found.owner, sizeof(b.found.owner), "%s", who->user);

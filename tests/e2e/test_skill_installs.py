@@ -572,5 +572,9 @@ def test_a_round_cut_by_a_restart_ends_failed():
                            {"expected_message_id": rec["install_message_id"], "steer_id": "z",
                             "content": "proceed"}), 409, "install_moved_on")
     assert c.ok("POST", path(cid, sid, "/stop"))["status"] == "failed"
+    assert_error(c.request("GET", path(cid, sid, "/transcript")), 404, "transcript_not_found")
+    # The ready installs' transcripts were kept across the restart.
+    tr = events(s["a"], s["greet_a"], transcript=True)
+    assert tr[-1]["kind"] == "result" and tr[-1]["text"].startswith("ready"), tr[-1]
     assert s["a"]  # the other configurations' installs are untouched
     assert c.ok("GET", path(s["a"], s["greet_a"]))["status"] == "ready"

@@ -652,6 +652,9 @@ void install_run_begin(struct installs *ins, const struct auth_identity *who,
         unlink_run(ins, old);
         run_free(old);
     }
+    /* The last round's transcript is not this one's, even if this one never ends. */
+    _cleanup_free_ char *kept = sbx_xasprintf("%s/transcripts/%s.json", ins->dir, rec->id);
+    (void)unlink(kept);
     struct install_run *run = sbx_xcalloc(1, sizeof(*run));
     run->ins = ins;
     snprintf(run->id, sizeof(run->id), "%s", rec->id);

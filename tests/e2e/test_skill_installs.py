@@ -351,6 +351,12 @@ def test_stop_ends_a_round_and_the_last_ready_version_is_still_served():
     assert evs[-1]["done"] is True and evs[-1]["status"] == "failed", evs[-1]
     _, lrec = settle(a, later)
     assert lrec["status"] == "ready", lrec
+    # One snapshot holds the configuration's installs: every install names it.
+    snaps = {x["installed_snapshot_id"] for x in c.ok("GET", path(a))["data"]
+             if x["served"]}
+    assert snaps == {lrec["installed_snapshot_id"]}, snaps
+    on_disk = os.listdir(os.path.join(D.get().data_dir, "skill-installs", "snapshots"))
+    assert lrec["installed_snapshot_id"] in on_disk, on_disk
     item = c.ok("GET", "/v1/skills/catalog/" + [x for x in c.ok("GET", "/v1/skills/catalog")["data"]
                                                if x["name"] == "steer"][0]["id"])
     assert item["installations"][0]["status"] == "failed", item

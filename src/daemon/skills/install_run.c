@@ -246,7 +246,8 @@ static void run_finish(struct install_run *run)
         rec.updated_at = sbx_wall_ms() / 1000;
         if (store_skill_install_put(store_of(run), &rec, &err) < 0 ||
             (run->ok &&
-             store_skill_config_snapshot_set(store_of(run), run->config_id, snap, &err) < 0))
+             (store_skill_config_snapshot_set(store_of(run), run->config_id, snap, &err) < 0 ||
+              store_skill_installs_repoint(store_of(run), run->config_id, snap, &err) < 0)))
             log_warn("skill install %s: recording the outcome: %s", run->id, err.msg);
     } else if (snap[0]) {
         install_snapshot_gc(ins, snap); /* the install went meanwhile */

@@ -183,6 +183,17 @@ int store_skill_installs_forget(struct store *s, const char *config_id, struct s
     return store_skill_config_snapshot_set(s, config_id, NULL, err);
 }
 
+int store_skill_installs_repoint(struct store *s, const char *config_id, const char *snapshot_id,
+                                 struct sbx_err *err)
+{
+    sqlite3_stmt *st;
+    int r = store_prepare(s,
+                          "UPDATE skill_installs SET snapshot_id=?1 WHERE config_id=?2 AND "
+                          "snapshot_id!=''",
+                          &st, err, "tt", snapshot_id, config_id);
+    return r < 0 ? r : store_step_done(s, st, err, "repoint skill installs");
+}
+
 int store_skill_snapshot_used(struct store *s, const char *snapshot_id, bool *used,
                               struct sbx_err *err)
 {

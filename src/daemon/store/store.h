@@ -319,6 +319,10 @@ int store_skill_config_snapshot_get(struct store *s, const char *config_id,
 /* A deleted configuration's installs and snapshot (store_config_delete); the snapshots'
  * files go at the next start. */
 int store_skill_installs_forget(struct store *s, const char *config_id, struct sbx_err *err);
+/* Every install of the configuration that names a snapshot now names this one (which
+ * holds them all). */
+int store_skill_installs_repoint(struct store *s, const char *config_id, const char *snapshot_id,
+                                 struct sbx_err *err);
 /* Whether any configuration or install still names the snapshot. */
 int store_skill_snapshot_used(struct store *s, const char *snapshot_id, bool *used,
                               struct sbx_err *err);

@@ -60,7 +60,7 @@ SKILL_MD = ("---\nname: %s\ndescription: %s\nversion: %s\n%s"
             "envs:\n  - name: GREETING_TOKEN\n    description: a token\n    required: true\n"
             "  - REGION\n---\n# %s\nUse it.\n")
 
-GREET_INSTALL = ("echo installing $SKILL_NAME $SKILL_VERSION from $PWD\n"
+GREET_INSTALL = ("echo installing $SKILL_NAME $SKILL_VERSION from $PWD with $CFG_VAR\n"
                  "echo done > /workspace/.greet-installed\n"
                  "echo to-stderr >&2\n")
 BROKEN_INSTALL = "echo about to fail\nexit 1\n"
@@ -168,7 +168,7 @@ def test_install_into_two_configurations_follows_events_to_ready():
         assert st in stages, stages
     assert evs[-1]["status"] == "ready", evs[-1]
     logs = "".join(e.get("log", "") for e in evs)
-    assert "installing greet 1.0.0 from /workspace/skills/greet" in logs, logs
+    assert "installing greet 1.0.0 from /workspace/skills/greet with from-cfg" in logs, logs
     assert a["status"] == "ready" and a["error"] is None and a["enabled"] is True, a
     assert a["served"] == {"version": "1.0.0"} and a["installed_snapshot_id"], a
     assert a["install_session_id"].startswith("sb_") and a["install_message_id"], a
@@ -283,6 +283,12 @@ def test_guidance_and_a_reinstall_with_instructions():
     assert rec["status"] == "installing" and rec["served"] is None, rec
     msg = rec["install_message_id"]
     assert c.ok("GET", path(a, sid, "/guidance"))["accepting"] is True
+    # The round runs in a sandbox of the configuration, which is sbx's, not the admin's.
+    sbid = wait_for(lambda: c.ok("GET", path(a, sid))["install_session_id"], 60, what="sandbox")
+    inv = c.ok("GET", "/v1/sandbox-configs/%s/sandboxes" % a)
+    mine = [x for x in inv["data"] if x["id"] == sbid]
+    assert mine and mine[0]["user"] == "sbx:skills", inv
+    assert sbid not in [x["id"] for x in c.list_sandboxes()]
     assert_error(c.request("POST", path(a, sid, "/guidance"),
                            {"expected_message_id": "msg_old", "steer_id": "s1",
                             "content": "proceed"}), 409, "install_moved_on")

@@ -240,6 +240,15 @@ def test_sandboxes_of_the_configuration_see_the_skill_and_its_env_values():
     assert {e["name"]: e["is_set"] for e in got["envs"]} == {"GREETING_TOKEN": True,
                                                             "REGION": False}, got
     assert "tok-123" not in json.dumps(got)
+    # A user's view of the variables says where the value comes from, per configuration.
+    mine = member().ok("GET", "/v1/me/env-vars")
+    assert "tok-123" not in json.dumps(mine)
+    def sources(cid):
+        cfg = [g for g in mine["data"] if g["sandbox_config_id"] == cid][0]
+        sk = [x for x in cfg["skills"] if x["skill_id"] == s["greet"]["id"]][0]
+        return {v["name"]: v["source"] for v in sk["vars"]}
+    assert sources(s["a"]) == {"GREETING_TOKEN": "workspace", "REGION": "unset"}, mine
+    assert sources(s["b"]) == {"GREETING_TOKEN": "unset", "REGION": "unset"}, mine
     c = admin()
     sb = c.create_sandbox(config_id=s["a"])
     try:

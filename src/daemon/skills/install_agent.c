@@ -5,6 +5,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "../../common/text.h"
 #include "../../common/util.h"
 #include "../exec/exec.h"
 #include "../live/llm.h"
@@ -272,7 +273,8 @@ static void on_reply(const char *text, const struct sbx_err *err, void *data)
     } else if (done) {
         finish(a, true, NULL);
     } else if (failed) {
-        _cleanup_free_ char *why = sbx_xasprintf("the install agent gave up: %.500s", failed);
+        size_t n = strlen(failed) > 500 ? sbx_utf8_prefix(failed, 500) : strlen(failed);
+        _cleanup_free_ char *why = sbx_xasprintf("the install agent gave up: %.*s", (int)n, failed);
         finish(a, false, why);
     } else if (++a->bad >= INSTALL_AGENT_BAD_REPLIES_MAX) {
         finish(a, false, "the install agent's model does not answer with the JSON it is asked for");

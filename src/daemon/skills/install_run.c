@@ -118,6 +118,8 @@ static void emit(struct install_run *run, int percent, const char *stage, json_t
 
 static void note(struct install_run *run, const char *kind, json_t *text, const char *stream)
 {
+    if (!text)
+        text = json_string("(not UTF-8)");
     json_t *e = json_pack("{s:I,s:I,s:s,s:o}", "seq", (json_int_t)json_array_size(run->transcript),
                           "at", (json_int_t)sbx_wall_ms(), "kind", kind, "text", text);
     if (stream)
@@ -293,6 +295,10 @@ static void conclude(struct install_run *run, bool ok, const char *error)
     run->ok = ok;
     free(run->error);
     run->error = error ? sbx_xstrdup(error) : NULL;
+    if (run->error && !sbx_utf8_valid(run->error, strlen(run->error)))
+        for (char *c = run->error; *c; c++) /* it goes into JSON answers */
+            if ((unsigned char)*c >= 0x80)
+                *c = '?';
     run->finish_timer = loop_timer_add(run->ins->d->loop, 0, on_finish_timer, run);
 }
 

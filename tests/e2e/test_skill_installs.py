@@ -51,10 +51,29 @@ class FakeModel(http.server.BaseHTTPRequestHandler):
         pass
 
 
+INDEX = {}  # path -> bytes: the operator's skill index, served by the test
+
+
+class _Index(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = INDEX.get(self.path)
+        self.send_response(200 if body is not None else 404)
+        self.send_header("Content-Length", str(len(body or b"")))
+        self.end_headers()
+        self.wfile.write(body or b"")
+
+    def log_message(self, *args):
+        pass
+
+
 _model = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeModel)
 threading.Thread(target=_model.serve_forever, daemon=True).start()
+_index = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Index)
+threading.Thread(target=_index.serve_forever, daemon=True).start()
 D = harness.Shared(extra_env={"SBX_LLM_URL": "http://127.0.0.1:%d/v1" % _model.server_address[1],
-                              "SBX_LLM_MODEL": "fake-model"})
+                              "SBX_LLM_MODEL": "fake-model",
+                              "SBX_SKILL_INDEX_URL": "http://127.0.0.1:%d" %
+                              _index.server_address[1]})
 
 SKILL_MD = ("---\nname: %s\ndescription: %s\nversion: %s\n%s"
             "envs:\n  - name: GREETING_TOKEN\n    description: a token\n    required: true\n"
@@ -74,6 +93,7 @@ STEER_INSTALL = ("i=0\nwhile ! grep -q proceed \"$SKILL_GUIDANCE_FILE\"; do\n"
 def teardown_module():
     D.close()
     _model.shutdown()
+    _index.shutdown()
 
 
 def bundle(name, version="1.0.0", script=None, description=None, body=""):
@@ -433,6 +453,25 @@ def test_per_configuration_install_from_a_multipart_upload_and_the_catalog_multi
     assert_error(c.request("POST", "/v1/skills/catalog", raw=b"--x\r\nbroken",
                            headers={"Content-Type": "multipart/form-data; boundary=x"}), 400,
                  ("invalid_request", "invalid_bundle"))
+
+
+def test_per_configuration_install_from_a_source_reuses_the_catalog_entry():
+    c = admin()
+    INDEX["/acme/indexed.zip"] = bundle("indexed", script="echo from the index\n")
+    ids = []
+    for name in ("eta", "theta"):
+        cid = config(name)
+        got = c.ok("POST", path(cid), {"source": "@acme/indexed"}, status=202)
+        _, rec = settle(cid, got["skill_id"])
+        assert rec["status"] == "ready" and rec["name"] == "indexed", rec
+        ids.append(got["catalog_id"])
+    assert ids[0] == ids[1], ids  # the same bundle: one catalog entry
+    item = c.ok("GET", "/v1/skills/catalog/" + ids[0])
+    assert item["source"] == "@acme/indexed" and len(item["installations"]) == 2, item
+    assert_error(c.request("POST", path(config("eta")), {"source": "@acme/missing"}), 404,
+                 "skill_not_found")
+    assert_error(c.request("POST", path(config("eta")), {"source": "nope"}), 400,
+                 "invalid_source")
 
 
 def test_workspace_scripts_disabled_fails_a_round_that_has_a_script():

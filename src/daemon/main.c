@@ -28,6 +28,7 @@
 #include "mcp/mcp.h"
 #include "routes.h"
 #include "skills/catalog.h"
+#include "skills/installs.h"
 #include "sbxd.h"
 
 static void on_signal(struct loop *l, int fd, uint32_t events, void *data)
@@ -224,6 +225,9 @@ int main(int argc, char **argv)
         (d.cfg.skill_env_file &&
          envvars_load_declarations(d.configs, d.cfg.skill_env_file, &err) < 0))
         goto out;
+    /* Skills installed into configurations (docs/skills.md). */
+    if (installs_new(&d, &d.installs, &err) < 0)
+        goto out;
     if ((r = loop_watch_add(d.loop, sfd, EPOLLIN, on_signal, &d, NULL)) < 0) {
         sbx_err_sys(&err, -r, "watching signals");
         goto out;
@@ -246,6 +250,7 @@ out:
     /* After the server: requests waiting on jobs were aborted, so done callbacks only free. */
     jobs_free(d.jobs);
     artifacts_free(d.artifacts);
+    installs_free(d.installs); /* before the manager: its rounds wait on sandboxes */
     skills_free(d.skills);
     warm_pool_free(d.pool); /* before the manager: it holds the pool's hooks */
     manager_free(d.mgr);

@@ -34,6 +34,7 @@ const struct route_table *const sbxd_routes[] = {
     &terminal_routes,
     &preview_routes,
     &skill_routes,
+    &skill_install_routes,
     &wallet_routes,
     &metrics_routes,
     &tool_routes,

@@ -23,6 +23,7 @@ extern const struct route_table pty_routes;      /* live/pty_api.c */
 extern const struct route_table terminal_routes; /* live/terminal_api.c */
 extern const struct route_table preview_routes;  /* live/preview_api.c */
 extern const struct route_table skill_routes;    /* skills/skills_api.c */
+extern const struct route_table skill_install_routes; /* skills/installs_api.c */
 extern const struct route_table wallet_routes;   /* billing/wallet_api.c */
 extern const struct route_table metrics_routes;  /* billing/metrics_api.c */
 extern const struct route_table tool_routes;     /* tools/tools_api.c */

@@ -1,8 +1,10 @@
 /* SKILL.md front matter (src/daemon/skills/frontmatter.c): what is taken, what is refused. */
 #include <jansson.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../../src/daemon/skills/frontmatter.h"
+#include "../../src/daemon/skills/install_agent.h"
 #include "check.h"
 
 static int parse(const char *text, struct skill_meta *m, struct sbx_err *err)
@@ -45,6 +47,17 @@ int main(void)
     CHECK(r == 0 && !strcmp(m.version, "1.0.0"), "no body, default version");
     if (r == 0)
         skill_meta_clear(&m);
+    r = parse("---\nname: x\ndescription: y\ninstall: scripts/install.sh\n---\n", &m, &err);
+    CHECK(r == 0 && !strcmp(m.install, "scripts/install.sh"), "an install script is kept");
+    if (r == 0)
+        skill_meta_clear(&m);
+    r = parse("---\nname: x\ndescription: y\n---\n", &m, &err);
+    CHECK(r == 0 && m.install[0] == '\0', "no install script: empty");
+    if (r == 0)
+        skill_meta_clear(&m);
+    refused("---\nname: x\ndescription: y\ninstall: /bin/evil\n---\n", "absolute install path");
+    refused("---\nname: x\ndescription: y\ninstall: ../up.sh\n---\n", "install path with ..");
+    refused("---\nname: x\ndescription: y\ninstall: \"\"\n---\n", "empty install path");
     r = parse("---\nname: x\ndescription: y\n---\r\nbody", &m, &err);
     CHECK(r == 0, "CRLF after the closing line");
     if (r == 0)
@@ -66,5 +79,20 @@ int main(void)
     refused("---\nname: x\ndescription: y\nenvs: [{name: A, required: maybe}]\n---\n",
             "required neither true nor false");
     refused("---\nname: x\ndescription: \xff\xfe\n---\n", "invalid UTF-8");
+    /* The install agent's section of SKILL.md. */
+    const char *md = "---\nname: x\n---\n# x\nintro\n## Installing it\nstep 1\n### detail\nd\n"
+                     "## Use\nuse it\n";
+    char *sec = install_agent_section(md, strlen(md));
+    CHECK(sec && !strcmp(sec, "## Installing it\nstep 1\n### detail\nd\n"),
+          "the install section runs to the next heading of its level (%s)", sec ? sec : "NULL");
+    free(sec);
+    md = "# Install\nall of it\n";
+    sec = install_agent_section(md, strlen(md));
+    CHECK(sec && !strcmp(sec, md), "a last section runs to the end");
+    free(sec);
+    md = "# x\n#install is not a heading\n## Use\n";
+    sec = install_agent_section(md, strlen(md));
+    CHECK(!sec, "no install heading: none");
+    free(sec);
     return CHECK_DONE();
 }

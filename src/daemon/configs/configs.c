@@ -239,6 +239,8 @@ static int apply_config(void *data, const struct auth_identity *who, struct sand
     if (r < 0)
         return r;
     r = configs_apply(c, who, l.rec.id, l.doc, p, hold, err);
+    if (r == 0 && c->skills_fn)
+        r = c->skills_fn(c->skills_data, l.rec.id, p, *hold, err);
     config_loaded_clear(&l);
     return r;
 }

@@ -29,6 +29,11 @@ struct configs {
     struct secrets *secrets;
     struct config_ceilings ceil;
     char *trust_bundle; /* the host's roots and the egress CA, or NULL without a CA */
+    /* What skills installed into a configuration give its sandboxes (skills/installs.c):
+     * fn adds it to p, keeping what p points to in hold. */
+    int (*skills_fn)(void *data, const char *config_id, struct sandbox_params *p, json_t *hold,
+                     struct sbx_err *err);
+    void *skills_data;
 };
 
 /* Opens <data>/secrets.key and makes the manager create sandboxes from configurations.
@@ -64,9 +69,13 @@ int configs_apply(struct configs *c, const struct auth_identity *who, const char
 /* The document's backend is one this daemon runs (invalid_sandbox_config, 400). */
 int configs_check_backend(struct configs *c, const json_t *doc, struct sbx_err *err);
 
+/* The context a skill install's env value is sealed under (skills/installs.c). */
+char *configs_skill_env_context(const char *install_id, const char *name);
+
 /* The env a user's sandbox from this configuration gets: the configuration's values,
- * then the workspace's skill values, the user's own sandbox values, the user's skill
- * values (each overriding the one before). A new object of clear values. */
+ * then the workspace's skill values (those set on its skill installs last), the user's
+ * own sandbox values, the user's skill values (each overriding the one before). A new
+ * object of clear values. */
 int configs_env_for(struct configs *c, const char *user, const char *config_id, const json_t *doc,
                     json_t **out, struct sbx_err *err);
 

@@ -180,6 +180,27 @@ static void merge_workspace_skill(const struct store_skill_env *d, void *data)
     }
 }
 
+char *configs_skill_env_context(const char *install_id, const char *name)
+{
+    return sbx_xasprintf("skill_install:%s:%s", install_id, name);
+}
+
+/* The values an admin set on the configuration's enabled skill installs. */
+static void merge_install(const struct store_skill_install *i, void *data)
+{
+    struct merge *m = data;
+    json_t *envs = i->enabled ? json_loads(i->envs_json ? i->envs_json : "{}", 0, NULL) : NULL;
+    const char *name;
+    json_t *v;
+    json_object_foreach(envs, name, v)
+    {
+        _cleanup_free_ char *ctx = configs_skill_env_context(i->id, name);
+        if (json_is_string(v))
+            put_sealed(m, ctx, name, json_string_value(v));
+    }
+    json_decref(envs);
+}
+
 static void merge_personal(const struct store_env_var *v, void *data)
 {
     struct merge *m = data;
@@ -198,6 +219,8 @@ int configs_env_for(struct configs *c, const char *user, const char *config_id, 
     int r = config_doc_env(c->secrets, config_id, doc, &m.env, err);
     if (r == 0)
         r = store_skill_env_each(c->store, NULL, merge_workspace_skill, &m, err);
+    if (r == 0)
+        r = store_skill_install_each(c->store, config_id, NULL, merge_install, &m, err);
     if (r == 0)
         r = store_personal_env_each(c->store, user, "sandbox", config_id, merge_personal, &m, err);
     if (r == 0)
@@ -258,6 +281,32 @@ static void describe_personal_sandbox(const struct store_env_var *v, void *data)
     mark_user(data, v);
 }
 
+/* A value an admin set on one of the configuration's skill installs: "workspace", unless
+ * the user's own value wins. */
+static void describe_install(const struct store_skill_install *i, void *data)
+{
+    json_t *skills = data;
+    json_t *vals = i->enabled ? json_loads(i->envs_json ? i->envs_json : "{}", 0, NULL) : NULL;
+    size_t k;
+    json_t *s;
+    json_array_foreach(skills, k, s)
+    {
+        if (strcmp(json_string_value(json_object_get(s, "skill_id")), i->catalog_id))
+            continue;
+        const char *name;
+        json_t *v;
+        json_object_foreach(vals, name, v)
+        {
+            json_t *e = find_var(json_object_get(s, "vars"), name);
+            if (e && strcmp(json_string_value(json_object_get(e, "source")), "user")) {
+                json_object_set_new(e, "source", json_string("workspace"));
+                json_object_set_new(e, "updated_at", json_integer(i->updated_at));
+            }
+        }
+    }
+    json_decref(vals);
+}
+
 static void describe_config(const struct store_config *cfg, void *data)
 {
     struct describe *dd = data;
@@ -274,10 +323,13 @@ static void describe_config(const struct store_config *cfg, void *data)
     json_decref(doc);
     dd->r = store_personal_env_each(dd->c->store, dd->user, "sandbox", cfg->id,
                                     describe_personal_sandbox, vars, dd->err);
-    json_array_append_new(dd->data,
-                          json_pack("{s:s,s:s,s:s,s:o,s:O}", "sandbox_config_id", cfg->id,
-                                    "sandbox_config_name", cfg->name, "description",
-                                    cfg->description, "vars", vars, "skills", dd->skills));
+    json_t *skills = json_deep_copy(dd->skills);
+    if (dd->r == 0)
+        dd->r = store_skill_install_each(dd->c->store, cfg->id, NULL, describe_install, skills,
+                                         dd->err);
+    json_array_append_new(dd->data, json_pack("{s:s,s:s,s:s,s:o,s:o}", "sandbox_config_id", cfg->id,
+                                              "sandbox_config_name", cfg->name, "description",
+                                              cfg->description, "vars", vars, "skills", skills));
 }
 
 static void describe_decl(const struct store_skill_env *d, void *data)

@@ -317,6 +317,7 @@ int exec_start(struct sandbox *sb, const struct exec_params *p, const struct exe
                            sb->rec.id);
     if (billing_admit(o->who->user, err) < 0)
         return sbx_err_ret(err);
+    manager_before_exec(sb);
     struct exec_run *run = sbx_xcalloc(1, sizeof(*run));
     run->sb = sb;
     run->obs = obs;

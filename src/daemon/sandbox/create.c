@@ -310,6 +310,8 @@ static int create_sandbox(struct manager *m, const struct auth_identity *who,
     _cleanup_free_ char *from = NULL;
     if (p->snapshot_id && (r = snapshot_source(m, who, p->snapshot_id, &from, err)) < 0)
         return r;
+    if (!from && p->workspace_from)
+        from = sbx_xstrdup(p->workspace_from);
 
     struct template_info tpl;
     r = template_resolve(m->cfg->template_cache, p->template_name, &tpl, err);
@@ -365,6 +367,9 @@ static int create_sandbox(struct manager *m, const struct auth_identity *who,
         goto fail;
     }
     if (p->trust_pem && (r = write_trust(sb, p->trust_pem, err)) < 0)
+        goto fail;
+    if (p->workspace_fill &&
+        (r = p->workspace_fill(p->workspace_fill_data, sb->workspace, err)) < 0)
         goto fail;
     if (v1) {
         /* No machine until an op needs one; the sandbox is its workspace. */

@@ -21,6 +21,8 @@ struct manager {
     void *stream_open_data;
     sandbox_config_fn config_fn; /* creates from a configuration */
     void *config_data;
+    sandbox_exec_hook_fn exec_hook; /* before every command */
+    void *exec_hook_data;
     const struct sandbox_pool_ops *pool; /* the warm pool, or NULL */
     void *pool_data;
     /* The execution backends a create may name, the default first (runtimes.c). */

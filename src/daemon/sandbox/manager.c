@@ -135,6 +135,18 @@ void manager_set_config_fn(struct manager *m, sandbox_config_fn fn, void *data)
     m->config_data = data;
 }
 
+void manager_set_exec_hook(struct manager *m, sandbox_exec_hook_fn fn, void *data)
+{
+    m->exec_hook = fn;
+    m->exec_hook_data = data;
+}
+
+void manager_before_exec(struct sandbox *sb)
+{
+    if (sb->mgr->exec_hook)
+        sb->mgr->exec_hook(sb->mgr->exec_hook_data, sb);
+}
+
 void manager_set_stream_open(struct manager *m, sandbox_stream_open_fn fn, void *data)
 {
     m->stream_open = fn;

@@ -160,6 +160,11 @@ int manager_runtime_pick(const struct manager *m, const char *asked, const char 
 typedef int (*sandbox_config_fn)(void *data, const struct auth_identity *who,
                                  struct sandbox_params *p, json_t **hold, struct sbx_err *err);
 void manager_set_config_fn(struct manager *m, sandbox_config_fn fn, void *data);
+/* Runs at the start of every command (exec_start), before it is sent: skills/ brings a
+ * running sandbox's skills up to date there (docs/skills.md, skill_rollout next_turn). */
+typedef void (*sandbox_exec_hook_fn)(void *data, struct sandbox *sb);
+void manager_set_exec_hook(struct manager *m, sandbox_exec_hook_fn fn, void *data);
+void manager_before_exec(struct sandbox *sb);
 /* Warm pools (templates/pool.c) plug in here. A create that a pooled sandbox can serve
  * (v2, no snapshot) first asks take for a ready, never-used sandbox of that template and
  * digest; a create that finds the host at capacity asks yield to give one idle sandbox up

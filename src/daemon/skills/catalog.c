@@ -114,15 +114,31 @@ static int unpack(struct skills *k, int fd, struct unpacked *u, struct sbx_err *
 
 /* --- adding an entry (on the loop) ----------------------------------------------------- */
 
-static json_t *item_json(const struct store_skill *s)
+json_t *skills_served_json(const struct store_skill_install *i)
+{
+    return i->served_catalog_id[0] ? json_pack("{s:s}", "version", i->served_version) : json_null();
+}
+
+static void add_installation(const struct store_skill_install *i, void *data)
+{
+    json_array_append_new(data,
+                          json_pack("{s:s,s:s,s:s,s:b,s:s,s:s,s:o}", "sandbox_config_id",
+                                    i->config_id, "skill_id", i->id, "status", i->status, "enabled",
+                                    i->enabled, "version", i->version, "bundle_sha256",
+                                    i->bundle_sha256, "served", skills_served_json(i)));
+}
+
+static json_t *item_json(struct skills *k, const struct store_skill *s)
 {
     json_t *envs = json_loads(s->envs_json ? s->envs_json : "[]", 0, NULL);
-    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:b,s:o,s:I,s:[]}", "id", s->id, "object",
+    json_t *installs = json_array();
+    (void)store_skill_install_each(k->store, NULL, s->id, add_installation, installs, NULL);
+    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:b,s:o,s:I,s:o}", "id", s->id, "object",
                      "skill", "name", s->name, "version", s->version, "description",
                      s->description ? s->description : "", "bundle_sha256", s->bundle_sha256,
                      "source", s->source, "builtin", !strcmp(s->source, "builtin"), "envs",
                      envs ? envs : json_array(), "created_at", (json_int_t)s->created_at,
-                     "installations");
+                     "installations", installs);
 }
 
 /* Record the unpacked skill and move it to <data>/skills/<id>. */
@@ -160,7 +176,7 @@ static int commit(struct skills *k, struct unpacked *u, const char *id, const ch
             break;
     }
     if (r == 0 && out)
-        *out = item_json(&s);
+        *out = item_json(k, &s);
     free(s.envs_json);
     return r;
 }
@@ -168,7 +184,8 @@ static int commit(struct skills *k, struct unpacked *u, const char *id, const ch
 struct add_job {
     struct skills *k;
     int fd;
-    char *url; /* fetched first, when the source is the index */
+    bool reuse; /* the same bundle already in the catalog is that entry, not skill_exists */
+    char *url;  /* fetched first, when the source is the index */
     char source[SKILL_SOURCE_MAX + 1];
     char owner[AUTH_USER_MAX + 1];
     struct unpacked u;
@@ -228,8 +245,16 @@ static void add_done(void *data, bool ran)
         char hex[17], id[STORE_SKILL_ID_MAX + 1];
         random_hex(hex, 8);
         snprintf(id, sizeof(id), "skl_%s", hex);
-        if (commit(j->k, &j->u, id, j->source, j->owner, &item, &err) < 0)
+        struct store_skill have = {0};
+        char found[STORE_SKILL_ID_MAX + 1] = "";
+        if (j->reuse &&
+            store_skill_find(j->k->store, j->u.meta.name, j->u.meta.version, found, NULL) == 0 &&
+            found[0] && store_skill_get(j->k->store, found, &have, NULL) == 0 &&
+            !strcmp(have.bundle_sha256, j->u.sha256))
+            item = item_json(j->k, &have);
+        else if (commit(j->k, &j->u, id, j->source, j->owner, &item, &err) < 0)
             item = NULL;
+        store_skill_clear(&have);
     }
     if (j->u.tmp[0])
         (void)sbx_rm_rf(j->u.tmp);
@@ -241,11 +266,12 @@ static void add_done(void *data, bool ran)
 }
 
 static struct add_job *add_job_new(struct skills *k, int fd, const char *source, const char *owner,
-                                   skills_added_fn cb, void *data)
+                                   bool reuse, skills_added_fn cb, void *data)
 {
     struct add_job *j = sbx_xcalloc(1, sizeof(*j));
     j->k = k;
     j->fd = fd;
+    j->reuse = reuse;
     snprintf(j->source, sizeof(j->source), "%s", source);
     snprintf(j->owner, sizeof(j->owner), "%s", owner);
     j->cb = cb;
@@ -253,10 +279,10 @@ static struct add_job *add_job_new(struct skills *k, int fd, const char *source,
     return j;
 }
 
-void skills_add_bundle(struct skills *k, int fd, const char *source, const char *owner,
+void skills_add_bundle(struct skills *k, int fd, const char *source, const char *owner, bool reuse,
                        skills_added_fn cb, void *data)
 {
-    jobs_submit(k->jobs, add_run, add_done, add_job_new(k, fd, source, owner, cb, data));
+    jobs_submit(k->jobs, add_run, add_done, add_job_new(k, fd, source, owner, reuse, cb, data));
 }
 
 /* "@owner/slug": both parts [a-z0-9_.-], so the URL built from them is plain. */
@@ -272,8 +298,8 @@ static bool source_ok(const char *s)
     return !strstr(s, "..");
 }
 
-int skills_add_source(struct skills *k, const char *source, const char *owner, skills_added_fn cb,
-                      void *data, struct sbx_err *err)
+int skills_add_source(struct skills *k, const char *source, const char *owner, bool reuse,
+                      skills_added_fn cb, void *data, struct sbx_err *err)
 {
     if (!source_ok(source))
         return sbx_err_set(err, EINVAL, "invalid_source",
@@ -286,7 +312,7 @@ int skills_add_source(struct skills *k, const char *source, const char *owner, s
     int fd = open(tmpl, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
     if (fd < 0)
         return sbx_err_sys(err, errno, "a temporary file for the bundle");
-    struct add_job *j = add_job_new(k, fd, source, owner, cb, data);
+    struct add_job *j = add_job_new(k, fd, source, owner, reuse, cb, data);
     const char *slash = strchr(source, '/');
     j->url = sbx_xasprintf("%s/%.*s/%s.zip", k->cfg->skill_index_url, (int)(slash - source - 1),
                            source + 1, slash + 1);
@@ -418,15 +444,22 @@ void skills_free(struct skills *k)
     free(k);
 }
 
+struct list_ctx {
+    struct skills *k;
+    json_t *list;
+};
+
 static void list_one(const struct store_skill *s, void *data)
 {
-    json_array_append_new(data, item_json(s));
+    struct list_ctx *c = data;
+    json_array_append_new(c->list, item_json(c->k, s));
 }
 
 int skills_list(struct skills *k, json_t **out, struct sbx_err *err)
 {
     json_t *list = json_array();
-    int r = store_skill_each(k->store, list_one, list, err);
+    struct list_ctx c = {.k = k, .list = list};
+    int r = store_skill_each(k->store, list_one, &c, err);
     if (r < 0) {
         json_decref(list);
         return r;
@@ -441,9 +474,25 @@ int skills_get(struct skills *k, const char *id, json_t **out, struct sbx_err *e
     int r = store_skill_get(k->store, id, &s, err);
     if (r < 0)
         return r;
-    *out = item_json(&s);
+    *out = item_json(k, &s);
     store_skill_clear(&s);
     return 0;
+}
+
+int skills_meta(struct skills *k, const char *id, struct skill_meta *out, struct sbx_err *err)
+{
+    _cleanup_free_ char *dir = skills_path(k, id);
+    return read_meta(dir, out, err);
+}
+
+char *skills_path(struct skills *k, const char *id)
+{
+    return sbx_xasprintf("%s/%s", k->dir, id);
+}
+
+static void count_install(const struct store_skill_install *i, void *data)
+{
+    (*(int *)data)++;
 }
 
 /* The skill's directory, once its row says it exists. */
@@ -549,6 +598,13 @@ int skills_delete(struct skills *k, const char *id, struct sbx_err *err)
     if (builtin)
         return sbx_err_set(err, EPERM, "skill_builtin",
                            "%s ships with sbx and comes back at every start", id);
+    int used = 0;
+    if ((r = store_skill_install_each(k->store, NULL, id, count_install, &used, err)) < 0)
+        return r;
+    if (used)
+        return sbx_err_set(err, EBUSY, "skill_in_use",
+                           "%s is installed in %d configuration(s): delete those installs first",
+                           id, used);
     if ((r = store_skill_delete(k->store, id, err)) < 0)
         return r;
     _cleanup_free_ char *dir = sbx_xasprintf("%s/%s", k->dir, id);

@@ -97,6 +97,14 @@ static int from_doc(yaml_document_t *doc, struct skill_meta *m, struct sbx_err *
     if (ver && (!*ver || strlen(ver) > SKILL_VERSION_MAX))
         return sbx_err_set(err, EINVAL, "invalid_skill", "version must be 1 to %d characters",
                            SKILL_VERSION_MAX);
+    const char *install = scalar(doc, map_get(doc, root, "install"));
+    if (install && (!*install || strlen(install) > SKILL_INSTALL_MAX || install[0] == '/' ||
+                    strstr(install, "..") || !sbx_utf8_valid(install, strlen(install))))
+        return sbx_err_set(err, EINVAL, "invalid_skill",
+                           "install must be a path within the skill of 1 to %d bytes",
+                           SKILL_INSTALL_MAX);
+    if (install)
+        snprintf(m->install, sizeof(m->install), "%s", install);
     m->envs = json_array();
     yaml_node_t *envs = map_get(doc, root, "envs");
     if (envs) {

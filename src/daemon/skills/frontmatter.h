@@ -14,10 +14,14 @@
 #define SKILL_VERSION_MAX 32
 #define SKILL_ENVS_MAX 32
 #define SKILL_ENV_DESCRIPTION_MAX 512
+#define SKILL_INSTALL_MAX 255
 
 struct skill_meta {
     char name[SKILL_NAME_MAX + 1];
     char version[SKILL_VERSION_MAX + 1];
+    /* The install script, relative to the skill ("" without one): run by every install
+     * into a configuration (docs/skills.md). */
+    char install[SKILL_INSTALL_MAX + 1];
     char *description;
     /* [{name, description, required}] for the variables the skill declares. */
     json_t *envs;

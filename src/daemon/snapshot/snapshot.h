@@ -46,5 +46,9 @@ int snapshot_fork(struct manager *m, struct sandbox *sb, const struct auth_ident
  * POST /v1/sandboxes {snapshot_id} starts from. *out: the snapshot object.
  * not_supported_on_v2 on a v2 sandbox. */
 int snapshot_workspace(struct manager *m, struct sandbox *sb, json_t **out, struct sbx_err *err);
+/* Copy sb's workspace (v1 or v2) into dir (made): its image with the quota, else its tree.
+ * *from (when given): the path a create's workspace_from takes. */
+int snapshot_workspace_copy(struct manager *m, struct sandbox *sb, const char *dir, char **from,
+                            struct sbx_err *err);
 
 #endif

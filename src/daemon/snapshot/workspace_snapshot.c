@@ -15,6 +15,34 @@
 #include "../sandbox/wsimage.h"
 #include "checkpoint.h"
 
+int snapshot_workspace_copy(struct manager *m, struct sandbox *sb, const char *dir, char **from,
+                            struct sbx_err *err)
+{
+    int r;
+    if (m->ws_template) {
+        _cleanup_free_ char *src = sbx_xasprintf("%s/workspace.img", sb->dir);
+        _cleanup_free_ char *dst = sbx_xasprintf("%s/workspace.img", dir);
+        _cleanup_close_ int in = open(src, O_RDONLY | O_CLOEXEC);
+        _cleanup_close_ int outfd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        int frozen = checkpoint_freeze_workspace(m, sb);
+        r = in < 0 || outfd < 0 ? -errno : sbx_copy_sparse(in, outfd);
+        checkpoint_thaw_workspace(frozen);
+        if (r < 0)
+            return sbx_err_sys(err, -r, "copying the workspace image");
+        if (from)
+            *from = TAKE_PTR(dst);
+        return 0;
+    }
+    _cleanup_free_ char *dst = sbx_xasprintf("%s/workspace", dir);
+    if ((r = sbx_mkdir_p(dst, 0755)) < 0)
+        return sbx_err_sys(err, -r, "creating %s", dst);
+    if ((r = wsimage_copy_tree(sb->workspace, dst, err)) < 0)
+        return r;
+    if (from)
+        *from = TAKE_PTR(dst);
+    return 0;
+}
+
 int snapshot_workspace(struct manager *m, struct sandbox *sb, json_t **out, struct sbx_err *err)
 {
     if (!sandbox_is_v1(sb))
@@ -41,24 +69,7 @@ int snapshot_workspace(struct manager *m, struct sandbox *sb, json_t **out, stru
     int r = sbx_mkdir_p(dir, 0700);
     if (r < 0)
         return sbx_err_sys(err, -r, "creating %s", dir);
-    if (m->ws_template) {
-        _cleanup_free_ char *src = sbx_xasprintf("%s/workspace.img", sb->dir);
-        _cleanup_free_ char *dst = sbx_xasprintf("%s/workspace.img", dir);
-        _cleanup_close_ int in = open(src, O_RDONLY | O_CLOEXEC);
-        _cleanup_close_ int outfd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        int frozen = checkpoint_freeze_workspace(m, sb);
-        r = in < 0 || outfd < 0 ? -errno : sbx_copy_sparse(in, outfd);
-        checkpoint_thaw_workspace(frozen);
-        if (r < 0)
-            sbx_err_sys(err, -r, "copying the workspace image");
-    } else {
-        _cleanup_free_ char *dst = sbx_xasprintf("%s/workspace", dir);
-        if ((r = sbx_mkdir_p(dst, 0755)) == 0)
-            r = wsimage_copy_tree(sb->workspace, dst, err);
-        else
-            sbx_err_sys(err, -r, "creating %s", dst);
-    }
-    if (r < 0) {
+    if ((r = snapshot_workspace_copy(m, sb, dir, NULL, err)) < 0) {
         (void)sbx_rm_rf(dir);
         return r;
     }

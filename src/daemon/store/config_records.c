@@ -115,7 +115,9 @@ int store_config_delete(struct store *s, const char *id, struct sbx_err *err)
         return r;
     r = db_query(s->conn, &st, err, "DELETE FROM personal_env WHERE scope='sandbox' AND target=?",
                  "t", id);
-    return r < 0 ? r : db_run(st, err);
+    if (r < 0 || (r = db_run(st, err)) < 0)
+        return r;
+    return store_skill_installs_forget(s, id, err);
 }
 
 int store_config_lock(struct store *s, const char *id, const char *owner, long long now_ms,

@@ -11,7 +11,17 @@ const char *const store_skill_schema =
     "  id TEXT PRIMARY KEY, name TEXT NOT NULL, version TEXT NOT NULL,"
     "  description TEXT NOT NULL, bundle_sha256 TEXT NOT NULL, source TEXT NOT NULL,"
     "  owner TEXT NOT NULL, envs TEXT NOT NULL, created_at INTEGER NOT NULL,"
-    "  UNIQUE(name, version));";
+    "  UNIQUE(name, version));"
+    /* Skills installed into sandbox configurations (skill_installs.c). */
+    "CREATE TABLE IF NOT EXISTS skill_installs("
+    "  id TEXT PRIMARY KEY, config_id TEXT NOT NULL, catalog_id TEXT NOT NULL,"
+    "  name TEXT NOT NULL, version TEXT NOT NULL, bundle_sha256 TEXT NOT NULL,"
+    "  enabled INTEGER NOT NULL, status TEXT NOT NULL, error TEXT, snapshot_id TEXT NOT NULL,"
+    "  served_catalog_id TEXT NOT NULL, served_version TEXT NOT NULL, session_id TEXT NOT NULL,"
+    "  message_id TEXT NOT NULL, envs TEXT NOT NULL, owner TEXT NOT NULL,"
+    "  created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, UNIQUE(config_id, name));"
+    "CREATE TABLE IF NOT EXISTS skill_config_snapshots("
+    "  config_id TEXT PRIMARY KEY, snapshot_id TEXT NOT NULL);";
 
 void store_skill_clear(struct store_skill *k)
 {

@@ -283,6 +283,56 @@ typedef void (*store_skill_cb)(const struct store_skill *k, void *data);
 /* Oldest first. */
 int store_skill_each(struct store *s, store_skill_cb cb, void *data, struct sbx_err *err);
 int store_skill_delete(struct store *s, const char *id, struct sbx_err *err);
+/* Skills installed into sandbox configurations (skill_installs.c, docs/skills.md). */
+#define STORE_SKILL_STATUS_MAX 15
+struct store_skill_install {
+    char id[STORE_ID_MAX + 1];
+    char config_id[STORE_ID_MAX + 1];
+    char catalog_id[STORE_SKILL_ID_MAX + 1]; /* the bundle of the current (or last) round */
+    char name[65];
+    char version[33];
+    char bundle_sha256[65];
+    bool enabled;
+    char status[STORE_SKILL_STATUS_MAX + 1]; /* installing, ready, failed */
+    char *error;                              /* owned, or NULL */
+    char snapshot_id[STORE_ID_MAX + 1];       /* the last install that worked, or "" */
+    char served_catalog_id[STORE_SKILL_ID_MAX + 1]; /* what sandboxes get, or "" */
+    char served_version[33];
+    char session_id[STORE_ID_MAX + 1]; /* the current round's install sandbox */
+    char message_id[STORE_ID_MAX + 1]; /* the current round, for guidance */
+    char *envs_json;                   /* owned: {name: sealed value} */
+    char owner[AUTH_USER_MAX + 1];
+    long long created_at, updated_at;
+};
+void store_skill_install_clear(struct store_skill_install *i);
+/* Insert or replace by id; skill_installed (409) when the configuration has the name. */
+int store_skill_install_put(struct store *s, const struct store_skill_install *i,
+                            struct sbx_err *err);
+/* config_id NULL: any; skill_install_not_found (404). */
+int store_skill_install_get(struct store *s, const char *config_id, const char *id,
+                            struct store_skill_install *out, struct sbx_err *err);
+typedef void (*store_skill_install_cb)(const struct store_skill_install *i, void *data);
+/* config_id, catalog_id NULL: any (catalog_id matches the current or the served bundle). */
+int store_skill_install_each(struct store *s, const char *config_id, const char *catalog_id,
+                             store_skill_install_cb cb, void *data, struct sbx_err *err);
+int store_skill_install_delete(struct store *s, const char *id, struct sbx_err *err);
+/* At start: rounds a previous daemon left running failed. */
+int store_skill_install_interrupt(struct store *s, long long now, struct sbx_err *err);
+/* The workspace snapshot a configuration's sandboxes start from ("" / NULL: none). */
+int store_skill_config_snapshot_set(struct store *s, const char *config_id,
+                                    const char *snapshot_id, struct sbx_err *err);
+int store_skill_config_snapshot_get(struct store *s, const char *config_id,
+                                    char out[STORE_ID_MAX + 1], struct sbx_err *err);
+/* A deleted configuration's installs and snapshot (store_config_delete); the snapshots'
+ * files go at the next start. */
+int store_skill_installs_forget(struct store *s, const char *config_id, struct sbx_err *err);
+/* Every install of the configuration that names a snapshot now names this one (which
+ * holds them all). */
+int store_skill_installs_repoint(struct store *s, const char *config_id, const char *snapshot_id,
+                                 struct sbx_err *err);
+/* Whether any configuration or install still names the snapshot. */
+int store_skill_snapshot_used(struct store *s, const char *snapshot_id, bool *used,
+                              struct sbx_err *err);
 /* --- sandbox configurations (config_records.c, docs/configs.md) ---------------------- */
 
 struct store_config {
@@ -301,7 +351,7 @@ int store_config_get(struct store *s, const char *id, struct store_config *out,
                      struct sbx_err *err);
 typedef void (*store_config_cb)(const struct store_config *c, void *data);
 int store_config_each(struct store *s, store_config_cb cb, void *data, struct sbx_err *err);
-/* Also forgets the personal variables set for it. */
+/* Also forgets the personal variables set for it and the skills installed into it. */
 int store_config_delete(struct store *s, const char *id, struct sbx_err *err);
 /* A lease on a configuration while a request changes or relies on it, held in the store
  * so that every node sharing it sees it: sandbox_config_locked (423) while another

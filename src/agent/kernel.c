@@ -16,6 +16,7 @@
 #include "fatal.h"
 #include "env.h"
 #include "kernel_src.h"
+#include "oomwatch.h"
 #include "spawn.h"
 #include "stream.h"
 
@@ -560,8 +561,10 @@ void kernel_reaped(struct agent *a, pid_t pid, int status)
     if (!k || pid != k->pid)
         return;   /* an orphan, or a kernel we already killed */
     k_process(k); /* lines it managed to send first */
+    bool oom = oomwatch_claim(a, k->pid, k->pid);
     if (k->cell)
-        cell_lost(k->cell, json_pack("{s:b,s:o}", "kernel_died", 1, "status", status_json(status)));
+        cell_lost(k->cell, json_pack("{s:b,s:o,s:b}", "kernel_died", 1, "status",
+                                     status_json(status), "oom_killed", oom));
     k_discard(k);
     wait_fail(k, "the kernel exited during start-up");
 }

@@ -42,6 +42,24 @@ void sandbox_when_ready(struct sandbox *sb, sandbox_ready_fn cb, void *data)
         sandbox_v1_start(sb);
 }
 
+/* gVisor tells the sandbox it has memory_mb (its MemTotal), and the agent's watcher
+ * kills inside before that is used up; the host's cgroup, which also counts gVisor's
+ * own memory and whatever an allocation burst adds before the watcher acts, is raised
+ * above it so that it stays the host's backstop and never ends the machine first. */
+static void memory_headroom(struct sandbox *sb)
+{
+    const char *rt = sb->rec.runtime[0] ? sb->rec.runtime : "gvisor";
+    if (strcmp(rt, "gvisor") || sb->rec.memory_mb <= 0)
+        return;
+    uint64_t limit = (uint64_t)sb->rec.memory_mb << 20;
+    uint64_t extra = limit / 100 * SANDBOX_MEMORY_HEADROOM_PERCENT;
+    if (extra < SANDBOX_MEMORY_HEADROOM_MIN)
+        extra = SANDBOX_MEMORY_HEADROOM_MIN;
+    struct sbx_err err = {0};
+    if (rt_cgroup_memory_set(&sb->mgr->rt, sb->rec.id, limit + extra, &err) < 0)
+        log_warn("sandbox %s: no memory headroom for gVisor: %s", sb->rec.id, err.msg);
+}
+
 static void on_hello(struct channel *c, json_t *hello, void *data)
 {
     struct sandbox *sb = data;
@@ -74,6 +92,7 @@ static void on_hello(struct channel *c, json_t *hello, void *data)
         if (store_meta_set(sb->mgr->store, sb->rec.id, STORE_META_BOOT_ID, boot, &err) < 0)
             log_error("sandbox %s: %s", sb->rec.id, err.msg);
     }
+    memory_headroom(sb);
     if (strcmp(sb->rec.status, SANDBOX_RUNNING)) {
         struct sbx_err err = {0};
         billing_sandbox_state(&sb->rec, SANDBOX_RUNNING);
@@ -159,7 +178,11 @@ int sandbox_attach(struct manager *m, struct sandbox *sb, struct sbx_err *err)
     int r = rt_connect(sb->state_dir, &fd, err);
     if (r < 0)
         return r;
-    r = channel_new(m->loop, fd, &chan_ops, sb, &sb->chan, err);
+    /* The agent's memory watcher kills inside before the host's cgroup would. */
+    json_t *hello =
+        json_pack("{s:I}", "memory_bytes", (json_int_t)((uint64_t)sb->rec.memory_mb << 20));
+    r = channel_new(m->loop, fd, &chan_ops, sb, hello, &sb->chan, err);
+    json_decref(hello);
     if (r < 0)
         return r;
     sb->ready = false;

@@ -20,6 +20,9 @@
 
 #define SANDBOX_READY_TIMEOUT_MS 60000
 #define SANDBOX_SHIM_GONE_MS 30000 /* a stopped sandbox's shim finishes runsc delete by then */
+/* A gVisor sandbox's host cgroup sits this far above its memory_mb (machine.c). */
+#define SANDBOX_MEMORY_HEADROOM_PERCENT 10
+#define SANDBOX_MEMORY_HEADROOM_MIN (128ull << 20)
 
 struct manager;
 struct sandbox;

@@ -34,8 +34,8 @@ struct exec_stream {
     int status;
     bool exited, timed_out, has_stdin;
     struct loop_timer *timeout_t, *drain_t;
-    struct chan_out out[2]; /* channels 1 and 2 */
-    struct chan_in in;      /* channel 0, when has_stdin */
+    struct chan_out out[2];      /* channels 1 and 2 */
+    struct chan_in in;           /* channel 0, when has_stdin */
     struct session_run *session; /* NULL outside a session */
 };
 
@@ -132,10 +132,10 @@ static void exec_finish(struct exec_stream *x)
         sig = WTERMSIG(x->status);
         code = 128 + sig;
     }
-    json_t *res = json_pack("{s:i, s:i, s:b, s:I, s:b}", "exit_code", code, "signal", sig,
-                            "timed_out", x->timed_out, "duration_ms",
-                            (json_int_t)(x->exit_ms - x->start_ms), "oom_killed",
-                            oomwatch_claim(a, x->pgid, 0));
+    json_t *res =
+        json_pack("{s:i, s:i, s:b, s:I, s:b}", "exit_code", code, "signal", sig, "timed_out",
+                  x->timed_out, "duration_ms", (json_int_t)(x->exit_ms - x->start_ms), "oom_killed",
+                  oomwatch_claim(a, x->pgid, 0));
     if (x->session)
         json_object_set_new(res, "session", session_run_end(TAKE_PTR(x->session)));
     conn_send_json(a, x->base.id, PROTO_EXIT, res);
@@ -289,13 +289,13 @@ int exec_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err)
     ret = envv_set_json(&env, r.env, "env", err);
     if (ret < 0)
         goto out;
-    struct spawn_req sr = {.argv = r.argv, .cwd = r.cwd, .want_stdin = r.want_stdin,
-                           .extra = {-1, -1}};
+    struct spawn_req sr = {
+        .argv = r.argv, .cwd = r.cwd, .want_stdin = r.want_stdin, .extra = {-1, -1}};
     if (sess) {
         if (r.session_timeout && sess->timeout_ms)
             r.timeout_ms = sess->timeout_ms;
-        ret = session_run_begin(a, sess, created, is_shell_command(&r), r.env, &env, &sr, &run,
-                                err);
+        ret =
+            session_run_begin(a, sess, created, is_shell_command(&r), r.env, &env, &sr, &run, err);
         if (ret < 0)
             goto out;
     }

@@ -25,7 +25,7 @@ struct oomwatch {
     struct agent *a;
     uint64_t limit;
     uint64_t threshold; /* kill above this */
-    bool meminfo; /* /proc/meminfo describes the sandbox */
+    bool meminfo;       /* /proc/meminfo describes the sandbox */
     struct loop_timer *t;
     struct oom_kill kills[OOMWATCH_KILLS_MAX];
     unsigned nkills;

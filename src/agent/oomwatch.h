@@ -21,7 +21,7 @@ struct agent;
 #define OOMWATCH_RESERVE_MIN (24ull << 20)
 #define OOMWATCH_POLL_MS 100    /* while use is below 2/3 of the threshold */
 #define OOMWATCH_HOT_POLL_MS 10 /* above it: an allocating loop moves fast */
-#define OOMWATCH_KILLS_MAX 16    /* kills remembered until their stream asks */
+#define OOMWATCH_KILLS_MAX 16   /* kills remembered until their stream asks */
 /* After a kill the memory comes back within moments (gVisor frees it as the victim
  * exits): for OOMWATCH_SETTLE_MS nothing else is killed unless use grows by another
  * 1/OOMWATCH_SETTLE_GROWTH of the limit (a second process still allocating). */

@@ -261,9 +261,15 @@ static void on_error_frame(struct chan_stream *st, const struct sbx_err *err, vo
     /* The agent's codes that are the caller's fault keep their meaning; the rest are ours. */
     if (!strcmp(e.code, "invalid_cwd") || !strcmp(e.code, "too_many_sessions"))
         ;
-    else if (!strcmp(e.code, "channel_closed") || !strcmp(e.code, "sandbox_not_running"))
+    else if (!strcmp(e.code, "channel_closed") || !strcmp(e.code, "sandbox_not_running")) {
         snprintf(e.code, sizeof(e.code), "sandbox_not_running");
-    else
+        if (strcmp(run->sb->rec.backend, "v1"))
+            snprintf(e.msg, sizeof(e.msg),
+                     "sandbox %s stopped while the command ran (%.200s): it is kept as failed "
+                     "with its files, and the next exec or POST /v1/sandboxes/%s/restart "
+                     "starts it again",
+                     run->sandbox_id, err->msg, run->sandbox_id);
+    } else
         snprintf(e.code, sizeof(e.code), "internal");
     run_finish(run, &e);
 }

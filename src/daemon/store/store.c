@@ -397,6 +397,22 @@ int store_sandbox_set_status(struct store *s, const char *id, const char *status
     return r;
 }
 
+int store_sandbox_set_failed(struct store *s, const char *id, const char *reason,
+                             struct sbx_err *err)
+{
+    sqlite3_stmt *st;
+    /* ended_at 0 is what tells a kept failure from a sandbox that ended failing. */
+    int r = store_prepare(s,
+                          "UPDATE sandboxes SET status='failed', ended_at=0, end_reason=? "
+                          "WHERE id=?",
+                          &st, err, "tt", reason, id);
+    if (r < 0)
+        return r;
+    r = sqlite3_step(st) == SQLITE_DONE ? 0 : store_db_err(s, err, "update sandbox");
+    sqlite3_finalize(st);
+    return r;
+}
+
 int store_sandbox_set_expiry(struct store *s, const char *id, long long expires_at,
                              struct sbx_err *err)
 {
@@ -432,7 +448,8 @@ int store_sandbox_each_live(struct store *s, const char *user, store_sandbox_cb 
     sqlite3_stmt *st;
     int r = store_prepare(s,
                           "SELECT " SB_COLS " FROM sandboxes "
-                          "WHERE status IN ('creating','running','paused') "
+                          "WHERE (status IN ('creating','running','paused') OR "
+                          "(status='failed' AND ended_at=0)) "
                           "AND (?1 IS NULL OR user=?1) ORDER BY created_at, id",
                           &st, err, "t", user);
     if (r < 0)

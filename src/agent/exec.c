@@ -34,8 +34,8 @@ struct exec_stream {
     int status;
     bool exited, timed_out, has_stdin;
     struct loop_timer *timeout_t, *drain_t;
-    struct chan_out out[2];      /* channels 1 and 2 */
-    struct chan_in in;           /* channel 0, when has_stdin */
+    struct chan_out out[2]; /* channels 1 and 2 */
+    struct chan_in in;      /* channel 0, when has_stdin */
     struct session_run *session; /* NULL outside a session */
 };
 
@@ -289,13 +289,13 @@ int exec_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err)
     ret = envv_set_json(&env, r.env, "env", err);
     if (ret < 0)
         goto out;
-    struct spawn_req sr = {
-        .argv = r.argv, .cwd = r.cwd, .want_stdin = r.want_stdin, .extra = {-1, -1}};
+    struct spawn_req sr = {.argv = r.argv, .cwd = r.cwd, .want_stdin = r.want_stdin,
+                           .extra = {-1, -1}};
     if (sess) {
         if (r.session_timeout && sess->timeout_ms)
             r.timeout_ms = sess->timeout_ms;
-        ret =
-            session_run_begin(a, sess, created, is_shell_command(&r), r.env, &env, &sr, &run, err);
+        ret = session_run_begin(a, sess, created, is_shell_command(&r), r.env, &env, &sr, &run,
+                                err);
         if (ret < 0)
             goto out;
     }

@@ -138,8 +138,8 @@ int rt_cgroup_dir(const struct rt_config *cfg, const char *id, const char *contr
     dir = v2 ? sbx_xasprintf("%s%s", RT_CGROUP_ROOT, rel)
              : sbx_xasprintf("%s/%s%s", RT_CGROUP_ROOT, controller, rel);
     if (!is_dir(dir))
-        return sbx_err_set(err, ENOENT, "not_found", "cgroup %s of pid %d is not mounted here", dir,
-                           pid);
+        return sbx_err_set(err, ENOENT, "not_found", "cgroup %s of pid %d is not mounted here",
+                           dir, pid);
     *out = TAKE_PTR(dir);
     return 0;
 }

@@ -46,9 +46,9 @@ struct exec_result {
 
 /* What to run, parsed from a request body. */
 struct exec_params {
-    json_t *argv;    /* array of strings, owned */
-    json_t *env;     /* object of strings, borrowed from the request */
-    const char *cwd; /* borrowed */
+    json_t *argv;           /* array of strings, owned */
+    json_t *env;            /* object of strings, borrowed from the request */
+    const char *cwd;        /* borrowed */
     long long timeout_s;
     const char *command;    /* the shell line or the code, borrowed: hashed into the receipt */
     const char *language;   /* "shell", "python", "bash" or "node" */

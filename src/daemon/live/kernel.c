@@ -7,10 +7,10 @@
 #include "../../common/util.h"
 #include "../../proto/proto.h"
 #include "../billing/billing.h"
-#include "../exec/exec.h"
 #include "../sandbox/channel.h"
-#include "../sandbox/manager.h"
+#include "../exec/exec.h"
 #include "llm.h"
+#include "../sandbox/manager.h"
 
 /* The agent enforces the cell's timeout; this guards against an agent that never answers. */
 #define KERNEL_GRACE_MS 15000

@@ -102,13 +102,13 @@ int store_sandbox_count_live(struct store *s, const char *user, const char *key_
 int store_meta_set(struct store *s, const char *sandbox_id, const char *name, const char *value,
                    struct sbx_err *err);
 /* -ENOENT (err untouched) when the sandbox has no such fact; out is then "". */
-int store_meta_get(struct store *s, const char *sandbox_id, const char *name, char *out, size_t cap,
-                   struct sbx_err *err);
+int store_meta_get(struct store *s, const char *sandbox_id, const char *name, char *out,
+                   size_t cap, struct sbx_err *err);
 
 struct store_sandbox_counts {
     long long user_running; /* creating or running, all the user's keys */
     long long user_paused;
-    long long key_active; /* creating, running or paused, this key */
+    long long key_active;   /* creating, running or paused, this key */
 };
 int store_sandbox_counts(struct store *s, const char *user, const char *key_id,
                          struct store_sandbox_counts *out, struct sbx_err *err);
@@ -193,11 +193,11 @@ struct store_audit_entry {
 };
 
 struct store_audit_filter {
-    const char *user;             /* NULL: any */
-    const char *sandbox_id;       /* NULL: any */
-    const char *action;           /* NULL: any */
+    const char *user;       /* NULL: any */
+    const char *sandbox_id; /* NULL: any */
+    const char *action;     /* NULL: any */
     long long since_ms, until_ms; /* 0: open */
-    long long after_seq;          /* pagination cursor */
+    long long after_seq;    /* pagination cursor */
     int limit;
 };
 
@@ -228,9 +228,9 @@ struct store_egress_conn {
     const char *host;
     const char *address; /* the address dialled or refused; NULL/"" when none */
     unsigned port;
-    long long bytes_up, bytes_down;       /* sandbox -> upstream, upstream -> sandbox */
+    long long bytes_up, bytes_down; /* sandbox -> upstream, upstream -> sandbox */
     long long started_at_ms, ended_at_ms; /* ended 0: still open */
-    const char *verdict;                  /* "allowed" | "denied" | "error" */
+    const char *verdict; /* "allowed" | "denied" | "error" */
     const char *reason;
 };
 
@@ -241,8 +241,8 @@ int store_egress_policy_set(struct store *s, const char *sandbox_id, const char 
 int store_egress_policy_get(struct store *s, const char *sandbox_id, char **out,
                             struct sbx_err *err);
 /* A fork inherits its parent's policy. */
-int store_egress_policy_copy(struct store *s, const char *from_id, const char *to_id, long long now,
-                             struct sbx_err *err);
+int store_egress_policy_copy(struct store *s, const char *from_id, const char *to_id,
+                             long long now, struct sbx_err *err);
 int store_egress_log_insert(struct store *s, const struct store_egress_conn *c, long long *id,
                             struct sbx_err *err);
 int store_egress_log_finish(struct store *s, long long id, long long bytes_up, long long bytes_down,
@@ -252,8 +252,8 @@ int store_egress_log_finish(struct store *s, long long id, long long bytes_up, l
 int store_egress_log_interrupt(struct store *s, long long now_ms, struct sbx_err *err);
 typedef void (*store_egress_cb)(const struct store_egress_conn *c, void *data);
 /* Newest first; before_id 0: from the newest. */
-int store_egress_log_query(struct store *s, const char *sandbox_id, long long before_id, int limit,
-                           store_egress_cb cb, void *data, struct sbx_err *err);
+int store_egress_log_query(struct store *s, const char *sandbox_id, long long before_id,
+                           int limit, store_egress_cb cb, void *data, struct sbx_err *err);
 
 /* --- the skill catalog (skills/) --- */
 #define STORE_SKILL_ID_MAX 72
@@ -262,7 +262,7 @@ struct store_skill {
     char name[65];
     char version[33];
     char bundle_sha256[65];
-    char source[160]; /* "builtin", "upload" or "@owner/slug" */
+    char source[160];   /* "builtin", "upload" or "@owner/slug" */
     char owner[AUTH_USER_MAX + 1];
     char *description; /* owned */
     char *envs_json;   /* owned: [{name, description, required}] */
@@ -271,7 +271,8 @@ struct store_skill {
 void store_skill_clear(struct store_skill *k);
 int store_skill_insert(struct store *s, const struct store_skill *k, struct sbx_err *err);
 /* skill_not_found. */
-int store_skill_get(struct store *s, const char *id, struct store_skill *out, struct sbx_err *err);
+int store_skill_get(struct store *s, const char *id, struct store_skill *out,
+                    struct sbx_err *err);
 /* 0 and *id "" when none has that name and version. */
 int store_skill_find(struct store *s, const char *name, const char *version,
                      char id[STORE_SKILL_ID_MAX + 1], struct sbx_err *err);
@@ -309,7 +310,8 @@ int store_config_unlock(struct store *s, const char *id, const char *owner, stru
 /* Which configuration a sandbox was made from, the network policy and the (sealed)
  * variables it got then. */
 int store_sandbox_config_set(struct store *s, const char *sandbox_id, const char *config_id,
-                             const char *network_json, const char *sealed_env, struct sbx_err *err);
+                             const char *network_json, const char *sealed_env,
+                             struct sbx_err *err);
 /* -ENOENT (err untouched) for a sandbox made without one. */
 int store_sandbox_config_get(struct store *s, const char *sandbox_id,
                              char config_id[STORE_ID_MAX + 1], char **network_json,

@@ -561,7 +561,7 @@ void kernel_reaped(struct agent *a, pid_t pid, int status)
     if (!k || pid != k->pid)
         return;   /* an orphan, or a kernel we already killed */
     k_process(k); /* lines it managed to send first */
-    bool oom = oomwatch_claim(a, k->pid, k->pid);
+    bool oom = oomwatch_claim(a, k->pid, k->pid, k->started_ms);
     if (k->cell)
         cell_lost(k->cell, json_pack("{s:b,s:o,s:b}", "kernel_died", 1, "status",
                                      status_json(status), "oom_killed", oom));

@@ -19,6 +19,7 @@
 
 struct oom_kill {
     pid_t pid, pgid;
+    long long ms; /* when (monotonic): a later process with a reused id is not it */
 };
 
 struct oomwatch {
@@ -135,13 +136,13 @@ static pid_t largest(uint64_t *victim_rss, uint64_t *sum)
     return best;
 }
 
-static void remember(struct oomwatch *w, pid_t pid, pid_t pgid)
+static void remember(struct oomwatch *w, pid_t pid, pid_t pgid, long long now)
 {
     if (w->nkills == OOMWATCH_KILLS_MAX) { /* nobody asked for the oldest: forget it */
         memmove(w->kills, w->kills + 1, (OOMWATCH_KILLS_MAX - 1) * sizeof(w->kills[0]));
         w->nkills--;
     }
-    w->kills[w->nkills++] = (struct oom_kill){pid, pgid};
+    w->kills[w->nkills++] = (struct oom_kill){pid, pgid, now};
 }
 
 /* Use in bytes, or false when it cannot be read. */
@@ -186,7 +187,7 @@ static void poll_cb(struct loop *l, void *data)
         if (pid > 0) {
             pid_t pgid = pgid_of(pid);
             if (kill(pid, SIGKILL) == 0) {
-                remember(w, pid, pgid);
+                remember(w, pid, pgid, now);
                 w->kill_ms = now;
                 w->kill_used = used;
                 dprintf(2,
@@ -225,15 +226,16 @@ void oomwatch_set_limit(struct agent *a, uint64_t limit_bytes)
     w->threshold = w->limit - reserve;
 }
 
-bool oomwatch_claim(struct agent *a, pid_t pgid, pid_t pid)
+bool oomwatch_claim(struct agent *a, pid_t pgid, pid_t pid, long long since_ms)
 {
     struct oomwatch *w = a->oom;
     if (!w)
         return false;
     bool found = false;
     for (unsigned i = 0; i < w->nkills;) {
-        if ((pgid > 0 && w->kills[i].pgid == pgid) || (pid > 0 && w->kills[i].pid == pid)) {
-            found = true;
+        const struct oom_kill *k = &w->kills[i];
+        if ((pgid > 0 && k->pgid == pgid) || (pid > 0 && k->pid == pid)) {
+            found |= k->ms >= since_ms;
             memmove(w->kills + i, w->kills + i + 1, (w->nkills - i - 1) * sizeof(w->kills[0]));
             w->nkills--;
         } else {

@@ -31,8 +31,8 @@ struct agent;
 /* The sandbox has limit_bytes of memory (0: unknown, the watcher stops). Called on every
  * daemon HELLO; the first one starts the watcher. */
 void oomwatch_set_limit(struct agent *a, uint64_t limit_bytes);
-/* Whether a process of group pgid (or pid itself, pgid 0) was killed for memory since
- * the last claim; the record is consumed. */
-bool oomwatch_claim(struct agent *a, pid_t pgid, pid_t pid);
+/* Whether a process of group pgid (or pid itself, pgid 0) was killed for memory at or
+ * after since_ms (sbx_now_ms: the group's start) and not claimed yet; its records go. */
+bool oomwatch_claim(struct agent *a, pid_t pgid, pid_t pid, long long since_ms);
 
 #endif

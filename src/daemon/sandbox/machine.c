@@ -117,7 +117,9 @@ void sandbox_machine_lost(struct sandbox *sb, const char *reason, const struct s
         log_error("sandbox %s: %s", sb->rec.id, err.msg);
     snprintf(sb->rec.status, sizeof(sb->rec.status), "%s", SANDBOX_FAILED);
     snprintf(sb->rec.end_reason, sizeof(sb->rec.end_reason), "%s", reason);
-    audit_record(m->store, NULL, sb->rec.user, NULL, "sandbox.failed", sb->rec.id, reason, NULL);
+    if (why) /* not a restart someone asked for */
+        audit_record(m->store, NULL, sb->rec.user, NULL, "sandbox.failed", sb->rec.id, reason,
+                     NULL);
     struct sbx_err gone = {0};
     sbx_err_set(&gone, ECONNRESET, "sandbox_not_running",
                 "sandbox %s stopped (%s%s%s): it is kept as failed with its files; the next "

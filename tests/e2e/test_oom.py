@@ -263,6 +263,27 @@ def test_restart_of_a_running_sandbox_and_errors():
     c.delete_sandbox(sid)
 
 
+
+def test_restart_respects_the_running_limits():
+    """A failed sandbox does not count as running, and re-enters the limits when it starts
+    again, by a restart or by an exec (3 running per key by default)."""
+    d = D.get()
+    c = D.client("lim")
+    sid = sandbox_with_file(c)
+    kill_machine(d, sid)
+    wait_failed(c, sid)
+    others = [c.create_sandbox(ttl_seconds=600)["id"] for _ in range(3)]
+    assert_error(c.request("POST", "/v1/sandboxes/%s/restart" % sid), 429,
+                 "sandbox_concurrency_limit")
+    assert_error(c.request("POST", "/v1/sandboxes/%s/exec" % sid, {"shell": "true"}), 429,
+                 "sandbox_concurrency_limit")
+    assert c.get_sandbox(sid)["status"] == "failed"
+    c.delete_sandbox(others.pop())
+    assert c.sh(sid, "cat /workspace/d/file.txt") == "precious\n"
+    for s in others + [sid]:
+        c.delete_sandbox(s)
+
+
 # --- the same on the namespaces backend (its own daemon; docs/runtime.md) ---------------
 # There /proc/meminfo is the host's: the watcher sums the sandbox's resident sizes.
 

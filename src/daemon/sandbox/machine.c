@@ -58,10 +58,11 @@ void sandbox_when_ready(struct sandbox *sb, sandbox_ready_fn cb, void *data)
 }
 
 /* A sandbox that has run before (its agent said HELLO once: it has a boot id) keeps its
- * workspace whatever happens to its machine; a new one that never started goes. */
+ * workspace whatever happens to its machine; a new one that never started goes, and so
+ * does a pool member (nobody's) and a v1 one (its machines are per op, handled apart). */
 static bool keep_on_failure(const struct sandbox *sb)
 {
-    return sb->boot_id[0] && !sandbox_is_pooled(sb);
+    return sb->boot_id[0] && !sandbox_is_pooled(sb) && !sandbox_is_v1(sb);
 }
 
 static void start_failed(struct sandbox *sb, const char *reason, const struct sbx_err *err)

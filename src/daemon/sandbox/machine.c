@@ -190,22 +190,23 @@ int manager_restart(struct manager *m, struct sandbox *sb, sandbox_ready_fn cb, 
     return 0;
 }
 
-/* gVisor tells the sandbox it has memory_mb (its MemTotal), and the agent's watcher
- * kills inside before that is used up; the host's cgroup, which also counts gVisor's
- * own memory and whatever an allocation burst adds before the watcher acts, is raised
- * above it so that it stays the host's backstop and never ends the machine first. */
+/* The sandbox is told it has memory_mb (gVisor's MemTotal; the agent's HELLO), and the
+ * agent's watcher kills inside before that is used up. The host's cgroup is raised above
+ * it so that it stays the host's backstop and never ends the machine first: it also counts
+ * gVisor's own memory, what a burst allocates before the watcher acts, and memory gVisor
+ * has freed but not yet given back to the host (asynchronously: a second hog right after
+ * the first can find the first one's pages still charged). Not for local: no watcher. */
 static void memory_headroom(struct sandbox *sb)
 {
     const char *rt = sb->rec.runtime[0] ? sb->rec.runtime : "gvisor";
-    if (strcmp(rt, "gvisor") || sb->rec.memory_mb <= 0)
+    if (!strcmp(rt, "local") || sb->rec.memory_mb <= 0)
         return;
     uint64_t limit = (uint64_t)sb->rec.memory_mb << 20;
-    uint64_t extra = limit / 100 * SANDBOX_MEMORY_HEADROOM_PERCENT;
-    if (extra < SANDBOX_MEMORY_HEADROOM_MIN)
-        extra = SANDBOX_MEMORY_HEADROOM_MIN;
+    uint64_t extra = limit * SANDBOX_MEMORY_HEADROOM_PERCENT / 100 + SANDBOX_MEMORY_HEADROOM_MIN;
     struct sbx_err err = {0};
     if (rt_cgroup_memory_set(&sb->mgr->rt, sb->rec.id, limit + extra, &err) < 0)
-        log_warn("sandbox %s: no memory headroom for gVisor: %s", sb->rec.id, err.msg);
+        log_warn("sandbox %s: no memory headroom for the host's cgroup: %s", sb->rec.id,
+                 err.msg);
 }
 
 static void on_hello(struct channel *c, json_t *hello, void *data)

@@ -20,8 +20,9 @@
 
 #define SANDBOX_READY_TIMEOUT_MS 60000
 #define SANDBOX_SHIM_GONE_MS 30000 /* a stopped sandbox's shim finishes runsc delete by then */
-/* A gVisor sandbox's host cgroup sits this far above its memory_mb (machine.c). */
-#define SANDBOX_MEMORY_HEADROOM_PERCENT 25
+/* A sandbox's host memory cgroup is its memory_mb + this share of it + this much
+ * (machine.c): for a 256 MiB sandbox, 768 MiB. */
+#define SANDBOX_MEMORY_HEADROOM_PERCENT 100
 #define SANDBOX_MEMORY_HEADROOM_MIN (256ull << 20)
 
 struct manager;

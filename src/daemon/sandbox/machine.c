@@ -126,6 +126,8 @@ void sandbox_machine_lost(struct sandbox *sb, const char *reason, const struct s
                 "sandbox %s stopped (%s%s%s): it is kept as failed with its files; the next "
                 "exec or POST /v1/sandboxes/%s/restart starts it again",
                 sb->rec.id, reason, why ? ": " : "", why ? why->msg : "", sb->rec.id);
+    if (!strncmp(reason, "start_", 6)) /* a restart that could not start */
+        snprintf(gone.code, sizeof(gone.code), "sandbox_start_failed");
     sandbox_notify_waiters(sb, &gone);
     if (sb->op_cb)
         sandbox_op_finish(sb, &gone);

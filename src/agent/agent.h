@@ -28,6 +28,7 @@ struct session;
 struct process;
 struct egress_listener;
 struct pty;
+struct oomwatch;
 
 struct agent {
     struct loop *loop;
@@ -45,6 +46,7 @@ struct agent {
     struct pty *ptys[AGENT_MAX_PTYS]; /* oldest first (pty.c) */
     unsigned nptys;
     unsigned long long pty_seq;
+    struct oomwatch *oom; /* the memory watcher, NULL until a daemon names the limit */
     int sigfd;
     struct loop_watch *sig_w;
     bool pid1;

@@ -13,6 +13,7 @@
 #include "agent.h"
 #include "chan.h"
 #include "env.h"
+#include "oomwatch.h"
 #include "session.h"
 #include "spawn.h"
 #include "stream.h"
@@ -32,7 +33,8 @@ struct exec_stream {
     long long start_ms, exit_ms;
     int status;
     bool exited, timed_out, has_stdin;
-    struct loop_timer *timeout_t, *drain_t;
+    bool oom_checked, oom; /* the memory watcher killed a process of its group */
+    struct loop_timer *timeout_t, *drain_t, *settle_t;
     struct chan_out out[2]; /* channels 1 and 2 */
     struct chan_in in;      /* channel 0, when has_stdin */
     struct session_run *session; /* NULL outside a session */
@@ -111,6 +113,8 @@ static void exec_free(struct exec_stream *x)
         loop_timer_cancel(a->loop, x->timeout_t);
     if (x->drain_t)
         loop_timer_cancel(a->loop, x->drain_t);
+    if (x->settle_t)
+        loop_timer_cancel(a->loop, x->settle_t);
     chan_out_close(&x->out[0], false);
     chan_out_close(&x->out[1], false);
     chan_in_close(&x->in);
@@ -118,9 +122,31 @@ static void exec_free(struct exec_stream *x)
     free(x);
 }
 
+static void exec_finish(struct exec_stream *x);
+
+static void exec_settle_cb(struct loop *l, void *data)
+{
+    struct exec_stream *x = data;
+    x->settle_t = NULL;
+    exec_finish(x);
+}
+
 static void exec_finish(struct exec_stream *x)
 {
     struct agent *a = x->base.agent;
+    if (x->settle_t)
+        return; /* its timer finishes it */
+    if (!x->oom_checked) {
+        x->oom_checked = true;
+        x->oom = oomwatch_claim(a, x->pgid, 0, x->start_ms);
+        /* The answer waits while gVisor gives the victim's memory back to the host (it
+         * does so lazily), so that a caller repeating the command at once does not find
+         * the host's cgroup still charged with the last one. */
+        if (x->oom) {
+            x->settle_t = loop_timer_add(a->loop, OOMWATCH_SETTLE_MS, exec_settle_cb, x);
+            return;
+        }
+    }
     /* Pipes still open here are held by something outside the main child (see exec.h). */
     chan_out_close(&x->out[0], true);
     chan_out_close(&x->out[1], true);
@@ -131,8 +157,10 @@ static void exec_finish(struct exec_stream *x)
         sig = WTERMSIG(x->status);
         code = 128 + sig;
     }
-    json_t *res = json_pack("{s:i, s:i, s:b, s:I}", "exit_code", code, "signal", sig, "timed_out",
-                            x->timed_out, "duration_ms", (json_int_t)(x->exit_ms - x->start_ms));
+    json_t *res =
+        json_pack("{s:i, s:i, s:b, s:I, s:b}", "exit_code", code, "signal", sig, "timed_out",
+                  x->timed_out, "duration_ms", (json_int_t)(x->exit_ms - x->start_ms), "oom_killed",
+                  x->oom);
     if (x->session)
         json_object_set_new(res, "session", session_run_end(TAKE_PTR(x->session)));
     conn_send_json(a, x->base.id, PROTO_EXIT, res);

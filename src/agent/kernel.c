@@ -16,6 +16,7 @@
 #include "fatal.h"
 #include "env.h"
 #include "kernel_src.h"
+#include "oomwatch.h"
 #include "spawn.h"
 #include "stream.h"
 
@@ -54,6 +55,8 @@ struct kcell {
     struct kernel *k;
     uint64_t window[PROTO_CH_KERNEL + 1]; /* sending windows of channels 1..3 */
     struct loop_timer *timeout_t;
+    struct loop_timer *settle_t; /* killed for memory: the answer waits (exec.c's reason) */
+    json_t *settle_exit;         /* ... and is this */
 };
 
 struct kwait {
@@ -308,6 +311,9 @@ static void cell_free(struct kcell *c)
     struct agent *a = c->base.agent;
     if (c->timeout_t)
         loop_timer_cancel(a->loop, c->timeout_t);
+    if (c->settle_t)
+        loop_timer_cancel(a->loop, c->settle_t);
+    json_decref(c->settle_exit);
     if (c->k->cell == c)
         c->k->cell = NULL;
     stream_unregister(a, &c->base);
@@ -554,14 +560,40 @@ static void ctl_cb(struct loop *l, int fd, uint32_t events, void *data)
         k_update(k);
 }
 
+static void cell_settle_cb(struct loop *l, void *data)
+{
+    struct kcell *c = data;
+    c->settle_t = NULL;
+    cell_end(c, TAKE_PTR(c->settle_exit));
+}
+
 void kernel_reaped(struct agent *a, pid_t pid, int status)
 {
     struct kernel *k = a->kernel;
     if (!k || pid != k->pid)
         return;   /* an orphan, or a kernel we already killed */
     k_process(k); /* lines it managed to send first */
-    if (k->cell)
-        cell_lost(k->cell, json_pack("{s:b,s:o}", "kernel_died", 1, "status", status_json(status)));
+    bool oom = oomwatch_claim(a, k->pid, k->pid, k->started_ms);
+    json_t *lost =
+        json_pack("{s:b,s:o,s:b}", "kernel_died", 1, "status", status_json(status), "oom_killed", oom);
+    if (k->cell && oom) {
+        /* Answered once gVisor has had the time to give the kernel's memory back to the
+         * host, so that a cell repeating the hog at once does not stack on it. */
+        struct kcell *c = k->cell;
+        (void)pipes_drained(k);
+        if (c->timeout_t)
+            loop_timer_cancel(a->loop, c->timeout_t);
+        c->timeout_t = NULL;
+        c->settle_exit = json_pack("{s:b,s:b}", "timed_out", 0, "kernel_restarted", 1);
+        json_object_update(c->settle_exit, lost);
+        json_decref(lost);
+        c->settle_t = loop_timer_add(a->loop, OOMWATCH_SETTLE_MS, cell_settle_cb, c);
+        k->cell = NULL;
+    } else if (k->cell) {
+        cell_lost(k->cell, lost);
+    } else {
+        json_decref(lost);
+    }
     k_discard(k);
     wait_fail(k, "the kernel exited during start-up");
 }

@@ -15,6 +15,7 @@
  *   egress.c  the proxy listener on 127.0.0.1: one agent-opened stream per connection
  *   pty.c     ops "pty_*": terminals (WebSocket terminals, exec_command sessions)
  *   tcpconn.c op "tcp_connect": preview traffic to a port on the sandbox's loopback
+ *   oomwatch.c the memory watcher: kills the largest process before the host's limit
  *
  * To add an op: write its open function (validate, start, register a struct
  * stream with its stream_ops) and add a row to agent_ops below. */
@@ -37,6 +38,7 @@
 #include "exec.h"
 #include "fatal.h"
 #include "kernel.h"
+#include "oomwatch.h"
 #include "process.h"
 #include "pty.h"
 #include "seccomp.h"
@@ -110,6 +112,10 @@ static void handle_hello(struct agent *a, const struct proto_frame *f)
         snapshot_restored(a);
     if (json_is_true(json_object_get(j, "forked")))
         kernel_forked(a);
+    /* Only as the sandbox's init: elsewhere /proc holds the host's processes. */
+    json_t *mem = json_object_get(j, "memory_bytes");
+    if (a->pid1 && json_is_integer(mem) && json_integer_value(mem) > 0)
+        oomwatch_set_limit(a, (uint64_t)json_integer_value(mem));
     json_decref(j);
     send_hello(a);
 }

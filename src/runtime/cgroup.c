@@ -5,6 +5,7 @@
 #include "cgroup.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <linux/magic.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
+#include <unistd.h>
 
 #include "../common/util.h"
 #include "oci.h"
@@ -172,4 +174,43 @@ int rt_cgroup_memory_limit(const struct rt_config *cfg, const char *id, uint64_t
         return r;
     const char *file = rt_cgroup_detect() == RT_CGROUP_V2 ? "memory.max" : "memory.limit_in_bytes";
     return rt_cgroup_read_u64(dir, file, out, err);
+}
+
+static int write_u64(const char *dir, const char *file, uint64_t v, struct sbx_err *err)
+{
+    _cleanup_free_ char *path = sbx_xasprintf("%s/%s", dir, file);
+    char text[32];
+    int n = snprintf(text, sizeof(text), "%" PRIu64, v);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return sbx_err_sys(err, errno, "opening %s", path);
+    ssize_t w = write(fd, text, (size_t)n);
+    int e = errno;
+    close(fd);
+    return w == n ? 0 : sbx_err_sys(err, w < 0 ? e : EIO, "writing %s", path);
+}
+
+int rt_cgroup_memory_set(const struct rt_config *cfg, const char *id, uint64_t bytes,
+                         struct sbx_err *err)
+{
+    _cleanup_free_ char *dir = NULL;
+    int r = rt_cgroup_dir(cfg, id, "memory", &dir, err);
+    if (r < 0)
+        return r;
+    if (rt_cgroup_detect() == RT_CGROUP_V2)
+        return write_u64(dir, "memory.max", bytes, err);
+    /* v1 wants limit <= memsw at every step: raise memsw first, lower it last. */
+    uint64_t cur = 0;
+    _cleanup_free_ char *memsw = sbx_xasprintf("%s/memory.memsw.limit_in_bytes", dir);
+    bool has_memsw = access(memsw, F_OK) == 0;
+    if ((r = rt_cgroup_read_u64(dir, "memory.limit_in_bytes", &cur, err)) < 0)
+        return r;
+    if (has_memsw && bytes > cur &&
+        (r = write_u64(dir, "memory.memsw.limit_in_bytes", bytes, err)) < 0)
+        return r;
+    if ((r = write_u64(dir, "memory.limit_in_bytes", bytes, err)) < 0)
+        return r;
+    if (has_memsw && bytes <= cur)
+        r = write_u64(dir, "memory.memsw.limit_in_bytes", bytes, err);
+    return r;
 }

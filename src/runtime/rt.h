@@ -117,5 +117,9 @@ const char *rt_cgroup_mode_name(enum rt_cgroup_mode m);
 /* Read the memory limit actually applied to a running sandbox's cgroup. */
 int rt_cgroup_memory_limit(const struct rt_config *cfg, const char *id, uint64_t *out,
                            struct sbx_err *err);
+/* Move a running sandbox's memory cgroup limit (and v1's memory+swap with it, so there
+ * is still no swap) to bytes. */
+int rt_cgroup_memory_set(const struct rt_config *cfg, const char *id, uint64_t bytes,
+                         struct sbx_err *err);
 
 #endif

@@ -20,9 +20,9 @@ D = harness.Shared()
 
 ANSWER_FIELDS = {"object", "stdout", "stderr", "result", "error", "duration_ms",
                  "execution_count", "kernel_restarted", "timed_out", "stdout_truncated",
-                 "stderr_truncated"}
-# Output accounting shared with exec's answer.
-OPTIONAL_FIELDS = {"stdout_dropped_bytes", "stderr_dropped_bytes"}
+                 "stderr_truncated", "oom_killed"}
+# Output accounting shared with exec's answer; why a restarted kernel was (docs/kernel.md).
+OPTIONAL_FIELDS = {"stdout_dropped_bytes", "stderr_dropped_bytes", "restart_reason"}
 
 
 def teardown_module():

@@ -434,6 +434,11 @@ class Sandboxes(_Resource):
     def resume(self, id: str, *, timeout: Optional[float] = None) -> Obj:
         return self._t.json("POST", self._p(id, "/resume"), timeout=timeout)
 
+    def restart(self, id: str, *, timeout: Optional[float] = None) -> Obj:
+        """A failed sandbox (or a running one, stopped first) starts cold from its
+        workspace: the sandbox, restored false."""
+        return self._t.json("POST", self._p(id, "/restart"), timeout=timeout)
+
     def fork(self, id: str, *, count: Optional[int] = None,
                    ttl_seconds: Optional[int] = None, timeout: Optional[float] = None) -> Obj:
         return self._t.json("POST", self._p(id, "/fork"),

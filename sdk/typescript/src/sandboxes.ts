@@ -332,6 +332,11 @@ export class Sandboxes {
     return this.t.json({ method: 'POST', path: `/v1/sandboxes/${seg(id)}/resume` }, opts);
   }
 
+  /** Start a failed sandbox (or a running one, stopped first) cold from its workspace. */
+  restart(id: string, opts?: CallOptions): Promise<Sandbox> {
+    return this.t.json({ method: 'POST', path: `/v1/sandboxes/${seg(id)}/restart` }, opts);
+  }
+
   fork(id: string, body: { count?: number; ttl_seconds?: number } = {},
        opts?: CallOptions): Promise<ForkResult> {
     return this.t.json({ method: 'POST', path: `/v1/sandboxes/${seg(id)}/fork`, json: body },

@@ -35,6 +35,8 @@ export interface Sandbox {
   egress?: EgressPolicy;
   restored?: boolean;
   ready_ms?: number;
+  /** With status `failed`: why its machine stopped (its files are kept; restart() or the next exec starts it). */
+  state_reason?: string;
   [k: string]: unknown;
 }
 
@@ -95,6 +97,8 @@ export interface ExecResult {
   exit_code: number | null;
   duration_ms: number;
   timed_out: boolean;
+  /** The sandbox's memory watcher killed a process of the command (error.code `out_of_memory`). */
+  oom_killed?: boolean;
   stdout: string;
   stderr: string;
   stdout_encoding?: 'base64';
@@ -220,6 +224,8 @@ export interface RunCodeResult {
   execution_count: number;
   kernel_restarted: boolean;
   timed_out: boolean;
+  oom_killed?: boolean;
+  restart_reason?: 'timed_out' | 'out_of_memory' | 'reset' | 'kernel_died';
   outputs?: { mime: string; data: string }[];
   [k: string]: unknown;
 }

@@ -160,6 +160,8 @@ static const char *outcome_of(const struct exec_result *res, const struct sbx_er
         snprintf(buf, cap, "error:%s", err->code);
     else if (res->timed_out)
         snprintf(buf, cap, "timed_out");
+    else if (res->oom_killed)
+        snprintf(buf, cap, "oom_killed");
     else
         snprintf(buf, cap, "exit_code=%d", res->exit_code);
     return buf;
@@ -177,6 +179,8 @@ static void run_finish(struct exec_run *run, const struct sbx_err *err)
     run->sb->exec_busy = false;
     if (!err) {
         run->res.receipt = receipt_build(run->probe, run->sb, run->id);
+        if (run->res.oom_killed)
+            json_object_set_new(run->res.receipt, "oom_killed", json_true());
         struct statvfs vfs;
         run->res.workspace_full =
             statvfs(run->sb->workspace, &vfs) == 0 &&
@@ -244,6 +248,7 @@ static void on_exit_frame(struct chan_stream *st, json_t *result, void *data)
     run->res.exit_code = (int)json_integer_value(json_object_get(result, "exit_code"));
     run->res.signal = (int)json_integer_value(json_object_get(result, "signal"));
     run->res.timed_out = json_is_true(json_object_get(result, "timed_out"));
+    run->res.oom_killed = json_is_true(json_object_get(result, "oom_killed"));
     run->res.duration_ms = json_integer_value(json_object_get(result, "duration_ms"));
     run->res.session = json_incref(json_object_get(result, "session"));
     run_finish(run, NULL);
@@ -256,9 +261,15 @@ static void on_error_frame(struct chan_stream *st, const struct sbx_err *err, vo
     /* The agent's codes that are the caller's fault keep their meaning; the rest are ours. */
     if (!strcmp(e.code, "invalid_cwd") || !strcmp(e.code, "too_many_sessions"))
         ;
-    else if (!strcmp(e.code, "channel_closed") || !strcmp(e.code, "sandbox_not_running"))
+    else if (!strcmp(e.code, "channel_closed") || !strcmp(e.code, "sandbox_not_running")) {
         snprintf(e.code, sizeof(e.code), "sandbox_not_running");
-    else
+        if (strcmp(run->sb->rec.backend, "v1"))
+            snprintf(e.msg, sizeof(e.msg),
+                     "sandbox %s stopped while the command ran (%.200s): it is kept as failed "
+                     "with its files, and the next exec or POST /v1/sandboxes/%s/restart "
+                     "starts it again",
+                     run->sandbox_id, err->msg, run->sandbox_id);
+    } else
         snprintf(e.code, sizeof(e.code), "internal");
     run_finish(run, &e);
 }
@@ -401,14 +412,21 @@ void exec_output_put(json_t *o, const char *name, const struct exec_output *out)
 
 json_t *exec_result_to_json(const struct exec_result *res)
 {
-    json_t *o = json_pack("{s:s,s:s,s:s,s:i,s:I,s:b}", "object", "exec", "id", res->id,
+    json_t *o = json_pack("{s:s,s:s,s:s,s:i,s:I,s:b,s:b}", "object", "exec", "id", res->id,
                           "sandbox_id", res->sandbox_id, "exit_code", res->exit_code, "duration_ms",
-                          (json_int_t)res->duration_ms, "timed_out", res->timed_out);
+                          (json_int_t)res->duration_ms, "timed_out", res->timed_out, "oom_killed",
+                          res->oom_killed);
     exec_output_put(o, "stdout", &res->out[0]);
     exec_output_put(o, "stderr", &res->out[1]);
     if (res->receipt)
         json_object_set(o, "receipt", res->receipt);
-    if (res->workspace_full)
+    if (res->oom_killed)
+        json_object_set_new(o, "error",
+                            json_pack("{s:s,s:s}", "code", "out_of_memory", "message",
+                                      "the command used more memory than the sandbox has: its "
+                                      "largest process was killed (SIGKILL); the sandbox and its "
+                                      "files are intact"));
+    else if (res->workspace_full)
         json_object_set_new(o, "error",
                             json_pack("{s:s,s:s}", "code", "workspace_too_large", "message",
                                       "the workspace quota is used up: writes failed with "

@@ -36,6 +36,7 @@ struct exec_result {
     int exit_code;
     int signal;
     bool timed_out;
+    bool oom_killed;     /* the agent's memory watcher killed one of its processes */
     bool workspace_full; /* the workspace had no room left when the command ended */
     long long duration_ms;
     struct exec_output out[2]; /* stdout, stderr */

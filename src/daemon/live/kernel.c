@@ -258,6 +258,7 @@ static json_t *answer_json(struct kernel_run *run, json_t *exit_payload)
 {
     bool timed_out = json_is_true(json_object_get(exit_payload, "timed_out"));
     bool restarted = json_is_true(json_object_get(exit_payload, "kernel_restarted"));
+    bool oom = json_is_true(json_object_get(exit_payload, "oom_killed"));
     json_t *o = json_pack("{s:s}", "object", "run_code");
     exec_output_put(o, "stdout", &run->out[0]);
     exec_output_put(o, "stderr", &run->out[1]);
@@ -273,6 +274,13 @@ static json_t *answer_json(struct kernel_run *run, json_t *exit_payload)
                      "state is lost",
                      run->timeout_s);
             error = synthetic_error("TimeoutError", msg);
+        } else if (oom) {
+            snprintf(msg, sizeof(msg),
+                     "the cell used more memory than the sandbox has (%lld MiB): the kernel was "
+                     "killed and restarted and its state is lost; the sandbox and its files are "
+                     "intact",
+                     run->sb->rec.memory_mb);
+            error = synthetic_error("OutOfMemory", msg);
         } else if (json_is_true(json_object_get(exit_payload, "reset"))) {
             error = synthetic_error("KernelReset", "the kernel was reset while the cell ran");
         } else {
@@ -291,6 +299,14 @@ static json_t *answer_json(struct kernel_run *run, json_t *exit_payload)
     json_object_set_new(o, "execution_count", checked(done, "execution_count", is_count));
     json_object_set_new(o, "kernel_restarted", json_boolean(restarted));
     json_object_set_new(o, "timed_out", json_boolean(timed_out));
+    json_object_set_new(o, "oom_killed", json_boolean(oom));
+    if (restarted)
+        json_object_set_new(o, "restart_reason",
+                            json_string(timed_out ? "timed_out"
+                                        : oom     ? "out_of_memory"
+                                        : json_is_true(json_object_get(exit_payload, "reset"))
+                                            ? "reset"
+                                            : "kernel_died"));
     if (run->outputs)
         json_object_set(o, "outputs", run->outputs);
     if (run->outputs_truncated)

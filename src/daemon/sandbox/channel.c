@@ -294,7 +294,7 @@ static void on_io(struct loop *l, int fd, uint32_t events, void *data)
     }
 }
 
-int channel_new(struct loop *l, int fd, const struct channel_ops *ops, void *data,
+int channel_new(struct loop *l, int fd, const struct channel_ops *ops, void *data, json_t *extra,
                 struct channel **out, struct sbx_err *err)
 {
     struct channel *c = sbx_xcalloc(1, sizeof(*c));
@@ -312,6 +312,8 @@ int channel_new(struct loop *l, int fd, const struct channel_ops *ops, void *dat
         return sbx_err_sys(err, -r, "watching the agent channel");
     }
     json_t *hello = json_pack("{s:i,s:s}", "version", PROTO_VERSION, "role", "daemon");
+    if (extra)
+        json_object_update_missing(hello, extra);
     r = send_json(c, 0, PROTO_HELLO, hello, err);
     json_decref(hello);
     if (r < 0) {

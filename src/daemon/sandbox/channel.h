@@ -55,8 +55,9 @@ struct channel_ops {
     void (*on_idle)(struct channel *c, void *data);
 };
 
-/* Take ownership of fd (connected, non-blocking) and send the daemon HELLO. */
-int channel_new(struct loop *l, int fd, const struct channel_ops *ops, void *data,
+/* Take ownership of fd (connected, non-blocking) and send the daemon HELLO, with the
+ * members of hello (borrowed, may be NULL) besides version and role. */
+int channel_new(struct loop *l, int fd, const struct channel_ops *ops, void *data, json_t *hello,
                 struct channel **out, struct sbx_err *err);
 void channel_free(struct channel *c);
 

@@ -70,6 +70,10 @@ int sandbox_launch(struct manager *m, struct sandbox *sb, const char *image, boo
                    struct sbx_err *err);
 /* Connect to a running machine's shim and greet its agent (a restart re-attaches so). */
 int sandbox_attach(struct manager *m, struct sandbox *sb, struct sbx_err *err);
+/* Its machine died or stopped under it (reason: runtime_exited, channel_lost, lost,
+ * start_failed, ...): a sandbox that ran before is kept as failed with its workspace,
+ * its waiters answered with why; a new one is destroyed. */
+void sandbox_machine_lost(struct sandbox *sb, const char *reason, const struct sbx_err *why);
 /* An image could not be used: start cold from the saved workspace (restored: false). */
 void sandbox_cold_start(struct sandbox *sb, const struct sbx_err *why);
 /* v1: a fresh machine for the next op, once the last one's shim has let go. */

@@ -11,9 +11,13 @@
 
 #include "../../common/log.h"
 #include "../../common/util.h"
+#include "../audit/audit.h"
 #include "../billing/billing.h"
 #include "channel.h"
 #include "template.h"
+
+static void on_cold_poll(struct loop *l, void *data);
+static void on_restart_refused(struct loop *l, void *data);
 
 static void on_paused_waiters(struct loop *l, void *data)
 {
@@ -32,6 +36,17 @@ void sandbox_when_ready(struct sandbox *sb, sandbox_ready_fn cb, void *data)
         cb(sb, NULL, data);
         return;
     }
+    /* A failed sandbox starts again for whoever needs it; a refusal (its user is at
+     * the running limit) is answered on the next turn, as callers expect. */
+    if (sb->failed) {
+        sb->restart_err = (struct sbx_err){0};
+        if (manager_restart(sb->mgr, sb, cb, data, &sb->restart_err) == 0)
+            return;
+        sandbox_add_waiter(sb, cb, data);
+        if (!sb->op_timer)
+            sb->op_timer = loop_timer_add(sb->mgr->loop, 0, on_restart_refused, sb);
+        return;
+    }
     sandbox_add_waiter(sb, cb, data);
     /* A paused sandbox will not become ready by itself. Answered on the next turn:
      * callers expect their callback after they have returned. */
@@ -40,6 +55,160 @@ void sandbox_when_ready(struct sandbox *sb, sandbox_ready_fn cb, void *data)
     /* v1: each op gets a fresh machine; a spent one is replaced once it has stopped. */
     if (sandbox_is_v1(sb) && !sb->chan && !sb->v1_starting && !sb->machine_timer && !sb->ended)
         sandbox_v1_start(sb);
+}
+
+/* A sandbox that has run before (its agent said HELLO once: it has a boot id) keeps its
+ * workspace whatever happens to its machine; a new one that never started goes, and so
+ * does a pool member (nobody's) and a v1 one (its machines are per op, handled apart). */
+static bool keep_on_failure(const struct sandbox *sb)
+{
+    return sb->boot_id[0] && !sandbox_is_pooled(sb) && !sandbox_is_v1(sb);
+}
+
+static void start_failed(struct sandbox *sb, const char *reason, const struct sbx_err *err)
+{
+    if (keep_on_failure(sb)) {
+        sandbox_machine_lost(sb, reason, err);
+        return;
+    }
+    struct sbx_err derr = {0};
+    (void)sandbox_destroy(sb->mgr, sb, reason, err, NULL, NULL, &derr);
+}
+
+static void on_lost_channel_free(struct loop *l, void *data)
+{
+    struct sandbox *sb = data;
+    sb->machine_timer = NULL;
+    if (sb->failed) {
+        channel_free(sb->chan);
+        sb->chan = NULL;
+    }
+}
+
+void sandbox_machine_lost(struct sandbox *sb, const char *reason, const struct sbx_err *why)
+{
+    struct manager *m = sb->mgr;
+    if (sb->ended)
+        return;
+    if (!keep_on_failure(sb)) {
+        struct sbx_err derr = {0};
+        (void)sandbox_destroy(m, sb, reason, why, NULL, NULL, &derr);
+        return;
+    }
+    log_warn("sandbox %s: machine lost (%s): kept as failed with its workspace", sb->rec.id,
+             reason);
+    sb->failed = true;
+    sb->ready = false;
+    sb->restoring = false;
+    sandbox_stop_start_watch(sb);
+    sandbox_stop_ckpt_watch(sb);
+    if (sb->ready_timer) {
+        loop_timer_cancel(m->loop, sb->ready_timer);
+        sb->ready_timer = NULL;
+    }
+    /* We may be inside the channel's own callback: it goes on the next turn. */
+    if (sb->chan && !sb->machine_timer)
+        sb->machine_timer = loop_timer_add(m->loop, 0, on_lost_channel_free, sb);
+    /* What is left of the machine stops; no remove dir: the workspace stays. */
+    struct sbx_err err = {0};
+    if (rt_destroy(&m->rt, sb->rec.id, sb->state_dir, NULL, &err) < 0)
+        log_error("sandbox %s: stopping what is left of its machine: %s", sb->rec.id, err.msg);
+    billing_sandbox_state(&sb->rec, SANDBOX_FAILED);
+    if (store_sandbox_set_failed(m->store, sb->rec.id, reason, &err) < 0)
+        log_error("sandbox %s: %s", sb->rec.id, err.msg);
+    snprintf(sb->rec.status, sizeof(sb->rec.status), "%s", SANDBOX_FAILED);
+    snprintf(sb->rec.end_reason, sizeof(sb->rec.end_reason), "%s", reason);
+    if (why) /* not a restart someone asked for */
+        audit_record(m->store, NULL, sb->rec.user, NULL, "sandbox.failed", sb->rec.id, reason,
+                     NULL);
+    struct sbx_err gone = {0};
+    sbx_err_set(&gone, ECONNRESET, "sandbox_not_running",
+                "sandbox %s stopped (%s%s%s): it is kept as failed with its files; the next "
+                "exec or POST /v1/sandboxes/%s/restart starts it again",
+                sb->rec.id, reason, why ? ": " : "", why ? why->msg : "", sb->rec.id);
+    if (!strncmp(reason, "start_", 6)) /* a restart that could not start */
+        snprintf(gone.code, sizeof(gone.code), "sandbox_start_failed");
+    sandbox_notify_waiters(sb, &gone);
+    if (sb->op_cb)
+        sandbox_op_finish(sb, &gone);
+}
+
+/* --- restart: a failed (or running) sandbox starts cold from its workspace ---------- */
+
+static void on_restart_refused(struct loop *l, void *data)
+{
+    struct sandbox *sb = data;
+    sb->op_timer = NULL;
+    if (!sb->failed)
+        return;
+    struct sbx_err err = sb->restart_err;
+    sandbox_notify_waiters(sb, &err);
+}
+
+int manager_restart(struct manager *m, struct sandbox *sb, sandbox_ready_fn cb, void *data,
+                    struct sbx_err *err)
+{
+    if (sandbox_is_v1(sb))
+        return sbx_err_set(err, EINVAL, "not_supported_on_v1",
+                           "a v1 sandbox gets a fresh machine for every operation: there is "
+                           "nothing to restart");
+    if (sb->paused || sb->pausing || sb->restoring || (!sb->failed && !sb->ready)) {
+        if (sb->paused)
+            sandbox_paused_error(sb, err);
+        else
+            sbx_err_set(err, EBUSY, "sandbox_busy",
+                        "sandbox %s is starting, pausing or "
+                        "restoring: try again when that is done",
+                        sb->rec.id);
+        return sbx_err_ret(err);
+    }
+    int r = manager_running_room(m, sb, "restarting", err);
+    if (r < 0)
+        return r;
+    if (!sb->failed)
+        sandbox_machine_lost(sb, "restarted", NULL);
+    if (sb->machine_timer) { /* the old channel goes now */
+        loop_timer_cancel(m->loop, sb->machine_timer);
+        sb->machine_timer = NULL;
+    }
+    channel_free(sb->chan);
+    sb->chan = NULL;
+    log_info("sandbox %s: restarting cold from its workspace", sb->rec.id);
+    struct sbx_err serr = {0};
+    if (store_sandbox_set_status(m->store, sb->rec.id, SANDBOX_CREATING, NULL, 0, &serr) < 0)
+        log_error("sandbox %s: %s", sb->rec.id, serr.msg);
+    snprintf(sb->rec.status, sizeof(sb->rec.status), "%s", SANDBOX_CREATING);
+    sb->failed = false;
+    sb->restarted = true;
+    sb->restoring = true; /* its HELLO measures restored (false: a new boot id) */
+    sb->cold_tried = true;
+    sb->expect_boot[0] = '\0';
+    sb->op_t0 = sbx_now_ms();
+    sandbox_add_waiter(sb, cb, data);
+    sb->op_deadline = sbx_now_ms() + SANDBOX_SHIM_GONE_MS;
+    if (sb->op_timer)
+        loop_timer_cancel(m->loop, sb->op_timer);
+    sb->op_timer = loop_timer_add(m->loop, 0, on_cold_poll, sb);
+    return 0;
+}
+
+/* The sandbox is told it has memory_mb (gVisor's MemTotal; the agent's HELLO), and the
+ * agent's watcher kills inside before that is used up. The host's cgroup is raised above
+ * it so that it stays the host's backstop and never ends the machine first: it also counts
+ * gVisor's own memory, what a burst allocates before the watcher acts, and memory gVisor
+ * has freed but not yet given back to the host (asynchronously: a second hog right after
+ * the first can find the first one's pages still charged). Not for local: no watcher. */
+static void memory_headroom(struct sandbox *sb)
+{
+    const char *rt = sb->rec.runtime[0] ? sb->rec.runtime : "gvisor";
+    if (!strcmp(rt, "local") || sb->rec.memory_mb <= 0)
+        return;
+    uint64_t limit = (uint64_t)sb->rec.memory_mb << 20;
+    uint64_t extra = limit * SANDBOX_MEMORY_HEADROOM_PERCENT / 100 + SANDBOX_MEMORY_HEADROOM_MIN;
+    struct sbx_err err = {0};
+    if (rt_cgroup_memory_set(&sb->mgr->rt, sb->rec.id, limit + extra, &err) < 0)
+        log_warn("sandbox %s: no memory headroom for the host's cgroup: %s", sb->rec.id,
+                 err.msg);
 }
 
 static void on_hello(struct channel *c, json_t *hello, void *data)
@@ -74,6 +243,7 @@ static void on_hello(struct channel *c, json_t *hello, void *data)
         if (store_meta_set(sb->mgr->store, sb->rec.id, STORE_META_BOOT_ID, boot, &err) < 0)
             log_error("sandbox %s: %s", sb->rec.id, err.msg);
     }
+    memory_headroom(sb);
     if (strcmp(sb->rec.status, SANDBOX_RUNNING)) {
         struct sbx_err err = {0};
         billing_sandbox_state(&sb->rec, SANDBOX_RUNNING);
@@ -122,9 +292,7 @@ static void on_channel_closed(struct channel *c, const struct sbx_err *why, void
     struct sbx_err err = {0};
     sbx_err_set(&err, ECONNRESET, "sandbox_not_running", "sandbox %s stopped: %s", sb->rec.id,
                 why->msg);
-    struct sbx_err derr = {0};
-    (void)sandbox_destroy(sb->mgr, sb, rt_alive(sb->state_dir) ? "channel_lost" : "runtime_exited",
-                          &err, NULL, NULL, &derr);
+    sandbox_machine_lost(sb, rt_alive(sb->state_dir) ? "channel_lost" : "runtime_exited", &err);
 }
 
 static int on_agent_open(struct channel *c, struct chan_stream *st, json_t *req,
@@ -150,7 +318,9 @@ static void on_ready_timeout(struct loop *l, void *data)
     sb->ready_timer = NULL;
     log_error("sandbox %s: agent not ready after %d ms", sb->rec.id, SANDBOX_READY_TIMEOUT_MS);
     struct sbx_err err = {0};
-    (void)manager_destroy(sb->mgr, sb, "start_timeout", &err);
+    sbx_err_set(&err, ETIMEDOUT, "sandbox_start_failed", "sandbox %s: agent not ready after %d ms",
+                sb->rec.id, SANDBOX_READY_TIMEOUT_MS);
+    start_failed(sb, "start_timeout", &err);
 }
 
 int sandbox_attach(struct manager *m, struct sandbox *sb, struct sbx_err *err)
@@ -159,7 +329,11 @@ int sandbox_attach(struct manager *m, struct sandbox *sb, struct sbx_err *err)
     int r = rt_connect(sb->state_dir, &fd, err);
     if (r < 0)
         return r;
-    r = channel_new(m->loop, fd, &chan_ops, sb, &sb->chan, err);
+    /* The agent's memory watcher kills inside before the host's cgroup would. */
+    json_t *hello =
+        json_pack("{s:I}", "memory_bytes", (json_int_t)((uint64_t)sb->rec.memory_mb << 20));
+    r = channel_new(m->loop, fd, &chan_ops, sb, hello, &sb->chan, err);
+    json_decref(hello);
     if (r < 0)
         return r;
     sb->ready = false;
@@ -191,8 +365,7 @@ static void on_start_news(struct loop *l, int fd, uint32_t events, void *data)
     }
     if (r < 0) {
         log_error("sandbox %s: %s", sb->rec.id, err.msg);
-        struct sbx_err derr = {0};
-        (void)sandbox_destroy(sb->mgr, sb, "start_failed", &err, NULL, NULL, &derr);
+        start_failed(sb, "start_failed", &err);
     }
 }
 
@@ -265,8 +438,7 @@ static void on_cold_poll(struct loop *l, void *data)
     struct sbx_err err = {0};
     if (sandbox_launch(sb->mgr, sb, NULL, false, &err) < 0) {
         log_error("sandbox %s: cold start: %s", sb->rec.id, err.msg);
-        struct sbx_err derr = {0};
-        (void)sandbox_destroy(sb->mgr, sb, "start_failed", &err, NULL, NULL, &derr);
+        start_failed(sb, "start_failed", &err);
     }
 }
 

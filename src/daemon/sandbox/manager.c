@@ -442,6 +442,26 @@ int manager_destroy_by(struct manager *m, struct sandbox *sb, const struct auth_
     return sandbox_destroy(m, sb, reason, NULL, who, request_id, err);
 }
 
+int manager_running_room(struct manager *m, const struct sandbox *sb, const char *verb,
+                         struct sbx_err *err)
+{
+    long long per_user, per_key;
+    int r =
+        store_sandbox_count_live(m->store, sb->rec.user, sb->rec.key_id, &per_user, &per_key, err);
+    if (r < 0)
+        return r;
+    if (per_key < m->cfg->max_per_key && per_user < m->cfg->max_per_user)
+        return 0;
+    bool key = per_key >= m->cfg->max_per_key;
+    char who_runs[SANDBOX_DESCRIBE_MAX];
+    manager_describe_running(m, sb->rec.user, key ? sb->rec.key_id : NULL, who_runs,
+                             sizeof(who_runs));
+    return sbx_err_set(err, EAGAIN, "sandbox_concurrency_limit",
+                       "%s would pass %lld running sandboxes per %s; these count: %s", verb,
+                       key ? m->cfg->max_per_key : m->cfg->max_per_user, key ? "key" : "user",
+                       who_runs);
+}
+
 /* --- JSON and validation ------------------------------------------------------------ */
 
 long long sandbox_snapshot_bytes(const struct sandbox *sb)
@@ -496,7 +516,9 @@ json_t *sandbox_to_json(const struct sandbox *sb)
         json_object_set_new(j, "config_id", json_string(sb->config_id));
     if (sb->from_pool)
         json_object_set_new(j, "from_pool", json_true());
-    if (sb->from_warm_image) {
+    if (sb->failed)
+        json_object_set_new(j, "state_reason", json_string(r->end_reason));
+    if (sb->from_warm_image || sb->restarted) {
         json_object_set_new(j, "restored", json_boolean(sb->restored));
         json_object_set_new(j, "ready_ms", json_integer(sb->ready_ms));
     }

@@ -20,6 +20,10 @@
 
 #define SANDBOX_READY_TIMEOUT_MS 60000
 #define SANDBOX_SHIM_GONE_MS 30000 /* a stopped sandbox's shim finishes runsc delete by then */
+/* A sandbox's host memory cgroup is its memory_mb + this share of it + this much
+ * (machine.c): for a 256 MiB sandbox, 768 MiB. */
+#define SANDBOX_MEMORY_HEADROOM_PERCENT 100
+#define SANDBOX_MEMORY_HEADROOM_MIN (256ull << 20)
 
 struct manager;
 struct sandbox;
@@ -101,6 +105,12 @@ struct sandbox {
     bool from_pool;       /* handed out ready by the warm pool (templates/pool.c) */
     bool from_warm_image; /* restored from its template's warm snapshot (templates/warm.c) */
     bool warm_holder;     /* paused to hold its template's warm snapshot: no pool member */
+    /* Its machine died (docs/runtime.md, "When a machine dies"): no shim, no channel,
+     * status failed with rec.end_reason; the workspace stays, and the next exec or a
+     * restart starts it cold. */
+    bool failed;
+    bool restarted;             /* started cold again since: the object shows restored */
+    struct sbx_err restart_err; /* why an automatic restart was refused */
     struct sandbox *next;
 };
 
@@ -130,6 +140,16 @@ int manager_destroy(struct manager *m, struct sandbox *sb, const char *reason, s
 /* ... or on a caller's, which the audit log names. */
 int manager_destroy_by(struct manager *m, struct sandbox *sb, const struct auth_identity *who,
                        const char *request_id, const char *reason, struct sbx_err *err);
+/* Start sb cold from its workspace: a failed one, or a running one whose machine is
+ * stopped first. cb runs when it is ready (sb->ready_ms says how long it took; restored
+ * is false) or could not start (it stays failed). sandbox_concurrency_limit when its
+ * user or key already runs as many as allowed. */
+int manager_restart(struct manager *m, struct sandbox *sb, sandbox_ready_fn cb, void *data,
+                    struct sbx_err *err);
+/* Whether sb may become running again (a resume, a restart: verb names it in the
+ * refusal): sandbox_concurrency_limit when its user or key is at the limit. */
+int manager_running_room(struct manager *m, const struct sandbox *sb, const char *verb,
+                         struct sbx_err *err);
 /* "sb_a, sb_b (fork copy of sb_a), ...": what counts against a running-sandbox limit, for
  * its refusal (key_id NULL: the user's on every key). */
 #define SANDBOX_DESCRIBE_MAX 512

@@ -1,6 +1,7 @@
 /* Start-up: the store and the runtime made to agree. Every live record whose shim still
  * answers is re-attached, every live record whose machine is gone is marked failed
- * (lost), and whatever runs or lies on disk without a live record is removed. */
+ * (lost) and kept with its workspace when it ever ran, and whatever runs or lies on
+ * disk without a live record is removed. */
 #include "lifecycle.h"
 
 #include <dirent.h>
@@ -15,6 +16,15 @@ struct reconcile {
     char **live; /* ids the store says are live */
     size_t n, cap;
 };
+
+/* Its machine is gone but its workspace is not: listed, restartable, expiring. */
+static void keep_failed(struct manager *m, struct sandbox *sb)
+{
+    sb->failed = true;
+    sb->next = m->sandboxes;
+    m->sandboxes = sb;
+    sandbox_arm_ttl(m, sb);
+}
 
 static void reconcile_one(const struct store_sandbox *rec, void *data)
 {
@@ -60,7 +70,25 @@ static void reconcile_one(const struct store_sandbox *rec, void *data)
         log_info("sandbox %s: paused, kept", rec->id);
         return;
     }
+    if (!strcmp(rec->status, SANDBOX_FAILED)) {
+        /* Kept with its workspace; whatever of its machine is left goes. */
+        if (rt_alive(sb->state_dir))
+            (void)rt_destroy(&m->rt, rec->id, sb->state_dir, NULL, &err);
+        keep_failed(m, sb);
+        log_info("sandbox %s: failed (%s), kept", rec->id, rec->end_reason);
+        return;
+    }
     if (!rt_alive(sb->state_dir) || sandbox_attach(m, sb, &err) < 0) {
+        if (sb->boot_id[0] && !sandbox_is_pooled(sb)) {
+            /* It ran: its workspace is never deleted (docs/runtime.md). */
+            log_warn("sandbox %s: not running any more (%s): kept as failed", rec->id, err.msg);
+            (void)rt_destroy(&m->rt, rec->id, sb->state_dir, NULL, &err);
+            (void)store_sandbox_set_failed(m->store, rec->id, "lost", NULL);
+            snprintf(sb->rec.status, sizeof(sb->rec.status), "%s", SANDBOX_FAILED);
+            snprintf(sb->rec.end_reason, sizeof(sb->rec.end_reason), "lost");
+            keep_failed(m, sb);
+            return;
+        }
         log_warn("sandbox %s: not running any more, cleaning up %s", rec->id, err.msg);
         (void)store_sandbox_set_status(m->store, rec->id, SANDBOX_FAILED, "lost",
                                        sbx_wall_ms() / 1000, NULL);

@@ -81,11 +81,37 @@ static void api_sandboxes_delete(struct sbxd *d, struct http_req *req)
                                 "deleted", 1));
 }
 
+static void on_restarted(struct sandbox *sb, const struct sbx_err *err, void *data)
+{
+    struct http_req *req = data;
+    audit_record(manager_store(sb->mgr), http_req_identity(req), NULL, http_req_id(req),
+                 "sandbox.restart", sb->rec.id, err ? err->code : "ok", NULL);
+    if (err)
+        http_respond_error(req, err);
+    else
+        http_respond_json(req, 200, sandbox_to_json(sb));
+}
+
+/* POST /v1/sandboxes/{id}/restart: a failed sandbox (or a running one, stopped first)
+ * starts cold from its workspace; the answer is the sandbox with restored: false. */
+static void api_sandboxes_restart(struct sbxd *d, struct http_req *req)
+{
+    struct sbx_err err = {0};
+    struct sandbox *sb;
+    if (manager_lookup(d->mgr, http_req_identity(req), http_req_param(req, 0), &sb, &err) < 0 ||
+        manager_restart(d->mgr, sb, on_restarted, req, &err) < 0) {
+        http_respond_error(req, &err);
+        return;
+    }
+    http_req_suspend(req, on_create_abort, sb);
+}
+
 static const struct route routes[] = {
     {"POST", "/v1/sandboxes", AUTH_SANDBOX, api_sandboxes_create, 0},
     {"GET", "/v1/sandboxes", AUTH_SANDBOX, api_sandboxes_list, 0},
     {"GET", "/v1/sandboxes/{}", AUTH_SANDBOX, api_sandboxes_get, 0},
     {"DELETE", "/v1/sandboxes/{}", AUTH_SANDBOX, api_sandboxes_delete, 0},
+    {"POST", "/v1/sandboxes/{}/restart", AUTH_SANDBOX, api_sandboxes_restart, 0},
 };
 
 const struct route_table sandbox_routes = ROUTE_TABLE(routes);

@@ -66,22 +66,9 @@ int snapshot_resume(struct manager *m, struct sandbox *sb, sandbox_ready_fn cb, 
     if (!sb->paused || sb->restoring)
         return sbx_err_set(err, EALREADY, "sandbox_not_paused", "sandbox %s is not paused",
                            sb->rec.id);
-    long long per_user, per_key;
-    int r =
-        store_sandbox_count_live(m->store, sb->rec.user, sb->rec.key_id, &per_user, &per_key, err);
+    int r = manager_running_room(m, sb, "resuming", err);
     if (r < 0)
         return r;
-    if (per_key >= m->cfg->max_per_key || per_user >= m->cfg->max_per_user) {
-        bool key = per_key >= m->cfg->max_per_key;
-        char who_runs[SANDBOX_DESCRIBE_MAX];
-        manager_describe_running(m, sb->rec.user, key ? sb->rec.key_id : NULL, who_runs,
-                                 sizeof(who_runs));
-        return sbx_err_set(err, EAGAIN, "sandbox_concurrency_limit",
-                           "resuming would pass %lld running sandboxes per %s; these count: "
-                           "%s",
-                           key ? m->cfg->max_per_key : m->cfg->max_per_user, key ? "key" : "user",
-                           who_runs);
-    }
     if (sb->op_timer) {
         loop_timer_cancel(m->loop, sb->op_timer);
         sb->op_timer = NULL;

@@ -299,6 +299,17 @@ int store_sandbox_set_status(struct store *s, const char *id, const char *status
     return r < 0 ? r : db_run(st, err);
 }
 
+int store_sandbox_set_failed(struct store *s, const char *id, const char *reason,
+                             struct sbx_err *err)
+{
+    struct db_stmt *st;
+    /* ended_at 0 is what tells a kept failure from a sandbox that ended failing. */
+    int r = db_query(s->conn, &st, err,
+                     "UPDATE sandboxes SET status='failed', ended_at=0, end_reason=? WHERE id=?",
+                     "tt", reason, id);
+    return r < 0 ? r : db_run(st, err);
+}
+
 int store_sandbox_set_expiry(struct store *s, const char *id, long long expires_at,
                              struct sbx_err *err)
 {
@@ -326,7 +337,8 @@ int store_sandbox_each_live(struct store *s, const char *user, store_sandbox_cb 
     struct db_stmt *st;
     int r = db_query(s->conn, &st, err,
                      "SELECT " SB_COLS " FROM sandboxes "
-                     "WHERE status IN ('creating','running','paused') "
+                     "WHERE (status IN ('creating','running','paused') OR "
+                     "(status='failed' AND ended_at=0)) "
                      "AND (?1 IS NULL OR \"user\"=?1) ORDER BY created_at, id",
                      "t", user);
     if (r < 0)

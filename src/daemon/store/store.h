@@ -80,13 +80,17 @@ int store_sandbox_get(struct store *s, const char *id, struct store_sandbox *out
 /* Mark a sandbox ended (destroyed or failed) with a reason, or set it running. */
 int store_sandbox_set_status(struct store *s, const char *id, const char *status,
                              const char *reason, long long now, struct sbx_err *err);
+/* Its machine died but it is kept (its workspace stays, a restart brings it back):
+ * status failed with reason, and still listed by store_sandbox_each_live. */
+int store_sandbox_set_failed(struct store *s, const char *id, const char *reason,
+                             struct sbx_err *err);
 /* A new expiry (unix seconds) for a live sandbox (E2B's setTimeout). */
 int store_sandbox_set_expiry(struct store *s, const char *id, long long expires_at,
                              struct sbx_err *err);
 /* Hand a warm-pool sandbox to its user: owner, env, TTL and session flag from sb. */
 int store_sandbox_assign(struct store *s, const struct store_sandbox *sb, struct sbx_err *err);
 typedef void (*store_sandbox_cb)(const struct store_sandbox *sb, void *data);
-/* Live sandboxes, all users when user is NULL. */
+/* Live sandboxes (paused and kept failed ones too), all users when user is NULL. */
 int store_sandbox_each_live(struct store *s, const char *user, store_sandbox_cb cb, void *data,
                             struct sbx_err *err);
 int store_sandbox_count_live(struct store *s, const char *user, const char *key_id,
@@ -94,9 +98,9 @@ int store_sandbox_count_live(struct store *s, const char *user, const char *key_
 
 /* --- sandbox meta (sandbox_meta.c): name -> value facts beside a sandbox's row ----- */
 
-#define STORE_META_BOOT_ID "boot_id"     /* the agent's boot id, from its HELLO */
-#define STORE_META_PARENT "parent_id"    /* a fork's parent */
-#define STORE_META_PAUSED_AT "paused_at" /* unix seconds, while paused */
+#define STORE_META_BOOT_ID "boot_id"           /* the agent's boot id, from its HELLO */
+#define STORE_META_PARENT "parent_id"          /* a fork's parent */
+#define STORE_META_PAUSED_AT "paused_at"       /* unix seconds, while paused */
 #define STORE_META_FALLBACK "backend_fallback" /* why v1 was used when backend was omitted */
 /* A configuration's settings its sandbox keeps (docs/configs.md). */
 #define STORE_META_TERMINAL_IDLE "terminal_idle_sec" /* its terminals' idle limit, seconds */
@@ -248,9 +252,9 @@ int store_egress_policy_copy(struct store *s, const char *from_id, const char *t
                              long long now, struct sbx_err *err);
 int store_egress_log_insert(struct store *s, const struct store_egress_conn *c, long long *id,
                             struct sbx_err *err);
-int store_egress_log_finish(struct store *s, long long id, long long bytes_up,
-                            long long bytes_down, long long ended_at_ms, const char *verdict,
-                            const char *reason, struct sbx_err *err);
+int store_egress_log_finish(struct store *s, long long id, long long bytes_up, long long bytes_down,
+                            long long ended_at_ms, const char *verdict, const char *reason,
+                            struct sbx_err *err);
 /* At start: connections left open by a previous daemon end, "interrupted". */
 int store_egress_log_interrupt(struct store *s, long long now_ms, struct sbx_err *err);
 typedef void (*store_egress_cb)(const struct store_egress_conn *c, void *data);

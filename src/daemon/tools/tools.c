@@ -316,6 +316,8 @@ static void on_exec_done(const struct exec_result *res, const struct sbx_err *er
     json_t *o = json_pack("{s:s,s:i,s:b,s:b,s:I}", "exec_id", res->id, "exit_code", res->exit_code,
                           "truncated", truncated(res), "timed_out", res->timed_out, "duration_ms",
                           (json_int_t)res->duration_ms);
+    if (res->oom_killed) /* the agent's memory watcher killed it (docs/runtime.md) */
+        json_object_set_new(o, "oom_killed", json_true());
     exec_output_put(o, "stdout", &res->out[0]);
     exec_output_put(o, "stderr", &res->out[1]);
     json_t *files = changed_files(c, res, o);

@@ -135,6 +135,8 @@ static const struct {
     {"sandbox_inventory_unverifiable", 409},
     {"sandbox_config_locked", 423},
     {"secret_unreadable", 500},
+    /* A full data directory (docs/reliability.md). */
+    {"insufficient_storage", 507},
 };
 
 unsigned http_status_for_code(const char *code)

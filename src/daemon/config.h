@@ -91,6 +91,12 @@ struct sbxd_config {
     char **backends;    /* SBX_BACKEND, comma-separated, in order of preference; "gvisor" */
     int probe_backends; /* SBX_BACKEND was set: start one sandbox on each at start-up */
     int allow_local;    /* SBX_ALLOW_LOCAL=yes-no-isolation: "local" may be listed */
+    /* Retention (docs/reliability.md): days kept, 0 = forever. */
+    long long retain_exec_days;   /* SBX_RETAIN_EXEC_DAYS, 30 */
+    long long retain_egress_days; /* SBX_RETAIN_EGRESS_DAYS, 30 */
+    long long retain_audit_days;  /* SBX_RETAIN_AUDIT_DAYS, 365 */
+    long long retain_day_ms;      /* what a day lasts: SBX_TEST_RETAIN_DAY_MS, tests only */
+    long long retain_every_ms;    /* SBX_TEST_RETAIN_EVERY_MS, 3600000: how often it prunes */
     int verbose;
 };
 

@@ -9,7 +9,7 @@ import subprocess
 import tempfile
 
 import harness
-from harness import assert_error
+from harness import assert_error, wait_for
 
 FULL = {}
 
@@ -29,6 +29,7 @@ def full_daemon():
 
 
 def teardown_module():
+    R.close()
     d = FULL.get("d")
     try:
         if d:
@@ -109,3 +110,73 @@ def test_a_full_data_dir_answers_507_and_recovers():
     assert {sid, other} <= {x["id"] for x in c.list_sandboxes()}
     assert c.exec(sid, shell="cat /workspace/before.txt")["stdout"] == "kept"
     c.delete_sandbox(other)
+
+
+# --- retention -------------------------------------------------------------------------
+
+# A "day" of 1.5 s and a prune every 200 ms: records older than 1.5 s go.
+R = harness.Shared(extra_env={"SBX_RETAIN_EXEC_DAYS": "1", "SBX_RETAIN_AUDIT_DAYS": "1",
+                              "SBX_RETAIN_EGRESS_DAYS": "1", "SBX_TEST_RETAIN_DAY_MS": "1500",
+                              "SBX_TEST_RETAIN_EVERY_MS": "200"})
+
+
+def verify(c):
+    return c.ok("GET", "/v1/audit/verify")
+
+
+def test_retention_prunes_execs_and_audit_and_the_chain_still_verifies():
+    d = R.get()
+    c = d.client()
+    sid = c.create_sandbox(ttl_seconds=600)["id"]
+    ex = c.exec(sid, shell="echo kept for a while")
+    path = "/v1/sandboxes/%s/execs/%s" % (sid, ex["id"])
+    assert c.request("GET", path).status == 200
+    first = verify(c)
+    assert first["ok"], first
+    # The exec record and the old audit entries go; verify now walks from the anchor.
+    wait_for(lambda: c.request("GET", path).status == 404, 20, what="the exec record pruned")
+    assert_error(c.request("GET", path), 404, "exec_not_found")
+    v = wait_for(lambda: (lambda v: v if v.get("anchor") else None)(verify(c)), 20,
+                 what="an anchor")
+    assert v["ok"] and v["anchor"]["seq"] >= 1 and len(v["anchor"]["hash"]) == 64, v
+    # New entries chain on after pruning.
+    c.exec(sid, shell="true")
+    wait_for(lambda: c.ok("GET", "/v1/audit")["data"] == [], 20, what="every entry pruned")
+    v = verify(c)
+    assert v["ok"] and v["checked"] == 0 and v["anchor"]["seq"] > first["checked"], v
+    c.delete_sandbox(sid)
+
+
+def test_a_changed_anchor_fails_verification():
+    d = R.get()
+    c = d.client()
+    c.ok("POST", "/v1/keys", {"user": "anch", "role": "member", "tool_level": "sandbox"},
+         status=201)
+    wait_for(lambda: (lambda v: v.get("anchor") and c.ok("GET", "/v1/audit")["data"] == [])(
+        verify(c)), 20, what="everything pruned")
+    good = verify(c)
+    assert good["ok"], good
+    db = sqlite3.connect(os.path.join(d.data_dir, "sbx.db"), timeout=10)
+    try:
+        seq, h, sig = db.execute("SELECT seq, hash, signature FROM audit_anchor").fetchone()
+        for change in ("UPDATE audit_anchor SET hash = '%s'" % ("0" * 64),
+                       "UPDATE audit_anchor SET seq = seq - 1",
+                       "UPDATE audit_anchor SET signature = '%s'" % ("ab" * 32)):
+            db.execute(change)
+            db.commit()
+            bad = verify(c)
+            assert not bad["ok"] and "anchor" in bad["reason"], (change, bad)
+            db.execute("UPDATE audit_anchor SET seq=?, hash=?, signature=?", (seq, h, sig))
+            db.commit()
+            assert verify(c)["ok"]
+        # Without its anchor the kept chain starts with a gap.
+        db.execute("DELETE FROM audit_anchor")
+        db.commit()
+        bad = verify(c)
+        assert not bad["ok"] and bad["first_bad_seq"] == 1, bad
+        db.execute("INSERT INTO audit_anchor(id,seq,hash,pruned_at_ms,signature) "
+                   "VALUES(1,?,?,0,?)", (seq, h, sig))
+        db.commit()
+    finally:
+        db.close()
+    assert verify(c)["ok"]

@@ -23,6 +23,7 @@
 #include "files/artifacts.h"
 #include "http/router.h"
 #include "audit/retention.h"
+#include "files/sweep.h"
 #include "live/preview.h"
 #include "templates/pool.h"
 #include "live/terminal.h"
@@ -210,6 +211,7 @@ int main(int argc, char **argv)
                         &d.http, &err) < 0 ||
         metrics_listener_new(&d, &d.metrics, &err) < 0)
         goto out;
+    files_sweep_uploads(d.mgr);
     http_server_set_streaming(d.http, router_streams_body);
     http_server_set_cors(d.http, d.cfg.cors_origins);
     mcp_new(&d, &d.mcp);

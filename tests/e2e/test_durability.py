@@ -7,6 +7,8 @@ import os
 import sqlite3
 import subprocess
 import tempfile
+import threading
+import time
 
 import harness
 from harness import assert_error, wait_for
@@ -29,6 +31,7 @@ def full_daemon():
 
 
 def teardown_module():
+    K.close()
     R.close()
     d = FULL.get("d")
     try:
@@ -180,3 +183,155 @@ def test_a_changed_anchor_fails_verification():
     finally:
         db.close()
     assert verify(c)["ok"]
+
+
+# --- kill -9 at awkward moments ----------------------------------------------------------
+
+K = harness.Shared()
+
+
+def in_background(fn):
+    out = {}
+
+    def run():
+        try:
+            out["r"] = fn()
+        except Exception as e:  # the connection dies with the daemon
+            out["e"] = e
+    t = threading.Thread(target=run)
+    t.start()
+    return t, out
+
+
+def accounted_for(c, ids):
+    """After a restart every sandbox is live (running or paused) or has ended with a
+    reason; none is left "creating"."""
+    live = {s["id"]: s["status"] for s in c.list_sandboxes()}
+    assert all(st in ("running", "paused") for st in live.values()), live
+    d = K.get()
+    con = sqlite3.connect("file:%s?mode=ro" % os.path.join(d.data_dir, "sbx.db"), uri=True)
+    try:
+        rows = dict(con.execute("SELECT id, status FROM sandboxes"))
+    finally:
+        con.close()
+    for sid in ids:
+        assert rows.get(sid) in ("running", "paused", "failed", "destroyed"), (sid, rows)
+        assert (rows[sid] in ("running", "paused")) == (sid in live), (sid, rows[sid], live)
+    assert all(rows[sid] == live[sid] for sid in live), (rows, live)
+    return live
+
+
+def usable(c, sid, want):
+    if c.get_sandbox(sid)["status"] == "paused":
+        r = c.request("POST", "/v1/sandboxes/%s/resume" % sid, timeout=120)
+        assert r.status == 200, r
+    assert c.exec(sid, shell="cat /workspace/keep.txt")["stdout"] == want
+
+
+def test_kill9_mid_upload_leaves_no_temporary_name():
+    d = K.get()
+    c = d.client()
+    sid = K.once("sb", lambda d: c.create_sandbox(ttl_seconds=1800)["id"])
+    # What a kill between an upload's link and its rename leaves: a temporary name.
+    ws = os.path.join(d.sandbox_dir(sid), "workspace")
+    c.sh(sid, "mkdir -p /workspace/deep/er && echo user > /workspace/.sbx-upload-mine")
+    for rel in (".sbx-upload-0123456789abcdef", "deep/er/.sbx-upload-fedcba9876543210"):
+        with open(os.path.join(ws, rel), "wb") as f:
+            f.write(b"half")
+    d.kill9()
+    d.start()
+    out = c.sh(sid, "cd /workspace && find . -name '.sbx-upload*' | sort")
+    assert out == "./.sbx-upload-mine\n", out  # only names of that exact shape go
+
+
+def test_kill9_during_pause():
+    d = K.get()
+    c = d.client()
+    for delay in (0.05, 0.15, 0.3):
+        sid = c.create_sandbox(ttl_seconds=1800)["id"]
+        c.sh(sid, "echo p%s > /workspace/keep.txt" % delay)
+        t, out = in_background(lambda: c.request("POST", "/v1/sandboxes/%s/pause" % sid,
+                                                 timeout=120))
+        time.sleep(delay)
+        d.kill9()
+        t.join()
+        d.start()
+        assert store_ok(d)
+        assert sid in accounted_for(c, [sid]), "kill -9 during a pause lost the sandbox"
+        usable(c, sid, "p%s\n" % delay)
+        c.delete_sandbox(sid)
+
+
+def test_kill9_during_fork():
+    d = K.get()
+    c = d.client()
+    for delay in (0.1, 0.3, 0.6):
+        parent = c.create_sandbox(ttl_seconds=1800)["id"]
+        c.sh(parent, "echo f%s > /workspace/keep.txt" % delay)
+        before = {s["id"] for s in c.list_sandboxes()}
+        t, out = in_background(lambda: c.request("POST", "/v1/sandboxes/%s/fork" % parent,
+                                                 {"count": 2}, timeout=120))
+        time.sleep(delay)
+        d.kill9()
+        t.join()
+        d.start()
+        assert store_ok(d)
+        live = accounted_for(c, [parent])
+        assert parent in live, "kill -9 during a fork lost the parent"
+        usable(c, parent, "f%s\n" % delay)
+        for kid in set(live) - before - {parent}:
+            usable(c, kid, "f%s\n" % delay)  # a fork that made it is a whole copy
+            c.delete_sandbox(kid)
+        c.delete_sandbox(parent)
+        # Nothing of a fork that did not make it is left on disk.
+        # (a delete finishes off the request path).
+        wait_for(lambda: set(os.listdir(os.path.join(d.data_dir, "sandboxes"))) <=
+                 {s["id"] for s in c.list_sandboxes()}, 20, what="no leftover sandbox dirs")
+
+
+def test_kill9_during_a_burst_of_store_writes():
+    d = K.get()
+    c = d.client()
+    sid = K.once("sb", lambda d: c.create_sandbox(ttl_seconds=1800)["id"])
+    acked, lock, stop = [], threading.Lock(), threading.Event()
+
+    def writer(n):
+        cl = harness.Client(d.port, d.admin_key, timeout=10)
+        i = 0
+        while not stop.is_set():
+            try:
+                r = cl.request("POST", "/v1/keys", {"user": "burst%d_%d" % (n, i),
+                                                   "role": "member", "tool_level": "sandbox"},
+                               check_request_id=False)
+            except Exception:
+                return
+            if r.status == 201:
+                with lock:
+                    acked.append(r.body["id"])
+            i += 1
+
+    def execer():
+        cl = harness.Client(d.port, d.admin_key, timeout=30)
+        while not stop.is_set():
+            try:
+                cl.request("POST", "/v1/sandboxes/%s/exec" % sid, {"shell": "true"},
+                           check_request_id=False)
+            except Exception:
+                return
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    threads.append(threading.Thread(target=execer))
+    for t in threads:
+        t.start()
+    wait_for(lambda: len(acked) >= 50, 60, what="50 keys written")
+    d.kill9()
+    stop.set()
+    for t in threads:
+        t.join()
+    d.start()
+    assert store_ok(d)
+    c = d.client()
+    have = {k["id"] for k in c.list_keys()}
+    lost = [k for k in acked if k not in have]
+    assert not lost, "%d acknowledged keys lost: %r" % (len(lost), lost[:5])
+    accounted_for(c, [sid])
+    assert c.exec(sid, shell="echo alive")["stdout"] == "alive\n"

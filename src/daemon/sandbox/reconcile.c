@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../../common/log.h"
 #include "../../common/util.h"
@@ -15,6 +16,45 @@ struct reconcile {
     char **live; /* ids the store says are live */
     size_t n, cap;
 };
+
+/* A pause or a fork stops the machine while it checkpoints it into <dir>/snapshots; a
+ * daemon killed then finds no machine. The workspace is whole (it is frozen for the
+ * checkpoint), so the sandbox is kept as paused: a resume restores the image when the
+ * checkpoint completed, else starts cold from the workspace. */
+static bool kept_mid_checkpoint(struct manager *m, struct sandbox *sb)
+{
+    _cleanup_free_ char *snaps = sbx_xasprintf("%s/snapshots", sb->dir);
+    _cleanup_free_ char *memory = sbx_xasprintf("%s/memory", snaps);
+    bool found = access(memory, F_OK) == 0;
+    DIR *d = opendir(snaps);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        if (strncmp(de->d_name, "fork-", 5))
+            continue;
+        _cleanup_free_ char *img = sbx_xasprintf("%s/%s", snaps, de->d_name);
+        if (!found && rename(img, memory) == 0)
+            found = true;
+        else
+            (void)sbx_rm_rf(img);
+    }
+    if (d)
+        closedir(d);
+    if (!found)
+        return false;
+    long long now = sbx_wall_ms() / 1000;
+    char at[24];
+    snprintf(at, sizeof(at), "%lld", now);
+    struct sbx_err err = {0};
+    if (store_sandbox_set_status(m->store, sb->rec.id, SANDBOX_PAUSED, NULL, 0, &err) < 0 ||
+        store_meta_set(m->store, sb->rec.id, STORE_META_PAUSED_AT, at, &err) < 0) {
+        log_error("sandbox %s: %s", sb->rec.id, err.msg);
+        return false;
+    }
+    snprintf(sb->rec.status, sizeof(sb->rec.status), "%s", SANDBOX_PAUSED);
+    sb->paused = true;
+    sb->paused_at = now;
+    return true;
+}
 
 static void reconcile_one(const struct store_sandbox *rec, void *data)
 {
@@ -61,6 +101,13 @@ static void reconcile_one(const struct store_sandbox *rec, void *data)
         return;
     }
     if (!rt_alive(sb->state_dir) || sandbox_attach(m, sb, &err) < 0) {
+        if (kept_mid_checkpoint(m, sb)) {
+            sb->next = m->sandboxes;
+            m->sandboxes = sb;
+            sandbox_arm_ttl(m, sb);
+            log_warn("sandbox %s: sbxd stopped during its pause or fork; kept paused", rec->id);
+            return;
+        }
         log_warn("sandbox %s: not running any more, cleaning up %s", rec->id, err.msg);
         (void)store_sandbox_set_status(m->store, rec->id, SANDBOX_FAILED, "lost",
                                        sbx_wall_ms() / 1000, NULL);

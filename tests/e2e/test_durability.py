@@ -3,6 +3,7 @@ insufficient_storage, never a 500 and never a damaged store, and everything work
 once space returns; kill -9 of sbxd at awkward moments leaves a store that opens clean
 with every sandbox accounted for."""
 
+import concurrent.futures
 import os
 import sqlite3
 import subprocess
@@ -190,19 +191,6 @@ def test_a_changed_anchor_fails_verification():
 K = harness.Shared()
 
 
-def in_background(fn):
-    out = {}
-
-    def run():
-        try:
-            out["r"] = fn()
-        except Exception as e:  # the connection dies with the daemon
-            out["e"] = e
-    t = threading.Thread(target=run)
-    t.start()
-    return t, out
-
-
 def accounted_for(c, ids):
     """After a restart every sandbox is live (running or paused) or has ended with a
     reason; none is left "creating"."""
@@ -244,49 +232,47 @@ def test_kill9_mid_upload_leaves_no_temporary_name():
     assert out == "./.sbx-upload-mine\n", out  # only names of that exact shape go
 
 
-def test_kill9_during_pause():
+def kill9_during(op, body, delays, check):
+    """For each delay: a sandbox with a file, op (pause or fork) requested, sbxd killed that
+    long after, restarted; then check(client, sandbox id, ids live before, file content)."""
     d = K.get()
     c = d.client()
-    for delay in (0.05, 0.15, 0.3):
-        sid = c.create_sandbox(ttl_seconds=1800)["id"]
-        c.sh(sid, "echo p%s > /workspace/keep.txt" % delay)
-        t, out = in_background(lambda: c.request("POST", "/v1/sandboxes/%s/pause" % sid,
-                                                 timeout=120))
-        time.sleep(delay)
-        d.kill9()
-        t.join()
-        d.start()
-        assert store_ok(d)
-        assert sid in accounted_for(c, [sid]), "kill -9 during a pause lost the sandbox"
-        usable(c, sid, "p%s\n" % delay)
-        c.delete_sandbox(sid)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        for delay in delays:
+            sid = c.create_sandbox(ttl_seconds=1800)["id"]
+            want = "%s%s\n" % (op, delay)
+            c.sh(sid, "printf '%s' > /workspace/keep.txt" % want)
+            before = {s["id"] for s in c.list_sandboxes()}
+            fut = pool.submit(c.request, "POST", "/v1/sandboxes/%s/%s" % (sid, op), body,
+                              timeout=120)
+            time.sleep(delay)
+            d.kill9()
+            fut.exception()  # the answer, or the connection the kill cut
+            d.start()
+            assert store_ok(d)
+            live = accounted_for(c, [sid])
+            assert sid in live, "kill -9 %gs into a %s lost the sandbox" % (delay, op)
+            usable(c, sid, want)
+            check(c, sid, set(live) - before - {sid}, want)
+            c.delete_sandbox(sid)
+    # Nothing of a sandbox that did not make it is left on disk (a delete finishes off the
+    # request path).
+    wait_for(lambda: set(os.listdir(os.path.join(d.data_dir, "sandboxes"))) <=
+             {s["id"] for s in c.list_sandboxes()}, 20, what="no leftover sandbox dirs")
+
+
+def test_kill9_during_pause():
+    def check(c, sid, new, want):
+        assert not new, new
+    kill9_during("pause", None, (0.05, 0.15, 0.3), check)
 
 
 def test_kill9_during_fork():
-    d = K.get()
-    c = d.client()
-    for delay in (0.1, 0.3, 0.6):
-        parent = c.create_sandbox(ttl_seconds=1800)["id"]
-        c.sh(parent, "echo f%s > /workspace/keep.txt" % delay)
-        before = {s["id"] for s in c.list_sandboxes()}
-        t, out = in_background(lambda: c.request("POST", "/v1/sandboxes/%s/fork" % parent,
-                                                 {"count": 2}, timeout=120))
-        time.sleep(delay)
-        d.kill9()
-        t.join()
-        d.start()
-        assert store_ok(d)
-        live = accounted_for(c, [parent])
-        assert parent in live, "kill -9 during a fork lost the parent"
-        usable(c, parent, "f%s\n" % delay)
-        for kid in set(live) - before - {parent}:
-            usable(c, kid, "f%s\n" % delay)  # a fork that made it is a whole copy
+    def check(c, sid, kids, want):
+        for kid in kids:  # a copy that made it is a whole copy
+            usable(c, kid, want)
             c.delete_sandbox(kid)
-        c.delete_sandbox(parent)
-        # Nothing of a fork that did not make it is left on disk.
-        # (a delete finishes off the request path).
-        wait_for(lambda: set(os.listdir(os.path.join(d.data_dir, "sandboxes"))) <=
-                 {s["id"] for s in c.list_sandboxes()}, 20, what="no leftover sandbox dirs")
+    kill9_during("fork", {"count": 2}, (0.1, 0.3, 0.5, 0.7), check)
 
 
 def test_kill9_during_a_burst_of_store_writes():

@@ -11,35 +11,93 @@
 #include "../../common/log.h"
 #include "../../common/util.h"
 
+/* How long a start waits for a checkpoint a killed daemon left running (a checkpoint of
+ * a 2 GB sandbox takes seconds). */
+#define SANDBOX_CHECKPOINT_WAIT_MS 60000
+/* And for the machine it checkpointed to stop. */
+#define SANDBOX_CHECKPOINT_STOP_MS 5000
+
 struct reconcile {
     struct manager *m;
     char **live; /* ids the store says are live */
     size_t n, cap;
 };
 
-/* A pause or a fork stops the machine while it checkpoints it into <dir>/snapshots; a
- * daemon killed then finds no machine. The workspace is whole (it is frozen for the
- * checkpoint), so the sandbox is kept as paused: a resume restores the image when the
- * checkpoint completed, else starts cold from the workspace. */
-static bool kept_mid_checkpoint(struct manager *m, struct sandbox *sb)
+/* A pause or a fork stops the machine while it checkpoints it into <dir>/snapshots
+ * ("memory" or "fork-…"); their images are removed once used. So an image there on a
+ * sandbox recorded running means sbxd was killed during one. Its runsc checkpoint may
+ * still be running and would stop the machine after we re-attached it: wait for it first.
+ * *complete: one of the images was written whole. Returns whether one was found. */
+static bool checkpoint_in_flight(struct sandbox *sb, bool *complete)
+{
+    *complete = false;
+    _cleanup_free_ char *snaps = sbx_xasprintf("%s/snapshots", sb->dir);
+    DIR *d = opendir(snaps);
+    if (!d)
+        return false;
+    bool found = false;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (strcmp(de->d_name, "memory") && strncmp(de->d_name, "fork-", 5))
+            continue;
+        _cleanup_free_ char *img = sbx_xasprintf("%s/%s", snaps, de->d_name);
+        rt_checkpoint_wait(img, SANDBOX_CHECKPOINT_WAIT_MS);
+        _cleanup_free_ char *file = sbx_xasprintf("%s/checkpoint.img", img);
+        *complete |= access(file, F_OK) == 0;
+        found = true;
+    }
+    closedir(d);
+    return found;
+}
+
+/* A completed checkpoint stops the machine a moment later, and its shim lives on for its
+ * runsc delete: attaching then would find a machine on its way out. */
+static bool stopped_by_checkpoint(struct sandbox *sb)
+{
+    _cleanup_free_ char *status = sbx_xasprintf("%s/exit_status", sb->state_dir);
+    long long until = sbx_now_ms() + SANDBOX_CHECKPOINT_STOP_MS;
+    while (access(status, F_OK) != 0 && rt_alive(sb->state_dir) && sbx_now_ms() < until)
+        usleep(20 * 1000);
+    return access(status, F_OK) == 0 || !rt_alive(sb->state_dir);
+}
+
+/* The images a killed pause or fork left: kept as the pause image ("memory") when keep,
+ * else removed. */
+static bool settle_images(struct sandbox *sb, bool keep)
 {
     _cleanup_free_ char *snaps = sbx_xasprintf("%s/snapshots", sb->dir);
     _cleanup_free_ char *memory = sbx_xasprintf("%s/memory", snaps);
-    bool found = access(memory, F_OK) == 0;
+    bool have = keep && access(memory, F_OK) == 0;
+    if (!keep)
+        (void)sbx_rm_rf(memory);
     DIR *d = opendir(snaps);
     struct dirent *de;
     while (d && (de = readdir(d))) {
         if (strncmp(de->d_name, "fork-", 5))
             continue;
         _cleanup_free_ char *img = sbx_xasprintf("%s/%s", snaps, de->d_name);
-        if (!found && rename(img, memory) == 0)
-            found = true;
+        if (keep && !have && rename(img, memory) == 0)
+            have = true;
         else
             (void)sbx_rm_rf(img);
     }
     if (d)
         closedir(d);
-    if (!found)
+    return have;
+}
+
+static void drop_images_when_ready(struct sandbox *sb, const struct sbx_err *err, void *data)
+{
+    if (!err)
+        (void)settle_images(sb, false);
+}
+
+/* The machine is gone but the workspace is whole (it is frozen for a checkpoint): kept as
+ * paused, so a resume restores the image when the checkpoint completed, else starts cold
+ * from the workspace. */
+static bool keep_paused(struct manager *m, struct sandbox *sb)
+{
+    if (!settle_images(sb, true))
         return false;
     long long now = sbx_wall_ms() / 1000;
     char at[24];
@@ -100,8 +158,11 @@ static void reconcile_one(const struct store_sandbox *rec, void *data)
         log_info("sandbox %s: paused, kept", rec->id);
         return;
     }
-    if (!rt_alive(sb->state_dir) || sandbox_attach(m, sb, &err) < 0) {
-        if (kept_mid_checkpoint(m, sb)) {
+    bool complete;
+    bool mid_checkpoint = checkpoint_in_flight(sb, &complete);
+    if ((mid_checkpoint && complete && stopped_by_checkpoint(sb)) || !rt_alive(sb->state_dir) ||
+        sandbox_attach(m, sb, &err) < 0) {
+        if (mid_checkpoint && keep_paused(m, sb)) {
             sb->next = m->sandboxes;
             m->sandboxes = sb;
             sandbox_arm_ttl(m, sb);
@@ -115,6 +176,10 @@ static void reconcile_one(const struct store_sandbox *rec, void *data)
         sandbox_free(sb);
         return;
     }
+    /* The machine runs on (the checkpoint failed, or it is a fork's parent restoring from
+     * the image): the image goes once the agent is back, not while a restore reads it. */
+    if (mid_checkpoint)
+        sandbox_when_ready(sb, drop_images_when_ready, NULL);
     sb->next = m->sandboxes;
     m->sandboxes = sb;
     sandbox_arm_ttl(m, sb);

@@ -188,7 +188,8 @@ def test_a_changed_anchor_fails_verification():
 
 # --- kill -9 at awkward moments ----------------------------------------------------------
 
-K = harness.Shared()
+# Room for a parent, its two copies and the module's long-lived sandbox.
+K = harness.Shared(extra_env={"SBX_MAX_PER_KEY": "8", "SBX_MAX_PER_USER": "8"})
 
 
 def accounted_for(c, ids):

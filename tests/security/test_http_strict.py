@@ -137,6 +137,9 @@ def test_the_preview_listener_refuses_the_same():
     assert st == 400 and b"invalid_request" in out, out
     st, out = raw(d.preview_port, b"GET /p/sb_x/8000/ HTTP/1.1\r\nHost: x\r\nX-A: \xff\r\n\r\n")
     assert st == 400, out
+    for target in (b"/p/sb_x/8000/a\x00b", b"/p/sb_x/8000/\x00"):  # a raw NUL in the target
+        st, out = raw(d.preview_port, b"GET " + target + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert st == 400 and b"invalid_request" in out, (target, out)
 
 
 def put_raw(d, target, body, key=None):

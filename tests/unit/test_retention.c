@@ -21,6 +21,20 @@ static void append(struct store *s, long long ts_ms, const char *action)
           err.msg);
 }
 
+static int audit_prune(struct store *s, long long before_ms, long long keep, int batch,
+                       long long now_ms, long long *removed, struct sbx_err *err)
+{
+    struct store_prune p = {.before_ms = before_ms, .keep = keep, .batch = batch};
+    return store_audit_prune(s, &p, now_ms, &key, removed, err);
+}
+
+static int exec_prune(struct store *s, long long before_ms, long long keep, long long *removed,
+                      struct sbx_err *err)
+{
+    struct store_prune p = {.before_ms = before_ms, .keep = keep, .batch = 500};
+    return store_exec_prune(s, &p, removed, err);
+}
+
 static struct store_audit_verdict verify(struct store *s, const struct store_anchor_key *k)
 {
     struct store_audit_verdict v;
@@ -50,17 +64,16 @@ static void test_audit(struct store *s, const char *db)
     CHECK(v.ok && v.checked == 13 && v.anchor.seq == 0, "13 entries verify, no anchor yet");
 
     long long removed = -1;
-    CHECK(store_audit_prune(s, 4500, 500, 99, &key, &removed, &err) == 0 && removed == 4,
+    CHECK(audit_prune(s, 4500, 0, 500, 99, &removed, &err) == 0 && removed == 4,
           "the 4 entries older than 4.5 s are pruned (%lld)", removed);
     v = verify(s, &key);
     CHECK(v.ok && v.checked == 9 && v.anchor.seq == 4 && v.anchor.pruned_at_ms == 99,
           "the rest verifies from the anchor at seq 4 (%lld checked)", v.checked);
     /* In batches: at most 3 a call, oldest first. */
-    CHECK(store_audit_prune(s, 10500, 3, 100, &key, &removed, &err) == 0 && removed == 3,
-          "a batch of 3");
-    CHECK(store_audit_prune(s, 10500, 3, 100, &key, &removed, &err) == 0 && removed == 3,
+    CHECK(audit_prune(s, 10500, 0, 3, 100, &removed, &err) == 0 && removed == 3, "a batch of 3");
+    CHECK(audit_prune(s, 10500, 0, 3, 100, &removed, &err) == 0 && removed == 3,
           "and 3 more: up to seq 10");
-    CHECK(store_audit_prune(s, 10500, 3, 100, &key, &removed, &err) == 0 && removed == 0,
+    CHECK(audit_prune(s, 10500, 0, 3, 100, &removed, &err) == 0 && removed == 0,
           "nothing is left that old");
     v = verify(s, &key);
     CHECK(v.ok && v.checked == 3 && v.anchor.seq == 10, "3 kept entries verify from seq 10");
@@ -90,7 +103,7 @@ static void test_audit(struct store *s, const char *db)
 
     /* A broken chain is not pruned: the anchor never vouches for what does not verify. */
     sql(db, "UPDATE audit SET details = '{\"x\":1}' WHERE seq = 12");
-    CHECK(store_audit_prune(s, 20000, 500, 101, &key, &removed, &err) < 0 && removed == 0 &&
+    CHECK(audit_prune(s, 20000, 0, 500, 101, &removed, &err) < 0 && removed == 0 &&
               strstr(err.msg, "12"),
           "pruning over a changed entry is refused: %.120s", err.msg);
     v = verify(s, &key);
@@ -107,7 +120,7 @@ static void test_execs_and_egress(struct store *s)
               store_exec_insert(s, "ex_run", "sb_1", "alice", 1000, &err) == 0,
           "three exec records");
     long long removed = -1;
-    CHECK(store_exec_prune(s, 5000, 500, &removed, &err) == 0 && removed == 1,
+    CHECK(exec_prune(s, 5000, 0, &removed, &err) == 0 && removed == 1,
           "the one that ended before 5 s is pruned (%lld)", removed);
     struct store_exec e;
     CHECK(store_exec_get(s, "sb_1", "ex_old", "alice", &e, &err) == -ENOENT,
@@ -132,6 +145,37 @@ static void test_execs_and_egress(struct store *s)
     CHECK(store_egress_log_insert(s, &c, &id, &err) == 0, "a new one");
     CHECK(store_egress_log_prune(s, 5000, 500, &removed, &err) == 0 && removed == 1,
           "only the old ended connection is pruned (%lld)", removed);
+
+    /* By count: the newest keep stay, whatever their age. */
+    char xid[16];
+    for (int i = 0; i < 5; i++) {
+        snprintf(xid, sizeof(xid), "ex_c%d", i);
+        CHECK(store_exec_insert(s, xid, "sb_1", "alice", 10000 + i, &err) == 0 &&
+                  store_exec_finish(s, xid, EXEC_EXITED, "{}", 20000 + i, &err) == 0,
+              "exec %s", xid);
+    }
+    CHECK(exec_prune(s, 0, 3, &removed, &err) == 0 && removed == 3,
+          "past the newest 3 rows the older finished ones go: ex_new, ex_c0, ex_c1 (%lld)",
+          removed);
+    CHECK(store_exec_get(s, "sb_1", "ex_c2", "alice", &e, &err) == 0, "ex_c2 stays");
+    store_exec_clear(&e);
+    CHECK(store_exec_get(s, "sb_1", "ex_c1", "alice", &e, &err) == -ENOENT, "ex_c1 went");
+    CHECK(store_exec_get(s, "sb_1", "ex_run", "alice", &e, &err) == 0, "the running one stays");
+    store_exec_clear(&e);
+}
+
+static void test_audit_by_count(struct store *s)
+{
+    struct sbx_err err = {0};
+    long long now = 100000000;
+    for (int i = 0; i < 6; i++)
+        append(s, now + i, "recent");
+    long long removed = -1;
+    CHECK(audit_prune(s, 0, 4, 500, now, &removed, &err) == 0 && removed == 2,
+          "recent entries past the newest 4 are pruned (%lld)", removed);
+    struct store_audit_verdict v = verify(s, &key);
+    CHECK(v.ok && v.checked == 4 && v.anchor.seq == 2, "4 entries verify from the anchor at 2");
+    CHECK(audit_prune(s, 0, 4, 500, now, &removed, &err) == 0 && removed == 0, "then nothing more");
 }
 
 int main(void)
@@ -145,6 +189,11 @@ int main(void)
     test_audit(s, db);
     test_execs_and_egress(s);
     store_free(s);
+    char *db2 = sbx_xasprintf("%s/count.db", dir);
+    CHECK(store_open(db2, &s, &err) == 0, "a second store opens");
+    test_audit_by_count(s);
+    store_free(s);
+    free(db2);
     char *rm = sbx_xasprintf("rm -rf %s", dir);
     CHECK(system(rm) == 0, "cleaned up");
     free(rm);

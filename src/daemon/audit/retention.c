@@ -26,36 +26,42 @@ static void schedule(struct retention *r, long long ms)
     r->timer = loop_timer_add(r->loop, ms, on_tick, r);
 }
 
-typedef int (*prune_fn)(struct retention *r, long long before_ms, long long *removed,
+typedef int (*prune_fn)(struct retention *r, const struct store_prune *p, long long *removed,
                         struct sbx_err *err);
 
-static int prune_execs(struct retention *r, long long before_ms, long long *removed,
+static int prune_execs(struct retention *r, const struct store_prune *p, long long *removed,
                        struct sbx_err *err)
 {
-    return store_exec_prune(r->store, before_ms, RETENTION_BATCH, removed, err);
+    return store_exec_prune(r->store, p, removed, err);
 }
 
-static int prune_egress(struct retention *r, long long before_ms, long long *removed,
+static int prune_egress(struct retention *r, const struct store_prune *p, long long *removed,
                         struct sbx_err *err)
 {
-    return store_egress_log_prune(r->store, before_ms, RETENTION_BATCH, removed, err);
+    return store_egress_log_prune(r->store, p->before_ms, p->batch, removed, err);
 }
 
-static int prune_audit(struct retention *r, long long before_ms, long long *removed,
+static int prune_audit(struct retention *r, const struct store_prune *p, long long *removed,
                        struct sbx_err *err)
 {
-    return store_audit_prune(r->store, before_ms, RETENTION_BATCH, sbx_wall_ms(), &r->key, removed,
-                             err);
+    return store_audit_prune(r->store, p, sbx_wall_ms(), &r->key, removed, err);
 }
 
-/* One batch of what days keep; true when a full batch went (more may be left). */
-static bool prune_one(struct retention *r, const char *what, long long days, prune_fn fn)
+/* One batch of what the days (0: any age) and the count (0: any number) keep; true when
+ * a full batch went (more may be left). */
+static bool prune_one(struct retention *r, const char *what, long long days, long long keep,
+                      prune_fn fn)
 {
-    if (days <= 0)
+    if (days <= 0 && keep <= 0)
         return false;
+    struct store_prune p = {
+        .before_ms = days > 0 ? sbx_wall_ms() - days * r->cfg->retain_day_ms : 0,
+        .keep = keep,
+        .batch = RETENTION_BATCH,
+    };
     long long removed = 0;
     struct sbx_err err = {0};
-    if (fn(r, sbx_wall_ms() - days * r->cfg->retain_day_ms, &removed, &err) < 0) {
+    if (fn(r, &p, &removed, &err) < 0) {
         log_warn("retention: %s: %s", what, err.msg);
         return false;
     }
@@ -69,9 +75,9 @@ static void on_tick(struct loop *l, void *data)
     struct retention *r = data;
     r->timer = NULL;
     const struct sbxd_config *c = r->cfg;
-    bool more = prune_one(r, "exec records", c->retain_exec_days, prune_execs);
-    more |= prune_one(r, "egress log entries", c->retain_egress_days, prune_egress);
-    more |= prune_one(r, "audit entries", c->retain_audit_days, prune_audit);
+    bool more = prune_one(r, "exec records", c->retain_exec_days, c->retain_exec_max, prune_execs);
+    more |= prune_one(r, "egress log entries", c->retain_egress_days, 0, prune_egress);
+    more |= prune_one(r, "audit entries", c->retain_audit_days, c->retain_audit_max, prune_audit);
     /* A backlog goes a batch per turn, letting requests in between. */
     schedule(r, more ? 0 : c->retain_every_ms);
 }

@@ -249,7 +249,7 @@ static void walk_from(struct chain_walk *w, const struct store_audit_anchor *a)
     w->want_seq = a->seq + 1;
 }
 
-static int prune_locked(struct store *s, long long before_ms, int batch, long long now_ms,
+static int prune_locked(struct store *s, const struct store_prune *p, long long now_ms,
                         const struct store_anchor_key *key, long long *removed, struct sbx_err *err)
 {
     struct store_audit_anchor a;
@@ -257,8 +257,14 @@ static int prune_locked(struct store *s, long long before_ms, int batch, long lo
     if (r < 0)
         return r;
     sqlite3_stmt *st;
+    long long head = 0;
+    if ((r = store_prepare(s, "SELECT seq FROM audit_head WHERE id=1", &st, err, "")) < 0)
+        return r;
+    if (sqlite3_step(st) == SQLITE_ROW)
+        head = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
     r = store_prepare(s, "SELECT " AUDIT_COLS " FROM audit WHERE seq > ? ORDER BY seq LIMIT ?", &st,
-                      err, "ii", a.seq, (long long)batch);
+                      err, "ii", a.seq, (long long)p->batch);
     if (r < 0)
         return r;
     struct chain_walk w;
@@ -269,7 +275,7 @@ static int prune_locked(struct store *s, long long before_ms, int batch, long lo
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         struct store_audit_entry e;
         row_to_entry(st, &e);
-        if (e.ts_ms >= before_ms)
+        if (e.ts_ms >= p->before_ms && !(p->keep > 0 && e.seq <= head - p->keep))
             break;
         check_entry(&w, &e);
         if (!w.v.ok)
@@ -300,14 +306,14 @@ static int prune_locked(struct store *s, long long before_ms, int batch, long lo
     return r < 0 ? r : store_step_done(s, st, err, "save audit anchor");
 }
 
-int store_audit_prune(struct store *s, long long before_ms, int batch, long long now_ms,
+int store_audit_prune(struct store *s, const struct store_prune *p, long long now_ms,
                       const struct store_anchor_key *key, long long *removed, struct sbx_err *err)
 {
     *removed = 0;
     int r = exec_sql(s, "BEGIN IMMEDIATE", err);
     if (r < 0)
         return r;
-    r = prune_locked(s, before_ms, batch, now_ms, key, removed, err);
+    r = prune_locked(s, p, now_ms, key, removed, err);
     if (r < 0) {
         (void)exec_sql(s, "ROLLBACK", NULL);
         *removed = 0;

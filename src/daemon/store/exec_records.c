@@ -76,14 +76,15 @@ int store_exec_interrupt_running(struct store *s, long long now_ms, struct sbx_e
     return r < 0 ? r : store_step_done(s, st, err, "interrupt execs");
 }
 
-int store_exec_prune(struct store *s, long long before_ms, int batch, long long *removed,
+int store_exec_prune(struct store *s, const struct store_prune *p, long long *removed,
                      struct sbx_err *err)
 {
     sqlite3_stmt *st;
     int r = store_prepare(s,
                           "DELETE FROM execs WHERE rowid IN (SELECT rowid FROM execs "
-                          "WHERE ended_at_ms < ? AND status != 'running' LIMIT ?)",
-                          &st, err, "ii", before_ms, (long long)batch);
+                          "WHERE status != 'running' AND (ended_at_ms < ?1 OR (?2 > 0 AND "
+                          "rowid <= (SELECT max(rowid) FROM execs) - ?2)) LIMIT ?3)",
+                          &st, err, "iii", p->before_ms, p->keep, (long long)p->batch);
     if (r < 0 || (r = store_step_done(s, st, err, "prune execs")) < 0)
         return r;
     *removed = sqlite3_changes(s->db);

@@ -134,8 +134,15 @@ int store_exec_get(struct store *s, const char *sandbox_id, const char *id, cons
                    struct store_exec *out, struct sbx_err *err);
 /* After a restart nothing is running: what was, reads "interrupted". */
 int store_exec_interrupt_running(struct store *s, long long now_ms, struct sbx_err *err);
-/* Retention: forget finished execs that ended before before_ms, at most batch of them. */
-int store_exec_prune(struct store *s, long long before_ms, int batch, long long *removed,
+/* What a retention pass removes: rows older than before_ms (0: none by age) and the
+ * oldest past the newest keep (0: no cap), at most batch of them. */
+struct store_prune {
+    long long before_ms;
+    long long keep;
+    int batch;
+};
+/* Retention: forget finished execs, by when they ended and by count. */
+int store_exec_prune(struct store *s, const struct store_prune *p, long long *removed,
                      struct sbx_err *err);
 void store_exec_clear(struct store_exec *e);
 
@@ -226,9 +233,9 @@ struct store_audit_verdict {
 /* From the anchor (its signature checked with key) to the head. */
 int store_audit_verify(struct store *s, const struct store_anchor_key *key,
                        struct store_audit_verdict *out, struct sbx_err *err);
-/* Remove the entries older than before_ms (at most batch, oldest first, only while the
- * chain verifies) and move the signed anchor to the last one removed. */
-int store_audit_prune(struct store *s, long long before_ms, int batch, long long now_ms,
+/* Remove the oldest entries p selects (only while the chain verifies) and move the
+ * signed anchor to the last one removed. */
+int store_audit_prune(struct store *s, const struct store_prune *p, long long now_ms,
                       const struct store_anchor_key *key, long long *removed, struct sbx_err *err);
 /* The chain's hash function, exposed for unit tests. */
 void store_audit_hash(const struct store_audit_entry *e, char out[65]);

@@ -61,7 +61,7 @@ static void test_audit(struct store *s, const char *db)
     for (int i = 11; i <= 13; i++)
         append(s, i * 1000, "new");
     struct store_audit_verdict v = verify(s, &key);
-    CHECK(v.ok && v.checked == 13 && v.anchor.seq == 0, "13 entries verify, no anchor yet");
+    CHECK(v.ok && v.checked == 13 && !v.anchor.present, "13 entries verify, no anchor yet");
 
     long long removed = -1;
     CHECK(audit_prune(s, 4500, 0, 500, 99, &removed, &err) == 0 && removed == 4,
@@ -88,6 +88,9 @@ static void test_audit(struct store *s, const char *db)
     CHECK(!v.ok && v.bad_seq == 10 && strstr(v.reason, "anchor"),
           "an anchor signed with another key fails at seq 10: %s", v.reason);
     sql(db, "CREATE TABLE saved AS SELECT * FROM audit_anchor");
+    sql(db, "UPDATE audit_anchor SET seq = 0");
+    v = verify(s, &key);
+    CHECK(!v.ok && strstr(v.reason, "anchor"), "an anchor moved to 0 fails: %s", v.reason);
     sql(db, "UPDATE audit_anchor SET seq = 9");
     v = verify(s, &key);
     CHECK(!v.ok && strstr(v.reason, "anchor"), "a moved anchor fails: %s", v.reason);

@@ -90,7 +90,7 @@ static void api_audit_verify(struct sbxd *d, struct http_req *req)
     json_t *o = json_pack("{s:s,s:b,s:I}", "object", "audit_verification", "ok", v.ok, "checked",
                           (json_int_t)v.checked);
     /* Entries up to the anchor were pruned (retention); the walk started after it. */
-    if (v.anchor.seq)
+    if (v.anchor.present)
         json_object_set_new(o, "anchor",
                             json_pack("{s:I,s:s,s:I}", "seq", (json_int_t)v.anchor.seq, "hash",
                                       v.anchor.hash, "pruned_at_ms",

@@ -158,6 +158,7 @@ static int anchor_get(struct store *s, struct store_audit_anchor *a, struct sbx_
         return r;
     int rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
+        a->present = true;
         a->seq = sqlite3_column_int64(st, 0);
         store_col_text(st, 1, a->hash, sizeof(a->hash));
         a->pruned_at_ms = sqlite3_column_int64(st, 2);
@@ -331,7 +332,7 @@ int store_audit_verify(struct store *s, const struct store_anchor_key *key,
         return r;
     struct chain_walk w;
     walk_from(&w, &a);
-    if (a.seq) {
+    if (a.present) {
         char want[65];
         anchor_sign(key, a.seq, a.hash, want);
         if (strlen(a.signature) != 64 || CRYPTO_memcmp(want, a.signature, 64))

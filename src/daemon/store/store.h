@@ -216,8 +216,9 @@ int store_audit_query(struct store *s, const struct store_audit_filter *f, store
 struct store_anchor_key {
     unsigned char k[32];
 };
-/* Where the kept chain starts: the last pruned entry. seq 0: nothing was pruned. */
+/* Where the kept chain starts: the last pruned entry. !present: nothing was pruned. */
 struct store_audit_anchor {
+    bool present;
     long long seq;
     char hash[65];
     long long pruned_at_ms;

@@ -187,7 +187,7 @@ def test_a_raw_nul_in_a_header_value_is_refused():
     for head in (req(b"/v1/keys", b"Authorization: Bearer " + key + b"\r\n"),
                  b"GET /v1/keys HTTP/1.1\nHost: x\nAuthorization: Bearer " + key + b"\n\n",
                  req(b"/v1/keys", b"X-Empty:\r\nX-Sp:    v  \r\nAuthorization:Bearer " + key +
-                     b"\r\n"),
+                     b"\r\nCookie: a=1; b=\"two\"\r\n"),
                  req(b"/healthz?a=b&c=%41", b"".join(b"X-H%d: v\r\n" % i for i in range(40)))):
         st, out = raw(d.port, head)
         assert st == 200, (head, out)

@@ -15,16 +15,12 @@ import sys
 import tempfile
 import time
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "e2e"))
+from harness import free_port  # noqa: E402
+
 REQUESTS = 20000
 ROUNDS = 7
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def cpu_s(pid):
@@ -69,8 +65,8 @@ def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     base = sys.argv[1]
-    cand = sys.argv[2] if len(sys.argv) > 2 else os.path.join(
-        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build", "sbxd")
+    cand = sys.argv[2] if len(sys.argv) > 2 else os.path.join(os.path.dirname(HERE), "build",
+                                                              "sbxd")
     res = {"baseline": [], "candidate": []}
     for _ in range(ROUNDS):
         res["baseline"].append(per_request_us(base))

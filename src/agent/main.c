@@ -110,6 +110,8 @@ static void handle_hello(struct agent *a, const struct proto_frame *f)
     json_t *j = json_loadb((const char *)f->payload, f->len, 0, NULL);
     if (json_is_true(json_object_get(j, "restored")))
         snapshot_restored(a);
+    else
+        (void)snapshot_relisten(a); /* a prepare whose daemon died before its checkpoint */
     if (json_is_true(json_object_get(j, "forked")))
         kernel_forked(a);
     /* Only as the sandbox's init: elsewhere /proc holds the host's processes. */

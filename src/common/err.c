@@ -28,11 +28,15 @@ int sbx_err_sys(struct sbx_err *err, int errnum, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    int ret = err_vset(err, errnum, "internal", fmt, ap);
+    /* A full disk is the operator's to fix, not a fault: it gets its own code (507). */
+    int ret = err_vset(err, errnum,
+                       errnum == ENOSPC || errnum == EDQUOT ? "insufficient_storage" : "internal",
+                       fmt, ap);
     va_end(ap);
     if (err) {
         size_t n = strlen(err->msg);
-        snprintf(err->msg + n, sizeof(err->msg) - n, ": %s", strerror(errnum > 0 ? errnum : EINVAL));
+        snprintf(err->msg + n, sizeof(err->msg) - n, ": %s",
+                 strerror(errnum > 0 ? errnum : EINVAL));
     }
     return ret;
 }

@@ -232,6 +232,16 @@ int sbx_copy_sparse(int in, int out)
         size_t left = (size_t)(hole - data);
         while (left) {
             ssize_t n = copy_file_range(in, &ip, out, &op, left, 0);
+            if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == EOPNOTSUPP)) {
+                /* Linux 5.19+ copies across filesystems only of one type (a data dir
+                 * on tmpfs, the binaries on ext4): copy through a buffer then. */
+                char buf[65536];
+                n = pread(in, buf, left < sizeof(buf) ? left : sizeof(buf), ip);
+                if (n > 0 && pwrite(out, buf, (size_t)n, op) != n)
+                    return errno ? -errno : -EIO;
+                ip += n > 0 ? n : 0;
+                op += n > 0 ? n : 0;
+            }
             if (n <= 0)
                 return n < 0 ? -errno : -EIO;
             left -= (size_t)n;

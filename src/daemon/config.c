@@ -250,6 +250,19 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
                      err)) < 0)
         return r;
 
+    if ((r = env_num("SBX_RETAIN_EXEC_DAYS", 30, 0, 36500, &cfg->retain_exec_days, err)) < 0 ||
+        (r = env_num("SBX_RETAIN_EGRESS_DAYS", 30, 0, 36500, &cfg->retain_egress_days, err)) <
+            0 ||
+        (r = env_num("SBX_RETAIN_AUDIT_DAYS", 365, 0, 36500, &cfg->retain_audit_days, err)) < 0 ||
+        (r = env_num("SBX_RETAIN_EXEC_MAX", 1000000, 0, 1LL << 40, &cfg->retain_exec_max, err)) <
+            0 ||
+        (r = env_num("SBX_RETAIN_AUDIT_MAX", 0, 0, 1LL << 40, &cfg->retain_audit_max, err)) < 0 ||
+        (r = env_num("SBX_TEST_RETAIN_DAY_MS", 86400000, 1, 86400000, &cfg->retain_day_ms,
+                     err)) < 0 ||
+        (r = env_num("SBX_TEST_RETAIN_EVERY_MS", 3600000, 10, 86400000, &cfg->retain_every_ms,
+                     err)) < 0)
+        return r;
+
     static const struct option opts[] = {
         {"listen", required_argument, NULL, 'l'},
         {"data-dir", required_argument, NULL, 'd'},
@@ -287,7 +300,9 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
                    "SBX_FREE_V2_SECONDS SBX_PRICE_SNAPSHOT_GB_MONTH_MICRO_EUR SBX_DATA_REGION "
                    "SBX_METRICS_LISTEN SBX_LOG_FORMAT "
                    "SBX_WARM_POOL SBX_WARM_POOL_MIN_FREE_MB SBX_WARM_SNAPSHOT "
-                   "SBX_BACKEND SBX_ALLOW_LOCAL\n");
+                   "SBX_BACKEND SBX_ALLOW_LOCAL "
+                   "SBX_RETAIN_EXEC_DAYS SBX_RETAIN_EGRESS_DAYS SBX_RETAIN_AUDIT_DAYS "
+                   "SBX_RETAIN_EXEC_MAX SBX_RETAIN_AUDIT_MAX\n");
             return 1;
         default:
             return sbx_err_set(err, EINVAL, "invalid_config", "unknown option (see --help)");

@@ -99,6 +99,14 @@ struct sbxd_config {
     /* SBX_STORE: a postgres:// URL for a PostgreSQL store (docs/scale-out.md); NULL: SQLite
      * in the data dir. May hold a password: never logged. */
     char *store_url;
+    /* Retention (docs/reliability.md): days kept, 0 = forever. */
+    long long retain_exec_days;   /* SBX_RETAIN_EXEC_DAYS, 30 */
+    long long retain_egress_days; /* SBX_RETAIN_EGRESS_DAYS, 30 */
+    long long retain_audit_days;  /* SBX_RETAIN_AUDIT_DAYS, 365 */
+    long long retain_exec_max;    /* SBX_RETAIN_EXEC_MAX, 1000000 records; 0 = no cap */
+    long long retain_audit_max;   /* SBX_RETAIN_AUDIT_MAX, 0 = no cap */
+    long long retain_day_ms;      /* what a day lasts: SBX_TEST_RETAIN_DAY_MS, tests only */
+    long long retain_every_ms;    /* SBX_TEST_RETAIN_EVERY_MS, 3600000: how often it prunes */
     int verbose;
 };
 

@@ -22,6 +22,8 @@
 #include "egress/proxy.h"
 #include "files/artifacts.h"
 #include "http/router.h"
+#include "audit/retention.h"
+#include "files/sweep.h"
 #include "live/preview.h"
 #include "templates/pool.h"
 #include "live/terminal.h"
@@ -211,12 +213,14 @@ int main(int argc, char **argv)
         terminals_new(&d.cfg, d.loop, &d.terminals) < 0 ||
         previews_new(&d.cfg, d.loop, d.mgr, &d.previews, &err) < 0 ||
         warm_pool_new(&d.cfg, d.loop, d.mgr, &d.pool, &err) < 0 ||
+        retention_new(&d.cfg, d.loop, d.store, &d.retention, &err) < 0 ||
         http_server_new(d.loop, d.cfg.listen, router_dispatch, &d.router, &limits,
                         &d.http, &err) < 0 ||
         metrics_listener_new(&d, &d.metrics, &err) < 0)
         goto out;
     if (d.llm && d.cfg.llm_anthropic_url) /* the chat gateway's /v1/messages (docs/chat.md) */
         llm_set_anthropic(d.llm, d.cfg.llm_anthropic_url, d.cfg.llm_anthropic_api_key);
+    files_sweep_uploads(d.mgr);
     http_server_set_streaming(d.http, router_streams_body);
     http_server_set_cors(d.http, d.cfg.cors_origins);
     mcp_new(&d, &d.mcp);
@@ -260,6 +264,7 @@ out:
     previews_free(d.previews);
     llm_free(d.llm);
     billing_free(d.billing);
+    retention_free(d.retention);
     store_free(d.store);
     loop_free(d.loop);
     if (sfd >= 0)

@@ -30,6 +30,7 @@ struct sbxd {
     struct configs *configs;     /* sandbox configurations, personal variables (configs/) */
     struct warm_pool *pool;      /* warm pools of ready sandboxes (templates/pool.c) */
     struct installs *installs;   /* skills installed into configurations (skills/installs.c) */
+    struct retention *retention; /* pruning by age and the audit anchor (audit/retention.c) */
 };
 
 #endif

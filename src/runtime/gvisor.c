@@ -420,6 +420,10 @@ int rt_checkpoint(const struct rt_config *cfg, const char *id, const char *state
     argv[i++] = (char *)image_dir;
     argv[i++] = (char *)id;
     argv[i] = NULL;
+    /* runsc's pid, for a daemon that restarts while it runs (rt_checkpoint_wait). */
+    _cleanup_free_ char *pidpath = sbx_xasprintf("%s/checkpoint.pid", image_dir);
+    _cleanup_close_ int pidfd =
+        open(pidpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     struct shim_env env;
     shim_env_init(&env);
     /* A watcher process waits for runsc and writes its status to the pipe: the daemon
@@ -444,6 +448,10 @@ int rt_checkpoint(const struct rt_config *cfg, const char *id, const char *state
             execvpe(argv[0], argv, env.v);
             _exit(127);
         }
+        char pidline[24];
+        int pn = snprintf(pidline, sizeof(pidline), "%d\n", (int)runsc);
+        if (pidfd >= 0)
+            (void)sbx_write_all(pidfd, pidline, (size_t)pn);
         int st;
         while (waitpid(runsc, &st, 0) < 0)
             if (errno != EINTR)
@@ -459,6 +467,37 @@ int rt_checkpoint(const struct rt_config *cfg, const char *id, const char *state
         return sbx_err_sys(err, -r, "checkpoint pipe");
     *done_fd = TAKE_FD(rd);
     return 0;
+}
+
+/* Is pid a `runsc … checkpoint --image-path image_dir` (and not a reused pid)? */
+static bool is_checkpoint_of(pid_t pid, const char *image_dir)
+{
+    char path[48];
+    snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+    char buf[4096];
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    bool ckpt = false, image = false;
+    for (char *a = buf; a < buf + n; a += strlen(a) + 1) {
+        ckpt |= !strcmp(a, "checkpoint");
+        image |= !strcmp(a, image_dir);
+    }
+    return ckpt && image;
+}
+
+void rt_checkpoint_wait(const char *image_dir, long long timeout_ms)
+{
+    _cleanup_free_ char *path = sbx_xasprintf("%s/checkpoint.pid", image_dir);
+    _cleanup_free_ char *text = NULL;
+    if (sbx_read_file(path, 64, &text, NULL) < 0)
+        return;
+    pid_t pid = (pid_t)atoi(text);
+    long long until = sbx_now_ms() + timeout_ms;
+    while (pid > 0 && is_checkpoint_of(pid, image_dir) && sbx_now_ms() < until)
+        usleep(20 * 1000);
 }
 
 int rt_checkpoint_read(const char *image_dir, int done_fd, struct sbx_err *err)

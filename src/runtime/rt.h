@@ -81,6 +81,10 @@ int rt_start_wait(const struct rt_config *cfg, const struct rt_spec *spec, int r
 int rt_checkpoint(const struct rt_config *cfg, const char *id, const char *state_dir,
                   const char *image_dir, int *done_fd, struct sbx_err *err);
 int rt_checkpoint_read(const char *image_dir, int done_fd, struct sbx_err *err);
+/* A daemon killed during a checkpoint leaves its `runsc checkpoint` running, and that
+ * still stops the sandbox when done: wait (at most timeout_ms) until the one recorded in
+ * image_dir has exited. */
+void rt_checkpoint_wait(const char *image_dir, long long timeout_ms);
 /* rt_start from a checkpoint image (`runsc restore`), into spec's state dir and workspace,
  * which may differ from the checkpointed sandbox's (a fork). Readiness as for rt_start
  * (rt_start_read): the shim greets the restored agent with a daemon HELLO, with "forked"

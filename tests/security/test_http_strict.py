@@ -39,8 +39,6 @@ def req(target=b"/healthz", headers=b""):
 
 
 def test_control_bytes_and_bad_utf8_in_header_values_are_refused():
-    # A raw NUL inside a header value never reaches us: libmicrohttpd 0.9.75 cuts the value
-    # there while parsing (docs/api-contract.md says so). Every other control byte does.
     d = D.get()
     for bad in (b"a\x01b", b"a\x7fb", b"a\x1bb", b"\xff\xfe", b"caf\xc3"):
         st, out = raw(d.port, req(headers=b"X-A: " + bad + b"\r\n"))
@@ -139,6 +137,74 @@ def test_the_preview_listener_refuses_the_same():
     assert st == 400 and b"invalid_request" in out, out
     st, out = raw(d.preview_port, b"GET /p/sb_x/8000/ HTTP/1.1\r\nHost: x\r\nX-A: \xff\r\n\r\n")
     assert st == 400, out
+    for target in (b"/p/sb_x/8000/a\x00b", b"/p/sb_x/8000/\x00"):  # a raw NUL in the target
+        st, out = raw(d.preview_port, b"GET " + target + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert st == 400 and b"invalid_request" in out, (target, out)
+
+
+def put_raw(d, target, body, key=None):
+    key = key or d.admin_key
+    return raw(d.port, b"PUT " + target + b" HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+               key.encode() + b"\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+
+
+def test_a_raw_nul_in_the_path_is_refused_and_nothing_is_written():
+    # libmicrohttpd 0.9.75 cuts the target at a raw NUL ("trunc\0/../x" would be "trunc").
+    c = D.client()
+    sid = D.once("nul_sb", lambda d: c.create_sandbox(ttl_seconds=300)["id"])
+    d = D.get()
+    base = b"/v1/sandboxes/" + sid.encode() + b"/files/"
+    for target in (base + b"trunc\x00/../x", base + b"trunc\x00", base + b"\x00trunc",
+                   base + b"trunc?a=\x00b"):
+        st, out = put_raw(d, target, b"data")
+        assert st == 400 and b"invalid_path" in out and b"NUL" in out, (target, out)
+    listing = c.ok("GET", "/v1/sandboxes/%s/files?path=" % sid)
+    assert not [f for f in listing["data"] if "trunc" in f["path"]], listing
+    # The same request without the NUL is written.
+    st, out = put_raw(d, base + b"trunc", b"data")
+    assert st == 200, out
+
+
+def test_a_raw_nul_in_a_header_value_is_refused():
+    d = D.get()
+    key = d.admin_key.encode()
+    for hdr in (b"Authorization: Bearer " + key + b"\x00zz\r\n",
+                b"Authorization: Bearer " + key + b"\x00\r\n",  # a NUL at the very end
+                b"X-A: \x00\r\n",
+                b"X-A: a\x00: b\r\n"):
+        for last in (True, False):  # the last header line, or one among others
+            heads = hdr + (b"" if last else b"X-After: 1\r\n")
+            st, out = raw(d.port, req(b"/v1/keys", heads))
+            assert st == 400 and b"invalid_request" in out, (heads, out)
+    # Bare LF line ends with a trailing NUL: still seen.
+    st, out = raw(d.port, b"GET /v1/keys HTTP/1.1\nHost: x\nAuthorization: Bearer " + key +
+                  b"\x00\n\n")
+    assert st == 400 and b"invalid_request" in out, out
+    # A folded (obs-fold) header line is refused too (RFC 9112 5.2).
+    st, out = raw(d.port, req(b"/healthz", b"X-A: a\r\n b\r\n"))
+    assert st == 400, out
+    # Well-formed heads still pass: CRLF, bare LF, extra spaces, empty values, many headers.
+    for head in (req(b"/v1/keys", b"Authorization: Bearer " + key + b"\r\n"),
+                 b"GET /v1/keys HTTP/1.1\nHost: x\nAuthorization: Bearer " + key + b"\n\n",
+                 req(b"/v1/keys", b"X-Empty:\r\nX-Sp:    v  \r\nAuthorization:Bearer " + key +
+                     b"\r\nCookie: a=1; b=\"two\"\r\n"),
+                 req(b"/healthz?a=b&c=%41", b"".join(b"X-H%d: v\r\n" % i for i in range(40)))):
+        st, out = raw(d.port, head)
+        assert st == 200, (head, out)
+
+
+def test_a_nul_between_requests_on_one_connection_is_refused():
+    # The second request of a keep-alive connection is read into the same buffer.
+    d = D.get()
+    key = d.admin_key.encode()
+    s = socket.create_connection(("127.0.0.1", d.port), timeout=10)
+    s.sendall(req(b"/healthz"))
+    first = s.recv(65536)
+    assert first.startswith(b"HTTP/1.1 200"), first
+    s.sendall(req(b"/v1/keys", b"Authorization: Bearer " + key + b"\x00zz\r\n"))
+    second = s.recv(65536)
+    assert second.startswith(b"HTTP/1.1 400") and b"invalid_request" in second, second
+    s.close()
 
 
 def test_an_error_message_cut_inside_a_character_still_answers():

@@ -42,8 +42,8 @@ static void test_path_check(void)
     const char *good[] = {"a", "a/b/c.txt", "out/act.pdf", ".hidden", "a..b", "ă/ș ț.txt"};
     for (size_t i = 0; i < SBX_ARRAY_SIZE(good); i++)
         CHECK(ws_path_check(good[i], false, NULL) == 0, "path '%s' is accepted", good[i]);
-    const char *bad[] = {"", "/etc/passwd", "..", "../x", "a/../../x", "a/./b", "a//b", "a/",
-                         ".", "a\nb", "a\x7f", "\xff\xfe"};
+    const char *bad[] = {"",     "/etc/passwd", "..", "../x", "a/../../x", "a/./b",
+                         "a//b", "a/",          ".",  "a\nb", "a\x7f",     "\xff\xfe"};
     for (size_t i = 0; i < SBX_ARRAY_SIZE(bad); i++) {
         struct sbx_err e = {0};
         CHECK(code_is(ws_path_check(bad[i], false, &e), &e, "invalid_path"),
@@ -234,6 +234,34 @@ static void test_walk_and_hash(int root)
           "removing it again is file_not_found");
 }
 
+/* What a kill between an upload's link and rename leaves is swept; nothing else is. */
+static void test_sweep(int root)
+{
+    struct sbx_err e = {0};
+    CHECK(ws_write_file(root, "sw/deep/x.txt", "x", 1, 0644, &e) == 0, "a tree to sweep");
+    put("sw/.sbx-upload-0123456789abcdef", "half");
+    put("sw/deep/.sbx-upload-fedcba9876543210", "half");
+    put("sw/.sbx-upload-mine", "a user's");
+    put("sw/.sbx-upload-0123456789abcdeF", "not our shape");
+    put("sw/.sbx-upload-0123456789abcdef0", "not our shape");
+    char p[512];
+    snprintf(p, sizeof(p), "%s/sw/.sbx-upload-aaaaaaaaaaaaaaaa", ws);
+    CHECK(mkdir(p, 0755) == 0, "a directory of that name");
+    CHECK_EQ_INT(ws_sweep_uploads(root, 1000), 2, "the two temporaries go");
+    struct stat st;
+    int fd = -1;
+    uint64_t size;
+    CHECK(ws_open_file(root, "sw/.sbx-upload-mine", &fd, &size, &e) == 0, "a user's file stays");
+    close(fd);
+    CHECK(fstatat(root, "sw/.sbx-upload-0123456789abcdeF", &st, 0) == 0 &&
+              fstatat(root, "sw/.sbx-upload-0123456789abcdef0", &st, 0) == 0 &&
+              fstatat(root, "sw/.sbx-upload-aaaaaaaaaaaaaaaa", &st, 0) == 0 &&
+              fstatat(root, "sw/deep/x.txt", &st, 0) == 0,
+          "names of another shape, directories and other files stay");
+    CHECK(fstatat(root, "sw/.sbx-upload-0123456789abcdef", &st, 0) < 0, "the temporary is gone");
+    CHECK_EQ_INT(ws_sweep_uploads(root, 1000), 0, "a second sweep finds nothing");
+}
+
 int main(void)
 {
     if (!mkdtemp(top))
@@ -255,6 +283,7 @@ int main(void)
     test_resolution(root);
     test_writer(root);
     test_walk_and_hash(root);
+    test_sweep(root);
     close(root);
     sbx_rm_rf(top);
     return CHECK_DONE();

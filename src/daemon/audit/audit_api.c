@@ -8,6 +8,7 @@
 #include "../http/server.h"
 #include "../routes.h"
 #include "../sbxd.h"
+#include "retention.h"
 
 #define AUDIT_PAGE_DEFAULT 100
 #define AUDIT_PAGE_MAX 500
@@ -82,12 +83,18 @@ static void api_audit_verify(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     struct store_audit_verdict v;
-    if (store_audit_verify(d->store, &v, &err) < 0) {
+    if (store_audit_verify(d->store, retention_anchor_key(d->retention), &v, &err) < 0) {
         http_respond_error(req, &err);
         return;
     }
     json_t *o = json_pack("{s:s,s:b,s:I}", "object", "audit_verification", "ok", v.ok, "checked",
                           (json_int_t)v.checked);
+    /* Entries up to the anchor were pruned (retention); the walk started after it. */
+    if (v.anchor.present)
+        json_object_set_new(o, "anchor",
+                            json_pack("{s:I,s:s,s:I}", "seq", (json_int_t)v.anchor.seq, "hash",
+                                      v.anchor.hash, "pruned_at_ms",
+                                      (json_int_t)v.anchor.pruned_at_ms));
     if (!v.ok) {
         json_object_set_new(o, "first_bad_seq", json_integer(v.bad_seq));
         json_object_set_new(o, "reason", json_string(v.reason));

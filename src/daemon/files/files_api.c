@@ -30,6 +30,15 @@ static int open_workspace(struct sbxd *d, struct http_req *req, int *root, struc
 
 /* --- upload ----------------------------------------------------------------------------- */
 
+/* Without a quota image the workspace is a directory in the data dir, so its ENOSPC is
+ * the data dir's being full, not the sandbox's quota. */
+static int blame_disk(const struct sbxd *d, struct sbx_err *err)
+{
+    if (d->cfg.workspace_mb == 0 && !strcmp(err->code, "workspace_too_large"))
+        sbx_err_set(err, ENOSPC, "insufficient_storage", "the data directory is full");
+    return sbx_err_ret(err);
+}
+
 struct upload {
     struct sbxd *d;
     struct ws_writer w;
@@ -50,7 +59,7 @@ static int upload_data(struct http_req *req, const char *buf, size_t len, void *
     if (u->w.written + len > FILES_UPLOAD_MAX)
         return sbx_err_set(err, EFBIG, "file_too_large", "uploads are limited to %llu bytes",
                            FILES_UPLOAD_MAX);
-    return ws_writer_write(&u->w, buf, len, err);
+    return ws_writer_write(&u->w, buf, len, err) < 0 ? blame_disk(u->d, err) : 0;
 }
 
 static void upload_end(struct http_req *req, void *data)
@@ -58,6 +67,8 @@ static void upload_end(struct http_req *req, void *data)
     struct upload *u = data;
     struct sbx_err err = {0};
     bool ok = ws_writer_commit(&u->w, true, &err) == 0;
+    if (!ok)
+        blame_disk(u->d, &err);
     audit_record(u->d->store, http_req_identity(req), NULL, http_req_id(req), "file.upload",
                  http_req_param(req, 0), ok ? "ok" : err.code,
                  json_pack("{s:s,s:I}", "path", u->path, "size", (json_int_t)u->w.written));
@@ -105,18 +116,21 @@ static void api_files_put(struct sbxd *d, struct http_req *req)
     /* Refuse at once what cannot fit; what can is still bounded by the filesystem. */
     struct statvfs vfs;
     if (has_len && fstatvfs(root, &vfs) == 0 && len > (uint64_t)vfs.f_bavail * vfs.f_frsize) {
-        http_respond_errorf(
-            req, "workspace_too_large", "the workspace has %llu bytes free, the upload is %llu",
-            (unsigned long long)vfs.f_bavail * vfs.f_frsize, (unsigned long long)len);
+        sbx_err_set(&err, ENOSPC, "workspace_too_large",
+                    "the workspace has %llu bytes free, the upload is %llu",
+                    (unsigned long long)vfs.f_bavail * vfs.f_frsize, (unsigned long long)len);
+        blame_disk(d, &err);
+        http_respond_error(req, &err);
         return;
     }
     struct upload *u = sbx_xcalloc(1, sizeof(*u));
+    u->d = d;
     if (ws_writer_open(root, path, 0644, &u->w, &err) < 0) {
+        blame_disk(d, &err);
         upload_free(u);
         http_respond_error(req, &err);
         return;
     }
-    u->d = d;
     u->path = sbx_xstrdup(path);
     http_req_stream_body(req, &upload_sink, u, upload_abort);
 }

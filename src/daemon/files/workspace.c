@@ -274,7 +274,8 @@ int ws_writer_commit(struct ws_writer *w, bool sync, struct sbx_err *err)
     if (r < 0)
         return path_errno(err, -r, w->name);
     /* The file being replaced, to give its blocks back once no name shows it. */
-    _cleanup_close_ int old = openat(w->dir, w->name, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    _cleanup_close_ int old =
+        openat(w->dir, w->name, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (renameat(w->dir, tmp, w->dir, w->name) < 0) {
         r = path_errno(err, errno, w->name);
         (void)unlinkat(w->dir, tmp, 0);
@@ -352,6 +353,31 @@ int ws_remove(int root, const char *path, struct sbx_err *err)
     if (r < 0 && r != -ENOENT)
         return path_errno(err, -r, path);
     return 0;
+}
+
+static bool is_upload_tmp(const char *name)
+{
+    size_t n = strlen(WS_TMP_PREFIX);
+    if (strncmp(name, WS_TMP_PREFIX, n) || strlen(name + n) != 16)
+        return false;
+    return strspn(name + n, "0123456789abcdef") == 16;
+}
+
+static int sweep_entry(const struct ws_entry *e, void *data, struct sbx_err *err)
+{
+    if (e->type == WS_FILE && is_upload_tmp(e->name)) {
+        release_blocks(e->dir, e->name);
+        if (unlinkat(e->dir, e->name, 0) == 0)
+            ++*(long long *)data;
+    }
+    return 0;
+}
+
+long long ws_sweep_uploads(int root, size_t max)
+{
+    long long removed = 0;
+    (void)ws_walk(root, "", true, max, sweep_entry, &removed, NULL, NULL);
+    return removed;
 }
 
 const char *ws_type_name(enum ws_type t)
@@ -577,8 +603,8 @@ static int hash_one(const struct ws_entry *e, void *data, struct sbx_err *err)
     struct stat st;
     if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
         return 0; /* replaced since the walk saw it */
-    struct ws_file f = {.path = e->path, .mode = st.st_mode & 07777,
-                        .mtime = (int64_t)st.st_mtim.tv_sec};
+    struct ws_file f = {
+        .path = e->path, .mode = st.st_mode & 07777, .mtime = (int64_t)st.st_mtim.tv_sec};
     int r = ws_sha256_fd(fd, -1, f.sha256, &f.size, err);
     if (r < 0)
         return r;
@@ -586,8 +612,8 @@ static int hash_one(const struct ws_entry *e, void *data, struct sbx_err *err)
     return h->fn(&f, h->data, err);
 }
 
-int ws_hash_tree(int root, const char *dir, size_t max, ws_file_fn fn, void *data,
-                 bool *truncated, struct sbx_err *err)
+int ws_hash_tree(int root, const char *dir, size_t max, ws_file_fn fn, void *data, bool *truncated,
+                 struct sbx_err *err)
 {
     struct hash_tree h = {.fn = fn, .data = data, .max = max};
     bool walk_trunc = false;

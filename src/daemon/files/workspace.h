@@ -77,6 +77,10 @@ int ws_rename(int root, const char *from, const char *to, struct sbx_err *err);
 
 /* Remove a file, a symlink (not what it points to) or a directory tree. */
 int ws_remove(int root, const char *path, struct sbx_err *err);
+/* At start: the temporary names of uploads that a kill caught between their link and
+ * their rename (WS_TMP_PREFIX + 16 hex) are removed, looking at up to max entries.
+ * Returns how many went. */
+long long ws_sweep_uploads(int root, size_t max);
 
 enum ws_type { WS_FILE, WS_DIR, WS_SYMLINK, WS_OTHER };
 const char *ws_type_name(enum ws_type t);

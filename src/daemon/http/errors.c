@@ -152,6 +152,8 @@ static const struct {
     {"store_conflict", 409},
     {"store_busy", 503},
     {"store_unavailable", 503},
+    /* A full data directory (docs/reliability.md). */
+    {"insufficient_storage", 507},
 };
 
 unsigned http_status_for_code(const char *code)

@@ -66,6 +66,9 @@ struct http_req {
     struct auth_identity ident;
     char *cors_origin; /* the request's Origin when SBX_CORS_ORIGINS allows it */
     struct http_req *next_suspended, *prev_suspended;
+    /* The request target in MHD's buffer before it decodes it, and its strlen then. */
+    const char *raw_uri;
+    size_t raw_uri_len;
 };
 
 struct http_server {
@@ -648,6 +651,84 @@ static bool refuse_malformed(struct http_req *r)
     return false;
 }
 
+/* libmicrohttpd 0.9.75 reads the request head in place and hands out C strings, so a raw
+ * NUL in the target or in a header value cuts it short ("…/trunc\0/../x" is "…/trunc")
+ * and no length it reports is longer. What it leaves in its buffer still tells: the head
+ * is one run of bytes from the method to the blank line (REQUEST_HEADER_SIZE), in which
+ * MHD only turned the line ends, the separators and the colons into NULs. So between
+ * where one value's string ends and where the next line starts there must be exactly a
+ * line end, the same width as the request line's (CRLF or LF: a client does not mix
+ * them), and nothing but NULs; anything else is a NUL that was sent, or a folded header
+ * line (obs-fold, which RFC 9112 lets a server refuse). The target's length is taken
+ * before MHD decodes it (the URI log callback) and must reach the space before the
+ * version. Checked against MHD 0.9.75 (Debian 12), the version sbxd is built with; the
+ * tests in tests/security/test_http_strict.py fail loudly should a later one lay its
+ * buffer out differently. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+    struct http_req *r = sbx_xcalloc(1, sizeof(*r));
+    r->resp_fd = -1;
+    r->raw_uri = uri;
+    r->raw_uri_len = strlen(uri);
+    return r;
+}
+
+struct head_walk {
+    const char *end;   /* of the last string checked: a header value, first the version */
+    size_t eol;        /* the request line's line end: 1 (LF) or 2 (CRLF) */
+    const char *limit; /* the head's end */
+    bool bad;
+};
+
+static bool only_nuls(const char *p, const char *q)
+{
+    for (; p < q; p++)
+        if (*p)
+            return false;
+    return true;
+}
+
+static enum MHD_Result walk_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   size_t key_size, const char *value, size_t value_size)
+{
+    struct head_walk *w = cls;
+    if (w->bad)
+        return MHD_NO;
+    /* The value lies on the key's line, behind its colon; the key follows the line end. */
+    if (!value || key < w->end || (size_t)(key - w->end) != w->eol || !only_nuls(w->end, key) ||
+        value < key + key_size || value + value_size > w->limit) {
+        w->bad = true;
+        return MHD_NO;
+    }
+    w->end = value + value_size;
+    return MHD_YES;
+}
+
+enum head_nul { HEAD_CLEAN, HEAD_NUL_IN_TARGET, HEAD_NUL_IN_HEADERS };
+
+static enum head_nul head_nul(struct http_req *r, const char *method, const char *version)
+{
+    const union MHD_ConnectionInfo *hs =
+        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    size_t vlen = strlen(version);
+    if (!hs || !vlen || version < method || (size_t)(version - method) + vlen > hs->header_size)
+        return HEAD_CLEAN; /* not a head read from the buffer (HTTP/0.9): MHD refuses those */
+    if (r->raw_uri && r->raw_uri + r->raw_uri_len != version - 1)
+        return HEAD_NUL_IN_TARGET;
+    struct head_walk w = {.end = version + vlen, .limit = method + hs->header_size};
+    const char *p = w.end;
+    while (p < w.limit && !*p && p - w.end < 2)
+        p++;
+    w.eol = (size_t)(p - w.end);
+    if (w.eol == 0 || (p < w.limit && *p == '\0'))
+        return HEAD_NUL_IN_HEADERS;
+    MHD_get_connection_values_n(r->conn, MHD_HEADER_KIND, walk_header, &w);
+    /* After the last line: its line end and the blank line's, then the head is over. */
+    if (w.bad || (size_t)(w.limit - w.end) != 2 * w.eol || !only_nuls(w.end, w.limit))
+        return HEAD_NUL_IN_HEADERS;
+    return HEAD_CLEAN;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
@@ -655,16 +736,27 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     struct http_server *s = cls;
     struct http_req *r = *con_cls;
 
-    if (!r) {
-        r = sbx_xcalloc(1, sizeof(*r));
+    if (!r || !r->conn) {
+        if (!r) {
+            r = sbx_xcalloc(1, sizeof(*r));
+            r->resp_fd = -1;
+        }
         r->srv = s;
         r->conn = conn;
         r->method = method;
         r->path = sbx_xstrdup(url);
-        r->resp_fd = -1;
         r->t0_ms = sbx_now_ms();
         new_request_id(r->id);
         *con_cls = r;
+        enum head_nul nul = head_nul(r, method, version);
+        if (nul != HEAD_CLEAN) {
+            if (nul == HEAD_NUL_IN_TARGET)
+                http_respond_errorf(r, "invalid_path", "the request target holds a NUL byte");
+            else
+                http_respond_errorf(r, "invalid_request",
+                                    "a header line holds a NUL byte (or is folded)");
+            return queue_answer(r);
+        }
         if (refuse_malformed(r))
             return queue_answer(r);
         const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
@@ -749,6 +841,11 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
     struct http_req *r = *con_cls;
+    if (r && !r->conn) { /* the head was never complete: no request was handled */
+        req_free(r);
+        *con_cls = NULL;
+        return;
+    }
     if (!r)
         return;
     if (r->on_abort && (!r->has_resp || (r->sse && !r->sse_ended)))
@@ -861,8 +958,8 @@ int http_server_new(struct loop *l, const char *listen, http_dispatch_fn dispatc
         MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG, 0, NULL,
         NULL, on_request, s, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
         s, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s, MHD_OPTION_UNESCAPE_CALLBACK, unescape, s,
-        MHD_OPTION_CONNECTION_TIMEOUT, lim && lim->idle_s ? lim->idle_s : HTTP_IDLE_SECONDS,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_CONNECTION_TIMEOUT,
+        lim && lim->idle_s ? lim->idle_s : HTTP_IDLE_SECONDS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
         lim && lim->per_address ? lim->per_address : HTTP_PER_ADDRESS_MAX,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
         /* Upload bodies reach sinks in pieces of up to this; the

@@ -427,7 +427,9 @@ fail:
         struct sbx_err e2 = {0};
         (void)rt_destroy(&m->rt, id, sb->state_dir, sb->dir, &e2);
     }
-    snprintf(err->code, sizeof(err->code), "sandbox_start_failed");
+    /* A full data dir stays the operator's 507, not a failed start. */
+    if (strcmp(err->code, "insufficient_storage"))
+        snprintf(err->code, sizeof(err->code), "sandbox_start_failed");
 fail_nostore:
     template_info_clear(&tpl);
     sandbox_free(sb);

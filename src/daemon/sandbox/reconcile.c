@@ -7,9 +7,16 @@
 #include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../../common/log.h"
 #include "../../common/util.h"
+
+/* How long a start waits for a checkpoint a killed daemon left running (a checkpoint of
+ * a 2 GB sandbox takes seconds). */
+#define SANDBOX_CHECKPOINT_WAIT_MS 60000
+/* And for the machine it checkpointed to stop. */
+#define SANDBOX_CHECKPOINT_STOP_MS 5000
 
 struct reconcile {
     struct manager *m;
@@ -24,6 +31,97 @@ static void keep_failed(struct manager *m, struct sandbox *sb)
     sb->next = m->sandboxes;
     m->sandboxes = sb;
     sandbox_arm_ttl(m, sb);
+}
+
+/* A pause or a fork stops the machine while it checkpoints it into <dir>/snapshots
+ * ("memory" or "fork-…"); their images are removed once used. So an image there on a
+ * sandbox recorded running means sbxd was killed during one. Its runsc checkpoint may
+ * still be running and would stop the machine after we re-attached it: wait for it first.
+ * *complete: one of the images was written whole. Returns whether one was found. */
+static bool checkpoint_in_flight(struct sandbox *sb, bool *complete)
+{
+    *complete = false;
+    _cleanup_free_ char *snaps = sbx_xasprintf("%s/snapshots", sb->dir);
+    DIR *d = opendir(snaps);
+    if (!d)
+        return false;
+    bool found = false;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (strcmp(de->d_name, "memory") && strncmp(de->d_name, "fork-", 5))
+            continue;
+        _cleanup_free_ char *img = sbx_xasprintf("%s/%s", snaps, de->d_name);
+        rt_checkpoint_wait(img, SANDBOX_CHECKPOINT_WAIT_MS);
+        _cleanup_free_ char *file = sbx_xasprintf("%s/checkpoint.img", img);
+        *complete |= access(file, F_OK) == 0;
+        found = true;
+    }
+    closedir(d);
+    return found;
+}
+
+/* A completed checkpoint stops the machine a moment later, and its shim lives on for its
+ * runsc delete: attaching then would find a machine on its way out. */
+static bool stopped_by_checkpoint(struct sandbox *sb)
+{
+    _cleanup_free_ char *status = sbx_xasprintf("%s/exit_status", sb->state_dir);
+    long long until = sbx_now_ms() + SANDBOX_CHECKPOINT_STOP_MS;
+    while (access(status, F_OK) != 0 && rt_alive(sb->state_dir) && sbx_now_ms() < until)
+        usleep(20 * 1000);
+    return access(status, F_OK) == 0 || !rt_alive(sb->state_dir);
+}
+
+/* The images a killed pause or fork left: kept as the pause image ("memory") when keep,
+ * else removed. */
+static bool settle_images(struct sandbox *sb, bool keep)
+{
+    _cleanup_free_ char *snaps = sbx_xasprintf("%s/snapshots", sb->dir);
+    _cleanup_free_ char *memory = sbx_xasprintf("%s/memory", snaps);
+    bool have = keep && access(memory, F_OK) == 0;
+    if (!keep)
+        (void)sbx_rm_rf(memory);
+    DIR *d = opendir(snaps);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        if (strncmp(de->d_name, "fork-", 5))
+            continue;
+        _cleanup_free_ char *img = sbx_xasprintf("%s/%s", snaps, de->d_name);
+        if (keep && !have && rename(img, memory) == 0)
+            have = true;
+        else
+            (void)sbx_rm_rf(img);
+    }
+    if (d)
+        closedir(d);
+    return have;
+}
+
+static void drop_images_when_ready(struct sandbox *sb, const struct sbx_err *err, void *data)
+{
+    if (!err)
+        (void)settle_images(sb, false);
+}
+
+/* The machine is gone but the workspace is whole (it is frozen for a checkpoint): kept as
+ * paused, so a resume restores the image when the checkpoint completed, else starts cold
+ * from the workspace. */
+static bool keep_paused(struct manager *m, struct sandbox *sb)
+{
+    if (!settle_images(sb, true))
+        return false;
+    long long now = sbx_wall_ms() / 1000;
+    char at[24];
+    snprintf(at, sizeof(at), "%lld", now);
+    struct sbx_err err = {0};
+    if (store_sandbox_set_status(m->store, sb->rec.id, SANDBOX_PAUSED, NULL, 0, &err) < 0 ||
+        store_meta_set(m->store, sb->rec.id, STORE_META_PAUSED_AT, at, &err) < 0) {
+        log_error("sandbox %s: %s", sb->rec.id, err.msg);
+        return false;
+    }
+    snprintf(sb->rec.status, sizeof(sb->rec.status), "%s", SANDBOX_PAUSED);
+    sb->paused = true;
+    sb->paused_at = now;
+    return true;
 }
 
 static void reconcile_one(const struct store_sandbox *rec, void *data)
@@ -78,7 +176,17 @@ static void reconcile_one(const struct store_sandbox *rec, void *data)
         log_info("sandbox %s: failed (%s), kept", rec->id, rec->end_reason);
         return;
     }
-    if (!rt_alive(sb->state_dir) || sandbox_attach(m, sb, &err) < 0) {
+    bool complete;
+    bool mid_checkpoint = checkpoint_in_flight(sb, &complete);
+    if ((mid_checkpoint && complete && stopped_by_checkpoint(sb)) || !rt_alive(sb->state_dir) ||
+        sandbox_attach(m, sb, &err) < 0) {
+        if (mid_checkpoint && keep_paused(m, sb)) {
+            sb->next = m->sandboxes;
+            m->sandboxes = sb;
+            sandbox_arm_ttl(m, sb);
+            log_warn("sandbox %s: sbxd stopped during its pause or fork; kept paused", rec->id);
+            return;
+        }
         if (sb->boot_id[0] && !sandbox_is_pooled(sb)) {
             /* It ran: its workspace is never deleted (docs/runtime.md). */
             log_warn("sandbox %s: not running any more (%s): kept as failed", rec->id, err.msg);
@@ -96,6 +204,10 @@ static void reconcile_one(const struct store_sandbox *rec, void *data)
         sandbox_free(sb);
         return;
     }
+    /* The machine runs on (the checkpoint failed, or it is a fork's parent restoring from
+     * the image): the image goes once the agent is back, not while a restore reads it. */
+    if (mid_checkpoint)
+        sandbox_when_ready(sb, drop_images_when_ready, NULL);
     sb->next = m->sandboxes;
     m->sandboxes = sb;
     sandbox_arm_ttl(m, sb);

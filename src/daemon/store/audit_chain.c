@@ -3,7 +3,9 @@
  * that row; the head (last seq and hash) is kept apart so that cutting off the tail is
  * seen too. */
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -21,7 +23,12 @@ const char *const store_audit_schema =
     "CREATE INDEX IF NOT EXISTS audit_user ON audit(user, seq);"
     "CREATE INDEX IF NOT EXISTS audit_sandbox ON audit(sandbox_id, seq);"
     "CREATE TABLE IF NOT EXISTS audit_head("
-    "  id INTEGER PRIMARY KEY CHECK(id = 1), seq INTEGER NOT NULL, hash TEXT NOT NULL);";
+    "  id INTEGER PRIMARY KEY CHECK(id = 1), seq INTEGER NOT NULL, hash TEXT NOT NULL);"
+    /* Where the kept chain starts once old entries were pruned: the last pruned entry's
+     * seq and hash, signed with the daemon's anchor key. */
+    "CREATE TABLE IF NOT EXISTS audit_anchor("
+    "  id INTEGER PRIMARY KEY CHECK(id = 1), seq INTEGER NOT NULL, hash TEXT NOT NULL,"
+    "  pruned_at_ms INTEGER NOT NULL, signature TEXT NOT NULL);";
 
 /* Length-prefixed fields, so no two different entries hash the same bytes. */
 static void put_field(EVP_MD_CTX *md, const char *v)
@@ -124,6 +131,45 @@ int store_audit_append(struct store *s, const struct store_audit_entry *in, stru
 #define AUDIT_COLS                                                                                 \
     "seq,ts_ms,user,key_id,action,sandbox_id,outcome,request_id,details,prev_hash,hash"
 
+/* Over a domain tag, the seq and the hash, NUL-separated (none contains a NUL). */
+static void anchor_sign(const struct store_anchor_key *key, long long seq, const char *hash,
+                        char out[65])
+{
+    char msg[128];
+    int n = snprintf(msg, sizeof(msg), "sbx-audit-anchor-v1%c%lld%c%s", 0, seq, 0, hash);
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned mdlen = 0;
+    if (n < 0 || (size_t)n >= sizeof(msg) ||
+        !HMAC(EVP_sha256(), key->k, sizeof(key->k), (unsigned char *)msg, (size_t)n, md, &mdlen) ||
+        mdlen != 32)
+        abort();
+    sbx_hex(md, mdlen, out);
+}
+
+/* 0 and anchor->seq 0 when nothing was ever pruned. */
+static int anchor_get(struct store *s, struct store_audit_anchor *a, struct sbx_err *err)
+{
+    memset(a, 0, sizeof(*a));
+    snprintf(a->hash, sizeof(a->hash), "%s", ZERO_HASH);
+    sqlite3_stmt *st;
+    int r = store_prepare(s, "SELECT seq, hash, pruned_at_ms, signature FROM audit_anchor", &st,
+                          err, "");
+    if (r < 0)
+        return r;
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        a->present = true;
+        a->seq = sqlite3_column_int64(st, 0);
+        store_col_text(st, 1, a->hash, sizeof(a->hash));
+        a->pruned_at_ms = sqlite3_column_int64(st, 2);
+        store_col_text(st, 3, a->signature, sizeof(a->signature));
+    } else if (rc != SQLITE_DONE) {
+        r = store_db_err(s, err, "read audit anchor");
+    }
+    sqlite3_finalize(st);
+    return r;
+}
+
 static void row_to_entry(sqlite3_stmt *st, struct store_audit_entry *e)
 {
     memset(e, 0, sizeof(*e));
@@ -173,37 +219,142 @@ static void fail(struct store_audit_verdict *v, long long seq, const char *reaso
     snprintf(v->reason, sizeof(v->reason), "%s", reason);
 }
 
-int store_audit_verify(struct store *s, struct store_audit_verdict *out, struct sbx_err *err)
+/* Walks the entries after the anchor, calling check on each in order; stops at the first
+ * one check refuses. */
+struct chain_walk {
+    struct store_audit_verdict v;
+    char prev[65];
+    long long want_seq;
+};
+
+static void check_entry(struct chain_walk *w, const struct store_audit_entry *e)
 {
-    struct store_audit_verdict v = {.ok = true};
-    sqlite3_stmt *st;
-    int r = store_prepare(s, "SELECT " AUDIT_COLS " FROM audit ORDER BY seq", &st, err, "");
+    char h[65];
+    store_audit_hash(e, h);
+    if (e->seq != w->want_seq)
+        fail(&w->v, w->want_seq, "an entry is missing (sequence gap)");
+    else if (strcmp(e->prev_hash, w->prev))
+        fail(&w->v, e->seq, "the entry does not follow the one before it");
+    else if (strcmp(h, e->hash))
+        fail(&w->v, e->seq, "the entry's content does not match its hash");
+    snprintf(w->prev, sizeof(w->prev), "%s", e->hash);
+    w->want_seq++;
+    w->v.checked++;
+}
+
+static void walk_from(struct chain_walk *w, const struct store_audit_anchor *a)
+{
+    memset(w, 0, sizeof(*w));
+    w->v.ok = true;
+    snprintf(w->prev, sizeof(w->prev), "%s", a->hash);
+    w->want_seq = a->seq + 1;
+}
+
+static int prune_locked(struct store *s, const struct store_prune *p, long long now_ms,
+                        const struct store_anchor_key *key, long long *removed, struct sbx_err *err)
+{
+    struct store_audit_anchor a;
+    int r = anchor_get(s, &a, err);
     if (r < 0)
         return r;
-    char prev[65] = ZERO_HASH;
-    long long want_seq = 1;
+    sqlite3_stmt *st;
+    long long head = 0;
+    if ((r = store_prepare(s, "SELECT seq FROM audit_head WHERE id=1", &st, err, "")) < 0)
+        return r;
+    if (sqlite3_step(st) == SQLITE_ROW)
+        head = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    r = store_prepare(s, "SELECT " AUDIT_COLS " FROM audit WHERE seq > ? ORDER BY seq LIMIT ?", &st,
+                      err, "ii", a.seq, (long long)p->batch);
+    if (r < 0)
+        return r;
+    struct chain_walk w;
+    walk_from(&w, &a);
+    long long last = 0;
+    char last_hash[65] = "";
     int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW && v.ok) {
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         struct store_audit_entry e;
         row_to_entry(st, &e);
-        char h[65];
-        store_audit_hash(&e, h);
-        if (e.seq != want_seq)
-            fail(&v, want_seq, "an entry is missing (sequence gap)");
-        else if (strcmp(e.prev_hash, prev))
-            fail(&v, e.seq, "the entry does not follow the one before it");
-        else if (strcmp(h, e.hash))
-            fail(&v, e.seq, "the entry's content does not match its hash");
-        snprintf(prev, sizeof(prev), "%s", e.hash);
-        want_seq++;
-        v.checked++;
+        if (e.ts_ms >= p->before_ms && !(p->keep > 0 && e.seq <= head - p->keep))
+            break;
+        check_entry(&w, &e);
+        if (!w.v.ok)
+            break;
+        last = e.seq;
+        snprintf(last_hash, sizeof(last_hash), "%s", e.hash);
     }
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return store_db_err(s, err, "read audit for pruning");
+    /* An anchor must never vouch for entries that do not verify: they stay, as evidence. */
+    if (!w.v.ok)
+        return sbx_err_set(err, EBADMSG, "internal",
+                           "the audit chain does not verify at entry %lld (%s): not pruned",
+                           w.v.bad_seq, w.v.reason);
+    if (!last)
+        return 0;
+    r = store_prepare(s, "DELETE FROM audit WHERE seq <= ?", &st, err, "i", last);
+    if (r < 0 || (r = store_step_done(s, st, err, "prune audit")) < 0)
+        return r;
+    *removed = sqlite3_changes(s->db);
+    char sig[65];
+    anchor_sign(key, last, last_hash, sig);
+    r = store_prepare(s,
+                      "INSERT OR REPLACE INTO audit_anchor(id,seq,hash,pruned_at_ms,signature) "
+                      "VALUES(1,?,?,?,?)",
+                      &st, err, "itit", last, last_hash, now_ms, sig);
+    return r < 0 ? r : store_step_done(s, st, err, "save audit anchor");
+}
+
+int store_audit_prune(struct store *s, const struct store_prune *p, long long now_ms,
+                      const struct store_anchor_key *key, long long *removed, struct sbx_err *err)
+{
+    *removed = 0;
+    int r = exec_sql(s, "BEGIN IMMEDIATE", err);
+    if (r < 0)
+        return r;
+    r = prune_locked(s, p, now_ms, key, removed, err);
+    if (r < 0) {
+        (void)exec_sql(s, "ROLLBACK", NULL);
+        *removed = 0;
+        return r;
+    }
+    return exec_sql(s, "COMMIT", err);
+}
+
+int store_audit_verify(struct store *s, const struct store_anchor_key *key,
+                       struct store_audit_verdict *out, struct sbx_err *err)
+{
+    struct store_audit_anchor a;
+    int r = anchor_get(s, &a, err);
+    if (r < 0)
+        return r;
+    struct chain_walk w;
+    walk_from(&w, &a);
+    if (a.present) {
+        char want[65];
+        anchor_sign(key, a.seq, a.hash, want);
+        if (strlen(a.signature) != 64 || CRYPTO_memcmp(want, a.signature, 64))
+            fail(&w.v, a.seq, "the anchor of the pruned entries does not verify (its signature)");
+    }
+    sqlite3_stmt *st;
+    r = store_prepare(s, "SELECT " AUDIT_COLS " FROM audit WHERE seq > ? ORDER BY seq", &st, err,
+                      "i", a.seq);
+    if (r < 0)
+        return r;
+    int rc;
+    while (w.v.ok && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        struct store_audit_entry e;
+        row_to_entry(st, &e);
+        check_entry(&w, &e);
+    }
+    if (w.v.ok && rc != SQLITE_DONE) {
         sqlite3_finalize(st);
         return store_db_err(s, err, "verify audit");
     }
     sqlite3_finalize(st);
-    if (v.ok) {
+    if (w.v.ok) {
         r = store_prepare(s, "SELECT seq, hash FROM audit_head WHERE id=1", &st, err, "");
         if (r < 0)
             return r;
@@ -211,13 +362,14 @@ int store_audit_verify(struct store *s, struct store_audit_verdict *out, struct 
         if (rc == SQLITE_ROW) {
             char head[65];
             store_col_text(st, 1, head, sizeof(head));
-            if (sqlite3_column_int64(st, 0) != want_seq - 1 || strcmp(head, prev))
-                fail(&v, want_seq, "entries after this one were removed");
-        } else if (want_seq != 1) {
-            fail(&v, 1, "the chain's head record is missing");
+            if (sqlite3_column_int64(st, 0) != w.want_seq - 1 || strcmp(head, w.prev))
+                fail(&w.v, w.want_seq, "entries after this one were removed");
+        } else if (w.want_seq != 1) {
+            fail(&w.v, 1, "the chain's head record is missing");
         }
         sqlite3_finalize(st);
     }
-    *out = v;
+    w.v.anchor = a;
+    *out = w.v;
     return 0;
 }

@@ -91,6 +91,10 @@ static int res_fail(struct pg_db *d, const PGresult *res, struct sbx_err *err, c
     if (state && (!strcmp(state, "40001") || !strcmp(state, "40P01") || !strcmp(state, "55P03") ||
                   !strcmp(state, "57014")))
         return sbx_err_set(err, EAGAIN, "store_busy", "store: %s: %s", what, msg);
+    /* disk_full (SQLSTATE 53100) on the server. */
+    if (state && !strcmp(state, "53100"))
+        return sbx_err_set(err, ENOSPC, "insufficient_storage",
+                           "the store's server is out of disk space: %s was not saved", what);
     if (PQstatus(d->c) != CONNECTION_OK || (state && !strncmp(state, "08", 2)))
         return sbx_err_set(err, EIO, "store_unavailable", "store: %s: PostgreSQL: %s", what, msg);
     return sbx_err_set(err, EIO, "store_error", "store: %s: %s", what, msg);

@@ -46,6 +46,11 @@ static int fail(struct sqlite_db *d, int rc, struct sbx_err *err, const char *wh
         return sbx_err_set(err, EEXIST, "store_conflict", "store: %s: %s", what, msg);
     if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED)
         return sbx_err_set(err, EAGAIN, "store_busy", "store: %s: %s", what, msg);
+    /* SQLite rolls the statement back on a full disk: the store stays as it was. */
+    int sys = sqlite3_system_errno(d->h);
+    if (rc == SQLITE_FULL || sys == ENOSPC || sys == EDQUOT)
+        return sbx_err_set(err, ENOSPC, "insufficient_storage",
+                           "the data directory is full: %s was not saved", what);
     return sbx_err_set(err, EIO, "store_error", "store: %s: %s", what, msg);
 }
 

@@ -107,6 +107,21 @@ int store_egress_log_interrupt(struct store *s, long long now_ms, struct sbx_err
     return r < 0 ? r : store_step_done(s, st, err, "interrupt egress log");
 }
 
+int store_egress_log_prune(struct store *s, long long before_ms, int batch, long long *removed,
+                           struct sbx_err *err)
+{
+    sqlite3_stmt *st;
+    int r = store_prepare(s,
+                          "DELETE FROM egress_log WHERE id IN (SELECT id FROM egress_log "
+                          "WHERE started_at_ms < ? AND ended_at_ms IS NOT NULL ORDER BY id "
+                          "LIMIT ?)",
+                          &st, err, "ii", before_ms, (long long)batch);
+    if (r < 0 || (r = store_step_done(s, st, err, "prune egress log")) < 0)
+        return r;
+    *removed = sqlite3_changes(s->db);
+    return 0;
+}
+
 int store_egress_log_query(struct store *s, const char *sandbox_id, long long before_id,
                            int limit, store_egress_cb cb, void *data, struct sbx_err *err)
 {

@@ -13,6 +13,7 @@ const char *const store_exec_schema =
     "  status TEXT NOT NULL, started_at_ms INTEGER NOT NULL, ended_at_ms INTEGER,"
     "  result TEXT);"
     "CREATE INDEX IF NOT EXISTS execs_running ON execs(status);"
+    "CREATE INDEX IF NOT EXISTS execs_ended ON execs(ended_at_ms);"
     "CREATE TABLE IF NOT EXISTS workspace_gen("
     "  sandbox_id TEXT PRIMARY KEY, generation INTEGER NOT NULL, fingerprint TEXT NOT NULL);";
 
@@ -57,8 +58,7 @@ int store_exec_get(struct store *s, const char *sandbox_id, const char *id, cons
         const unsigned char *res = sqlite3_column_text(st, 5);
         out->result_json = res ? sbx_xstrdup((const char *)res) : NULL;
     } else if (rc == SQLITE_DONE) {
-        r = sbx_err_set(err, ENOENT, "exec_not_found", "no exec %s in sandbox %s", id,
-                        sandbox_id);
+        r = sbx_err_set(err, ENOENT, "exec_not_found", "no exec %s in sandbox %s", id, sandbox_id);
     } else {
         r = store_db_err(s, err, "get exec");
     }
@@ -74,6 +74,21 @@ int store_exec_interrupt_running(struct store *s, long long now_ms, struct sbx_e
                           "WHERE status='running'",
                           &st, err, "i", now_ms);
     return r < 0 ? r : store_step_done(s, st, err, "interrupt execs");
+}
+
+int store_exec_prune(struct store *s, const struct store_prune *p, long long *removed,
+                     struct sbx_err *err)
+{
+    sqlite3_stmt *st;
+    int r = store_prepare(s,
+                          "DELETE FROM execs WHERE rowid IN (SELECT rowid FROM execs "
+                          "WHERE status != 'running' AND (ended_at_ms < ?1 OR (?2 > 0 AND "
+                          "rowid <= (SELECT max(rowid) FROM execs) - ?2)) LIMIT ?3)",
+                          &st, err, "iii", p->before_ms, p->keep, (long long)p->batch);
+    if (r < 0 || (r = store_step_done(s, st, err, "prune execs")) < 0)
+        return r;
+    *removed = sqlite3_changes(s->db);
+    return 0;
 }
 
 void store_exec_clear(struct store_exec *e)

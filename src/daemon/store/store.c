@@ -24,6 +24,11 @@ static const char *const *const legacy_schemas[] = {
 
 int store_db_err(struct store *s, struct sbx_err *err, const char *what)
 {
+    /* SQLite rolls the statement back on a full disk: the store stays as it was. */
+    int sys = sqlite3_system_errno(s->db);
+    if (sqlite3_errcode(s->db) == SQLITE_FULL || sys == ENOSPC || sys == EDQUOT)
+        return sbx_err_set(err, ENOSPC, "insufficient_storage",
+                           "the data directory is full: %s was not saved", what);
     return sbx_err_set(err, EIO, "internal", "store: %s: %s", what, sqlite3_errmsg(s->db));
 }
 

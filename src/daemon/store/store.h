@@ -145,6 +145,16 @@ int store_exec_get(struct store *s, const char *sandbox_id, const char *id, cons
                    struct store_exec *out, struct sbx_err *err);
 /* After a restart nothing is running: what was, reads "interrupted". */
 int store_exec_interrupt_running(struct store *s, long long now_ms, struct sbx_err *err);
+/* What a retention pass removes: rows older than before_ms (0: none by age) and the
+ * oldest past the newest keep (0: no cap), at most batch of them. */
+struct store_prune {
+    long long before_ms;
+    long long keep;
+    int batch;
+};
+/* Retention: forget finished execs, by when they ended and by count. */
+int store_exec_prune(struct store *s, const struct store_prune *p, long long *removed,
+                     struct sbx_err *err);
 void store_exec_clear(struct store_exec *e);
 
 /* The workspace's generation counter and the fingerprint it was last moved at. */
@@ -213,13 +223,32 @@ int store_audit_append(struct store *s, const struct store_audit_entry *e, struc
 typedef void (*store_audit_cb)(const struct store_audit_entry *e, void *data);
 int store_audit_query(struct store *s, const struct store_audit_filter *f, store_audit_cb cb,
                       void *data, struct sbx_err *err);
+/* The signing key of prune anchors (a secret in the data dir, see audit/retention.h). */
+struct store_anchor_key {
+    unsigned char k[32];
+};
+/* Where the kept chain starts: the last pruned entry. !present: nothing was pruned. */
+struct store_audit_anchor {
+    bool present;
+    long long seq;
+    char hash[65];
+    long long pruned_at_ms;
+    char signature[65];
+};
 struct store_audit_verdict {
     bool ok;
     long long checked;
     long long bad_seq; /* first entry that does not verify, when !ok */
     char reason[128];
+    struct store_audit_anchor anchor;
 };
-int store_audit_verify(struct store *s, struct store_audit_verdict *out, struct sbx_err *err);
+/* From the anchor (its signature checked with key) to the head. */
+int store_audit_verify(struct store *s, const struct store_anchor_key *key,
+                       struct store_audit_verdict *out, struct sbx_err *err);
+/* Remove the oldest entries p selects (only while the chain verifies) and move the
+ * signed anchor to the last one removed. */
+int store_audit_prune(struct store *s, const struct store_prune *p, long long now_ms,
+                      const struct store_anchor_key *key, long long *removed, struct sbx_err *err);
 /* The chain's hash function, exposed for unit tests. */
 void store_audit_hash(const struct store_audit_entry *e, char out[65]);
 
@@ -257,6 +286,9 @@ int store_egress_log_finish(struct store *s, long long id, long long bytes_up, l
                             struct sbx_err *err);
 /* At start: connections left open by a previous daemon end, "interrupted". */
 int store_egress_log_interrupt(struct store *s, long long now_ms, struct sbx_err *err);
+/* Retention: forget ended connections that started before before_ms, at most batch. */
+int store_egress_log_prune(struct store *s, long long before_ms, int batch, long long *removed,
+                           struct sbx_err *err);
 typedef void (*store_egress_cb)(const struct store_egress_conn *c, void *data);
 /* Newest first; before_id 0: from the newest. */
 int store_egress_log_query(struct store *s, const char *sandbox_id, long long before_id,

@@ -4,6 +4,9 @@
             vs  `cp` of the same file to a fresh name on the same disk
   download  GET of the same file into a file on disk
             vs  `cp` of the same file on the same disk
+            and curl copying the same file from/to a file:// URL: what the client costs
+            on its own (a read and a write through user space, where cp copies in the
+            kernel), the floor of any HTTP transfer measured with curl
   artifacts cold   GET /v1/sandboxes/{id}/artifacts with 1 000 small files in /workspace/out,
                    all rewritten with new bytes before each run (each copied into the blob
                    store, hashed, typed, scanned and signed)
@@ -54,6 +57,16 @@ def _cp(src, dst):
     return time.perf_counter() - t
 
 
+def _curl_copy(src, dst, upload):
+    """The client's own floor: curl moving the same bytes file to file, no server."""
+    t = time.perf_counter()
+    if upload:
+        subprocess.run(["curl", "-sS", "-T", src, "file://" + dst], check=True)
+    else:
+        subprocess.run(["curl", "-sS", "-o", dst, "file://" + src], check=True)
+    return time.perf_counter() - t
+
+
 def _write_out(c, sid, round_):
     c.sh(sid, "mkdir -p /workspace/out && cd /workspace/out && python3 -c \"\n"
               "import os\nfor i in range(%d):\n"
@@ -75,7 +88,7 @@ def run(build, n, only=("upload", "download", "artifacts")):
                 for _ in range(SIZE // (1 << 20) + 1):
                     f.write(os.urandom(1 << 20))
                 f.truncate(SIZE)
-            up, down, cp_times = [], [], []
+            up, down, cp_times, curl_up, curl_down = [], [], [], [], []
             _put_file(d.port, c.key, "/v1/sandboxes/%s/files/big.bin" % sid, src)
             for i in range(n):
                 if "upload" in only:
@@ -90,10 +103,20 @@ def run(build, n, only=("upload", "download", "artifacts")):
                     os.unlink(dst)
                 cp_times.append(_cp(src, os.path.join(tmp, "cp%d.bin" % i)))
                 os.unlink(os.path.join(tmp, "cp%d.bin" % i))
+                copy = os.path.join(tmp, "curl%d.bin" % i)
+                (curl_up if "upload" in only else curl_down).append(
+                    _curl_copy(src, copy, "upload" in only))
+                os.unlink(copy)
+                if "upload" in only and "download" in only:
+                    curl_down.append(_curl_copy(src, copy, False))
+                    os.unlink(copy)
             if up:
                 rows.append(("upload 100 MB (PUT files)", up, "cp 100 MB", cp_times))
+                rows.append(("upload 100 MB (PUT files)", up, "curl -T to file://", curl_up))
             if down:
                 rows.append(("download 100 MB (GET files)", down, "cp 100 MB", cp_times))
+                rows.append(("download 100 MB (GET files)", down, "curl from file://",
+                             curl_down))
         if "artifacts" in only:
             cold, warm, hash_base = [], [], []
             for i in range(n):

@@ -3,12 +3,14 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "../common/util.h"
 
 /* A frame plus slack: the decoder never buffers more than this. */
-#define DECODER_MAX (PROTO_HEADER_SIZE + PROTO_MAX_PAYLOAD + 64 * 1024)
+#define OUTQ_IOV_MAX 64
+#define DECODER_MAX (PROTO_HEADER_SIZE + PROTO_MAX_PAYLOAD + PROTO_READ_MAX)
 
 uint32_t proto_get_u32(const uint8_t *p)
 {
@@ -171,8 +173,12 @@ int proto_outq_push(struct proto_outq *q, uint32_t stream, uint8_t type, uint8_t
 int proto_outq_flush(struct proto_outq *q, int fd)
 {
     while (q->head) {
-        struct outq_chunk *c = q->head;
-        ssize_t n = write(fd, c->data + c->off, c->len - c->off);
+        /* Many frames per write: a WINDOW frame is 16 bytes. */
+        struct iovec iov[OUTQ_IOV_MAX];
+        int niov = 0;
+        for (struct outq_chunk *c = q->head; c && niov < OUTQ_IOV_MAX; c = c->next)
+            iov[niov++] = (struct iovec){c->data + c->off, c->len - c->off};
+        ssize_t n = writev(fd, iov, niov);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -180,13 +186,19 @@ int proto_outq_flush(struct proto_outq *q, int fd)
                 return 0;
             return -errno;
         }
-        c->off += (size_t)n;
         q->bytes -= (size_t)n;
-        if (c->off == c->len) {
-            q->head = c->next;
-            if (!q->head)
-                q->tail = NULL;
-            free(c);
+        size_t left = (size_t)n;
+        while (left) {
+            struct outq_chunk *c = q->head;
+            size_t take = c->len - c->off < left ? c->len - c->off : left;
+            c->off += take;
+            left -= take;
+            if (c->off == c->len) {
+                q->head = c->next;
+                if (!q->head)
+                    q->tail = NULL;
+                free(c);
+            }
         }
     }
     return 0;

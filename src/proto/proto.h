@@ -26,6 +26,15 @@
 #define PROTO_HEADER_SIZE 12
 #define PROTO_MAX_PAYLOAD (256u * 1024u)
 #define PROTO_WINDOW_INIT (1024u * 1024u)
+/* The largest single read any end feeds its decoder: a decoder holds at most a partial
+ * frame plus one such read. Large reads and writes keep the per-byte syscall count low
+ * (each costs a trip through gVisor's platform inside the sandbox). */
+#define PROTO_READ_MAX (256u * 1024u)
+/* Streams that relay a socket (tcp_connect, egress) move bulk data: their receivers grant
+ * this much in all, sending the difference over PROTO_WINDOW_INIT as WINDOW credit as
+ * soon as the stream is open. Credit adds up, so a peer of an older build (a restored
+ * snapshot's agent) works unchanged, only with the smaller window. */
+#define PROTO_TUNNEL_WINDOW (4096u * 1024u)
 
 enum proto_type {
     PROTO_HELLO = 1,  /* stream 0, JSON {version, ...} both ways */

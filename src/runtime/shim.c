@@ -63,7 +63,7 @@
 
 #define SHIM_OUTQ_MAX (4u * 1024u * 1024u)
 #define SHIM_MAX_FRAME ((size_t)PROTO_HEADER_SIZE + PROTO_MAX_PAYLOAD)
-#define SHIM_READ_CHUNK (64u * 1024u)
+#define SHIM_READ_CHUNK PROTO_READ_MAX
 #define SHIM_KILL_TIMEOUT_MS 5000
 #define SHIM_WAIT_TIMEOUT_MS 5000
 #define SHIM_DELETE_TIMEOUT_MS 15000
@@ -307,7 +307,7 @@ static void pump_agent_to_client(struct shim *s)
 static void on_agent_out(struct loop *l, int fd, uint32_t events, void *data)
 {
     struct shim *s = data;
-    uint8_t buf[SHIM_READ_CHUNK];
+    static uint8_t buf[SHIM_READ_CHUNK]; /* single threaded */
     ssize_t n = read(fd, buf, sizeof(buf));
     if (n < 0) {
         if (errno == EINTR || errno == EAGAIN)
@@ -353,7 +353,7 @@ static void on_client(struct loop *l, int fd, uint32_t events, void *data)
             pump_agent_to_client(s);
     }
     if (s->client_fd >= 0 && (events & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
-        uint8_t buf[SHIM_READ_CHUNK];
+        static uint8_t buf[SHIM_READ_CHUNK]; /* single threaded */
         ssize_t n = read(s->client_fd, buf, sizeof(buf));
         if (n < 0 && errno != EINTR && errno != EAGAIN) {
             drop_client(s, strerror(errno));
@@ -760,7 +760,7 @@ static void on_runsc_exit(struct shim *s)
 {
     /* Drain what the agent wrote last, give the client a moment to take it. */
     while (s->agent_out >= 0 && !s->agent_stalled) {
-        uint8_t buf[SHIM_READ_CHUNK];
+        static uint8_t buf[SHIM_READ_CHUNK]; /* single threaded */
         ssize_t n = read(s->agent_out, buf, sizeof(buf));
         if (n <= 0)
             break;

@@ -248,18 +248,20 @@ static void test_max_size_and_bound(void)
           "undrained feeding stops with -EMSGSIZE (after %zu bytes)", fed);
     proto_decoder_free(d);
 
-    /* But a max frame plus a full 64 KiB read always fits when drained in between. */
+    /* But a max frame plus a full PROTO_READ_MAX read always fits when drained in between. */
     d = proto_decoder_new();
     int ok = proto_decoder_feed(d, buf, len - 1) == 0 && proto_decoder_next(d, &f) == 0 &&
              proto_decoder_feed(d, buf + len - 1, 1) == 0;
-    uint8_t next[64 * 1024];
-    proto_header_encode(next, 7, PROTO_DATA, 1, sizeof(next) - PROTO_HEADER_SIZE);
-    memset(next + PROTO_HEADER_SIZE, 0xab, sizeof(next) - PROTO_HEADER_SIZE);
-    /* Not drained yet: one complete max frame + 64 KiB. */
-    ok = ok && proto_decoder_feed(d, next, sizeof(next)) == 0;
+    size_t next_len = PROTO_READ_MAX;
+    uint8_t *next = malloc(next_len);
+    proto_header_encode(next, 7, PROTO_DATA, 1, (uint32_t)(next_len - PROTO_HEADER_SIZE));
+    memset(next + PROTO_HEADER_SIZE, 0xab, next_len - PROTO_HEADER_SIZE);
+    /* Not drained yet: one complete max frame + one whole read. */
+    ok = ok && proto_decoder_feed(d, next, next_len) == 0;
     ok = ok && proto_decoder_next(d, &f) == 1 && f.len == PROTO_MAX_PAYLOAD;
-    ok = ok && proto_decoder_next(d, &f) == 1 && f.len == sizeof(next) - PROTO_HEADER_SIZE;
-    CHECK(ok, "max frame + a 64 KiB read fit the decoder bound");
+    ok = ok && proto_decoder_next(d, &f) == 1 && f.len == next_len - PROTO_HEADER_SIZE;
+    CHECK(ok, "max frame + a PROTO_READ_MAX read fit the decoder bound");
+    free(next);
     proto_decoder_free(d);
     free(buf);
     free(fr.payload);
@@ -292,7 +294,8 @@ static void test_outq(void)
         return;
     }
     (void)fcntl(fds[1], F_SETPIPE_SZ, 4096);
-    enum { NF = 50 };
+    /* More frames than one writev takes. */
+    enum { NF = 150 };
     struct tframe fr[NF];
     int ok = 1;
     for (int i = 0; i < NF; i++) {

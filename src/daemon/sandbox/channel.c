@@ -258,7 +258,7 @@ static void on_io(struct loop *l, int fd, uint32_t events, void *data)
     }
     if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
         return;
-    uint8_t buf[64 * 1024];
+    static uint8_t buf[PROTO_READ_MAX]; /* the loop is single threaded */
     for (int rounds = 0; rounds < 16; rounds++) {
         ssize_t n = read(c->fd, buf, sizeof(buf));
         if (n < 0) {

@@ -123,6 +123,12 @@ def main():
     for line in bench_concurrency.run(build, 15, max(10, args.n // 3)):
         print(line)
 
+    import bench_memory
+
+    print()
+    for line in bench_memory.run(build, 15):
+        print(line)
+
 
 if __name__ == "__main__":
     main()

@@ -9,8 +9,9 @@
 #include "../common/util.h"
 
 /* A frame plus slack: the decoder never buffers more than this. */
-#define OUTQ_IOV_MAX 64
 #define DECODER_MAX (PROTO_HEADER_SIZE + PROTO_MAX_PAYLOAD + PROTO_READ_MAX)
+/* Frames per writev when flushing a queue. */
+#define OUTQ_IOV_MAX 64
 
 uint32_t proto_get_u32(const uint8_t *p)
 {
@@ -64,10 +65,9 @@ size_t proto_decoder_pending(const struct proto_decoder *d)
     return d->len - d->start;
 }
 
-int proto_decoder_feed(struct proto_decoder *d, const void *buf, size_t len)
+/* Room for len more bytes at d->buf + d->len, or -EMSGSIZE past the bound. */
+static int decoder_reserve(struct proto_decoder *d, size_t len)
 {
-    if (len == 0)
-        return 0;
     if (d->start > 0) {
         memmove(d->buf, d->buf + d->start, d->len - d->start);
         d->len -= d->start;
@@ -84,9 +84,38 @@ int proto_decoder_feed(struct proto_decoder *d, const void *buf, size_t len)
         d->buf = sbx_xrealloc(d->buf, cap);
         d->cap = cap;
     }
+    return 0;
+}
+
+int proto_decoder_feed(struct proto_decoder *d, const void *buf, size_t len)
+{
+    if (len == 0)
+        return 0;
+    int r = decoder_reserve(d, len);
+    if (r < 0)
+        return r;
     memcpy(d->buf + d->len, buf, len);
     d->len += len;
     return 0;
+}
+
+ssize_t proto_decoder_read(struct proto_decoder *d, int fd)
+{
+    if (d->start == d->len)
+        d->start = d->len = 0;
+    size_t want = PROTO_READ_MAX;
+    if (d->len - d->start + want > DECODER_MAX)
+        want = DECODER_MAX - (d->len - d->start);
+    if (want == 0)
+        return -EMSGSIZE;
+    int r = decoder_reserve(d, want);
+    if (r < 0)
+        return r;
+    ssize_t n = read(fd, d->buf + d->len, want);
+    if (n < 0)
+        return -errno;
+    d->len += (size_t)n;
+    return n;
 }
 
 int proto_decoder_next(struct proto_decoder *d, struct proto_frame *f)

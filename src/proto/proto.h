@@ -21,6 +21,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define PROTO_VERSION 1
 #define PROTO_HEADER_SIZE 12
@@ -79,6 +80,10 @@ int proto_decoder_feed(struct proto_decoder *d, const void *buf, size_t len);
  * -EPROTO on a malformed header (bad type, reserved bits, oversized length). After an
  * error the stream cannot be resynchronised and the connection must be dropped. */
 int proto_decoder_next(struct proto_decoder *d, struct proto_frame *f);
+/* One read(2) of fd straight into the decoder (no copy through a caller's buffer): at most
+ * PROTO_READ_MAX bytes, fewer when more would pass the bound. Returns the byte count, 0 at
+ * EOF, -errno (-EAGAIN, -EINTR), or -EMSGSIZE when the decoder is full (drain it first). */
+ssize_t proto_decoder_read(struct proto_decoder *d, int fd);
 /* Bytes buffered but not yet returned as frames. */
 size_t proto_decoder_pending(const struct proto_decoder *d);
 

@@ -11,7 +11,7 @@ same way, is checkpointed and restored n times with runsc alone:
   runsc restore      `runsc restore --detach=false` with fresh stdio pipes until the agent
                      answers a HELLO on them (what "ready" means for sbxd too)
 
-    python3 bench/bench_snapshots.py [--build build] [-n 20] [--mb 500]
+    python3 bench/bench_snapshots.py [--build build] [-n 20] [--mb 500]   (--mb 0: idle only)
 """
 
 import argparse
@@ -190,7 +190,7 @@ def _case(build, n, mb):
 
 def run(build, n=20, mb=500):
     rows, notes = [], []
-    for size in (0, mb):
+    for size in (0, mb) if mb else (0,):
         r, t = _case(build, n, size)
         rows += r
         notes += t

@@ -117,6 +117,18 @@ def main():
     for n in notes:
         print("note: " + n)
 
+    import bench_concurrency
+
+    print()
+    for line in bench_concurrency.run(build, 15, max(10, args.n // 3)):
+        print(line)
+
+    import bench_memory
+
+    print()
+    for line in bench_memory.run(build, 15):
+        print(line)
+
 
 if __name__ == "__main__":
     main()

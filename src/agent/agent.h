@@ -20,7 +20,7 @@
 /* Terminals (pty.c), live or exited. */
 #define AGENT_MAX_PTYS 32
 /* Largest single read from a pipe or from the connection (and largest DATA frame we send). */
-#define AGENT_READ_CHUNK (64u * 1024u)
+#define AGENT_READ_CHUNK PROTO_READ_MAX
 
 struct stream;
 struct kernel;

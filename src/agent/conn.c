@@ -97,20 +97,18 @@ static void conn_in_cb(struct loop *l, int fd, uint32_t events, void *data)
     conn_drain_frames(a);
     if (c->paused)
         return;
-    ssize_t n = read(fd, a->iobuf, sizeof(a->iobuf));
-    if (n < 0) {
-        if (errno == EINTR || errno == EAGAIN)
-            return;
-        agent_die(a, 1, "reading from the daemon: %s", strerror(errno));
-    }
+    ssize_t n = proto_decoder_read(c->dec, fd);
+    if (n == -EINTR || n == -EAGAIN)
+        return;
+    if (n == -EMSGSIZE)
+        agent_die(a, 2, "frame decoder overflow (%s)", strerror(EMSGSIZE));
+    if (n < 0)
+        agent_die(a, 1, "reading from the daemon: %s", strerror((int)-n));
     if (n == 0) {
         /* The shim holds this pipe for the sandbox's whole life: EOF means it is gone. */
         conn_flush_now(a);
         agent_die(a, 0, NULL);
     }
-    int r = proto_decoder_feed(c->dec, a->iobuf, (size_t)n);
-    if (r < 0)
-        agent_die(a, 2, "frame decoder overflow (%s)", strerror(-r));
     conn_drain_frames(a);
 }
 

@@ -52,6 +52,9 @@ int sockpump_start(struct sockpump *p, struct agent *a, uint32_t stream, int fd,
     chan_in_init(&p->in, a, stream, PROTO_CH_STDIN, fd);
     p->in.on_done = on_daemon_done;
     p->in.owner = p;
+    /* A socket's bytes in bulk: a larger window than a pipe's (proto.h). */
+    p->in.window += PROTO_TUNNEL_WINDOW - PROTO_WINDOW_INIT;
+    conn_send_window(a, stream, PROTO_CH_STDIN, PROTO_TUNNEL_WINDOW - PROTO_WINDOW_INIT);
     chan_out_init(&p->out, a, stream, PROTO_CH_STDOUT, rfd, on_socket_eof, p);
     return 0;
 }

@@ -29,7 +29,8 @@ struct tcp_conn {
     uint8_t *early;
     size_t nearly;
     bool early_eof;
-    struct sockpump pump; /* server <-> daemon, once connected */
+    uint64_t early_credit; /* WINDOW for the socket's direction before there was one */
+    struct sockpump pump;  /* server <-> daemon, once connected */
 };
 
 static struct tcp_conn *to_conn(struct stream *s)
@@ -81,6 +82,9 @@ static void start_pumps(struct tcp_conn *t)
     t->nearly = 0;
     if (t->early_eof)
         chan_in_eof(&t->pump.in);
+    if (t->early_credit)
+        chan_out_credit(&t->pump.out, (uint32_t)t->early_credit);
+    t->early_credit = 0;
 }
 
 /* Connected: relay, or for a probe answer and hang up (the server sees a connection
@@ -154,6 +158,8 @@ static void op_window(struct stream *s, uint8_t ch, uint32_t credit)
     struct tcp_conn *t = to_conn(s);
     if (ch == PROTO_CH_STDOUT && t->connected)
         chan_out_credit(&t->pump.out, credit);
+    else if (ch == PROTO_CH_STDOUT && t->early_credit + credit <= PROTO_TUNNEL_WINDOW)
+        t->early_credit += credit;
 }
 
 /* SIGNAL from the daemon: its client went away, or the link expired. */

@@ -3,12 +3,15 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "../common/util.h"
 
 /* A frame plus slack: the decoder never buffers more than this. */
-#define DECODER_MAX (PROTO_HEADER_SIZE + PROTO_MAX_PAYLOAD + 64 * 1024)
+#define DECODER_MAX (PROTO_HEADER_SIZE + PROTO_MAX_PAYLOAD + PROTO_READ_MAX)
+/* Frames per writev when flushing a queue. */
+#define OUTQ_IOV_MAX 64
 
 uint32_t proto_get_u32(const uint8_t *p)
 {
@@ -62,10 +65,9 @@ size_t proto_decoder_pending(const struct proto_decoder *d)
     return d->len - d->start;
 }
 
-int proto_decoder_feed(struct proto_decoder *d, const void *buf, size_t len)
+/* Room for len more bytes at d->buf + d->len, or -EMSGSIZE past the bound. */
+static int decoder_reserve(struct proto_decoder *d, size_t len)
 {
-    if (len == 0)
-        return 0;
     if (d->start > 0) {
         memmove(d->buf, d->buf + d->start, d->len - d->start);
         d->len -= d->start;
@@ -82,9 +84,38 @@ int proto_decoder_feed(struct proto_decoder *d, const void *buf, size_t len)
         d->buf = sbx_xrealloc(d->buf, cap);
         d->cap = cap;
     }
+    return 0;
+}
+
+int proto_decoder_feed(struct proto_decoder *d, const void *buf, size_t len)
+{
+    if (len == 0)
+        return 0;
+    int r = decoder_reserve(d, len);
+    if (r < 0)
+        return r;
     memcpy(d->buf + d->len, buf, len);
     d->len += len;
     return 0;
+}
+
+ssize_t proto_decoder_read(struct proto_decoder *d, int fd)
+{
+    if (d->start == d->len)
+        d->start = d->len = 0;
+    size_t want = PROTO_READ_MAX;
+    if (d->len - d->start + want > DECODER_MAX)
+        want = DECODER_MAX - (d->len - d->start);
+    if (want == 0)
+        return -EMSGSIZE;
+    int r = decoder_reserve(d, want);
+    if (r < 0)
+        return r;
+    ssize_t n = read(fd, d->buf + d->len, want);
+    if (n < 0)
+        return -errno;
+    d->len += (size_t)n;
+    return n;
 }
 
 int proto_decoder_next(struct proto_decoder *d, struct proto_frame *f)
@@ -171,8 +202,12 @@ int proto_outq_push(struct proto_outq *q, uint32_t stream, uint8_t type, uint8_t
 int proto_outq_flush(struct proto_outq *q, int fd)
 {
     while (q->head) {
-        struct outq_chunk *c = q->head;
-        ssize_t n = write(fd, c->data + c->off, c->len - c->off);
+        /* Many frames per write: a WINDOW frame is 16 bytes. */
+        struct iovec iov[OUTQ_IOV_MAX];
+        int niov = 0;
+        for (struct outq_chunk *c = q->head; c && niov < OUTQ_IOV_MAX; c = c->next)
+            iov[niov++] = (struct iovec){c->data + c->off, c->len - c->off};
+        ssize_t n = writev(fd, iov, niov);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -180,13 +215,19 @@ int proto_outq_flush(struct proto_outq *q, int fd)
                 return 0;
             return -errno;
         }
-        c->off += (size_t)n;
         q->bytes -= (size_t)n;
-        if (c->off == c->len) {
-            q->head = c->next;
-            if (!q->head)
-                q->tail = NULL;
-            free(c);
+        size_t left = (size_t)n;
+        while (left) {
+            struct outq_chunk *c = q->head;
+            size_t take = c->len - c->off < left ? c->len - c->off : left;
+            c->off += take;
+            left -= take;
+            if (c->off == c->len) {
+                q->head = c->next;
+                if (!q->head)
+                    q->tail = NULL;
+                free(c);
+            }
         }
     }
     return 0;

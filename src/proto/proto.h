@@ -21,11 +21,21 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define PROTO_VERSION 1
 #define PROTO_HEADER_SIZE 12
 #define PROTO_MAX_PAYLOAD (256u * 1024u)
 #define PROTO_WINDOW_INIT (1024u * 1024u)
+/* The largest single read any end feeds its decoder: a decoder holds at most a partial
+ * frame plus one such read. Large reads and writes keep the per-byte syscall count low
+ * (each costs a trip through gVisor's platform inside the sandbox). */
+#define PROTO_READ_MAX (256u * 1024u)
+/* Streams that relay a socket (tcp_connect, egress) move bulk data: their receivers grant
+ * this much in all, sending the difference over PROTO_WINDOW_INIT as WINDOW credit as
+ * soon as the stream is open. Credit adds up, so a peer of an older build (a restored
+ * snapshot's agent) works unchanged, only with the smaller window. */
+#define PROTO_TUNNEL_WINDOW (4096u * 1024u)
 
 enum proto_type {
     PROTO_HELLO = 1,  /* stream 0, JSON {version, ...} both ways */
@@ -70,6 +80,10 @@ int proto_decoder_feed(struct proto_decoder *d, const void *buf, size_t len);
  * -EPROTO on a malformed header (bad type, reserved bits, oversized length). After an
  * error the stream cannot be resynchronised and the connection must be dropped. */
 int proto_decoder_next(struct proto_decoder *d, struct proto_frame *f);
+/* One read(2) of fd straight into the decoder (no copy through a caller's buffer): at most
+ * PROTO_READ_MAX bytes, fewer when more would pass the bound. Returns the byte count, 0 at
+ * EOF, -errno (-EAGAIN, -EINTR), or -EMSGSIZE when the decoder is full (drain it first). */
+ssize_t proto_decoder_read(struct proto_decoder *d, int fd);
 /* Bytes buffered but not yet returned as frames. */
 size_t proto_decoder_pending(const struct proto_decoder *d);
 

@@ -63,7 +63,7 @@
 
 #define SHIM_OUTQ_MAX (4u * 1024u * 1024u)
 #define SHIM_MAX_FRAME ((size_t)PROTO_HEADER_SIZE + PROTO_MAX_PAYLOAD)
-#define SHIM_READ_CHUNK (64u * 1024u)
+#define SHIM_READ_CHUNK PROTO_READ_MAX
 #define SHIM_KILL_TIMEOUT_MS 5000
 #define SHIM_WAIT_TIMEOUT_MS 5000
 #define SHIM_DELETE_TIMEOUT_MS 15000
@@ -307,12 +307,15 @@ static void pump_agent_to_client(struct shim *s)
 static void on_agent_out(struct loop *l, int fd, uint32_t events, void *data)
 {
     struct shim *s = data;
-    uint8_t buf[SHIM_READ_CHUNK];
-    ssize_t n = read(fd, buf, sizeof(buf));
-    if (n < 0) {
-        if (errno == EINTR || errno == EAGAIN)
-            return;
-        close_agent_out(s, strerror(errno));
+    static uint8_t discard[SHIM_READ_CHUNK]; /* single threaded */
+    ssize_t n = s->agent_broken ? read(fd, discard, sizeof(discard))
+                                : proto_decoder_read(s->agent_dec, fd);
+    if (n < 0 && s->agent_broken)
+        n = -errno;
+    if (n == -EINTR || n == -EAGAIN)
+        return;
+    if (n < 0 && n != -EMSGSIZE) {
+        close_agent_out(s, strerror((int)-n));
         return;
     }
     if (n == 0) {
@@ -321,7 +324,7 @@ static void on_agent_out(struct loop *l, int fd, uint32_t events, void *data)
     }
     if (s->agent_broken)
         return;
-    if (proto_decoder_feed(s->agent_dec, buf, (size_t)n) < 0) {
+    if (n == -EMSGSIZE) {
         shim_log(s, "agent decoder overflow; discarding its output from now on");
         s->agent_broken = true;
         drop_client(s, "agent stream corrupt");
@@ -353,18 +356,15 @@ static void on_client(struct loop *l, int fd, uint32_t events, void *data)
             pump_agent_to_client(s);
     }
     if (s->client_fd >= 0 && (events & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
-        uint8_t buf[SHIM_READ_CHUNK];
-        ssize_t n = read(s->client_fd, buf, sizeof(buf));
-        if (n < 0 && errno != EINTR && errno != EAGAIN) {
-            drop_client(s, strerror(errno));
-        } else if (n == 0) {
+        ssize_t n = proto_decoder_read(s->client_dec, s->client_fd);
+        if (n == -EMSGSIZE)
+            drop_client(s, "client decoder overflow");
+        else if (n < 0 && n != -EINTR && n != -EAGAIN)
+            drop_client(s, strerror((int)-n));
+        else if (n == 0)
             drop_client(s, "EOF");
-        } else if (n > 0) {
-            if (proto_decoder_feed(s->client_dec, buf, (size_t)n) < 0)
-                drop_client(s, "client decoder overflow");
-            else
-                pump_client_to_agent(s);
-        }
+        else if (n > 0)
+            pump_client_to_agent(s);
     }
     if (s->client_fd < 0 && s->agent_stalled)
         pump_agent_to_client(s); /* nobody to wait for any more: discard */
@@ -760,12 +760,9 @@ static void on_runsc_exit(struct shim *s)
 {
     /* Drain what the agent wrote last, give the client a moment to take it. */
     while (s->agent_out >= 0 && !s->agent_stalled) {
-        uint8_t buf[SHIM_READ_CHUNK];
-        ssize_t n = read(s->agent_out, buf, sizeof(buf));
-        if (n <= 0)
+        if (s->agent_broken || proto_decoder_read(s->agent_dec, s->agent_out) <= 0)
             break;
-        if (!s->agent_broken && proto_decoder_feed(s->agent_dec, buf, (size_t)n) == 0)
-            pump_agent_to_client(s);
+        pump_agent_to_client(s);
     }
     for (int i = 0; i < 20 && s->client_fd >= 0 && proto_outq_len(s->to_client) > 0; i++) {
         flush_to_client(s);

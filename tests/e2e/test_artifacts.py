@@ -117,6 +117,35 @@ def test_signed_link_downloads_hashed_bytes_without_key():
     assert fetch(url)[2] == b"hello\n"
 
 
+def test_unchanged_listings_reuse_and_changes_are_seen():
+    """Listings of an unchanged out/ answer from the cache; every kind of change is seen:
+    same size and mtime put back, the same bytes made infected, a new inode under the name."""
+    c, sid = sandbox()
+    c.sh(sid, "rm -rf /workspace/out && mkdir -p /workspace/out && "
+              "printf 'aaaa\\n' > /workspace/out/a.txt && printf 'bbbb\\n' > /workspace/out/b.txt")
+    first = artifacts(c, sid)
+    for _ in range(3):
+        again = artifacts(c, sid)
+        assert {p: (a["sha256"], a["size"], a["mime"], a["scan"]) for p, a in again.items()} == \
+            {p: (a["sha256"], a["size"], a["mime"], a["scan"]) for p, a in first.items()}
+        assert fetch(again["out/a.txt"]["url"])[2] == b"aaaa\n"
+    # Same length, mtime set back: only ctime (which the sandbox cannot set) moves.
+    c.sh(sid, "cd /workspace/out && m=$(stat -c %Y a.txt) && printf 'cccc\\n' > a.txt && "
+              "touch -d @$m a.txt")
+    a = artifacts(c, sid)["out/a.txt"]
+    assert a["sha256"] == hashlib.sha256(b"cccc\n").hexdigest(), a
+    assert fetch(a["url"])[2] == b"cccc\n"
+    # The same file becomes EICAR: scanned again.
+    c.sh(sid, "printf '%%s' '%s' > /workspace/out/b.txt" % EICAR.replace("'", "'\\''"))
+    b = artifacts(c, sid)["out/b.txt"]
+    assert b["scan"] == "infected" and "url" not in b, b
+    # Back to the first bytes, as a new file under the same name.
+    c.sh(sid, "cd /workspace/out && printf 'bbbb\\n' > b.new && mv b.new b.txt")
+    b = artifacts(c, sid)["out/b.txt"]
+    assert b["scan"] == "clean" and b["sha256"] == first["out/b.txt"]["sha256"], b
+    assert fetch(b["url"])[2] == b"bbbb\n"
+
+
 def test_tampered_links_are_403():
     c, sid = sandbox()
     make_outputs(c, sid)

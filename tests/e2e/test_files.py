@@ -282,3 +282,26 @@ def test_kill9_mid_upload_leaves_old_or_new():
     assert c.request("PUT", fpath(sid, "atomic.bin"), raw=new).status == 200
     assert c.request("GET", fpath(sid, "atomic.bin")).raw == new
     assert c.request("DELETE", fpath(sid, "atomic.bin")).status == 200
+
+
+def test_fork_with_quota_copies_each_workspace_image():
+    """With the quota each copy's workspace is a clone of the parent's image, made on a
+    worker: every copy sees the parent's files, then writes of one are nobody else's."""
+    c, sid = sandbox()
+    c.ok("PUT", fpath(sid, "fork/seed.txt"), raw=b"seed")
+    r = c.request("POST", "/v1/sandboxes/%s/fork" % sid, {"count": 2}, timeout=300)
+    assert r.status == 200, r
+    kids = [k["id"] for k in r.body["data"]]
+    assert len(kids) == 2 and all("error" not in k and k["restored"] for k in r.body["data"]), \
+        r.body
+    try:
+        for i, k in enumerate(kids):
+            assert c.request("GET", fpath(k, "fork/seed.txt")).raw == b"seed"
+            c.sh(k, "printf 'kid %d' > /workspace/fork/own.txt" % i)
+        c.sh(sid, "printf parent > /workspace/fork/own.txt")
+        assert c.request("GET", fpath(sid, "fork/own.txt")).raw == b"parent"
+        for i, k in enumerate(kids):
+            assert c.request("GET", fpath(k, "fork/own.txt")).raw == b"kid %d" % i
+    finally:
+        for k in kids:
+            c.delete_sandbox(k)

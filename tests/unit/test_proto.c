@@ -248,18 +248,20 @@ static void test_max_size_and_bound(void)
           "undrained feeding stops with -EMSGSIZE (after %zu bytes)", fed);
     proto_decoder_free(d);
 
-    /* But a max frame plus a full 64 KiB read always fits when drained in between. */
+    /* But a max frame plus a full PROTO_READ_MAX read always fits when drained in between. */
     d = proto_decoder_new();
     int ok = proto_decoder_feed(d, buf, len - 1) == 0 && proto_decoder_next(d, &f) == 0 &&
              proto_decoder_feed(d, buf + len - 1, 1) == 0;
-    uint8_t next[64 * 1024];
-    proto_header_encode(next, 7, PROTO_DATA, 1, sizeof(next) - PROTO_HEADER_SIZE);
-    memset(next + PROTO_HEADER_SIZE, 0xab, sizeof(next) - PROTO_HEADER_SIZE);
-    /* Not drained yet: one complete max frame + 64 KiB. */
-    ok = ok && proto_decoder_feed(d, next, sizeof(next)) == 0;
+    size_t next_len = PROTO_READ_MAX;
+    uint8_t *next = malloc(next_len);
+    proto_header_encode(next, 7, PROTO_DATA, 1, (uint32_t)(next_len - PROTO_HEADER_SIZE));
+    memset(next + PROTO_HEADER_SIZE, 0xab, next_len - PROTO_HEADER_SIZE);
+    /* Not drained yet: one complete max frame + one whole read. */
+    ok = ok && proto_decoder_feed(d, next, next_len) == 0;
     ok = ok && proto_decoder_next(d, &f) == 1 && f.len == PROTO_MAX_PAYLOAD;
-    ok = ok && proto_decoder_next(d, &f) == 1 && f.len == sizeof(next) - PROTO_HEADER_SIZE;
-    CHECK(ok, "max frame + a 64 KiB read fit the decoder bound");
+    ok = ok && proto_decoder_next(d, &f) == 1 && f.len == next_len - PROTO_HEADER_SIZE;
+    CHECK(ok, "max frame + a PROTO_READ_MAX read fit the decoder bound");
+    free(next);
     proto_decoder_free(d);
     free(buf);
     free(fr.payload);
@@ -292,7 +294,8 @@ static void test_outq(void)
         return;
     }
     (void)fcntl(fds[1], F_SETPIPE_SZ, 4096);
-    enum { NF = 50 };
+    /* More frames than one writev takes. */
+    enum { NF = 150 };
     struct tframe fr[NF];
     int ok = 1;
     for (int i = 0; i < NF; i++) {
@@ -334,6 +337,52 @@ static void test_outq(void)
         free(fr[i].payload);
 }
 
+static void test_decoder_read(void)
+{
+    int fds[2];
+    if (pipe2(fds, O_NONBLOCK) < 0) {
+        CHECK(0, "pipe2");
+        return;
+    }
+    (void)fcntl(fds[1], F_SETPIPE_SZ, 1 << 20);
+    enum { NF = 20 };
+    struct tframe fr[NF];
+    for (int i = 0; i < NF; i++)
+        fr[i] = mk((uint32_t)i, PROTO_DATA, 1, i % 4 == 0 ? PROTO_MAX_PAYLOAD : rnd() % 9000);
+    size_t len;
+    uint8_t *all = encode_all(fr, NF, &len);
+    struct proto_decoder *d = proto_decoder_new();
+    size_t wrote = 0;
+    int got = 0, ok = 1, reads = 0;
+    while (got < NF && reads < 100000) {
+        if (wrote < len) {
+            ssize_t w = write(fds[1], all + wrote, len - wrote);
+            if (w > 0)
+                wrote += (size_t)w;
+        }
+        ssize_t n = proto_decoder_read(d, fds[0]);
+        ok &= n > 0 || n == -EAGAIN;
+        ok &= n <= (ssize_t)PROTO_READ_MAX;
+        reads++;
+        struct proto_frame f;
+        while (proto_decoder_next(d, &f) == 1) {
+            ok &= got < NF && f.stream == fr[got].stream && f.len == fr[got].len &&
+                  memcmp(f.payload, fr[got].payload, f.len) == 0;
+            got++;
+        }
+    }
+    CHECK(ok && got == NF, "decoder_read: %d frames read straight from a pipe (%d reads)", got,
+          reads);
+    close(fds[1]);
+    CHECK_EQ_INT(proto_decoder_read(d, fds[0]), 0, "decoder_read at EOF -> 0");
+    close(fds[0]);
+    CHECK_EQ_INT(proto_decoder_read(d, fds[0]), -EBADF, "decoder_read error -> -errno");
+    proto_decoder_free(d);
+    free(all);
+    for (int i = 0; i < NF; i++)
+        free(fr[i].payload);
+}
+
 int main(void)
 {
     test_header();
@@ -342,5 +391,6 @@ int main(void)
     test_bad_headers();
     test_max_size_and_bound();
     test_outq();
+    test_decoder_read();
     return CHECK_DONE();
 }

@@ -749,10 +749,12 @@ int egress_stream_open(struct sandbox *sb, struct chan_stream *st, json_t *reque
     c->sb = sb;
     c->ufd = -1;
     c->started_ms = sbx_wall_ms();
-    c->up_window = PROTO_WINDOW_INIT;
+    c->up_window = PROTO_TUNNEL_WINDOW;
     c->down_window = PROTO_WINDOW_INIT;
     reqhead_init(&c->rh, c->head, sizeof(c->head), c->headers, EGRESS_HEADERS_MAX);
     channel_manual_credit(st);
+    struct sbx_err cerr = {0};
+    (void)channel_credit(st, PROTO_CH_STDOUT, PROTO_TUNNEL_WINDOW - PROTO_WINDOW_INIT, &cerr);
     c->timer = loop_timer_add(px->loop, EGRESS_HEAD_TIMEOUT_MS, on_head_timeout, c);
     c->next = px->conns;
     px->conns = c;

@@ -14,8 +14,15 @@
 #include "../../common/util.h"
 #include "../auth/signurl.h"
 #include "../store/store.h"
+#include "artcache.h"
 
 #define ARTIFACTS_GC_EVERY_S 60
+/* Files are copied, typed and scanned by up to this many threads per collection (one per
+ * core), fed through a queue of this many open files. */
+#define ARTIFACTS_WORKERS_MAX 8
+#define ARTIFACTS_QUEUE_MAX 64
+/* libmagic handles are not thread-safe: each worker takes its own, kept for reuse. */
+#define ARTIFACTS_MAGIC_SPARE (2 * ARTIFACTS_WORKERS_MAX)
 /* A blob stays this long past the expiry of the newest link to it. */
 #define ARTIFACTS_GC_SLACK_S 60
 
@@ -25,7 +32,10 @@ struct artifacts {
     char *public_url;
     struct signurl_key key;
     struct scanner *scanner;
-    magic_t magic;
+    struct art_cache *cache;
+    unsigned workers;
+    magic_t magic[ARTIFACTS_MAGIC_SPARE];
+    size_t n_magic;
     pthread_mutex_t magic_mu;
     /* Installing a blob (and refreshing its time) against the sweep deleting it. */
     pthread_mutex_t store_mu;
@@ -33,6 +43,19 @@ struct artifacts {
 };
 
 static void gc(struct artifacts *a, long long now);
+
+static magic_t magic_new(struct sbx_err *err)
+{
+    magic_t m = magic_open(MAGIC_MIME_TYPE | MAGIC_ERROR);
+    if (!m || magic_load(m, NULL) != 0) {
+        sbx_err_set(err, EIO, "internal", "loading libmagic's database: %s",
+                    m ? magic_error(m) : "magic_open failed");
+        if (m)
+            magic_close(m);
+        return NULL;
+    }
+    return m;
+}
 
 int artifacts_new(const struct sbxd_config *cfg, struct artifacts **out, struct sbx_err *err)
 {
@@ -52,16 +75,18 @@ int artifacts_new(const struct sbxd_config *cfg, struct artifacts **out, struct 
         free(a);
         return r;
     }
-    a->magic = magic_open(MAGIC_MIME_TYPE | MAGIC_ERROR);
-    if (!a->magic || magic_load(a->magic, NULL) != 0) {
-        r = sbx_err_set(err, EIO, "internal", "loading libmagic's database: %s",
-                        a->magic ? magic_error(a->magic) : "magic_open failed");
-        if (a->magic)
-            magic_close(a->magic);
+    a->magic[0] = magic_new(err);
+    if (!a->magic[0]) {
         close(a->store);
         free(a);
-        return r;
+        return -EIO;
     }
+    a->n_magic = 1;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    a->workers = cpus < 1                       ? 1
+                 : cpus > ARTIFACTS_WORKERS_MAX ? ARTIFACTS_WORKERS_MAX
+                                                : (unsigned)cpus;
+    a->cache = art_cache_new();
     a->ttl = cfg->artifact_url_ttl;
     a->public_url = sbx_xstrdup(cfg->public_url);
     a->scanner = scanner_new(cfg->clamav_db, cfg->signatures);
@@ -77,7 +102,9 @@ void artifacts_free(struct artifacts *a)
     if (!a)
         return;
     scanner_free(a->scanner);
-    magic_close(a->magic);
+    art_cache_free(a->cache);
+    for (size_t i = 0; i < a->n_magic; i++)
+        magic_close(a->magic[i]);
     pthread_mutex_destroy(&a->magic_mu);
     pthread_mutex_destroy(&a->store_mu);
     free(a->public_url);
@@ -191,18 +218,173 @@ static int store_blob(struct artifacts *a, int sbdir, int fd, char sha[WS_SHA256
 
 /* --- collection --------------------------------------------------------------------------- */
 
-struct collect {
-    struct artifacts *a;
-    struct artifact_list *out;
-    int sbdir;
+/* One file of out/, in walk order. */
+struct item {
+    struct artifact art;
+    struct art_stamp stamp;
+    bool settled;
+    const struct art_cached *prior; /* the last collection's entry for the path */
+    int fd;                         /* until a worker is done with it */
 };
 
-static void detect_mime(struct artifacts *a, int fd, char *out)
+struct collect {
+    struct artifacts *a;
+    int sbdir;
+    struct art_set *old;
+    struct item **items;
+    size_t n, cap;
+    bool truncated;
+    /* The workers' queue and the first error any of them met. */
+    pthread_mutex_t mu;
+    pthread_cond_t more, room;
+    struct item *queue[ARTIFACTS_QUEUE_MAX];
+    size_t q_head, q_len;
+    bool closing;
+    int ret;
+    struct sbx_err err;
+    pthread_t threads[ARTIFACTS_WORKERS_MAX];
+    unsigned n_threads;
+};
+
+static magic_t magic_take(struct artifacts *a)
 {
     pthread_mutex_lock(&a->magic_mu);
-    const char *m = lseek(fd, 0, SEEK_SET) == 0 ? magic_descriptor(a->magic, fd) : NULL;
-    snprintf(out, ARTIFACT_MIME_MAX, "%s", m ? m : "application/octet-stream");
+    magic_t m = a->n_magic ? a->magic[--a->n_magic] : NULL;
     pthread_mutex_unlock(&a->magic_mu);
+    struct sbx_err err = {0};
+    return m ? m : magic_new(&err);
+}
+
+static void magic_give(struct artifacts *a, magic_t m)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&a->magic_mu);
+    if (a->n_magic < ARTIFACTS_MAGIC_SPARE)
+        a->magic[a->n_magic++] = TAKE_PTR(m);
+    pthread_mutex_unlock(&a->magic_mu);
+    if (m)
+        magic_close(m);
+}
+
+static void detect_mime(magic_t m, int fd, char *out)
+{
+    const char *t = m && lseek(fd, 0, SEEK_SET) == 0 ? magic_descriptor(m, fd) : NULL;
+    snprintf(out, ARTIFACT_MIME_MAX, "%s", t ? t : "application/octet-stream");
+}
+
+/* The stored blob of sha still exists, and now stays for a new link's lifetime. */
+static bool blob_keep(struct artifacts *a, int sbdir, const char *sha)
+{
+    pthread_mutex_lock(&a->store_mu);
+    bool ok = utimensat(sbdir, sha, NULL, AT_SYMLINK_NOFOLLOW) == 0;
+    pthread_mutex_unlock(&a->store_mu);
+    return ok;
+}
+
+static void reuse(struct item *it, const struct art_cached *c)
+{
+    memcpy(it->art.sha256, c->art.sha256, sizeof(it->art.sha256));
+    memcpy(it->art.mime, c->art.mime, sizeof(it->art.mime));
+    memcpy(it->art.scan_detail, c->art.scan_detail, sizeof(it->art.scan_detail));
+    it->art.size = c->art.size;
+    it->art.scan = c->art.scan;
+}
+
+static int process(struct collect *c, struct item *it, magic_t *magic, struct sbx_err *err)
+{
+    struct art_settle t;
+    struct art_stamp after;
+    art_settled_begin(it->fd, &t);
+    int r = art_stamp_fd(it->fd, &it->stamp);
+    if (r < 0)
+        return sbx_err_sys(err, -r, "stat of an artifact");
+    if (it->prior) {
+        /* Most likely the same bytes under a new stamp: a read settles it. */
+        char sha[WS_SHA256_HEX_LEN + 1];
+        uint64_t size;
+        if ((r = ws_sha256_fd(it->fd, -1, sha, &size, err)) < 0)
+            return r;
+        if (!strcmp(sha, it->prior->art.sha256) && size == it->prior->art.size &&
+            blob_keep(c->a, c->sbdir, sha)) {
+            reuse(it, it->prior);
+            it->settled =
+                art_stamp_fd(it->fd, &after) == 0 && art_settled_end(&t, &it->stamp, &after);
+            return 0;
+        }
+        if (lseek(it->fd, 0, SEEK_SET) < 0)
+            return sbx_err_sys(err, errno, "rewinding an artifact");
+    }
+    _cleanup_close_ int blob = -1;
+    if ((r = store_blob(c->a, c->sbdir, it->fd, it->art.sha256, &it->art.size, &blob, err)) < 0)
+        return r;
+    it->settled = art_stamp_fd(it->fd, &after) == 0 && art_settled_end(&t, &it->stamp, &after);
+    if (!*magic)
+        *magic = magic_take(c->a);
+    detect_mime(*magic, blob, it->art.mime);
+    it->art.scan =
+        scanner_scan_fd(c->a->scanner, blob, it->art.scan_detail, sizeof(it->art.scan_detail));
+    return 0;
+}
+
+static void *worker(void *data)
+{
+    struct collect *c = data;
+    magic_t magic = NULL;
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        while (!c->q_len && !c->closing)
+            pthread_cond_wait(&c->more, &c->mu);
+        if (!c->q_len)
+            break;
+        struct item *it = c->queue[c->q_head];
+        c->q_head = (c->q_head + 1) % ARTIFACTS_QUEUE_MAX;
+        c->q_len--;
+        pthread_cond_signal(&c->room);
+        bool failed = c->ret < 0;
+        pthread_mutex_unlock(&c->mu);
+        struct sbx_err err = {0};
+        int r = failed ? 0 : process(c, it, &magic, &err);
+        close(it->fd);
+        it->fd = -1;
+        pthread_mutex_lock(&c->mu);
+        if (r < 0 && c->ret == 0) {
+            c->ret = r;
+            c->err = err;
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    magic_give(c->a, magic);
+    return NULL;
+}
+
+/* Under c->mu. The first file that needs work starts the workers. */
+static void start_workers(struct collect *c)
+{
+    while (c->n_threads < c->a->workers &&
+           pthread_create(&c->threads[c->n_threads], NULL, worker, c) == 0)
+        c->n_threads++;
+}
+
+static int enqueue(struct collect *c, struct item *it, struct sbx_err *err)
+{
+    pthread_mutex_lock(&c->mu);
+    if (!c->n_threads)
+        start_workers(c);
+    while (c->q_len == ARTIFACTS_QUEUE_MAX && c->ret == 0)
+        pthread_cond_wait(&c->room, &c->mu);
+    int r = c->ret;
+    if (r < 0) {
+        *err = c->err;
+    } else if (!c->n_threads) {
+        r = sbx_err_set(err, EAGAIN, "internal", "no thread to collect artifacts with");
+    } else {
+        c->queue[(c->q_head + c->q_len) % ARTIFACTS_QUEUE_MAX] = it;
+        c->q_len++;
+        pthread_cond_signal(&c->more);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return r;
 }
 
 static int collect_one(const struct ws_entry *e, void *data, struct sbx_err *err)
@@ -210,8 +392,8 @@ static int collect_one(const struct ws_entry *e, void *data, struct sbx_err *err
     struct collect *c = data;
     if (e->type != WS_FILE)
         return 0;
-    if (c->out->n == ARTIFACTS_MAX) {
-        c->out->truncated = true;
+    if (c->n == ARTIFACTS_MAX) {
+        c->truncated = true;
         return 1;
     }
     _cleanup_close_ int fd =
@@ -219,17 +401,72 @@ static int collect_one(const struct ws_entry *e, void *data, struct sbx_err *err
     struct stat st;
     if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
         return 0; /* replaced since the walk saw it */
-    struct artifact art = {0};
-    _cleanup_close_ int blob = -1;
-    int r = store_blob(c->a, c->sbdir, fd, art.sha256, &art.size, &blob, err);
-    if (r < 0)
-        return r;
-    detect_mime(c->a, blob, art.mime);
-    art.scan = scanner_scan_fd(c->a->scanner, blob, art.scan_detail, sizeof(art.scan_detail));
-    art.path = sbx_xstrdup(e->path);
-    c->out->v = sbx_xrealloc(c->out->v, (c->out->n + 1) * sizeof(*c->out->v));
-    c->out->v[c->out->n++] = art;
-    return 0;
+    struct item *it = sbx_xcalloc(1, sizeof(*it));
+    it->fd = -1;
+    it->art.path = sbx_xstrdup(e->path);
+    if (c->n == c->cap) {
+        c->cap = c->cap ? c->cap * 2 : 64;
+        c->items = sbx_xrealloc(c->items, c->cap * sizeof(*c->items));
+    }
+    c->items[c->n++] = it;
+    it->prior = art_set_find(c->old, e->path);
+    if (it->prior && it->prior->settled && art_stamp_fd(fd, &it->stamp) == 0 &&
+        art_stamp_eq(&it->stamp, &it->prior->stamp) &&
+        blob_keep(c->a, c->sbdir, it->prior->art.sha256)) {
+        reuse(it, it->prior);
+        it->settled = true;
+        return 0;
+    }
+    it->fd = TAKE_FD(fd);
+    return enqueue(c, it, err);
+}
+
+/* Wait for the workers; 0 or the first error of any of them. */
+static int finish_workers(struct collect *c, struct sbx_err *err)
+{
+    pthread_mutex_lock(&c->mu);
+    c->closing = true;
+    pthread_cond_broadcast(&c->more);
+    pthread_mutex_unlock(&c->mu);
+    for (unsigned i = 0; i < c->n_threads; i++)
+        pthread_join(c->threads[i], NULL);
+    if (c->ret < 0)
+        *err = c->err;
+    return c->ret;
+}
+
+static void collect_free(struct collect *c)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        if (c->items[i]->fd >= 0)
+            close(c->items[i]->fd);
+        free(c->items[i]->art.path);
+        free(c->items[i]);
+    }
+    free(c->items);
+    art_set_free(c->old);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->more);
+    pthread_cond_destroy(&c->room);
+    if (c->sbdir >= 0)
+        close(c->sbdir);
+}
+
+/* Hand the items over to out, in walk order, and remember them for next time. */
+static void collect_publish(struct collect *c, const char *sandbox_id, struct artifact_list *out)
+{
+    struct art_set *next = art_set_new();
+    out->v = sbx_xcalloc(c->n ? c->n : 1, sizeof(*out->v));
+    for (size_t i = 0; i < c->n; i++) {
+        struct item *it = c->items[i];
+        /* An engine that failed may work next time. */
+        if (it->art.scan != SCAN_ERROR)
+            art_set_add(next, &it->art, &it->stamp, it->settled);
+        out->v[out->n++] = it->art;
+        it->art.path = NULL;
+    }
+    art_set_seal(next);
+    art_cache_put(c->a->cache, sandbox_id, next);
 }
 
 void artifacts_collect(struct artifacts *a, int root, const char *sandbox_id,
@@ -251,23 +488,32 @@ void artifacts_collect(struct artifacts *a, int root, const char *sandbox_id,
     }
     struct collect c = {
         .a = a,
-        .out = out,
         .sbdir = openat(a->store, sandbox_id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)};
     pthread_mutex_unlock(&a->store_mu);
     if (c.sbdir < 0) {
         out->ret = sbx_err_sys(&out->err, errno, "opening the artifact store");
         return;
     }
-    struct sbx_err lerr = {0};
+    pthread_mutex_init(&c.mu, NULL);
+    pthread_cond_init(&c.more, NULL);
+    pthread_cond_init(&c.room, NULL);
+    c.old = art_cache_take(a->cache, sandbox_id);
+    struct sbx_err lerr = {0}, werr = {0};
     bool trunc = false;
     int r = ws_walk(root, ARTIFACTS_DIR, true, SIZE_MAX, collect_one, &c, &trunc, &lerr);
-    close(c.sbdir);
-    out->truncated = out->truncated || trunc;
-    /* No out/ (or not a directory) is simply no artifacts. */
-    if (r < 0 && strcmp(lerr.code, "file_not_found") && strcmp(lerr.code, "invalid_path")) {
+    int wr = finish_workers(&c, &werr);
+    out->truncated = trunc || c.truncated;
+    if (wr < 0) {
+        out->ret = wr;
+        out->err = werr;
+    } else if (r < 0 && strcmp(lerr.code, "file_not_found") && strcmp(lerr.code, "invalid_path")) {
+        /* No out/ (or not a directory) is simply no artifacts. */
         out->ret = r;
         out->err = lerr;
+    } else {
+        collect_publish(&c, sandbox_id, out);
     }
+    collect_free(&c);
 }
 
 /* --- links ------------------------------------------------------------------------------- */

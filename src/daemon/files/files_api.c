@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/statvfs.h>
 
+#include "../../common/jobs.h"
 #include "../../common/util.h"
 #include "../audit/audit.h"
 #include "../http/server.h"
@@ -43,12 +44,21 @@ struct upload {
     struct sbxd *d;
     struct ws_writer w;
     char *path;
+    /* While the commit runs on a worker: the request (NULL once the client is gone) and
+     * what the audit record needs of it. */
+    struct http_req *req;
+    struct auth_identity who;
+    char req_id[HTTP_REQUEST_ID_LEN + 1];
+    char *sandbox_id;
+    int ret;
+    struct sbx_err err;
 };
 
 static void upload_free(struct upload *u)
 {
     ws_writer_close(&u->w);
     free(u->path);
+    free(u->sandbox_id);
     free(u);
 }
 
@@ -62,23 +72,49 @@ static int upload_data(struct http_req *req, const char *buf, size_t len, void *
     return ws_writer_write(&u->w, buf, len, err) < 0 ? blame_disk(u->d, err) : 0;
 }
 
-static void upload_end(struct http_req *req, void *data)
+/* fsync of the file and its directory, rename and the release of the replaced file's
+ * blocks take tens of milliseconds for a large file: not on the loop. */
+static void commit_run(void *data)
 {
     struct upload *u = data;
-    struct sbx_err err = {0};
-    bool ok = ws_writer_commit(&u->w, true, &err) == 0;
-    if (!ok)
-        blame_disk(u->d, &err);
-    audit_record(u->d->store, http_req_identity(req), NULL, http_req_id(req), "file.upload",
-                 http_req_param(req, 0), ok ? "ok" : err.code,
+    u->ret = ws_writer_commit(&u->w, true, &u->err);
+}
+
+static void commit_done(void *data, bool ran)
+{
+    struct upload *u = data;
+    if (!ran)
+        u->ret = sbx_err_set(&u->err, ESHUTDOWN, "shutting_down", "sbxd is stopping");
+    if (u->ret < 0)
+        u->ret = blame_disk(u->d, &u->err);
+    bool ok = u->ret == 0;
+    audit_record(u->d->store, &u->who, NULL, u->req_id, "file.upload", u->sandbox_id,
+                 ok ? "ok" : u->err.code,
                  json_pack("{s:s,s:I}", "path", u->path, "size", (json_int_t)u->w.written));
-    if (!ok)
-        http_respond_error(req, &err);
-    else
-        http_respond_json(req, 200,
+    if (u->req && !ok)
+        http_respond_error(u->req, &u->err);
+    else if (u->req)
+        http_respond_json(u->req, 200,
                           json_pack("{s:s,s:s,s:I}", "object", "file", "path", u->path, "size",
                                     (json_int_t)u->w.written));
     upload_free(u);
+}
+
+static void commit_abort(struct http_req *req, void *data)
+{
+    struct upload *u = data;
+    u->req = NULL;
+}
+
+static void upload_end(struct http_req *req, void *data)
+{
+    struct upload *u = data;
+    u->req = req;
+    u->who = *http_req_identity(req);
+    snprintf(u->req_id, sizeof(u->req_id), "%s", http_req_id(req));
+    u->sandbox_id = sbx_xstrdup(http_req_param(req, 0));
+    http_req_suspend(req, commit_abort, u);
+    jobs_submit(u->d->jobs, commit_run, commit_done, u);
 }
 
 static void upload_failed(struct http_req *req, void *data)

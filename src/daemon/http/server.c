@@ -964,7 +964,10 @@ int http_server_new(struct loop *l, const char *listen, http_dispatch_fn dispatc
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
         /* Upload bodies reach sinks in pieces of up to this; the
          * default 32 KiB costs a write per 32 KiB. */
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEMORY, MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEMORY,
+        /* sbxd ignores SIGPIPE (main.c); told so, MHD answers files with sendfile
+         * instead of pread + send through a buffer. */
+        MHD_OPTION_SIGPIPE_HANDLED_BY_APP, (int)1, MHD_OPTION_END);
     if (!s->mhd) {
         free(s);
         return sbx_err_set(err, EADDRINUSE, "invalid_config", "cannot listen on %s", listen);

@@ -40,6 +40,7 @@ struct http_server_limits {
     unsigned idle_s;      /* 0: HTTP_IDLE_SECONDS */
     unsigned per_address; /* 0: HTTP_PER_ADDRESS_MAX */
 };
+/* The process must ignore SIGPIPE (sendfile cannot be told not to raise it). */
 int http_server_new(struct loop *l, const char *listen, http_dispatch_fn dispatch, void *app,
                     const struct http_server_limits *lim, struct http_server **out, struct sbx_err *err);
 /* Resume every suspended request with a 503 and stop listening. */

@@ -683,6 +683,8 @@ static void route(struct preview_conn *c, size_t body_off)
         return;
     }
     channel_manual_credit(c->st);
+    /* The buffer towards the client is bounded by what we grant. */
+    (void)channel_credit(c->st, PROTO_CH_STDOUT, PROTO_TUNNEL_WINDOW - PROTO_WINDOW_INIT, &err);
     c->state = PS_RELAY;
     c->up_window = PROTO_WINDOW_INIT;
     if (c->timer)

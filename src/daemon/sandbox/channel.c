@@ -258,15 +258,15 @@ static void on_io(struct loop *l, int fd, uint32_t events, void *data)
     }
     if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
         return;
-    uint8_t buf[64 * 1024];
     for (int rounds = 0; rounds < 16; rounds++) {
-        ssize_t n = read(c->fd, buf, sizeof(buf));
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN)
-                return;
-            sbx_err_sys(&err, errno, "reading the agent channel");
+        /* Straight into the decoder, which every round drains. */
+        ssize_t n = proto_decoder_read(c->dec, c->fd);
+        if (n == -EINTR)
+            continue;
+        if (n == -EAGAIN)
+            return;
+        if (n < 0 && n != -EMSGSIZE) {
+            sbx_err_sys(&err, (int)-n, "reading the agent channel");
             channel_fail(c, &err);
             return;
         }
@@ -275,7 +275,7 @@ static void on_io(struct loop *l, int fd, uint32_t events, void *data)
             channel_fail(c, &err);
             return;
         }
-        int r = proto_decoder_feed(c->dec, buf, (size_t)n);
+        int r = n < 0 ? (int)n : 0;
         struct proto_frame f;
         while (r == 0 && (r = proto_decoder_next(c->dec, &f)) == 1) {
             r = handle_frame(c, &f, &err);

@@ -1,11 +1,16 @@
 /* Fork: checkpoint the parent once, copy its still workspace per copy, then restore
- * the parent and every copy from the same image (each its own id and workspace). */
+ * the parent and every copy from the same image (each its own id and workspace).
+ *
+ * The copies (a sparse clone of the workspace image, or cp -a) run on worker threads,
+ * side by side; each copy is restored as soon as its workspace is there, and the parent
+ * as soon as the last copy has read its workspace. */
 #include "snapshot.h"
 
 #include <errno.h>
 #include <openssl/rand.h>
 #include <string.h>
 
+#include "../../common/jobs.h"
 #include "../../common/log.h"
 #include "../../common/text.h"
 #include "../../common/util.h"
@@ -14,6 +19,9 @@
 
 struct fork_op {
     struct manager *m;
+    struct jobs *jobs;
+    int frozen;  /* the parent's frozen workspace (quota), until the last copy is made */
+    int copying; /* copies still being made */
     struct auth_identity who;
     char parent_id[STORE_ID_MAX + 1];
     char *image_dir;
@@ -50,16 +58,38 @@ static void on_kid_ready(struct sandbox *kid, const struct sbx_err *err, void *d
         fork_finish(f, NULL);
 }
 
-/* A copy of the stopped parent's workspace for a fork: with the quota the image, without
- * it a plain recursive copy. */
-static int copy_workspace(struct manager *m, const struct sandbox *from, struct sandbox *to,
-                          struct sbx_err *err)
+/* One copy of the stopped parent's workspace, made on a worker: with the quota a clone
+ * of the image, without it a plain recursive copy. Paths only: nothing of the loop's. */
+struct ws_copy {
+    struct fork_op *f;
+    struct sandbox *kid; /* not yet in the manager's list */
+    struct fork_child *out;
+    char *from_ws, *from_img, *to_ws, *to_img; /* the images NULL without a quota */
+    int ret;
+    struct sbx_err err;
+};
+
+static void ws_copy_run(void *data)
 {
-    if (!m->ws_template)
-        return wsimage_copy_tree(from->workspace, to->workspace, err);
-    _cleanup_free_ char *src = sbx_xasprintf("%s/workspace.img", from->dir);
-    _cleanup_free_ char *dst = sbx_xasprintf("%s/workspace.img", to->dir);
-    return wsimage_mount(src, dst, to->workspace, err);
+    struct ws_copy *c = data;
+    if (c->from_img)
+        c->ret = wsimage_mount(c->from_img, c->to_img, c->to_ws, &c->err);
+    else
+        c->ret = wsimage_copy_tree(c->from_ws, c->to_ws, &c->err);
+}
+
+static void fork_copies_done(struct fork_op *f);
+static void ws_copy_done(void *data, bool ran);
+
+/* A copy that will not run: recorded as failed, its runtime state and directory gone. */
+static void kid_failed(struct manager *m, struct sandbox *sb, struct sbx_err *err)
+{
+    (void)store_sandbox_set_status(m->store, sb->rec.id, SANDBOX_FAILED, "start_failed",
+                                   sbx_wall_ms() / 1000, NULL);
+    struct sbx_err e2 = {0};
+    (void)rt_destroy(&m->rt, sb->rec.id, sb->state_dir, sb->dir, &e2);
+    sandbox_free(sb);
+    snprintf(err->code, sizeof(err->code), "sandbox_start_failed");
 }
 
 static int fork_kid(struct fork_op *f, struct sandbox *parent, struct fork_child *out,
@@ -102,30 +132,70 @@ static int fork_kid(struct fork_op *f, struct sandbox *parent, struct fork_child
     if (r == 0 &&
         ((r = sbx_mkdir_p(sb->state_dir, 0700)) < 0 || (r = sbx_mkdir_p(sb->workspace, 0755)) < 0))
         sbx_err_sys(err, -r, "creating the sandbox directory");
-    if (r == 0)
-        r = copy_workspace(m, parent, sb, err);
+    if (r < 0) {
+        kid_failed(m, sb, err);
+        return r;
+    }
+    snprintf(sb->expect_boot, sizeof(sb->expect_boot), "%s", parent->boot_id);
+    struct ws_copy *c = sbx_xcalloc(1, sizeof(*c));
+    c->f = f;
+    c->kid = sb;
+    c->out = out;
+    c->from_ws = sbx_xstrdup(parent->workspace);
+    c->to_ws = sbx_xstrdup(sb->workspace);
+    if (m->ws_template) {
+        c->from_img = sbx_xasprintf("%s/workspace.img", parent->dir);
+        c->to_img = sbx_xasprintf("%s/workspace.img", sb->dir);
+    }
+    f->copying++;
+    if (f->jobs) {
+        jobs_submit(f->jobs, ws_copy_run, ws_copy_done, c);
+    } else {
+        ws_copy_run(c);
+        ws_copy_done(c, true);
+    }
+    return 0;
+}
+
+/* On the loop: the copy's workspace is there (or not); restore it from the image. */
+static void ws_copy_done(void *data, bool ran)
+{
+    struct ws_copy *c = data;
+    struct fork_op *f = c->f;
+    struct manager *m = f->m;
+    struct sandbox *sb = c->kid;
+    struct sbx_err err = {0};
+    int r = c->ret;
+    if (!ran)
+        r = sbx_err_set(&err, ESHUTDOWN, "shutting_down", "sbxd is stopping");
+    else if (r < 0)
+        err = c->err;
     if (r == 0) {
         sb->restoring = true;
         sb->op_t0 = f->t0;
-        snprintf(sb->expect_boot, sizeof(sb->expect_boot), "%s", parent->boot_id);
         sb->image_dir = sbx_xstrdup(f->image_dir);
-        r = sandbox_launch(m, sb, f->image_dir, true, err);
+        r = sandbox_launch(m, sb, f->image_dir, true, &err);
     }
     if (r < 0) {
-        (void)store_sandbox_set_status(m->store, id, SANDBOX_FAILED, "start_failed", now, NULL);
-        struct sbx_err e2 = {0};
-        (void)rt_destroy(&m->rt, id, sb->state_dir, sb->dir, &e2);
-        sandbox_free(sb);
-        snprintf(err->code, sizeof(err->code), "sandbox_start_failed");
-        return r;
+        c->out->ok = false;
+        log_error("sandbox %s: fork copy %s: %s", f->parent_id, sb->rec.id, err.msg);
+        kid_failed(m, sb, &err);
+        c->out->err = err;
+    } else {
+        sb->next = m->sandboxes;
+        m->sandboxes = sb;
+        sandbox_arm_ttl(m, sb);
+        log_info("sandbox %s: forked from %s", sb->rec.id, f->parent_id);
+        f->pending++;
+        sandbox_when_ready(sb, on_kid_ready, f);
     }
-    sb->next = m->sandboxes;
-    m->sandboxes = sb;
-    sandbox_arm_ttl(m, sb);
-    log_info("sandbox %s: forked from %s", id, p->id);
-    f->pending++;
-    sandbox_when_ready(sb, on_kid_ready, f);
-    return 0;
+    free(c->from_ws);
+    free(c->to_ws);
+    free(c->from_img);
+    free(c->to_img);
+    free(c);
+    if (--f->copying == 0)
+        fork_copies_done(f);
 }
 
 static void on_parent_ready(struct sandbox *sb, const struct sbx_err *err, void *data)
@@ -152,7 +222,8 @@ static void fork_on_checkpoint(struct sandbox *parent, const struct sbx_err *err
         fork_finish(f, err ? err : &gone);
         return;
     }
-    int frozen = checkpoint_freeze_workspace(f->m, parent);
+    f->frozen = checkpoint_freeze_workspace(f->m, parent);
+    f->copying = 1; /* until every copy is under way */
     for (int i = 0; i < f->count; i++) {
         struct sbx_err kerr = {0};
         if (fork_kid(f, parent, &f->kids[i], &kerr) < 0) {
@@ -161,33 +232,53 @@ static void fork_on_checkpoint(struct sandbox *parent, const struct sbx_err *err
             log_error("sandbox %s: fork copy %d: %s", f->parent_id, i, kerr.msg);
         }
     }
-    checkpoint_thaw_workspace(frozen);
-    struct sbx_err perr = {0};
-    parent->restoring = true;
-    parent->cold_tried = false;
-    parent->drop_image = false;
-    parent->op_t0 = sbx_now_ms();
-    snprintf(parent->expect_boot, sizeof(parent->expect_boot), "%s", parent->boot_id);
-    free(parent->image_dir);
-    parent->image_dir = sbx_xstrdup(f->image_dir);
-    if (sandbox_launch(f->m, parent, f->image_dir, false, &perr) < 0) {
-        parent->cold_tried = true;
-        if (sandbox_launch(f->m, parent, NULL, false, &perr) < 0) {
-            struct sbx_err derr = {0};
-            (void)sandbox_destroy(f->m, parent, "start_failed", &perr, NULL, NULL, &derr);
+    if (--f->copying == 0)
+        fork_copies_done(f);
+}
+
+static struct sandbox *find_live(struct manager *m, const char *id)
+{
+    for (struct sandbox *sb = m->sandboxes; sb; sb = sb->next)
+        if (!strcmp(sb->rec.id, id))
+            return sb->ended ? NULL : sb;
+    return NULL;
+}
+
+/* Every copy has its workspace: the parent may change its own again. */
+static void fork_copies_done(struct fork_op *f)
+{
+    checkpoint_thaw_workspace(f->frozen);
+    f->frozen = -1;
+    struct sandbox *parent = find_live(f->m, f->parent_id);
+    if (parent) {
+        struct sbx_err perr = {0};
+        parent->restoring = true;
+        parent->cold_tried = false;
+        parent->drop_image = false;
+        parent->op_t0 = sbx_now_ms();
+        snprintf(parent->expect_boot, sizeof(parent->expect_boot), "%s", parent->boot_id);
+        free(parent->image_dir);
+        parent->image_dir = sbx_xstrdup(f->image_dir);
+        if (sandbox_launch(f->m, parent, f->image_dir, false, &perr) < 0) {
+            parent->cold_tried = true;
+            if (sandbox_launch(f->m, parent, NULL, false, &perr) < 0) {
+                struct sbx_err derr = {0};
+                (void)sandbox_destroy(f->m, parent, "start_failed", &perr, NULL, NULL, &derr);
+            }
         }
-    }
-    if (!parent->ended) {
-        f->pending++;
-        sandbox_when_ready(parent, on_parent_ready, f);
+        if (!parent->ended) {
+            f->pending++;
+            sandbox_when_ready(parent, on_parent_ready, f);
+        }
     }
     f->pending--; /* the checkpoint's own count */
     if (f->pending == 0)
         fork_finish(f, NULL);
 }
 
-int snapshot_fork(struct manager *m, struct sandbox *sb, const struct auth_identity *who, int count,
-                  long long ttl_seconds, fork_done_fn cb, void *data, struct sbx_err *err)
+int snapshot_fork(struct manager *m, struct jobs *jobs, struct sandbox *sb,
+                  const struct auth_identity *who, int count, long long ttl_seconds,
+                  fork_done_fn cb, void *data, struct sbx_err *err)
 {
     int r = checkpoint_check(sb, "fork", err);
     if (r < 0)
@@ -205,6 +296,8 @@ int snapshot_fork(struct manager *m, struct sandbox *sb, const struct auth_ident
                            m->cfg->max_per_user, n.user_running);
     struct fork_op *f = sbx_xcalloc(1, sizeof(*f));
     f->m = m;
+    f->jobs = jobs;
+    f->frozen = -1;
     f->who = *who;
     snprintf(f->parent_id, sizeof(f->parent_id), "%s", sb->rec.id);
     f->count = count;

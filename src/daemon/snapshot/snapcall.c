@@ -160,7 +160,7 @@ int snapcall_fork(const struct snap_origin *o, struct sandbox *sb, json_t *body,
         ttl = json_integer_value(v);
     }
     struct snap_call *x = call_new(o, cb, data);
-    if (snapshot_fork(o->mgr, sb, &x->who, (int)count, ttl, on_forked, x, err) < 0) {
+    if (snapshot_fork(o->mgr, o->jobs, sb, &x->who, (int)count, ttl, on_forked, x, err) < 0) {
         free(x);
         return sbx_err_ret(err);
     }

@@ -15,8 +15,10 @@ struct snap_call;
 /* Once, unless forgotten first: the answer (borrowed) or err. */
 typedef void (*snap_answer_fn)(json_t *answer, const struct sbx_err *err, void *data);
 
+struct jobs;
 struct snap_origin {
     struct manager *mgr;
+    struct jobs *jobs; /* a fork's workspace copies run there (NULL: on the loop) */
     struct store *store;
     const struct auth_identity *who;
     const char *request_id;
@@ -24,8 +26,8 @@ struct snap_origin {
 
 int snapcall_pause(const struct snap_origin *o, struct sandbox *sb, snap_answer_fn cb, void *data,
                    struct snap_call **out, struct sbx_err *err);
-int snapcall_resume(const struct snap_origin *o, struct sandbox *sb, snap_answer_fn cb,
-                    void *data, struct snap_call **out, struct sbx_err *err);
+int snapcall_resume(const struct snap_origin *o, struct sandbox *sb, snap_answer_fn cb, void *data,
+                    struct snap_call **out, struct sbx_err *err);
 /* body: {count?, ttl_seconds?} (invalid_count, invalid_ttl). */
 int snapcall_fork(const struct snap_origin *o, struct sandbox *sb, json_t *body, snap_answer_fn cb,
                   void *data, struct snap_call **out, struct sbx_err *err);

@@ -38,9 +38,12 @@ struct fork_child {
 typedef void (*fork_done_fn)(const char *parent_id, const struct fork_child *kids, int n,
                              const struct sbx_err *err, void *data);
 /* Snapshot a running v2 sandbox, which keeps running, and start count copies of it, each
- * with its own id and copy of the workspace. ttl_seconds 0: the parent's. */
-int snapshot_fork(struct manager *m, struct sandbox *sb, const struct auth_identity *who, int count,
-                  long long ttl_seconds, fork_done_fn cb, void *data, struct sbx_err *err);
+ * with its own id and copy of the workspace. ttl_seconds 0: the parent's. jobs: the worker
+ * threads that copy the workspaces (NULL: on the calling thread). */
+struct jobs;
+int snapshot_fork(struct manager *m, struct jobs *jobs, struct sandbox *sb,
+                  const struct auth_identity *who, int count, long long ttl_seconds,
+                  fork_done_fn cb, void *data, struct sbx_err *err);
 
 /* v1: save the workspace as a snapshot (under the sandbox's dir, gone with it) that
  * POST /v1/sandboxes {snapshot_id} starts from. *out: the snapshot object.

@@ -72,6 +72,7 @@ static void run_op(struct sbxd *d, struct http_req *req, snap_op_fn op)
     if (target(d, req, &sb, &body) < 0)
         return;
     struct snap_origin o = {.mgr = d->mgr,
+                            .jobs = d->jobs,
                             .store = d->store,
                             .who = http_req_identity(req),
                             .request_id = http_req_id(req)};

@@ -664,7 +664,8 @@ static int run_lifecycle(struct tool_call *c, struct sbx_err *err)
 {
     static const char *const target[] = {"sandbox_id"};
     struct snap_origin o = {
-        .mgr = c->d->mgr, .store = c->d->store, .who = &c->who, .request_id = c->request_id};
+        .mgr = c->d->mgr, .jobs = c->d->jobs, .store = c->d->store, .who = &c->who,
+        .request_id = c->request_id};
     json_auto_t *body = args_without(c->args, target, SBX_ARRAY_SIZE(target));
     int r;
     switch (c->def->id) {

@@ -1,0 +1,155 @@
+"""What an idle sandbox costs the host in memory, beside a bare gVisor container, same run.
+
+  sbx, N idle    N sandboxes created through sbxd and left idle; for each, the PSS
+                 (/proc/<pid>/smaps_rollup) of every process that names it on its command
+                 line: sbx-shim, the `runsc` the shim holds, runsc-gofer, runsc-sandbox
+                 (the sentry and the agent inside it); the mean per sandbox, by process, and
+                 sbxd's RSS growth divided by N
+  sbx, one       the same with a single sandbox
+          vs  one `runsc run --detach` of the same template's /bin/sleep with the daemon's
+              runsc flags (its sandbox and gofer: what gVisor alone costs)
+
+PSS splits shared pages between the processes that map them, so N sandboxes sharing runsc's
+binary and the template's files cost less each than one alone.
+
+    python3 bench/bench_memory.py --build build [-n 15]
+"""
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
+import bench_core  # noqa: E402
+import harness  # noqa: E402
+
+SETTLE_S = 3  # an idle sandbox's agent and sentry finish starting up
+
+
+def _kb(path, field):
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _procs(token):
+    """(pid, role) of every process whose command line contains token."""
+    out = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % p, "rb") as f:
+                argv = [a.decode("utf-8", "replace") for a in f.read().split(b"\0") if a]
+        except OSError:
+            continue
+        if not argv or not any(token in a for a in argv):
+            continue
+        name = os.path.basename(argv[0])
+        if "shim" in name:
+            role = "sbx-shim"
+        elif "gofer" in argv:
+            role = "runsc-gofer"
+        elif "boot" in argv:
+            role = "runsc-sandbox"
+        elif "runsc" in name or name == "exe":
+            role = "runsc"
+        else:
+            continue
+        out.append((int(p), role))
+    return out
+
+
+def _pss_by_role(token):
+    by = {}
+    for pid, role in _procs(token):
+        by[role] = by.get(role, 0) + _kb("/proc/%d/smaps_rollup" % pid, "Pss")
+    return by
+
+
+def _measure(d, c, n):
+    rss0 = _kb("/proc/%d/status" % d.proc.pid, "VmRSS")
+    sids = [c.create_sandbox(ttl_seconds=3600)["id"] for _ in range(n)]
+    time.sleep(SETTLE_S)
+    total = {}
+    for sid in sids:
+        for role, kb in _pss_by_role(sid).items():
+            total[role] = total.get(role, 0) + kb
+    rss1 = _kb("/proc/%d/status" % d.proc.pid, "VmRSS")
+    for sid in sids:
+        c.delete_sandbox(sid)
+    return {r: kb / n for r, kb in total.items()}, (rss1 - rss0) / n
+
+
+def _bare(flags):
+    rootfs = bench_core.template_rootfs()
+    tmp = tempfile.mkdtemp(prefix="sbx-bench-mem-")
+    root = os.path.join(tmp, "root")
+    os.makedirs(root)
+    base = ["runsc", "--root", root] + flags
+    cid = "sbxmem-%d" % os.getpid()
+    try:
+        b = bench_core._bundle(os.path.join(tmp, "sleep"), rootfs, ["/bin/sleep", "100000"])
+        bench_core._timed(base + ["run", "--detach", "--bundle", b, cid], detached=True)
+        time.sleep(SETTLE_S)
+        return _pss_by_role(root)  # its gofer and sandbox name the root, not the id
+    finally:
+        subprocess.run(base + ["kill", cid, "KILL"], capture_output=True)
+        subprocess.run(base + ["delete", "--force", cid], capture_output=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run(build, n=15):
+    """Returns printable lines."""
+    env = {"SBX_MAX_PER_KEY": str(n), "SBX_MAX_PER_USER": str(n)}
+    with harness.Daemon(build=build, extra_env=env) as d:
+        c = d.client()
+        one = c.create_sandbox(ttl_seconds=600)["id"]
+        flags = bench_core.daemon_runsc_flags(one) or ["--network=none"]
+        c.delete_sandbox(one)
+        alone, rss_alone = _measure(d, c, 1)
+        many, rss_many = _measure(d, c, n)
+    bare = _bare(flags)
+    mib = lambda kb: kb / 1024.0
+    roles = ("runsc-sandbox", "runsc-gofer", "runsc", "sbx-shim")
+    head = "%-30s %9s   %s" % ("memory per idle sandbox", "PSS MiB",
+                               "  ".join("%s %s" % (r, "MiB") for r in roles))
+    lines = [head, "-" * len(head)]
+    for name, by, rss in (("sbx, %d idle" % n, many, rss_many), ("sbx, one alone", alone, rss_alone)):
+        lines.append("%-30s %9.1f   %s   sbxd RSS %+.2f MiB" % (
+            name, mib(sum(by.values())), "  ".join("%14.1f" % mib(by.get(r, 0)) for r in roles),
+            mib(rss)))
+    lines.append("%-30s %9.1f   %s" % (
+        "baseline: runsc run, one", mib(sum(bare.values())),
+        "  ".join("%14.1f" % mib(bare.get(r, 0)) for r in roles)))
+    lines.append("note: memory: ratio sbx (%d idle) / bare runsc container %.2f; PSS from "
+                 "/proc/<pid>/smaps_rollup %d s after the creates" % (
+                     n, sum(many.values()) / max(1, sum(bare.values())), SETTLE_S))
+    return lines
+
+
+def main():
+    ap = argparse.ArgumentParser(description="sbx memory per idle sandbox")
+    ap.add_argument("--build", default="build")
+    ap.add_argument("-n", type=int, default=15, help="idle sandboxes (default 15)")
+    args = ap.parse_args()
+    build = args.build if os.path.isabs(args.build) else os.path.join(REPO, args.build)
+    os.environ["SBX_BUILD"] = build
+    for line in run(build, args.n):
+        print(line)
+
+
+if __name__ == "__main__":
+    main()

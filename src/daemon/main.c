@@ -23,6 +23,7 @@
 #include "files/artifacts.h"
 #include "http/router.h"
 #include "live/preview.h"
+#include "templates/build.h"
 #include "templates/pool.h"
 #include "live/terminal.h"
 #include "mcp/mcp.h"
@@ -204,6 +205,7 @@ int main(int argc, char **argv)
         terminals_new(&d.cfg, d.loop, &d.terminals) < 0 ||
         previews_new(&d.cfg, d.loop, d.mgr, &d.previews, &err) < 0 ||
         warm_pool_new(&d.cfg, d.loop, d.mgr, &d.pool, &err) < 0 ||
+        template_builds_new(&d.cfg, d.loop, d.mgr, d.jobs, &d.builds, &err) < 0 ||
         http_server_new(d.loop, d.cfg.listen, router_dispatch, &d.router, &limits,
                         &d.http, &err) < 0 ||
         metrics_listener_new(&d, &d.metrics, &err) < 0)
@@ -237,6 +239,7 @@ out:
     mcp_free(d.mcp); /* after the server, which aborted its calls */
     /* After the server: requests waiting on jobs were aborted, so done callbacks only free. */
     jobs_free(d.jobs);
+    template_builds_free(d.builds); /* after the jobs (their trees), before the manager */
     artifacts_free(d.artifacts);
     skills_free(d.skills);
     warm_pool_free(d.pool); /* before the manager: it holds the pool's hooks */

@@ -29,6 +29,7 @@ struct sbxd {
     struct mcp *mcp;             /* MCP sessions and calls in flight (mcp/mcp.c) */
     struct configs *configs;     /* sandbox configurations, personal variables (configs/) */
     struct warm_pool *pool;      /* warm pools of ready sandboxes (templates/pool.c) */
+    struct template_builds *builds; /* custom template builds (templates/build.c) */
 };
 
 #endif

@@ -65,6 +65,7 @@ void sandbox_free(struct sandbox *sb)
     free(sb->dir);
     free(sb->state_dir);
     free(sb->workspace);
+    free(sb->build_rootfs);
     free(sb);
 }
 
@@ -149,7 +150,7 @@ void manager_set_pool(struct manager *m, const struct sandbox_pool_ops *ops, voi
 
 bool sandbox_is_pooled(const struct sandbox *sb)
 {
-    return !sb->rec.user[0];
+    return !sb->rec.user[0] && !sb->build_rootfs;
 }
 
 void manager_free(struct manager *m)

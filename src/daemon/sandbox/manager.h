@@ -101,6 +101,9 @@ struct sandbox {
     bool from_pool;       /* handed out ready by the warm pool (templates/pool.c) */
     bool from_warm_image; /* restored from its template's warm snapshot (templates/warm.c) */
     bool warm_holder;     /* paused to hold its template's warm snapshot: no pool member */
+    /* A custom template's build (templates/build.c) runs in a sandbox of nobody booted from
+     * its own writable copy of the parent's tree; NULL for every other sandbox. */
+    char *build_rootfs;
     struct sandbox *next;
 };
 
@@ -177,6 +180,13 @@ void manager_set_pool(struct manager *m, const struct sandbox_pool_ops *ops, voi
  * does), no env, no egress, the longest TTL. cb as for manager_create. */
 int manager_create_pooled(struct manager *m, const char *template_name, sandbox_ready_fn cb,
                           void *data, struct sandbox **out, struct sbx_err *err);
+/* A sandbox of no user that runs a template build's steps (templates/build.c): booted from
+ * rootfs (a copy of template_name's tree) mounted writable, on an isolated backend, with
+ * egress as given and no warm image. cb as for manager_create. */
+int manager_create_build(struct manager *m, const char *template_name, const char *rootfs,
+                         const struct egress_policy *egress, long long ttl_seconds,
+                         sandbox_ready_fn cb, void *data, struct sandbox **out,
+                         struct sbx_err *err);
 /* Waiting in the pool: it belongs to no user (user "" is never a valid user name). */
 bool sandbox_is_pooled(const struct sandbox *sb);
 

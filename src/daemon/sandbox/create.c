@@ -297,8 +297,7 @@ int manager_create_pooled(struct manager *m, const char *template_name, sandbox_
 
 int manager_create_build(struct manager *m, const char *template_name, const char *rootfs,
                          const struct egress_policy *egress, long long ttl_seconds,
-                         sandbox_ready_fn cb, void *data, struct sandbox **out,
-                         struct sbx_err *err)
+                         sandbox_ready_fn cb, void *data, struct sandbox **out, struct sbx_err *err)
 {
     const char *runtime;
     int r = manager_runtime_pick(m, NULL, &runtime, err);
@@ -423,10 +422,9 @@ static int create_sandbox(struct manager *m, const struct auth_identity *who,
         return 0;
     }
     char boot[33] = "";
-    const char *image =
-        m->pool && m->pool->image && !p->build_rootfs
-            ? m->pool->image(m->pool_data, tpl.name, tpl.digest, boot)
-            : NULL;
+    const char *image = m->pool && m->pool->image && !p->build_rootfs
+                            ? m->pool->image(m->pool_data, tpl.name, tpl.digest, boot)
+                            : NULL;
     template_info_clear(&tpl);
     if (image) {
         /* Restored like a fork's copy (fresh ids, reseeded kernel); measured at its HELLO. */

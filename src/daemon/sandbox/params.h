@@ -43,7 +43,7 @@ struct sandbox_params {
     const char *trust_pem;         /* a CA bundle to write to SANDBOX_TRUST_FILE in the workspace */
     long long terminal_idle_sec;   /* ... its terminals' idle limit; 0: the daemon's */
     bool desktop_disabled;         /* ... no preview link to SANDBOX_DESKTOP_PORT */
-    const char *runtime; /* an execution backend (docs/runtime.md), or NULL: the default */
+    const char *runtime;      /* an execution backend (docs/runtime.md), or NULL: the default */
     const char *build_rootfs; /* manager_create_build's writable tree, else NULL */
 };
 

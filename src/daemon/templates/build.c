@@ -16,6 +16,7 @@
 #include "../egress/policy.h"
 #include "../exec/exec.h"
 #include "../sandbox/template.h"
+#include "build_internal.h"
 #include "recipe.h"
 #include "tree.h"
 
@@ -68,21 +69,12 @@ struct template_build {
     struct line_buf lines[2];
     json_t *installed; /* dpkg's list, from the finish step */
     json_t *npm_list;
-    json_t *error;     /* {step, code, message, exit_code?, log_tail?} once failed */
-    json_t *manifest;  /* once ready */
+    json_t *error;    /* {step, code, message, exit_code?, log_tail?} once failed */
+    json_t *manifest; /* once ready */
     /* The seal job's outcome. */
     char why[TREE_ERR_MAX];
     int job_r;
     struct template_build *next;
-};
-
-struct template_builds {
-    const struct sbxd_config *cfg;
-    struct loop *loop;
-    struct manager *mgr;
-    struct jobs *jobs;
-    struct egress_policy egress; /* SBX_TEMPLATE_REGISTRIES */
-    struct template_build *list; /* newest first; one per name */
 };
 
 /* --- events ----------------------------------------------------------------------------- */
@@ -211,7 +203,7 @@ static void remove_done(void *data, bool ran)
     free(j);
 }
 
-static void remove_later(struct template_builds *b, const char *path)
+void build_remove_later(struct template_builds *b, const char *path)
 {
     struct remove_job *j = sbx_xcalloc(1, sizeof(*j));
     j->path = sbx_xstrdup(path);
@@ -245,14 +237,15 @@ static void fail(struct template_build *tb, const char *code, const char *msg,
     }
     tb->status = TB_FAILED;
     tb->finished_at = sbx_wall_ms() / 1000;
-    log_warn("template build %s (%s for %s): failed at %s: %s", tb->id, tb->name, tb->owner,
-             label, msg);
-    json_t *ev = json_pack("{s:s,s:s,s:O}", "type", "error", "status", "failed", "error", tb->error);
+    log_warn("template build %s (%s for %s): failed at %s: %s", tb->id, tb->name, tb->owner, label,
+             msg);
+    json_t *ev =
+        json_pack("{s:s,s:s,s:O}", "type", "error", "status", "failed", "error", tb->error);
     emit(tb, ev);
     tb->run = NULL;
     stop_sandbox(tb);
     if (tb->tmp)
-        remove_later(tb->b, tb->tmp);
+        build_remove_later(tb->b, tb->tmp);
     end_watchers(tb);
 }
 
@@ -312,8 +305,7 @@ static void run_cmd(struct template_build *tb, json_t *argv, long long timeout_s
         return;
     }
     static const struct auth_identity nobody = {0};
-    json_t *env =
-        json_pack("{s:s,s:s}", "DEBIAN_FRONTEND", "noninteractive", "LC_ALL", "C.UTF-8");
+    json_t *env = json_pack("{s:s,s:s}", "DEBIAN_FRONTEND", "noninteractive", "LC_ALL", "C.UTF-8");
     struct exec_params p = {
         .argv = argv,
         .env = env,
@@ -443,7 +435,8 @@ static void next_step(struct template_build *tb)
         run_cmd(tb, argv, TEMPLATE_STEP_TIMEOUT_S);
         break;
     case S_NPM:
-        argv = json_pack("[s,s,s,s]", "/bin/sh", "-c", NPM_SCRIPT, tb->b->cfg->template_npm_registry);
+        argv =
+            json_pack("[s,s,s,s]", "/bin/sh", "-c", NPM_SCRIPT, tb->b->cfg->template_npm_registry);
         json_array_extend(argv, r->npm);
         run_cmd(tb, argv, TEMPLATE_STEP_TIMEOUT_S);
         break;
@@ -462,8 +455,7 @@ static void next_step(struct template_build *tb)
         run_cmd(tb, argv, TEMPLATE_STEP_TIMEOUT_S);
         break;
     case S_RUN:
-        run_cmd(tb,
-                json_pack("[s,s,O]", "/bin/sh", "-c", json_array_get(r->run, s->run_index)),
+        run_cmd(tb, json_pack("[s,s,O]", "/bin/sh", "-c", json_array_get(r->run, s->run_index)),
                 TEMPLATE_STEP_TIMEOUT_S);
         break;
     case S_READY: {
@@ -539,8 +531,8 @@ static void on_booted(struct sandbox *sb, const struct sbx_err *err, void *data)
 static void copy_run(void *data)
 {
     struct template_build *tb = data;
-    _cleanup_free_ char *src = sbx_xasprintf("%s", json_string_value(json_object_get(tb->parent,
-                                                                                     "sbx_rootfs")));
+    _cleanup_free_ char *src =
+        sbx_xasprintf("%s", json_string_value(json_object_get(tb->parent, "sbx_rootfs")));
     tb->job_r = tree_copy(src, tb->rootfs, tb->why);
 }
 
@@ -569,9 +561,9 @@ struct seal_job {
 
 static json_t *merged_npm(struct template_build *tb)
 {
-    return json_incref(tb->npm_list && json_array_size(tb->npm_list) ? tb->npm_list
-                                                                     : json_object_get(tb->parent,
-                                                                                       "npm"));
+    return json_incref(tb->npm_list && json_array_size(tb->npm_list)
+                           ? tb->npm_list
+                           : json_object_get(tb->parent, "npm"));
 }
 
 static json_t *recipe_record(const struct recipe *r)
@@ -598,15 +590,15 @@ static void seal_run(void *data)
     if (tb->job_r < 0)
         return;
     json_t *npm = merged_npm(tb);
-    json_t *m = json_pack(
-        "{s:s,s:s,s:s,s:I,s:O,s:O,s:I,s:I,s:s,s:O?,s:o?,s:s,s:b,s:b,s:o,s:I}", "name", tb->name,
-        "recipe_digest", tb->digest, "content_digest", j->digest, "created_at",
-        (json_int_t)(sbx_wall_ms() / 1000), "packages", tb->recipe.apt, "installed",
-        tb->installed ? tb->installed : json_array(), "entries", (json_int_t)j->entries, "bytes",
-        (json_int_t)j->bytes, "from", tb->recipe.from, "node", json_object_get(tb->parent, "node"),
-        "npm", npm, "owner", tb->owner, "shared", tb->shared, "custom", 1, "recipe",
-        recipe_record(&tb->recipe), "parent_bytes",
-        (json_int_t)json_integer_value(json_object_get(tb->parent, "bytes")));
+    json_t *m =
+        json_pack("{s:s,s:s,s:s,s:I,s:O,s:O,s:I,s:I,s:s,s:O?,s:o?,s:s,s:b,s:b,s:o,s:I}", "name",
+                  tb->name, "recipe_digest", tb->digest, "content_digest", j->digest, "created_at",
+                  (json_int_t)(sbx_wall_ms() / 1000), "packages", tb->recipe.apt, "installed",
+                  tb->installed ? tb->installed : json_array(), "entries", (json_int_t)j->entries,
+                  "bytes", (json_int_t)j->bytes, "from", tb->recipe.from, "node",
+                  json_object_get(tb->parent, "node"), "npm", npm, "owner", tb->owner, "shared",
+                  tb->shared, "custom", 1, "recipe", recipe_record(&tb->recipe), "parent_bytes",
+                  (json_int_t)json_integer_value(json_object_get(tb->parent, "bytes")));
     if (!m) {
         tb->job_r = -ENOMEM;
         snprintf(tb->why, sizeof(tb->why), "building the manifest");
@@ -616,7 +608,8 @@ static void seal_run(void *data)
     _cleanup_free_ char *text = json_dumps(m, JSON_INDENT(2) | JSON_SORT_KEYS);
     _cleanup_free_ char *mpath = sbx_xasprintf("%s/manifest.json", tb->tmp);
     int r = sbx_write_file_atomic(mpath, text, strlen(text), 0644);
-    _cleanup_free_ char *final = sbx_xasprintf("%s/%s-%s", cfg->template_cache, tb->name, tb->digest);
+    _cleanup_free_ char *final =
+        sbx_xasprintf("%s/%s-%s", cfg->template_cache, tb->name, tb->digest);
     /* A same-digest dir without a manifest is a leftover: never trust it. */
     if (r == 0 && access(final, F_OK) == 0 && tree_remove(final, tb->why) < 0)
         r = -EIO;
@@ -659,8 +652,8 @@ static void seal_done(void *data, bool ran)
     tb->status = TB_READY;
     tb->finished_at = sbx_wall_ms() / 1000;
     tb->cur = tb->nsteps;
-    log_info("template build %s: %s ready for %s (%lld bytes, %lld s)", tb->id, tb->name,
-             tb->owner, (long long)json_integer_value(json_object_get(tb->manifest, "bytes")),
+    log_info("template build %s: %s ready for %s (%lld bytes, %lld s)", tb->id, tb->name, tb->owner,
+             (long long)json_integer_value(json_object_get(tb->manifest, "bytes")),
              tb->finished_at - tb->started_at);
     emit(tb, json_pack("{s:s,s:s,s:i,s:o}", "type", "done", "status", "ready", "percent", 100,
                        "build", template_build_json(tb)));
@@ -702,11 +695,11 @@ static const char *status_name(enum tb_status s)
 
 json_t *template_build_json(const struct template_build *tb)
 {
-    json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:s,s:b,s:s,s:i,s:s,s:I}", "object", "template_build",
-                          "id", tb->id, "name", tb->name, "status", status_name(tb->status),
-                          "owner", tb->owner, "public", tb->shared, "from", tb->recipe.from,
-                          "percent", percent(tb), "recipe_digest", tb->digest, "started_at",
-                          (json_int_t)tb->started_at);
+    json_t *j =
+        json_pack("{s:s,s:s,s:s,s:s,s:s,s:b,s:s,s:i,s:s,s:I}", "object", "template_build", "id",
+                  tb->id, "name", tb->name, "status", status_name(tb->status), "owner", tb->owner,
+                  "public", tb->shared, "from", tb->recipe.from, "percent", percent(tb),
+                  "recipe_digest", tb->digest, "started_at", (json_int_t)tb->started_at);
     if (!j)
         return NULL;
     if (tb->status == TB_BUILDING && tb->cur < tb->nsteps)
@@ -844,8 +837,7 @@ int template_build_start(struct template_builds *b, const struct auth_identity *
 {
     const char *cache = b->cfg->template_cache;
     *cached = false;
-    _cleanup_free_ char *pdir = NULL, *final = NULL, *fmanifest = NULL, *ftext = NULL,
-                        *tmpl = NULL;
+    _cleanup_free_ char *pdir = NULL, *final = NULL, *fmanifest = NULL, *ftext = NULL, *tmpl = NULL;
     struct template_build *tb = sbx_xcalloc(1, sizeof(*tb));
     tb->b = b;
     tb->events = json_array();
@@ -866,8 +858,7 @@ int template_build_start(struct template_builds *b, const struct auth_identity *
     struct sbx_err lerr = {0};
     if (template_load(cache, rc->from, &tb->parent, &pdir, &lerr) < 0 ||
         !template_visible(tb->parent, who->user)) {
-        r = sbx_err_set(err, EINVAL, "invalid_recipe", "from: no template named %s here",
-                        rc->from);
+        r = sbx_err_set(err, EINVAL, "invalid_recipe", "from: no template named %s here", rc->from);
         goto fail;
     }
     json_object_set_new(tb->parent, "sbx_rootfs", json_sprintf("%s/rootfs", pdir));
@@ -913,8 +904,8 @@ int template_build_start(struct template_builds *b, const struct auth_identity *
         const char *owner = json_string_value(json_object_get(m, "owner"));
         if (m && owner && !strcmp(owner, who->user)) {
             _cleanup_free_ char *link = sbx_xasprintf("%s/%s", cache, rc->name);
-            _cleanup_free_ char *tmplink = sbx_xasprintf("%s/.%s.link.%ld", cache, rc->name,
-                                                         (long)getpid());
+            _cleanup_free_ char *tmplink =
+                sbx_xasprintf("%s/.%s.link.%ld", cache, rc->name, (long)getpid());
             _cleanup_free_ char *target = sbx_xasprintf("%s-%s", rc->name, tb->digest);
             (void)unlink(tmplink);
             if (symlink(target, tmplink) < 0 || rename(tmplink, link) < 0) {
@@ -982,90 +973,10 @@ struct template_build *template_build_find(struct template_builds *b, const char
 bool template_build_running(struct template_builds *b, const char *name)
 {
     for (struct template_build *tb = b->list; tb; tb = tb->next)
-        if (tb->status == TB_BUILDING && (!strcmp(tb->name, name) || !strcmp(tb->recipe.from, name)))
+        if (tb->status == TB_BUILDING &&
+            (!strcmp(tb->name, name) || !strcmp(tb->recipe.from, name)))
             return true;
     return false;
-}
-
-struct users {
-    const char *name;
-    char list[256];
-    size_t n;
-};
-
-static void uses_cb(struct sandbox *sb, void *data)
-{
-    struct users *u = data;
-    if (sb->ended || strcmp(sb->rec.template_name, u->name))
-        return;
-    size_t len = strlen(u->list);
-    if (u->n++ < 8)
-        snprintf(u->list + len, sizeof(u->list) - len, "%s%s", len ? ", " : "", sb->rec.id);
-}
-
-static bool is_build_dir(const char *d_name, const char *name)
-{
-    size_t n = strlen(name), len = strlen(d_name);
-    if (len != n + 1 + 64 || strncmp(d_name, name, n) || d_name[n] != '-')
-        return false;
-    for (size_t i = n + 1; i < len; i++)
-        if (!((d_name[i] >= '0' && d_name[i] <= '9') || (d_name[i] >= 'a' && d_name[i] <= 'f')))
-            return false;
-    return true;
-}
-
-int template_delete(struct template_builds *b, const struct auth_identity *who, const char *name,
-                    struct sbx_err *err)
-{
-    const char *cache = b->cfg->template_cache;
-    json_t *m;
-    struct sbx_err lerr = {0};
-    if (!template_name_valid(name) || template_load(cache, name, &m, NULL, &lerr) < 0 ||
-        !template_visible(m, who->user)) {
-        if (template_name_valid(name) && !template_load(cache, name, &m, NULL, &lerr))
-            json_decref(m);
-        return sbx_err_set(err, ENOENT, "template_not_found", "no template named %.64s here",
-                           name);
-    }
-    _cleanup_free_ char *owner = json_is_string(json_object_get(m, "owner"))
-                                     ? sbx_xstrdup(json_string_value(json_object_get(m, "owner")))
-                                     : NULL;
-    json_decref(m);
-    if (!owner)
-        return sbx_err_set(err, EBUSY, "template_builtin",
-                           "%s is one of the operator's templates (scripts/build-template.sh): "
-                           "it is not deleted through the API",
-                           name);
-    if (strcmp(owner, who->user) && who->role != AUTH_ROLE_ADMIN)
-        return sbx_err_set(err, EPERM, "template_not_owner",
-                           "only its owner or an admin deletes template %s", name);
-    if (template_build_running(b, name))
-        return sbx_err_set(err, EBUSY, "template_building",
-                           "a build of (or from) %s is under way: wait for it to end", name);
-    struct users u = {.name = name};
-    manager_each(b->mgr, NULL, uses_cb, &u);
-    if (u.n)
-        return sbx_err_set(err, EBUSY, "template_in_use",
-                           "%zu sandbox(es) use template %s (%s%s): delete them first", u.n, name,
-                           u.list, u.n > 8 ? ", ..." : "");
-    _cleanup_free_ char *link = sbx_xasprintf("%s/%s", cache, name);
-    if (unlink(link) < 0)
-        return sbx_err_sys(err, errno, "removing %s", name);
-    /* Its builds leave the cache's namespace at once, and the disk in the background. */
-    DIR *d = opendir(cache);
-    for (struct dirent *de; d && (de = readdir(d));) {
-        if (!is_build_dir(de->d_name, name))
-            continue;
-        _cleanup_free_ char *from = sbx_xasprintf("%s/%s", cache, de->d_name);
-        _cleanup_free_ char *to = sbx_xasprintf("%s/.build-deleted-%s", cache, de->d_name);
-        if (rename(from, to) == 0)
-            remove_later(b, to);
-    }
-    if (d)
-        closedir(d);
-    template_build_forget(b, name);
-    log_info("template %s (of %s) deleted by %s", name, owner, who->user);
-    return 0;
 }
 
 int template_build_watch(struct template_build *tb, const struct template_watch_ops *ops,
@@ -1122,7 +1033,7 @@ int template_builds_new(const struct sbxd_config *cfg, struct loop *l, struct ma
     for (struct dirent *de; d && (de = readdir(d));)
         if (!strncmp(de->d_name, ".build-", 7)) {
             _cleanup_free_ char *p = sbx_xasprintf("%s/%s", cfg->template_cache, de->d_name);
-            remove_later(b, p);
+            build_remove_later(b, p);
         }
     if (d)
         closedir(d);

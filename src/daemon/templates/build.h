@@ -17,15 +17,15 @@
 #include "../config.h"
 #include "../sandbox/manager.h"
 
-#define TEMPLATE_BUILD_TTL_S 3600             /* the build sandbox's life: the whole build */
-#define TEMPLATE_STEP_TIMEOUT_S 900           /* one step (= EXEC_TIMEOUT_MAX) */
-#define TEMPLATE_BUILD_LOG_MAX (1024 * 1024)  /* log text kept (and sent) per build */
-#define TEMPLATE_LOG_LINE_MAX 4096            /* longer lines are split */
-#define TEMPLATE_LOG_TAIL 4096                /* of a failed step's output, in its error */
-#define TEMPLATE_READY_TIMEOUT_S 60           /* ready_check must pass within */
-#define TEMPLATE_BUILD_WATCHERS_MAX 32        /* event streams following one build */
-#define TEMPLATES_PER_USER_MAX 20             /* custom templates a user may own */
-#define TEMPLATE_BUILD_ID_LEN 23              /* "tb_" + 20 hex */
+#define TEMPLATE_BUILD_TTL_S 3600            /* the build sandbox's life: the whole build */
+#define TEMPLATE_STEP_TIMEOUT_S 900          /* one step (= EXEC_TIMEOUT_MAX) */
+#define TEMPLATE_BUILD_LOG_MAX (1024 * 1024) /* log text kept (and sent) per build */
+#define TEMPLATE_LOG_LINE_MAX 4096           /* longer lines are split */
+#define TEMPLATE_LOG_TAIL 4096               /* of a failed step's output, in its error */
+#define TEMPLATE_READY_TIMEOUT_S 60          /* ready_check must pass within */
+#define TEMPLATE_BUILD_WATCHERS_MAX 32       /* event streams following one build */
+#define TEMPLATES_PER_USER_MAX 20            /* custom templates a user may own */
+#define TEMPLATE_BUILD_ID_LEN 23             /* "tb_" + 20 hex */
 
 struct template_builds;
 struct template_build;

@@ -80,8 +80,8 @@ static void api_templates_create(struct sbxd *d, struct http_req *req)
     json_t *j = template_build_json(tb);
     json_object_set_new(j, "cached", json_boolean(cached));
     if (!cached) {
-        _cleanup_free_ char *loc = sbx_xasprintf(
-            "/v1/templates/%s/build", json_string_value(json_object_get(j, "name")));
+        _cleanup_free_ char *loc =
+            sbx_xasprintf("/v1/templates/%s/build", json_string_value(json_object_get(j, "name")));
         http_req_add_header(req, "Location", loc);
     }
     http_respond_json(req, cached ? 200 : 202, j);

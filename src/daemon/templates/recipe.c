@@ -78,7 +78,7 @@ static bool npm_spec_valid(const char *s)
 
 /* Places a file of the recipe may not go: what the sandbox mounts over the tree (the
  * workspace, /tmp, the agent) or what the kernel provides. */
-static const char *const forbidden_prefixes[] = {"/proc", "/sys",      "/dev", "/tmp",
+static const char *const forbidden_prefixes[] = {"/proc",      "/sys",       "/dev",    "/tmp",
                                                  "/workspace", "/home/user", "/opt/sbx"};
 
 static bool file_path_valid(const char *path)
@@ -112,8 +112,9 @@ static int strings(json_t *body, const char *field, size_t max, size_t each_max,
         return BAD(err, "%s must be an array of strings", field);
     if (json_array_size(v) > max)
         return BAD(err, "%s: at most %zu entries (RECIPE_%s), got %zu", field, max,
-                   !strcmp(field, "run") ? "RUN_MAX" : !strcmp(field, "apt_packages") ? "APT_MAX"
-                                                                                      : "NPM_MAX",
+                   !strcmp(field, "run")            ? "RUN_MAX"
+                   : !strcmp(field, "apt_packages") ? "APT_MAX"
+                                                    : "NPM_MAX",
                    json_array_size(v));
     size_t i;
     json_t *e;
@@ -126,8 +127,9 @@ static int strings(json_t *body, const char *field, size_t max, size_t each_max,
             return BAD(err, "%s[%zu] is longer than %zu bytes", field, i, each_max);
         if (valid && !valid(s))
             return BAD(err, "%s[%zu]: '%.64s' is not a valid %s", field, i, s,
-                       !strcmp(field, "apt_packages") ? "Debian package (name or name=version)"
-                                                      : "npm package (name, @scope/name, @version)");
+                       !strcmp(field, "apt_packages")
+                           ? "Debian package (name or name=version)"
+                           : "npm package (name, @scope/name, @version)");
         if (!valid && !*s)
             return BAD(err, "%s[%zu] is empty", field, i);
         json_array_append(*out, e);
@@ -194,18 +196,17 @@ static int files(json_t *body, json_t **out, struct sbx_err *err)
             return BAD(err, "files: contents over %d bytes together (RECIPE_FILES_BYTES)",
                        RECIPE_FILES_BYTES);
         for (size_t j = 0; j < i; j++)
-            if (!strcmp(json_string_value(json_object_get(json_array_get(*out, j), "path")),
-                        path))
+            if (!strcmp(json_string_value(json_object_get(json_array_get(*out, j), "path")), path))
                 return BAD(err, "files[%zu].path %.64s is given twice", i, path);
-        json_array_append_new(*out,
-                              json_pack("{s:s,s:O,s:I}", "path", path, "content", content, "mode", m));
+        json_array_append_new(
+            *out, json_pack("{s:s,s:O,s:I}", "path", path, "content", content, "mode", m));
     }
     return 0;
 }
 
-static const char *const known_fields[] = {
-    "name",         "from",  "apt_packages",  "npm_packages", "files",
-    "run",          "start_command", "ready_check",  "public"};
+static const char *const known_fields[] = {"name",          "from",        "apt_packages",
+                                           "npm_packages",  "files",       "run",
+                                           "start_command", "ready_check", "public"};
 
 int recipe_parse(json_t *body, struct recipe *out, struct sbx_err *err)
 {
@@ -239,10 +240,10 @@ int recipe_parse(json_t *body, struct recipe *out, struct sbx_err *err)
     json_t *apt = NULL, *npm = NULL, *run = NULL, *fl = NULL;
     const char *start = NULL, *ready = NULL;
     int r;
-    if ((r = strings(body, "apt_packages", RECIPE_APT_MAX, RECIPE_PACKAGE_MAX, apt_spec_valid,
-                     &apt, err)) < 0 ||
-        (r = strings(body, "npm_packages", RECIPE_NPM_MAX, RECIPE_PACKAGE_MAX, npm_spec_valid,
-                     &npm, err)) < 0 ||
+    if ((r = strings(body, "apt_packages", RECIPE_APT_MAX, RECIPE_PACKAGE_MAX, apt_spec_valid, &apt,
+                     err)) < 0 ||
+        (r = strings(body, "npm_packages", RECIPE_NPM_MAX, RECIPE_PACKAGE_MAX, npm_spec_valid, &npm,
+                     err)) < 0 ||
         (r = strings(body, "run", RECIPE_RUN_MAX, RECIPE_COMMAND_MAX, NULL, &run, err)) < 0 ||
         (r = files(body, &fl, err)) < 0 || (r = command(body, "start_command", &start, err)) < 0 ||
         (r = command(body, "ready_check", &ready, err)) < 0) {

@@ -8,23 +8,23 @@
 
 #include "../../common/err.h"
 
-#define RECIPE_APT_MAX 64          /* apt_packages */
-#define RECIPE_NPM_MAX 64          /* npm_packages */
-#define RECIPE_PACKAGE_MAX 214     /* one package spec (npm's name limit) */
-#define RECIPE_FILES_MAX 32        /* files */
-#define RECIPE_FILE_PATH_MAX 1024  /* a file's path */
+#define RECIPE_APT_MAX 64               /* apt_packages */
+#define RECIPE_NPM_MAX 64               /* npm_packages */
+#define RECIPE_PACKAGE_MAX 214          /* one package spec (npm's name limit) */
+#define RECIPE_FILES_MAX 32             /* files */
+#define RECIPE_FILE_PATH_MAX 1024       /* a file's path */
 #define RECIPE_FILES_BYTES (512 * 1024) /* all files' contents together */
-#define RECIPE_RUN_MAX 32          /* run steps */
-#define RECIPE_COMMAND_MAX 8192    /* one run step, start_command, ready_check */
+#define RECIPE_RUN_MAX 32               /* run steps */
+#define RECIPE_COMMAND_MAX 8192         /* one run step, start_command, ready_check */
 
 struct recipe {
     json_t *doc; /* normalised: every field present, in one order (owned) */
     const char *name;
     const char *from;
-    json_t *apt;   /* array of strings (in doc) */
-    json_t *npm;   /* array of strings */
-    json_t *files; /* array of {path, content, mode} */
-    json_t *run;   /* array of strings */
+    json_t *apt;               /* array of strings (in doc) */
+    json_t *npm;               /* array of strings */
+    json_t *files;             /* array of {path, content, mode} */
+    json_t *run;               /* array of strings */
     const char *start_command; /* NULL when absent */
     const char *ready_check;   /* NULL when absent */
     bool public_given, public_;

@@ -99,9 +99,8 @@ static void api_templates_list(struct sbxd *d, struct http_req *req)
         json_t *m;
         struct sbx_err err = {0};
         if (template_load(d->cfg.template_cache, names[i], &m, NULL, &err) == 0) {
-            json_t *t = template_visible(m, http_req_identity(req)->user)
-                            ? describe(d, names[i], m)
-                            : NULL;
+            json_t *t =
+                template_visible(m, http_req_identity(req)->user) ? describe(d, names[i], m) : NULL;
             if (t)
                 json_array_append_new(list, t);
             json_decref(m);

@@ -280,7 +280,11 @@ static void step_done(const struct exec_result *res, const struct sbx_err *err, 
         json_decref(tb->npm_list);
         tb->installed = json_array();
         tb->npm_list = json_array();
-        _cleanup_free_ char *out = sbx_xstrdup(res->out[0].buf ? res->out[0].buf : "");
+        /* Exec output is counted bytes, not a string. */
+        _cleanup_free_ char *out = sbx_xmalloc(res->out[0].len + 1);
+        if (res->out[0].len)
+            memcpy(out, res->out[0].buf, res->out[0].len);
+        out[res->out[0].len] = '\0';
         json_t *into = tb->installed;
         char *save = NULL;
         for (char *l = strtok_r(out, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {

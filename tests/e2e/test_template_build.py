@@ -136,7 +136,8 @@ class Registries:
     def env(self):
         return {"SBX_EGRESS_HOSTS": self.hosts, "SBX_EGRESS_TEST_UPSTREAMS": "%s:80" % self.addr,
                 "SBX_TEMPLATE_CACHE": self.cache, "SBX_TEMPLATE_APT_SOURCES": SOURCE,
-                "SBX_TEMPLATE_NPM_REGISTRY": "http://registry.npmjs.org/"}
+                "SBX_TEMPLATE_NPM_REGISTRY": "http://registry.npmjs.org/",
+                "SBX_TEMPLATE_BUILDS_MAX": "1"}
 
     def close(self):
         self.srv.shutdown()
@@ -179,7 +180,10 @@ RECIPE = {
               {"path": "/usr/local/bin/hi", "content": "#!/bin/sh\necho hi \"$@\"\n",
                "mode": 0o755}],
     "run": ["echo built > /etc/sbx-built && echo step-output-line",
-            "hi there > /etc/sbx-hi"],
+            "hi there > /etc/sbx-hi",
+            # The build's egress reaches the registries and nothing else.
+            "for u in http://deb.debian.org/sbxtest/Release http://example.com/; do "
+            "curl -s -o /dev/null -w \"egress %{http_code} $u\\n\" $u; done"],
     "start_command": "echo started > /tmp/started; sleep 1000",
     "ready_check": "test -f /tmp/started",
 }
@@ -197,13 +201,16 @@ def test_build_streams_progress_and_is_used_by_a_create():
     head, events = build_stream(c, RECIPE)
     assert head.status == 200, head
     steps = [e["step"] for e in events if e["type"] == "step"]
-    assert steps == ["copy", "boot", "apt", "npm", "files", "run 1/2", "run 2/2", "ready",
-                     "finish", "seal"], (steps, events[-12:])
+    assert steps == ["copy", "boot", "apt", "npm", "files", "run 1/3", "run 2/3", "run 3/3",
+                     "ready", "finish", "seal"], (steps, events[-12:])
     pcts = [e["percent"] for e in events if e["type"] == "step"]
     assert pcts == sorted(pcts) and pcts[0] == 0 and pcts[-1] < 100, pcts
     logs = [e for e in events if e["type"] == "log"]
     assert any(e["step"] == "apt" and "sbx-hello" in e["line"] for e in logs), logs[-20:]
-    assert any(e["step"] == "run 1/2" and e["line"] == "step-output-line" for e in logs), logs
+    assert any(e["step"] == "run 1/3" and e["line"] == "step-output-line" for e in logs), logs
+    egress = [e["line"] for e in logs if e["step"] == "run 3/3"]
+    assert egress == ["egress 200 http://deb.debian.org/sbxtest/Release",
+                      "egress 403 http://example.com/"], egress
     done = events[-1]
     assert done["type"] == "done" and done["status"] == "ready" and done["percent"] == 100, done
     b = done["build"]
@@ -307,6 +314,15 @@ def test_a_failing_step_fails_the_build_with_its_log():
     r = c.request("POST", "/v1/templates", recipe)
     assert r.status == 202 and r.body["status"] == "building", r
     assert r.headers["location"] == "/v1/templates/broken/build", r.headers
+    # While it runs (its copy alone takes seconds): the same recipe joins it, another recipe
+    # of the name waits its turn, and this daemon builds one template at a time.
+    again = c.request("POST", "/v1/templates", recipe)
+    assert again.status == 202 and again.body["id"] == r.body["id"], again
+    assert_error(c.request("POST", "/v1/templates", dict(recipe, run=["true"])), 409,
+                 "template_building")
+    assert_error(c.request("POST", "/v1/templates", {"name": "other", "run": ["true"]}), 429,
+                 "template_build_limit")
+    assert_error(c.request("DELETE", "/v1/templates/base"), 409, "template_builtin")
     it = c.stream("GET", "/v1/templates/broken/build-events", timeout=600)
     assert next(it).status == 200
     events = [ev for _, ev in it]
@@ -361,3 +377,18 @@ def test_delete_by_its_owner():
     harness.wait_for(lambda: not [n for n in os.listdir(reg().cache)
                                   if n.startswith("hello-") or n.startswith(".build-")],
                      60, what="the deleted template's trees to go")
+
+
+def test_an_admins_template_is_public():
+    admin = D.client()
+    bob = D.client("tpl-bob")
+    head, events = build_stream(admin, {"name": "shared-tools", "run": ["echo shared > /etc/shared"]})
+    assert events[-1]["type"] == "done", events[-5:]
+    assert events[-1]["build"]["public"] is True, events[-1]
+    t = {x["name"]: x for x in bob.ok("GET", "/v1/templates")["data"]}["shared-tools"]
+    assert t["public"] is True and t["owner"] == "admin" and t["custom"] is True, t
+    sb = bob.create_sandbox(template="shared-tools", ttl_seconds=300)
+    assert bob.sh(sb["id"], "cat /etc/shared") == "shared\n"
+    bob.delete_sandbox(sb["id"])
+    assert_error(bob.request("DELETE", "/v1/templates/shared-tools"), 403, "template_not_owner")
+    assert admin.ok("DELETE", "/v1/templates/shared-tools")["deleted"] is True

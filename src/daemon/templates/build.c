@@ -594,15 +594,15 @@ static void seal_run(void *data)
     if (tb->job_r < 0)
         return;
     json_t *npm = merged_npm(tb);
-    json_t *m =
-        json_pack("{s:s,s:s,s:s,s:I,s:O,s:O,s:I,s:I,s:s,s:O?,s:o?,s:s,s:b,s:b,s:o,s:I}", "name",
-                  tb->name, "recipe_digest", tb->digest, "content_digest", j->digest, "created_at",
-                  (json_int_t)(sbx_wall_ms() / 1000), "packages", tb->recipe.apt, "installed",
-                  tb->installed ? tb->installed : json_array(), "entries", (json_int_t)j->entries,
-                  "bytes", (json_int_t)j->bytes, "from", tb->recipe.from, "node",
-                  json_object_get(tb->parent, "node"), "npm", npm, "owner", tb->owner, "shared",
-                  tb->shared, "custom", 1, "recipe", recipe_record(&tb->recipe), "parent_bytes",
-                  (json_int_t)json_integer_value(json_object_get(tb->parent, "bytes")));
+    json_t *m = json_pack(
+        "{s:s,s:s,s:s,s:I,s:O,s:o,s:I,s:I,s:s,s:O?,s:o?,s:s,s:b,s:b,s:o,s:I}", "name", tb->name,
+        "recipe_digest", tb->digest, "content_digest", j->digest, "created_at",
+        (json_int_t)(sbx_wall_ms() / 1000), "packages", tb->recipe.apt, "installed",
+        tb->installed ? json_incref(tb->installed) : json_array(), "entries",
+        (json_int_t)j->entries, "bytes", (json_int_t)j->bytes, "from", tb->recipe.from, "node",
+        json_object_get(tb->parent, "node"), "npm", npm, "owner", tb->owner, "shared", tb->shared,
+        "custom", 1, "recipe", recipe_record(&tb->recipe), "parent_bytes",
+        (json_int_t)json_integer_value(json_object_get(tb->parent, "bytes")));
     if (!m) {
         tb->job_r = -ENOMEM;
         snprintf(tb->why, sizeof(tb->why), "building the manifest");

@@ -43,12 +43,11 @@ int template_delete(struct template_builds *b, const struct auth_identity *who, 
                     struct sbx_err *err)
 {
     const char *cache = b->cfg->template_cache;
-    json_t *m;
+    json_t *m = NULL;
     struct sbx_err lerr = {0};
-    if (!template_name_valid(name) || template_load(cache, name, &m, NULL, &lerr) < 0 ||
-        !template_visible(m, who->user)) {
-        if (template_name_valid(name) && !template_load(cache, name, &m, NULL, &lerr))
-            json_decref(m);
+    bool found = template_name_valid(name) && template_load(cache, name, &m, NULL, &lerr) == 0;
+    if (!found || !template_visible(m, who->user)) {
+        json_decref(m);
         return sbx_err_set(err, ENOENT, "template_not_found", "no template named %.64s here", name);
     }
     _cleanup_free_ char *owner = json_is_string(json_object_get(m, "owner"))

@@ -363,7 +363,8 @@ static const char FILES_SCRIPT[] =
     "while [ $# -gt 0 ]; do install -D -m \"$2\" " INPUTS "/\"$1\" \"$3\"; shift 3; done\n";
 
 /* The start command runs at every cold boot of the template (the agent runs
- * /usr/lib/sbx/start), after the parent's own start, which keeps its name. */
+ * /usr/lib/sbx/start), after the parent's own start, which keeps its name; the ready check
+ * becomes /usr/lib/sbx/ready, which the agent runs until it passes before it says HELLO. */
 static const char READY_SCRIPT[] =
     "set -e\n"
     "if [ -n \"$1\" ]; then\n"
@@ -380,8 +381,11 @@ static const char READY_SCRIPT[] =
     "  /usr/lib/sbx/start </dev/null >/dev/null 2>&1 &\n"
     "fi\n"
     "if [ -n \"$2\" ]; then\n"
+    "  install -d /usr/lib/sbx\n"
+    "  { echo '#!/bin/sh'; printf '%s\\n' \"$2\"; } >/usr/lib/sbx/ready\n"
+    "  chmod 0755 /usr/lib/sbx/ready\n"
     "  i=0\n"
-    "  until sh -c \"$2\"; do\n"
+    "  until /usr/lib/sbx/ready; do\n"
     "    i=$((i+1))\n"
     "    if [ $i -ge $4 ]; then echo \"ready_check did not pass in $(($4/5)) s\" >&2; exit 1; "
     "fi\n"

@@ -130,7 +130,8 @@ class Registries:
         # A template cache of its own: base only (a link to the real build).
         real = os.path.realpath(os.path.join(
             os.environ.get("SBX_TEMPLATE_CACHE", "/var/cache/sbx/templates"), "base"))
-        self.cache = tempfile.mkdtemp(prefix="tpl-build-test-", dir=os.path.dirname(real))
+        self.cache = tempfile.mkdtemp(prefix="tpl-build-test-",
+                                      dir=os.path.dirname(os.path.dirname(real)))
         os.symlink(real, os.path.join(self.cache, "base"))
 
     def env(self):
@@ -205,6 +206,8 @@ def test_build_streams_progress_and_is_used_by_a_create():
                      "ready", "finish", "seal"], (steps, events[-12:])
     pcts = [e["percent"] for e in events if e["type"] == "step"]
     assert pcts == sorted(pcts) and pcts[0] == 0 and pcts[-1] < 100, pcts
+    times = [e["elapsed_ms"] for e in events if "elapsed_ms" in e]
+    assert times == sorted(times) and len(times) == len(steps) + 1, times
     logs = [e for e in events if e["type"] == "log"]
     assert any(e["step"] == "apt" and "sbx-hello" in e["line"] for e in logs), logs[-20:]
     assert any(e["step"] == "run 1/3" and e["line"] == "step-output-line" for e in logs), logs

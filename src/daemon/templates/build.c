@@ -55,6 +55,7 @@ struct template_build {
     char from_digest[TEMPLATE_DIGEST_MAX + 1];
     enum tb_status status;
     long long started_at, finished_at;
+    long long t0_ms; /* monotonic, at the start */
     struct step steps[STEPS_MAX];
     size_t nsteps, cur;
     json_t *events;
@@ -239,8 +240,8 @@ static void fail(struct template_build *tb, const char *code, const char *msg,
     tb->finished_at = sbx_wall_ms() / 1000;
     log_warn("template build %s (%s for %s): failed at %s: %s", tb->id, tb->name, tb->owner, label,
              msg);
-    json_t *ev =
-        json_pack("{s:s,s:s,s:O}", "type", "error", "status", "failed", "error", tb->error);
+    json_t *ev = json_pack("{s:s,s:s,s:O,s:I}", "type", "error", "status", "failed", "error",
+                           tb->error, "elapsed_ms", (json_int_t)(sbx_now_ms() - tb->t0_ms));
     emit(tb, ev);
     tb->run = NULL;
     stop_sandbox(tb);
@@ -416,9 +417,9 @@ static void next_step(struct template_build *tb)
     if (tb->cur >= tb->nsteps)
         return;
     const struct step *s = &tb->steps[tb->cur];
-    emit(tb, json_pack("{s:s,s:s,s:I,s:I,s:i}", "type", "step", "step", s->label, "index",
+    emit(tb, json_pack("{s:s,s:s,s:I,s:I,s:i,s:I}", "type", "step", "step", s->label, "index",
                        (json_int_t)tb->cur + 1, "total", (json_int_t)tb->nsteps, "percent",
-                       percent(tb)));
+                       percent(tb), "elapsed_ms", (json_int_t)(sbx_now_ms() - tb->t0_ms)));
     const struct recipe *r = &tb->recipe;
     json_t *argv;
     size_t i;
@@ -663,8 +664,9 @@ static void seal_done(void *data, bool ran)
     log_info("template build %s: %s ready for %s (%lld bytes, %lld s)", tb->id, tb->name, tb->owner,
              (long long)json_integer_value(json_object_get(tb->manifest, "bytes")),
              tb->finished_at - tb->started_at);
-    emit(tb, json_pack("{s:s,s:s,s:i,s:o}", "type", "done", "status", "ready", "percent", 100,
-                       "build", template_build_json(tb)));
+    emit(tb, json_pack("{s:s,s:s,s:i,s:I,s:o}", "type", "done", "status", "ready", "percent", 100,
+                       "elapsed_ms", (json_int_t)(sbx_now_ms() - tb->t0_ms), "build",
+                       template_build_json(tb)));
     end_watchers(tb);
 }
 
@@ -953,6 +955,7 @@ int template_build_start(struct template_builds *b, const struct auth_identity *
     tb->rootfs = sbx_xasprintf("%s/rootfs", tb->tmp);
     build_id(tb->id);
     tb->started_at = sbx_wall_ms() / 1000;
+    tb->t0_ms = sbx_now_ms();
     plan(tb);
     template_build_forget(b, tb->name);
     tb->next = b->list;

@@ -202,7 +202,7 @@ def test_build_streams_progress_and_is_used_by_a_create():
     head, events = build_stream(c, RECIPE)
     assert head.status == 200, head
     steps = [e["step"] for e in events if e["type"] == "step"]
-    assert steps == ["copy", "boot", "apt", "npm", "files", "run 1/3", "run 2/3", "run 3/3",
+    assert steps == ["prepare", "boot", "apt", "npm", "files", "run 1/3", "run 2/3", "run 3/3",
                      "ready", "finish", "seal"], (steps, events[-12:])
     pcts = [e["percent"] for e in events if e["type"] == "step"]
     assert pcts == sorted(pcts) and pcts[0] == 0 and pcts[-1] < 100, pcts
@@ -313,12 +313,14 @@ def test_bad_recipes_get_clear_400s():
 
 def test_a_failing_step_fails_the_build_with_its_log():
     c = D.client("tpl-alice")
-    recipe = {"name": "broken", "run": ["echo before-the-failure; echo oops >&2; exit 7"]}
+    # The sleep keeps it running while the requests below are made.
+    recipe = {"name": "broken",
+              "run": ["sleep 2; echo before-the-failure; echo oops >&2; exit 7"]}
     r = c.request("POST", "/v1/templates", recipe)
     assert r.status == 202 and r.body["status"] == "building", r
     assert r.headers["location"] == "/v1/templates/broken/build", r.headers
-    # While it runs (its copy alone takes seconds): the same recipe joins it, another recipe
-    # of the name waits its turn, and this daemon builds one template at a time.
+    # While it runs: the same recipe joins it, another recipe of the name waits its turn, and
+    # this daemon builds one template at a time.
     again = c.request("POST", "/v1/templates", recipe)
     assert again.status == 202 and again.body["id"] == r.body["id"], again
     assert_error(c.request("POST", "/v1/templates", dict(recipe, run=["true"])), 409,

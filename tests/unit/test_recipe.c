@@ -166,7 +166,7 @@ int main(void)
     /* The tree digest: stable, and it sees a mode change and a symlink's target. */
     char dir[] = "/tmp/sbx-tree-XXXXXX";
     CHECK(mkdtemp(dir) != NULL, "temp dir");
-    char p[256], why[TREE_ERR_MAX];
+    char p[400], why[TREE_ERR_MAX];
     snprintf(p, sizeof(p), "%s/sub", dir);
     mkdir(p, 0755);
     snprintf(p, sizeof(p), "%s/sub/f", dir);
@@ -183,13 +183,46 @@ int main(void)
     snprintf(p, sizeof(p), "%s/sub/f", dir);
     chmod(p, 0600);
     CHECK(tree_digest(dir, t3, &bytes, &entries, why) == 0 && strcmp(t1, t3), "mode counts");
-    char copy[300];
-    snprintf(copy, sizeof(copy), "%s.copy", dir);
-    CHECK(tree_copy(dir, copy, why) == 0, "copy");
-    CHECK(tree_digest(copy, t2, &bytes, &entries, why) == 0 && !strcmp(t2, t3),
-          "a copy has the same digest");
-    CHECK(tree_copy(dir, "/proc/nope/x", why) < 0 && why[0], "a failed copy says why");
-    CHECK(tree_remove(copy, why) == 0 && access(copy, F_OK) < 0, "remove");
+    /* An overlay build and its merge: the merged tree is exactly what the build saw, lower
+     * is untouched, and what the build left alone is lower's own inode. */
+    char ov[300], mnt[320], dst[300];
+    snprintf(ov, sizeof(ov), "%s.ov", dir);
+    snprintf(mnt, sizeof(mnt), "%s/mnt", ov);
+    snprintf(dst, sizeof(dst), "%s.tree", dir);
+    mkdir(ov, 0755);
+    snprintf(p, sizeof(p), "%s/sub/g", dir);
+    f = fopen(p, "w");
+    fputs("kept\n", f);
+    fclose(f);
+    snprintf(p, sizeof(p), "%s/gone", dir);
+    mkdir(p, 0755);
+    snprintf(p, sizeof(p), "%s/gone/x", dir);
+    fclose(fopen(p, "w"));
+    char lower_before[65], seen[65], merged[65];
+    CHECK(tree_digest(dir, lower_before, &bytes, &entries, why) == 0, "lower's digest");
+    CHECK(tree_overlay_mount(dir, ov, why) == 0, "overlay mounted");
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd),
+             "cd %s && echo changed > sub/f && rm l && ln -s /new l && rm -rf gone && "
+             "mkdir gone && echo fresh > gone/y && mkdir -p new/deep && echo n > new/deep/z && "
+             "chmod 0700 sub && rm sub/g",
+             mnt);
+    CHECK(system(cmd) == 0, "the build changes things");
+    CHECK(tree_digest(mnt, seen, &bytes, &entries, why) == 0, "what the build sees");
+    CHECK(tree_overlay_unmount(ov, 1000, why) == 0, "unmounted");
+    CHECK(tree_merge(dir, ov, dst, why) == 0, "merged");
+    CHECK(tree_digest(dst, merged, &bytes, &entries, why) == 0 && !strcmp(merged, seen),
+          "the merged tree is what the build saw");
+    CHECK(tree_digest(dir, t2, &bytes, &entries, why) == 0 && !strcmp(t2, lower_before),
+          "lower is untouched");
+    struct stat a, b;
+    snprintf(p, sizeof(p), "%s/sub/f", dst);
+    char q[300];
+    snprintf(q, sizeof(q), "%s/sub/f", dir);
+    CHECK(stat(p, &a) == 0 && stat(q, &b) == 0 && a.st_ino != b.st_ino, "a changed file is new");
+    snprintf(p, sizeof(p), "%s/gone/x", dst);
+    CHECK(access(p, F_OK) < 0, "a removed directory's old content is gone");
+    CHECK(tree_remove(ov, why) == 0 && tree_remove(dst, why) == 0, "scratch removed");
     CHECK(tree_remove(dir, why) == 0, "remove the tree");
     return CHECK_DONE();
 }

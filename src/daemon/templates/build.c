@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../../common/log.h"
+#include "../../common/mounts.h"
 #include "../../common/text.h"
 #include "../../common/util.h"
 #include "../egress/policy.h"
@@ -33,8 +34,8 @@ struct watcher {
 };
 
 struct step {
-    char label[48]; /* "copy", "boot", "apt", "npm", "files", "run 2/5", "ready", ... */
-    enum { S_COPY, S_BOOT, S_APT, S_NPM, S_FILES, S_RUN, S_READY, S_FINISH, S_SEAL } kind;
+    char label[48]; /* "prepare", "boot", "apt", "npm", "files", "run 2/5", "ready", ... */
+    enum { S_PREPARE, S_BOOT, S_APT, S_NPM, S_FILES, S_RUN, S_READY, S_FINISH, S_SEAL } kind;
     size_t run_index;
 };
 
@@ -193,6 +194,7 @@ struct remove_job {
 static void remove_run(void *data)
 {
     struct remove_job *j = data;
+    (void)sbx_umount_beneath(j->path); /* a failed build's overlay */
     if (tree_remove(j->path, j->why) < 0)
         log_error("removing %s: %s", j->path, j->why);
 }
@@ -425,7 +427,7 @@ static void next_step(struct template_build *tb)
     size_t i;
     json_t *v;
     switch (s->kind) {
-    case S_COPY:
+    case S_PREPARE:
         break; /* started with the build */
     case S_BOOT: {
         struct sandbox *sb;
@@ -535,17 +537,20 @@ static void on_booted(struct sandbox *sb, const struct sbx_err *err, void *data)
     next_step(tb);
 }
 
-/* --- copy and seal (worker threads) ----------------------------------------------------- */
+/* --- prepare and seal (worker threads) -------------------------------------------------- */
 
-static void copy_run(void *data)
+static const char *parent_rootfs(const struct template_build *tb)
 {
-    struct template_build *tb = data;
-    _cleanup_free_ char *src =
-        sbx_xasprintf("%s", json_string_value(json_object_get(tb->parent, "sbx_rootfs")));
-    tb->job_r = tree_copy(src, tb->rootfs, tb->why);
+    return json_string_value(json_object_get(tb->parent, "sbx_rootfs"));
 }
 
-static void copy_done(void *data, bool ran)
+static void prepare_run(void *data)
+{
+    struct template_build *tb = data;
+    tb->job_r = tree_overlay_mount(parent_rootfs(tb), tb->tmp, tb->why);
+}
+
+static void prepare_done(void *data, bool ran)
 {
     struct template_build *tb = data;
     if (!ran) { /* the daemon stops: template_builds_free frees it */
@@ -554,7 +559,7 @@ static void copy_done(void *data, bool ran)
     }
     if (tb->job_r < 0) {
         char msg[TREE_ERR_MAX + 64];
-        snprintf(msg, sizeof(msg), "copying %s: %s", tb->recipe.from, tb->why);
+        snprintf(msg, sizeof(msg), "preparing a writable %s: %s", tb->recipe.from, tb->why);
         fail(tb, "template_build_failed", msg, NULL);
         return;
     }
@@ -595,7 +600,17 @@ static void seal_run(void *data)
     struct seal_job *j = data;
     struct template_build *tb = j->tb;
     const struct sbxd_config *cfg = tb->b->cfg;
-    tb->job_r = tree_digest(tb->rootfs, j->digest, &j->bytes, &j->entries, tb->why);
+    _cleanup_free_ char *tree = sbx_xasprintf("%s/rootfs", tb->tmp);
+    static const char *const scratch[] = {"upper", "work", "mnt"};
+    tb->job_r = tree_overlay_unmount(tb->tmp, 30000, tb->why);
+    if (tb->job_r == 0)
+        tb->job_r = tree_merge(parent_rootfs(tb), tb->tmp, tree, tb->why);
+    for (size_t i = 0; tb->job_r == 0 && i < SBX_ARRAY_SIZE(scratch); i++) {
+        _cleanup_free_ char *p = sbx_xasprintf("%s/%s", tb->tmp, scratch[i]);
+        tb->job_r = tree_remove(p, tb->why);
+    }
+    if (tb->job_r == 0)
+        tb->job_r = tree_digest(tree, j->digest, &j->bytes, &j->entries, tb->why);
     if (tb->job_r < 0)
         return;
     json_t *npm = merged_npm(tb);
@@ -754,7 +769,7 @@ static void add_step(struct template_build *tb, int kind, const char *label, siz
 static void plan(struct template_build *tb)
 {
     const struct recipe *r = &tb->recipe;
-    add_step(tb, S_COPY, "copy", 0);
+    add_step(tb, S_PREPARE, "prepare", 0);
     add_step(tb, S_BOOT, "boot", 0);
     if (json_array_size(r->apt))
         add_step(tb, S_APT, "apt", 0);
@@ -952,7 +967,7 @@ int template_build_start(struct template_builds *b, const struct auth_identity *
         goto fail;
     }
     tb->tmp = sbx_xstrdup(tmpl);
-    tb->rootfs = sbx_xasprintf("%s/rootfs", tb->tmp);
+    tb->rootfs = sbx_xasprintf("%s/mnt", tb->tmp); /* the build's writable view */
     build_id(tb->id);
     tb->started_at = sbx_wall_ms() / 1000;
     tb->t0_ms = sbx_now_ms();
@@ -963,7 +978,7 @@ int template_build_start(struct template_builds *b, const struct auth_identity *
     log_info("template build %s: %s from %s for %s (recipe %.16s, %zu steps)", tb->id, tb->name,
              rc->from, tb->owner, tb->digest, tb->nsteps);
     next_step(tb); /* the copy's step event */
-    jobs_submit(b->jobs, copy_run, copy_done, tb);
+    jobs_submit(b->jobs, prepare_run, prepare_done, tb);
     *out = tb;
     return 0;
 

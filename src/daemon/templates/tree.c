@@ -5,12 +5,16 @@
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <spawn.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../../common/text.h"
@@ -89,14 +93,174 @@ static int run_sh(const char *script, const char *a, const char *b, char why[TRE
     return 0;
 }
 
-int tree_copy(const char *src, const char *dst, char why[TREE_ERR_MAX])
-{
-    return run_sh("cp -a --reflink=auto -- \"$1\" \"$2\" && echo ok", src, dst, why);
-}
-
 int tree_remove(const char *path, char why[TREE_ERR_MAX])
 {
     return run_sh("rm -rf --one-file-system -- \"$1\" && echo ok", path, "", why);
+}
+
+int tree_overlay_mount(const char *lower, const char *dir, char why[TREE_ERR_MAX])
+{
+    static const char *const sub[] = {"upper", "work", "mnt"};
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(sub); i++) {
+        _cleanup_free_ char *p = sbx_xasprintf("%s/%s", dir, sub[i]);
+        if (mkdir(p, 0755) < 0) {
+            snprintf(why, TREE_ERR_MAX, "mkdir %s: %s", p, strerror(errno));
+            return -errno;
+        }
+    }
+    _cleanup_free_ char *opts = sbx_xasprintf(
+        "lowerdir=%s,upperdir=%s/upper,workdir=%s/work,redirect_dir=off,metacopy=off,index=off,"
+        "xino=off",
+        lower, dir, dir);
+    _cleanup_free_ char *mnt = sbx_xasprintf("%s/mnt", dir);
+    if (mount("overlay", mnt, "overlay", MS_NODEV, opts) < 0) {
+        int e = errno;
+        snprintf(why, TREE_ERR_MAX, "mounting the overlay at %s: %s", mnt, strerror(e));
+        return -e;
+    }
+    return 0;
+}
+
+int tree_overlay_unmount(const char *dir, int timeout_ms, char why[TREE_ERR_MAX])
+{
+    _cleanup_free_ char *mnt = sbx_xasprintf("%s/mnt", dir);
+    for (int waited = 0;; waited += 100) {
+        if (umount2(mnt, 0) == 0 || errno == EINVAL || errno == ENOENT)
+            return 0;
+        if (errno != EBUSY || waited >= timeout_ms)
+            break;
+        struct timespec ts = {0, 100 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (umount2(mnt, MNT_DETACH) < 0 && errno != EINVAL) {
+        snprintf(why, TREE_ERR_MAX, "unmounting %s: %s", mnt, strerror(errno));
+        return -errno;
+    }
+    return 0;
+}
+
+static bool is_whiteout(const struct stat *st)
+{
+    return S_ISCHR(st->st_mode) && st->st_rdev == makedev(0, 0);
+}
+
+static bool is_opaque(int dirfd, const char *name)
+{
+    char v[4];
+    _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = fgetxattr(fd, "trusted.overlay.opaque", v, sizeof(v));
+    return n > 0 && v[0] == 'y';
+}
+
+/* Remove whatever is at dfd/name (a file, a link, a whole tree). */
+static int remove_at(int dfd, const char *name, const char *path, char why[TREE_ERR_MAX])
+{
+    struct stat st;
+    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return errno == ENOENT ? 0 : -errno;
+    if (!S_ISDIR(st.st_mode)) {
+        if (unlinkat(dfd, name, 0) < 0) {
+            snprintf(why, TREE_ERR_MAX, "removing %s: %s", path, strerror(errno));
+            return -EIO;
+        }
+        return 0;
+    }
+    return tree_remove(path, why);
+}
+
+/* Move the changes in upper (dir fd ufd, path upath) onto dst (fd dfd, path dpath). */
+static int apply(int ufd, const char *upath, int dfd, const char *dpath, char why[TREE_ERR_MAX])
+{
+    DIR *d = fdopendir(ufd);
+    if (!d) {
+        close(ufd);
+        snprintf(why, TREE_ERR_MAX, "opening %s: %s", upath, strerror(errno));
+        return -EIO;
+    }
+    int ufd2 = dirfd(d), r = 0;
+    for (struct dirent *de; r == 0 && (de = readdir(d));) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        _cleanup_free_ char *up = sbx_xasprintf("%s/%s", upath, de->d_name);
+        _cleanup_free_ char *dp = sbx_xasprintf("%s/%s", dpath, de->d_name);
+        struct stat st;
+        if (fstatat(ufd2, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+            snprintf(why, TREE_ERR_MAX, "stat %s: %s", up, strerror(errno));
+            r = -EIO;
+            break;
+        }
+        if (is_whiteout(&st)) {
+            r = remove_at(dfd, de->d_name, dp, why);
+            continue;
+        }
+        struct stat dst;
+        bool dst_dir =
+            fstatat(dfd, de->d_name, &dst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(dst.st_mode);
+        if (S_ISDIR(st.st_mode) && dst_dir && !is_opaque(ufd2, de->d_name)) {
+            /* A directory of lower's with changes inside: its own metadata, then those. */
+            int sub_u = openat(ufd2, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            _cleanup_close_ int sub_d =
+                openat(dfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub_u < 0 || sub_d < 0) {
+                if (sub_u >= 0)
+                    close(sub_u);
+                snprintf(why, TREE_ERR_MAX, "opening %s: %s", up, strerror(errno));
+                r = -EIO;
+                break;
+            }
+            struct timespec times[2] = {st.st_atim, st.st_mtim};
+            if (fchown(sub_d, st.st_uid, st.st_gid) < 0 || fchmod(sub_d, st.st_mode & 07777) < 0 ||
+                futimens(sub_d, times) < 0) {
+                close(sub_u);
+                snprintf(why, TREE_ERR_MAX, "setting %s: %s", dp, strerror(errno));
+                r = -EIO;
+                break;
+            }
+            r = apply(sub_u, up, sub_d, dp, why);
+            /* Its times again: filling it changed them. */
+            if (r == 0)
+                (void)futimens(sub_d, times);
+            continue;
+        }
+        /* New, replaced, or an opaque directory: upper's entry takes the path. */
+        if ((r = remove_at(dfd, de->d_name, dp, why)) < 0)
+            break;
+        if (renameat(ufd2, de->d_name, dfd, de->d_name) < 0) {
+            snprintf(why, TREE_ERR_MAX, "moving %s: %s", up, strerror(errno));
+            r = -EIO;
+        }
+    }
+    closedir(d);
+    return r;
+}
+
+int tree_merge(const char *lower, const char *dir, const char *dst, char why[TREE_ERR_MAX])
+{
+    /* Hard links need one filesystem: a parent elsewhere is copied. */
+    int r = run_sh("{ cp -al -- \"$1\" \"$2\" 2>/dev/null || "
+                   "{ rm -rf -- \"$2\" && cp -a -- \"$1\" \"$2\"; }; } && echo ok",
+                   lower, dst, why);
+    if (r < 0)
+        return r;
+    _cleanup_free_ char *upath = sbx_xasprintf("%s/upper", dir);
+    int ufd = open(upath, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    _cleanup_close_ int dfd = open(dst, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (ufd < 0 || dfd < 0) {
+        if (ufd >= 0)
+            close(ufd);
+        snprintf(why, TREE_ERR_MAX, "opening %s: %s", ufd < 0 ? upath : dst, strerror(errno));
+        return -EIO;
+    }
+    struct stat st;
+    if (fstat(ufd, &st) == 0) {
+        struct timespec times[2] = {st.st_atim, st.st_mtim};
+        if (fchown(dfd, st.st_uid, st.st_gid) < 0 || fchmod(dfd, st.st_mode & 07777) < 0)
+            snprintf(why, TREE_ERR_MAX, "setting the root's owner and mode: %s", strerror(errno));
+        (void)futimens(dfd, times);
+    }
+    return apply(ufd, upath, dfd, dst, why);
 }
 
 struct entries {

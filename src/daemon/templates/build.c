@@ -18,12 +18,12 @@
 #include "../exec/exec.h"
 #include "../sandbox/template.h"
 #include "build_internal.h"
+#include "build_scripts.h"
 #include "recipe.h"
 #include "tree.h"
 
 /* Where the build's inputs wait in the build sandbox's workspace (host-written before any
  * step runs; the workspace is not part of the tree). */
-#define INPUTS "/workspace/.sbx-build"
 #define STEPS_MAX (RECIPE_RUN_MAX + 8)
 
 enum tb_status { TB_BUILDING, TB_READY, TB_FAILED };
@@ -337,80 +337,6 @@ static json_t *sh(const char *script)
     return json_pack("[s,s,s,s]", "/bin/sh", "-c", script, "sh");
 }
 
-static const char APT_SCRIPT[] =
-    "set -e\n"
-    "if [ -f " INPUTS "/sources.list ]; then\n"
-    "  cp " INPUTS "/sources.list /etc/apt/sources.list\n"
-    "  rm -f /etc/apt/sources.list.d/*\n"
-    "fi\n"
-    /* Packages' maintainer scripts run; services they would start do not. */
-    "printf '#!/bin/sh\\nexit 101\\n' >/usr/sbin/policy-rc.d\n"
-    "chmod 0755 /usr/sbin/policy-rc.d\n"
-    "apt-get -q update\n"
-    "apt-get -q -y -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "
-    "install --no-install-recommends \"$@\"\n"
-    "rm -f /usr/sbin/policy-rc.d\n";
-
-/* $0 is the registry; npm is told the sandbox's proxy outright (it reads only some of the
- * proxy variables by itself). */
-static const char NPM_SCRIPT[] =
-    "set -e\n"
-    "command -v npm >/dev/null || { echo 'npm_packages need npm in the from template' >&2; "
-    "exit 127; }\n"
-    "npm install --global --no-audit --no-fund --no-update-notifier --registry \"$0\" "
-    "--proxy \"$http_proxy\" --https-proxy \"$https_proxy\" \"$@\"\n"
-    "rm -rf /root/.npm\n";
-
-static const char FILES_SCRIPT[] =
-    "set -e\n"
-    "while [ $# -gt 0 ]; do install -D -m \"$2\" " INPUTS "/\"$1\" \"$3\"; shift 3; done\n";
-
-/* The start command runs at every cold boot of the template (the agent runs
- * /usr/lib/sbx/start), after the parent's own start, which keeps its name; the ready check
- * becomes /usr/lib/sbx/ready, which the agent runs until it passes before it says HELLO. */
-static const char READY_SCRIPT[] =
-    "set -e\n"
-    "if [ -n \"$1\" ]; then\n"
-    "  install -d /usr/lib/sbx\n"
-    "  [ -e /usr/lib/sbx/start ] && mv -f /usr/lib/sbx/start /usr/lib/sbx/start.from-\"$3\"\n"
-    "  printf '%s\\n' \"$1\" >/usr/lib/sbx/start_command\n"
-    "  { echo '#!/bin/sh'\n"
-    "    echo '# sbx: the template start_command, after the parent template start'\n"
-    "    echo \"[ -x /usr/lib/sbx/start.from-$3 ] && /usr/lib/sbx/start.from-$3 &\"\n"
-    "    echo 'cd /workspace 2>/dev/null || cd /'\n"
-    "    echo 'exec /bin/sh /usr/lib/sbx/start_command </dev/null >>/tmp/sbx-start.log 2>&1'\n"
-    "  } >/usr/lib/sbx/start\n"
-    "  chmod 0755 /usr/lib/sbx/start\n"
-    "  /usr/lib/sbx/start </dev/null >/dev/null 2>&1 &\n"
-    "fi\n"
-    "if [ -n \"$2\" ]; then\n"
-    "  install -d /usr/lib/sbx\n"
-    "  { echo '#!/bin/sh'; printf '%s\\n' \"$2\"; } >/usr/lib/sbx/ready\n"
-    "  chmod 0755 /usr/lib/sbx/ready\n"
-    "  i=0\n"
-    "  until /usr/lib/sbx/ready; do\n"
-    "    i=$((i+1))\n"
-    "    if [ $i -ge $4 ]; then echo \"ready_check did not pass in $(($4/5)) s\" >&2; exit 1; "
-    "fi\n"
-    "    sleep 0.2\n"
-    "  done\n"
-    "fi\n";
-
-static const char FINISH_SCRIPT[] =
-    "apt-get clean >/dev/null 2>&1 || true\n"
-    "rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /root/.npm /root/.cache\n"
-    "find /var/log -type f -delete 2>/dev/null || true\n"
-    "dpkg-query -W -f='${Package}=${Version}\\n' 2>/dev/null | LC_ALL=C sort\n"
-    "echo --npm--\n"
-    "if command -v node >/dev/null; then\n"
-    "  for p in /usr/local/lib/node_modules/*/package.json "
-    "/usr/local/lib/node_modules/@*/*/package.json; do\n"
-    "    [ -f \"$p\" ] && node -e 'const j=require(process.argv[1]); "
-    "console.log(j.name+\"@\"+j.version)' \"$p\"\n"
-    "  done | LC_ALL=C sort\n"
-    "fi\n"
-    "exit 0\n";
-
 static void seal(struct template_build *tb);
 static void on_booted(struct sandbox *sb, const struct sbx_err *err, void *data);
 
@@ -441,18 +367,18 @@ static void next_step(struct template_build *tb)
         break;
     }
     case S_APT:
-        argv = sh(APT_SCRIPT);
+        argv = sh(TEMPLATE_APT_SCRIPT);
         json_array_extend(argv, r->apt);
         run_cmd(tb, argv, TEMPLATE_STEP_TIMEOUT_S);
         break;
     case S_NPM:
-        argv =
-            json_pack("[s,s,s,s]", "/bin/sh", "-c", NPM_SCRIPT, tb->b->cfg->template_npm_registry);
+        argv = json_pack("[s,s,s,s]", "/bin/sh", "-c", TEMPLATE_NPM_SCRIPT,
+                         tb->b->cfg->template_npm_registry);
         json_array_extend(argv, r->npm);
         run_cmd(tb, argv, TEMPLATE_STEP_TIMEOUT_S);
         break;
     case S_FILES:
-        argv = sh(FILES_SCRIPT);
+        argv = sh(TEMPLATE_FILES_SCRIPT);
         json_array_foreach(r->files, i, v)
         {
             char name[32], mode[32];
@@ -473,14 +399,14 @@ static void next_step(struct template_build *tb)
         char tries[16];
         snprintf(tries, sizeof(tries), "%d", TEMPLATE_READY_TIMEOUT_S * 5);
         run_cmd(tb,
-                json_pack("[s,s,s,s,s,s,s,s]", "/bin/sh", "-c", READY_SCRIPT, "sh",
+                json_pack("[s,s,s,s,s,s,s,s]", "/bin/sh", "-c", TEMPLATE_READY_SCRIPT, "sh",
                           r->start_command ? r->start_command : "",
                           r->ready_check ? r->ready_check : "", r->from, tries),
                 TEMPLATE_READY_TIMEOUT_S + 30);
         break;
     }
     case S_FINISH:
-        run_cmd(tb, sh(FINISH_SCRIPT), TEMPLATE_STEP_TIMEOUT_S);
+        run_cmd(tb, sh(TEMPLATE_FINISH_SCRIPT), TEMPLATE_STEP_TIMEOUT_S);
         break;
     case S_SEAL:
         seal(tb);
@@ -490,33 +416,49 @@ static void next_step(struct template_build *tb)
 
 /* The build's inputs, written by the daemon into the build sandbox's own (fresh)
  * workspace before any step of the recipe runs. */
+/* One input file in the inputs dir, never through a link: the sandbox runs by now (a
+ * parent's start command may too) and shares the workspace. */
+static int write_input(int dfd, const char *name, const char *buf, size_t len, struct sbx_err *err)
+{
+    _cleanup_close_ int fd =
+        openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return sbx_err_sys(err, errno, "creating the build input %s", name);
+    int r = sbx_write_all(fd, buf, len);
+    if (r < 0)
+        return sbx_err_sys(err, -r, "writing the build input %s", name);
+    return 0;
+}
+
 static int write_inputs(struct template_build *tb, struct sandbox *sb, struct sbx_err *err)
 {
-    _cleanup_free_ char *dir = sbx_xasprintf("%s/.sbx-build", sb->workspace);
-    if (mkdir(dir, 0755) < 0)
+    _cleanup_close_ int ws = open(sb->workspace, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (ws < 0 || mkdirat(ws, ".sbx-build", 0755) < 0)
         return sbx_err_sys(err, errno, "creating the build inputs");
+    _cleanup_close_ int dfd =
+        openat(ws, ".sbx-build", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0)
+        return sbx_err_sys(err, errno, "opening the build inputs");
+    int r;
     const char *sources = tb->b->cfg->template_apt_sources;
     if (sources) {
         /* SBX_TEMPLATE_APT_SOURCES holds lines separated by ';'. */
-        _cleanup_free_ char *text = sbx_xstrdup(sources);
-        for (char *p = text; *p; p++)
+        _cleanup_free_ char *body = sbx_xasprintf("%s\n", sources);
+        for (char *p = body; *p; p++)
             if (*p == ';')
                 *p = '\n';
-        _cleanup_free_ char *path = sbx_xasprintf("%s/sources.list", dir);
-        _cleanup_free_ char *body = sbx_xasprintf("%s\n", text);
-        int r = sbx_write_file_atomic(path, body, strlen(body), 0644);
-        if (r < 0)
-            return sbx_err_sys(err, -r, "writing the apt sources");
+        if ((r = write_input(dfd, "sources.list", body, strlen(body), err)) < 0)
+            return r;
     }
     size_t i;
     json_t *v;
     json_array_foreach(tb->recipe.files, i, v)
     {
-        _cleanup_free_ char *path = sbx_xasprintf("%s/f%zu", dir, i);
+        char name[32];
+        snprintf(name, sizeof(name), "f%zu", i);
         json_t *c = json_object_get(v, "content");
-        int r = sbx_write_file_atomic(path, json_string_value(c), json_string_length(c), 0644);
-        if (r < 0)
-            return sbx_err_sys(err, -r, "writing files[%zu]", i);
+        if ((r = write_input(dfd, name, json_string_value(c), json_string_length(c), err)) < 0)
+            return r;
     }
     return 0;
 }
@@ -839,6 +781,26 @@ void template_build_forget(struct template_builds *b, const char *name)
     }
 }
 
+/* Every name's last build is remembered, failed ones too: at most
+ * TEMPLATE_BUILD_RECORDS_MAX, the oldest finished ones forgotten first. */
+static void remember(struct template_builds *b, struct template_build *tb)
+{
+    tb->next = b->list;
+    b->list = tb;
+    size_t n = 0;
+    struct template_build **oldest = NULL;
+    for (struct template_build **p = &b->list; *p; p = &(*p)->next) {
+        n++;
+        if ((*p)->status != TB_BUILDING)
+            oldest = p;
+    }
+    if (n > TEMPLATE_BUILD_RECORDS_MAX && oldest) {
+        struct template_build *old = *oldest;
+        *oldest = old->next;
+        build_free(old);
+    }
+}
+
 /* The finished record a cached recipe answers with. */
 static struct template_build *cached_record(struct template_builds *b, struct template_build *tb,
                                             json_t *manifest)
@@ -852,8 +814,7 @@ static struct template_build *cached_record(struct template_builds *b, struct te
     emit(tb, json_pack("{s:s,s:s,s:b,s:i,s:o}", "type", "done", "status", "ready", "cached", 1,
                        "percent", 100, "build", template_build_json(tb)));
     template_build_forget(b, tb->name);
-    tb->next = b->list;
-    b->list = tb;
+    remember(b, tb);
     return tb;
 }
 
@@ -973,8 +934,7 @@ int template_build_start(struct template_builds *b, const struct auth_identity *
     tb->t0_ms = sbx_now_ms();
     plan(tb);
     template_build_forget(b, tb->name);
-    tb->next = b->list;
-    b->list = tb;
+    remember(b, tb);
     log_info("template build %s: %s from %s for %s (recipe %.16s, %zu steps)", tb->id, tb->name,
              rc->from, tb->owner, tb->digest, tb->nsteps);
     next_step(tb); /* the copy's step event */

@@ -26,6 +26,7 @@
 #define TEMPLATE_BUILD_WATCHERS_MAX 32       /* event streams following one build */
 #define TEMPLATES_PER_USER_MAX 20            /* custom templates a user may own */
 #define TEMPLATE_BUILD_ID_LEN 23             /* "tb_" + 20 hex */
+#define TEMPLATE_BUILD_RECORDS_MAX 256       /* finished builds remembered (oldest go) */
 
 struct template_builds;
 struct template_build;

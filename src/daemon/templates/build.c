@@ -155,24 +155,14 @@ static void on_output(unsigned ch, const uint8_t *buf, size_t len, void *data)
 
 /* --- the build sandbox ------------------------------------------------------------------ */
 
-struct find {
-    const char *id;
-    struct sandbox *sb;
-};
-
-static void find_cb(struct sandbox *sb, void *data)
-{
-    struct find *f = data;
-    if (!strcmp(sb->rec.id, f->id) && !sb->ended)
-        f->sb = sb;
-}
-
 static struct sandbox *build_sandbox(struct template_build *tb)
 {
-    struct find f = {.id = tb->sandbox_id};
-    if (tb->sandbox_id[0])
-        manager_each(tb->b->mgr, "", find_cb, &f);
-    return f.sb;
+    static const struct auth_identity nobody = {0};
+    struct sandbox *sb = NULL;
+    struct sbx_err err = {0};
+    if (!tb->sandbox_id[0] || manager_lookup(tb->b->mgr, &nobody, tb->sandbox_id, &sb, &err) < 0)
+        return NULL;
+    return sb->ended ? NULL : sb;
 }
 
 static void stop_sandbox(struct template_build *tb)

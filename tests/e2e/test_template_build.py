@@ -397,3 +397,29 @@ def test_an_admins_template_is_public():
     bob.delete_sandbox(sb["id"])
     assert_error(bob.request("DELETE", "/v1/templates/shared-tools"), 403, "template_not_owner")
     assert admin.ok("DELETE", "/v1/templates/shared-tools")["deleted"] is True
+
+
+def test_a_restart_drops_the_build_under_way():
+    c = D.client("tpl-carol")
+    r = c.request("POST", "/v1/templates", {"name": "slow", "run": ["sleep 300"]})
+    assert r.status == 202, r
+    harness.wait_for(lambda: c.ok("GET", "/v1/templates/slow/build").get("step") == "run 1/1",
+                     120, what="the slow build to reach its run step")
+    sid = c.ok("GET", "/v1/templates/slow/build")["sandbox_id"]
+    d = D.get()
+    assert os.path.isdir(d.sandbox_dir(sid)), sid
+    # A hard stop: sbxd gets no chance to clean anything up itself.
+    d.restart(hard=True)
+    assert_error(c.request("GET", "/v1/templates/slow/build"), 404, "template_build_not_found")
+    assert_error(c.request("GET", "/v1/templates/slow"), 404, "template_not_found")
+    # The next start stopped the build's sandbox (it is no pool's) and removed its tree.
+    harness.wait_for(lambda: not os.path.exists(d.sandbox_dir(sid)) and
+                     not [n for n in os.listdir(reg().cache) if n.startswith(".build-")],
+                     90, what="the build's sandbox and tree to go")
+    # The name is free to build again.
+    r = c.request("POST", "/v1/templates", {"name": "slow", "run": ["true"]})
+    assert r.status == 202, r
+    it = c.stream("GET", "/v1/templates/slow/build-events", timeout=600)
+    assert next(it).status == 200
+    assert [ev for _, ev in it][-1]["type"] == "done"
+    assert c.ok("DELETE", "/v1/templates/slow")["deleted"] is True

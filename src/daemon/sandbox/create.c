@@ -309,7 +309,7 @@ int manager_create_build(struct manager *m, const char *template_name, const cha
                            "template builds need an isolated backend, and %s is not", runtime);
     if (m->cfg->v2_capacity > 0 && v2_running(m) >= m->cfg->v2_capacity)
         return sbx_err_set(err, EAGAIN, "sandbox_capacity", "the host is at capacity");
-    static const struct auth_identity nobody = {0};
+    static const struct auth_identity builder = {.key_id = SANDBOX_BUILD_KEY};
     struct sandbox_params p = {
         .template_name = template_name,
         .ttl_seconds = ttl_seconds,
@@ -318,7 +318,7 @@ int manager_create_build(struct manager *m, const char *template_name, const cha
         .runtime = runtime,
         .build_rootfs = rootfs,
     };
-    return create_sandbox(m, &nobody, &p, false, "", cb, data, out, err);
+    return create_sandbox(m, &builder, &p, false, "", cb, data, out, err);
 }
 
 /* The cold path: the record, the workspace and a machine booted from the template. */

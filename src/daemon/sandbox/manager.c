@@ -148,9 +148,14 @@ void manager_set_pool(struct manager *m, const struct sandbox_pool_ops *ops, voi
     m->pool_data = data;
 }
 
+bool sandbox_is_build(const struct sandbox *sb)
+{
+    return !sb->rec.user[0] && !strcmp(sb->rec.key_id, SANDBOX_BUILD_KEY);
+}
+
 bool sandbox_is_pooled(const struct sandbox *sb)
 {
-    return !sb->rec.user[0] && !sb->build_rootfs;
+    return !sb->rec.user[0] && !sandbox_is_build(sb);
 }
 
 void manager_free(struct manager *m)

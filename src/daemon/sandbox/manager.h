@@ -187,7 +187,12 @@ int manager_create_build(struct manager *m, const char *template_name, const cha
                          const struct egress_policy *egress, long long ttl_seconds,
                          sandbox_ready_fn cb, void *data, struct sandbox **out,
                          struct sbx_err *err);
-/* Waiting in the pool: it belongs to no user (user "" is never a valid user name). */
+/* The key id a template build's sandbox is recorded with (no key's id looks like it): how
+ * a restarted daemon tells them from the pool's, which are nobody's too. */
+#define SANDBOX_BUILD_KEY "template-build"
+bool sandbox_is_build(const struct sandbox *sb);
+/* Waiting in the pool: it belongs to no user (user "" is never a valid user name) and
+ * runs no template build. */
 bool sandbox_is_pooled(const struct sandbox *sb);
 
 json_t *sandbox_to_json(const struct sandbox *sb);

@@ -162,7 +162,7 @@ static struct sandbox *build_sandbox(struct template_build *tb)
     struct sbx_err err = {0};
     if (!tb->sandbox_id[0] || manager_lookup(tb->b->mgr, &nobody, tb->sandbox_id, &sb, &err) < 0)
         return NULL;
-    return sb->ended ? NULL : sb;
+    return sb->ended || !sandbox_is_build(sb) ? NULL : sb;
 }
 
 static void stop_sandbox(struct template_build *tb)
@@ -661,6 +661,8 @@ json_t *template_build_json(const struct template_build *tb)
         return NULL;
     if (tb->status == TB_BUILDING && tb->cur < tb->nsteps)
         json_object_set_new(j, "step", json_string(tb->steps[tb->cur].label));
+    if (tb->status == TB_BUILDING && tb->sandbox_id[0])
+        json_object_set_new(j, "sandbox_id", json_string(tb->sandbox_id));
     json_t *steps = json_array();
     for (size_t i = 0; i < tb->nsteps; i++)
         json_array_append_new(steps, json_string(tb->steps[i].label));
@@ -981,6 +983,15 @@ void template_build_unwatch(struct template_build *tb, void *data)
     }
 }
 
+static void drop_leftover(struct sandbox *sb, void *data)
+{
+    struct template_builds *b = data;
+    struct sbx_err err = {0};
+    if (sandbox_is_build(sb) && !sb->ended &&
+        manager_destroy(b->mgr, sb, "template_build", &err) < 0)
+        log_error("template builds: stopping %s: %s", sb->rec.id, err.msg);
+}
+
 int template_builds_new(const struct sbxd_config *cfg, struct loop *l, struct manager *m,
                         struct jobs *j, struct template_builds **out, struct sbx_err *err)
 {
@@ -1004,7 +1015,8 @@ int template_builds_new(const struct sbxd_config *cfg, struct loop *l, struct ma
         free(b);
         return r;
     }
-    /* Builds do not survive a restart: their half-made trees go. */
+    /* Builds do not survive a restart: their sandboxes and half-made trees go. */
+    manager_each(m, "", drop_leftover, b);
     DIR *d = opendir(cfg->template_cache);
     for (struct dirent *de; d && (de = readdir(d));)
         if (!strncmp(de->d_name, ".build-", 7)) {

@@ -18,6 +18,7 @@ import json
 import os
 import posixpath
 import random
+import re
 import shutil
 import subprocess
 import tempfile
@@ -369,6 +370,32 @@ def test_another_user_cannot_see_or_use_a_private_template():
                  "invalid_recipe")
 
 
+def test_a_template_from_a_custom_template():
+    c = D.client("tpl-alice")
+    recipe = {"name": "hello-plus", "from": "hello", "run": ["echo plus > /etc/sbx-plus"],
+              "start_command": "echo second > /tmp/second; sleep 1000",
+              "ready_check": "test -f /tmp/second"}
+    r = c.request("POST", "/v1/templates", recipe)
+    assert r.status == 202, r
+    # Its parent cannot go while it is built from it.
+    assert_error(c.request("DELETE", "/v1/templates/hello"), 409, "template_building")
+    it = c.stream("GET", "/v1/templates/hello-plus/build-events", timeout=600)
+    assert next(it).status == 200
+    events = [ev for _, ev in it]
+    assert events[-1]["type"] == "done", events[-5:]
+    t = c.ok("GET", "/v1/templates/hello-plus")
+    assert t["from"] == "hello" and t["added_bytes"] < 1024 * 1024, t
+    sb = c.create_sandbox(template="hello-plus", ttl_seconds=300)
+    sid = sb["id"]
+    # The parent's packages, files and steps are there, and both start commands ran.
+    assert c.sh(sid, DEB).strip() == "hello from the sbx test package"
+    assert c.sh(sid, "cat /etc/sbx-built /etc/sbx-plus /tmp/second") == "built\nplus\nsecond\n"
+    harness.wait_for(lambda: c.exec(sid, shell="cat /tmp/started")["stdout"] == "started\n",
+                     30, what="the parent's start command")
+    c.delete_sandbox(sid)
+    assert c.ok("DELETE", "/v1/templates/hello-plus")["deleted"] is True
+
+
 def test_delete_by_its_owner():
     c = D.client("tpl-alice")
     admin = D.client()
@@ -380,7 +407,7 @@ def test_delete_by_its_owner():
     assert_error(c.request("POST", "/v1/sandboxes", {"template": "hello"}), 400,
                  "invalid_template")
     harness.wait_for(lambda: not [n for n in os.listdir(reg().cache)
-                                  if n.startswith("hello-") or n.startswith(".build-")],
+                                  if re.match(r"(hello-[0-9a-f]{64}|\.build-)", n)],
                      60, what="the deleted template's trees to go")
 
 

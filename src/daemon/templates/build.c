@@ -389,9 +389,9 @@ static void next_step(struct template_build *tb)
         char tries[16];
         snprintf(tries, sizeof(tries), "%d", TEMPLATE_READY_TIMEOUT_S * 5);
         run_cmd(tb,
-                json_pack("[s,s,s,s,s,s,s,s]", "/bin/sh", "-c", TEMPLATE_READY_SCRIPT, "sh",
+                json_pack("[s,s,s,s,s,s,s,s,s]", "/bin/sh", "-c", TEMPLATE_READY_SCRIPT, "sh",
                           r->start_command ? r->start_command : "",
-                          r->ready_check ? r->ready_check : "", r->from, tries),
+                          r->ready_check ? r->ready_check : "", r->from, tries, r->name),
                 TEMPLATE_READY_TIMEOUT_S + 30);
         break;
     }

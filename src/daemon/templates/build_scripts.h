@@ -12,7 +12,9 @@ extern const char TEMPLATE_APT_SCRIPT[];
 extern const char TEMPLATE_NPM_SCRIPT[];
 /* Triplets: input name, octal mode, path. */
 extern const char TEMPLATE_FILES_SCRIPT[];
-/* $1 start command, $2 ready check (either may be ""), $3 the parent's name, $4 tries. */
+/* $1 start command, $2 ready check (either may be ""), $3 the parent's name, $4 tries, $5
+ * the template's name (each template's start command has a file of its own, since its
+ * children run its start too). */
 extern const char TEMPLATE_READY_SCRIPT[];
 /* Cleans up; prints dpkg's list, "--npm--", the global npm packages. */
 extern const char TEMPLATE_FINISH_SCRIPT[];

@@ -29,6 +29,7 @@
 #include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../common/util.h"
@@ -330,25 +331,56 @@ static int check_std_fds(void)
 
 /* A template may start its own services at boot (the desktop's X, VNC and noVNC): its
  * /usr/lib/sbx/start runs once, detached, with the base environment (docs/templates.md).
- * It is reaped as an orphan; its output goes nowhere (it logs where it wants). */
+ * It is reaped as an orphan; its output goes nowhere (it logs where it wants). A custom
+ * template with a ready check also has /usr/lib/sbx/ready: the agent runs it until it
+ * exits 0 (at most TEMPLATE_READY_WAIT_MS) before its HELLO, so a create answers once the
+ * template's service is up. */
 #define TEMPLATE_START "/usr/lib/sbx/start"
+#define TEMPLATE_READY "/usr/lib/sbx/ready"
+#define TEMPLATE_READY_WAIT_MS 30000
+#define TEMPLATE_READY_PAUSE_MS 200
 
-static void start_template_services(void)
+/* Start path detached; with wait, wait for it and answer its exit status (-1: no start). */
+static int run_template_script(const char *path, struct envv *env, bool wait)
 {
-    if (access(TEMPLATE_START, X_OK) < 0)
-        return;
-    static const char *const argv[] = {TEMPLATE_START, NULL};
-    struct envv env;
-    envv_init_base(&env);
-    struct spawn_req req = {.argv = argv, .envp = env.v, .cwd = "/tmp", .extra = {-1, -1}};
+    const char *const argv[] = {path, NULL};
+    struct spawn_req req = {.argv = argv, .envp = env->v, .cwd = "/tmp", .extra = {-1, -1}};
     struct spawn_fds fds;
     struct sbx_err err = {0};
     pid_t pid;
     if (spawn_command(&req, &pid, &fds, &err) < 0) {
-        dprintf(2, "sbx-agent: %s: %s\n", TEMPLATE_START, err.msg);
-    } else {
-        close(fds.out_r);
-        close(fds.err_r);
+        dprintf(2, "sbx-agent: %s: %s\n", path, err.msg);
+        return -1;
+    }
+    close(fds.out_r);
+    close(fds.err_r);
+    int status = -1;
+    if (wait)
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+            ;
+    return status;
+}
+
+static void start_template_services(void)
+{
+    bool start = access(TEMPLATE_START, X_OK) == 0, ready = access(TEMPLATE_READY, X_OK) == 0;
+    if (!start && !ready)
+        return;
+    struct envv env;
+    envv_init_base(&env);
+    if (start)
+        (void)run_template_script(TEMPLATE_START, &env, false);
+    if (ready) {
+        int waited = 0;
+        while (run_template_script(TEMPLATE_READY, &env, true) != 0 &&
+               waited < TEMPLATE_READY_WAIT_MS) {
+            struct timespec ts = {0, TEMPLATE_READY_PAUSE_MS * 1000000L};
+            nanosleep(&ts, NULL);
+            waited += TEMPLATE_READY_PAUSE_MS;
+        }
+        if (waited >= TEMPLATE_READY_WAIT_MS)
+            dprintf(2, "sbx-agent: %s did not pass in %d ms\n", TEMPLATE_READY,
+                    TEMPLATE_READY_WAIT_MS);
     }
     envv_free(&env);
 }

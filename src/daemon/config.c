@@ -249,6 +249,12 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
     if ((r = env_num("SBX_WARM_POOL_MIN_FREE_MB", 2048, 0, 1 << 24, &cfg->warm_pool_min_free_mb,
                      err)) < 0)
         return r;
+    cfg->template_registries = env_or("SBX_TEMPLATE_REGISTRIES", "deb.debian.org,registry.npmjs.org");
+    const char *as = getenv("SBX_TEMPLATE_APT_SOURCES");
+    cfg->template_apt_sources = as && *as ? sbx_xstrdup(as) : NULL;
+    cfg->template_npm_registry = env_or("SBX_TEMPLATE_NPM_REGISTRY", "https://registry.npmjs.org/");
+    if ((r = env_num("SBX_TEMPLATE_BUILDS_MAX", 2, 1, 16, &cfg->template_builds_max, err)) < 0)
+        return r;
 
     if ((r = env_num("SBX_RETAIN_EXEC_DAYS", 30, 0, 36500, &cfg->retain_exec_days, err)) < 0 ||
         (r = env_num("SBX_RETAIN_EGRESS_DAYS", 30, 0, 36500, &cfg->retain_egress_days, err)) <
@@ -377,5 +383,8 @@ void config_free(struct sbxd_config *cfg)
     free(cfg->warm_pool);
     free(cfg->warm_snapshot);
     free(cfg->store_url);
+    free(cfg->template_registries);
+    free(cfg->template_apt_sources);
+    free(cfg->template_npm_registry);
     memset(cfg, 0, sizeof(*cfg));
 }

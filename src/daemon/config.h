@@ -92,6 +92,11 @@ struct sbxd_config {
     char *warm_pool;               /* SBX_WARM_POOL, "base:2,office:1", or NULL */
     long long warm_pool_min_free_mb; /* SBX_WARM_POOL_MIN_FREE_MB, 2048: below it pools yield */
     char *warm_snapshot;             /* SBX_WARM_SNAPSHOT, "office": templates restored warm */
+    /* Custom template builds (docs/templates.md). */
+    char *template_registries;   /* SBX_TEMPLATE_REGISTRIES: the hosts a build reaches */
+    char *template_apt_sources;  /* SBX_TEMPLATE_APT_SOURCES: sources.list for builds, or NULL */
+    char *template_npm_registry; /* SBX_TEMPLATE_NPM_REGISTRY, https://registry.npmjs.org/ */
+    long long template_builds_max; /* SBX_TEMPLATE_BUILDS_MAX, 2: builds at once */
     /* Execution backends (docs/runtime.md). */
     char **backends;    /* SBX_BACKEND, comma-separated, in order of preference; "gvisor" */
     int probe_backends; /* SBX_BACKEND was set: start one sandbox on each at start-up */

@@ -47,6 +47,7 @@ const struct route_table *const sbxd_routes[] = {
     &e2b_sandbox_routes,
     &template_routes,
     &chat_routes,
+    &template_build_routes,
 };
 /* clang-format on */
 const size_t sbxd_route_tables = SBX_ARRAY_SIZE(sbxd_routes);

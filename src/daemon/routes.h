@@ -37,6 +37,7 @@ extern const struct route_table e2b_api_routes;  /* e2b/e2b_api.c */
 extern const struct route_table e2b_sandbox_routes; /* e2b/envd_api.c */
 extern const struct route_table template_routes; /* templates/templates_api.c */
 extern const struct route_table chat_routes;     /* chat/chat_api.c */
+extern const struct route_table template_build_routes; /* templates/build_api.c */
 
 /* Every table sbxd serves, /healthz first. */
 extern const struct route_table *const sbxd_routes[];

@@ -31,6 +31,7 @@ struct sbxd {
     struct warm_pool *pool;      /* warm pools of ready sandboxes (templates/pool.c) */
     struct installs *installs;   /* skills installed into configurations (skills/installs.c) */
     struct retention *retention; /* pruning by age and the audit anchor (audit/retention.c) */
+    struct template_builds *builds; /* custom template builds (templates/build.c) */
 };
 
 #endif

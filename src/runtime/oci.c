@@ -186,7 +186,7 @@ int oci_build_config(const struct rt_config *cfg, const struct rt_spec *spec, ch
     /* The backend that runs this bundle (docs/runtime.md), for whoever finds it later. */
     _cleanup_json_ json_t *root = json_pack(
         "{s:s, s:O, s:{s:s, s:b}, s:s, s:o, s:{s:s, s:o, s:o}, s:{s:s}}", "ociVersion", "1.0.0",
-        "process", process, "root", "path", spec->rootfs, "readonly", 1, "hostname", hostname,
+        "process", process, "root", "path", spec->rootfs, "readonly", !spec->rootfs_writable, "hostname", hostname,
         "mounts", mounts, "linux", "cgroupsPath", cgpath, "resources", resources,
         "namespaces", ns, "annotations", OCI_RUNTIME_ANNOTATION,
         spec->runtime ? spec->runtime : "gvisor");

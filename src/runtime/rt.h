@@ -26,6 +26,7 @@ struct rt_config {
 struct rt_spec {
     const char *id;          /* [a-z0-9_-], at most RT_ID_MAX */
     const char *rootfs;      /* the template's root filesystem (mounted read-only) */
+    bool rootfs_writable;    /* a template build's own copy of it: mounted read-write */
     const char *state_dir;   /* per-sandbox host dir: bundle/, shim.sock, shim.pid, logs */
     const char *workspace;   /* host dir bind-mounted read-write at /workspace */
     uint64_t memory_bytes;   /* 0 = no limit */

@@ -161,6 +161,15 @@ int main(void)
     CHECK(json_is_true(json_object_get(json_object_get(root, "root"), "readonly")),
           "root is read-only");
     CHECK(!strcmp(str_at(root, "hostname", NULL), "box"), "hostname");
+    {
+        /* A template build's own copy of the tree (docs/templates.md) is the one writable root. */
+        struct rt_spec w = base_spec();
+        w.rootfs_writable = true;
+        json_t *wr = build(&w);
+        CHECK(wr && json_is_false(json_object_get(json_object_get(wr, "root"), "readonly")),
+              "a build's root is writable");
+        json_decref(wr);
+    }
 
     /* mounts */
     json_t *m;

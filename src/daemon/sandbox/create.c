@@ -177,6 +177,10 @@ static int take_pooled(struct manager *m, const struct auth_identity *who,
     struct sbx_err terr = {0};
     if (template_resolve(m->cfg->template_cache, p->template_name, &tpl, &terr) < 0)
         return -ENOENT; /* the cold path reports it */
+    if (!template_usable(tpl.owner, tpl.shared, who->user)) {
+        template_info_clear(&tpl);
+        return -ENOENT;
+    }
     struct sandbox *sb = m->pool->take(m->pool_data, tpl.name, tpl.digest);
     template_info_clear(&tpl);
     if (!sb)
@@ -291,6 +295,32 @@ int manager_create_pooled(struct manager *m, const char *template_name, sandbox_
     return create_sandbox(m, &nobody, &p, false, "", cb, data, out, err);
 }
 
+int manager_create_build(struct manager *m, const char *template_name, const char *rootfs,
+                         const struct egress_policy *egress, long long ttl_seconds,
+                         sandbox_ready_fn cb, void *data, struct sandbox **out, struct sbx_err *err)
+{
+    const char *runtime;
+    int r = manager_runtime_pick(m, NULL, &runtime, err);
+    if (r < 0)
+        return r;
+    /* Build steps are the user's code run as root of the tree: never outside a sandbox. */
+    if (!rt_backend_find(runtime)->isolated)
+        return sbx_err_set(err, EINVAL, "invalid_runtime",
+                           "template builds need an isolated backend, and %s is not", runtime);
+    if (m->cfg->v2_capacity > 0 && v2_running(m) >= m->cfg->v2_capacity)
+        return sbx_err_set(err, EAGAIN, "sandbox_capacity", "the host is at capacity");
+    static const struct auth_identity builder = {.key_id = SANDBOX_BUILD_KEY};
+    struct sandbox_params p = {
+        .template_name = template_name,
+        .ttl_seconds = ttl_seconds,
+        .backend = "v2",
+        .egress = *egress,
+        .runtime = runtime,
+        .build_rootfs = rootfs,
+    };
+    return create_sandbox(m, &builder, &p, false, "", cb, data, out, err);
+}
+
 /* The cold path: the record, the workspace and a machine booted from the template. */
 static int create_sandbox(struct manager *m, const struct auth_identity *who,
                           const struct sandbox_params *p, bool v1, const char *fallback,
@@ -317,10 +347,17 @@ static int create_sandbox(struct manager *m, const struct auth_identity *who,
     r = template_resolve(m->cfg->template_cache, p->template_name, &tpl, err);
     if (r < 0)
         return r;
+    if (!template_usable(tpl.owner, tpl.shared, who->user)) {
+        template_info_clear(&tpl);
+        return sbx_err_set(err, ENOENT, "invalid_template", "template %s is not built here",
+                           p->template_name);
+    }
 
     char id[STORE_ID_MAX + 1];
     sandbox_new_id(id);
     struct sandbox *sb = sandbox_alloc(m, id);
+    if (p->build_rootfs)
+        sb->build_rootfs = sbx_xstrdup(p->build_rootfs);
     struct store_sandbox *rec = &sb->rec;
     snprintf(rec->id, sizeof(rec->id), "%s", id);
     set_owner(rec, who, p);
@@ -390,8 +427,9 @@ static int create_sandbox(struct manager *m, const struct auth_identity *who,
         return 0;
     }
     char boot[33] = "";
-    const char *image =
-        m->pool && m->pool->image ? m->pool->image(m->pool_data, tpl.name, tpl.digest, boot) : NULL;
+    const char *image = m->pool && m->pool->image && !p->build_rootfs
+                            ? m->pool->image(m->pool_data, tpl.name, tpl.digest, boot)
+                            : NULL;
     template_info_clear(&tpl);
     if (image) {
         /* Restored like a fork's copy (fresh ids, reseeded kernel); measured at its HELLO. */

@@ -395,7 +395,8 @@ int sandbox_launch(struct manager *m, struct sandbox *sb, const char *image, boo
     if (r < 0)
         return r;
     struct rt_spec spec;
-    fill_spec(m, sb, tpl.rootfs, &spec);
+    fill_spec(m, sb, sb->build_rootfs ? sb->build_rootfs : tpl.rootfs, &spec);
+    spec.rootfs_writable = sb->build_rootfs != NULL;
     r = image ? rt_restore(&m->rt, &spec, image, forked, &sb->start_fd, err)
               : rt_start(&m->rt, &spec, &sb->start_fd, err);
     template_info_clear(&tpl);

@@ -65,6 +65,7 @@ void sandbox_free(struct sandbox *sb)
     free(sb->dir);
     free(sb->state_dir);
     free(sb->workspace);
+    free(sb->build_rootfs);
     free(sb);
 }
 
@@ -159,9 +160,14 @@ void manager_set_pool(struct manager *m, const struct sandbox_pool_ops *ops, voi
     m->pool_data = data;
 }
 
+bool sandbox_is_build(const struct sandbox *sb)
+{
+    return !sb->rec.user[0] && !strcmp(sb->rec.key_id, SANDBOX_BUILD_KEY);
+}
+
 bool sandbox_is_pooled(const struct sandbox *sb)
 {
-    return !sb->rec.user[0];
+    return !sb->rec.user[0] && !sandbox_is_build(sb);
 }
 
 void manager_free(struct manager *m)

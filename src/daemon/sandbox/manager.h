@@ -111,6 +111,9 @@ struct sandbox {
     bool failed;
     bool restarted;             /* started cold again since: the object shows restored */
     struct sbx_err restart_err; /* why an automatic restart was refused */
+    /* A custom template's build (templates/build.c) runs in a sandbox of nobody booted from
+     * its own writable copy of the parent's tree; NULL for every other sandbox. */
+    char *build_rootfs;
     struct sandbox *next;
 };
 
@@ -202,7 +205,19 @@ void manager_set_pool(struct manager *m, const struct sandbox_pool_ops *ops, voi
  * does), no env, no egress, the longest TTL. cb as for manager_create. */
 int manager_create_pooled(struct manager *m, const char *template_name, sandbox_ready_fn cb,
                           void *data, struct sandbox **out, struct sbx_err *err);
-/* Waiting in the pool: it belongs to no user (user "" is never a valid user name). */
+/* A sandbox of no user that runs a template build's steps (templates/build.c): booted from
+ * rootfs (a copy of template_name's tree) mounted writable, on an isolated backend, with
+ * egress as given and no warm image. cb as for manager_create. */
+int manager_create_build(struct manager *m, const char *template_name, const char *rootfs,
+                         const struct egress_policy *egress, long long ttl_seconds,
+                         sandbox_ready_fn cb, void *data, struct sandbox **out,
+                         struct sbx_err *err);
+/* The key id a template build's sandbox is recorded with (no key's id looks like it): how
+ * a restarted daemon tells them from the pool's, which are nobody's too. */
+#define SANDBOX_BUILD_KEY "template-build"
+bool sandbox_is_build(const struct sandbox *sb);
+/* Waiting in the pool: it belongs to no user (user "" is never a valid user name) and
+ * runs no template build. */
 bool sandbox_is_pooled(const struct sandbox *sb);
 
 json_t *sandbox_to_json(const struct sandbox *sb);

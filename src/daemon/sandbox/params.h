@@ -50,6 +50,7 @@ struct sandbox_params {
     const char *workspace_from;
     int (*workspace_fill)(void *data, const char *workspace, struct sbx_err *err);
     void *workspace_fill_data;
+    const char *build_rootfs; /* manager_create_build's writable tree, else NULL */
 };
 
 /* Checks shared by create and run. */

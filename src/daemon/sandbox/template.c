@@ -65,8 +65,22 @@ int template_resolve(const char *cache, const char *name, struct template_info *
     snprintf(out->digest, sizeof(out->digest), "%s%s",
              strncmp(digest, "sha256:", 7) ? "sha256:" : "", digest);
     out->rootfs = sbx_xasprintf("%s/rootfs", dir);
+    const char *owner = json_string_value(json_object_get(m, "owner"));
+    snprintf(out->owner, sizeof(out->owner), "%s", owner ? owner : "");
+    out->shared = !owner || json_is_true(json_object_get(m, "shared"));
     json_decref(m);
     return 0;
+}
+
+bool template_usable(const char *owner, bool shared, const char *user)
+{
+    return !owner || !owner[0] || shared || !user[0] || !strcmp(owner, user);
+}
+
+bool template_visible(json_t *manifest, const char *user)
+{
+    return template_usable(json_string_value(json_object_get(manifest, "owner")),
+                           json_is_true(json_object_get(manifest, "shared")), user);
 }
 
 void template_info_clear(struct template_info *t)

@@ -10,11 +10,16 @@
 
 #define TEMPLATE_NAME_MAX 32
 #define TEMPLATE_DIGEST_MAX 80
+#define TEMPLATE_OWNER_MAX 64 /* = AUTH_USER_MAX */
 
 struct template_info {
     char name[TEMPLATE_NAME_MAX + 1];
     char digest[TEMPLATE_DIGEST_MAX + 1]; /* "sha256:<content digest>" */
     char *rootfs;                         /* owned */
+    /* A custom template's (built by POST /v1/templates, docs/templates.md): the user who
+     * made it and whether every user may use it; "" for the operator's templates. */
+    char owner[TEMPLATE_OWNER_MAX + 1];
+    bool shared;
 };
 
 bool template_name_valid(const char *name);
@@ -26,5 +31,10 @@ int template_load(const char *cache, const char *name, json_t **manifest, char *
 int template_resolve(const char *cache, const char *name, struct template_info *out,
                      struct sbx_err *err);
 void template_info_clear(struct template_info *t);
+/* May user see and use the template whose manifest this is? The operator's templates and
+ * shared custom ones: everyone; a private custom one: its owner; user "" (the daemon's own
+ * sandboxes: pools, warm snapshots): every one. */
+bool template_visible(json_t *manifest, const char *user);
+bool template_usable(const char *owner, bool shared, const char *user);
 
 #endif

@@ -1,5 +1,6 @@
 /* GET /v1/templates[/{name}]: the templates this host has built (the names in the template
- * cache that point at a finished build), what each contains, its size and its warm pool. */
+ * cache that point at a finished build) that the caller may use (the operator's, its own
+ * custom ones and the shared ones), what each contains, its size and its warm pool. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -50,6 +51,22 @@ static json_t *describe(struct sbxd *d, const char *name, json_t *m)
     json_t *from = json_object_get(m, "from");
     if (j && json_is_string(from))
         json_object_set(j, "from", from);
+    /* A custom template's (POST /v1/templates): who made it, for whom, from what recipe. */
+    json_t *owner = json_object_get(m, "owner");
+    if (j && json_is_string(owner)) {
+        json_object_set(j, "owner", owner);
+        json_object_set_new(j, "public", json_boolean(json_is_true(json_object_get(m, "shared"))));
+        json_object_set_new(j, "custom", json_true());
+        json_t *recipe = json_object_get(m, "recipe");
+        if (recipe)
+            json_object_set(j, "recipe", recipe);
+        json_t *pb = json_object_get(m, "parent_bytes"), *b = json_object_get(m, "bytes");
+        if (json_is_integer(pb) && json_is_integer(b))
+            json_object_set_new(j, "added_bytes",
+                                json_integer(json_integer_value(b) - json_integer_value(pb)));
+    } else if (j) {
+        json_object_set_new(j, "custom", json_false());
+    }
     const char *snap = warm_pool_snapshot_state(d->pool, name);
     if (j) {
         json_object_set_new(j, "warm_snapshot", json_string(snap));
@@ -82,7 +99,8 @@ static void api_templates_list(struct sbxd *d, struct http_req *req)
         json_t *m;
         struct sbx_err err = {0};
         if (template_load(d->cfg.template_cache, names[i], &m, NULL, &err) == 0) {
-            json_t *t = describe(d, names[i], m);
+            json_t *t =
+                template_visible(m, http_req_identity(req)->user) ? describe(d, names[i], m) : NULL;
             if (t)
                 json_array_append_new(list, t);
             json_decref(m);
@@ -97,8 +115,13 @@ static void api_templates_get(struct sbxd *d, struct http_req *req)
     const char *name = http_req_param(req, 0);
     json_t *m;
     struct sbx_err err = {0};
-    if (!template_name_valid(name) ||
-        template_load(d->cfg.template_cache, name, &m, NULL, &err) < 0) {
+    bool found = template_name_valid(name) &&
+                 template_load(d->cfg.template_cache, name, &m, NULL, &err) == 0;
+    if (found && !template_visible(m, http_req_identity(req)->user)) {
+        json_decref(m);
+        found = false; /* another user's private template */
+    }
+    if (!found) {
         sbx_err_set(&err, ENOENT, "template_not_found", "no template named %.64s on this host",
                     name);
         http_respond_error(req, &err);

@@ -3,14 +3,19 @@
 #include <errno.h>
 #include <string.h>
 
+#include "../common/sbxuser.h"
 #include "../common/util.h"
 
 static const char *const env_base[] = {
     "PATH=" ENV_BASE_PATH,
-    "HOME=/tmp",
+    ENV_BASE_HOME,
     "LANG=C.UTF-8",
     "TERM=dumb",
 };
+
+const char env_user_home[] = "HOME=" SBX_USER_HOME;
+const char env_user_user[] = "USER=" SBX_USER_NAME;
+const char env_user_logname[] = "LOGNAME=" SBX_USER_NAME;
 
 static const char *env_extra[ENV_BASE_EXTRA_MAX];
 static size_t env_nextra;
@@ -29,7 +34,8 @@ bool envv_is_base(const char *kv)
     for (size_t i = 0; i < env_nextra; i++)
         if (!strcmp(kv, env_extra[i]))
             return true;
-    return false;
+    return !strcmp(kv, env_user_home) || !strcmp(kv, env_user_user) ||
+           !strcmp(kv, env_user_logname);
 }
 
 void envv_init_empty(struct envv *e)

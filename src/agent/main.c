@@ -332,7 +332,9 @@ static void start_template_services(void)
     static const char *const argv[] = {TEMPLATE_START, NULL};
     struct envv env;
     envv_init_base(&env);
-    struct spawn_req req = {.argv = argv, .envp = env.v, .cwd = "/tmp", .extra = {-1, -1}};
+    /* The template's own services (X, VNC), not a user's command: they keep root. */
+    struct spawn_req req = {
+        .argv = argv, .envp = env.v, .cwd = "/tmp", .extra = {-1, -1}, .root = true};
     struct spawn_fds fds;
     struct sbx_err err = {0};
     pid_t pid;

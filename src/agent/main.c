@@ -14,6 +14,7 @@
  *   kernel.c  ops "kernel_run", "kernel_reset", "kernel_interrupt" (the Python kernel)
  *   egress.c  the proxy listener on 127.0.0.1: one agent-opened stream per connection
  *   pty.c     ops "pty_*": terminals (WebSocket terminals, exec_command sessions)
+ *   pidguard.c the sandbox's process limit: kills the session of a fork bomb
  *   tcpconn.c op "tcp_connect": preview traffic to a port on the sandbox's loopback
  *
  * To add an op: write its open function (validate, start, register a struct
@@ -37,6 +38,7 @@
 #include "exec.h"
 #include "fatal.h"
 #include "kernel.h"
+#include "pidguard.h"
 #include "process.h"
 #include "pty.h"
 #include "seccomp.h"
@@ -391,8 +393,10 @@ int main(int argc, char **argv)
     /* Only in a sandbox: an agent run on a host (tests) must not take a host port. */
     if (a->pid1 && (r = egress_listen(a)) < 0)
         dprintf(2, "sbx-agent: egress listener: %s (egress unavailable)\n", strerror(-r));
-    if (a->pid1)
+    if (a->pid1) {
         start_template_services();
+        pidguard_start(a);
+    }
     send_hello(a);
     r = loop_run(a->loop);
     agent_die(a, 1, "event loop: %s", strerror(-r));

@@ -186,7 +186,7 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
 
     int r;
     if ((r = env_num("SBX_MEMORY_MB", 2048, 64, 1 << 20, &cfg->memory_mb, err)) < 0 ||
-        (r = env_num("SBX_PIDS_MAX", 512, 16, 1 << 20, &cfg->pids_max, err)) < 0 ||
+        (r = env_num("SBX_PIDS_MAX", 128, 16, 1 << 20, &cfg->pids_max, err)) < 0 ||
         (r = env_num("SBX_CPU_MILLICORES", 1000, 100, 1 << 20, &cfg->cpu_millicores, err)) < 0 ||
         (r = env_num("SBX_TMP_MB", 512, 1, 1 << 20, &cfg->tmp_mb, err)) < 0 ||
         (r = env_num("SBX_MAX_PER_KEY", 3, 1, 10000, &cfg->max_per_key, err)) < 0 ||

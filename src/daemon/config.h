@@ -17,7 +17,7 @@ struct sbxd_config {
     char *agent_path;     /* SBX_AGENT, default sbx-agent beside sbxd */
     char *shim_path;      /* SBX_SHIM, default sbx-shim beside sbxd */
     long long memory_mb;      /* SBX_MEMORY_MB, 2048 */
-    long long pids_max;       /* SBX_PIDS_MAX, 512 */
+    long long pids_max;       /* SBX_PIDS_MAX, 128 (docs/security.md: why not more) */
     long long cpu_millicores; /* SBX_CPU_MILLICORES, 1000 */
     long long tmp_mb;         /* SBX_TMP_MB, 512 */
     long long max_per_key;    /* SBX_MAX_PER_KEY, 3 */

@@ -229,6 +229,10 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
         return r;
     if ((r = backend_list(cfg, err)) < 0)
         return r;
+    const char *ar = getenv("SBX_ALLOW_ROOT");
+    if (ar && *ar && strcmp(ar, "0") && strcmp(ar, "1"))
+        return sbx_err_set(err, EINVAL, "invalid_config", "SBX_ALLOW_ROOT must be 0 or 1");
+    cfg->allow_root = ar && !strcmp(ar, "1");
     cfg->clamav_db = env_or("SBX_CLAMAV_DB", "/var/lib/clamav");
     const char *ca = getenv("SBX_FETCH_CA_FILE");
     cfg->fetch_ca_file = ca && *ca ? sbx_xstrdup(ca) : NULL;
@@ -280,7 +284,7 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
                    "SBX_FREE_V2_SECONDS SBX_PRICE_SNAPSHOT_GB_MONTH_MICRO_EUR SBX_DATA_REGION "
                    "SBX_METRICS_LISTEN SBX_LOG_FORMAT "
                    "SBX_WARM_POOL SBX_WARM_POOL_MIN_FREE_MB SBX_WARM_SNAPSHOT "
-                   "SBX_BACKEND SBX_ALLOW_LOCAL\n");
+                   "SBX_BACKEND SBX_ALLOW_LOCAL SBX_ALLOW_ROOT\n");
             return 1;
         default:
             return sbx_err_set(err, EINVAL, "invalid_config", "unknown option (see --help)");

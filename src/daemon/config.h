@@ -91,6 +91,7 @@ struct sbxd_config {
     char **backends;    /* SBX_BACKEND, comma-separated, in order of preference; "gvisor" */
     int probe_backends; /* SBX_BACKEND was set: start one sandbox on each at start-up */
     int allow_local;    /* SBX_ALLOW_LOCAL=yes-no-isolation: "local" may be listed */
+    int allow_root; /* SBX_ALLOW_ROOT=1: a request may ask for "user": "root" (docs/security.md) */
     int verbose;
 };
 

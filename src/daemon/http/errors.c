@@ -135,6 +135,10 @@ static const struct {
     {"sandbox_inventory_unverifiable", 409},
     {"sandbox_config_locked", 423},
     {"secret_unreadable", 500},
+    /* Users and processes inside a sandbox (docs/security.md). */
+    {"invalid_user", 400},
+    {"root_not_allowed", 403},
+    {"process_limit", 429},
 };
 
 unsigned http_status_for_code(const char *code)

@@ -30,6 +30,7 @@ static void map_error(struct sbx_err *e)
         "process_not_running",  "too_many_processes", "invalid_cwd",       "pty_not_found",
         "pty_not_running",      "pty_input_full",     "too_many_ptys",     "too_many_terminals",
         "snapshot_unsupported", "process_stdin_closed", "process_stdin_full",
+        "process_limit",
     };
     for (size_t i = 0; i < SBX_ARRAY_SIZE(passed); i++)
         if (!strcmp(e->code, passed[i]))

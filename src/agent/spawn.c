@@ -4,11 +4,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/capability.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "../common/sbxuser.h"
@@ -124,6 +127,16 @@ static _Noreturn void spawn_child(const struct spawn_req *r, bool as_user, int i
         if (setgroups(1, &g) < 0 || setresgid(g, g, g) < 0 ||
             setresuid(SBX_USER_UID, SBX_USER_UID, SBX_USER_UID) < 0)
             child_fail(rep_fd, STAGE_USER, errno);
+    }
+    /* The namespaces backend gives the agent CAP_SETUID/CAP_SETGID as ambient capabilities
+     * (src/runtime/namespaces.c): no command may inherit them, root or not. Elsewhere
+     * there are none and this does nothing. */
+    (void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+    struct __user_cap_data_struct d[2];
+    if (syscall(SYS_capget, &h, d) == 0 && (d[0].inheritable || d[1].inheritable)) {
+        d[0].inheritable = d[1].inheritable = 0;
+        (void)syscall(SYS_capset, &h, d);
     }
     if (r->cwd && chdir(r->cwd) < 0)
         child_fail(rep_fd, STAGE_CHDIR, errno);

@@ -187,11 +187,17 @@ int spawn_pipe(const struct spawn_req *r, int p[2], int flags)
     return rc;
 }
 
-/* The command's environment with the user's identity: HOME moves from the base's /tmp
- * to the user's home unless the request chose one, USER and LOGNAME are added. The
- * strings are borrowed; the array is the caller's to free. */
-static char **user_envp(char *const *envp)
+/* The command's environment with the identity it runs as: HOME, USER and LOGNAME that
+ * the agent set (the base's HOME=/tmp, or a session's saved copy of either identity's) are
+ * replaced, ones the request chose are kept, missing USER and LOGNAME are added. Root keeps
+ * HOME=/tmp, as before there was a user. The strings are borrowed; the array is the
+ * caller's to free. */
+static char **identity_envp(char *const *envp, bool root)
 {
+    static const char root_user[] = "USER=root", root_logname[] = "LOGNAME=root";
+    const char *home = root ? ENV_BASE_HOME : env_user_home;
+    const char *user = root ? root_user : env_user_user;
+    const char *logname = root ? root_logname : env_user_logname;
     size_t n = 0;
     while (envp[n])
         n++;
@@ -199,17 +205,21 @@ static char **user_envp(char *const *envp)
     size_t k = 0;
     bool has_user = false, has_logname = false;
     for (size_t i = 0; i < n; i++) {
-        if (!strcmp(envp[i], ENV_BASE_HOME))
-            v[k++] = (char *)env_user_home;
-        else
-            v[k++] = envp[i];
-        has_user |= !strncmp(envp[i], "USER=", 5);
-        has_logname |= !strncmp(envp[i], "LOGNAME=", 8);
+        const char *e = envp[i];
+        if (!strcmp(e, ENV_BASE_HOME) || !strcmp(e, env_user_home))
+            e = home;
+        else if (!strcmp(e, env_user_user) || !strcmp(e, root_user))
+            e = user;
+        else if (!strcmp(e, env_user_logname) || !strcmp(e, root_logname))
+            e = logname;
+        has_user |= !strncmp(e, "USER=", 5);
+        has_logname |= !strncmp(e, "LOGNAME=", 8);
+        v[k++] = (char *)e;
     }
     if (!has_user)
-        v[k++] = (char *)env_user_user;
+        v[k++] = (char *)user;
     if (!has_logname)
-        v[k++] = (char *)env_user_logname;
+        v[k++] = (char *)logname;
     return v;
 }
 
@@ -253,10 +263,13 @@ int spawn_command(const struct spawn_req *r, pid_t *pid_out, struct spawn_fds *f
 
     struct spawn_req as = *r;
     _cleanup_free_ char **envp = NULL;
-    bool as_user = !r->root && spawn_switches_user(); /* asked here: the child is not PID 1 */
-    if (as_user) {
-        envp = user_envp(r->envp);
+    bool switches = spawn_switches_user(); /* asked here: the child is not PID 1 */
+    bool as_user = !r->root && switches;
+    if (switches) {
+        envp = identity_envp(r->envp, r->root);
         as.envp = envp;
+    }
+    if (as_user) {
         /* A terminal belongs to whoever runs in it (mesg, write and tty(1) look). */
         if (r->tty > 0)
             (void)fchown(r->tty, SBX_USER_UID, SBX_USER_GID);

@@ -27,7 +27,8 @@ with open(SKILLS, "w") as f:
     json.dump({"skill-1": [{"name": "API_TOKEN", "description": "the API's token",
                             "required": True}, {"name": "REGION"}]}, f)
 
-D = harness.Shared()
+# The configurations below ask for pids 256, which needs a host limit above the default 128.
+D = harness.Shared(extra_env={"SBX_PIDS_MAX": "512"})
 
 SECRET = "cfg-secret-7f3a9c"
 INJECT_SECRET = "inject-secret-42b1"

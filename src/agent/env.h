@@ -33,6 +33,8 @@ void env_base_add(const char *kv);
 /* What a command switched to the unprivileged user gets instead of HOME=/tmp, and
  * besides (spawn.c); part of the base environment for envv_is_base. */
 extern const char env_user_home[], env_user_user[], env_user_logname[];
+#define ENV_USER_XDG_N 2
+extern const char *const env_user_xdg[ENV_USER_XDG_N];
 /* Is "K=V" exactly an entry of the base environment? */
 bool envv_is_base(const char *kv);
 void envv_init_empty(struct envv *e);

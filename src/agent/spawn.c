@@ -128,7 +128,7 @@ static _Noreturn void spawn_child(const struct spawn_req *r, bool as_user, int i
             setresuid(SBX_USER_UID, SBX_USER_UID, SBX_USER_UID) < 0)
             child_fail(rep_fd, STAGE_USER, errno);
     }
-    /* The namespaces backend gives the agent CAP_SETUID/CAP_SETGID as ambient capabilities
+    /* The namespaces backend gives the agent CAP_SETUID/SETGID/KILL as ambient capabilities
      * (src/runtime/namespaces.c): no command may inherit them, root or not. Elsewhere
      * there are none and this does nothing. */
     (void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
@@ -189,8 +189,9 @@ int spawn_pipe(const struct spawn_req *r, int p[2], int flags)
 
 /* The command's environment with the identity it runs as: HOME, USER and LOGNAME that
  * the agent set (the base's HOME=/tmp, or a session's saved copy of either identity's) are
- * replaced, ones the request chose are kept, missing USER and LOGNAME are added. Root keeps
- * HOME=/tmp, as before there was a user. The strings are borrowed; the array is the
+ * replaced, ones the request chose are kept, missing USER and LOGNAME (and for the user
+ * XDG_CONFIG_HOME and XDG_CACHE_HOME in /tmp) are added. Root keeps HOME=/tmp, as before
+ * there was a user. The strings are borrowed; the array is the
  * caller's to free. */
 static char **identity_envp(char *const *envp, bool root)
 {
@@ -201,9 +202,9 @@ static char **identity_envp(char *const *envp, bool root)
     size_t n = 0;
     while (envp[n])
         n++;
-    char **v = sbx_xcalloc(n + 3, sizeof(char *));
+    char **v = sbx_xcalloc(n + 3 + ENV_USER_XDG_N, sizeof(char *));
     size_t k = 0;
-    bool has_user = false, has_logname = false;
+    bool has_user = false, has_logname = false, has_xdg[ENV_USER_XDG_N] = {false};
     for (size_t i = 0; i < n; i++) {
         const char *e = envp[i];
         if (!strcmp(e, ENV_BASE_HOME) || !strcmp(e, env_user_home))
@@ -214,8 +215,13 @@ static char **identity_envp(char *const *envp, bool root)
             e = logname;
         has_user |= !strncmp(e, "USER=", 5);
         has_logname |= !strncmp(e, "LOGNAME=", 8);
+        for (size_t x = 0; x < ENV_USER_XDG_N; x++)
+            has_xdg[x] |= !strncmp(e, env_user_xdg[x], strcspn(env_user_xdg[x], "=") + 1);
         v[k++] = (char *)e;
     }
+    for (size_t x = 0; x < ENV_USER_XDG_N && !root; x++)
+        if (!has_xdg[x])
+            v[k++] = (char *)env_user_xdg[x];
     if (!has_user)
         v[k++] = (char *)user;
     if (!has_logname)

@@ -473,9 +473,9 @@ static int set_rlimits(pid_t pid, json_t *rlimits, char *why, size_t size)
 
 static int drop_privileges(char *why, size_t size)
 {
-    /* The agent keeps CAP_SETUID and CAP_SETGID, and nothing else, as ambient capabilities
-     * across its exec: it needs them to start commands as the unprivileged user
-     * (docs/security.md). It clears them in every command before exec (src/agent/spawn.c),
+    /* The agent keeps CAP_SETUID, CAP_SETGID and CAP_KILL, and nothing else, as ambient
+     * capabilities across its exec: it starts commands as the unprivileged user and
+     * signals them (timeouts, kills, the fork-bomb guard; docs/security.md). It clears them in every command before exec (src/agent/spawn.c),
      * and the bounding set is empty, so no command gets any capability back. Every step
      * but the last needs CAP_SETPCAP, which the last one drops. */
     const unsigned long roots = NS_SECBIT_NOROOT | NS_SECBIT_NOROOT_LOCKED |
@@ -483,7 +483,7 @@ static int drop_privileges(char *why, size_t size)
                                 NS_SECBIT_KEEP_CAPS_LOCKED;
     struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
     struct __user_cap_data_struct d[2] = {{0}};
-    const uint32_t keep = (1u << CAP_SETUID) | (1u << CAP_SETGID);
+    const uint32_t keep = (1u << CAP_SETUID) | (1u << CAP_SETGID) | (1u << CAP_KILL);
     /* Locked securebits: uid 0 in the namespace never regains capabilities by exec. */
     if (prctl(PR_SET_SECUREBITS, roots) < 0)
         return fail(why, size, errno, "securebits");
@@ -495,7 +495,8 @@ static int drop_privileges(char *why, size_t size)
         return fail(why, size, errno, "capset (inheritable)");
     (void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
     if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_SETUID, 0, 0) < 0 ||
-        prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_SETGID, 0, 0) < 0)
+        prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_SETGID, 0, 0) < 0 ||
+        prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_KILL, 0, 0) < 0)
         return fail(why, size, errno, "ambient capabilities");
     /* From here on no ambient capability can be raised. */
     if (prctl(PR_SET_SECUREBITS, roots | NS_SECBIT_NO_CAP_AMBIENT_RAISE |

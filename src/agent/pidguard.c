@@ -22,7 +22,7 @@
 
 /* One guard per agent process, like the agent itself. */
 static struct {
-    unsigned long near; /* the user's processes at or above this: a bomb */
+    unsigned long near; /* the user's processes at or above this: at the limit */
     unsigned strikes;
 } guard;
 
@@ -161,6 +161,6 @@ void pidguard_start(struct agent *a)
         rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur < 2)
         return;
     unsigned long limit = (unsigned long)rl.rlim_cur;
-    guard.near = limit / PIDGUARD_SHARE > PIDGUARD_MIN ? limit / PIDGUARD_SHARE : PIDGUARD_MIN;
+    guard.near = limit - (limit / PIDGUARD_SLACK ? limit / PIDGUARD_SLACK : 1);
     (void)loop_timer_add(a->loop, PIDGUARD_TICK_MS, tick, NULL);
 }

@@ -191,8 +191,7 @@ int spawn_pipe(const struct spawn_req *r, int p[2], int flags)
  * the agent set (the base's HOME=/tmp, or a session's saved copy of either identity's) are
  * replaced, ones the request chose are kept, missing USER and LOGNAME (and for the user
  * XDG_CONFIG_HOME and XDG_CACHE_HOME in /tmp) are added. Root keeps HOME=/tmp, as before
- * there was a user. The strings are borrowed; the array is the
- * caller's to free. */
+ * there was a user. The strings are borrowed; the array is the caller's to free. */
 static char **identity_envp(char *const *envp, bool root)
 {
     static const char root_user[] = "USER=root", root_logname[] = "LOGNAME=root";

@@ -195,7 +195,7 @@ def test_inside_a_namespaces_sandbox():
     r = c.request("PUT", "/v1/sandboxes/%s/files/host.txt" % sid, raw=b"from host\n")
     assert r.status == 200, r
     assert c.sh(sid, "cat /workspace/host.txt; echo more >> /workspace/host.txt; "
-                     "stat -c %U /workspace/host.txt").split() == ["from", "host", "user"]
+                     "stat -c %u /workspace/host.txt").split() == ["from", "host", "1000"]
 
 
 def _cgroup_dirs(sid):

@@ -334,9 +334,9 @@ static void start_template_services(void)
     static const char *const argv[] = {TEMPLATE_START, NULL};
     struct envv env;
     envv_init_base(&env);
-    /* The template's own services (X, VNC), not a user's command: they keep root. */
-    struct spawn_req req = {
-        .argv = argv, .envp = env.v, .cwd = "/tmp", .extra = {-1, -1}, .root = true};
+    /* As the user too: the desktop's terminal and any X client could otherwise drive a root
+     * one through the display the user's commands share. */
+    struct spawn_req req = {.argv = argv, .envp = env.v, .cwd = "/tmp", .extra = {-1, -1}};
     struct spawn_fds fds;
     struct sbx_err err = {0};
     pid_t pid;

@@ -291,8 +291,11 @@ int exec_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err)
     ret = envv_set_json(&env, r.env, "env", err);
     if (ret < 0)
         goto out;
-    struct spawn_req sr = {.argv = r.argv, .cwd = r.cwd, .want_stdin = r.want_stdin,
-                           .extra = {-1, -1}, .root = r.user_given || !sess ? r.root : sess->root};
+    struct spawn_req sr = {.argv = r.argv,
+                           .cwd = r.cwd,
+                           .want_stdin = r.want_stdin,
+                           .extra = {-1, -1},
+                           .root = r.user_given || !sess ? r.root : sess->root};
     if (sess) {
         if (r.session_timeout && sess->timeout_ms)
             r.timeout_ms = sess->timeout_ms;

@@ -433,8 +433,12 @@ int pty_open_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err
         envv_free(&env);
         return sbx_err_sys(err, errno, "opening %s", name);
     }
-    struct spawn_req sr = {.argv = args, .envp = env.v, .cwd = cwd ? cwd : "/workspace",
-                           .extra = {-1, -1}, .tty = slave, .root = root};
+    struct spawn_req sr = {.argv = args,
+                           .envp = env.v,
+                           .cwd = cwd ? cwd : "/workspace",
+                           .extra = {-1, -1},
+                           .tty = slave,
+                           .root = root};
     struct spawn_fds fds;
     pid_t pid;
     r = spawn_command(&sr, &pid, &fds, err);

@@ -475,9 +475,10 @@ static int drop_privileges(char *why, size_t size)
 {
     /* The agent keeps CAP_SETUID, CAP_SETGID and CAP_KILL, and nothing else, as ambient
      * capabilities across its exec: it starts commands as the unprivileged user and
-     * signals them (timeouts, kills, the fork-bomb guard; docs/security.md). It clears them in every command before exec (src/agent/spawn.c),
-     * and the bounding set is empty, so no command gets any capability back. Every step
-     * but the last needs CAP_SETPCAP, which the last one drops. */
+     * signals them (timeouts, kills, the fork-bomb guard; docs/security.md). It clears them in
+     * every command before exec (src/agent/spawn.c), and the bounding set is empty, so no command
+     * gets any capability back. Every step but the last needs CAP_SETPCAP, which the last one
+     * drops. */
     const unsigned long roots = NS_SECBIT_NOROOT | NS_SECBIT_NOROOT_LOCKED |
                                 NS_SECBIT_NO_SETUID_FIXUP | NS_SECBIT_NO_SETUID_FIXUP_LOCKED |
                                 NS_SECBIT_KEEP_CAPS_LOCKED;
@@ -499,8 +500,8 @@ static int drop_privileges(char *why, size_t size)
         prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_KILL, 0, 0) < 0)
         return fail(why, size, errno, "ambient capabilities");
     /* From here on no ambient capability can be raised. */
-    if (prctl(PR_SET_SECUREBITS, roots | NS_SECBIT_NO_CAP_AMBIENT_RAISE |
-                                     NS_SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED) < 0)
+    if (prctl(PR_SET_SECUREBITS,
+              roots | NS_SECBIT_NO_CAP_AMBIENT_RAISE | NS_SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED) < 0)
         return fail(why, size, errno, "securebits");
     for (int c = 0; c <= 63; c++)
         if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)

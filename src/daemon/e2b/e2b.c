@@ -138,8 +138,7 @@ json_t *e2b_sandbox_info(struct sbxd *d, const struct sandbox *sb)
     return o;
 }
 
-int e2b_user(struct http_req *req, const struct sandbox *sb, const char **user,
-             struct sbx_err *err)
+int e2b_user(struct http_req *req, const struct sandbox *sb, const char **user, struct sbx_err *err)
 {
     *user = NULL;
     const char *h = http_req_header(req, "Authorization");

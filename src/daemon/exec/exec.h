@@ -53,7 +53,7 @@ struct exec_params {
     const char *language;   /* "shell", "python", "bash" or "node" */
     const char *session_id; /* borrowed; NULL: the default session, if the sandbox has one */
     bool cwd_given, timeout_given; /* else a session's own apply (docs/sessions.md) */
-    const char *user; /* "user", "root" or NULL: the session's own (sandbox/runas.h) */
+    const char *user;              /* "user", "root" or NULL: the session's own (sandbox/runas.h) */
 };
 
 /* Who asked, for the exec record and the audit log. */

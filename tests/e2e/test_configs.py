@@ -27,8 +27,7 @@ with open(SKILLS, "w") as f:
     json.dump({"skill-1": [{"name": "API_TOKEN", "description": "the API's token",
                             "required": True}, {"name": "REGION"}]}, f)
 
-# The configurations below ask for pids 256, which needs a host limit above the default 128.
-D = harness.Shared(extra_env={"SBX_PIDS_MAX": "512"})
+D = harness.Shared()
 
 SECRET = "cfg-secret-7f3a9c"
 INJECT_SECRET = "inject-secret-42b1"
@@ -40,6 +39,8 @@ def up():
         UP["u"] = eu.Upstreams()
         env = dict(UP["u"].env())
         env["SBX_SKILL_ENV"] = SKILLS
+        # The configurations here ask for pids 256: above the default host limit of 128.
+        env["SBX_PIDS_MAX"] = "512"
         # The proxy verifies injected hosts' upstreams as a client would: the test CA too.
         env["SBX_FETCH_CA_FILE"] = os.path.join(UP["u"].tmp, "ca.pem")
         D.kw["extra_env"] = env

@@ -297,6 +297,16 @@ find "$ROOTFS/usr/share/doc" -mindepth 1 -type d -empty -delete 2>/dev/null || t
 find "$ROOTFS/var/log" -type f -delete
 rm -rf "$ROOTFS/debootstrap"
 
+# The unprivileged account commands run as (docs/security.md): uid and gid 1000, home
+# /home/user (a mount point: the workspace is mounted there as well as on /workspace). A
+# derived template inherits it from its parent's tree.
+grep -q '^user:' "$ROOTFS/etc/passwd" ||
+	echo 'user:x:1000:1000:sandbox user:/home/user:/bin/bash' >>"$ROOTFS/etc/passwd"
+grep -q '^user:' "$ROOTFS/etc/group" || echo 'user:x:1000:' >>"$ROOTFS/etc/group"
+grep -q '^user:' "$ROOTFS/etc/shadow" || echo 'user:*:20000:0:99999:7:::' >>"$ROOTFS/etc/shadow"
+grep -q '^user:' "$ROOTFS/etc/gshadow" || echo 'user:!::' >>"$ROOTFS/etc/gshadow"
+install -d -m 0755 "$ROOTFS/home/user"
+
 # Root-owned: no file of the tree may belong to an account a sandbox process could run as.
 # Only the owner changes; groups (e.g. shadow) and modes stay as the packages set them.
 find "$ROOTFS" ! -uid 0 -exec chown -h 0 {} +

@@ -3,14 +3,23 @@
 #include <errno.h>
 #include <string.h>
 
+#include "../common/sbxuser.h"
 #include "../common/util.h"
 
 static const char *const env_base[] = {
     "PATH=" ENV_BASE_PATH,
-    "HOME=/tmp",
+    ENV_BASE_HOME,
     "LANG=C.UTF-8",
     "TERM=dumb",
 };
+
+const char env_user_home[] = "HOME=" SBX_USER_HOME;
+const char env_user_user[] = "USER=" SBX_USER_NAME;
+const char env_user_logname[] = "LOGNAME=" SBX_USER_NAME;
+/* HOME is the workspace: tools' settings and caches (LibreOffice's profile, pip's cache)
+ * stay in /tmp, as with the base's HOME=/tmp, instead of filling it. */
+const char *const env_user_xdg[ENV_USER_XDG_N] = {"XDG_CONFIG_HOME=/tmp/.config",
+                                                  "XDG_CACHE_HOME=/tmp/.cache"};
 
 static const char *env_extra[ENV_BASE_EXTRA_MAX];
 static size_t env_nextra;
@@ -29,7 +38,11 @@ bool envv_is_base(const char *kv)
     for (size_t i = 0; i < env_nextra; i++)
         if (!strcmp(kv, env_extra[i]))
             return true;
-    return false;
+    for (size_t i = 0; i < ENV_USER_XDG_N; i++)
+        if (!strcmp(kv, env_user_xdg[i]))
+            return true;
+    return !strcmp(kv, env_user_home) || !strcmp(kv, env_user_user) ||
+           !strcmp(kv, env_user_logname);
 }
 
 void envv_init_empty(struct envv *e)

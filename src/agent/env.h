@@ -16,6 +16,7 @@
 #define ENV_MAX_VARS 4096
 
 #define ENV_BASE_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#define ENV_BASE_HOME "HOME=/tmp"
 
 struct envv {
     char **v; /* v[n] == NULL */
@@ -29,6 +30,11 @@ void envv_init_base(struct envv *e);
  * once the egress listener is up. At most ENV_BASE_EXTRA_MAX. */
 #define ENV_BASE_EXTRA_MAX 8
 void env_base_add(const char *kv);
+/* What a command switched to the unprivileged user gets instead of HOME=/tmp, and
+ * besides (spawn.c); part of the base environment for envv_is_base. */
+extern const char env_user_home[], env_user_user[], env_user_logname[];
+#define ENV_USER_XDG_N 2
+extern const char *const env_user_xdg[ENV_USER_XDG_N];
 /* Is "K=V" exactly an entry of the base environment? */
 bool envv_is_base(const char *kv);
 void envv_init_empty(struct envv *e);

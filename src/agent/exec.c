@@ -25,6 +25,7 @@ struct exec_req {
     long long timeout_ms;
     bool session_timeout; /* the session's command timeout, if it has one, replaces timeout_ms */
     bool want_stdin;
+    bool root, user_given; /* without "user", a session's own applies */
 };
 
 struct exec_stream {
@@ -86,6 +87,10 @@ static int exec_parse(json_t *req, struct exec_req *r, struct sbx_err *err)
         r->timeout_ms = json_integer_value(t);
     }
     r->session_timeout = json_is_true(json_object_get(req, "session_timeout"));
+    r->user_given = json_object_get(req, "user") != NULL;
+    int ret = spawn_user_parse(req, &r->root, err);
+    if (ret < 0)
+        return ret;
 
     json_t *in = json_object_get(req, "stdin");
     if (in && !json_is_null(in)) {
@@ -314,8 +319,11 @@ int exec_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err)
     ret = envv_set_json(&env, r.env, "env", err);
     if (ret < 0)
         goto out;
-    struct spawn_req sr = {.argv = r.argv, .cwd = r.cwd, .want_stdin = r.want_stdin,
-                           .extra = {-1, -1}};
+    struct spawn_req sr = {.argv = r.argv,
+                           .cwd = r.cwd,
+                           .want_stdin = r.want_stdin,
+                           .extra = {-1, -1},
+                           .root = r.user_given || !sess ? r.root : sess->root};
     if (sess) {
         if (r.session_timeout && sess->timeout_ms)
             r.timeout_ms = sess->timeout_ms;

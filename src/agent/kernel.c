@@ -179,7 +179,8 @@ static int k_spawn(struct kernel *k, json_t *env, struct sbx_err *err)
     r = spawn_command(&req, &pid, &fds, err);
     envv_free(&e);
     if (r < 0) {
-        snprintf(err->code, sizeof(err->code), "kernel_unavailable");
+        if (strcmp(err->code, "process_limit"))
+            snprintf(err->code, sizeof(err->code), "kernel_unavailable");
         return r;
     }
     if (sbx_set_nonblock(mine) < 0) {

@@ -14,6 +14,7 @@
  *   kernel.c  ops "kernel_run", "kernel_reset", "kernel_interrupt" (the Python kernel)
  *   egress.c  the proxy listener on 127.0.0.1: one agent-opened stream per connection
  *   pty.c     ops "pty_*": terminals (WebSocket terminals, exec_command sessions)
+ *   pidguard.c the sandbox's process limit: kills the session of a fork bomb
  *   tcpconn.c op "tcp_connect": preview traffic to a port on the sandbox's loopback
  *   oomwatch.c the memory watcher: kills the largest process before the host's limit
  *
@@ -40,6 +41,7 @@
 #include "fatal.h"
 #include "kernel.h"
 #include "oomwatch.h"
+#include "pidguard.h"
 #include "process.h"
 #include "pty.h"
 #include "seccomp.h"
@@ -344,6 +346,8 @@ static int check_std_fds(void)
 static int run_template_script(const char *path, struct envv *env, bool wait)
 {
     const char *const argv[] = {path, NULL};
+    /* As the user too: the desktop's terminal and any X client could otherwise drive a root
+     * one through the display the user's commands share. */
     struct spawn_req req = {.argv = argv, .envp = env->v, .cwd = "/tmp", .extra = {-1, -1}};
     struct spawn_fds fds;
     struct sbx_err err = {0};
@@ -429,8 +433,10 @@ int main(int argc, char **argv)
     /* Only in a sandbox: an agent run on a host (tests) must not take a host port. */
     if (a->pid1 && (r = egress_listen(a)) < 0)
         dprintf(2, "sbx-agent: egress listener: %s (egress unavailable)\n", strerror(-r));
-    if (a->pid1)
+    if (a->pid1) {
         start_template_services();
+        pidguard_start(a);
+    }
     send_hello(a);
     r = loop_run(a->loop);
     agent_die(a, 1, "event loop: %s", strerror(-r));

@@ -448,8 +448,9 @@ int process_start_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err
                     strlen(json_string_value(jlabel)) != json_string_length(jlabel))))
         return sbx_err_set(err, EINVAL, "bad_request",
                            "stdin must be a boolean, timeout_ms a count, label a short string");
-    int r = process_make_room(a, err);
-    if (r < 0)
+    bool root;
+    int r = spawn_user_parse(req, &root, err);
+    if (r < 0 || (r = process_make_room(a, err)) < 0)
         return r;
     struct session *sess;
     bool created;
@@ -472,7 +473,8 @@ int process_start_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err
                            .envp = env.v,
                            .cwd = cwd,
                            .extra = {-1, -1},
-                           .want_stdin = json_is_true(jstdin)};
+                           .want_stdin = json_is_true(jstdin),
+                           .root = json_object_get(req, "user") || !sess ? root : sess->root};
     struct spawn_fds fds;
     pid_t pid;
     r = spawn_command(&sr, &pid, &fds, err);

@@ -397,7 +397,8 @@ int pty_open_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err
     if (terminal && pty_live_terminals(a) >= PTY_TERMINALS_MAX)
         return sbx_err_set(err, EBUSY, "too_many_terminals",
                            "at most %d terminals may be open in a sandbox", PTY_TERMINALS_MAX);
-    if ((r = pty_make_room(a, err)) < 0)
+    bool root;
+    if ((r = spawn_user_parse(req, &root, err)) < 0 || (r = pty_make_room(a, err)) < 0)
         return r;
 
     size_t argc = json_array_size(argv);
@@ -432,8 +433,12 @@ int pty_open_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err
         envv_free(&env);
         return sbx_err_sys(err, errno, "opening %s", name);
     }
-    struct spawn_req sr = {.argv = args, .envp = env.v, .cwd = cwd ? cwd : "/workspace",
-                           .extra = {-1, -1}, .tty = slave};
+    struct spawn_req sr = {.argv = args,
+                           .envp = env.v,
+                           .cwd = cwd ? cwd : "/workspace",
+                           .extra = {-1, -1},
+                           .tty = slave,
+                           .root = root};
     struct spawn_fds fds;
     pid_t pid;
     r = spawn_command(&sr, &pid, &fds, err);

@@ -177,6 +177,9 @@ int session_create_open(struct agent *a, uint32_t id, json_t *req, struct sbx_er
                                "timeout_ms must be a non-negative integer");
         timeout_ms = json_integer_value(v);
     }
+    bool root;
+    if ((r = spawn_user_parse(req, &root, err)) < 0)
+        return r;
     if (session_find(a, sid))
         return sbx_err_set(err, EEXIST, "session_exists", "session %s already exists", sid);
     struct stat st;
@@ -187,6 +190,7 @@ int session_create_open(struct agent *a, uint32_t id, json_t *req, struct sbx_er
     r = session_add(a, sid, json_object_get(req, "env"), cwd, timeout_ms, &s, err);
     if (r < 0)
         return r;
+    s->root = root;
     conn_send_json(a, id, PROTO_EXIT, session_json(s));
     return 0;
 }
@@ -366,8 +370,8 @@ int session_run_begin(struct agent *a, struct session *s, bool created, bool cap
     }
     run->state_r = p[0];
     run->state_w = p[1];
-    if (pipe2(p, O_CLOEXEC) < 0) {
-        r = sbx_err_set(err, errno, "spawn_failed", "pipe: %s", strerror(errno));
+    if ((r = spawn_pipe(sr, p, O_CLOEXEC)) < 0) {
+        r = sbx_err_set(err, -r, "spawn_failed", "pipe: %s", strerror(-r));
         goto fail;
     }
     run->prelude_r = p[0];

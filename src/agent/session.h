@@ -35,6 +35,7 @@ struct session {
     long long timeout_ms; /* default command timeout; 0: none */
     unsigned long long gen; /* unique per creation, so a deleted-and-recreated id differs */
     long long created_at;   /* unix seconds */
+    bool root;              /* its commands run as root unless one asks otherwise ("user") */
 };
 
 int session_create_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err);

@@ -3,18 +3,24 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "../common/sbxuser.h"
 #include "../common/util.h"
+#include "env.h"
 
 extern char **environ;
 
-enum { STAGE_SETUP = 1, STAGE_CHDIR = 2, STAGE_EXEC = 3 };
+enum { STAGE_SETUP = 1, STAGE_CHDIR = 2, STAGE_EXEC = 3, STAGE_USER = 4 };
 
 struct spawn_report {
     int stage;
@@ -76,8 +82,8 @@ static void close_from(int lowfd, int keep_lo, int keep_hi)
 /* In the child, between fork and exec. The agent is single threaded, so the
  * usual post-fork restrictions don't bite, but keep it simple anyway. All agent
  * fds are O_CLOEXEC; we still close everything else in case one is not. */
-static _Noreturn void spawn_child(const struct spawn_req *r, int in_fd, int out_fd, int err_fd,
-                                  int rep_fd)
+static _Noreturn void spawn_child(const struct spawn_req *r, bool as_user, int in_fd, int out_fd,
+                                  int err_fd, int rep_fd)
 {
     sigset_t none;
     sigemptyset(&none);
@@ -114,11 +120,112 @@ static _Noreturn void spawn_child(const struct spawn_req *r, int in_fd, int out_
     for (int i = 0; i < SPAWN_EXTRA_MAX; i++)
         if (r->extra[i] < 0)
             (void)close(SPAWN_EXTRA_FD_MIN + i);
+    /* Before the chdir, so that the cwd is checked with the user's rights. The groups go
+     * first: after setuid nothing may change them. */
+    if (as_user) {
+        gid_t g = SBX_USER_GID;
+        if (setgroups(1, &g) < 0 || setresgid(g, g, g) < 0 ||
+            setresuid(SBX_USER_UID, SBX_USER_UID, SBX_USER_UID) < 0)
+            child_fail(rep_fd, STAGE_USER, errno);
+    }
+    /* The namespaces backend gives the agent CAP_SETUID/SETGID/KILL as ambient capabilities
+     * (src/runtime/namespaces.c): no command may inherit them, root or not. Elsewhere
+     * there are none and this does nothing. */
+    (void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+    struct __user_cap_data_struct d[2];
+    if (syscall(SYS_capget, &h, d) == 0 && (d[0].inheritable || d[1].inheritable)) {
+        d[0].inheritable = d[1].inheritable = 0;
+        (void)syscall(SYS_capset, &h, d);
+    }
     if (r->cwd && chdir(r->cwd) < 0)
         child_fail(rep_fd, STAGE_CHDIR, errno);
     environ = (char **)r->envp; /* execvp searches the PATH of this environment */
     execvp(r->argv[0], (char *const *)r->argv);
     child_fail(rep_fd, STAGE_EXEC, errno);
+}
+
+bool spawn_switches_user(void)
+{
+    /* PID 1 is a sandbox's agent (gvisor, namespaces); as a host process (tests, local)
+     * uid 1000 would be somebody's account. */
+    return getpid() == 1 && geteuid() == 0;
+}
+
+int spawn_user_parse(json_t *req, bool *root, struct sbx_err *err)
+{
+    json_t *v = json_object_get(req, "user");
+    const char *u = json_string_value(v);
+    *root = false;
+    if (!v || (u && !strcmp(u, SBX_USER_NAME)))
+        return 0;
+    if (u && !strcmp(u, "root")) {
+        *root = true;
+        return 0;
+    }
+    return sbx_err_set(err, EINVAL, "bad_request", "user must be \"user\" or \"root\"");
+}
+
+int spawn_pipe(const struct spawn_req *r, int p[2], int flags)
+{
+    if (r->root || !spawn_switches_user())
+        return pipe2(p, flags) < 0 ? -errno : 0;
+    /* Made with the user's effective ids, because gVisor refuses to chown a pipe (EPERM)
+     * and a pipe re-opened by path checks its owner. The saved uid stays 0, so we get
+     * root back; without it the agent could not go on. */
+    if (setresgid(-1, SBX_USER_GID, -1) < 0)
+        return -errno;
+    if (setresuid(-1, SBX_USER_UID, -1) < 0) {
+        int e = errno;
+        if (setresgid(-1, 0, -1) < 0)
+            abort();
+        return -e;
+    }
+    int rc = pipe2(p, flags) < 0 ? -errno : 0;
+    if (setresuid(-1, 0, -1) < 0 || setresgid(-1, 0, -1) < 0)
+        abort();
+    return rc;
+}
+
+/* The command's environment with the identity it runs as: HOME, USER and LOGNAME that
+ * the agent set (the base's HOME=/tmp, or a session's saved copy of either identity's) are
+ * replaced, ones the request chose are kept, missing USER and LOGNAME (and for the user
+ * XDG_CONFIG_HOME and XDG_CACHE_HOME in /tmp) are added. Root keeps HOME=/tmp, as before
+ * there was a user. The strings are borrowed; the array is the caller's to free. */
+static char **identity_envp(char *const *envp, bool root)
+{
+    static const char root_user[] = "USER=root", root_logname[] = "LOGNAME=root";
+    const char *home = root ? ENV_BASE_HOME : env_user_home;
+    const char *user = root ? root_user : env_user_user;
+    const char *logname = root ? root_logname : env_user_logname;
+    size_t n = 0;
+    while (envp[n])
+        n++;
+    char **v = sbx_xcalloc(n + 3 + ENV_USER_XDG_N, sizeof(char *));
+    size_t k = 0;
+    bool has_user = false, has_logname = false, has_xdg[ENV_USER_XDG_N] = {false};
+    for (size_t i = 0; i < n; i++) {
+        const char *e = envp[i];
+        if (!strcmp(e, ENV_BASE_HOME) || !strcmp(e, env_user_home))
+            e = home;
+        else if (!strcmp(e, env_user_user) || !strcmp(e, root_user))
+            e = user;
+        else if (!strcmp(e, env_user_logname) || !strcmp(e, root_logname))
+            e = logname;
+        has_user |= !strncmp(e, "USER=", 5);
+        has_logname |= !strncmp(e, "LOGNAME=", 8);
+        for (size_t x = 0; x < ENV_USER_XDG_N; x++)
+            has_xdg[x] |= !strncmp(e, env_user_xdg[x], strcspn(env_user_xdg[x], "=") + 1);
+        v[k++] = (char *)e;
+    }
+    for (size_t x = 0; x < ENV_USER_XDG_N && !root; x++)
+        if (!has_xdg[x])
+            v[k++] = (char *)env_user_xdg[x];
+    if (!has_user)
+        v[k++] = (char *)user;
+    if (!has_logname)
+        v[k++] = (char *)logname;
+    return v;
 }
 
 int spawn_command(const struct spawn_req *r, pid_t *pid_out, struct spawn_fds *fds,
@@ -159,11 +266,27 @@ int spawn_command(const struct spawn_req *r, pid_t *pid_out, struct spawn_fds *f
     rep_r = p[0];
     rep_w = p[1];
 
+    struct spawn_req as = *r;
+    _cleanup_free_ char **envp = NULL;
+    bool switches = spawn_switches_user(); /* asked here: the child is not PID 1 */
+    bool as_user = !r->root && switches;
+    if (switches) {
+        envp = identity_envp(r->envp, r->root);
+        as.envp = envp;
+    }
+    if (as_user) {
+        /* A terminal belongs to whoever runs in it (mesg, write and tty(1) look). */
+        if (r->tty > 0)
+            (void)fchown(r->tty, SBX_USER_UID, SBX_USER_GID);
+    }
     pid_t pid = fork();
+    if (pid < 0 && errno == EAGAIN)
+        return sbx_err_set(err, EAGAIN, "process_limit",
+                           "the sandbox is at its process limit: fork: %s", strerror(errno));
     if (pid < 0)
         return sbx_err_set(err, errno, "spawn_failed", "fork: %s", strerror(errno));
     if (pid == 0)
-        spawn_child(r, in_r, out_w, err_w, rep_w);
+        spawn_child(&as, as_user, in_r, out_w, err_w, rep_w);
 
     sbx_closep(&rep_w);
     rep_w = -1;
@@ -177,6 +300,12 @@ int spawn_command(const struct spawn_req *r, pid_t *pid_out, struct spawn_fds *f
         /* The child exits 127; the reaper collects it as an unowned child. */
         if (n != (ssize_t)sizeof(rep))
             return sbx_err_set(err, EIO, "spawn_failed", "%s: lost the spawn report", r->argv[0]);
+        if (rep.err == EAGAIN && (rep.stage == STAGE_USER || rep.stage == STAGE_EXEC))
+            return sbx_err_set(err, EAGAIN, "process_limit",
+                               "the sandbox is at its process limit: %s", strerror(rep.err));
+        if (rep.stage == STAGE_USER)
+            return sbx_err_set(err, rep.err, "spawn_failed", "switching %s to user %s: %s",
+                               r->argv[0], SBX_USER_NAME, strerror(rep.err));
         if (rep.stage == STAGE_CHDIR)
             return sbx_err_set(err, rep.err, "invalid_cwd", "cannot change directory to %s: %s",
                                r->cwd, strerror(rep.err));

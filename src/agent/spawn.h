@@ -5,6 +5,7 @@
 #ifndef SBX_AGENT_SPAWN_H
 #define SBX_AGENT_SPAWN_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <sys/types.h>
 
@@ -25,6 +26,11 @@ struct spawn_req {
      * controlling terminal; no pipes are made (want_stdin is ignored). 0 means none:
      * fd 0 is the agent's connection, never a terminal. */
     int tty;
+    /* The request asked to run as root (the daemon checked the operator allows it).
+     * Otherwise a sandbox's agent (PID 1, root) switches the command to the
+     * unprivileged user (src/common/sbxuser.h); an agent run as a host process (tests,
+     * the local backend) leaves it as whoever the agent is. */
+    bool root;
 };
 
 struct spawn_fds {
@@ -33,9 +39,17 @@ struct spawn_fds {
 };
 
 /* Returns 0 with the child's pid (a group leader) and non-blocking pipe ends, or
- * -errno with err->code "invalid_cwd" or "spawn_failed". A child that failed
- * before exec is left to the reaper. */
+ * -errno with err->code "invalid_cwd", "process_limit" (EAGAIN: the sandbox's process
+ * limit) or "spawn_failed". A child that failed before exec is left to the reaper. */
 int spawn_command(const struct spawn_req *r, pid_t *pid_out, struct spawn_fds *fds,
                   struct sbx_err *err);
+
+/* A request's "user": absent or "user" (false), "root" (true), else bad_request. */
+int spawn_user_parse(json_t *req, bool *root, struct sbx_err *err);
+/* pipe2 for an extra fd the command re-opens by path (/dev/fd/N): owned by the user the
+ * command will run as. 0 or -errno. */
+int spawn_pipe(const struct spawn_req *r, int p[2], int flags);
+/* Whether commands not asking for root run as the unprivileged user here. */
+bool spawn_switches_user(void);
 
 #endif

@@ -191,7 +191,7 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
 
     int r;
     if ((r = env_num("SBX_MEMORY_MB", 2048, 64, 1 << 20, &cfg->memory_mb, err)) < 0 ||
-        (r = env_num("SBX_PIDS_MAX", 512, 16, 1 << 20, &cfg->pids_max, err)) < 0 ||
+        (r = env_num("SBX_PIDS_MAX", 128, 16, 1 << 20, &cfg->pids_max, err)) < 0 ||
         (r = env_num("SBX_CPU_MILLICORES", 1000, 100, 1 << 20, &cfg->cpu_millicores, err)) < 0 ||
         (r = env_num("SBX_TMP_MB", 512, 1, 1 << 20, &cfg->tmp_mb, err)) < 0 ||
         (r = env_num("SBX_MAX_PER_KEY", 3, 1, 10000, &cfg->max_per_key, err)) < 0 ||
@@ -236,6 +236,10 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
         return r;
     if ((r = backend_list(cfg, err)) < 0)
         return r;
+    const char *ar = getenv("SBX_ALLOW_ROOT");
+    if (ar && *ar && strcmp(ar, "0") && strcmp(ar, "1"))
+        return sbx_err_set(err, EINVAL, "invalid_config", "SBX_ALLOW_ROOT must be 0 or 1");
+    cfg->allow_root = ar && !strcmp(ar, "1");
     cfg->clamav_db = env_or("SBX_CLAMAV_DB", "/var/lib/clamav");
     const char *ca = getenv("SBX_FETCH_CA_FILE");
     cfg->fetch_ca_file = ca && *ca ? sbx_xstrdup(ca) : NULL;
@@ -306,7 +310,7 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
                    "SBX_FREE_V2_SECONDS SBX_PRICE_SNAPSHOT_GB_MONTH_MICRO_EUR SBX_DATA_REGION "
                    "SBX_METRICS_LISTEN SBX_LOG_FORMAT "
                    "SBX_WARM_POOL SBX_WARM_POOL_MIN_FREE_MB SBX_WARM_SNAPSHOT "
-                   "SBX_BACKEND SBX_ALLOW_LOCAL "
+                   "SBX_BACKEND SBX_ALLOW_LOCAL SBX_ALLOW_ROOT "
                    "SBX_RETAIN_EXEC_DAYS SBX_RETAIN_EGRESS_DAYS SBX_RETAIN_AUDIT_DAYS "
                    "SBX_RETAIN_EXEC_MAX SBX_RETAIN_AUDIT_MAX\n");
             return 1;

@@ -17,7 +17,7 @@ struct sbxd_config {
     char *agent_path;     /* SBX_AGENT, default sbx-agent beside sbxd */
     char *shim_path;      /* SBX_SHIM, default sbx-shim beside sbxd */
     long long memory_mb;      /* SBX_MEMORY_MB, 2048 */
-    long long pids_max;       /* SBX_PIDS_MAX, 512 */
+    long long pids_max;       /* SBX_PIDS_MAX, 128 (docs/security.md: why not more) */
     long long cpu_millicores; /* SBX_CPU_MILLICORES, 1000 */
     long long tmp_mb;         /* SBX_TMP_MB, 512 */
     long long max_per_key;    /* SBX_MAX_PER_KEY, 3 */
@@ -112,6 +112,7 @@ struct sbxd_config {
     long long retain_audit_max;   /* SBX_RETAIN_AUDIT_MAX, 0 = no cap */
     long long retain_day_ms;      /* what a day lasts: SBX_TEST_RETAIN_DAY_MS, tests only */
     long long retain_every_ms;    /* SBX_TEST_RETAIN_EVERY_MS, 3600000: how often it prunes */
+    int allow_root; /* SBX_ALLOW_ROOT=1: a request may ask for "user": "root" (docs/security.md) */
     int verbose;
 };
 

@@ -473,18 +473,41 @@ static int set_rlimits(pid_t pid, json_t *rlimits, char *why, size_t size)
 
 static int drop_privileges(char *why, size_t size)
 {
+    /* The agent keeps CAP_SETUID, CAP_SETGID and CAP_KILL, and nothing else, as ambient
+     * capabilities across its exec: it starts commands as the unprivileged user and
+     * signals them (timeouts, kills, the fork-bomb guard; docs/security.md). It clears them in
+     * every command before exec (src/agent/spawn.c), and the bounding set is empty, so no command
+     * gets any capability back. Every step but the last needs CAP_SETPCAP, which the last one
+     * drops. */
+    const unsigned long roots = NS_SECBIT_NOROOT | NS_SECBIT_NOROOT_LOCKED |
+                                NS_SECBIT_NO_SETUID_FIXUP | NS_SECBIT_NO_SETUID_FIXUP_LOCKED |
+                                NS_SECBIT_KEEP_CAPS_LOCKED;
+    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+    struct __user_cap_data_struct d[2] = {{0}};
+    const uint32_t keep = (1u << CAP_SETUID) | (1u << CAP_SETGID) | (1u << CAP_KILL);
     /* Locked securebits: uid 0 in the namespace never regains capabilities by exec. */
-    if (prctl(PR_SET_SECUREBITS, NS_SECBIT_NOROOT | NS_SECBIT_NOROOT_LOCKED |
-                                     NS_SECBIT_NO_SETUID_FIXUP | NS_SECBIT_NO_SETUID_FIXUP_LOCKED |
-                                     NS_SECBIT_KEEP_CAPS_LOCKED | NS_SECBIT_NO_CAP_AMBIENT_RAISE |
-                                     NS_SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED) < 0)
+    if (prctl(PR_SET_SECUREBITS, roots) < 0)
+        return fail(why, size, errno, "securebits");
+    if (syscall(SYS_capget, &h, d) < 0)
+        return fail(why, size, errno, "capget");
+    d[0].inheritable = keep;
+    d[1].inheritable = 0;
+    if (syscall(SYS_capset, &h, d) < 0)
+        return fail(why, size, errno, "capset (inheritable)");
+    (void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_SETUID, 0, 0) < 0 ||
+        prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_SETGID, 0, 0) < 0 ||
+        prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_KILL, 0, 0) < 0)
+        return fail(why, size, errno, "ambient capabilities");
+    /* From here on no ambient capability can be raised. */
+    if (prctl(PR_SET_SECUREBITS,
+              roots | NS_SECBIT_NO_CAP_AMBIENT_RAISE | NS_SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED) < 0)
         return fail(why, size, errno, "securebits");
     for (int c = 0; c <= 63; c++)
         if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
             return fail(why, size, errno, "dropping capability %d from the bounding set", c);
-    (void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
-    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
-    struct __user_cap_data_struct d[2] = {{0}};
+    memset(d, 0, sizeof(d));
+    d[0].permitted = d[0].effective = d[0].inheritable = keep;
     if (syscall(SYS_capset, &h, d) < 0)
         return fail(why, size, errno, "capset");
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)

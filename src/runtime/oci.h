@@ -13,8 +13,11 @@
 #define OCI_AGENT_PATH "/opt/sbx/sbx-agent"
 #define OCI_CPU_PERIOD_US 100000u
 /* The host cgroup pids limit is a host-protection ceiling: gVisor (ptrace) needs about a
- * dozen host tasks per sandboxed process, plus a fixed set for itself. */
-#define OCI_HOST_TASKS_PER_PID 16u
+ * dozen host tasks per sandboxed process, and keeps some for every process a fork bomb made
+ * (pooled stubs; measured +700..1 500 host tasks per bomb held at 128 processes, more when
+ * the host is loaded), so the ceiling leaves room for about ten bombs the agent kills
+ * (src/agent/pidguard.h) before gVisor itself is refused a task. */
+#define OCI_HOST_TASKS_PER_PID 128u
 #define OCI_HOST_TASKS_BASE 256u
 #define OCI_SHM_BYTES (64u * 1024u * 1024u)
 /* The annotation naming the execution backend of a bundle (rt_backend_of reads it). */

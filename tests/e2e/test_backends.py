@@ -186,15 +186,16 @@ def test_inside_a_namespaces_sandbox():
     assert ["sandbox"] in lines, out
     assert ["/opt/sbx/sbx-agent"] in lines, out          # the agent is PID 1
     assert out.count("Read-only file system") == 2, out
-    # The workspace: the same files on both sides, owned by root on the host.
+    # The workspace: the same files on both sides, owned by the sandbox's user (uid 1000,
+    # docs/security.md) on the host too, through the idmapped mount.
     c.sh(sid, "echo hi > /workspace/own.txt")
     p = os.path.join(D.get().sandbox_dir(sid), "workspace", "own.txt")
     st = os.stat(p)
-    assert st.st_uid == 0 and st.st_gid == 0, st
+    assert st.st_uid == 1000 and st.st_gid == 1000, st
     r = c.request("PUT", "/v1/sandboxes/%s/files/host.txt" % sid, raw=b"from host\n")
     assert r.status == 200, r
     assert c.sh(sid, "cat /workspace/host.txt; echo more >> /workspace/host.txt; "
-                     "stat -c %U /workspace/host.txt").split() == ["from", "host", "root"]
+                     "stat -c %u /workspace/host.txt").split() == ["from", "host", "1000"]
 
 
 def _cgroup_dirs(sid):
@@ -217,11 +218,11 @@ def test_cgroup_limits_applied_and_removed():
         d = dirs["all"]
         # memory_mb and the host's headroom above it (docs/runtime.md, "Memory").
         assert int(_read(d + "/memory.max")) == (2 * 2048 + 256) << 20
-        assert _read(d + "/pids.max") == "512"
+        assert _read(d + "/pids.max") == "128"
         assert _read(d + "/cpu.max") == "100000 100000"
     else:
         assert int(_read(dirs["memory"] + "/memory.limit_in_bytes")) == (2 * 2048 + 256) << 20
-        assert _read(dirs["pids"] + "/pids.max") == "512"
+        assert _read(dirs["pids"] + "/pids.max") == "128"
         assert _read(dirs["cpu"] + "/cpu.cfs_quota_us") == "100000"
     procs = _read(list(dirs.values())[0] + "/cgroup.procs").split()
     assert procs, "the sandbox's processes are not in its cgroup"

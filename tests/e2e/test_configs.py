@@ -39,6 +39,8 @@ def up():
         UP["u"] = eu.Upstreams()
         env = dict(UP["u"].env())
         env["SBX_SKILL_ENV"] = SKILLS
+        # The configurations here ask for pids 256: above the default host limit of 128.
+        env["SBX_PIDS_MAX"] = "512"
         # The proxy verifies injected hosts' upstreams as a client would: the test CA too.
         env["SBX_FETCH_CA_FILE"] = os.path.join(UP["u"].tmp, "ca.pem")
         D.kw["extra_env"] = env

@@ -328,7 +328,7 @@ def test_sandbox_shape_readonly_root_no_network_no_secrets():
 
 # The host pids cgroup is a ceiling for gVisor's own tasks (src/runtime/oci.h); the
 # sandbox's process limit itself is RLIMIT_NPROC (tests/security/test_limits.py).
-HOST_PIDS = PIDS * 16 + 256
+HOST_PIDS = PIDS * 128 + 256
 
 
 def test_cgroup_limits_applied():

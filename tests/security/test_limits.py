@@ -9,19 +9,21 @@ def teardown_module():
     D.close()
 
 
+# Printed as it goes: once the sandbox is at its limit, the agent's guard may end this
+# session (docs/security.md) before the children are killed here.
 FORK_MANY = """
-import os, resource, signal, time
-kids, refused = [], 0
+import os, resource, signal
+print(resource.getrlimit(resource.RLIMIT_NPROC)[0], flush=True)
+kids = []
 for _ in range(100):
     try:
         pid = os.fork()
     except BlockingIOError:
-        refused += 1
-        continue
+        print("refused after", len(kids), flush=True)
+        break
     if pid == 0:
         os.execv("/bin/sleep", ["sleep", "60"])
     kids.append(pid)
-print(resource.getrlimit(resource.RLIMIT_NPROC)[0], len(kids), refused)
 for pid in kids:
     os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
@@ -32,9 +34,13 @@ def test_process_limit_fails_fork_and_the_sandbox_lives_on():
     c = D.get().client()
     sid = c.create_sandbox()["id"]
     r = c.exec(sid, language="python", code=FORK_MANY, timeout_seconds=60)
-    limit, started, refused = map(int, r["stdout"].split())
-    assert limit == 64, r
-    assert started < 64 and refused > 0 and started + refused == 100, r
+    lines = r["stdout"].splitlines()
+    assert lines[0] == "64", r
+    if r["exit_code"] == 137:
+        # The guard saw the sandbox at its limit first and ended the session.
+        assert r["timed_out"] is False, r
+    else:
+        assert lines[1].startswith("refused after ") and int(lines[1].split()[-1]) < 64, r
     assert c.sh(sid, "echo alive") == "alive\n"
     assert c.get_sandbox(sid)["status"] == "running"
 

@@ -9,6 +9,8 @@
 #include "../../common/text.h"
 #include "../../common/util.h"
 #include "../files/workspace.h"
+#include "../http/server.h"
+#include "../sandbox/runas.h"
 #include "../sbxd.h"
 
 int e2b_access_token(struct sbxd *d, const struct sandbox *sb, char out[E2B_TOKEN_HEX_LEN + 1],
@@ -134,4 +136,28 @@ json_t *e2b_sandbox_info(struct sbxd *d, const struct sandbox *sb)
                           json_is_object(metadata) ? json_incref(metadata) : json_object());
     json_decref(metadata);
     return o;
+}
+
+int e2b_user(struct http_req *req, const struct sandbox *sb, const char **user, struct sbx_err *err)
+{
+    *user = NULL;
+    const char *h = http_req_header(req, "Authorization");
+    if (!h)
+        return 0;
+    if (strncasecmp(h, "Basic ", 6))
+        return sbx_err_set(err, EINVAL, "invalid_user", "Authorization must be Basic <user>:");
+    unsigned char raw[64];
+    size_t n = strlen(h + 6);
+    if (n > 4 * (sizeof(raw) / 3) || sbx_base64_decode(h + 6, n, raw, &n) < 0)
+        return sbx_err_set(err, EINVAL, "invalid_user", "Authorization is not Basic <user>:");
+    char name[64];
+    const unsigned char *colon = memchr(raw, ':', n);
+    size_t len = colon ? (size_t)(colon - raw) : n;
+    snprintf(name, sizeof(name), "%.*s", (int)len, (const char *)raw);
+    json_t *v = json_stringn_nocheck(name, strlen(name));
+    int r = runas_parse(v, user, err);
+    json_decref(v);
+    if (r < 0)
+        return sbx_err_set(err, EINVAL, "invalid_user", "invalid username: '%.32s'", name);
+    return runas_check(sb, *user, err);
 }

@@ -57,6 +57,13 @@ char *e2b_ws_to_path(const char *rel);
  * token anywhere but here (docs/e2b.md). */
 const char *e2b_domain(struct sbxd *d, char *buf, size_t cap);
 
+/* The user a Start asks for: E2B's SDKs send `Authorization: Basic base64("<user>:")`
+ * when the caller gives one (docs/e2b.md). No header: NULL (the default, "user"); "user"
+ * or "root" (sandbox/runas.h) checked against what the operator allows; any other name
+ * is invalid_user. */
+int e2b_user(struct http_req *req, const struct sandbox *sb, const char **user,
+             struct sbx_err *err);
+
 /* sb as E2B's ListedSandbox / SandboxDetail (state, times, metadata, template). */
 json_t *e2b_sandbox_info(struct sbxd *d, const struct sandbox *sb);
 

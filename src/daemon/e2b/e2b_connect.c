@@ -64,6 +64,7 @@ const char *rpc_code(const struct sbx_err *err)
         {"exists", "already_exists"},
         {"unimplemented", "unimplemented"},
         {"too_large", "resource_exhausted"},
+        {"not_allowed", "permission_denied"},
     };
     const char *c = err->code;
     size_t n = strlen(c);

@@ -18,6 +18,7 @@
 #include "../http/server.h"
 #include "../sandbox/agentcall.h"
 #include "../sandbox/params.h"
+#include "../sandbox/runas.h"
 #include "../sbxd.h"
 #include "e2b.h"
 #include "e2b_connect.h"
@@ -335,7 +336,14 @@ static int start_op(const struct envd_ctx *c, json_t *msg, long long timeout_ms,
         }
         json_array_append(argv, a);
     }
-    json_t *env = json_pack("{s:s,s:s}", "HOME", E2B_HOME, "USER", "user");
+    const char *user;
+    if (e2b_user(c->req, c->sb, &user, err) < 0) {
+        json_decref(argv);
+        return sbx_err_ret(err);
+    }
+    bool root = user && !strcmp(user, RUNAS_ROOT);
+    json_t *env = json_pack("{s:s,s:s}", "HOME", root ? "/root" : E2B_HOME, "USER",
+                            root ? RUNAS_ROOT : RUNAS_USER);
     if (envs)
         json_object_update(env, envs);
     _cleanup_free_ char *dir = e2b_ws_to_path(rel);
@@ -358,6 +366,7 @@ static int start_op(const struct envd_ctx *c, json_t *msg, long long timeout_ms,
     if (text)
         json_object_set_new(op, "label", json_string(text));
     free(text);
+    runas_put(op, user);
     *out = op;
     return 0;
 }

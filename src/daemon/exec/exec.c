@@ -16,6 +16,7 @@
 #include "../billing/billing.h"
 #include "../sandbox/channel.h"
 #include "../sandbox/manager.h"
+#include "../sandbox/runas.h"
 #include "../store/store.h"
 #include "receipt.h"
 #include "session.h"
@@ -122,7 +123,8 @@ int exec_params_parse(json_t *body, struct exec_params *out, struct sbx_err *err
         p.cwd = c;
         p.cwd_given = true;
     }
-    if ((r = session_id_parse(body, &p.session_id, err)) < 0)
+    if ((r = session_id_parse(body, &p.session_id, err)) < 0 ||
+        (r = runas_parse(json_object_get(body, "user"), &p.user, err)) < 0)
         goto fail;
     v = json_object_get(body, "env");
     if (v && !json_is_null(v)) {
@@ -259,7 +261,8 @@ static void on_error_frame(struct chan_stream *st, const struct sbx_err *err, vo
     struct exec_run *run = data;
     struct sbx_err e = *err;
     /* The agent's codes that are the caller's fault keep their meaning; the rest are ours. */
-    if (!strcmp(e.code, "invalid_cwd") || !strcmp(e.code, "too_many_sessions"))
+    if (!strcmp(e.code, "invalid_cwd") || !strcmp(e.code, "too_many_sessions") ||
+        !strcmp(e.code, "process_limit"))
         ;
     else if (!strcmp(e.code, "channel_closed") || !strcmp(e.code, "sandbox_not_running")) {
         snprintf(e.code, sizeof(e.code), "sandbox_not_running");
@@ -326,7 +329,7 @@ int exec_start(struct sandbox *sb, const struct exec_params *p, const struct exe
     if (!sb->chan || sb->ended)
         return sbx_err_set(err, ECONNRESET, "sandbox_not_running", "sandbox %s is not running",
                            sb->rec.id);
-    if (billing_admit(o->who->user, err) < 0)
+    if (billing_admit(o->who->user, err) < 0 || runas_check(sb, p->user, err) < 0)
         return sbx_err_ret(err);
     manager_before_exec(sb);
     struct exec_run *run = sbx_xcalloc(1, sizeof(*run));
@@ -355,6 +358,7 @@ int exec_start(struct sandbox *sb, const struct exec_params *p, const struct exe
                             (json_int_t)(p->timeout_s * 1000), "stdin", 0);
     json_decref(senv);
     session_exec_request(sb, p, req);
+    runas_put(req, p->user);
     r = channel_open(sb->chan, req, &exec_ops, run, &run->stream, err);
     json_decref(req);
     if (r < 0) {

@@ -54,6 +54,7 @@ struct exec_params {
     const char *language;   /* "shell", "python", "bash" or "node" */
     const char *session_id; /* borrowed; NULL: the default session, if the sandbox has one */
     bool cwd_given, timeout_given; /* else a session's own apply (docs/sessions.md) */
+    const char *user;              /* "user", "root" or NULL: the session's own (sandbox/runas.h) */
 };
 
 /* Who asked, for the exec record and the audit log. */
@@ -63,7 +64,7 @@ struct exec_origin {
     const char *action; /* "exec" or "run" */
 };
 
-/* Parse {shell} | {language, code}, timeout_seconds, cwd, env. */
+/* Parse {shell} | {language, code}, timeout_seconds, cwd, env, user. */
 int exec_params_parse(json_t *body, struct exec_params *out, struct sbx_err *err);
 void exec_params_clear(struct exec_params *p);
 

@@ -16,6 +16,7 @@
 #include "../http/server.h"
 #include "../routes.h"
 #include "../sandbox/agentcall.h"
+#include "../sandbox/runas.h"
 #include "../sbxd.h"
 #include "exec.h"
 #include "procmeter.h"
@@ -268,7 +269,10 @@ static void api_processes_start(struct sbxd *d, struct http_req *req)
         sbx_err_set(&err, EINVAL, "invalid_cwd", "cwd must be a non-empty path string");
         goto fail;
     }
-    if (manager_lookup(d->mgr, http_req_identity(req), http_req_param(req, 0), &sb, &err) < 0)
+    const char *user;
+    if (runas_parse(json_object_get(body, "user"), &user, &err) < 0 ||
+        manager_lookup(d->mgr, http_req_identity(req), http_req_param(req, 0), &sb, &err) < 0 ||
+        runas_check(sb, user, &err) < 0)
         goto fail;
     session = session_for(sb, session);
     json_t *op =
@@ -283,6 +287,7 @@ static void api_processes_start(struct sbxd *d, struct http_req *req)
     }
     if (cwd)
         json_object_set(op, "cwd", cwd);
+    runas_put(op, user);
     json_decref(body);
     run(d, req, false, CALL_START, 201, op);
     return;

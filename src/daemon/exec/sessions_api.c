@@ -9,6 +9,7 @@
 #include "../http/server.h"
 #include "../routes.h"
 #include "../sandbox/agentcall.h"
+#include "../sandbox/runas.h"
 #include "../sbxd.h"
 #include "exec.h"
 #include "session.h"
@@ -137,12 +138,16 @@ static void api_sessions_create(struct sbxd *d, struct http_req *req)
         }
         timeout_ms = json_integer_value(v);
     }
-    if (manager_lookup(d->mgr, http_req_identity(req), http_req_param(req, 0), &sb, &err) < 0)
+    const char *user;
+    if (runas_parse(json_object_get(body, "user"), &user, &err) < 0 ||
+        manager_lookup(d->mgr, http_req_identity(req), http_req_param(req, 0), &sb, &err) < 0 ||
+        runas_check(sb, user, &err) < 0)
         goto fail;
     json_t *op = json_pack("{s:s,s:s,s:o,s:I}", "op", "session_create", "id", id, "env",
                            session_env_list(sb, env), "timeout_ms", (json_int_t)timeout_ms);
     if (cwd)
         json_object_set_new(op, "cwd", json_string(cwd));
+    runas_put(op, user);
     call(req, sb, op, 201);
     json_decref(body);
     return;

@@ -11,6 +11,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "../../common/sbxuser.h"
 #include "../../common/text.h"
 #include "../../common/util.h"
 
@@ -164,6 +165,14 @@ static int split_path(const char *path, char dir[WS_PATH_MAX + 1], const char **
     return 0;
 }
 
+/* What sbxd creates in a workspace belongs to the sandbox's user, who owns /workspace
+ * (docs/security.md). A daemon that is not root cannot give it away (EPERM): the entry
+ * then stays its own, which is who the commands run as on such a host. */
+static void give_to_user(int fd)
+{
+    (void)fchown(fd, SBX_USER_UID, SBX_USER_GID);
+}
+
 /* Open (and create) each directory of dir in turn. Every step is resolved beneath
  * the step before, which is beneath root. */
 static int mkdirs_beneath(int root, const char *dir, int *out, struct sbx_err *err)
@@ -178,11 +187,14 @@ static int mkdirs_beneath(int root, const char *dir, int *out, struct sbx_err *e
         size_t len = (size_t)(e - c);
         memcpy(comp, c, len);
         comp[len] = '\0';
-        if (mkdirat(cur, comp, 0755) < 0 && errno != EEXIST)
+        bool made = mkdirat(cur, comp, 0755) == 0;
+        if (!made && errno != EEXIST)
             return path_errno(err, errno, dir);
         int next = openat2_beneath(cur, comp, O_RDONLY | O_DIRECTORY, 0, WS_RESOLVE);
         if (next < 0)
             return path_errno(err, -next, dir);
+        if (made)
+            give_to_user(next);
         close(cur);
         cur = next;
         c = *e ? e + 1 : e;
@@ -232,6 +244,7 @@ int ws_writer_open(int root, const char *path, mode_t mode, struct ws_writer *w,
         ws_writer_close(w);
         return r;
     }
+    give_to_user(w->fd);
     return 0;
 }
 

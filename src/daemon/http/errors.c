@@ -165,6 +165,10 @@ static const struct {
     {"store_unavailable", 503},
     /* A full data directory (docs/reliability.md). */
     {"insufficient_storage", 507},
+    /* Users and processes inside a sandbox (docs/security.md). */
+    {"invalid_user", 400},
+    {"root_not_allowed", 403},
+    {"process_limit", 429},
 };
 
 unsigned http_status_for_code(const char *code)

@@ -328,7 +328,8 @@ static void on_exit_frame(struct chan_stream *st, json_t *result, void *data)
 /* The agent's codes that mean something to the caller keep their meaning. */
 static void map_error(struct sbx_err *e)
 {
-    if (!strcmp(e->code, "kernel_busy") || !strcmp(e->code, "kernel_unavailable"))
+    if (!strcmp(e->code, "kernel_busy") || !strcmp(e->code, "kernel_unavailable") ||
+        !strcmp(e->code, "process_limit"))
         return;
     if (!strcmp(e->code, "channel_closed") || !strcmp(e->code, "sandbox_not_running"))
         snprintf(e->code, sizeof(e->code), "sandbox_not_running");

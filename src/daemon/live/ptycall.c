@@ -9,6 +9,7 @@
 #include "../../proto/proto.h"
 #include "../exec/exec.h"
 #include "../sandbox/agentcall.h"
+#include "../sandbox/runas.h"
 
 #define PTY_GRACE_DEFAULT_MS 1000
 #define PTY_WAIT_DEFAULT_MS 1000
@@ -202,7 +203,8 @@ int pty_exec_command(struct sandbox *sb, json_t *body, pty_done_fn cb, void *dat
     struct pty_call *x = call_new(sb, CALL_OPEN, cb, data);
     json_t *op = json_pack("{s:s,s:s,s:[s,s,O]}", "op", "pty_open", "kind", "exec", "argv",
                            "/bin/bash", "-c", cmd);
-    if (dim_parse(body, "rows", 24, op, err) < 0 || dim_parse(body, "cols", 80, op, err) < 0 ||
+    if (runas_apply(sb, body, op, err) < 0 || dim_parse(body, "rows", 24, op, err) < 0 ||
+        dim_parse(body, "cols", 80, op, err) < 0 ||
         seconds_parse(json_object_get(body, "grace_seconds"), "grace_seconds", PTY_GRACE_DEFAULT_MS,
                       &x->wait_ms, err) < 0) {
         json_decref(op);

@@ -13,6 +13,7 @@
 #include "../http/ws.h"
 #include "../routes.h"
 #include "../sandbox/agentcall.h"
+#include "../sandbox/runas.h"
 #include "../sbxd.h"
 #include "terminal.h"
 
@@ -156,6 +157,13 @@ static void api_terminal_connect(struct sbxd *d, struct http_req *req)
         json_object_set_new(op, "kind", json_string("terminal"));
         json_object_set_new(op, "argv", json_pack("[s,s]", "/bin/bash", "-l"));
         json_object_set_new(op, "grace_ms", json_integer(d->cfg.terminal_grace_s * 1000));
+        const char *q = http_req_query(req, "user"), *user;
+        json_t *u = q ? json_string_nocheck(q) : NULL;
+        int r = runas_parse(u, &user, &err);
+        json_decref(u);
+        if (r < 0 || runas_check(sb, user, &err) < 0)
+            goto fail;
+        runas_put(op, user);
     }
     http_req_suspend(req, on_req_abort, x);
     if (agentcall_start(sb, op, &call_ops, x, &x->call, &err) < 0) {

@@ -26,10 +26,10 @@ static void call_free(struct agentcall *c)
 static void map_error(struct sbx_err *e)
 {
     static const char *const passed[] = {
-        "session_not_found",    "session_exists",     "too_many_sessions", "process_not_found",
-        "process_not_running",  "too_many_processes", "invalid_cwd",       "pty_not_found",
-        "pty_not_running",      "pty_input_full",     "too_many_ptys",     "too_many_terminals",
-        "snapshot_unsupported", "process_stdin_closed", "process_stdin_full",
+        "session_not_found",    "session_exists",       "too_many_sessions",  "process_not_found",
+        "process_not_running",  "too_many_processes",   "invalid_cwd",        "pty_not_found",
+        "pty_not_running",      "pty_input_full",       "too_many_ptys",      "too_many_terminals",
+        "snapshot_unsupported", "process_stdin_closed", "process_stdin_full", "process_limit",
     };
     for (size_t i = 0; i < SBX_ARRAY_SIZE(passed); i++)
         if (!strcmp(e->code, passed[i]))

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../../common/log.h"
+#include "../../common/sbxuser.h"
 #include "../../common/util.h"
 #include "../audit/audit.h"
 #include "../billing/billing.h"
@@ -397,6 +398,9 @@ int sandbox_launch(struct manager *m, struct sandbox *sb, const char *image, boo
     struct rt_spec spec;
     fill_spec(m, sb, sb->build_rootfs ? sb->build_rootfs : tpl.rootfs, &spec);
     spec.rootfs_writable = sb->build_rootfs != NULL;
+    /* The workspace is the user's (docs/security.md), also one made before that was so;
+     * a daemon that is not root cannot give it away and runs commands as itself anyway. */
+    (void)lchown(sb->workspace, SBX_USER_UID, SBX_USER_GID);
     r = image ? rt_restore(&m->rt, &spec, image, forked, &sb->start_fd, err)
               : rt_start(&m->rt, &spec, &sb->start_fd, err);
     template_info_clear(&tpl);

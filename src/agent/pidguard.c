@@ -1,0 +1,166 @@
+#include "pidguard.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../common/sbxuser.h"
+#include "agent.h"
+#include "spawn.h"
+
+/* Distinct sessions one scan tells apart; a bomb that makes more (setsid in every child)
+ * is found again at the next strike, a few sessions at a time. */
+#define PIDGUARD_SESSIONS_MAX 1024
+/* Sweeps of one session's members; a sweep finds the ones forked during the one before. */
+#define PIDGUARD_KILL_ROUNDS 32
+
+/* One guard per agent process, like the agent itself. */
+static struct {
+    unsigned long near; /* the user's processes at or above this: at the limit */
+    unsigned strikes;
+} guard;
+
+struct tally {
+    pid_t sid;
+    unsigned n;
+};
+
+static bool is_pid(const char *name)
+{
+    return name[0] >= '1' && name[0] <= '9';
+}
+
+/* Every process in the sandbox, the agent's own included: cheap (one directory read). */
+static unsigned long count_all(void)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return 0;
+    unsigned long n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)))
+        n += is_pid(de->d_name);
+    closedir(d);
+    return n;
+}
+
+/* The session of the live (not zombie) user process /proc/<name>; 0 for anything else. */
+static pid_t user_session(int procfd, const char *name)
+{
+    struct stat st;
+    if (fstatat(procfd, name, &st, 0) < 0 || st.st_uid != SBX_USER_UID)
+        return 0;
+    char path[64];
+    snprintf(path, sizeof(path), "%s/stat", name);
+    int fd = openat(procfd, path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    char buf[512];
+    ssize_t len = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (len <= 0)
+        return 0;
+    buf[len] = '\0';
+    /* The command name may hold anything, ')' too: the fields start after the last one. */
+    const char *p = strrchr(buf, ')');
+    char state;
+    int ppid, pgrp, sid;
+    if (!p || sscanf(p + 1, " %c %d %d %d", &state, &ppid, &pgrp, &sid) != 4 || state == 'Z')
+        return 0;
+    return sid > 0 ? sid : 0;
+}
+
+/* Count the user's processes and find the session holding most of them. */
+static unsigned long scan(pid_t *top)
+{
+    static struct tally t[PIDGUARD_SESSIONS_MAX];
+    unsigned nt = 0;
+    unsigned long total = 0, seen = 0;
+    *top = 0;
+    DIR *d = opendir("/proc");
+    if (!d)
+        return 0;
+    struct dirent *de;
+    while ((de = readdir(d)) && seen++ < PIDGUARD_SCAN_MAX) {
+        if (!is_pid(de->d_name))
+            continue;
+        pid_t sid = user_session(dirfd(d), de->d_name);
+        if (!sid)
+            continue;
+        total++;
+        unsigned i = 0;
+        while (i < nt && t[i].sid != sid)
+            i++;
+        if (i == nt) {
+            if (nt == PIDGUARD_SESSIONS_MAX)
+                continue;
+            t[nt++] = (struct tally){sid, 0};
+        }
+        t[i].n++;
+    }
+    closedir(d);
+    unsigned best = 0;
+    for (unsigned i = 0; i < nt; i++)
+        if (t[i].n > best) {
+            best = t[i].n;
+            *top = t[i].sid;
+        }
+    return total;
+}
+
+/* SIGKILL every user process of session sid; returns how many were hit. */
+static unsigned long kill_session(pid_t sid)
+{
+    /* The leader's group first, in one call: a shell's background jobs stay in it. */
+    (void)kill(-sid, SIGKILL);
+    unsigned long hit = 0;
+    for (int round = 0; round < PIDGUARD_KILL_ROUNDS; round++) {
+        DIR *d = opendir("/proc");
+        if (!d)
+            break;
+        unsigned long n = 0;
+        struct dirent *de;
+        while ((de = readdir(d)))
+            if (is_pid(de->d_name) && user_session(dirfd(d), de->d_name) == sid &&
+                kill((pid_t)strtol(de->d_name, NULL, 10), SIGKILL) == 0)
+                n++;
+        closedir(d);
+        hit += n;
+        if (n == 0)
+            break;
+    }
+    return hit;
+}
+
+static void tick(struct loop *l, void *data)
+{
+    if (count_all() < guard.near) {
+        guard.strikes = 0;
+    } else if (++guard.strikes >= PIDGUARD_STRIKES) {
+        guard.strikes = 0;
+        pid_t top;
+        if (scan(&top) >= guard.near && top > 0) {
+            unsigned long n = kill_session(top);
+            dprintf(2, "sbx-agent: process limit: killed session %d (%lu processes)\n", (int)top,
+                    n);
+        }
+    }
+    (void)loop_timer_add(l, PIDGUARD_TICK_MS, tick, data);
+}
+
+void pidguard_start(struct agent *a)
+{
+    struct rlimit rl;
+    if (!spawn_switches_user() || getrlimit(RLIMIT_NPROC, &rl) < 0 ||
+        rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur < 2)
+        return;
+    unsigned long limit = (unsigned long)rl.rlim_cur;
+    guard.near = limit - (limit / PIDGUARD_SLACK ? limit / PIDGUARD_SLACK : 1);
+    (void)loop_timer_add(a->loop, PIDGUARD_TICK_MS, tick, NULL);
+}

@@ -1,0 +1,33 @@
+/* The sandbox's process limit, held by the agent (docs/security.md, "Processes").
+ *
+ * Commands run as the unprivileged user with RLIMIT_NPROC = the sandbox's pids limit
+ * (gVisor counts threads in it, as Linux does), so a fork past it fails with EAGAIN inside,
+ * and the agent (root, counted apart) can still start commands. A fork bomb would still sit
+ * at the limit for ever, outliving the exec that started it, and under gVisor's ptrace
+ * platform every process a sandbox ever had costs host tasks that gVisor keeps, so a few
+ * bombs in a row would reach the host's ceiling and end the whole sandbox. So the guard
+ * counts the user's processes (not threads) five times a second, and when they are at the
+ * limit (within a sixteenth of it) it kills the session (setsid group) holding the most of
+ * them at once, since every moment a bomb spends there costs host tasks: the exec, background
+ * process, terminal or kernel that started the bomb, with everything it left behind, including what
+ * outlived its exec. */
+#ifndef SBX_AGENT_PIDGUARD_H
+#define SBX_AGENT_PIDGUARD_H
+
+struct agent;
+
+/* How often the count is looked at, and how many looks in a row at the limit (within
+ * limit / PIDGUARD_SLACK of it) make the biggest session the offender. One: measured
+ * under ptrace, each further look a bomb survives leaves gVisor a few hundred more host
+ * tasks (docs/security.md). */
+#define PIDGUARD_TICK_MS 200
+#define PIDGUARD_STRIKES 1
+#define PIDGUARD_SLACK 16
+/* Upper bound on the processes one scan looks at. */
+#define PIDGUARD_SCAN_MAX 16384
+
+/* Start watching, when commands run as the user under a finite RLIMIT_NPROC (a sandbox's
+ * agent); otherwise nothing to hold. */
+void pidguard_start(struct agent *a);
+
+#endif

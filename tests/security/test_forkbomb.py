@@ -1,0 +1,140 @@
+"""A sandbox survives its own fork bombs (docs/security.md, "Processes"): commands run as
+the unprivileged user under RLIMIT_NPROC = the sandbox's process limit, and the agent
+kills the session of a bomb, also one that outlived its exec. The default limits apply
+(SBX_PIDS_MAX 128). A limit is a 429 process_limit or the command's own failure, never
+a 5xx."""
+
+import time
+
+import harness
+
+D = harness.Shared()
+NS = harness.Shared(extra_env={"SBX_BACKEND": "namespaces"})
+
+# Backgrounded, so the exec answers at once and its timeout never applies.
+SHELL_BOMB = "(:(){ :|:& };:) >/dev/null 2>&1 &\necho started"
+# Its own session (setsid), so the exec's session is not where it lives.
+PYTHON_BOMB = """
+import os
+if os.fork() == 0:
+    os.setsid()
+    while True:
+        try:
+            os.fork()
+        except OSError:
+            pass
+print("started")
+"""
+COUNT = "ls /proc | grep -c '^[0-9]'"
+# Every thread counts against the limit, as in Linux: one process holding all of it.
+THREAD_HOG = """python3 -c '
+import threading, time
+try:
+    while True:
+        threading.Thread(target=time.sleep, args=(15,), daemon=True).start()
+except RuntimeError:
+    pass
+time.sleep(15)
+'"""
+
+
+def teardown_module():
+    D.close()
+    NS.close()
+
+
+def sandboxes():
+    c = D.client("bomber")
+    sid = D.once("sb", lambda d: c.create_sandbox(ttl_seconds=1800)["id"])
+    by = D.once("bystander", lambda d: c.create_sandbox(ttl_seconds=1800)["id"])
+    return c, sid, by
+
+
+def bystander_ms(c, by):
+    t = time.monotonic()
+    c.sh(by, "true")
+    return (time.monotonic() - t) * 1000
+
+
+def survive(c, sid, by, body, what):
+    """Start a bomb, wait for the agent to end it, and check the sandbox answers."""
+    r = c.request("POST", "/v1/sandboxes/%s/exec" % sid, dict(body, timeout_seconds=60),
+                  timeout=120)
+    assert r.status == 200 and r.body["stdout"] == "started\n", r
+    t0 = time.monotonic()
+    lat = []
+    deadline = t0 + 120
+    while True:
+        lat.append(bystander_ms(c, by))
+        r = c.request("POST", "/v1/sandboxes/%s/exec" % sid, {"shell": COUNT,
+                                                               "timeout_seconds": 60},
+                      timeout=120)
+        # While it lasts, a command may fail to fork (its own exit code), never the server.
+        assert r.status == 200 or (r.status == 429 and r.body["error"]["code"] ==
+                                   "process_limit"), r
+        if r.status == 200 and r.body["exit_code"] == 0 and int(r.body["stdout"]) <= 4:
+            break
+        assert time.monotonic() < deadline, "%s still running after 120 s: %r" % (what, r)
+        time.sleep(0.3)
+    assert c.get_sandbox(sid)["status"] == "running"
+    assert c.sh(sid, "echo alive") == "alive\n"
+    print("%s: ended after %.1f s; bystander exec meanwhile (ms): %s" % (
+        what, time.monotonic() - t0, " ".join("%.0f" % x for x in lat)))
+
+
+def test_shell_fork_bomb_five_times():
+    c, sid, by = sandboxes()
+    print("bystander exec before: %.0f ms" % bystander_ms(c, by))
+    for i in range(5):
+        survive(c, sid, by, {"shell": SHELL_BOMB}, "shell bomb %d" % (i + 1))
+    # The workspace and the sandbox's state are intact.
+    assert c.sh(sid, "echo kept > /workspace/after && cat /workspace/after") == "kept\n"
+
+
+def test_python_fork_bomb_in_its_own_session():
+    c, sid, by = sandboxes()
+    for i in range(2):
+        survive(c, sid, by, {"language": "python", "code": PYTHON_BOMB},
+                "python bomb %d" % (i + 1))
+
+
+def test_a_foreground_bomb_ends_before_its_timeout():
+    c, sid, _ = sandboxes()
+    r = c.request("POST", "/v1/sandboxes/%s/exec" % sid,
+                  {"shell": "b(){ b | b; }; b", "timeout_seconds": 120}, timeout=180)
+    assert r.status == 200 and r.body["timed_out"] is False, r
+    assert c.sh(sid, "echo alive; " + COUNT).split() == ["alive", "4"] or \
+        c.sh(sid, "echo alive") == "alive\n"
+
+
+def _at_the_limit(shared, c, sid):
+    """A process holding every task the user may have; the next command is refused."""
+    p = c.ok("POST", "/v1/sandboxes/%s/processes" % sid, {"command": THREAD_HOG}, status=201)
+    time.sleep(3)
+    r = c.request("POST", "/v1/sandboxes/%s/exec" % sid, {"shell": "ls /"})
+    c.ok("DELETE", "/v1/sandboxes/%s/processes/%s" % (sid, p["id"]))
+    return r
+
+
+def test_the_limit_is_never_a_5xx():
+    c, sid, _ = sandboxes()
+    r = _at_the_limit(D, c, sid)
+    # gVisor lets the agent start the command, whose own forks then fail (bash retries
+    # them until the hog is gone).
+    if r.status == 200:
+        assert "Resource temporarily unavailable" in r.body["stderr"], r
+    else:
+        harness.assert_error(r, 429, "process_limit")
+    harness.wait_for(lambda: c.request("POST", "/v1/sandboxes/%s/exec" % sid,
+                                       {"shell": "ls / >/dev/null"}).status == 200, 30,
+                     what="the limit to clear")
+
+
+def test_namespaces_refuses_with_429_at_the_limit():
+    c = NS.client("bomber")
+    sid = c.create_sandbox(ttl_seconds=600)["id"]
+    assert c.get_sandbox(sid)["runtime"] == "namespaces"
+    harness.assert_error(_at_the_limit(NS, c, sid), 429, "process_limit")
+    harness.wait_for(lambda: c.request("POST", "/v1/sandboxes/%s/exec" % sid,
+                                       {"shell": "true"}).status == 200, 30,
+                     what="the limit to clear")

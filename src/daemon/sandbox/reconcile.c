@@ -5,6 +5,9 @@
 #include "lifecycle.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -124,6 +127,21 @@ static bool keep_paused(struct manager *m, struct sandbox *sb)
     return true;
 }
 
+/* A fork freezes its parent's workspace filesystem (a quota image) while the copies are
+ * made, and a freeze outlives the process that asked for it: after a kill -9 mid-fork every
+ * write to it, ours included, would wait forever. Not frozen (EINVAL) is the usual answer. */
+static void thaw_workspace(const struct manager *m, const struct sandbox *sb)
+{
+    if (!m->ws_template)
+        return;
+    int fd = open(sb->workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    if (ioctl(fd, FITHAW, 0) == 0)
+        log_warn("sandbox %s: its workspace was left frozen by a fork: thawed", sb->rec.id);
+    close(fd);
+}
+
 static void reconcile_one(const struct store_sandbox *rec, void *data)
 {
     struct reconcile *rc = data;
@@ -146,6 +164,7 @@ static void reconcile_one(const struct store_sandbox *rec, void *data)
     (void)store_meta_get(m->store, rec->id, STORE_META_FALLBACK, sb->fallback, sizeof(sb->fallback),
                          NULL);
     sandbox_config_settings_load(m, sb);
+    thaw_workspace(m, sb);
     if (sandbox_is_v1(sb)) {
         /* v1 keeps no machine between ops; one caught mid-op by the restart goes. */
         if (rt_alive(sb->state_dir))

@@ -94,8 +94,4 @@ int db_backup(struct db *db, const char *dest, struct sbx_err *err);
 typedef void (*db_profile_fn)(long long ns, void *data);
 void db_set_profile(struct db *db, db_profile_fn fn, void *data);
 
-/* Transitional, for the store files not yet on this interface (store_internal.h): the
- * SQLite connection underneath, NULL for PostgreSQL. */
-struct sqlite3 *db_sqlite_handle(struct db *db);
-
 #endif

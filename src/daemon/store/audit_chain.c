@@ -261,10 +261,7 @@ static int prune_locked(struct store *s, const struct store_prune *p, long long 
         return 0;
     if ((r = db_query(s->conn, &st, err, "DELETE FROM audit WHERE seq <= ?", "i", last)) < 0)
         return r;
-    if ((r = db_step(st, err)) == DB_DONE)
-        *removed = db_changes(st);
-    db_finalize(st);
-    if (r < 0)
+    if ((r = db_run_changes(st, removed, err)) < 0)
         return r;
     char sig[65];
     anchor_sign(key, last, last_hash, sig);

@@ -67,6 +67,8 @@ long long db_changes(struct db_stmt *st);
 void db_finalize(struct db_stmt *st);
 /* Step a statement that returns no rows, then finalize it. */
 int db_run(struct db_stmt *st, struct sbx_err *err);
+/* The same, saying how many rows it changed. */
+int db_run_changes(struct db_stmt *st, long long *changes, struct sbx_err *err);
 
 /* Transactions nest (inner ones are savepoints). DB_TX_LOCKED also takes the store-wide
  * write lock before anything is read, so read-then-write sequences (the audit chain's

@@ -103,12 +103,7 @@ int store_egress_log_prune(struct store *s, long long before_ms, int batch, long
                      "WHERE started_at_ms < ? AND ended_at_ms IS NOT NULL ORDER BY id "
                      "LIMIT ?)",
                      "ii", before_ms, (long long)batch);
-    if (r < 0)
-        return r;
-    if ((r = db_step(st, err)) == DB_DONE)
-        *removed = db_changes(st);
-    db_finalize(st);
-    return r < 0 ? r : 0;
+    return r < 0 ? r : db_run_changes(st, removed, err);
 }
 
 int store_egress_log_query(struct store *s, const char *sandbox_id, long long before_id, int limit,

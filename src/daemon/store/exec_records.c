@@ -75,12 +75,7 @@ int store_exec_prune(struct store *s, const struct store_prune *p, long long *re
                      "(SELECT id FROM execs ORDER BY started_at_ms DESC, id DESC LIMIT ?2))) "
                      "LIMIT ?3)",
                      "iii", p->before_ms, p->keep, (long long)p->batch);
-    if (r < 0)
-        return r;
-    if ((r = db_step(st, err)) == DB_DONE)
-        *removed = db_changes(st);
-    db_finalize(st);
-    return r < 0 ? r : 0;
+    return r < 0 ? r : db_run_changes(st, removed, err);
 }
 
 void store_exec_clear(struct store_exec *e)

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """The single test entry point (`make test` runs it after building DIR with ASan+UBSan).
 
-    python3 tests/run.py --build build-asan [-k substring]
+    python3 tests/run.py --build build-asan [-k substring]... [--pg]
+
+(-k may repeat: a test runs when its name contains any of them. --pg: every daemon's store is
+a database on a PostgreSQL the run starts with scripts/pg.sh, docs/scale-out.md.)
 
 1. every unit test binary DIR/tests/test_* (each ends with a line `N passed, N failed`);
 2. every Python module tests/e2e/test_*.py and tests/security/test_*.py: each top-level
@@ -61,7 +64,7 @@ class Runner:
             _print_detail(detail)
 
     def selected(self, name):
-        return self.keyword is None or self.keyword in name
+        return self.keyword is None or any(k in name for k in self.keyword)
 
     # --- sanitizers ----------------------------------------------------------------------
 
@@ -319,8 +322,10 @@ class _deadline:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     ap.add_argument("--build", default="build-asan", help="build dir (default build-asan)")
-    ap.add_argument("-k", dest="keyword", default=None,
-                    help="run only tests whose name contains this substring")
+    ap.add_argument("-k", dest="keyword", default=None, action="append",
+                    help="run only tests whose name contains this substring (repeatable)")
+    ap.add_argument("--pg", action="store_true",
+                    help="run the daemons on a PostgreSQL store started for the run")
     ap.add_argument("--keep-logs", action="store_true", help="keep the daemon logs dir")
     args = ap.parse_args()
 
@@ -342,11 +347,23 @@ def main():
 
     r = Runner(build, args.keyword)
     t0 = time.time()
+    pg_dir = None
     try:
+        if args.pg:
+            pg_dir = tempfile.mkdtemp(prefix="sbx-test-pg-")
+            subprocess.run([os.path.join(REPO, "scripts", "pg.sh"), "start", pg_dir],
+                           check=True, stdout=subprocess.DEVNULL, timeout=120)
+            os.environ["SBX_TEST_PG"] = pg_dir
+            print("store: PostgreSQL (%s)" % pg_dir, flush=True)
         r.run_units()
         r.run_modules()
     except KeyboardInterrupt:
         r.fail("interrupted", "KeyboardInterrupt")
+    finally:
+        if pg_dir:
+            subprocess.run([os.path.join(REPO, "scripts", "pg.sh"), "stop", pg_dir],
+                           stdout=subprocess.DEVNULL, timeout=120)
+            shutil.rmtree(pg_dir, ignore_errors=True)
     r.check_daemon_logs(harness)
     if r.san_reports:
         shown = r.san_reports[:4]

@@ -15,6 +15,7 @@ dir is removed) so that the runner can look for sanitizer reports after the run.
 """
 
 import ctypes
+import glob
 import http.client
 import importlib.util
 import json
@@ -293,6 +294,82 @@ def pg_store(env):
                         "sbx_" + secrets.token_hex(6)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, "SBX_TEST_PG: no database: " + r.stderr
     env["SBX_STORE"] = r.stdout.strip()
+
+
+def _sql_literal(v):
+    if v is None:
+        return "NULL"
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    if isinstance(v, int):
+        return str(v)
+    return "'" + str(v).replace("'", "''") + "'"
+
+
+class _PgRows:
+    def __init__(self, rows):
+        self.rows = rows
+
+    def fetchone(self):
+        return self.rows[0] if self.rows else None
+
+    def fetchall(self):
+        return list(self.rows)
+
+    def __iter__(self):
+        return iter(self.rows)
+
+
+class PgStore:
+    """What the tests do with sqlite3.connect(<data>/sbx.db), on a PostgreSQL store: execute
+    with ? parameters, rows as tuples of JSON-typed values, autocommit (commit is a no-op).
+    Quote "user" in the SQL: unquoted it is PostgreSQL's current role."""
+
+    def __init__(self, url):
+        self.url = url
+        self.psql = (sorted(glob.glob("/usr/lib/postgresql/*/bin/psql")) or ["psql"])[-1]
+
+    def _run(self, sql):
+        r = subprocess.run([self.psql, "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1",
+                            "-d", self.url, "-c", sql], capture_output=True, text=True,
+                           timeout=60)
+        if r.returncode != 0:
+            raise RuntimeError("psql: %s: %s" % (sql, r.stderr.strip()))
+        return r.stdout
+
+    def execute(self, sql, params=()):
+        parts = sql.split("?")
+        assert len(parts) == len(params) + 1, "placeholders and parameters differ: " + sql
+        text = parts[0] + "".join(_sql_literal(v) + rest for v, rest in zip(params, parts[1:]))
+        if not text.lstrip().upper().startswith("SELECT"):
+            self._run(text)
+            return _PgRows([])
+        out = self._run("SELECT row_to_json(q) FROM (%s) q" % text)
+        return _PgRows([tuple(json.loads(line).values()) for line in out.splitlines() if line])
+
+    def executemany(self, sql, seq):
+        for params in seq:
+            self.execute(sql, params)
+
+    def commit(self):
+        pass
+
+    def close(self):
+        pass
+
+
+def store_db(d):
+    """The daemon's store for a test to inspect or tamper with: sqlite3 on <data>/sbx.db, or
+    PgStore when the daemon runs on PostgreSQL (SBX_TEST_PG)."""
+    url = d.extra_env.get("SBX_STORE")
+    if url:
+        return PgStore(url)
+    import sqlite3
+    return sqlite3.connect(os.path.join(d.data_dir, "sbx.db"), timeout=10)
+
+
+def on_postgres(d):
+    return bool(d.extra_env.get("SBX_STORE"))
 
 
 class Daemon:

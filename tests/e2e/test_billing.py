@@ -181,11 +181,11 @@ def test_ledger_pages_and_is_append_only():
     assert p1["data"][0]["balance_after_micro_eur"] == 10, p1
     # The database itself refuses to change a ledger row.
     import sqlite3
-    db = sqlite3.connect(os.path.join(daemon().data_dir, "sbx.db"))
+    db = harness.store_db(daemon())
     try:
         db.execute("UPDATE wallet_ledger SET amount=0")
         raise AssertionError("a ledger row was updated")
-    except sqlite3.DatabaseError as e:
+    except (sqlite3.DatabaseError, RuntimeError) as e:
         assert "append-only" in str(e), e
     finally:
         db.close()
@@ -279,10 +279,9 @@ def test_parallel_execs_are_metered_exactly():
     u = c.ok("GET", "/v1/usage?from=2026-11-05&to=2026-11-05")
     assert u["total"]["exec_ms"] >= 1500, u
     # One row per exec, each covering its half second, all of them in the total.
-    import sqlite3
-    db = sqlite3.connect(os.path.join(daemon().data_dir, "sbx.db"))
+    db = harness.store_db(daemon())
     try:
-        rows = db.execute("SELECT sandbox_id, amount FROM usage_events WHERE user='par' "
+        rows = db.execute("SELECT sandbox_id, amount FROM usage_events WHERE \"user\"='par' "
                           "AND kind='exec_ms'").fetchall()
     finally:
         db.close()

@@ -182,6 +182,13 @@ def test_bad_configurations_are_400_and_store_nothing():
 
 
 def db_bytes(d):
+    if harness.on_postgres(d):
+        # Every row of every table, as PostgreSQL prints it.
+        pg = harness.store_db(d)
+        tables = [r[0] for r in pg.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname='public'")]
+        return "".join(pg.execute("SELECT coalesce(string_agg(t::text, ' '), '') AS x FROM %s t"
+                                  % t).fetchone()[0] for t in tables).encode()
     data = b""
     for p in glob.glob(os.path.join(d.data_dir, "sbx.db*")):
         with open(p, "rb") as f:

@@ -2,7 +2,6 @@
 
 import hashlib
 import os
-import sqlite3
 
 import harness
 from harness import assert_error
@@ -100,7 +99,7 @@ def test_pagination_and_bad_queries():
 
 
 def db(d):
-    return sqlite3.connect(os.path.join(d.data_dir, "sbx.db"))
+    return harness.store_db(d)
 
 
 def test_verify_finds_edited_reordered_and_deleted_entries():
@@ -121,7 +120,7 @@ def test_verify_finds_edited_reordered_and_deleted_entries():
     con.commit()
     assert admin.ok("GET", "/v1/audit/verify")["ok"] is True
     # Reordered: two entries swap places.
-    rows = con.execute("SELECT seq, ts_ms, user, key_id, action, sandbox_id, outcome, "
+    rows = con.execute("SELECT seq, ts_ms, \"user\", key_id, action, sandbox_id, outcome, "
                        "request_id, details, prev_hash, hash FROM audit WHERE seq IN (1,2) "
                        "ORDER BY seq").fetchall()
     con.execute("DELETE FROM audit WHERE seq IN (1,2)")

@@ -75,22 +75,22 @@ def test_the_schema_is_migrated_on_postgres_once():
     PG["versions"] = n
     tables = {r[0] for r in psql("SELECT tablename FROM pg_tables WHERE schemaname='public'")}
     assert {"keys", "sandboxes", "sandbox_configs", "usage_events", "wallet_ledger",
-            "idempotency", "sandbox_meta"} <= tables, tables
+            "idempotency", "sandbox_meta", "execs", "workspace_gen", "egress_policies",
+            "egress_log", "audit", "audit_head", "audit_anchor", "skill_catalog",
+            "skill_installs", "skill_config_snapshots", "chat_sessions"} <= tables, tables
+    assert not os.path.exists(os.path.join(D.get().data_dir, "sbx.db")), "no local SQLite file"
 
 
-def test_a_key_lives_in_postgres_not_in_the_local_file():
+def test_a_key_lives_in_postgres_and_the_audit_chain_too():
     c = admin()
     k = c.create_key("pg-bob")
     rows = psql("SELECT \"user\", role, deleted_at IS NULL FROM keys WHERE id='%s'" % k["id"])
     assert rows == [["pg-bob", "member", "t"]], rows
     assert any(x["id"] == k["id"] for x in c.list_keys())
-    # The data dir's SQLite file holds only the parts not yet on PostgreSQL.
-    db = sqlite3.connect(os.path.join(D.get().data_dir, "sbx.db"))
-    try:
-        local = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    finally:
-        db.close()
-    assert "keys" not in local and "sandboxes" not in local, local
+    # Its creation is in the one audit chain, on PostgreSQL, and the chain verifies.
+    rows = psql("SELECT action, outcome FROM audit WHERE details LIKE '%%%s%%'" % k["id"])
+    assert ["key.create", "ok"] in rows, rows
+    assert c.ok("GET", "/v1/audit/verify")["ok"] is True
     c.delete_key(k["id"])
     assert psql("SELECT deleted_at IS NOT NULL FROM keys WHERE id='%s'" % k["id"]) == [["t"]]
     r = D.get().client(k["key"]).request("GET", "/v1/sandboxes")
@@ -199,3 +199,33 @@ def test_sbxd_backup_points_to_pg_dump():
                        capture_output=True, text=True, timeout=60)
     assert p.returncode != 0 and "pg_dump" in p.stderr, (p.returncode, p.stderr)
     assert not os.path.exists(dest)
+
+
+def test_a_sqlite_data_dir_from_before_migration_2_takes_it_as_it_is():
+    """SQLite: a data dir whose store is at version 1 with the other tables as the files
+    created them before they moved into migration 2 (the same CREATE text, so dropping what
+    migration 2 added gives that state back) keeps its rows and its audit chain."""
+    d = harness.Daemon(extra_env={"SBX_STORE": ""})
+    try:
+        d.start()
+        c = d.client()
+        k = c.create_key("old-dir")
+        d.stop()
+        db = sqlite3.connect(os.path.join(d.data_dir, "sbx.db"))
+        db.execute("DELETE FROM schema_version WHERE version >= 2")
+        db.execute("DROP INDEX execs_started")
+        db.commit()
+        db.close()
+        d.start()
+        assert any(x["id"] == k["id"] for x in c.list_keys())
+        v = c.ok("GET", "/v1/audit/verify")
+        assert v["ok"] is True and v["checked"] >= 1, v
+        db = sqlite3.connect(os.path.join(d.data_dir, "sbx.db"))
+        try:
+            versions = [r[0] for r in db.execute("SELECT version FROM schema_version ORDER BY 1")]
+            idx = db.execute("SELECT count(*) FROM sqlite_master WHERE name='execs_started'")
+            assert versions == [1, 2] and idx.fetchone()[0] == 1, versions
+        finally:
+            db.close()
+    finally:
+        d.cleanup()

@@ -1,6 +1,7 @@
 /* db.h against both drivers: SQLite in a temp file, and PostgreSQL started by
  * scripts/pg.sh (skipped, saying so, only when that server cannot start). Then the store
- * itself (migrations, keys, sandboxes, configurations, wallets) on each. */
+ * itself (migrations, keys, sandboxes, configurations, wallets, execs, egress, the audit
+ * chain, skills, chat sessions) on each. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -236,6 +237,130 @@ static void sum_cb(const char *user, const char *key_id, const char *kind, long 
 }
 
 /* The store on a driver: what the converted parts do, the same on both. */
+static void audit_count_cb(const struct store_audit_entry *e, void *data)
+{
+    (void)e;
+    (*(int *)data)++;
+}
+
+static void egress_cb(const struct store_egress_conn *c, void *data)
+{
+    long long *ended = data;
+    *ended = c->ended_at_ms;
+}
+
+/* The parts that moved onto db.h last (migration 2): exec records, workspace generations,
+ * egress, the audit chain with retention, skills and installs, chat sessions. */
+static void test_store_rest(struct store *s, const char *nm)
+{
+    struct sbx_err err = {0};
+    struct store_exec e;
+    long long removed = -1;
+    CHECK(store_exec_insert(s, "ex_a", "sb_1", "alice", 1000, &err) == 0 &&
+              store_exec_finish(s, "ex_a", EXEC_EXITED, "{\"exit_code\":0}", 2000, &err) == 0 &&
+              store_exec_insert(s, "ex_b", "sb_1", "alice", 3000, &err) == 0 &&
+              store_exec_finish(s, "ex_b", EXEC_EXITED, "{}", 4000, &err) == 0 &&
+              store_exec_insert(s, "ex_c", "sb_1", "alice", 5000, &err) == 0 &&
+              store_exec_get(s, "sb_1", "ex_a", "alice", &e, &err) == 0 && e.ended_at_ms == 2000 &&
+              !strcmp(e.result_json, "{\"exit_code\":0}"),
+          "%s: exec records: %.100s", nm, err.msg);
+    store_exec_clear(&e);
+    struct store_prune p = {.before_ms = 0, .keep = 1, .batch = 100};
+    CHECK(store_exec_prune(s, &p, &removed, &err) == 0 && removed == 2 &&
+              store_exec_get(s, "sb_1", "ex_b", "alice", &e, &err) == -ENOENT &&
+              store_exec_get(s, "sb_1", "ex_c", "alice", &e, &err) == 0,
+          "%s: exec retention by count keeps the newest and the running (%lld): %.100s", nm,
+          removed, err.msg);
+    store_exec_clear(&e);
+    long long gen = 0;
+    char fp[65];
+    CHECK(store_ws_set(s, "sb_1", 1, "f1", &err) == 0 &&
+              store_ws_set(s, "sb_1", 2, "f2", &err) == 0 &&
+              store_ws_get(s, "sb_1", &gen, fp, &err) == 0 && gen == 2 && !strcmp(fp, "f2"),
+          "%s: the workspace generation is upserted: %.100s", nm, err.msg);
+
+    _cleanup_free_ char *pol = NULL;
+    CHECK(store_egress_policy_set(s, "sb_1", "{\"a\":1}", 1, &err) == 0 &&
+              store_egress_policy_copy(s, "sb_1", "sb_2", 2, &err) == 0 &&
+              store_egress_policy_copy(s, "sb_1", "sb_2", 3, &err) == 0 &&
+              store_egress_policy_get(s, "sb_2", &pol, &err) == 0 && pol &&
+              !strcmp(pol, "{\"a\":1}"),
+          "%s: an egress policy copies onto another sandbox, twice: %.100s", nm, err.msg);
+    struct store_egress_conn c = {.sandbox_id = "sb_1",
+                                  .method = "CONNECT",
+                                  .host = "a.test",
+                                  .port = 443,
+                                  .verdict = "allowed",
+                                  .reason = "ok",
+                                  .started_at_ms = 1000};
+    long long id1 = 0, id2 = 0, ended = -1;
+    CHECK(store_egress_log_insert(s, &c, &id1, &err) == 0 &&
+              store_egress_log_insert(s, &c, &id2, &err) == 0 && id1 > 0 && id2 > id1 &&
+              store_egress_log_query(s, "sb_1", 0, 1, egress_cb, &ended, &err) == 0 && ended == 0,
+          "%s: egress log ids come from RETURNING, an open one has no end: %.100s", nm, err.msg);
+    CHECK(store_egress_log_interrupt(s, 1500, &err) == 0 &&
+              store_egress_log_prune(s, 5000, 100, &removed, &err) == 0 && removed == 2,
+          "%s: interrupted connections end and are pruned (%lld): %.100s", nm, removed, err.msg);
+
+    static const struct store_anchor_key key = {{1, 2, 3}};
+    for (int i = 0; i < 3; i++) {
+        struct store_audit_entry a = {.ts_ms = 100 + i,
+                                      .user = i ? "bob" : "alice",
+                                      .key_id = "key_1",
+                                      .action = "sandbox.create",
+                                      .outcome = "ok"};
+        CHECK(store_audit_append(s, &a, &err) == 0, "%s: audit entry %d: %.100s", nm, i, err.msg);
+    }
+    int n = 0;
+    struct store_audit_filter f = {.user = "bob", .limit = 10};
+    struct store_audit_verdict v;
+    CHECK(store_audit_query(s, &f, audit_count_cb, &n, &err) == 0 && n == 2 &&
+              store_audit_verify(s, &key, &v, &err) == 0 && v.ok && v.checked == 3,
+          "%s: the audit chain filters by \"user\" and verifies (%d): %.100s", nm, n, err.msg);
+    struct store_prune ap = {.before_ms = 0, .keep = 1, .batch = 100};
+    CHECK(store_audit_prune(s, &ap, 1000, &key, &removed, &err) == 0 && removed == 2 &&
+              store_audit_verify(s, &key, &v, &err) == 0 && v.ok && v.checked == 1 &&
+              v.anchor.present && v.anchor.seq == 2,
+          "%s: audit retention leaves a signed anchor the rest verifies from: %.100s", nm, err.msg);
+
+    struct store_skill k = {.id = "sk_1",
+                            .name = "pdf",
+                            .version = "1.0.0",
+                            .bundle_sha256 = "ab",
+                            .source = "upload",
+                            .owner = "alice",
+                            .description = "d",
+                            .envs_json = "[]",
+                            .created_at = 1};
+    CHECK(store_skill_insert(s, &k, &err) == 0, "%s: a skill: %.100s", nm, err.msg);
+    snprintf(k.id, sizeof(k.id), "sk_2");
+    CHECK(store_skill_insert(s, &k, &err) == -EEXIST && !strcmp(err.code, "skill_exists"),
+          "%s: the same name and version again is skill_exists", nm);
+    struct store_skill_install in = {.id = "si_1",
+                                     .config_id = "cfg_1",
+                                     .catalog_id = "sk_1",
+                                     .name = "pdf",
+                                     .version = "1.0.0",
+                                     .status = "ready",
+                                     .snapshot_id = "snap_1",
+                                     .owner = "alice"};
+    bool used = false;
+    CHECK(store_skill_install_put(s, &in, &err) == 0 &&
+              store_skill_install_put(s, &in, &err) == 0 &&
+              store_skill_config_snapshot_set(s, "cfg_1", "snap_2", &err) == 0 &&
+              store_skill_snapshot_used(s, "snap_1", &used, &err) == 0 && used,
+          "%s: a skill install is upserted by id and its snapshot in use: %.100s", nm, err.msg);
+    snprintf(in.id, sizeof(in.id), "si_2");
+    CHECK(store_skill_install_put(s, &in, &err) == -EEXIST && !strcmp(err.code, "skill_installed"),
+          "%s: a second install of the name is skill_installed", nm);
+    char sb[STORE_ID_MAX + 1];
+    CHECK(store_chat_session_set(s, "alice", "conv", "sb_1", 1, &err) == 0 &&
+              store_chat_session_set(s, "alice", "conv", "sb_2", 2, &err) == 0 &&
+              store_chat_session_get(s, "alice", "conv", sb, &err) == 0 && !strcmp(sb, "sb_2") &&
+              store_chat_session_get(s, "bob", "conv", sb, &err) == -ENOENT,
+          "%s: a chat session moves to its new sandbox and is per user: %.100s", nm, err.msg);
+}
+
 static void test_store(const char *url, const char *path)
 {
     const char *nm = url ? "postgres" : "sqlite";
@@ -347,6 +472,7 @@ static void test_store(const char *url, const char *path)
     CHECK(store_wallet_post(s, &e1, &err) == 0 && store_wallet_post(s, &e2, &err) == 0 &&
               e2.balance_after == 4998500 && e2.id > e1.id && e1.id > 0,
           "%s: a wallet moves with its ledger: %.100s", nm, err.msg);
+    test_store_rest(s, nm);
     store_free(s);
 
     /* The schema is recorded; a newer one than this binary knows is refused. */

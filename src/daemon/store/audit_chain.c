@@ -15,21 +15,6 @@
 
 #define ZERO_HASH "0000000000000000000000000000000000000000000000000000000000000000"
 
-const char *const store_audit_schema =
-    "CREATE TABLE IF NOT EXISTS audit("
-    "  seq INTEGER PRIMARY KEY, ts_ms INTEGER NOT NULL, user TEXT NOT NULL,"
-    "  key_id TEXT NOT NULL, action TEXT NOT NULL, sandbox_id TEXT, outcome TEXT NOT NULL,"
-    "  request_id TEXT, details TEXT, prev_hash TEXT NOT NULL, hash TEXT NOT NULL);"
-    "CREATE INDEX IF NOT EXISTS audit_user ON audit(user, seq);"
-    "CREATE INDEX IF NOT EXISTS audit_sandbox ON audit(sandbox_id, seq);"
-    "CREATE TABLE IF NOT EXISTS audit_head("
-    "  id INTEGER PRIMARY KEY CHECK(id = 1), seq INTEGER NOT NULL, hash TEXT NOT NULL);"
-    /* Where the kept chain starts once old entries were pruned: the last pruned entry's
-     * seq and hash, signed with the daemon's anchor key. */
-    "CREATE TABLE IF NOT EXISTS audit_anchor("
-    "  id INTEGER PRIMARY KEY CHECK(id = 1), seq INTEGER NOT NULL, hash TEXT NOT NULL,"
-    "  pruned_at_ms INTEGER NOT NULL, signature TEXT NOT NULL);";
-
 /* Length-prefixed fields, so no two different entries hash the same bytes. */
 static void put_field(EVP_MD_CTX *md, const char *v)
 {
@@ -64,72 +49,55 @@ void store_audit_hash(const struct store_audit_entry *e, char out[65])
     sbx_hex(digest, dlen, out);
 }
 
-static int exec_sql(struct store *s, const char *sql, struct sbx_err *err)
-{
-    char *msg = NULL;
-    if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-        int r = sbx_err_set(err, EIO, "internal", "store: %s: %s", sql, msg ? msg : "?");
-        sqlite3_free(msg);
-        return r;
-    }
-    return 0;
-}
-
 static int append_locked(struct store *s, struct store_audit_entry *e, struct sbx_err *err)
 {
-    sqlite3_stmt *st;
-    int r = store_prepare(s, "SELECT seq, hash FROM audit_head WHERE id=1", &st, err, "");
+    struct db_stmt *st;
+    int r = db_query(s->conn, &st, err, "SELECT seq, hash FROM audit_head WHERE id=1", "");
     if (r < 0)
         return r;
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        e->seq = sqlite3_column_int64(st, 0) + 1;
-        store_col_text(st, 1, e->prev_hash, sizeof(e->prev_hash));
-    } else if (rc == SQLITE_DONE) {
+    r = db_step(st, err);
+    if (r == DB_ROW) {
+        e->seq = db_col_int64(st, 0) + 1;
+        db_col_copy(st, 1, e->prev_hash, sizeof(e->prev_hash));
+    } else if (r == DB_DONE) {
         e->seq = 1;
         snprintf(e->prev_hash, sizeof(e->prev_hash), "%s", ZERO_HASH);
-    } else {
-        sqlite3_finalize(st);
-        return store_db_err(s, err, "read audit head");
     }
-    sqlite3_finalize(st);
+    db_finalize(st);
+    if (r < 0)
+        return r;
     store_audit_hash(e, e->hash);
-    r = store_prepare(s,
-                      "INSERT INTO audit(seq,ts_ms,user,key_id,action,sandbox_id,outcome,"
-                      "request_id,details,prev_hash,hash) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
-                      &st, err, "iittttttttt", e->seq, e->ts_ms, e->user, e->key_id, e->action,
-                      e->sandbox_id, e->outcome, e->request_id, e->details, e->prev_hash, e->hash);
-    if (r < 0)
+    r = db_query(s->conn, &st, err,
+                 "INSERT INTO audit(seq,ts_ms,\"user\",key_id,action,sandbox_id,outcome,"
+                 "request_id,details,prev_hash,hash) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
+                 "iittttttttt", e->seq, e->ts_ms, e->user, e->key_id, e->action, e->sandbox_id,
+                 e->outcome, e->request_id, e->details, e->prev_hash, e->hash);
+    if (r < 0 || (r = db_run(st, err)) < 0)
         return r;
-    rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE)
-        return store_db_err(s, err, "append audit entry");
-    r = store_prepare(s, "INSERT OR REPLACE INTO audit_head(id,seq,hash) VALUES(1,?,?)", &st, err,
-                      "it", e->seq, e->hash);
-    if (r < 0)
-        return r;
-    rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? 0 : store_db_err(s, err, "move audit head");
+    r = db_query(s->conn, &st, err,
+                 "INSERT INTO audit_head(id,seq,hash) VALUES(1,?,?) "
+                 "ON CONFLICT(id) DO UPDATE SET seq=excluded.seq, hash=excluded.hash",
+                 "it", e->seq, e->hash);
+    return r < 0 ? r : db_run(st, err);
 }
 
+/* Under the store-wide write lock: every node appends to the one chain in turn. */
 int store_audit_append(struct store *s, const struct store_audit_entry *in, struct sbx_err *err)
 {
     struct store_audit_entry e = *in;
-    int r = exec_sql(s, "BEGIN IMMEDIATE", err);
+    int r = db_tx_begin(s->conn, DB_TX_LOCKED, err);
     if (r < 0)
         return r;
     r = append_locked(s, &e, err);
     if (r < 0) {
-        (void)exec_sql(s, "ROLLBACK", NULL);
+        (void)db_tx_end(s->conn, false, NULL);
         return r;
     }
-    return exec_sql(s, "COMMIT", err);
+    return db_tx_end(s->conn, true, err);
 }
 
 #define AUDIT_COLS                                                                                 \
-    "seq,ts_ms,user,key_id,action,sandbox_id,outcome,request_id,details,prev_hash,hash"
+    "seq,ts_ms,\"user\",key_id,action,sandbox_id,outcome,request_id,details,prev_hash,hash"
 
 /* Over a domain tag, the seq and the hash, NUL-separated (none contains a NUL). */
 static void anchor_sign(const struct store_anchor_key *key, long long seq, const char *hash,
@@ -151,62 +119,57 @@ static int anchor_get(struct store *s, struct store_audit_anchor *a, struct sbx_
 {
     memset(a, 0, sizeof(*a));
     snprintf(a->hash, sizeof(a->hash), "%s", ZERO_HASH);
-    sqlite3_stmt *st;
-    int r = store_prepare(s, "SELECT seq, hash, pruned_at_ms, signature FROM audit_anchor", &st,
-                          err, "");
+    struct db_stmt *st;
+    int r = db_query(s->conn, &st, err,
+                     "SELECT seq, hash, pruned_at_ms, signature FROM audit_anchor", "");
     if (r < 0)
         return r;
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
+    if ((r = db_step(st, err)) == DB_ROW) {
         a->present = true;
-        a->seq = sqlite3_column_int64(st, 0);
-        store_col_text(st, 1, a->hash, sizeof(a->hash));
-        a->pruned_at_ms = sqlite3_column_int64(st, 2);
-        store_col_text(st, 3, a->signature, sizeof(a->signature));
-    } else if (rc != SQLITE_DONE) {
-        r = store_db_err(s, err, "read audit anchor");
+        a->seq = db_col_int64(st, 0);
+        db_col_copy(st, 1, a->hash, sizeof(a->hash));
+        a->pruned_at_ms = db_col_int64(st, 2);
+        db_col_copy(st, 3, a->signature, sizeof(a->signature));
     }
-    sqlite3_finalize(st);
-    return r;
+    db_finalize(st);
+    return r < 0 ? r : 0;
 }
 
-static void row_to_entry(sqlite3_stmt *st, struct store_audit_entry *e)
+static void row_to_entry(struct db_stmt *st, struct store_audit_entry *e)
 {
     memset(e, 0, sizeof(*e));
-    e->seq = sqlite3_column_int64(st, 0);
-    e->ts_ms = sqlite3_column_int64(st, 1);
-    e->user = (const char *)sqlite3_column_text(st, 2);
-    e->key_id = (const char *)sqlite3_column_text(st, 3);
-    e->action = (const char *)sqlite3_column_text(st, 4);
-    e->sandbox_id = (const char *)sqlite3_column_text(st, 5);
-    e->outcome = (const char *)sqlite3_column_text(st, 6);
-    e->request_id = (const char *)sqlite3_column_text(st, 7);
-    e->details = (const char *)sqlite3_column_text(st, 8);
-    store_col_text(st, 9, e->prev_hash, sizeof(e->prev_hash));
-    store_col_text(st, 10, e->hash, sizeof(e->hash));
+    e->seq = db_col_int64(st, 0);
+    e->ts_ms = db_col_int64(st, 1);
+    e->user = db_col_text(st, 2);
+    e->key_id = db_col_text(st, 3);
+    e->action = db_col_text(st, 4);
+    e->sandbox_id = db_col_text(st, 5);
+    e->outcome = db_col_text(st, 6);
+    e->request_id = db_col_text(st, 7);
+    e->details = db_col_text(st, 8);
+    db_col_copy(st, 9, e->prev_hash, sizeof(e->prev_hash));
+    db_col_copy(st, 10, e->hash, sizeof(e->hash));
 }
 
 int store_audit_query(struct store *s, const struct store_audit_filter *f, store_audit_cb cb,
                       void *data, struct sbx_err *err)
 {
-    sqlite3_stmt *st;
-    int r = store_prepare(s,
-                          "SELECT " AUDIT_COLS " FROM audit WHERE seq > ?1"
-                          " AND (?2 IS NULL OR user = ?2) AND (?3 IS NULL OR sandbox_id = ?3)"
-                          " AND (?4 IS NULL OR action = ?4) AND (?5 = 0 OR ts_ms >= ?5)"
-                          " AND (?6 = 0 OR ts_ms <= ?6) ORDER BY seq LIMIT ?7",
-                          &st, err, "itttiii", f->after_seq, f->user, f->sandbox_id, f->action,
-                          f->since_ms, f->until_ms, (long long)f->limit);
+    struct db_stmt *st;
+    int r = db_query(s->conn, &st, err,
+                     "SELECT " AUDIT_COLS " FROM audit WHERE seq > ?1"
+                     " AND (?2 IS NULL OR \"user\" = ?2) AND (?3 IS NULL OR sandbox_id = ?3)"
+                     " AND (?4 IS NULL OR action = ?4) AND (?5 = 0 OR ts_ms >= ?5)"
+                     " AND (?6 = 0 OR ts_ms <= ?6) ORDER BY seq LIMIT ?7",
+                     "itttiii", f->after_seq, f->user, f->sandbox_id, f->action, f->since_ms,
+                     f->until_ms, (long long)f->limit);
     if (r < 0)
         return r;
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    while ((r = db_step(st, err)) == DB_ROW) {
         struct store_audit_entry e;
         row_to_entry(st, &e);
         cb(&e, data);
     }
-    r = rc == SQLITE_DONE ? 0 : store_db_err(s, err, "query audit");
-    sqlite3_finalize(st);
+    db_finalize(st);
     return r;
 }
 
@@ -257,23 +220,25 @@ static int prune_locked(struct store *s, const struct store_prune *p, long long 
     int r = anchor_get(s, &a, err);
     if (r < 0)
         return r;
-    sqlite3_stmt *st;
+    struct db_stmt *st;
     long long head = 0;
-    if ((r = store_prepare(s, "SELECT seq FROM audit_head WHERE id=1", &st, err, "")) < 0)
+    if ((r = db_query(s->conn, &st, err, "SELECT seq FROM audit_head WHERE id=1", "")) < 0)
         return r;
-    if (sqlite3_step(st) == SQLITE_ROW)
-        head = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    r = store_prepare(s, "SELECT " AUDIT_COLS " FROM audit WHERE seq > ? ORDER BY seq LIMIT ?", &st,
-                      err, "ii", a.seq, (long long)p->batch);
+    if ((r = db_step(st, err)) == DB_ROW)
+        head = db_col_int64(st, 0);
+    db_finalize(st);
+    if (r < 0)
+        return r;
+    r = db_query(s->conn, &st, err,
+                 "SELECT " AUDIT_COLS " FROM audit WHERE seq > ? ORDER BY seq LIMIT ?", "ii", a.seq,
+                 (long long)p->batch);
     if (r < 0)
         return r;
     struct chain_walk w;
     walk_from(&w, &a);
     long long last = 0;
     char last_hash[65] = "";
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    while ((r = db_step(st, err)) == DB_ROW) {
         struct store_audit_entry e;
         row_to_entry(st, &e);
         if (e.ts_ms >= p->before_ms && !(p->keep > 0 && e.seq <= head - p->keep))
@@ -284,9 +249,9 @@ static int prune_locked(struct store *s, const struct store_prune *p, long long 
         last = e.seq;
         snprintf(last_hash, sizeof(last_hash), "%s", e.hash);
     }
-    sqlite3_finalize(st);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-        return store_db_err(s, err, "read audit for pruning");
+    db_finalize(st);
+    if (r < 0)
+        return r;
     /* An anchor must never vouch for entries that do not verify: they stay, as evidence. */
     if (!w.v.ok)
         return sbx_err_set(err, EBADMSG, "internal",
@@ -294,33 +259,36 @@ static int prune_locked(struct store *s, const struct store_prune *p, long long 
                            w.v.bad_seq, w.v.reason);
     if (!last)
         return 0;
-    r = store_prepare(s, "DELETE FROM audit WHERE seq <= ?", &st, err, "i", last);
-    if (r < 0 || (r = store_step_done(s, st, err, "prune audit")) < 0)
+    if ((r = db_query(s->conn, &st, err, "DELETE FROM audit WHERE seq <= ?", "i", last)) < 0)
         return r;
-    *removed = sqlite3_changes(s->db);
+    if ((r = db_run_changes(st, removed, err)) < 0)
+        return r;
     char sig[65];
     anchor_sign(key, last, last_hash, sig);
-    r = store_prepare(s,
-                      "INSERT OR REPLACE INTO audit_anchor(id,seq,hash,pruned_at_ms,signature) "
-                      "VALUES(1,?,?,?,?)",
-                      &st, err, "itit", last, last_hash, now_ms, sig);
-    return r < 0 ? r : store_step_done(s, st, err, "save audit anchor");
+    r = db_query(s->conn, &st, err,
+                 "INSERT INTO audit_anchor(id,seq,hash,pruned_at_ms,signature) VALUES(1,?,?,?,?) "
+                 "ON CONFLICT(id) DO UPDATE SET seq=excluded.seq, hash=excluded.hash,"
+                 " pruned_at_ms=excluded.pruned_at_ms, signature=excluded.signature",
+                 "itit", last, last_hash, now_ms, sig);
+    return r < 0 ? r : db_run(st, err);
 }
 
 int store_audit_prune(struct store *s, const struct store_prune *p, long long now_ms,
                       const struct store_anchor_key *key, long long *removed, struct sbx_err *err)
 {
     *removed = 0;
-    int r = exec_sql(s, "BEGIN IMMEDIATE", err);
+    int r = db_tx_begin(s->conn, DB_TX_LOCKED, err);
     if (r < 0)
         return r;
     r = prune_locked(s, p, now_ms, key, removed, err);
     if (r < 0) {
-        (void)exec_sql(s, "ROLLBACK", NULL);
+        (void)db_tx_end(s->conn, false, NULL);
         *removed = 0;
         return r;
     }
-    return exec_sql(s, "COMMIT", err);
+    if ((r = db_tx_end(s->conn, true, err)) < 0)
+        *removed = 0;
+    return r;
 }
 
 int store_audit_verify(struct store *s, const struct store_anchor_key *key,
@@ -338,36 +306,35 @@ int store_audit_verify(struct store *s, const struct store_anchor_key *key,
         if (strlen(a.signature) != 64 || CRYPTO_memcmp(want, a.signature, 64))
             fail(&w.v, a.seq, "the anchor of the pruned entries does not verify (its signature)");
     }
-    sqlite3_stmt *st;
-    r = store_prepare(s, "SELECT " AUDIT_COLS " FROM audit WHERE seq > ? ORDER BY seq", &st, err,
-                      "i", a.seq);
+    struct db_stmt *st;
+    r = db_query(s->conn, &st, err, "SELECT " AUDIT_COLS " FROM audit WHERE seq > ? ORDER BY seq",
+                 "i", a.seq);
     if (r < 0)
         return r;
-    int rc;
-    while (w.v.ok && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    while (w.v.ok && (r = db_step(st, err)) == DB_ROW) {
         struct store_audit_entry e;
         row_to_entry(st, &e);
         check_entry(&w, &e);
     }
-    if (w.v.ok && rc != SQLITE_DONE) {
-        sqlite3_finalize(st);
-        return store_db_err(s, err, "verify audit");
-    }
-    sqlite3_finalize(st);
+    db_finalize(st);
+    if (r < 0)
+        return r;
     if (w.v.ok) {
-        r = store_prepare(s, "SELECT seq, hash FROM audit_head WHERE id=1", &st, err, "");
+        r = db_query(s->conn, &st, err, "SELECT seq, hash FROM audit_head WHERE id=1", "");
         if (r < 0)
             return r;
-        rc = sqlite3_step(st);
-        if (rc == SQLITE_ROW) {
+        r = db_step(st, err);
+        if (r == DB_ROW) {
             char head[65];
-            store_col_text(st, 1, head, sizeof(head));
-            if (sqlite3_column_int64(st, 0) != w.want_seq - 1 || strcmp(head, w.prev))
+            db_col_copy(st, 1, head, sizeof(head));
+            if (db_col_int64(st, 0) != w.want_seq - 1 || strcmp(head, w.prev))
                 fail(&w.v, w.want_seq, "entries after this one were removed");
-        } else if (w.want_seq != 1) {
+        } else if (r == DB_DONE && w.want_seq != 1) {
             fail(&w.v, 1, "the chain's head record is missing");
         }
-        sqlite3_finalize(st);
+        db_finalize(st);
+        if (r < 0)
+            return r;
     }
     w.v.anchor = a;
     *out = w.v;

@@ -141,6 +141,15 @@ int db_run(struct db_stmt *st, struct sbx_err *err)
     return r < 0 ? r : 0;
 }
 
+int db_run_changes(struct db_stmt *st, long long *changes, struct sbx_err *err)
+{
+    int r = db_step(st, err);
+    if (r == DB_DONE)
+        *changes = db_changes(st);
+    db_finalize(st);
+    return r < 0 ? r : 0;
+}
+
 int db_tx_begin(struct db *db, enum db_tx kind, struct sbx_err *err)
 {
     return db->ops->tx_begin(db, kind, err);

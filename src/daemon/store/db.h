@@ -67,6 +67,8 @@ long long db_changes(struct db_stmt *st);
 void db_finalize(struct db_stmt *st);
 /* Step a statement that returns no rows, then finalize it. */
 int db_run(struct db_stmt *st, struct sbx_err *err);
+/* The same, saying how many rows it changed. */
+int db_run_changes(struct db_stmt *st, long long *changes, struct sbx_err *err);
 
 /* Transactions nest (inner ones are savepoints). DB_TX_LOCKED also takes the store-wide
  * write lock before anything is read, so read-then-write sequences (the audit chain's
@@ -93,9 +95,5 @@ int db_backup(struct db *db, const char *dest, struct sbx_err *err);
 /* Every statement's run time, for the store latency metric. fn NULL: off. */
 typedef void (*db_profile_fn)(long long ns, void *data);
 void db_set_profile(struct db *db, db_profile_fn fn, void *data);
-
-/* Transitional, for the store files not yet on this interface (store_internal.h): the
- * SQLite connection underneath, NULL for PostgreSQL. */
-struct sqlite3 *db_sqlite_handle(struct db *db);
 
 #endif

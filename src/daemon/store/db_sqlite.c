@@ -304,8 +304,3 @@ int db_sqlite_open(const char *path, struct db **out, struct sbx_err *err)
     *out = &d->base;
     return 0;
 }
-
-struct sqlite3 *db_sqlite_handle(struct db *db)
-{
-    return db->dialect == DB_SQLITE ? D(db)->h : NULL;
-}

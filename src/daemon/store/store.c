@@ -1,8 +1,6 @@
 #include "store.h"
 
 #include <errno.h>
-#include <sqlite3.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,26 +9,6 @@
 #include "../../common/util.h"
 #include "migrate.h"
 #include "store_internal.h"
-
-/* Transitional: the parts not yet on db.h bring their own tables, created on the
- * SQLite connection after the migrations. */
-static const char *const *const legacy_schemas[] = {
-    &store_exec_schema,
-    &store_audit_schema,
-    &store_egress_schema,
-    &store_skill_schema,
-    &store_chat_schema,
-};
-
-int store_db_err(struct store *s, struct sbx_err *err, const char *what)
-{
-    /* SQLite rolls the statement back on a full disk: the store stays as it was. */
-    int sys = sqlite3_system_errno(s->db);
-    if (sqlite3_errcode(s->db) == SQLITE_FULL || sys == ENOSPC || sys == EDQUOT)
-        return sbx_err_set(err, ENOSPC, "insufficient_storage",
-                           "the data directory is full: %s was not saved", what);
-    return sbx_err_set(err, EIO, "internal", "store: %s: %s", what, sqlite3_errmsg(s->db));
-}
 
 int store_open_at(const char *url, const char *path, struct store **out, struct sbx_err *err)
 {
@@ -44,16 +22,8 @@ int store_open_at(const char *url, const char *path, struct store **out, struct 
     int r = db_open(pg ? url : path, &s->conn, err);
     if (r == 0)
         r = db_hold_exclusive(s->conn, err);
-    if (r == 0 && pg)
-        r = db_open(path, &s->local, err);
     if (r == 0)
         r = store_migrate(s->conn, err);
-    if (r == 0) {
-        struct db *lite = pg ? s->local : s->conn;
-        s->db = db_sqlite_handle(lite);
-        for (size_t i = 0; r == 0 && i < SBX_ARRAY_SIZE(legacy_schemas); i++)
-            r = db_exec(lite, *legacy_schemas[i], err);
-    }
     if (r < 0) {
         store_free(s);
         return sbx_err_wrap(err, "opening the store");
@@ -87,49 +57,7 @@ void store_free(struct store *s)
     if (!s)
         return;
     db_close(s->conn);
-    db_close(s->local);
     free(s);
-}
-
-/* Prepare, bind text/int arguments from a format ("t" text, "i" int64), step once. */
-int store_prepare(struct store *s, const char *sql, sqlite3_stmt **st, struct sbx_err *err,
-                  const char *types, ...)
-{
-    if (sqlite3_prepare_v2(s->db, sql, -1, st, NULL) != SQLITE_OK)
-        return store_db_err(s, err, "prepare");
-    va_list ap;
-    va_start(ap, types);
-    for (int i = 0; types[i]; i++) {
-        int rc;
-        if (types[i] == 't') {
-            const char *v = va_arg(ap, const char *);
-            rc = v ? sqlite3_bind_text(*st, i + 1, v, -1, SQLITE_TRANSIENT)
-                   : sqlite3_bind_null(*st, i + 1);
-        } else {
-            rc = sqlite3_bind_int64(*st, i + 1, va_arg(ap, long long));
-        }
-        if (rc != SQLITE_OK) {
-            va_end(ap);
-            sqlite3_finalize(*st);
-            *st = NULL;
-            return store_db_err(s, err, "bind");
-        }
-    }
-    va_end(ap);
-    return 0;
-}
-
-int store_step_done(struct store *s, sqlite3_stmt *st, struct sbx_err *err, const char *what)
-{
-    int r = sqlite3_step(st) == SQLITE_DONE ? 0 : store_db_err(s, err, what);
-    sqlite3_finalize(st);
-    return r;
-}
-
-void store_col_text(sqlite3_stmt *st, int col, char *dst, size_t cap)
-{
-    const unsigned char *v = sqlite3_column_text(st, col);
-    snprintf(dst, cap, "%s", v ? (const char *)v : "");
 }
 
 /* --- keys and sandboxes (db.h) ---------------------------------------------------- */

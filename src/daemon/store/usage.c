@@ -219,6 +219,4 @@ int store_sandbox_count_by_state(struct store *s, store_count_cb cb, void *data,
 void store_set_profile(struct store *s, store_profile_fn fn, void *data)
 {
     db_set_profile(s->conn, fn, data);
-    if (s->local) /* the parts still on SQLite (store_internal.h) */
-        db_set_profile(s->local, fn, data);
 }

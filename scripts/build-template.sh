@@ -258,6 +258,9 @@ rm -f "$ROOTFS/opt/sbx/sbx-agent"
 : >"$ROOTFS/opt/sbx/sbx-agent"
 chmod 0755 "$ROOTFS/opt/sbx/sbx-agent"
 install -d -m 1777 "$ROOTFS/tmp"
+# Skills installed into a sandbox's configuration live in its workspace (docs/skills.md);
+# /skills/<name> is where the Agent Skills convention and SKILL.md texts look for them.
+ln -sfn workspace/skills "$ROOTFS/skills"
 
 # Identity: every sandbox is "sandbox"; DNS is resolved by the daemon, never inside, so the
 # resolver config is empty (a symlink would point out of the read-only tree).

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The single test entry point (`make test` runs it after building DIR with ASan+UBSan).
 
-    python3 tests/run.py --build build-asan [-k substring]... [--pg]
+    python3 tests/run.py --build build-asan [-k substring]... [--pg] [--pg-again substring]...
 
 (-k may repeat: a test runs when its name contains any of them. --pg: every daemon's store is
 a database on a PostgreSQL the run starts with scripts/pg.sh, docs/scale-out.md.)
@@ -319,6 +319,29 @@ class _deadline:
         return False
 
 
+def pg_again(build, keywords, r):
+    """The second pass on PostgreSQL, in a run of its own (its modules start afresh); its
+    lines are shown as they come, its summary folded into ours so the run ends with one."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--build", build, "--pg"]
+    for k in keywords:
+        cmd += ["-k", k]
+    print("--- once more on PostgreSQL: %s" % " ".join(keywords), flush=True)
+    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    counted = False
+    for line in child.stdout:
+        m = RESULT_RE.match(line)
+        if m:
+            r.passed += int(m.group(1))
+            r.failed += int(m.group(2))
+            counted = True
+        elif line.startswith("failed: "):
+            r.failures += ["pg:" + n.strip() for n in line[len("failed: "):].split(",")]
+        else:
+            print(line, end="", flush=True)
+    if child.wait() != 0 and not counted:
+        r.fail("pg-again", "the PostgreSQL run exited %d without a summary" % child.returncode)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     ap.add_argument("--build", default="build-asan", help="build dir (default build-asan)")
@@ -326,6 +349,9 @@ def main():
                     help="run only tests whose name contains this substring (repeatable)")
     ap.add_argument("--pg", action="store_true",
                     help="run the daemons on a PostgreSQL store started for the run")
+    ap.add_argument("--pg-again", dest="pg_again", default=None, action="append",
+                    help="then run the tests matching this substring (repeatable) once more on "
+                         "PostgreSQL; one summary line counts both runs")
     ap.add_argument("--keep-logs", action="store_true", help="keep the daemon logs dir")
     args = ap.parse_args()
 
@@ -380,6 +406,8 @@ def main():
         print("daemon logs kept in %s" % logdir)
     else:
         shutil.rmtree(logdir, ignore_errors=True)
+    if args.pg_again:
+        pg_again(build, args.pg_again, r)
     if r.failures:
         print("failed: " + ", ".join(r.failures))
     print("took %.0fs" % (time.time() - t0))

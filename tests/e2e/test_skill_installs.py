@@ -272,7 +272,7 @@ def test_sandboxes_of_the_configuration_see_the_skill_and_its_env_values():
     c = admin()
     sb = c.create_sandbox(config_id=s["a"])
     try:
-        out = c.sh(sb["id"], "cat /workspace/skills/greet/SKILL.md | head -2; "
+        out = c.sh(sb["id"], "cat /skills/greet/SKILL.md | head -2; "
                              "cat /workspace/.greet-installed; ls /workspace/skills; "
                              "echo $GREETING_TOKEN $CFG_VAR; ls -a /workspace")
         assert "name: greet" in out and "done\n" in out, out

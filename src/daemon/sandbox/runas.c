@@ -24,7 +24,9 @@ int runas_parse(json_t *v, const char **out, struct sbx_err *err)
 
 int runas_check(const struct sandbox *sb, const char *user, struct sbx_err *err)
 {
-    if (user && !strcmp(user, RUNAS_ROOT) && !sb->mgr->cfg->allow_root)
+    /* A custom template's build sandbox (templates/build.c) belongs to no user and runs only
+     * the recipe's apt, npm and run steps, which install as root inside it. */
+    if (user && !strcmp(user, RUNAS_ROOT) && !sb->mgr->cfg->allow_root && !sb->build_rootfs)
         return sbx_err_set(err, EPERM, "root_not_allowed",
                            "commands run as \"%s\" here: this server does not allow root "
                            "(SBX_ALLOW_ROOT)",

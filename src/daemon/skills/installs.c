@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "../../common/log.h"
+#include "../../common/sbxuser.h"
 #include "../../common/text.h"
 #include "../../common/util.h"
 #include "../configs/configs.h"
@@ -25,6 +26,15 @@ static int config_exists(struct installs *ins, const char *config_id, struct sbx
 }
 
 /* --- what sandboxes of a configuration get ------------------------------------------- */
+
+/* What sbx writes into a workspace belongs to the user commands run as (docs/security.md),
+ * who may then change or remove its copy; a daemon that is not root cannot give it away. */
+static int own(int fd)
+{
+    if (fd >= 0)
+        (void)fchown(fd, SBX_USER_UID, SBX_USER_GID);
+    return fd;
+}
 
 /* in to out by read and write: the workspace is another filesystem (a loop-mounted image),
  * where copy_file_range does not reach. */
@@ -76,7 +86,7 @@ static int copy_tree_at(int src, int dst, int depth, struct sbx_err *err)
             int in = openat(src, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             int out = -1;
             if (in >= 0 && mkdirat(dst, de->d_name, 0755) == 0)
-                out = openat(dst, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                out = own(openat(dst, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
             r = out < 0 ? sbx_err_sys(err, errno, "copying %s", de->d_name)
                         : copy_tree_at(in, out, depth + 1, err);
             if (in >= 0)
@@ -86,9 +96,9 @@ static int copy_tree_at(int src, int dst, int depth, struct sbx_err *err)
         } else if (S_ISREG(st.st_mode)) {
             int in = openat(src, de->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
             int out = in < 0 ? -1
-                             : openat(dst, de->d_name,
-                                      O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                                      st.st_mode & 0755);
+                             : own(openat(dst, de->d_name,
+                                          O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                                          st.st_mode & 0755));
             int c = out < 0 ? -errno : copy_fd(in, out);
             if (c < 0)
                 r = sbx_err_sys(err, -c, "copying %s", de->d_name);
@@ -118,8 +128,8 @@ static int fill_skills(void *data, const char *workspace, struct sbx_err *err)
         return 0;
     _cleanup_close_ int skills = -1;
     if (mkdirat(root, INSTALL_SKILLS_DIR, 0755) < 0 ||
-        (skills =
-             openat(root, INSTALL_SKILLS_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+        (skills = own(openat(root, INSTALL_SKILLS_DIR,
+                             O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC))) < 0)
         return sbx_err_sys(err, errno, "creating /workspace/skills");
     size_t i;
     json_t *s;
@@ -141,7 +151,7 @@ int installs_place(const char *bundle, int skills_dir, const char *name, struct 
     if (r < 0)
         return sbx_err_sys(err, -r, "replacing /workspace/skills/%s", name);
     if (src < 0 || mkdirat(skills_dir, name, 0755) < 0 ||
-        (dst = openat(skills_dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+        (dst = own(openat(skills_dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC))) < 0)
         return sbx_err_sys(err, errno, "making /workspace/skills/%s", name);
     return copy_tree_at(src, dst, 0, err);
 }

@@ -16,6 +16,7 @@
 #include "../../common/util.h"
 #include "../egress/policy.h"
 #include "../exec/exec.h"
+#include "../sandbox/runas.h"
 #include "../sandbox/template.h"
 #include "build_internal.h"
 #include "build_scripts.h"
@@ -307,6 +308,7 @@ static void run_cmd(struct template_build *tb, json_t *argv, long long timeout_s
         .argv = argv,
         .env = env,
         .cwd = "/root",
+        .user = RUNAS_ROOT,
         .timeout_s = timeout_s,
         .command = json_string_value(json_array_get(argv, 2)),
         .language = "shell",

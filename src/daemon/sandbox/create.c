@@ -16,6 +16,7 @@
 #include "../billing/billing.h"
 #include "template.h"
 #include "wsimage.h"
+#include "wspool.h"
 
 void sandbox_new_id(char out[STORE_ID_MAX + 1])
 {
@@ -398,7 +399,10 @@ static int create_sandbox(struct manager *m, const struct auth_identity *who,
     }
     if (m->ws_template) {
         _cleanup_free_ char *image = sbx_xasprintf("%s/workspace.img", sb->dir);
-        if ((r = wsimage_mount(from ? from : m->ws_template, image, sb->workspace, err)) < 0)
+        r = from ? -ENOENT : wspool_take(m->wspool, image, sb->workspace, err);
+        if (r == -ENOENT)
+            r = wsimage_mount(from ? from : m->ws_template, image, sb->workspace, err);
+        if (r < 0)
             goto fail;
     } else if (from && (r = wsimage_copy_tree(from, sb->workspace, err)) < 0) {
         goto fail;

@@ -15,6 +15,7 @@
 #include "../billing/billing.h"
 #include "channel.h"
 #include "wsimage.h"
+#include "wspool.h"
 
 void sandbox_stop_start_watch(struct sandbox *sb)
 {
@@ -116,6 +117,13 @@ int manager_new(const struct sbxd_config *cfg, struct loop *l, struct store *st,
         return sbx_err_wrap(err, "preparing the workspace image (SBX_WORKSPACE_MB=0 disables "
                                  "the quota)");
     }
+    if (m->ws_template && (r = wspool_new(l, cfg->data_dir, m->ws_template, &m->wspool, err)) < 0) {
+        free(m->ws_template);
+        free(m->runsc_root);
+        free(m->cgroup_parent);
+        free(m);
+        return r;
+    }
     *out = m;
     return 0;
 }
@@ -186,6 +194,7 @@ void manager_free(struct manager *m)
     }
     free(m->runsc_root);
     free(m->cgroup_parent);
+    wspool_free(m->wspool);
     free(m->ws_template);
     free(m);
 }

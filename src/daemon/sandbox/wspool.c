@@ -22,12 +22,12 @@ struct wsentry {
 };
 
 struct wspool {
-    struct jobs *jobs;
+    struct jobs *jobs; /* the manager's */
     char *dir, *template_path;
     unsigned long long seq;
     struct wsentry *ready;
     int pending;
-    bool closing, broken;
+    bool broken;
 };
 
 static void entry_drop(struct wsentry *e)
@@ -76,7 +76,7 @@ static void refill(struct wspool *p)
     int have = p->pending;
     for (struct wsentry *e = p->ready; e; e = e->next)
         have++;
-    for (; !p->closing && !p->broken && have < WSPOOL_SIZE; have++) {
+    for (; !p->broken && have < WSPOOL_SIZE; have++) {
         struct wsentry *e = sbx_xcalloc(1, sizeof(*e));
         e->pool = p;
         e->img = sbx_xasprintf("%s/%llu.img", p->dir, p->seq);
@@ -87,7 +87,7 @@ static void refill(struct wspool *p)
     }
 }
 
-int wspool_new(struct loop *l, const char *data_dir, const char *template_path, struct wspool **out,
+int wspool_new(struct jobs *j, const char *data_dir, const char *template_path, struct wspool **out,
                struct sbx_err *err)
 {
     _cleanup_free_ char *dir = sbx_xasprintf("%s/wspool", data_dir);
@@ -97,9 +97,6 @@ int wspool_new(struct loop *l, const char *data_dir, const char *template_path, 
         return sbx_err_sys(err, -r, "clearing %s", dir);
     if ((r = sbx_mkdir_p(dir, 0700)) < 0)
         return sbx_err_sys(err, -r, "creating %s", dir);
-    struct jobs *j;
-    if ((r = jobs_new(l, &j, err)) < 0)
-        return r;
     struct wspool *p = sbx_xcalloc(1, sizeof(*p));
     p->jobs = j;
     p->dir = TAKE_PTR(dir);
@@ -140,8 +137,6 @@ void wspool_free(struct wspool *p)
 {
     if (!p)
         return;
-    p->closing = true;
-    jobs_free(p->jobs); /* running fills finish and land in ready */
     while (p->ready) {
         struct wsentry *e = p->ready;
         p->ready = e->next;

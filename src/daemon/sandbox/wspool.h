@@ -8,18 +8,19 @@
 #define SBX_WSPOOL_H
 
 #include "../../common/err.h"
-#include "../../common/loop.h"
+#include "../../common/jobs.h"
 
 #define WSPOOL_SIZE 2
 
 struct wspool;
 
-int wspool_new(struct loop *l, const char *data_dir, const char *template_path, struct wspool **out,
+/* Fills run on j, which must outlive the pool's fills (jobs_free before wspool_free). */
+int wspool_new(struct jobs *j, const char *data_dir, const char *template_path, struct wspool **out,
                struct sbx_err *err);
 /* Mount a ready image on mountpoint (nosuid,nodev, empty) and move its file to image.
  * -ENOENT, err untouched, when none is ready: the caller runs wsimage_mount itself. */
 int wspool_take(struct wspool *p, const char *image, const char *mountpoint, struct sbx_err *err);
-/* Unmounts and removes the images not taken. */
+/* Unmounts and removes the images not taken (after jobs_free: fills that ran are ready). */
 void wspool_free(struct wspool *p);
 
 #endif

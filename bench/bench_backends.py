@@ -5,7 +5,9 @@ and gVisor through one sbxd, beside `bwrap --unshare-all true`, `runsc run /bin/
   create             POST /v1/sandboxes until 201 (the agent has said HELLO: exec-ready)
   spawn -> HELLO     the shim's own figure (shim.log): container started to the agent's
                      first frame, without the daemon's record, workspace and HTTP
-  exec `true`        POST /v1/sandboxes/{id}/exec {"shell": "true"} until 200
+  exec `true`        POST /v1/sandboxes/{id}/exec {"shell": "true"} until 200, beside host
+                     fork+exec of true and the command itself (bash -c true in the template's
+                     root, chrooted)
 
     python3 bench/bench_backends.py [--build build] [-n 50]
 """
@@ -14,7 +16,9 @@ import argparse
 import os
 import re
 import shutil
+import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -59,6 +63,26 @@ def bench_host_true(n):
     return [bench_core._timed(["true"]) for _ in range(n)]
 
 
+def bench_host_bash(n):
+    """What the exec API runs for {"shell": "true"} (/bin/bash -c true, with the agent's
+    LANG), on the host in the template's root: the command's own floor."""
+    rootfs = bench_core.template_rootfs()
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+
+    def enter():
+        os.chroot(rootfs)
+        os.chdir("/")
+
+    def once():
+        t0 = time.perf_counter()
+        subprocess.run(["/bin/bash", "-c", "true"], env=env, preexec_fn=enter, check=True,
+                       stdin=subprocess.DEVNULL)
+        return time.perf_counter() - t0
+
+    once()
+    return [once() for _ in range(n)]
+
+
 def run(build, n=50):
     notes = []
     ns_create, ns_spawn, ns_exec = bench_daemon(build, n, "namespaces")
@@ -67,11 +91,13 @@ def run(build, n=50):
         raise SystemExit("bwrap is not installed (scripts/deps.sh installs bubblewrap)")
     bwrap_t = bench_bwrap(n)
     host_t = bench_host_true(n)
+    bash_t = bench_host_bash(n)
     run_t, rexec_t = bench_core.bench_runsc(n, ["--network=none"])
     rows = [
         ("create, namespaces", ns_create, "bwrap --unshare-all true", bwrap_t),
         ("spawn -> HELLO, namespaces", ns_spawn, "bwrap --unshare-all true", bwrap_t),
         ("exec `true`, namespaces", ns_exec, "host fork+exec true", host_t),
+        ("exec `true`, namespaces", ns_exec, "host chroot bash -c true", bash_t),
         ("create, gvisor", gv_create, "runsc run /bin/true", run_t),
         ("spawn -> HELLO, gvisor", gv_spawn, "runsc run /bin/true", run_t),
         ("exec `true`, gvisor", gv_exec, "runsc exec /bin/true", rexec_t),

@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -131,7 +132,7 @@ int sbx_read_file(const char *path, size_t max, char **out, size_t *out_len)
     return 0;
 }
 
-int sbx_write_file_atomic(const char *path, const void *buf, size_t len, int mode)
+static int write_file_renamed(const char *path, const void *buf, size_t len, int mode, bool sync)
 {
     _cleanup_free_ char *tmp = sbx_xasprintf("%s.tmp.%d", path, (int)getpid());
     _cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
@@ -140,13 +141,23 @@ int sbx_write_file_atomic(const char *path, const void *buf, size_t len, int mod
     int r = sbx_write_all(fd, buf, len);
     if (r == 0 && fchmod(fd, (mode_t)mode) < 0)
         r = -errno;
-    if (r == 0 && fsync(fd) < 0)
+    if (r == 0 && sync && fsync(fd) < 0)
         r = -errno;
     if (r == 0 && rename(tmp, path) < 0)
         r = -errno;
     if (r < 0)
         (void)unlink(tmp);
     return r;
+}
+
+int sbx_write_file_atomic(const char *path, const void *buf, size_t len, int mode)
+{
+    return write_file_renamed(path, buf, len, mode, true);
+}
+
+int sbx_write_file_replace(const char *path, const void *buf, size_t len, int mode)
+{
+    return write_file_renamed(path, buf, len, mode, false);
 }
 
 int sbx_mkdir_p(const char *path, int mode)

@@ -68,6 +68,9 @@ int sbx_write_all(int fd, const void *buf, size_t len);
 int sbx_read_file(const char *path, size_t max, char **out, size_t *out_len);
 /* Write a file atomically (temp + fsync + rename) with the given mode. */
 int sbx_write_file_atomic(const char *path, const void *buf, size_t len, int mode);
+/* The same without the fsync: for a file that only means something while the processes
+ * that read it live, so a host crash leaves nothing that needs it whole. */
+int sbx_write_file_replace(const char *path, const void *buf, size_t len, int mode);
 /* mkdir -p */
 int sbx_mkdir_p(const char *path, int mode);
 /* rm -rf beneath an already-validated directory path; never follows symlinks. */

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <limits.h>
 #include <linux/magic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +46,31 @@ const char *rt_cgroup_mode_name(enum rt_cgroup_mode m)
         return "v2";
     }
     return "unknown";
+}
+
+void rt_cgroup_prime(void)
+{
+    /* "<id>:<controllers>:<path>": the pids hierarchy on v1 and hybrid, "0::" on v2. */
+    bool v2 = rt_cgroup_detect() == RT_CGROUP_V2;
+    _cleanup_fclose_ FILE *f = fopen("/proc/self/cgroup", "re");
+    char line[PATH_MAX + 64], path[PATH_MAX + 128] = "";
+    while (f && !path[0] && fgets(line, sizeof(line), f)) {
+        char *ctl = strchr(line, ':');
+        char *cg = ctl ? strchr(ctl + 1, ':') : NULL;
+        if (!cg)
+            continue;
+        *cg++ = '\0';
+        cg[strcspn(cg, "\n")] = '\0';
+        if (v2 ? !strcmp(ctl + 1, "") : !strcmp(ctl + 1, "pids"))
+            snprintf(path, sizeof(path), RT_CGROUP_ROOT "%s%s/cgroup.procs", v2 ? "" : "/pids", cg);
+    }
+    if (!path[0])
+        return;
+    _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+    char pid[24];
+    int n = snprintf(pid, sizeof(pid), "%d", (int)getpid());
+    if (fd >= 0)
+        (void)!write(fd, pid, (size_t)n);
 }
 
 static bool is_dir(const char *p)

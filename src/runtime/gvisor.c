@@ -1,12 +1,13 @@
 /* rt.h over one detached sbx-shim per sandbox: the gVisor backend (runsc), and the
  * namespaces and local backends, which the shim runs itself (namespaces.c).
  * Library code: never logs, never exits; errors go back in struct sbx_err. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <dirent.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,6 +87,24 @@ static void log_tail(const char *path, char *buf, size_t size)
 }
 
 /* Pid of the shim holding <state_dir>/shim.pid's lock, or 0 when none does. */
+/* A process on its way out (PF_EXITING in /proc/<pid>/stat's flags) still holds its
+ * locks for a few milliseconds, and a signal to it succeeds but does nothing. */
+static bool exiting(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+    if (n <= 0)
+        return true; /* gone already */
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')'); /* after the command name, which may hold anything */
+    unsigned long flags = 0;
+    if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %lu", &flags) != 1)
+        return false;
+    return (flags & 0x4) != 0; /* PF_EXITING */
+}
+
 static pid_t shim_pid(const char *state_dir)
 {
     _cleanup_free_ char *path = sbx_xasprintf("%s/shim.pid", state_dir);
@@ -102,7 +121,7 @@ static pid_t shim_pid(const char *state_dir)
         return 0;
     buf[n] = '\0';
     long pid = strtol(buf, NULL, 10);
-    return pid > 1 ? (pid_t)pid : 0;
+    return pid > 1 && !exiting((pid_t)pid) ? (pid_t)pid : 0;
 }
 
 bool rt_alive(const char *state_dir)
@@ -126,56 +145,38 @@ bool rt_busy(const char *state_dir)
     return flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK;
 }
 
-/* Start argv detached: double fork, setsid, stdio on /dev/null, a clean signal mask
- * and environment. keep_fd (or -1) survives the exec. Only async-signal-safe calls
- * happen after fork, as the daemon may be multithreaded. Returns 0 or -errno. */
+/* Start argv detached: its own session, stdio on /dev/null, a clean signal mask, default
+ * handlers and a clean environment; keep_fd (or -1) survives the exec. posix_spawn's
+ * vfork-style clone costs the same however large the daemon is (a fork copies its page
+ * tables, twice with the double fork this replaced). The child is the caller's: sbxd's
+ * SIGCHLD handler reaps it when it ends (main.c), and an sbxd restart leaves it running
+ * in its own session. Returns 0 or -errno. */
 static int spawn_detached(char *const argv[], int keep_fd)
 {
-    _cleanup_close_ int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (nul < 0)
-        return -errno;
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t at;
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    posix_spawn_file_actions_init(&fa);
+    posix_spawnattr_init(&at);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDWR, 0);
+    posix_spawn_file_actions_adddup2(&fa, 0, 1);
+    posix_spawn_file_actions_adddup2(&fa, 0, 2);
+    if (keep_fd >= 0)
+        posix_spawn_file_actions_adddup2(&fa, keep_fd, keep_fd); /* clears its FD_CLOEXEC */
+    posix_spawnattr_setflags(&at,
+                             POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    posix_spawnattr_setsigmask(&at, &none);
+    posix_spawnattr_setsigdefault(&at, &all);
     struct shim_env env;
     shim_env_init(&env);
-    pid_t pid = fork();
-    if (pid < 0) {
-        int r = -errno;
-        shim_env_free(&env);
-        return r;
-    }
-    if (pid == 0) {
-        if (setsid() < 0)
-            _exit(126);
-        pid_t p2 = fork();
-        if (p2 < 0)
-            _exit(126);
-        if (p2 > 0)
-            _exit(0);
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        struct sigaction dfl = {.sa_handler = SIG_DFL};
-        for (int sig = 1; sig < 32; sig++)
-            if (sig != SIGKILL && sig != SIGSTOP)
-                sigaction(sig, &dfl, NULL);
-        if (dup2(nul, 0) < 0 || dup2(nul, 1) < 0 || dup2(nul, 2) < 0)
-            _exit(126);
-        if (keep_fd >= 0 && fcntl(keep_fd, F_SETFD, 0) < 0)
-            _exit(126);
-        execve(argv[0], argv, env.v);
-        _exit(127);
-    }
+    pid_t pid;
+    int r = posix_spawn(&pid, argv[0], &fa, &at, argv, env.v);
     shim_env_free(&env);
-    int st;
-    while (waitpid(pid, &st, 0) < 0) {
-        if (errno == EINTR)
-            continue;
-        if (errno == ECHILD)
-            return 0; /* someone else reaped it (a SIGCHLD handler); it only forks and exits */
-        return -errno;
-    }
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-        return -ECHILD;
-    return 0;
+    posix_spawnattr_destroy(&at);
+    posix_spawn_file_actions_destroy(&fa);
+    return -r;
 }
 
 static void unlink_in(const char *dir, const char *name)
@@ -237,8 +238,8 @@ static int install_file(const char *src, const char *dst, int mode)
 }
 
 /* rt_start and rt_restore: restore_dir NULL boots the container, else restores it. */
-static int launch(const struct rt_config *cfg, const struct rt_spec *spec,
-                  const char *restore_dir, bool forked, int *ready_fd, struct sbx_err *err)
+static int launch(const struct rt_config *cfg, const struct rt_spec *spec, const char *restore_dir,
+                  bool forked, int *ready_fd, struct sbx_err *err)
 {
     if (!oci_id_valid(spec->id))
         return sbx_err_set(err, EINVAL, "invalid_request", "invalid sandbox id");
@@ -283,7 +284,9 @@ static int launch(const struct rt_config *cfg, const struct rt_spec *spec,
     if ((r = sbx_mkdir_p(cfg->runsc_root, 0700)) < 0)
         return sbx_err_sys(err, -r, "creating %s", cfg->runsc_root);
     _cleanup_free_ char *config = sbx_xasprintf("%s/config.json", bundle);
-    if ((r = sbx_write_file_atomic(config, json, strlen(json), 0600)) < 0)
+    /* Not fsynced: only the shim and runsc read it while the sandbox runs, and a host
+     * crash ends both, its cgroups too (a cleanup then finds nothing to do). */
+    if ((r = sbx_write_file_replace(config, json, strlen(json), 0600)) < 0)
         return sbx_err_sys(err, -r, "writing %s", config);
     unlink_in(spec->state_dir, "exit_status");
     unlink_in(spec->state_dir, "destroy");

@@ -119,6 +119,13 @@ void rt_strv_free(char **v);
 
 enum rt_cgroup_mode rt_cgroup_detect(void);
 const char *rt_cgroup_mode_name(enum rt_cgroup_mode m);
+/* Moving a process into a cgroup waits for an RCU grace period (the kernel's global
+ * threadgroup lock), unless another move ended less than a grace period before. A
+ * no-op move of the caller into its own cgroup, started as a namespaces create begins,
+ * runs that wait beside the create's other work, so the shim's move of the container
+ * later finds it passed (docs/runtime.md). Blocks for the grace period: call it on a
+ * worker thread. Failures are ignored: it only saves time. */
+void rt_cgroup_prime(void);
 /* Read the memory limit actually applied to a running sandbox's cgroup. */
 int rt_cgroup_memory_limit(const struct rt_config *cfg, const char *id, uint64_t *out,
                            struct sbx_err *err);

@@ -195,3 +195,31 @@ def test_expired_while_daemon_down():
     assert sb["id"] not in [x["id"] for x in c.list_sandboxes()]
     wait_for(lambda: not os.path.exists(d.sandbox_dir(sb["id"])), 20, 0.3,
              "expired sandbox dir removed")
+
+
+def _pool_mounts(d):
+    pool = os.path.join(os.path.realpath(d.data_dir), "wspool") + "/"
+    with open("/proc/self/mountinfo") as f:
+        return [line.split()[4] for line in f if line.split()[4].startswith(pool)]
+
+
+def test_workspace_pool_is_rebuilt_across_restarts():
+    """The quota images made ahead (docs/files.md): a hard kill leaves them mounted, the next
+    start replaces them instead of piling up mounts, a create takes one (an empty workspace
+    of the quota's size) and a clean stop leaves none."""
+    d = D.get()
+    c = user("pia")
+    wait_for(lambda: len(_pool_mounts(d)) == 2, 20, 0.2, "two ready images")
+    d.restart(hard=True)
+    wait_for(lambda: len(_pool_mounts(d)) == 2, 20, 0.2, "two ready images after a kill -9")
+    sb = c.create_sandbox(ttl_seconds=600)
+    r = c.exec(sb["id"], shell="ls -A /workspace | wc -l; df -k --output=size /workspace | tail -1")
+    count, size_kb = r["stdout"].split()
+    assert count == "0", r
+    assert 1_800_000 < int(size_kb) <= 2_100_000, r  # SBX_WORKSPACE_MB's default, 2048
+    assert os.path.exists(os.path.join(d.sandbox_dir(sb["id"]), "workspace.img"))
+    wait_for(lambda: len(_pool_mounts(d)) == 2, 20, 0.2, "the pool refilled")
+    c.delete_sandbox(sb["id"])
+    d.stop()
+    assert _pool_mounts(d) == []
+    d.start()

@@ -10,12 +10,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../../common/jobs.h"
 #include "../../common/log.h"
 #include "../../common/text.h"
 #include "../../common/util.h"
 #include "../billing/billing.h"
 #include "template.h"
 #include "wsimage.h"
+#include "wspool.h"
 
 void sandbox_new_id(char out[STORE_ID_MAX + 1])
 {
@@ -321,6 +323,15 @@ int manager_create_build(struct manager *m, const char *template_name, const cha
     return create_sandbox(m, &builder, &p, false, "", cb, data, out, err);
 }
 
+static void cgroup_prime_run(void *unused)
+{
+    rt_cgroup_prime();
+}
+
+static void cgroup_prime_done(void *unused, bool ran)
+{
+}
+
 /* The cold path: the record, the workspace and a machine booted from the template. */
 static int create_sandbox(struct manager *m, const struct auth_identity *who,
                           const struct sandbox_params *p, bool v1, const char *fallback,
@@ -370,6 +381,8 @@ static int create_sandbox(struct manager *m, const struct auth_identity *who,
     rec->pids = pids;
     rec->cpu_millicores = cpu;
 
+    if (!strcmp(runtime, "namespaces") && !v1)
+        jobs_submit(m->jobs, cgroup_prime_run, cgroup_prime_done, NULL);
     r = store_sandbox_insert(m->store, rec, err);
     if (r < 0)
         goto fail_nostore;
@@ -398,7 +411,10 @@ static int create_sandbox(struct manager *m, const struct auth_identity *who,
     }
     if (m->ws_template) {
         _cleanup_free_ char *image = sbx_xasprintf("%s/workspace.img", sb->dir);
-        if ((r = wsimage_mount(from ? from : m->ws_template, image, sb->workspace, err)) < 0)
+        r = from ? -ENOENT : wspool_take(m->wspool, image, sb->workspace, err);
+        if (r == -ENOENT)
+            r = wsimage_mount(from ? from : m->ws_template, image, sb->workspace, err);
+        if (r < 0)
             goto fail;
     } else if (from && (r = wsimage_copy_tree(from, sb->workspace, err)) < 0) {
         goto fail;

@@ -16,6 +16,8 @@ struct manager {
     char *runsc_root;
     char *cgroup_parent;
     char *ws_template;         /* the formatted workspace image to clone; NULL without a quota */
+    struct wspool *wspool;     /* its clones made ahead; NULL without a quota */
+    struct jobs *jobs;         /* workers for the pool and rt_cgroup_prime */
     struct sandbox *sandboxes; /* live ones, newest first */
     sandbox_stream_open_fn stream_open; /* agent-opened streams (egress) */
     void *stream_open_data;

@@ -15,6 +15,7 @@
 #include "../billing/billing.h"
 #include "channel.h"
 #include "wsimage.h"
+#include "wspool.h"
 
 void sandbox_stop_start_watch(struct sandbox *sb)
 {
@@ -116,6 +117,16 @@ int manager_new(const struct sbxd_config *cfg, struct loop *l, struct store *st,
         return sbx_err_wrap(err, "preparing the workspace image (SBX_WORKSPACE_MB=0 disables "
                                  "the quota)");
     }
+    if ((r = jobs_new(l, &m->jobs, err)) < 0 ||
+        (m->ws_template &&
+         (r = wspool_new(m->jobs, cfg->data_dir, m->ws_template, &m->wspool, err)) < 0)) {
+        jobs_free(m->jobs);
+        free(m->ws_template);
+        free(m->runsc_root);
+        free(m->cgroup_parent);
+        free(m);
+        return r;
+    }
     *out = m;
     return 0;
 }
@@ -186,6 +197,8 @@ void manager_free(struct manager *m)
     }
     free(m->runsc_root);
     free(m->cgroup_parent);
+    jobs_free(m->jobs); /* the pool's fills end first */
+    wspool_free(m->wspool);
     free(m->ws_template);
     free(m);
 }

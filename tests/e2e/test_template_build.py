@@ -248,9 +248,12 @@ def test_build_streams_progress_and_is_used_by_a_create():
     # The start command ran at boot (the agent runs /usr/lib/sbx/start), and the create
     # answered only once the ready check passed (the command takes 2 s to get there).
     assert c.sh(sid, "cat /tmp/started") == "started\n"
-    # The template's tree is read-only in a normal sandbox, as every template's is.
+    # The template's tree is read-only in a normal sandbox, as every template's is (and
+    # root's besides: commands run as the user).
     r = c.exec(sid, shell="touch /etc/x")
-    assert r["exit_code"] != 0 and "Read-only" in r["stderr"], r
+    assert r["exit_code"] != 0 and "Permission denied" in r["stderr"], r
+    mounts = c.sh(sid, "awk '$2 == \"/\" {print $4}' /proc/mounts")
+    assert mounts.split(",")[0] == "ro", mounts
     # In use: not deleted.
     assert_error(c.request("DELETE", "/v1/templates/hello"), 409, "template_in_use")
     c.delete_sandbox(sid)

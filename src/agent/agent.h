@@ -29,6 +29,7 @@ struct process;
 struct egress_listener;
 struct pty;
 struct oomwatch;
+struct spare;
 
 struct agent {
     struct loop *loop;
@@ -38,6 +39,8 @@ struct agent {
     struct session *sessions[AGENT_MAX_SESSIONS]; /* in creation order */
     unsigned nsessions;
     unsigned long long session_gen;
+    struct spare *spare;    /* a shell started ahead for the next command (spare.c) */
+    char spare_for[64 + 1]; /* SESSION_ID_MAX: the session whose shell command just ended */
     struct process *procs[AGENT_MAX_PROCESSES]; /* in start order */
     unsigned nprocs;
     unsigned long long proc_seq;

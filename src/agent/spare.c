@@ -43,14 +43,23 @@ static void spare_free(struct spare *sp)
     free(sp);
 }
 
-/* Kill the waiting shell (the reaper collects it as an unowned child). */
-static void spare_drop(struct agent *a)
+/* Kill the waiting shell in slot i (the reaper collects it as an unowned child). */
+static void spare_drop(struct agent *a, unsigned i)
 {
-    struct spare *sp = TAKE_PTR(a->spare);
+    struct spare *sp = TAKE_PTR(a->spares[i]);
     if (!sp)
         return;
     (void)kill(-sp->pid, SIGKILL);
     spare_free(sp);
+}
+
+/* The slot of session id's spare, or -1. */
+static int spare_slot(const struct agent *a, const char *sid)
+{
+    for (unsigned i = 0; i < AGENT_MAX_SPARES; i++)
+        if (a->spares[i] && !strcmp(a->spares[i]->sid, sid))
+            return (int)i;
+    return -1;
 }
 
 static bool env_equal(const struct envv *x, const struct envv *y)
@@ -111,13 +120,13 @@ static char *prelude_with(const char *cmd, size_t *len)
 bool spare_take(struct agent *a, struct session *s, bool root, const char *cmd, pid_t *pid,
                 struct spawn_fds *fds, struct session_run **run)
 {
-    struct spare *sp = a->spare;
-    if (!sp)
+    int i = spare_slot(a, s->id);
+    if (i < 0)
         return false;
+    struct spare *sp = a->spares[i];
     if (!spare_fits(sp, s, root)) {
-        /* Another session's, or this one's from before: the refill after this command
-         * starts the right one. */
-        spare_drop(a);
+        /* From before: the refill after this command starts the right one. */
+        spare_drop(a, (unsigned)i);
         return false;
     }
     size_t len = 0;
@@ -130,10 +139,10 @@ bool spare_take(struct agent *a, struct session *s, bool root, const char *cmd, 
         n = write(sp->prelude_w, text, len);
     while (n < 0 && errno == EINTR);
     if (n != (ssize_t)len) {
-        spare_drop(a);
+        spare_drop(a, (unsigned)i);
         return false;
     }
-    a->spare = NULL;
+    a->spares[i] = NULL;
     sbx_closep(&sp->prelude_w); /* the end of the prelude: bash goes on */
     sp->prelude_w = -1;
     *pid = sp->pid;
@@ -150,9 +159,25 @@ void spare_refill(struct agent *a)
         return;
     struct session *s = session_find(a, a->spare_for);
     a->spare_for[0] = '\0';
-    if (!s || (a->spare && spare_fits(a->spare, s, s->root)))
+    if (!s)
         return;
-    spare_drop(a);
+    int i = spare_slot(a, s->id);
+    if (i >= 0 && spare_fits(a->spares[i], s, s->root)) {
+        a->spare_tick[i] = ++a->spare_clock;
+        return;
+    }
+    if (i < 0) { /* a free slot, else the one used longest ago */
+        i = 0;
+        for (unsigned k = 0; k < AGENT_MAX_SPARES; k++) {
+            if (!a->spares[k]) {
+                i = (int)k;
+                break;
+            }
+            if (a->spare_tick[k] < a->spare_tick[i])
+                i = (int)k;
+        }
+    }
+    spare_drop(a, (unsigned)i);
 
     struct spare *sp = sbx_xcalloc(1, sizeof(*sp));
     sp->prelude_w = sp->fds.in_w = sp->fds.out_r = sp->fds.err_r = -1;
@@ -192,5 +217,6 @@ void spare_refill(struct agent *a)
         spare_free(sp);
         return;
     }
-    a->spare = sp;
+    a->spares[i] = sp;
+    a->spare_tick[i] = ++a->spare_clock;
 }

@@ -12,7 +12,7 @@
  * state, with the same EXIT trap. Anything else, or a spare that no longer fits (the
  * session moved on, was deleted, or the shell died), gets a spawn as before.
  *
- * At most one spare per agent: the session used last. */
+ * At most AGENT_MAX_SPARES spares, for the sessions used last. */
 #ifndef SBX_AGENT_SPARE_H
 #define SBX_AGENT_SPARE_H
 

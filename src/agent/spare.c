@@ -53,6 +53,12 @@ static void spare_drop(struct agent *a, unsigned i)
     spare_free(sp);
 }
 
+void spare_drop_all(struct agent *a)
+{
+    for (unsigned i = 0; i < AGENT_MAX_SPARES; i++)
+        spare_drop(a, i);
+}
+
 /* The slot of session id's spare, or -1. */
 static int spare_slot(const struct agent *a, const char *sid)
 {

@@ -39,4 +39,8 @@ bool spare_take(struct agent *a, struct session *s, bool root, const char *cmd, 
  * command its speed. */
 void spare_refill(struct agent *a);
 
+/* Kill every spare: before a checkpoint, since gVisor does not bring back a shell that
+ * waits on a pipe it opened through /dev/fd (the sandbox is lost at the restore). */
+void spare_drop_all(struct agent *a);
+
 #endif

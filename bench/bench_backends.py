@@ -46,7 +46,7 @@ def bench_daemon(build, n, runtime):
         if s is not None:
             spawn_t.append(s)
 
-    create_t, exec_t, _ = bench_core.bench_daemon(build, n, ENV, {"runtime": runtime}, spawn)
+    create_t, exec_t, _, _ = bench_core.bench_daemon(build, n, ENV, {"runtime": runtime}, spawn)
     return create_t, spawn_t, exec_t
 
 

@@ -15,6 +15,7 @@
 #include "env.h"
 #include "oomwatch.h"
 #include "session.h"
+#include "spare.h"
 #include "spawn.h"
 #include "stream.h"
 
@@ -36,8 +37,8 @@ struct exec_stream {
     bool exited, timed_out, has_stdin;
     bool oom_checked, oom; /* the memory watcher killed a process of its group */
     struct loop_timer *timeout_t, *drain_t, *settle_t;
-    struct chan_out out[2]; /* channels 1 and 2 */
-    struct chan_in in;      /* channel 0, when has_stdin */
+    struct chan_out out[2];      /* channels 1 and 2 */
+    struct chan_in in;           /* channel 0, when has_stdin */
     struct session_run *session; /* NULL outside a session */
 };
 
@@ -162,14 +163,14 @@ static void exec_finish(struct exec_stream *x)
         sig = WTERMSIG(x->status);
         code = 128 + sig;
     }
-    json_t *res =
-        json_pack("{s:i, s:i, s:b, s:I, s:b}", "exit_code", code, "signal", sig, "timed_out",
-                  x->timed_out, "duration_ms", (json_int_t)(x->exit_ms - x->start_ms), "oom_killed",
-                  x->oom);
+    json_t *res = json_pack("{s:i, s:i, s:b, s:I, s:b}", "exit_code", code, "signal", sig,
+                            "timed_out", x->timed_out, "duration_ms",
+                            (json_int_t)(x->exit_ms - x->start_ms), "oom_killed", x->oom);
     if (x->session)
         json_object_set_new(res, "session", session_run_end(TAKE_PTR(x->session)));
     conn_send_json(a, x->base.id, PROTO_EXIT, res);
     exec_free(x);
+    spare_refill(a); /* once the answer is on its way */
 }
 
 static bool exec_maybe_finish(struct exec_stream *x)
@@ -324,21 +325,28 @@ int exec_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err)
                            .want_stdin = r.want_stdin,
                            .extra = {-1, -1},
                            .root = r.user_given || !sess ? r.root : sess->root};
-    if (sess) {
-        if (r.session_timeout && sess->timeout_ms)
-            r.timeout_ms = sess->timeout_ms;
-        ret = session_run_begin(a, sess, created, is_shell_command(&r), r.env, &env, &sr, &run,
-                                err);
+    if (sess && r.session_timeout && sess->timeout_ms)
+        r.timeout_ms = sess->timeout_ms;
+    long long start = sbx_now_ms();
+    /* A command with nothing of its own runs in the session's spare shell, if it fits. */
+    bool warm = sess && is_shell_command(&r) && !r.want_stdin && !r.cwd &&
+                json_array_size(r.env) == 0 &&
+                spare_take(a, sess, sr.root, r.argv[2], &pid, &fds, &run);
+    if (!warm) {
+        if (sess) {
+            ret = session_run_begin(a, sess, created, is_shell_command(&r), r.env, &env, &sr, &run,
+                                    err);
+            if (ret < 0)
+                goto out;
+        }
+        sr.envp = env.v;
+        start = sbx_now_ms();
+        ret = spawn_command(&sr, &pid, &fds, err);
+        if (run)
+            session_run_spawned(run);
         if (ret < 0)
             goto out;
     }
-    sr.envp = env.v;
-    long long start = sbx_now_ms();
-    ret = spawn_command(&sr, &pid, &fds, err);
-    if (run)
-        session_run_spawned(run);
-    if (ret < 0)
-        goto out;
 
     struct exec_stream *x = sbx_xcalloc(1, sizeof(*x));
     x->base = (struct stream){.agent = a, .id = id, .pid = pid, .ops = &exec_ops};

@@ -9,6 +9,7 @@
  *   spawn.c   starting a command (shared by every op that runs one)
  *   env.c     command environments
  *   session.c ops "session_*", and the session side of "exec" (shell state)
+ *   spare.c   a session's next bash, started once its last shell command ended
  *   process.c ops "process_*": background processes and their log rings
  *   ring.c    the byte ring behind process logs
  *   kernel.c  ops "kernel_run", "kernel_reset", "kernel_interrupt" (the Python kernel)

@@ -52,7 +52,7 @@ static bool session_id_valid(const char *s, size_t len)
     return true;
 }
 
-static struct session *session_find(struct agent *a, const char *id)
+struct session *session_find(struct agent *a, const char *id)
 {
     for (unsigned i = 0; i < a->nsessions; i++)
         if (!strcmp(a->sessions[i]->id, id))
@@ -123,10 +123,10 @@ static json_t *session_json(const struct session *s)
         if (v)
             json_object_set_new(env, name, v);
     }
-    json_t *o = json_pack("{s:s,s:s,s:o,s:o,s:I}", "id", s->id, "cwd", s->cwd, "env", env,
-                          "command_timeout_ms",
-                          s->timeout_ms ? json_integer(s->timeout_ms) : json_null(), "created_at",
-                          (json_int_t)s->created_at);
+    json_t *o =
+        json_pack("{s:s,s:s,s:o,s:o,s:I}", "id", s->id, "cwd", s->cwd, "env", env,
+                  "command_timeout_ms", s->timeout_ms ? json_integer(s->timeout_ms) : json_null(),
+                  "created_at", (json_int_t)s->created_at);
     char *dump = json_dumps(o, JSON_COMPACT);
     if (!dump || strlen(dump) > SESSION_JSON_MAX) {
         json_object_set_new(o, "env", json_object());
@@ -149,8 +149,8 @@ static int parse_id(json_t *req, const char *field, bool required, const char **
         return 0;
     }
     if (!json_is_string(v) || !session_id_valid(json_string_value(v), json_string_length(v)))
-        return sbx_err_set(err, EINVAL, "bad_request",
-                           "%s must be 1 to %d of [A-Za-z0-9_.-]", field, SESSION_ID_MAX);
+        return sbx_err_set(err, EINVAL, "bad_request", "%s must be 1 to %d of [A-Za-z0-9_.-]",
+                           field, SESSION_ID_MAX);
     *out = json_string_value(v);
     return 0;
 }
@@ -204,8 +204,8 @@ int session_list_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err 
         return r;
     if (ensure && !session_find(a, ensure)) {
         struct session *s;
-        r = session_add(a, ensure, json_object_get(req, "session_env"), SESSION_CWD_DEFAULT, 0,
-                        &s, err);
+        r = session_add(a, ensure, json_object_get(req, "session_env"), SESSION_CWD_DEFAULT, 0, &s,
+                        err);
         if (r < 0)
             return r;
     }
@@ -272,7 +272,7 @@ const char *session_cwd(const struct session *s)
  * writes "cwd\0" then "K=V\0" per exported variable, then an empty entry, in one
  * printf (one write) and with builtins only (no fork). "${!X@}" lists the set
  * variables starting with X; the prelude names every possible first character. */
-static const char *prelude(void)
+const char *session_prelude(void)
 {
     static char text[2048];
     if (text[0])
@@ -334,9 +334,11 @@ static void run_readable(struct loop *l, int fd, uint32_t events, void *data)
     run_read(data);
 }
 
-int session_run_begin(struct agent *a, struct session *s, bool created, bool capture,
-                      json_t *overlay, struct envv *env, struct spawn_req *sr,
-                      struct session_run **out, struct sbx_err *err)
+/* prelude_w NULL: the prelude is written now; else its write end (non-blocking) is left
+ * for the caller, and bash waits for it (it reads BASH_ENV to its end). */
+static int run_begin(struct agent *a, struct session *s, bool created, bool capture,
+                     json_t *overlay, struct envv *env, struct spawn_req *sr, int *prelude_w,
+                     struct session_run **out, struct sbx_err *err)
 {
     struct session_run *run = sbx_xcalloc(1, sizeof(*run));
     run->agent = a;
@@ -375,10 +377,20 @@ int session_run_begin(struct agent *a, struct session *s, bool created, bool cap
         goto fail;
     }
     run->prelude_r = p[0];
-    /* Far below the pipe's capacity, so this never blocks. */
-    const char *text = prelude();
-    r = sbx_write_all(p[1], text, strlen(text));
-    close(p[1]);
+    if (prelude_w) {
+        if (sbx_set_nonblock(p[1]) < 0) {
+            r = sbx_err_set(err, errno, "spawn_failed", "fcntl: %s", strerror(errno));
+            close(p[1]);
+            goto fail;
+        }
+        *prelude_w = p[1];
+        r = 0;
+    } else {
+        /* Far below the pipe's capacity, so this never blocks. */
+        const char *text = session_prelude();
+        r = sbx_write_all(p[1], text, strlen(text));
+        close(p[1]);
+    }
     if (r < 0) {
         r = sbx_err_set(err, -r, "spawn_failed", "writing the session prelude: %s", strerror(-r));
         goto fail;
@@ -395,6 +407,20 @@ int session_run_begin(struct agent *a, struct session *s, bool created, bool cap
 fail:
     session_run_free(run);
     return r;
+}
+
+int session_run_begin(struct agent *a, struct session *s, bool created, bool capture,
+                      json_t *overlay, struct envv *env, struct spawn_req *sr,
+                      struct session_run **out, struct sbx_err *err)
+{
+    return run_begin(a, s, created, capture, overlay, env, sr, NULL, out, err);
+}
+
+int session_run_begin_held(struct agent *a, struct session *s, struct envv *env,
+                           struct spawn_req *sr, int *prelude_w, struct session_run **out,
+                           struct sbx_err *err)
+{
+    return run_begin(a, s, false, true, NULL, env, sr, prelude_w, out, err);
 }
 
 void session_run_spawned(struct session_run *run)
@@ -489,9 +515,9 @@ json_t *session_run_end(struct session_run *run)
         struct session *s = session_find(run->agent, run->id);
         if (s && s->gen == run->gen)
             saved = run_apply(run, s);
+        snprintf(run->agent->spare_for, sizeof(run->agent->spare_for), "%s", run->id);
     }
-    json_t *o = json_pack("{s:s,s:b,s:b}", "id", run->id, "created", run->created, "saved",
-                          saved);
+    json_t *o = json_pack("{s:s,s:b,s:b}", "id", run->id, "created", run->created, "saved", saved);
     session_run_free(run);
     return o;
 }

@@ -32,7 +32,7 @@ struct session {
     char id[SESSION_ID_MAX + 1];
     struct envv env; /* the exported environment, base variables included */
     char *cwd;
-    long long timeout_ms; /* default command timeout; 0: none */
+    long long timeout_ms;   /* default command timeout; 0: none */
     unsigned long long gen; /* unique per creation, so a deleted-and-recreated id differs */
     long long created_at;   /* unix seconds */
     bool root;              /* its commands run as root unless one asks otherwise ("user") */
@@ -62,10 +62,20 @@ struct session_run;
 int session_run_begin(struct agent *a, struct session *s, bool created, bool capture,
                       json_t *overlay, struct envv *env, struct spawn_req *sr,
                       struct session_run **out, struct sbx_err *err);
+/* The same for the shell a spare keeps ready (spare.c): a `bash -c` capture with no
+ * overlay, whose prelude's write end is left in *prelude_w (non-blocking); bash waits
+ * for its end before it runs anything. */
+int session_run_begin_held(struct agent *a, struct session *s, struct envv *env,
+                           struct spawn_req *sr, int *prelude_w, struct session_run **out,
+                           struct sbx_err *err);
+/* The text sourced before every session command (through BASH_ENV). */
+const char *session_prelude(void);
+struct session *session_find(struct agent *a, const char *id);
 /* The command was spawned (or not): drop the fds only the child needs. */
 void session_run_spawned(struct session_run *run);
 /* The command ended: save what it left (when it got that far) and describe the
- * run as {"id", "created", "saved"}. Frees run. */
+ * run as {"id", "created", "saved"}. A shell command names its session in
+ * agent->spare_for, for spare_refill. Frees run. */
 json_t *session_run_end(struct session_run *run);
 void session_run_free(struct session_run *run);
 

@@ -16,6 +16,7 @@
 #include "agent.h"
 #include "conn.h"
 #include "egress.h"
+#include "spare.h"
 
 /* One agent per process: the parked fds are the process's own. */
 static struct {
@@ -123,6 +124,7 @@ static int park(struct agent *a, int fd)
 int snapshot_prepare_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err)
 {
     (void)snapshot_relisten(a); /* a prepare whose checkpoint never came */
+    spare_drop_all(a);
     DIR *d = opendir("/proc/self/fd");
     if (!d)
         return sbx_err_sys(err, errno, "listing /proc/self/fd");

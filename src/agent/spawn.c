@@ -3,12 +3,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <linux/capability.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -79,9 +80,17 @@ static void close_from(int lowfd, int keep_lo, int keep_hi)
             (void)close((int)fd);
 }
 
-/* In the child, between fork and exec. The agent is single threaded, so the
- * usual post-fork restrictions don't bite, but keep it simple anyway. All agent
- * fds are O_CLOEXEC; we still close everything else in case one is not. */
+/* The child shares the agent's memory until it execs (see spawn_command), so it only
+ * makes syscalls on its own state and never returns. The ids are set with raw syscalls:
+ * glibc's wrappers would apply them to every thread of the process they think they are in,
+ * which is the agent. All agent fds are O_CLOEXEC; we still close everything else in case
+ * one is not. */
+struct spawn_child_args {
+    const struct spawn_req *r;
+    bool as_user;
+    int in_fd, out_fd, err_fd, rep_fd;
+};
+
 static _Noreturn void spawn_child(const struct spawn_req *r, bool as_user, int in_fd, int out_fd,
                                   int err_fd, int rep_fd)
 {
@@ -124,8 +133,8 @@ static _Noreturn void spawn_child(const struct spawn_req *r, bool as_user, int i
      * first: after setuid nothing may change them. */
     if (as_user) {
         gid_t g = SBX_USER_GID;
-        if (setgroups(1, &g) < 0 || setresgid(g, g, g) < 0 ||
-            setresuid(SBX_USER_UID, SBX_USER_UID, SBX_USER_UID) < 0)
+        if (syscall(SYS_setgroups, 1, &g) < 0 || syscall(SYS_setresgid, g, g, g) < 0 ||
+            syscall(SYS_setresuid, SBX_USER_UID, SBX_USER_UID, SBX_USER_UID) < 0)
             child_fail(rep_fd, STAGE_USER, errno);
     }
     /* The namespaces backend gives the agent CAP_SETUID/SETGID/KILL as ambient capabilities
@@ -143,6 +152,38 @@ static _Noreturn void spawn_child(const struct spawn_req *r, bool as_user, int i
     environ = (char **)r->envp; /* execvp searches the PATH of this environment */
     execvp(r->argv[0], (char *const *)r->argv);
     child_fail(rep_fd, STAGE_EXEC, errno);
+}
+
+static int spawn_child_main(void *data)
+{
+    const struct spawn_child_args *c = data;
+    spawn_child(c->r, c->as_user, c->in_fd, c->out_fd, c->err_fd, c->rep_fd);
+}
+
+/* Room for execvp's copy of the longest argv a request can carry (a script without #!). */
+#define SPAWN_STACK_SIZE (4u * 1024u * 1024u)
+
+/* fork() would copy the agent's address space only for exec to throw it away; under
+ * gVisor's ptrace platform a new address space is the dearest part of starting a command.
+ * So the child borrows the agent's memory, as posix_spawn does, and the agent waits
+ * (CLONE_VFORK) until it has exec'd or failed. The child's stack is one region kept for
+ * every spawn (pages are only committed as used): the agent is single threaded and waits
+ * for each child, and the same stack each time keeps a sanitizer's view of it consistent. */
+static pid_t spawn_clone(struct spawn_child_args *c)
+{
+    static void *stack;
+    if (!stack) {
+        void *p = mmap(NULL, SPAWN_STACK_SIZE, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED)
+            return -1;
+        stack = p;
+    }
+    char **env_before = environ;
+    pid_t pid = clone(spawn_child_main, (char *)stack + SPAWN_STACK_SIZE,
+                      CLONE_VM | CLONE_VFORK | SIGCHLD, c);
+    environ = env_before; /* the child set it for its execvp */
+    return pid;
 }
 
 bool spawn_switches_user(void)
@@ -279,14 +320,13 @@ int spawn_command(const struct spawn_req *r, pid_t *pid_out, struct spawn_fds *f
         if (r->tty > 0)
             (void)fchown(r->tty, SBX_USER_UID, SBX_USER_GID);
     }
-    pid_t pid = fork();
+    struct spawn_child_args c = {&as, as_user, in_r, out_w, err_w, rep_w};
+    pid_t pid = spawn_clone(&c);
     if (pid < 0 && errno == EAGAIN)
         return sbx_err_set(err, EAGAIN, "process_limit",
-                           "the sandbox is at its process limit: fork: %s", strerror(errno));
+                           "the sandbox is at its process limit: clone: %s", strerror(errno));
     if (pid < 0)
-        return sbx_err_set(err, errno, "spawn_failed", "fork: %s", strerror(errno));
-    if (pid == 0)
-        spawn_child(&as, as_user, in_r, out_w, err_w, rep_w);
+        return sbx_err_set(err, errno, "spawn_failed", "clone: %s", strerror(errno));
 
     sbx_closep(&rep_w);
     rep_w = -1;

@@ -117,6 +117,24 @@ def test_exit_ends_only_the_command():
     run(a, sid, "cd /workspace")
 
 
+def test_a_shell_started_ahead_is_still_a_fresh_one():
+    """The next command's bash is started once a command ends (docs/sessions.md, "The spare
+    shell"); what it runs must not tell, however long it waited."""
+    a, sid = main_sandbox()
+    out(a, sid, "mkdir -p /workspace/ahead && cd /workspace/ahead")
+    time.sleep(1.5)
+    # bash counts SECONDS from its start; a fresh shell says 0.
+    assert out(a, sid, 'echo "$SECONDS $0 $#"; pwd') == "0 /bin/bash 0\n/workspace/ahead\n"
+    # The directory replaced from elsewhere while the next shell waited in the old one.
+    out(a, sid, "rm -rf /workspace/ahead && mkdir /workspace/ahead && touch /workspace/ahead/f",
+        session_id="elsewhere")
+    assert out(a, sid, "ls") == "f\n"
+    # Quotes, newlines and exit codes come through as for any command.
+    r = run(a, sid, "echo \"it's\" 'a \"b\"'\nexit 4")
+    assert r["exit_code"] == 4 and r["stdout"] == 'it\'s a "b"\n', r
+    assert out(a, sid, "pwd; cd /workspace") == "/workspace/ahead\n"
+
+
 def test_timeout_kills_the_command_not_the_session():
     a, sid = main_sandbox()
     r = run(a, sid, "cd /tmp; sleep 30", timeout_seconds=1)

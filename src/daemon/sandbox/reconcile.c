@@ -28,12 +28,18 @@ struct reconcile {
 };
 
 /* Its machine is gone but its workspace is not: listed, restartable, expiring. */
-static void keep_failed(struct manager *m, struct sandbox *sb)
+/* Back among the manager's sandboxes, its TTL running again. */
+static void keep(struct manager *m, struct sandbox *sb)
 {
-    sb->failed = true;
     sb->next = m->sandboxes;
     m->sandboxes = sb;
     sandbox_arm_ttl(m, sb);
+}
+
+static void keep_failed(struct manager *m, struct sandbox *sb)
+{
+    sb->failed = true;
+    keep(m, sb);
 }
 
 /* A pause or a fork stops the machine while it checkpoints it into <dir>/snapshots
@@ -169,9 +175,7 @@ static void reconcile_one(const struct store_sandbox *rec, void *data)
         /* v1 keeps no machine between ops; one caught mid-op by the restart goes. */
         if (rt_alive(sb->state_dir))
             (void)rt_destroy(&m->rt, rec->id, sb->state_dir, NULL, &err);
-        sb->next = m->sandboxes;
-        m->sandboxes = sb;
-        sandbox_arm_ttl(m, sb);
+        keep(m, sb);
         log_info("sandbox %s: v1, kept", rec->id);
         return;
     }
@@ -181,9 +185,7 @@ static void reconcile_one(const struct store_sandbox *rec, void *data)
         if (store_meta_get(m->store, rec->id, STORE_META_PAUSED_AT, at, sizeof(at), NULL) == 0)
             sb->paused_at = strtoll(at, NULL, 10);
         sb->paused = true;
-        sb->next = m->sandboxes;
-        m->sandboxes = sb;
-        sandbox_arm_ttl(m, sb);
+        keep(m, sb);
         log_info("sandbox %s: paused, kept", rec->id);
         return;
     }
@@ -200,9 +202,7 @@ static void reconcile_one(const struct store_sandbox *rec, void *data)
     if ((mid_checkpoint && complete && stopped_by_checkpoint(sb)) || !rt_alive(sb->state_dir) ||
         sandbox_attach(m, sb, &err) < 0) {
         if (mid_checkpoint && keep_paused(m, sb)) {
-            sb->next = m->sandboxes;
-            m->sandboxes = sb;
-            sandbox_arm_ttl(m, sb);
+            keep(m, sb);
             log_warn("sandbox %s: sbxd stopped during its pause or fork; kept paused", rec->id);
             return;
         }
@@ -227,9 +227,7 @@ static void reconcile_one(const struct store_sandbox *rec, void *data)
      * the image): the image goes once the agent is back, not while a restore reads it. */
     if (mid_checkpoint)
         sandbox_when_ready(sb, drop_images_when_ready, NULL);
-    sb->next = m->sandboxes;
-    m->sandboxes = sb;
-    sandbox_arm_ttl(m, sb);
+    keep(m, sb);
     log_info("sandbox %s: re-attached", rec->id);
 }
 

@@ -50,6 +50,7 @@ class Runner:
         self.passed = 0
         self.failed = 0
         self.failures = []
+        self.recap = []           # (name, message): repeated at the end, where a CI tail shows it
         self.san_reports = []     # (source, excerpt)
 
     def ok(self, name, secs):
@@ -59,6 +60,7 @@ class Runner:
     def fail(self, name, msg, detail=""):
         self.failed += 1
         self.failures.append(name)
+        self.recap.append((name, msg))
         print("FAIL %s: %s" % (name, msg), flush=True)
         if detail:
             _print_detail(detail)
@@ -113,6 +115,7 @@ class Runner:
                 self.fail(name, "%d passed but exit status %d" % (np, rc), out[-4000:])
             elif nf:
                 self.failures.append(name)
+                self.recap.append((name, "%d of %d checks failed" % (nf, np + nf)))
                 print("FAIL %s: %d passed, %d failed (%.1fs)" % (name, np, nf, secs))
                 _print_detail(out[-4000:])
             else:
@@ -408,6 +411,10 @@ def main():
         shutil.rmtree(logdir, ignore_errors=True)
     if args.pg_again:
         pg_again(build, args.pg_again, r)
+    if r.recap:
+        print("--- why, in short (the FAIL lines above have the whole story):")
+        for name, msg in r.recap:
+            print("  %s: %s" % (name, msg.replace("\n", " ")[:600]))
     if r.failures:
         print("failed: " + ", ".join(r.failures))
     print("took %.0fs" % (time.time() - t0))

@@ -254,11 +254,15 @@ def kill9_during(op, body, delays, check):
             d.kill9()
             fut.exception()  # the answer, or the connection the kill cut
             d.start()
-            assert store_ok(d)
-            live = accounted_for(c, [sid])
-            assert sid in live, "kill -9 %gs into a %s lost the sandbox" % (delay, op)
-            usable(c, sid, want)
-            check(c, sid, set(live) - before - {sid}, want)
+            try:
+                assert store_ok(d)
+                live = accounted_for(c, [sid])
+                assert sid in live, "lost the sandbox"
+                usable(c, sid, want)
+                check(c, sid, set(live) - before - {sid}, want)
+            except Exception as e:
+                raise AssertionError("kill -9 %gs into a %s of %s: %s: %s" % (
+                    delay, op, sid, type(e).__name__, e)) from e
             c.delete_sandbox(sid)
     # Nothing of a sandbox that did not make it is left on disk (a delete finishes off the
     # request path).

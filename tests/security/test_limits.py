@@ -40,7 +40,9 @@ def test_process_limit_fails_fork_and_the_sandbox_lives_on():
         # The guard saw the sandbox at its limit first and ended the session.
         assert r["timed_out"] is False, r
     else:
-        assert lines[1].startswith("refused after ") and int(lines[1].split()[-1]) < 64, r
+        # gVisor charges a process to the user of its parent: the python the agent started
+        # is the agent's, the 64 it forks are the user's (docs/security.md, "The limit").
+        assert lines[1].startswith("refused after ") and int(lines[1].split()[-1]) <= 64, r
     assert c.sh(sid, "echo alive") == "alive\n"
     assert c.get_sandbox(sid)["status"] == "running"
 

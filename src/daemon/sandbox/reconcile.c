@@ -5,15 +5,13 @@
 #include "lifecycle.h"
 
 #include <dirent.h>
-#include <fcntl.h>
-#include <linux/fs.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "../../common/log.h"
 #include "../../common/util.h"
+#include "wsimage.h"
 
 /* How long a start waits for a checkpoint a killed daemon left running (a checkpoint of
  * a 2 GB sandbox takes seconds). */
@@ -134,18 +132,11 @@ static bool keep_paused(struct manager *m, struct sandbox *sb)
 }
 
 /* A fork freezes its parent's workspace filesystem (a quota image) while the copies are
- * made, and a freeze outlives the process that asked for it: after a kill -9 mid-fork every
- * write to it, ours included, would wait forever. Not frozen (EINVAL) is the usual answer. */
+ * made: after a kill -9 mid-fork every write to it, ours included, would wait forever. */
 static void thaw_workspace(const struct manager *m, const struct sandbox *sb)
 {
-    if (!m->ws_template)
-        return;
-    int fd = open(sb->workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    if (ioctl(fd, FITHAW, 0) == 0)
+    if (m->ws_template && wsimage_thaw_left(sb->workspace) == 1)
         log_warn("sandbox %s: its workspace was left frozen by a fork: thawed", sb->rec.id);
-    close(fd);
 }
 
 static void reconcile_one(const struct store_sandbox *rec, void *data)

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <linux/loop.h>
 #include <spawn.h>
 #include <string.h>
@@ -146,4 +147,35 @@ int wsimage_copy_tree(const char *from, const char *to, struct sbx_err *err)
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
         return sbx_err_set(err, EIO, "internal", "copying a workspace failed (status %d)", st);
     return 0;
+}
+
+int wsimage_freeze(const char *mountpoint)
+{
+    int fd = open(mountpoint, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    if (ioctl(fd, FIFREEZE, 0) < 0) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    return fd;
+}
+
+void wsimage_thaw(int fd)
+{
+    if (fd < 0)
+        return;
+    (void)ioctl(fd, FITHAW, 0); /* nothing to do if it fails: it was not frozen */
+    close(fd);
+}
+
+int wsimage_thaw_left(const char *mountpoint)
+{
+    int fd = open(mountpoint, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    int r = ioctl(fd, FITHAW, 0) == 0 ? 1 : errno == EINVAL ? 0 : -errno;
+    close(fd);
+    return r;
 }

@@ -23,4 +23,13 @@ int wsimage_mount(const char *template_path, const char *image, const char *moun
  * a v1 snapshot, a create from one). */
 int wsimage_copy_tree(const char *from, const char *to, struct sbx_err *err);
 
+/* Hold the workspace filesystem at mountpoint still (FIFREEZE) while it is copied: the fd
+ * that holds it, for wsimage_thaw, or a negative errno. */
+int wsimage_freeze(const char *mountpoint);
+/* Let it change again and close fd; harmless on a negative fd. */
+void wsimage_thaw(int fd);
+/* A freeze outlives the process that asked for it: thaw one a killed sbxd left. 1 when it
+ * was frozen, 0 when not (EINVAL, the usual answer), or a negative errno. */
+int wsimage_thaw_left(const char *mountpoint);
+
 #endif

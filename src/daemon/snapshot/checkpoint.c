@@ -1,11 +1,8 @@
 #include "checkpoint.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <linux/fs.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "../../common/log.h"
@@ -13,6 +10,7 @@
 #include "../billing/billing.h"
 #include "../sandbox/agentcall.h"
 #include "../sandbox/channel.h"
+#include "../sandbox/wsimage.h"
 
 int checkpoint_check(const struct sandbox *sb, const char *verb, struct sbx_err *err)
 {
@@ -216,19 +214,8 @@ int checkpoint_freeze_workspace(const struct manager *m, const struct sandbox *s
 {
     if (!m->ws_template)
         return -1;
-    int fd = open(sb->workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0 && ioctl(fd, FIFREEZE, 0) < 0) {
-        log_warn("sandbox %s: freezing the workspace: %s", sb->rec.id, strerror(errno));
-        close(fd);
-        fd = -1;
-    }
-    return fd;
-}
-
-void checkpoint_thaw_workspace(int fd)
-{
+    int fd = wsimage_freeze(sb->workspace);
     if (fd < 0)
-        return;
-    (void)ioctl(fd, FITHAW, 0);
-    close(fd);
+        log_warn("sandbox %s: freezing the workspace: %s", sb->rec.id, strerror(-fd));
+    return fd;
 }

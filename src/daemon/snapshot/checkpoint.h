@@ -14,8 +14,8 @@ int checkpoint_check(const struct sandbox *sb, const char *verb, struct sbx_err 
 int checkpoint_start(struct sandbox *sb, const char *image, struct sbx_err *err);
 
 /* Frozen, a loop-mounted workspace is written out whole and clean to its image file
- * (which otherwise lags behind: dirty pages, the journal). -1 when not frozen. */
+ * (which otherwise lags behind: dirty pages, the journal). Negative when not frozen;
+ * wsimage_thaw ends it. */
 int checkpoint_freeze_workspace(const struct manager *m, const struct sandbox *sb);
-void checkpoint_thaw_workspace(int fd);
 
 #endif

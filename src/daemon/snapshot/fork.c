@@ -247,7 +247,7 @@ static struct sandbox *find_live(struct manager *m, const char *id)
 /* Every copy has its workspace: the parent may change its own again. */
 static void fork_copies_done(struct fork_op *f)
 {
-    checkpoint_thaw_workspace(f->frozen);
+    wsimage_thaw(f->frozen);
     f->frozen = -1;
     struct sandbox *parent = find_live(f->m, f->parent_id);
     if (parent) {

@@ -26,7 +26,7 @@ int snapshot_workspace_copy(struct manager *m, struct sandbox *sb, const char *d
         _cleanup_close_ int outfd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         int frozen = checkpoint_freeze_workspace(m, sb);
         r = in < 0 || outfd < 0 ? -errno : sbx_copy_sparse(in, outfd);
-        checkpoint_thaw_workspace(frozen);
+        wsimage_thaw(frozen);
         if (r < 0)
             return sbx_err_sys(err, -r, "copying the workspace image");
         if (from)

@@ -17,6 +17,7 @@
 #include "conn.h"
 #include "env.h"
 #include "exec.h"
+#include "oomwatch.h"
 #include "ring.h"
 #include "session.h"
 #include "spawn.h"
@@ -45,7 +46,8 @@ struct process {
     struct ring log[2];             /* stdout, stderr */
     int fd[2];                      /* -1 once at EOF */
     struct loop_watch *w[2];
-    long long exit_ms, last_read_ms;
+    long long start_ms, exit_ms, last_read_ms; /* sbx_now_ms */
+    bool oom; /* the memory watcher killed one of its group */
     struct loop_timer *drain_t;
     bool logs_done; /* both pipes closed: no more output */
     struct log_stream *streams;
@@ -96,6 +98,7 @@ static json_t *process_json(const struct process *p)
                             json_integer(sig ? 128 + sig : WEXITSTATUS(p->status)));
         json_object_set_new(o, "signal", sig ? json_integer(sig) : json_null());
         json_object_set_new(o, "ended_at", json_integer(p->ended_at / 1000));
+        json_object_set_new(o, "oom_killed", json_boolean(p->oom));
     }
     return o;
 }
@@ -379,6 +382,7 @@ bool process_child_exit(struct agent *a, pid_t pid, int status)
         }
         p->ended_at = sbx_wall_ms();
         p->exit_ms = sbx_now_ms();
+        p->oom = oomwatch_claim(a, p->pid, 0, p->start_ms); /* it leads its own group */
         process_logs_maybe_done(p);
         if (!p->logs_done)
             p->drain_t = loop_timer_add(a->loop, EXEC_DRAIN_QUIET_MS, process_drain_cb, p);
@@ -493,6 +497,7 @@ int process_start_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err
         snprintf(p->session, sizeof(p->session), "%s", sess->id);
     p->cwd = sbx_xstrdup(cwd);
     p->started_at = sbx_wall_ms();
+    p->start_ms = sbx_now_ms();
     p->fd[0] = fds.out_r;
     p->fd[1] = fds.err_r;
     p->in_fd = fds.in_w;

@@ -124,6 +124,29 @@ def test_ordinary_commands_are_not_reported():
     assert r["oom_killed"] is False and "restart_reason" not in r, r
 
 
+def test_a_background_process_killed_for_memory_says_so():
+    c = client()
+    sid = small_sandbox()
+    procs = "/v1/sandboxes/%s/processes" % sid
+
+    def ended(pid):
+        def done():
+            p = c.ok("GET", "%s/%s" % (procs, pid))
+            return p if p["status"] != "running" else None
+        return wait_for(done, 60, 0.2, "process %s to end" % pid)
+    hog = c.ok("POST", procs,
+               {"command": "python3 -c 'x = [bytearray(16 << 20) for _ in iter(int, 1)]'"}, status=201)
+    assert "oom_killed" not in hog, hog  # not known while it runs
+    p = ended(hog["id"])
+    assert p["status"] == "killed" and p["exit_code"] == 137 and p["oom_killed"] is True, p
+    fine = c.ok("POST", procs, {"command": "sleep 0.2"}, status=201)
+    p = ended(fine["id"])
+    assert p["status"] == "completed" and p["oom_killed"] is False, p
+    listed = {q["id"]: q for q in c.ok("GET", procs)["data"]}
+    assert listed[hog["id"]]["oom_killed"] is True, listed
+    assert_alive_with_files(c, sid)
+
+
 # --- a machine that dies --------------------------------------------------------------
 
 def descendants(pid):

@@ -120,6 +120,32 @@ def test_a_full_data_dir_answers_507_and_recovers():
     c.delete_sandbox(other)
 
 
+def test_an_exec_that_ends_on_a_full_disk_is_recorded_once_there_is_room():
+    d = full_daemon()
+    c = d.client()
+    sid = c.create_sandbox(ttl_seconds=600)["id"]
+    big = 400000  # its result needs new pages of the store, which a full disk refuses
+    answer = {}
+    t = threading.Thread(target=lambda: answer.update(c.exec(
+        sid, shell="sleep 2; head -c %d /dev/zero | tr '\\0' a" % big, timeout_seconds=60)))
+    t.start()
+    time.sleep(1)
+    filler = fill(d)
+    try:
+        t.join(60)
+        assert answer.get("exit_code") == 0 and len(answer["stdout"]) == big, answer.keys()
+        path = "/v1/sandboxes/%s/execs/%s" % (sid, answer["id"])
+        rec = c.ok("GET", path)
+        assert rec["status"] == "running", rec["status"]  # not written yet: no room
+    finally:
+        os.unlink(filler)
+    rec = wait_for(lambda: (lambda r: r if r["status"] != "running" else None)(c.ok("GET", path)),
+                   10, 0.2, "the exec's end to be recorded")
+    assert rec["status"] == "exited" and rec["exit_code"] == 0, rec["status"]
+    assert rec["stdout"] == "a" * big
+    c.delete_sandbox(sid)
+
+
 # --- retention -------------------------------------------------------------------------
 
 # A "day" of 1.5 s and a prune every 200 ms: records older than 1.5 s go.

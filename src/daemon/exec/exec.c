@@ -23,6 +23,10 @@
 
 /* The agent enforces the timeout; this is our guard against an agent that never answers. */
 #define EXEC_GRACE_MS 15000
+/* A finish the store refused (a full disk) is written again this often, for this long;
+ * past it the record says running until a restart marks it interrupted. */
+#define EXEC_FINISH_RETRY_MS 1000
+#define EXEC_FINISH_RETRIES 900
 
 struct exec_run {
     struct sandbox *sb;
@@ -169,6 +173,45 @@ static const char *outcome_of(const struct exec_result *res, const struct sbx_er
     return buf;
 }
 
+/* The end of a command the store could not record: its result is kept and written
+ * again, so that GET /execs/{id} tells how it ended once there is room. */
+struct finish_retry {
+    struct store *st;
+    char id[EXEC_ID_LEN + 1];
+    const char *status; /* one of the EXEC_ constants */
+    char *text;
+    long long ended_ms;
+    int left;
+};
+
+static void finish_retry_cb(struct loop *l, void *data)
+{
+    struct finish_retry *f = data;
+    struct sbx_err err = {0};
+    if (store_exec_finish(f->st, f->id, f->status, f->text, f->ended_ms, &err) == 0)
+        log_info("exec %s: its end is recorded", f->id);
+    else if (--f->left > 0) {
+        (void)loop_timer_add(l, EXEC_FINISH_RETRY_MS, finish_retry_cb, f);
+        return;
+    } else
+        log_error("exec %s: its end could not be recorded: %s", f->id, err.msg);
+    free(f->text);
+    free(f);
+}
+
+static void finish_later(struct loop *l, struct store *st, const char *id, const char *status,
+                         char *text, long long ended_ms)
+{
+    struct finish_retry *f = sbx_xcalloc(1, sizeof(*f));
+    f->st = st;
+    snprintf(f->id, sizeof(f->id), "%s", id);
+    f->status = status;
+    f->text = text;
+    f->ended_ms = ended_ms;
+    f->left = EXEC_FINISH_RETRIES;
+    (void)loop_timer_add(l, EXEC_FINISH_RETRY_MS, finish_retry_cb, f);
+}
+
 /* Record the end (store, audit), then tell whoever still follows. */
 static void run_finish(struct exec_run *run, const struct sbx_err *err)
 {
@@ -202,8 +245,12 @@ static void run_finish(struct exec_run *run, const struct sbx_err *err)
     }
     char *text = json_dumps(doc, JSON_COMPACT);
     json_decref(doc);
-    if (store_exec_finish(st, run->id, status, text, sbx_wall_ms(), &serr) < 0)
-        log_error("exec %s: %s", run->id, serr.msg);
+    long long ended_ms = sbx_wall_ms();
+    if (store_exec_finish(st, run->id, status, text, ended_ms, &serr) < 0) {
+        log_error("exec %s: %s (written again when the store takes it)", run->id, serr.msg);
+        finish_later(manager_loop(run->sb->mgr), st, run->id, status, text, ended_ms);
+        text = NULL;
+    }
     free(text);
 
     struct auth_identity who = {.authenticated = true};

@@ -88,6 +88,44 @@ def test_default_session_keeps_exports():
     assert out(a, sid, 'echo "$SANDBOX_WIDE"') == "yes\n"
 
 
+def test_every_kind_of_exported_value_comes_back_as_it_was():
+    """The state is what bash's `export -p` prints, read back by the agent: each quoting
+    bash uses, and what it does not pass to a child, as bash would."""
+    a, sid = main_sandbox()
+    a.ok("POST", path(sid), {"session_id": "values"}, status=201)
+    values = {
+        "Q_DQ": 'back\\slash "quote" $dollar `tick`',
+        "Q_NL": "two\nlines\ttab",
+        "Q_CTL": "bell\x07esc\x1b\x01",
+        "Q_UTF8": "\u0103\u00ee\u0219\u021b \u2713",
+        "Q_EMPTY": "",
+        "Q_SQ": "it's",
+    }
+
+    def ansi_c(v):  # bash's $'...' for v: raw UTF-8, escapes for the rest
+        return "".join("\\" + ch if ch in "\\'" else "\\x%02x" % ord(ch) if ord(ch) < 32
+                       else ch for ch in v)
+    script = "; ".join("export %s=$'%s'" % (k, ansi_c(v)) for k, v in values.items())
+    run(a, sid, script, session_id="values")
+    for k, v in values.items():
+        got = out(a, sid, 'printf %%s "$%s"' % k, session_id="values")
+        assert got == v, (k, got, v)
+    # Readonly and integer exports are kept with their value; an exported array, a variable
+    # exported but never set, and a removed export are not.
+    run(a, sid, "declare -rx Q_RO=fixed; declare -ix Q_INT=6*7; declare -ax Q_ARR=(1 2); "
+                "export Q_UNSET; unset Q_EMPTY", session_id="values")
+    assert out(a, sid, 'echo "$Q_RO $Q_INT [${Q_ARR-none}] [${Q_UNSET-none}] [${Q_EMPTY-gone}]"',
+               session_id="values") == "fixed 42 [none] [none] [gone]\n"
+    # In POSIX mode bash prints `export N=...`; a function named export changes nothing.
+    run(a, sid, "set -o posix; export Q_POSIX='p q'", session_id="values")
+    run(a, sid, "export() { :; }; export Q_FN=kept", session_id="values")
+    assert out(a, sid, 'echo "$Q_POSIX|$Q_FN"', session_id="values") == "p q|\n"
+    # Something else the command writes on the state pipe drops that command's state only.
+    r = run(a, sid, "export Q_LOST=1; printf 'x\\0y' >&100", session_id="values")
+    assert r["session"]["saved"] is False, r
+    assert out(a, sid, 'echo "[$Q_LOST][$Q_RO]"', session_id="values") == "[][fixed]\n"
+
+
 def test_default_session_listed_and_flagged():
     a, sid = main_sandbox()
     sb = a.get_sandbox(sid)

@@ -23,6 +23,8 @@
 #include <jansson.h>
 #include <limits.h>
 #include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <net/if.h>
 #include <poll.h>
 #include <sched.h>
@@ -536,6 +538,18 @@ static int build_root(const struct plan *p, int ws_fd, bool local, char *why, si
     return 0;
 }
 
+/* The filter libseccomp built at build time (syscalls.h); no_new_privs is set. */
+static int seccomp_load_built(char *why, size_t size)
+{
+    struct sock_fprog prog = {
+        .len = (unsigned short)(ns_seccomp_bpf_len / sizeof(struct sock_filter)),
+        .filter = (struct sock_filter *)ns_seccomp_bpf,
+    };
+    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
+        return fail(why, size, errno, "loading the seccomp filter");
+    return 0;
+}
+
 static __attribute__((noreturn)) void child(const struct ns_run *run, struct plan *p, int sock,
                                             int in_fd, int out_fd, int err_fd)
 {
@@ -589,7 +603,7 @@ static __attribute__((noreturn)) void child(const struct ns_run *run, struct pla
             fail(why, sizeof(why), errno, "parent-death signal");
             goto out;
         }
-        if (ns_seccomp_load(why, sizeof(why)) < 0)
+        if (seccomp_load_built(why, sizeof(why)) < 0)
             goto out;
     } else if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) {
         fail(why, sizeof(why), errno, "parent-death signal");

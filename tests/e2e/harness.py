@@ -532,6 +532,11 @@ class Daemon:
                 self._wait(1)
         finally:
             self._keep_log()
+            # Sandboxes no tracked client made (forks, the chat gateway's, skill rounds, those
+            # of the SDKs and the CLI) outlive sbxd by design: end them, or every later test
+            # shares the machine with them.
+            kill_processes_beneath(self.tmp)
+            remove_sandbox_cgroups(self.data_dir)
             # Workspaces are loop-mounted images (the quota): when a daemon or shim died
             # without removing its sandboxes, detach them rather than empty them.
             detach_mounts_beneath(self.tmp)
@@ -566,6 +571,52 @@ class Daemon:
     def __exit__(self, *exc):
         self.cleanup()
         return False
+
+
+def kill_processes_beneath(top):
+    """SIGKILL every process whose command line names a path below top (shims, runsc and
+    its sandbox and gofer, namespaces containers), and wait a little for them to go."""
+    mark = (os.path.realpath(top) + "/").encode()
+
+    def theirs():
+        pids = []
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) == os.getpid():
+                continue
+            try:
+                with open("/proc/%s/cmdline" % name, "rb") as f:
+                    if mark in f.read():
+                        pids.append(int(name))
+            except OSError:
+                pass
+        return pids
+    for _ in range(20):
+        pids = theirs()
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.1)
+
+
+def remove_sandbox_cgroups(data_dir):
+    """The empty cgroups (v1 hierarchies and v2) the sandboxes of data_dir leave when their
+    shim was killed rather than stopped."""
+    try:
+        ids = os.listdir(os.path.join(data_dir, "sandboxes"))
+    except OSError:
+        return
+    roots = [os.path.join("/sys/fs/cgroup", h, "sbx") for h in os.listdir("/sys/fs/cgroup")]
+    roots.append("/sys/fs/cgroup/sbx")
+    for root in roots:
+        for sid in ids:
+            try:
+                os.rmdir(os.path.join(root, sid))
+            except OSError:
+                pass
 
 
 def detach_mounts_beneath(top):

@@ -79,9 +79,14 @@ def _pss_by_role(token):
     return by
 
 
-def _measure(d, c, n):
+def _measure(d, c, n, create_ms=None):
     rss0 = _kb("/proc/%d/status" % d.proc.pid, "VmRSS")
-    sids = [c.create_sandbox(ttl_seconds=3600)["id"] for _ in range(n)]
+    sids = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        sids.append(c.create_sandbox(ttl_seconds=3600)["id"])
+        if create_ms is not None:
+            create_ms.append((time.perf_counter() - t0) * 1000)
     time.sleep(SETTLE_S)
     total = {}
     for sid in sids:
@@ -120,7 +125,8 @@ def run(build, n=15):
         flags = bench_core.daemon_runsc_flags(one) or ["--network=none"]
         c.delete_sandbox(one)
         alone, rss_alone = _measure(d, c, 1)
-        many, rss_many = _measure(d, c, n)
+        create_ms = []
+        many, rss_many = _measure(d, c, n, create_ms)
     bare = _bare(flags)
     mib = lambda kb: kb / 1024.0
     roles = ("runsc-sandbox", "runsc-gofer", "runsc", "sbx-shim")
@@ -134,6 +140,12 @@ def run(build, n=15):
     lines.append("%-30s %9.1f   %s" % (
         "baseline: runsc run, one", mib(sum(bare.values())),
         "  ".join("%14.1f" % mib(bare.get(r, 0)) for r in roles)))
+    if n >= 10:
+        # Five creates at each end, so that one slow create does not decide it.
+        first = sorted(create_ms[:5])[2]
+        last = sorted(create_ms[-5:])[2]
+        lines.append("note: create with 0-4 idle beside it %.0f ms (median of 5), with %d-%d "
+                     "idle %.0f ms: x%.2f" % (first, n - 5, n - 1, last, last / first))
     lines.append("note: memory: ratio sbx (%d idle) / bare runsc container %.2f; PSS from "
                  "/proc/<pid>/smaps_rollup %d s after the creates" % (
                      n, sum(many.values()) / max(1, sum(bare.values())), SETTLE_S))

@@ -162,6 +162,18 @@ static bool usage(struct oomwatch *w, uint64_t *used)
 
 static void poll_cb(struct loop *l, void *data);
 
+/* The wait before the next look, from how far use is from the hot line (oomwatch.h). */
+static long long next_poll_ms(const struct oomwatch *w, uint64_t used)
+{
+    uint64_t hot_line = w->threshold / 3 * 2;
+    if (used >= hot_line)
+        return OOMWATCH_HOT_POLL_MS;
+    uint64_t ms = (hot_line - used) / (OOMWATCH_RATE_BYTES_S / 1000);
+    if (ms < OOMWATCH_POLL_MS)
+        return OOMWATCH_POLL_MS;
+    return ms > OOMWATCH_POLL_MAX_MS ? OOMWATCH_POLL_MAX_MS : (long long)ms;
+}
+
 static void arm(struct oomwatch *w, long long ms)
 {
     w->t = loop_timer_add(w->a->loop, ms, poll_cb, w);
@@ -177,7 +189,6 @@ static void poll_cb(struct loop *l, void *data)
         return;
     }
     uint64_t limit = w->limit;
-    bool hot = used >= w->threshold / 3 * 2;
     long long now = sbx_now_ms();
     bool settling = w->kill_ms && now - w->kill_ms < OOMWATCH_SETTLE_MS &&
                     used <= w->kill_used + limit / OOMWATCH_SETTLE_GROWTH;
@@ -198,7 +209,7 @@ static void poll_cb(struct loop *l, void *data)
             }
         }
     }
-    arm(w, hot ? OOMWATCH_HOT_POLL_MS : OOMWATCH_POLL_MS);
+    arm(w, next_poll_ms(w, used));
 }
 
 void oomwatch_set_limit(struct agent *a, uint64_t limit_bytes)

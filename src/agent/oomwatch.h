@@ -19,8 +19,15 @@ struct agent;
  * host's use peaked at 253 of 256 MiB with a 90 % threshold and no floor. */
 #define OOMWATCH_PERCENT 90
 #define OOMWATCH_RESERVE_MIN (24ull << 20)
-#define OOMWATCH_POLL_MS 100    /* while use is below 2/3 of the threshold */
-#define OOMWATCH_HOT_POLL_MS 10 /* above it: an allocating loop moves fast */
+/* Below 2/3 of the threshold the next look comes when a command growing at
+ * OOMWATCH_RATE_BYTES_S could first reach that line, within [POLL, POLL_MAX]: an idle
+ * sandbox of 2 GiB is looked at once a second rather than ten times (each look wakes the
+ * agent, which under ptrace costs the host 0.6 % of a core at 10 a second). The rate is
+ * above the 800 MiB/s measured for a tight Python loop. Above the line: HOT_POLL. */
+#define OOMWATCH_RATE_BYTES_S (1ull << 30)
+#define OOMWATCH_POLL_MS 100
+#define OOMWATCH_POLL_MAX_MS 1000
+#define OOMWATCH_HOT_POLL_MS 10
 #define OOMWATCH_KILLS_MAX 16   /* kills remembered until their stream asks */
 /* After a kill the memory comes back within moments (gVisor frees it as the victim
  * exits): for OOMWATCH_SETTLE_MS nothing else is killed unless use grows by another

@@ -15,8 +15,10 @@
 #include "conn.h"
 #include "spawn.h"
 
-/* What a command may leave in its state pipe: the environment bound plus its cwd. */
-#define SESSION_STATE_MAX (ENV_MAX_BYTES + 8192u)
+/* What a command may leave in its state pipe: its cwd and `export -p` of an environment
+ * within the bounds, where a byte may take four ("\303") and each variable adds
+ * `declare -x ` and quotes. */
+#define SESSION_STATE_MAX (4u * ENV_MAX_BYTES + 16u * ENV_MAX_VARS + 8192u)
 /* A session object in a reply stays well inside one frame; past this, env is left out. */
 #define SESSION_JSON_MAX (64u * 1024u)
 

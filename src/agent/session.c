@@ -19,6 +19,8 @@
  * within the bounds, where a byte may take four ("\303") and each variable adds
  * `declare -x ` and quotes. */
 #define SESSION_STATE_MAX (4u * ENV_MAX_BYTES + 16u * ENV_MAX_VARS + 8192u)
+/* One "K=V" string: what execve takes (MAX_ARG_STRLEN, 32 pages). */
+#define SESSION_VAR_MAX (32u * 4096u)
 /* A session object in a reply stays well inside one frame; past this, env is left out. */
 #define SESSION_JSON_MAX (64u * 1024u)
 
@@ -360,13 +362,19 @@ static int run_begin(struct agent *a, struct session *s, bool created, bool capt
         r = sbx_err_set(err, E2BIG, "bad_request", "the session's environment is full");
         goto fail;
     }
+    /* The write end stays blocking: the trap's export -p may be far larger than the pipe,
+     * and a write that met EAGAIN would cut the state short. The agent drains it. */
     int p[2];
-    if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0) {
+    if (pipe2(p, O_CLOEXEC) < 0) {
         r = sbx_err_set(err, errno, "spawn_failed", "pipe: %s", strerror(errno));
         goto fail;
     }
     run->state_r = p[0];
     run->state_w = p[1];
+    if (sbx_set_nonblock(run->state_r) < 0) {
+        r = sbx_err_set(err, errno, "spawn_failed", "fcntl: %s", strerror(errno));
+        goto fail;
+    }
     if ((r = spawn_pipe(sr, p, O_CLOEXEC)) < 0) {
         r = sbx_err_set(err, -r, "spawn_failed", "pipe: %s", strerror(-r));
         goto fail;
@@ -460,6 +468,9 @@ static int keep_var(const char *name, size_t name_len, const char *value, size_t
 {
     if (!name_valid(name, name_len) || is_volatile(name, name_len))
         return 0;
+    /* Past the kernel's limit on one environment string no later command could start. */
+    if (name_len + 1 + value_len + 1 > SESSION_VAR_MAX)
+        return -E2BIG;
     _cleanup_free_ char *kv = sbx_xasprintf("%s=%s", name, value);
     return envv_set(data, kv, name_len + 1 + value_len);
 }

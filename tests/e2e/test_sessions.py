@@ -121,6 +121,17 @@ def test_every_kind_of_exported_value_comes_back_as_it_was():
     run(a, sid, "export() { :; }; export Q_FN=kept", session_id="values")
     assert out(a, sid, 'echo "$Q_POSIX|$Q_FN"', session_id="values") == "p q|\n"
     # Something else the command writes on the state pipe drops that command's state only.
+    # A state far larger than the pipe (bash prints $'\001' for each byte: 1.6 MB here).
+    r = run(a, sid, "for v in Q_B1 Q_B2 Q_B3 Q_B4; do "
+                    "export $v=$(head -c 100000 /dev/zero | tr '\\0' '\\1'); done",
+            session_id="values")
+    assert r["session"]["saved"] is True, r["session"]
+    assert out(a, sid, 'echo "${#Q_B1} ${#Q_B4}"', session_id="values") == "100000 100000\n"
+    run(a, sid, "unset Q_B1 Q_B2 Q_B3 Q_B4", session_id="values")
+    # One variable past what execve takes (128 KiB) is not kept: no later command could start.
+    r = run(a, sid, "export Q_HUGE=$(head -c 200000 /dev/zero | tr '\\0' a)", session_id="values")
+    assert r["session"]["saved"] is False, r["session"]
+    assert out(a, sid, 'echo "[${Q_HUGE-none}]"', session_id="values") == "[none]\n"
     r = run(a, sid, "export Q_LOST=1; printf 'x\\0y' >&100", session_id="values")
     assert r["session"]["saved"] is False, r
     assert out(a, sid, 'echo "[$Q_LOST][$Q_RO]"', session_id="values") == "[][fixed]\n"

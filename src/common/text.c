@@ -1,7 +1,10 @@
 #include "text.h"
 
+#include <errno.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "util.h"
 
@@ -167,4 +170,20 @@ bool sbx_field_valid(const char *buf, size_t len, bool tab_ok)
             return false;
     }
     return sbx_utf8_valid(buf, len);
+}
+
+void sbx_random_id(const char *prefix, size_t bytes, char *out, size_t size)
+{
+    unsigned char raw[32];
+    size_t plen = strlen(prefix);
+    if (bytes > sizeof(raw) || plen + 2 * bytes + 1 > size)
+        abort();
+    for (size_t got = 0; got < bytes;) {
+        ssize_t n = getrandom(raw + got, bytes - got, 0);
+        if (n < 0 && errno != EINTR)
+            abort();
+        got += n > 0 ? (size_t)n : 0;
+    }
+    memcpy(out, prefix, plen);
+    sbx_hex(raw, bytes, out + plen);
 }

@@ -22,5 +22,9 @@ char *sbx_base64_encode(const void *buf, size_t len);
 int sbx_base64_decode(const char *in, size_t len, unsigned char *out, size_t *out_len);
 /* Lower-case hex of len bytes. */
 void sbx_hex(const unsigned char *in, size_t len, char *out /* 2*len+1 */);
+/* An id: prefix, then bytes (at most 32) of fresh randomness in hex, into out of size bytes.
+ * Aborts when the kernel gives no randomness or out is too small: an id that could repeat,
+ * or be cut, must never be handed out. */
+void sbx_random_id(const char *prefix, size_t bytes, char *out, size_t size);
 
 #endif

@@ -4,7 +4,6 @@
  * answers, and again, at most CHAT_ROUNDS_MAX rounds; then collect the artifacts and
  * answer, as one JSON document or as events (stream.c). */
 #include <errno.h>
-#include <openssl/rand.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -550,12 +549,7 @@ void chat_loop_start(struct sbxd *d, struct http_req *req, const struct chat_for
     if (sid) {
         snprintf(c->session_id, sizeof(c->session_id), "%s", sid);
     } else { /* a conversation of its own, which the client can go on with */
-        unsigned char raw[12];
-        char hex[25];
-        if (RAND_bytes(raw, sizeof(raw)) != 1)
-            abort();
-        sbx_hex(raw, sizeof(raw), hex);
-        snprintf(c->session_id, sizeof(c->session_id), "chat_%s", hex);
+        sbx_random_id("chat_", 12, c->session_id, sizeof(c->session_id));
     }
     http_req_add_header(req, CHAT_SESSION_HEADER, c->session_id);
     _cleanup_free_ char *instructions = chat_instructions(d->skills, ask->skills);

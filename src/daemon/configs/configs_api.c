@@ -1,7 +1,6 @@
 /* /v1/sandbox-configs: list, create, read, replace, delete, the inventory of sandboxes
  * made from one, and the workspace policy (docs/configs.md). */
 #include <errno.h>
-#include <openssl/rand.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,16 +17,6 @@ static bool scripts_disabled(struct sbxd *d)
     char v[8];
     return store_setting_get(d->store, STORE_SETTING_SCRIPTS_DISABLED, v, sizeof(v), NULL) == 0 &&
            !strcmp(v, "1");
-}
-
-static void config_new_id(char out[STORE_ID_MAX + 1])
-{
-    unsigned char raw[8];
-    char hex[17];
-    if (RAND_bytes(raw, sizeof(raw)) != 1)
-        abort();
-    sbx_hex(raw, sizeof(raw), hex);
-    snprintf(out, STORE_ID_MAX + 1, "cfg_%s", hex);
 }
 
 static void audit_config(struct sbxd *d, struct http_req *req, const char *action, const char *id,
@@ -72,7 +61,7 @@ static void api_configs_create(struct sbxd *d, struct http_req *req)
     json_t *body = NULL, *config, *doc = NULL;
     const char *name, *description;
     struct config_loaded l = {0};
-    config_new_id(l.rec.id);
+    sbx_random_id("cfg_", 8, l.rec.id, sizeof(l.rec.id));
     int r = read_body(req, &body, &name, &description, &config, &err);
     if (r == 0)
         r = config_doc_build(d->configs->secrets, &d->configs->ceil, l.rec.id, config, NULL, &doc,

@@ -1,7 +1,6 @@
 /* POST/GET /v1/sandboxes/{id}/sessions, DELETE /v1/sandboxes/{id}/sessions/{sid}
  * (docs/sessions.md). Sessions live in the agent; these routes ask it. */
 #include <errno.h>
-#include <openssl/rand.h>
 #include <string.h>
 
 #include "../../common/text.h"
@@ -79,16 +78,6 @@ static void call(struct http_req *req, struct sandbox *sb, json_t *op, unsigned 
     http_req_suspend(req, on_abort, x);
 }
 
-static void new_session_id(char out[SESSION_ID_MAX + 1])
-{
-    unsigned char raw[8];
-    char hex[17];
-    if (RAND_bytes(raw, sizeof(raw)) != 1)
-        abort();
-    sbx_hex(raw, sizeof(raw), hex);
-    snprintf(out, SESSION_ID_MAX + 1, "sess_%s", hex);
-}
-
 static void api_sessions_create(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
@@ -108,7 +97,7 @@ static void api_sessions_create(struct sbxd *d, struct http_req *req)
         }
         id = json_string_value(v);
     } else {
-        new_session_id(gen);
+        sbx_random_id("sess_", 8, gen, sizeof(gen));
         id = gen;
     }
     json_t *env = json_object_get(body, "env");

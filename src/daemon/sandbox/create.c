@@ -5,7 +5,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/rand.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -21,12 +20,7 @@
 
 void sandbox_new_id(char out[STORE_ID_MAX + 1])
 {
-    unsigned char raw[10];
-    char hex[21];
-    if (RAND_bytes(raw, sizeof(raw)) != 1)
-        abort();
-    sbx_hex(raw, sizeof(raw), hex);
-    snprintf(out, STORE_ID_MAX + 1, "sb_%s", hex);
+    sbx_random_id("sb_", 10, out, STORE_ID_MAX + 1);
 }
 
 static int v2_running(const struct manager *m)

@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/rand.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -67,16 +66,6 @@ struct install_run {
     struct loop_timer *finish_timer;
     struct install_run *next;
 };
-
-void install_new_id(const char *prefix, char out[STORE_ID_MAX + 1])
-{
-    unsigned char raw[8];
-    char hex[17];
-    if (RAND_bytes(raw, sizeof(raw)) != 1)
-        abort();
-    sbx_hex(raw, sizeof(raw), hex);
-    snprintf(out, STORE_ID_MAX + 1, "%s_%s", prefix, hex);
-}
 
 /* --- what subscribers see ------------------------------------------------------------- */
 
@@ -214,7 +203,7 @@ static void run_finish(struct install_run *run)
         _cleanup_close_ int root = open(sb->workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (root >= 0)
             (void)sbx_rm_rf_at(root, INSTALL_CTL_DIR);
-        install_new_id("sksnap", snap);
+        sbx_random_id("sksnap_", 8, snap, sizeof(snap));
         _cleanup_free_ char *dir = sbx_xasprintf("%s/snapshots/%s", ins->dir, snap);
         int r = sbx_mkdir_p(dir, 0700);
         if (r < 0)
@@ -795,7 +784,7 @@ int install_run_guide(struct install_run *run, const char *message_id, const cha
         return sbx_err_set(err, EAGAIN, "too_many_guidance_messages",
                            "at most %d guidance messages a round", INSTALL_GUIDANCE_MSGS_MAX);
     char id[STORE_ID_MAX + 1];
-    install_new_id("gdn", id);
+    sbx_random_id("gdn_", 8, id, sizeof(id));
     json_array_append_new(run->guidance,
                           json_pack("{s:s,s:s,s:s,s:s}", "id", id, "steer_id", steer_id, "content",
                                     content, "status", "queued"));

@@ -33,8 +33,6 @@ int installs_place(const char *bundle, int skills_dir, const char *name, struct 
 /* Whether sandbox_id is a round's install sandbox. */
 bool install_run_owns_sandbox(struct installs *ins, const char *sandbox_id);
 
-/* prefix + "_" + 16 random hex digits. */
-void install_new_id(const char *prefix, char out[STORE_ID_MAX + 1]);
 /* rec: stored already with status installing and its round's message_id. */
 void install_run_begin(struct installs *ins, const struct auth_identity *who,
                        const struct store_skill_install *rec, const char *instructions);

@@ -360,7 +360,7 @@ static int begin_round(struct installs *ins, const struct auth_identity *who,
     free(rec->error);
     rec->error = NULL;
     rec->session_id[0] = '\0';
-    install_new_id("msg", rec->message_id);
+    sbx_random_id("msg_", 8, rec->message_id, sizeof(rec->message_id));
     rec->updated_at = sbx_wall_ms() / 1000;
     int r = store_skill_install_put(ins->d->store, rec, err);
     if (r == 0)
@@ -400,7 +400,7 @@ int installs_start(struct installs *ins, const struct auth_identity *who, const 
                         "configuration %s is installing %s already: stop it or wait", config_id,
                         cat.name);
     if (r == 0 && !b.have) {
-        install_new_id("sks", b.found.id);
+        sbx_random_id("sks_", 8, b.found.id, sizeof(b.found.id));
         snprintf(b.found.config_id, sizeof(b.found.config_id), "%s", config_id);
         snprintf(b.found.name, sizeof(b.found.name), "%s", cat.name);
         snprintf(b.found.owner, sizeof(b.found.owner), "%s", who->user);

@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -684,16 +683,6 @@ json_t *template_build_json(const struct template_build *tb)
 
 /* --- starting --------------------------------------------------------------------------- */
 
-static void build_id(char out[TEMPLATE_BUILD_ID_LEN + 1])
-{
-    unsigned char raw[10];
-    char hex[21];
-    if (RAND_bytes(raw, sizeof(raw)) != 1)
-        abort();
-    sbx_hex(raw, sizeof(raw), hex);
-    snprintf(out, TEMPLATE_BUILD_ID_LEN + 1, "tb_%s", hex);
-}
-
 static void add_step(struct template_build *tb, int kind, const char *label, size_t run_index)
 {
     struct step *s = &tb->steps[tb->nsteps++];
@@ -893,7 +882,7 @@ int template_build_start(struct template_builds *b, const struct auth_identity *
                 r = sbx_err_sys(err, errno, "pointing %s at its build", rc->name);
                 goto fail;
             }
-            build_id(tb->id);
+            sbx_random_id("tb_", 10, tb->id, sizeof(tb->id));
             *cached = true;
             *out = cached_record(b, tb, m);
             return 0;
@@ -923,7 +912,7 @@ int template_build_start(struct template_builds *b, const struct auth_identity *
     }
     tb->tmp = sbx_xstrdup(tmpl);
     tb->rootfs = sbx_xasprintf("%s/mnt", tb->tmp); /* the build's writable view */
-    build_id(tb->id);
+    sbx_random_id("tb_", 10, tb->id, sizeof(tb->id));
     tb->started_at = sbx_wall_ms() / 1000;
     tb->t0_ms = sbx_now_ms();
     plan(tb);

@@ -224,8 +224,13 @@ K = harness.Shared(extra_env={"SBX_MAX_PER_KEY": "8", "SBX_MAX_PER_USER": "8"})
 
 def accounted_for(c, ids):
     """After a restart every sandbox is live (running or paused) or has ended with a
-    reason; none is left "creating"."""
-    live = {s["id"]: s["status"] for s in c.list_sandboxes()}
+    reason; none is left "creating". One whose machine outlived the kill (a fork's copy
+    half way through its restore) is "creating" until its agent answers, or fails after
+    the daemon's ready timeout (60 s)."""
+    def settled():
+        live = {s["id"]: s["status"] for s in c.list_sandboxes()}
+        return None if "creating" in live.values() else (live,)
+    live, = wait_for(settled, 75, what="no sandbox left creating")
     assert all(st in ("running", "paused") for st in live.values()), live
     d = K.get()
     con = harness.store_db(d)

@@ -1,7 +1,12 @@
 /* sbx-shim: one per sandbox, detached from the daemon (rt_start double-forks it
- * into its own session). It owns the `runsc run --detach=false` process, holds
- * the container's stdio pipes (the agent's channel) and relays whole proto frames
- * between them and at most one client on <state_dir>/shim.sock.
+ * into its own session). It starts the container with `runsc run --detach` (or
+ * `restore --detach`), holds the container's stdio pipes (the agent's channel) and
+ * relays whole proto frames between them and at most one client on <state_dir>/shim.sock.
+ *
+ * The shim is a child subreaper: once the detached runsc has started the container and
+ * exited, its sandbox and gofer processes are the shim's children, and the sandbox
+ * process's exit is the container's. A foreground `runsc run` would stay alive beside
+ * every sandbox only to wait for it (4.7 MiB PSS each, docs/performance.md).
  *
  *   sbx-shim --id ID --state-dir DIR --runsc PATH --root RUNSC_ROOT --ready-fd N
  *            [--cgroup CGROUPS_PATH] [--debug] [--restore IMAGE_DIR [--forked]]
@@ -47,6 +52,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -93,7 +99,8 @@ struct shim {
     bool client_stalled; /* client_dec holds a whole frame that to_agent has no room for */
     unsigned long long client_seq;
 
-    pid_t run_pid;
+    pid_t launch_pid; /* the `runsc run|restore --detach` process, until it exits */
+    pid_t run_pid;    /* the container's: runsc's sandbox process, or the native init */
     int agent_in; /* runsc's stdin: frames to the agent */
     struct loop_watch *agent_in_w;
     struct proto_outq *to_agent;
@@ -108,7 +115,7 @@ struct shim {
 
     long long t_spawn;
     unsigned long long frames_up, frames_down, frames_dropped;
-    int exit_code; /* -1 until runsc run exits */
+    int exit_code; /* -1 until the container exits */
 };
 
 static void shim_log(struct shim *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -536,6 +543,7 @@ static int spawn_runsc(struct shim *s)
     int errfd = open(s->runsc_log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
 
     _cleanup_free_ char *bundle = sbx_xasprintf("%s/bundle", s->state_dir);
+    _cleanup_free_ char *pid_file = sbx_xasprintf("--pid-file=%s/sandbox.pid", s->state_dir);
     _cleanup_free_ char *debug_log = sbx_xasprintf("--debug-log=%s/runsc-debug/", s->state_dir);
     char *argv[16];
     int i = 0;
@@ -556,7 +564,8 @@ static int spawn_runsc(struct shim *s)
     }
     argv[i++] = "--bundle";
     argv[i++] = bundle;
-    argv[i++] = "--detach=false";
+    argv[i++] = "--detach";
+    argv[i++] = pid_file;
     argv[i++] = (char *)s->id;
     argv[i] = NULL;
 
@@ -608,7 +617,8 @@ static int spawn_runsc(struct shim *s)
     close(out[1]);
     if (errfd >= 0)
         close(errfd);
-    return watch_agent(s, pid, in[1], out[0]);
+    s->launch_pid = pid;
+    return watch_agent(s, -1, in[1], out[0]);
 }
 
 static int watch_agent(struct shim *s, pid_t pid, int agent_in, int agent_out)
@@ -624,7 +634,7 @@ static int watch_agent(struct shim *s, pid_t pid, int agent_in, int agent_out)
     if (r < 0)
         return r;
     shim_log(s, "spawned %s %s (pid %d) for %s", s->native ? s->runtime : "runsc",
-             s->restore ? "restore" : "run", (int)pid, s->id);
+             s->restore ? "restore" : "run", (int)(pid > 0 ? pid : s->launch_pid), s->id);
     if (s->restore) {
         /* Queued now, read by the agent once it runs again. */
         char hello[96];
@@ -710,30 +720,85 @@ static void finish(struct shim *s)
     exit(0);
 }
 
+static void container_exited(struct shim *s, int st)
+{
+    shim_log(s, "container exited: %s %d", WIFEXITED(st) ? "status" : "signal",
+             WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+    write_exit_status(s, st);
+    s->run_pid = -1;
+}
+
+/* The detached runsc is done: on success the container runs and its sandbox process,
+ * named in sandbox.pid, is ours now; else the start failed and that is the exit. */
+static void launched(struct shim *s, int st)
+{
+    s->launch_pid = -1;
+    _cleanup_free_ char *path = sbx_xasprintf("%s/sandbox.pid", s->state_dir);
+    _cleanup_free_ char *text = NULL;
+    long pid = 0;
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0 && sbx_read_file(path, 32, &text, NULL) == 0)
+        pid = strtol(text, NULL, 10);
+    if (pid <= 1) {
+        shim_log(s, "runsc %s --detach failed: %s %d", s->restore ? "restore" : "run",
+                 WIFEXITED(st) ? "status" : "signal",
+                 WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+        container_exited(s, WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 255 << 8 : st);
+        return;
+    }
+    s->run_pid = (pid_t)pid;
+    shim_log(s, "container started: sandbox process %ld, %lld ms after spawning runsc", pid,
+             sbx_now_ms() - s->t_spawn);
+}
+
+/* Reaps what has exited. While the detached runsc lives, nothing of the container is our
+ * child yet, so the launcher is waited for by pid; after it, every child: the sandbox
+ * process, the gofer and whatever else runsc leaves to its subreaper. */
+static void reap_children(struct shim *s)
+{
+    int st;
+    if (s->launch_pid > 0) {
+        pid_t w = waitpid(s->launch_pid, &st, WNOHANG);
+        if (w == s->launch_pid)
+            launched(s, st);
+        else if (w < 0 && errno != EINTR) {
+            s->launch_pid = -1;
+            container_exited(s, 255 << 8);
+        }
+        if (s->launch_pid > 0)
+            return;
+    }
+    for (;;) {
+        pid_t w = waitpid(-1, &st, WNOHANG);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        if (w == s->run_pid)
+            container_exited(s, st);
+    }
+    /* ECHILD: the container's process is not (or no longer) ours to wait for. */
+    if (s->run_pid > 0 && kill(s->run_pid, 0) < 0 && errno == ESRCH)
+        container_exited(s, 255 << 8);
+}
+
+static bool running(const struct shim *s)
+{
+    return s->launch_pid > 0 || s->run_pid > 0;
+}
+
 static void reap_run(struct shim *s, bool block, int timeout_ms)
 {
-    if (s->run_pid <= 0)
-        return;
     long long deadline = sbx_now_ms() + timeout_ms;
     for (;;) {
-        int st;
-        pid_t w = waitpid(s->run_pid, &st, WNOHANG);
-        if (w == s->run_pid) {
-            shim_log(s, "runsc run exited: %s %d", WIFEXITED(st) ? "status" : "signal",
-                     WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
-            write_exit_status(s, st);
-            s->run_pid = -1;
-            return;
-        }
-        if (w < 0 && errno != EINTR) {
-            s->run_pid = -1;
-            return;
-        }
-        if (!block)
+        reap_children(s);
+        if (!running(s) || !block)
             return;
         if (sbx_now_ms() > deadline) {
-            shim_log(s, "runsc run did not exit in %d ms; SIGKILL", timeout_ms);
-            kill(s->run_pid, SIGKILL);
+            shim_log(s, "the container did not exit in %d ms; SIGKILL", timeout_ms);
+            if (s->launch_pid > 0)
+                kill(s->launch_pid, SIGKILL);
+            if (s->run_pid > 0)
+                kill(s->run_pid, SIGKILL);
             deadline = sbx_now_ms() + 1000;
         }
         struct timespec ts = {0, 5 * 1000 * 1000};
@@ -747,7 +812,7 @@ static void destroy(struct shim *s)
     drop_client(s, "destroy");
     if (s->ready_fd >= 0)
         ready_say(s, "error destroyed while starting");
-    if (s->run_pid > 0) {
+    if (running(s)) {
         runsc_cmd(s, "kill", SHIM_KILL_TIMEOUT_MS);
         reap_run(s, true, SHIM_WAIT_TIMEOUT_MS);
     }
@@ -793,7 +858,7 @@ static void on_signal(struct loop *l, int fd, uint32_t events, void *data)
             break;
         case SIGCHLD:
             reap_run(s, false, 0);
-            if (s->run_pid < 0)
+            if (!running(s))
                 on_runsc_exit(s);
             break;
         default:
@@ -866,6 +931,10 @@ static int setup(struct shim *s)
     r = loop_watch_add(s->loop, s->listen_fd, EPOLLIN, on_listen, s, &s->listen_w);
     if (r < 0)
         return r;
+    if (!s->native && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+        return -errno;
+    _cleanup_free_ char *pid_file = sbx_xasprintf("%s/sandbox.pid", s->state_dir);
+    (void)unlink(pid_file);
     return spawn_runsc(s);
 }
 
@@ -907,7 +976,8 @@ int main(int argc, char **argv)
 {
     struct shim s = {.log_fd = -1, .ready_fd = -1, .pid_fd = -1, .listen_fd = -1,
                      .client_fd = -1, .agent_in = -1, .agent_out = -1, .sig_fd = -1,
-                     .exit_code = -1, .runsc = "runsc", .dir_fd = -1};
+                     .exit_code = -1, .runsc = "runsc", .dir_fd = -1, .launch_pid = -1,
+                     .run_pid = -1};
     static const struct option opts[] = {
         {"id", required_argument, NULL, 'i'},    {"state-dir", required_argument, NULL, 's'},
         {"runsc", required_argument, NULL, 'r'}, {"root", required_argument, NULL, 'R'},
@@ -986,10 +1056,12 @@ int main(int argc, char **argv)
             (void)unlink(s.sock_path);
             (void)unlink(s.pid_path);
         }
-        if (s.run_pid > 0) {
-            kill(s.run_pid, SIGKILL);
-            (void)waitpid(s.run_pid, NULL, 0);
-        }
+        pid_t pids[] = {s.launch_pid, s.run_pid};
+        for (size_t i = 0; i < SBX_ARRAY_SIZE(pids); i++)
+            if (pids[i] > 0) {
+                kill(pids[i], SIGKILL);
+                (void)waitpid(pids[i], NULL, 0);
+            }
         shim_free(&s);
         return 1;
     }

@@ -433,6 +433,38 @@ def test_detached_survives_kill9_of_starter():
         sb.__exit__()
 
 
+def test_an_idle_sandbox_costs_its_sandbox_and_gofer_processes_and_no_runsc_run():
+    sb = Sandbox().start()
+    try:
+        shim = sb.shim_pid()
+        kids = {}
+        for d in os.listdir("/proc"):
+            if not d.isdigit():
+                continue
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                with open("/proc/%s/cmdline" % d, "rb") as f:
+                    argv = f.read().split(b"\0")
+            except OSError:
+                continue
+            if int(fields[1]) == shim:
+                kids[int(d)] = [a.decode(errors="replace") for a in argv if a]
+        # `runsc run --detach` has exited; what it started is the shim's (a subreaper).
+        assert not [a for a in kids.values() if "run" in a or "restore" in a], kids
+        roles = sorted("gofer" if "gofer" in a else "boot" if "boot" in a else " ".join(a)
+                       for a in kids.values())
+        assert roles == ["boot", "gofer"], kids
+        boot = [p for p, a in kids.items() if "boot" in a]
+        assert boot == [int(_read(os.path.join(sb.state, "sandbox.pid")))], (boot, kids)
+        s = sb.connect()
+        s.sendall(frame(0, PING, 0, b"relayed"))
+        assert recv_frame(s) == (0, PING, 0, b"relayed")
+        s.close()
+    finally:
+        sb.__exit__()
+
+
 def test_destroy_is_fast_and_cleans_everything():
     sb = Sandbox().start()
     shim = sb.shim_pid()

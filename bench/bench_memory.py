@@ -2,8 +2,9 @@
 
   sbx, N idle    N sandboxes created through sbxd and left idle; for each, the PSS
                  (/proc/<pid>/smaps_rollup) of every process that names it on its command
-                 line: sbx-shim, any `runsc` left running (none since the shim detaches it), runsc-gofer, runsc-sandbox
-                 (the sentry and the agent inside it); the mean per sandbox, by process, and
+                 line: sbx-shim, any `runsc` left running (none since the shim starts it
+                 detached), runsc-gofer, runsc-sandbox (the sentry and the agent inside
+                 it); the mean per sandbox, by process, and
                  sbxd's RSS growth divided by N
   sbx, one       the same with a single sandbox
           vs  one `runsc run --detach` of the same template's /bin/sleep with the daemon's

@@ -5,7 +5,8 @@
                  line: sbx-shim, any `runsc` left running (none since the shim starts it
                  detached), runsc-gofer, runsc-sandbox (the sentry and the agent inside
                  it); the mean per sandbox, by process, and
-                 sbxd's RSS growth divided by N
+                 sbxd's RSS growth divided by N; then their CPU while idle, before and
+                 after one exec each
   sbx, one       the same with a single sandbox
           vs  one `runsc run --detach` of the same template's /bin/sleep with the daemon's
               runsc flags (its sandbox and gofer: what gVisor alone costs)
@@ -32,6 +33,7 @@ import bench_core  # noqa: E402
 import harness  # noqa: E402
 
 SETTLE_S = 3  # an idle sandbox's agent and sentry finish starting up
+IDLE_CPU_S = 5  # how long the idle sandboxes' CPU is counted
 
 
 def _kb(path, field):
@@ -80,7 +82,29 @@ def _pss_by_role(token):
     return by
 
 
-def _measure(d, c, n, create_ms=None):
+def _cpu_ticks(tokens):
+    """utime + stime of every process naming one of tokens (its threads included)."""
+    procs = [pid for t in tokens for pid, _ in _procs(t)]
+    total = 0
+    for pid in procs:
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except OSError:
+            pass
+    return total
+
+
+def _idle_cpu(tokens):
+    """Per cent of a host core each of tokens' sandboxes spends doing nothing."""
+    t0 = _cpu_ticks(tokens)
+    time.sleep(IDLE_CPU_S)
+    spent = (_cpu_ticks(tokens) - t0) / os.sysconf("SC_CLK_TCK")
+    return 100.0 * spent / IDLE_CPU_S / max(1, len(tokens))
+
+
+def _measure(d, c, n, create_ms=None, cpu=None):
     rss0 = _kb("/proc/%d/status" % d.proc.pid, "VmRSS")
     sids = []
     for _ in range(n):
@@ -94,6 +118,12 @@ def _measure(d, c, n, create_ms=None):
         for role, kb in _pss_by_role(sid).items():
             total[role] = total.get(role, 0) + kb
     rss1 = _kb("/proc/%d/status" % d.proc.pid, "VmRSS")
+    if cpu is not None:
+        cpu.append(_idle_cpu(sids))
+        for sid in sids:  # used once: its session's spare shell waits for the next command
+            c.exec(sid, shell="true")
+        time.sleep(1)
+        cpu.append(_idle_cpu(sids))
     for sid in sids:
         c.delete_sandbox(sid)
     return {r: kb / n for r, kb in total.items()}, (rss1 - rss0) / n
@@ -110,7 +140,8 @@ def _bare(flags):
         b = bench_core._bundle(os.path.join(tmp, "sleep"), rootfs, ["/bin/sleep", "100000"])
         bench_core._timed(base + ["run", "--detach", "--bundle", b, cid], detached=True)
         time.sleep(SETTLE_S)
-        return _pss_by_role(root)  # its gofer and sandbox name the root, not the id
+        # Its gofer and sandbox name the root, not the id.
+        return _pss_by_role(root), _idle_cpu([root])
     finally:
         subprocess.run(base + ["kill", cid, "KILL"], capture_output=True)
         subprocess.run(base + ["delete", "--force", cid], capture_output=True)
@@ -126,9 +157,9 @@ def run(build, n=15):
         flags = bench_core.daemon_runsc_flags(one) or ["--network=none"]
         c.delete_sandbox(one)
         alone, rss_alone = _measure(d, c, 1)
-        create_ms = []
-        many, rss_many = _measure(d, c, n, create_ms)
-    bare = _bare(flags)
+        create_ms, cpu = [], []
+        many, rss_many = _measure(d, c, n, create_ms, cpu)
+    bare, bare_cpu = _bare(flags)
     mib = lambda kb: kb / 1024.0
     roles = ("runsc-sandbox", "runsc-gofer", "runsc", "sbx-shim")
     head = "%-30s %9s   %s" % ("memory per idle sandbox", "PSS MiB",
@@ -147,6 +178,9 @@ def run(build, n=15):
         last = sorted(create_ms[-5:])[2]
         lines.append("note: create with 0-4 idle beside it %.0f ms (median of 5), with %d-%d "
                      "idle %.0f ms: x%.2f" % (first, n - 5, n - 1, last, last / first))
+    lines.append("note: idle CPU per sandbox at %d idle: %.2f %% of a host core never used, "
+                 "%.2f %% after one exec (its spare shell waiting); a bare runsc container "
+                 "(sleep) %.2f %%; over %d s" % (n, cpu[0], cpu[1], bare_cpu, IDLE_CPU_S))
     lines.append("note: memory: ratio sbx (%d idle) / bare runsc container %.2f; PSS from "
                  "/proc/<pid>/smaps_rollup %d s after the creates" % (
                      n, sum(many.values()) / max(1, sum(bare.values())), SETTLE_S))

@@ -171,6 +171,7 @@ static void handle_open(struct agent *a, const struct proto_frame *f)
                         AGENT_MAX_STREAMS);
         return;
     }
+    pidguard_wake(a);
     struct sbx_err err = {0};
     int r = found->open(a, id, req, &err);
     json_decref(req);

@@ -24,6 +24,8 @@
 static struct {
     unsigned long near; /* the user's processes at or above this: at the limit */
     unsigned strikes;
+    bool on;     /* pidguard_start found a limit to hold */
+    bool asleep; /* no look scheduled: nothing ran but the agent and its idle spares */
 } guard;
 
 struct tally {
@@ -138,20 +140,48 @@ static unsigned long kill_session(pid_t sid)
     return hit;
 }
 
+/* The agent and the spare shells it holds, each blocked until the agent hands it a
+ * command: what a sandbox runs when nobody can be forking. */
+static unsigned long agent_own(const struct agent *a)
+{
+    unsigned long n = 1;
+    for (unsigned i = 0; i < AGENT_MAX_SPARES; i++)
+        n += a->spares[i] != NULL;
+    return n;
+}
+
 static void tick(struct loop *l, void *data)
 {
-    if (count_all() < guard.near) {
+    struct agent *a = data;
+    unsigned long n = count_all();
+    if (n <= agent_own(a)) {
+        /* Nothing of the user's runs, so nothing forks until a request starts something,
+         * and every request wakes the guard (pidguard_wake): an idle sandbox costs no
+         * looks. */
+        guard.strikes = 0;
+        guard.asleep = true;
+        return;
+    }
+    if (n < guard.near) {
         guard.strikes = 0;
     } else if (++guard.strikes >= PIDGUARD_STRIKES) {
         guard.strikes = 0;
         pid_t top;
         if (scan(&top) >= guard.near && top > 0) {
-            unsigned long n = kill_session(top);
+            unsigned long hit = kill_session(top);
             dprintf(2, "sbx-agent: process limit: killed session %d (%lu processes)\n", (int)top,
-                    n);
+                    hit);
         }
     }
     (void)loop_timer_add(l, PIDGUARD_TICK_MS, tick, data);
+}
+
+void pidguard_wake(struct agent *a)
+{
+    if (!guard.on || !guard.asleep)
+        return;
+    guard.asleep = false;
+    (void)loop_timer_add(a->loop, PIDGUARD_TICK_MS, tick, a);
 }
 
 void pidguard_start(struct agent *a)
@@ -162,5 +192,6 @@ void pidguard_start(struct agent *a)
         return;
     unsigned long limit = (unsigned long)rl.rlim_cur;
     guard.near = limit - (limit / PIDGUARD_SLACK ? limit / PIDGUARD_SLACK : 1);
-    (void)loop_timer_add(a->loop, PIDGUARD_TICK_MS, tick, NULL);
+    guard.on = true;
+    (void)loop_timer_add(a->loop, PIDGUARD_TICK_MS, tick, a);
 }

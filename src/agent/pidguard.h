@@ -30,4 +30,8 @@ struct agent;
  * agent); otherwise nothing to hold. */
 void pidguard_start(struct agent *a);
 
+/* A request may start a user process: a guard that stopped looking, since nothing but the
+ * agent and its idle spare shells ran, looks again from the next tick on. */
+void pidguard_wake(struct agent *a);
+
 #endif

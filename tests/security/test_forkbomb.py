@@ -98,6 +98,24 @@ def test_python_fork_bomb_in_its_own_session():
                 "python bomb %d" % (i + 1))
 
 
+def test_a_bomb_after_the_sandbox_sat_idle_is_ended_too():
+    # With nothing of the user's running the guard stops looking (an idle sandbox costs
+    # no CPU); the request that starts the next command must wake it, whichever kind.
+    c = D.client("bomber")
+    sid = c.create_sandbox(ttl_seconds=600)["id"]
+    by = D.once("bystander", lambda d: c.create_sandbox(ttl_seconds=1800)["id"])
+    assert c.sh(sid, "true") == ""  # its session's spare shell is all that is left
+    time.sleep(1.5)
+    survive(c, sid, by, {"shell": SHELL_BOMB}, "shell bomb after idle")
+    time.sleep(1.5)
+    p = c.ok("POST", "/v1/sandboxes/%s/processes" % sid,
+             {"command": "sh -c ':(){ :|:& };:'"}, status=201)
+    harness.wait_for(lambda: c.ok("GET", "/v1/sandboxes/%s/processes/%s" % (sid, p["id"]))
+                     ["status"] != "running", 120, what="the background bomb ended")
+    assert c.sh(sid, "echo alive") == "alive\n"
+    c.delete_sandbox(sid)
+
+
 def test_a_foreground_bomb_ends_before_its_timeout():
     c, sid, _ = sandboxes()
     r = c.request("POST", "/v1/sandboxes/%s/exec" % sid,

@@ -425,8 +425,13 @@ static void child_reset_signals(void)
     signal(SIGPIPE, SIG_DFL);
 }
 
+static void reaped(struct shim *s, pid_t pid, int st);
+
 /* Run argv with stdin /dev/null and stdout/stderr appended to out_fd; wait at most
- * timeout_ms, then SIGKILL it. Returns the wait status or -errno / -ETIMEDOUT. */
+ * timeout_ms, then SIGKILL it. Returns the wait status or -errno / -ETIMEDOUT.
+ * Every other child that exits meanwhile is reaped too: runsc delete waits for the
+ * container's gofer to go, and the gofer is ours, so a zombie of it would hold the
+ * delete until its timeout. */
 static int run_wait(struct shim *s, char *const argv[], int out_fd, int timeout_ms)
 {
     pid_t pid = fork();
@@ -447,11 +452,17 @@ static int run_wait(struct shim *s, char *const argv[], int out_fd, int timeout_
     long long deadline = sbx_now_ms() + timeout_ms;
     for (;;) {
         int st;
-        pid_t w = waitpid(pid, &st, WNOHANG);
+        pid_t w = waitpid(-1, &st, WNOHANG);
         if (w == pid)
             return st;
+        if (w > 0) {
+            reaped(s, w, st);
+            continue;
+        }
         if (w < 0 && errno != EINTR)
             return -errno;
+        if (w < 0)
+            continue;
         if (sbx_now_ms() > deadline) {
             shim_log(s, "%s %s timed out after %d ms; killing it", argv[0],
                      argv[3] ? argv[3] : "", timeout_ms);
@@ -750,6 +761,16 @@ static void launched(struct shim *s, int st)
              sbx_now_ms() - s->t_spawn);
 }
 
+/* A child of ours has exited: the launcher, the container, or a gofer or other orphan of
+ * runsc's, for which there is nothing to do. */
+static void reaped(struct shim *s, pid_t pid, int st)
+{
+    if (pid == s->launch_pid)
+        launched(s, st);
+    else if (pid == s->run_pid)
+        container_exited(s, st);
+}
+
 /* Reaps what has exited. While the detached runsc lives, nothing of the container is our
  * child yet, so the launcher is waited for by pid; after it, every child: the sandbox
  * process, the gofer and whatever else runsc leaves to its subreaper. */
@@ -773,8 +794,7 @@ static void reap_children(struct shim *s)
             continue;
         if (w <= 0)
             break;
-        if (w == s->run_pid)
-            container_exited(s, st);
+        reaped(s, w, st);
     }
     /* ECHILD: the container's process is not (or no longer) ours to wait for. */
     if (s->run_pid > 0 && kill(s->run_pid, 0) < 0 && errno == ESRCH)

@@ -109,6 +109,12 @@ def test_pause_and_resume_bring_memory_back():
     acts = [e["action"] for e in d.client().request("GET", "/v1/audit?sandbox_id=" + sid)
             .body["data"]]
     assert acts.count("sandbox.pause") == 2 and acts.count("sandbox.resume") == 2, acts
+    # Each checkpoint stopped the container and its shim deleted it cleanly: runsc delete
+    # waits for the gofer, which a shim that left it a zombie made fail after 5 s (and the
+    # resume waited for that shim).
+    with open(os.path.join(d.sandbox_dir(sid), "state", "shim.log")) as f:
+        deletes = [l for l in f if "runsc delete:" in l]
+    assert len(deletes) >= 2 and all("runsc delete: exit 0 " in l for l in deletes), deletes
 
 
 def test_pause_refuses_while_busy_and_keeps_running():

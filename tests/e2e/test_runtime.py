@@ -528,6 +528,11 @@ def test_runsc_exit_writes_status_and_keeps_dir():
     while time.time() < t and _container_exists(sb.id):
         time.sleep(0.05)
     assert not _container_exists(sb.id), "runsc container not deleted after exit"
+    # The delete itself succeeded: it waits for the gofer, which the shim must have reaped
+    # (a zombie gofer held it to its own timeout and it failed with 128).
+    deletes = [l for l in _read(os.path.join(sb.state, "shim.log")).splitlines()
+               if "runsc delete:" in l]
+    assert deletes and all("runsc delete: exit 0 " in l for l in deletes), deletes
     sb.destroy()
     sb.wait_gone()
 

@@ -406,6 +406,14 @@ def test_template_with_real_agent_exec():
         _state.setdefault("timings", {})["template_start_ms"] = sb.start_ms
 
 
+def assert_relays(sb, payload):
+    """A PING through the shim comes back from the agent."""
+    s = sb.connect()
+    s.sendall(frame(0, PING, 0, payload))
+    assert recv_frame(s) == (0, PING, 0, payload)
+    s.close()
+
+
 def test_detached_survives_kill9_of_starter():
     sb = Sandbox()
     try:
@@ -425,10 +433,7 @@ def test_detached_survives_kill9_of_starter():
         starter.wait()
         time.sleep(0.3)
         assert sb.alive(), "the shim died with its starter"
-        s = sb.connect()
-        s.sendall(frame(0, PING, 0, b"still here"))
-        assert recv_frame(s) == (0, PING, 0, b"still here")
-        s.close()
+        assert_relays(sb, b"still here")
     finally:
         sb.__exit__()
 
@@ -457,10 +462,7 @@ def test_an_idle_sandbox_costs_its_sandbox_and_gofer_processes_and_no_runsc_run(
         assert roles == ["boot", "gofer"], kids
         boot = [p for p, a in kids.items() if "boot" in a]
         assert boot == [int(_read(os.path.join(sb.state, "sandbox.pid")))], (boot, kids)
-        s = sb.connect()
-        s.sendall(frame(0, PING, 0, b"relayed"))
-        assert recv_frame(s) == (0, PING, 0, b"relayed")
-        s.close()
+        assert_relays(sb, b"relayed")
     finally:
         sb.__exit__()
 

@@ -5,7 +5,6 @@
  * (sbx_tool_call, sbx_tool_result), which clients that do not know it skip. */
 #include "stream.h"
 
-#include <openssl/rand.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -55,11 +54,8 @@ void chat_sse_begin(struct chat_sse *s, struct http_req *req, const struct chat_
                     const char *model, struct loop *l, long long keepalive_ms,
                     http_abort_fn on_abort, void *data)
 {
-    unsigned char raw[12];
     char hex[25];
-    if (RAND_bytes(raw, sizeof(raw)) != 1)
-        abort();
-    sbx_hex(raw, sizeof(raw), hex);
+    sbx_random_id("", 12, hex, sizeof(hex));
     memset(s, 0, sizeof(*s));
     s->req = req;
     s->f = f;

@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <openssl/crypto.h>
-#include <openssl/rand.h>
 #include <string.h>
 #include <time.h>
 
@@ -21,10 +20,7 @@ int e2b_access_token(struct sbxd *d, const struct sandbox *sb, char out[E2B_TOKE
         return 0;
     if (r < 0 && r != -ENOENT)
         return r;
-    unsigned char raw[E2B_TOKEN_HEX_LEN / 2];
-    if (RAND_bytes(raw, sizeof(raw)) != 1)
-        return sbx_err_set(err, EIO, "internal", "no randomness for an access token");
-    sbx_hex(raw, sizeof(raw), out);
+    sbx_random_id("", E2B_TOKEN_HEX_LEN / 2, out, E2B_TOKEN_HEX_LEN + 1);
     return store_meta_set(d->store, sb->rec.id, E2B_META_TOKEN, out, err);
 }
 

@@ -6,7 +6,6 @@
 #include <string.h>
 #include <sys/statvfs.h>
 
-#include <openssl/rand.h>
 
 #include "../../common/log.h"
 #include "../../common/text.h"
@@ -359,11 +358,7 @@ static void session_exec_request(const struct sandbox *sb, const struct exec_par
 
 static void new_exec_id(char out[EXEC_ID_LEN + 1])
 {
-    unsigned char raw[10];
-    if (RAND_bytes(raw, sizeof(raw)) != 1)
-        abort();
-    memcpy(out, "ex_", 3);
-    sbx_hex(raw, sizeof(raw), out + 3);
+    sbx_random_id("ex_", 10, out, EXEC_ID_LEN + 1);
 }
 
 int exec_start(struct sandbox *sb, const struct exec_params *p, const struct exec_origin *o,

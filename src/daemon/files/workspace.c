@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <openssl/evp.h>
-#include <openssl/rand.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -273,12 +272,7 @@ int ws_writer_commit(struct ws_writer *w, bool sync, struct sbx_err *err)
     char tmp[48];
     int r = -EEXIST;
     for (int i = 0; i < 8 && r == -EEXIST; i++) {
-        unsigned char raw[8];
-        if (RAND_bytes(raw, sizeof(raw)) != 1)
-            abort();
-        char hex[17];
-        sbx_hex(raw, sizeof(raw), hex);
-        snprintf(tmp, sizeof(tmp), WS_TMP_PREFIX "%s", hex);
+        sbx_random_id(WS_TMP_PREFIX, 8, tmp, sizeof(tmp));
         r = linkat(w->fd, "", w->dir, tmp, AT_EMPTY_PATH) < 0 ? -errno : 0;
     }
     if (r < 0 && dir_removed(w->dir))

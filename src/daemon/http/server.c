@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
-#include <openssl/rand.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -590,11 +589,7 @@ static enum MHD_Result queue_answer(struct http_req *r)
 
 static void new_request_id(char out[HTTP_REQUEST_ID_LEN + 1])
 {
-    unsigned char raw[(HTTP_REQUEST_ID_LEN - 4) / 2];
-    if (RAND_bytes(raw, sizeof(raw)) != 1)
-        abort();
-    memcpy(out, "req_", 4);
-    sbx_hex(raw, sizeof(raw), out + 4);
+    sbx_random_id("req_", (HTTP_REQUEST_ID_LEN - 4) / 2, out, HTTP_REQUEST_ID_LEN + 1);
 }
 
 /* A NUL in a value would cut it short for C strings (libmicrohttpd keeps its length), so a

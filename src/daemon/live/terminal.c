@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <jansson.h>
 #include <openssl/crypto.h>
-#include <openssl/rand.h>
 #include <signal.h>
 #include <string.h>
 
@@ -78,13 +77,9 @@ int terminal_ticket_issue(struct terminals *t, const struct auth_identity *who,
     if (t->ntickets >= TERMINAL_TICKETS_MAX)
         return sbx_err_set(err, ENOSPC, "too_many_tickets",
                            "too many terminal tickets are outstanding; use or let some expire");
-    unsigned char raw[32];
-    if (RAND_bytes(raw, sizeof(raw)) != 1)
-        return sbx_err_set(err, EIO, "internal", "no randomness for a ticket");
     struct ticket *k = &t->tickets[t->ntickets++];
     memset(k, 0, sizeof(*k));
-    memcpy(k->value, "tkt_", 4);
-    sbx_hex(raw, sizeof(raw), k->value + 4);
+    sbx_random_id("tkt_", 32, k->value, sizeof(k->value));
     snprintf(k->who.user, sizeof(k->who.user), "%s", who->user);
     snprintf(k->who.key_id, sizeof(k->who.key_id), "%s", who->key_id);
     snprintf(k->who.sandbox_id, sizeof(k->who.sandbox_id), "%s", sandbox_id);

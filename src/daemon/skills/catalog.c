@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
-#include <openssl/rand.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -35,14 +34,6 @@ struct unpacked {
     int ret;
     struct sbx_err err;
 };
-
-static void random_hex(char *out, size_t bytes)
-{
-    unsigned char raw[16];
-    if (bytes > sizeof(raw) || RAND_bytes(raw, (int)bytes) != 1)
-        abort();
-    sbx_hex(raw, bytes, out);
-}
 
 static int read_meta(const char *root, struct skill_meta *m, struct sbx_err *err)
 {
@@ -94,7 +85,7 @@ static void find_root(struct unpacked *u)
 static int unpack(struct skills *k, int fd, struct unpacked *u, struct sbx_err *err)
 {
     char hex[17];
-    random_hex(hex, 8);
+    sbx_random_id("", 8, hex, sizeof(hex));
     snprintf(u->tmp, sizeof(u->tmp), "%s/.tmp-%s", k->dir, hex);
     if (mkdir(u->tmp, 0700) < 0)
         return sbx_err_sys(err, errno, "creating %s", u->tmp);
@@ -242,9 +233,8 @@ static void add_done(void *data, bool ran)
     if (!ran)
         sbx_err_set(&err, ESHUTDOWN, "shutting_down", "sbxd is stopping");
     else if (j->u.ret == 0) {
-        char hex[17], id[STORE_SKILL_ID_MAX + 1];
-        random_hex(hex, 8);
-        snprintf(id, sizeof(id), "skl_%s", hex);
+        char id[STORE_SKILL_ID_MAX + 1];
+        sbx_random_id("skl_", 8, id, sizeof(id));
         struct store_skill have = {0};
         char found[STORE_SKILL_ID_MAX + 1] = "";
         if (j->reuse &&
@@ -377,7 +367,7 @@ static int add_builtin(struct skills *k, const char *src, struct sbx_err *err)
     if (r < 0)
         goto out;
     char hex[17];
-    random_hex(hex, 8);
+    sbx_random_id("", 8, hex, sizeof(hex));
     snprintf(u.tmp, sizeof(u.tmp), "%s/.tmp-%s", k->dir, hex);
     snprintf(u.root, sizeof(u.root), "%s", u.tmp);
     if ((r = sbx_mkdir_p(u.tmp, 0700)) < 0) {

@@ -7,7 +7,6 @@
 #include "snapshot.h"
 
 #include <errno.h>
-#include <openssl/rand.h>
 #include <string.h>
 
 #include "../../common/jobs.h"
@@ -306,11 +305,8 @@ int snapshot_fork(struct manager *m, struct jobs *jobs, struct sandbox *sb,
     f->pending = 1;
     f->cb = cb;
     f->data = data;
-    unsigned char raw[6];
     char hex[13];
-    if (RAND_bytes(raw, sizeof(raw)) != 1)
-        abort();
-    sbx_hex(raw, sizeof(raw), hex);
+    sbx_random_id("", 6, hex, sizeof(hex));
     f->image_dir = sbx_xasprintf("%s/snapshots/fork-%s", sb->dir, hex);
     if ((r = checkpoint_start(sb, f->image_dir, err)) < 0) {
         free(f->image_dir);

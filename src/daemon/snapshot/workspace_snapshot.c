@@ -5,7 +5,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/rand.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -59,11 +58,8 @@ int snapshot_workspace(struct manager *m, struct sandbox *sb, json_t **out, stru
     if (n >= SANDBOX_SNAPSHOTS_MAX)
         return sbx_err_set(err, EAGAIN, "too_many_snapshots", "at most %d snapshots per sandbox",
                            SANDBOX_SNAPSHOTS_MAX);
-    unsigned char raw[4];
     char hex[9];
-    if (RAND_bytes(raw, sizeof(raw)) != 1)
-        abort();
-    sbx_hex(raw, sizeof(raw), hex);
+    sbx_random_id("", 4, hex, sizeof(hex));
     _cleanup_free_ char *id = sbx_xasprintf("snap_%s_%s", sb->rec.id + 3, hex);
     _cleanup_free_ char *dir = sbx_xasprintf("%s/%s", root, id);
     int r = sbx_mkdir_p(dir, 0700);

@@ -14,6 +14,9 @@
 #ifndef SBX_AGENT_PIDGUARD_H
 #define SBX_AGENT_PIDGUARD_H
 
+#include <stdbool.h>
+#include <sys/types.h>
+
 struct agent;
 
 /* How often the count is looked at, and how many looks in a row at the limit (within
@@ -25,6 +28,8 @@ struct agent;
 #define PIDGUARD_SLACK 16
 /* Upper bound on the processes one scan looks at. */
 #define PIDGUARD_SCAN_MAX 16384
+/* Kills remembered until the stream whose session it was asks (pidguard_claim). */
+#define PIDGUARD_KILLS_MAX 16
 
 /* Start watching, when commands run as the user under a finite RLIMIT_NPROC (a sandbox's
  * agent); otherwise nothing to hold. */
@@ -33,5 +38,10 @@ void pidguard_start(struct agent *a);
 /* A request may start a user process: a guard that stopped looking, since nothing but the
  * agent and its idle spare shells ran, looks again from the next tick on. */
 void pidguard_wake(struct agent *a);
+
+/* Whether the guard killed session sid at or after since_ms (sbx_now_ms: the session's
+ * start) and no one claimed it yet; its record goes. An exec, a background process or the
+ * kernel asks when it ends, to say the limit killed it rather than a plain SIGKILL. */
+bool pidguard_claim(pid_t sid, long long since_ms);
 
 #endif

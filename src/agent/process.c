@@ -18,6 +18,7 @@
 #include "env.h"
 #include "exec.h"
 #include "oomwatch.h"
+#include "pidguard.h"
 #include "ring.h"
 #include "session.h"
 #include "spawn.h"
@@ -47,7 +48,8 @@ struct process {
     int fd[2];                      /* -1 once at EOF */
     struct loop_watch *w[2];
     long long start_ms, exit_ms, last_read_ms; /* sbx_now_ms */
-    bool oom; /* the memory watcher killed one of its group */
+    bool oom;  /* the memory watcher killed one of its group */
+    bool pids; /* the process guard killed its session at the sandbox's process limit */
     struct loop_timer *drain_t;
     bool logs_done; /* both pipes closed: no more output */
     struct log_stream *streams;
@@ -99,6 +101,7 @@ static json_t *process_json(const struct process *p)
         json_object_set_new(o, "signal", sig ? json_integer(sig) : json_null());
         json_object_set_new(o, "ended_at", json_integer(p->ended_at / 1000));
         json_object_set_new(o, "oom_killed", json_boolean(p->oom));
+        json_object_set_new(o, "process_limit_killed", json_boolean(p->pids));
     }
     return o;
 }
@@ -383,6 +386,7 @@ bool process_child_exit(struct agent *a, pid_t pid, int status)
         p->ended_at = sbx_wall_ms();
         p->exit_ms = sbx_now_ms();
         p->oom = oomwatch_claim(a, p->pid, 0, p->start_ms); /* it leads its own group */
+        p->pids = pidguard_claim(p->pid, p->start_ms);      /* and its own session */
         process_logs_maybe_done(p);
         if (!p->logs_done)
             p->drain_t = loop_timer_add(a->loop, EXEC_DRAIN_QUIET_MS, process_drain_cb, p);

@@ -109,9 +109,13 @@ def test_a_bomb_after_the_sandbox_sat_idle_is_ended_too():
     survive(c, sid, by, {"shell": SHELL_BOMB}, "shell bomb after idle")
     time.sleep(1.5)
     p = c.ok("POST", "/v1/sandboxes/%s/processes" % sid,
-             {"command": "sh -c ':(){ :|:& };:'"}, status=201)
-    harness.wait_for(lambda: c.ok("GET", "/v1/sandboxes/%s/processes/%s" % (sid, p["id"]))
-                     ["status"] != "running", 120, what="the background bomb ended")
+             {"command": "bash -c 'b(){ b | b; }; b'"}, status=201)
+    rec = harness.wait_for(
+        lambda: (lambda r: r if r["status"] != "running" else None)(
+            c.ok("GET", "/v1/sandboxes/%s/processes/%s" % (sid, p["id"]))),
+        120, what="the background bomb ended")
+    # Its record says why it ended, as it says oom_killed for memory.
+    assert rec["process_limit_killed"] is True and rec["oom_killed"] is False, rec
     assert c.sh(sid, "echo alive") == "alive\n"
     c.delete_sandbox(sid)
 
@@ -121,8 +125,33 @@ def test_a_foreground_bomb_ends_before_its_timeout():
     r = c.request("POST", "/v1/sandboxes/%s/exec" % sid,
                   {"shell": "b(){ b | b; }; b", "timeout_seconds": 120}, timeout=180)
     assert r.status == 200 and r.body["timed_out"] is False, r
+    # The answer names the limit, not just a SIGKILL from nowhere.
+    assert r.body["exit_code"] == 137 and r.body["process_limit_killed"] is True, r
+    assert r.body["error"]["code"] == "process_limit", r
+    assert r.body["receipt"]["process_limit_killed"] is True, r
+    # A command that ends by itself says it was not.
+    ok = c.ok("POST", "/v1/sandboxes/%s/exec" % sid, {"shell": "kill -9 $$"})
+    assert ok["exit_code"] == 137 and ok["process_limit_killed"] is False, ok
+    assert "error" not in ok, ok
     assert c.sh(sid, "echo alive; " + COUNT).split() == ["alive", "4"] or \
         c.sh(sid, "echo alive") == "alive\n"
+
+
+def test_a_bomb_in_a_kernel_cell_restarts_the_kernel_and_says_why():
+    c, sid, _ = sandboxes()
+    c.ok("POST", "/v1/sandboxes/%s/run_code" % sid, {"code": "x = 41"})
+    r = c.request("POST", "/v1/sandboxes/%s/run_code" % sid,
+                  {"code": "import os\nwhile True:\n    try:\n        os.fork()\n"
+                           "    except OSError:\n        pass\n", "timeout_seconds": 120},
+                  timeout=180)
+    assert r.status == 200, r
+    b = r.body
+    assert b["kernel_restarted"] is True and b["restart_reason"] == "process_limit", b
+    assert b["error"]["name"] == "ProcessLimit" and b["timed_out"] is False, b
+    # A new kernel, without the old one's state; the sandbox goes on.
+    nxt = c.ok("POST", "/v1/sandboxes/%s/run_code" % sid, {"code": "'x' in globals()"})
+    assert nxt["result"] == "False", nxt
+    assert c.sh(sid, "echo alive") == "alive\n"
 
 
 def _at_the_limit(shared, c, sid):

@@ -99,6 +99,8 @@ export interface ExecResult {
   timed_out: boolean;
   /** The sandbox's memory watcher killed a process of the command (error.code `out_of_memory`). */
   oom_killed?: boolean;
+  /** The sandbox's process guard killed the command's session at the process limit (error.code `process_limit`). */
+  process_limit_killed?: boolean;
   stdout: string;
   stderr: string;
   stdout_encoding?: 'base64';
@@ -225,7 +227,7 @@ export interface RunCodeResult {
   kernel_restarted: boolean;
   timed_out: boolean;
   oom_killed?: boolean;
-  restart_reason?: 'timed_out' | 'out_of_memory' | 'reset' | 'kernel_died';
+  restart_reason?: 'timed_out' | 'out_of_memory' | 'process_limit' | 'reset' | 'kernel_died';
   outputs?: { mime: string; data: string }[];
   [k: string]: unknown;
 }

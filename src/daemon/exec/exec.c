@@ -167,6 +167,8 @@ static const char *outcome_of(const struct exec_result *res, const struct sbx_er
         snprintf(buf, cap, "timed_out");
     else if (res->oom_killed)
         snprintf(buf, cap, "oom_killed");
+    else if (res->pids_killed)
+        snprintf(buf, cap, "process_limit_killed");
     else
         snprintf(buf, cap, "exit_code=%d", res->exit_code);
     return buf;
@@ -225,6 +227,8 @@ static void run_finish(struct exec_run *run, const struct sbx_err *err)
         run->res.receipt = receipt_build(run->probe, run->sb, run->id);
         if (run->res.oom_killed)
             json_object_set_new(run->res.receipt, "oom_killed", json_true());
+        if (run->res.pids_killed)
+            json_object_set_new(run->res.receipt, "process_limit_killed", json_true());
         struct statvfs vfs;
         run->res.workspace_full =
             statvfs(run->sb->workspace, &vfs) == 0 &&
@@ -297,6 +301,7 @@ static void on_exit_frame(struct chan_stream *st, json_t *result, void *data)
     run->res.signal = (int)json_integer_value(json_object_get(result, "signal"));
     run->res.timed_out = json_is_true(json_object_get(result, "timed_out"));
     run->res.oom_killed = json_is_true(json_object_get(result, "oom_killed"));
+    run->res.pids_killed = json_is_true(json_object_get(result, "process_limit_killed"));
     run->res.duration_ms = json_integer_value(json_object_get(result, "duration_ms"));
     run->res.session = json_incref(json_object_get(result, "session"));
     run_finish(run, NULL);
@@ -458,10 +463,10 @@ void exec_output_put(json_t *o, const char *name, const struct exec_output *out)
 
 json_t *exec_result_to_json(const struct exec_result *res)
 {
-    json_t *o = json_pack("{s:s,s:s,s:s,s:i,s:I,s:b,s:b}", "object", "exec", "id", res->id,
+    json_t *o = json_pack("{s:s,s:s,s:s,s:i,s:I,s:b,s:b,s:b}", "object", "exec", "id", res->id,
                           "sandbox_id", res->sandbox_id, "exit_code", res->exit_code, "duration_ms",
                           (json_int_t)res->duration_ms, "timed_out", res->timed_out, "oom_killed",
-                          res->oom_killed);
+                          res->oom_killed, "process_limit_killed", res->pids_killed);
     exec_output_put(o, "stdout", &res->out[0]);
     exec_output_put(o, "stderr", &res->out[1]);
     if (res->receipt)
@@ -472,6 +477,12 @@ json_t *exec_result_to_json(const struct exec_result *res)
                                       "the command used more memory than the sandbox has: its "
                                       "largest process was killed (SIGKILL); the sandbox and its "
                                       "files are intact"));
+    else if (res->pids_killed)
+        json_object_set_new(o, "error",
+                            json_pack("{s:s,s:s}", "code", "process_limit", "message",
+                                      "the command's processes reached the sandbox's process "
+                                      "limit: its session was killed (SIGKILL), as a fork bomb "
+                                      "is; the sandbox and its files are intact"));
     else if (res->workspace_full)
         json_object_set_new(o, "error",
                             json_pack("{s:s,s:s}", "code", "workspace_too_large", "message",

@@ -37,6 +37,7 @@ struct exec_result {
     int signal;
     bool timed_out;
     bool oom_killed;     /* the agent's memory watcher killed one of its processes */
+    bool pids_killed;    /* the agent's process guard killed its session at the limit */
     bool workspace_full; /* the workspace had no room left when the command ended */
     long long duration_ms;
     struct exec_output out[2]; /* stdout, stderr */

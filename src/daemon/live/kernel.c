@@ -259,6 +259,7 @@ static json_t *answer_json(struct kernel_run *run, json_t *exit_payload)
     bool timed_out = json_is_true(json_object_get(exit_payload, "timed_out"));
     bool restarted = json_is_true(json_object_get(exit_payload, "kernel_restarted"));
     bool oom = json_is_true(json_object_get(exit_payload, "oom_killed"));
+    bool pids = json_is_true(json_object_get(exit_payload, "process_limit_killed"));
     json_t *o = json_pack("{s:s}", "object", "run_code");
     exec_output_put(o, "stdout", &run->out[0]);
     exec_output_put(o, "stderr", &run->out[1]);
@@ -281,6 +282,11 @@ static json_t *answer_json(struct kernel_run *run, json_t *exit_payload)
                      "intact",
                      run->sb->rec.memory_mb);
             error = synthetic_error("OutOfMemory", msg);
+        } else if (pids) {
+            error = synthetic_error("ProcessLimit",
+                                    "the cell's processes reached the sandbox's process limit: "
+                                    "the kernel was killed with them and restarted and its "
+                                    "state is lost; the sandbox and its files are intact");
         } else if (json_is_true(json_object_get(exit_payload, "reset"))) {
             error = synthetic_error("KernelReset", "the kernel was reset while the cell ran");
         } else {
@@ -304,6 +310,7 @@ static json_t *answer_json(struct kernel_run *run, json_t *exit_payload)
         json_object_set_new(o, "restart_reason",
                             json_string(timed_out ? "timed_out"
                                         : oom     ? "out_of_memory"
+                                        : pids    ? "process_limit"
                                         : json_is_true(json_object_get(exit_payload, "reset"))
                                             ? "reset"
                                             : "kernel_died"));

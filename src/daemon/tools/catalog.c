@@ -13,7 +13,7 @@
     "{\"type\":\"object\",\"properties\":{\"exit_code\":{\"type\":\"integer\"},"                   \
     "\"stdout\":{\"type\":\"string\"},\"stderr\":{\"type\":\"string\"},"                           \
     "\"timed_out\":{\"type\":\"boolean\"},\"oom_killed\":{\"type\":\"boolean\"},"                  \
-    "\"status\":{\"type\":\"string\"}}}"
+    "\"process_limit_killed\":{\"type\":\"boolean\"},\"status\":{\"type\":\"string\"}}}"
 
 #define PTY_OUT                                                                                    \
     "{\"type\":\"object\",\"properties\":{\"session_id\":{\"type\":\"string\"},"                   \

@@ -318,6 +318,8 @@ static void on_exec_done(const struct exec_result *res, const struct sbx_err *er
                           (json_int_t)res->duration_ms);
     if (res->oom_killed) /* the agent's memory watcher killed it (docs/runtime.md) */
         json_object_set_new(o, "oom_killed", json_true());
+    if (res->pids_killed) /* its process guard did (docs/security.md) */
+        json_object_set_new(o, "process_limit_killed", json_true());
     exec_output_put(o, "stdout", &res->out[0]);
     exec_output_put(o, "stderr", &res->out[1]);
     json_t *files = changed_files(c, res, o);

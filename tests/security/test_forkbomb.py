@@ -31,10 +31,10 @@ THREAD_HOG = """python3 -c '
 import threading, time
 try:
     while True:
-        threading.Thread(target=time.sleep, args=(15,), daemon=True).start()
+        threading.Thread(target=time.sleep, args=(8,), daemon=True).start()
 except RuntimeError:
     pass
-time.sleep(15)
+time.sleep(8)
 '"""
 
 

@@ -15,10 +15,10 @@
 #include "agent.h"
 #include "spawn.h"
 
-/* Distinct sessions, and trees, one scan tells apart. */
+/* Distinct sessions one scan tells apart; a bomb that makes more (setsid in every child)
+ * is found again at the next strike, a few sessions at a time. */
 #define PIDGUARD_SESSIONS_MAX 1024
-/* Sweeps of one session's or tree's members; a sweep finds the ones forked during the one
- * before. */
+/* Sweeps of one session's members; a sweep finds the ones forked during the one before. */
 #define PIDGUARD_KILL_ROUNDS 32
 
 /* One guard per agent process, like the agent itself. */
@@ -33,6 +33,11 @@ static struct {
     } kills[PIDGUARD_KILLS_MAX]; /* oldest first; the oldest goes when full */
     unsigned nkills;
 } guard;
+
+struct tally {
+    pid_t sid;
+    unsigned n;
+};
 
 static bool is_pid(const char *name)
 {
@@ -53,122 +58,68 @@ static unsigned long count_all(void)
     return n;
 }
 
-/* A live (not zombie) process of the user's, from /proc/<pid>/stat. */
-struct uproc {
-    pid_t pid, ppid, sid;
-};
-
-/* Fills *u from /proc/<name> when that is a live user process. */
-static bool user_proc(int procfd, const char *name, struct uproc *u)
+/* The session of the live (not zombie) user process /proc/<name>; 0 for anything else. */
+static pid_t user_session(int procfd, const char *name)
 {
     struct stat st;
     if (fstatat(procfd, name, &st, 0) < 0 || st.st_uid != SBX_USER_UID)
-        return false;
+        return 0;
     char path[64];
     snprintf(path, sizeof(path), "%s/stat", name);
     int fd = openat(procfd, path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return false;
+        return 0;
     char buf[512];
     ssize_t len = read(fd, buf, sizeof(buf) - 1);
     close(fd);
     if (len <= 0)
-        return false;
+        return 0;
     buf[len] = '\0';
     /* The command name may hold anything, ')' too: the fields start after the last one. */
     const char *p = strrchr(buf, ')');
     char state;
     int ppid, pgrp, sid;
-    if (!p || sscanf(p + 1, " %c %d %d %d", &state, &ppid, &pgrp, &sid) != 4 || state == 'Z' ||
-        sid <= 0)
-        return false;
-    *u = (struct uproc){(pid_t)strtol(name, NULL, 10), ppid, sid};
-    return true;
+    if (!p || sscanf(p + 1, " %c %d %d %d", &state, &ppid, &pgrp, &sid) != 4 || state == 'Z')
+        return 0;
+    return sid > 0 ? sid : 0;
 }
 
-static int by_pid(const void *a, const void *b)
+/* Count the user's processes and find the session holding most of them. */
+static unsigned long scan(pid_t *top)
 {
-    pid_t x = ((const struct uproc *)a)->pid, y = ((const struct uproc *)b)->pid;
-    return (x > y) - (x < y);
-}
-
-/* The user's processes, sorted by pid; their number. One table per agent, like the guard. */
-static struct uproc table[PIDGUARD_SCAN_MAX];
-
-static unsigned read_table(void)
-{
+    static struct tally t[PIDGUARD_SESSIONS_MAX];
+    unsigned nt = 0;
+    unsigned long total = 0, seen = 0;
+    *top = 0;
     DIR *d = opendir("/proc");
     if (!d)
         return 0;
-    unsigned n = 0, seen = 0;
     struct dirent *de;
-    while ((de = readdir(d)) && seen++ < PIDGUARD_SCAN_MAX)
-        if (is_pid(de->d_name) && user_proc(dirfd(d), de->d_name, &table[n]))
-            n++;
+    while ((de = readdir(d)) && seen++ < PIDGUARD_SCAN_MAX) {
+        if (!is_pid(de->d_name))
+            continue;
+        pid_t sid = user_session(dirfd(d), de->d_name);
+        if (!sid)
+            continue;
+        total++;
+        unsigned i = 0;
+        while (i < nt && t[i].sid != sid)
+            i++;
+        if (i == nt) {
+            if (nt == PIDGUARD_SESSIONS_MAX)
+                continue;
+            t[nt++] = (struct tally){sid, 0};
+        }
+        t[i].n++;
+    }
     closedir(d);
-    qsort(table, n, sizeof(table[0]), by_pid);
-    return n;
-}
-
-static const struct uproc *find(unsigned n, pid_t pid)
-{
-    struct uproc key = {.pid = pid};
-    return bsearch(&key, table, n, sizeof(table[0]), by_pid);
-}
-
-/* The topmost user process above u: the command the agent started, while the chain of
- * parents is whole (a process whose parent died hangs from the agent, PID 1, and is its
- * own top). A fork bomb that calls setsid in every child is one tree of many sessions. */
-static pid_t tree_top(unsigned n, const struct uproc *u)
-{
-    for (unsigned depth = 0; depth < n; depth++) {
-        const struct uproc *parent = find(n, u->ppid);
-        if (!parent)
-            break;
-        u = parent;
-    }
-    return u->pid;
-}
-
-struct tally {
-    pid_t key;
-    unsigned n;
-};
-
-static void count(struct tally *t, unsigned *nt, pid_t key)
-{
-    unsigned i = 0;
-    while (i < *nt && t[i].key != key)
-        i++;
-    if (i == *nt) {
-        if (*nt == PIDGUARD_SESSIONS_MAX)
-            return;
-        t[(*nt)++] = (struct tally){key, 0};
-    }
-    t[i].n++;
-}
-
-static struct tally biggest(const struct tally *t, unsigned nt)
-{
-    struct tally best = {0, 0};
+    unsigned best = 0;
     for (unsigned i = 0; i < nt; i++)
-        if (t[i].n > best.n)
-            best = t[i];
-    return best;
-}
-
-/* The user's processes, and the session and the tree holding most of them. */
-static unsigned scan(struct tally *session, struct tally *tree)
-{
-    static struct tally ts[PIDGUARD_SESSIONS_MAX], tt[PIDGUARD_SESSIONS_MAX];
-    unsigned ns = 0, nt = 0, n = read_table();
-    for (unsigned i = 0; i < n; i++) {
-        count(ts, &ns, table[i].sid);
-        count(tt, &nt, tree_top(n, &table[i]));
-    }
-    *session = biggest(ts, ns);
-    *tree = biggest(tt, nt);
-    return n;
+        if (t[i].n > best) {
+            best = t[i].n;
+            *top = t[i].sid;
+        }
+    return total;
 }
 
 /* SIGKILL every user process of session sid; returns how many were hit. */
@@ -178,41 +129,20 @@ static unsigned long kill_session(pid_t sid)
     (void)kill(-sid, SIGKILL);
     unsigned long hit = 0;
     for (int round = 0; round < PIDGUARD_KILL_ROUNDS; round++) {
-        unsigned n = read_table(), k = 0;
-        for (unsigned i = 0; i < n; i++)
-            if (table[i].sid == sid && kill(table[i].pid, SIGKILL) == 0)
-                k++;
-        hit += k;
-        if (k == 0)
+        DIR *d = opendir("/proc");
+        if (!d)
+            break;
+        unsigned long n = 0;
+        struct dirent *de;
+        while ((de = readdir(d)))
+            if (is_pid(de->d_name) && user_session(dirfd(d), de->d_name) == sid &&
+                kill((pid_t)strtol(de->d_name, NULL, 10), SIGKILL) == 0)
+                n++;
+        closedir(d);
+        hit += n;
+        if (n == 0)
             break;
     }
-    return hit;
-}
-
-/* SIGKILL the tree under top. Its members are stopped first, as they are found, so that
- * none forks again or dies and leaves its children to the agent (out of the tree) before
- * the last one is found. Returns how many were hit. */
-static unsigned long kill_tree(pid_t top)
-{
-    static pid_t stopped[PIDGUARD_SCAN_MAX];
-    unsigned ns = 0;
-    for (int round = 0; round < PIDGUARD_KILL_ROUNDS; round++) {
-        unsigned n = read_table(), fresh = 0;
-        for (unsigned i = 0; i < n && ns < PIDGUARD_SCAN_MAX; i++) {
-            bool seen = false;
-            for (unsigned j = 0; j < ns && !seen; j++)
-                seen = stopped[j] == table[i].pid;
-            if (!seen && tree_top(n, &table[i]) == top && kill(table[i].pid, SIGSTOP) == 0) {
-                stopped[ns++] = table[i].pid;
-                fresh++;
-            }
-        }
-        if (fresh == 0)
-            break;
-    }
-    unsigned long hit = 0;
-    for (unsigned j = 0; j < ns; j++)
-        hit += kill(stopped[j], SIGKILL) == 0;
     return hit;
 }
 
@@ -242,28 +172,15 @@ static void tick(struct loop *l, void *data)
         guard.strikes = 0;
     } else if (++guard.strikes >= PIDGUARD_STRIKES) {
         guard.strikes = 0;
-        struct tally session, tree;
-        unsigned users = scan(&session, &tree);
-        if (users >= guard.near && session.n > 0) {
-            /* The bigger of the two is the bomb: one session (the usual bomb, whose
-             * processes the agent may have inherited), or one tree spread over sessions. */
-            bool by_tree = tree.n > session.n;
-            pid_t sid = session.key;
-            if (by_tree) {
-                const struct uproc *top = find(users, tree.key);
-                sid = top ? top->sid : 0;
-            }
-            unsigned long hit = by_tree ? kill_tree(tree.key) : kill_session(session.key);
-            dprintf(2, "sbx-agent: process limit: killed %s %d (%lu processes)\n",
-                    by_tree ? "the tree under" : "session", by_tree ? (int)tree.key : (int)sid,
+        pid_t top;
+        if (scan(&top) >= guard.near && top > 0) {
+            unsigned long hit = kill_session(top);
+            if (guard.nkills == PIDGUARD_KILLS_MAX)
+                memmove(guard.kills, guard.kills + 1, --guard.nkills * sizeof(guard.kills[0]));
+            guard.kills[guard.nkills].sid = top;
+            guard.kills[guard.nkills++].ms = sbx_now_ms();
+            dprintf(2, "sbx-agent: process limit: killed session %d (%lu processes)\n", (int)top,
                     hit);
-            if (sid > 0) {
-                if (guard.nkills == PIDGUARD_KILLS_MAX)
-                    memmove(guard.kills, guard.kills + 1,
-                            --guard.nkills * sizeof(guard.kills[0]));
-                guard.kills[guard.nkills].sid = sid;
-                guard.kills[guard.nkills++].ms = sbx_now_ms();
-            }
         }
     }
     (void)loop_timer_add(l, PIDGUARD_TICK_MS, tick, data);

@@ -7,11 +7,10 @@
  * platform every process a sandbox ever had costs host tasks that gVisor keeps, so a few
  * bombs in a row would reach the host's ceiling and end the whole sandbox. So the guard
  * counts the user's processes (not threads) five times a second, and when they are at the
- * limit (within a sixteenth of it) it kills at once the session (setsid group) holding the
- * most of them, or the tree of processes under one command when that holds more (a bomb
- * that calls setsid in every child), since every moment a bomb spends there costs host
- * tasks: the exec, background process, terminal or kernel that started the bomb, with
- * everything it left behind, including what outlived its exec. */
+ * limit (within a sixteenth of it) it kills the session (setsid group) holding the most of
+ * them at once, since every moment a bomb spends there costs host tasks: the exec, background
+ * process, terminal or kernel that started the bomb, with everything it left behind, including what
+ * outlived its exec. */
 #ifndef SBX_AGENT_PIDGUARD_H
 #define SBX_AGENT_PIDGUARD_H
 

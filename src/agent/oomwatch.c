@@ -16,11 +16,7 @@
 
 #include "../common/util.h"
 #include "agent.h"
-
-struct oom_kill {
-    pid_t pid, pgid;
-    long long ms; /* when (monotonic): a later process with a reused id is not it */
-};
+#include "killlog.h"
 
 struct oomwatch {
     struct agent *a;
@@ -28,8 +24,7 @@ struct oomwatch {
     uint64_t threshold; /* kill above this */
     bool meminfo;       /* /proc/meminfo describes the sandbox */
     struct loop_timer *t;
-    struct oom_kill kills[OOMWATCH_KILLS_MAX];
-    unsigned nkills;
+    struct killlog kills;
     long long kill_ms; /* the last kill: its memory takes a moment to come back */
     uint64_t kill_used;
 };
@@ -136,15 +131,6 @@ static pid_t largest(uint64_t *victim_rss, uint64_t *sum)
     return best;
 }
 
-static void remember(struct oomwatch *w, pid_t pid, pid_t pgid, long long now)
-{
-    if (w->nkills == OOMWATCH_KILLS_MAX) { /* nobody asked for the oldest: forget it */
-        memmove(w->kills, w->kills + 1, (OOMWATCH_KILLS_MAX - 1) * sizeof(w->kills[0]));
-        w->nkills--;
-    }
-    w->kills[w->nkills++] = (struct oom_kill){pid, pgid, now};
-}
-
 /* Use in bytes, or false when it cannot be read. */
 static bool usage(struct oomwatch *w, uint64_t *used)
 {
@@ -198,7 +184,7 @@ static void poll_cb(struct loop *l, void *data)
         if (pid > 0) {
             pid_t pgid = pgid_of(pid);
             if (kill(pid, SIGKILL) == 0) {
-                remember(w, pid, pgid, now);
+                killlog_add(&w->kills, pid, pgid, now);
                 w->kill_ms = now;
                 w->kill_used = used;
                 dprintf(2,
@@ -239,19 +225,5 @@ void oomwatch_set_limit(struct agent *a, uint64_t limit_bytes)
 
 bool oomwatch_claim(struct agent *a, pid_t pgid, pid_t pid, long long since_ms)
 {
-    struct oomwatch *w = a->oom;
-    if (!w)
-        return false;
-    bool found = false;
-    for (unsigned i = 0; i < w->nkills;) {
-        const struct oom_kill *k = &w->kills[i];
-        if ((pgid > 0 && k->pgid == pgid) || (pid > 0 && k->pid == pid)) {
-            found |= k->ms >= since_ms;
-            memmove(w->kills + i, w->kills + i + 1, (w->nkills - i - 1) * sizeof(w->kills[0]));
-            w->nkills--;
-        } else {
-            i++;
-        }
-    }
-    return found;
+    return a->oom && killlog_claim(&a->oom->kills, pgid, pid, since_ms);
 }

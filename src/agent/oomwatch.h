@@ -28,7 +28,6 @@ struct agent;
 #define OOMWATCH_POLL_MS 100
 #define OOMWATCH_POLL_MAX_MS 1000
 #define OOMWATCH_HOT_POLL_MS 10
-#define OOMWATCH_KILLS_MAX 16   /* kills remembered until their stream asks */
 /* After a kill the memory comes back within moments (gVisor frees it as the victim
  * exits): for OOMWATCH_SETTLE_MS nothing else is killed unless use grows by another
  * 1/OOMWATCH_SETTLE_GROWTH of the limit (a second process still allocating). */

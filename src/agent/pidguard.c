@@ -13,6 +13,7 @@
 #include "../common/sbxuser.h"
 #include "../common/util.h"
 #include "agent.h"
+#include "killlog.h"
 #include "spawn.h"
 
 /* Distinct sessions one scan tells apart; a bomb that makes more (setsid in every child)
@@ -27,11 +28,7 @@ static struct {
     unsigned strikes;
     bool on;     /* pidguard_start found a limit to hold */
     bool asleep; /* no look scheduled: nothing ran but the agent and its idle spares */
-    struct {
-        pid_t sid;
-        long long ms;
-    } kills[PIDGUARD_KILLS_MAX]; /* oldest first; the oldest goes when full */
-    unsigned nkills;
+    struct killlog kills; /* the sessions it killed, by sid */
 } guard;
 
 struct tally {
@@ -175,10 +172,7 @@ static void tick(struct loop *l, void *data)
         pid_t top;
         if (scan(&top) >= guard.near && top > 0) {
             unsigned long hit = kill_session(top);
-            if (guard.nkills == PIDGUARD_KILLS_MAX)
-                memmove(guard.kills, guard.kills + 1, --guard.nkills * sizeof(guard.kills[0]));
-            guard.kills[guard.nkills].sid = top;
-            guard.kills[guard.nkills++].ms = sbx_now_ms();
+            killlog_add(&guard.kills, 0, top, sbx_now_ms());
             dprintf(2, "sbx-agent: process limit: killed session %d (%lu processes)\n", (int)top,
                     hit);
         }
@@ -188,18 +182,7 @@ static void tick(struct loop *l, void *data)
 
 bool pidguard_claim(pid_t sid, long long since_ms)
 {
-    bool found = false;
-    for (unsigned i = 0; i < guard.nkills;) {
-        if (guard.kills[i].sid == sid) {
-            found |= guard.kills[i].ms >= since_ms;
-            memmove(guard.kills + i, guard.kills + i + 1,
-                    (guard.nkills - i - 1) * sizeof(guard.kills[0]));
-            guard.nkills--;
-        } else {
-            i++;
-        }
-    }
-    return found;
+    return killlog_claim(&guard.kills, sid, 0, since_ms);
 }
 
 void pidguard_wake(struct agent *a)

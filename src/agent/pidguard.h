@@ -28,8 +28,6 @@ struct agent;
 #define PIDGUARD_SLACK 16
 /* Upper bound on the processes one scan looks at. */
 #define PIDGUARD_SCAN_MAX 16384
-/* Kills remembered until the stream whose session it was asks (pidguard_claim). */
-#define PIDGUARD_KILLS_MAX 16
 
 /* Start watching, when commands run as the user under a finite RLIMIT_NPROC (a sandbox's
  * agent); otherwise nothing to hold. */

@@ -153,6 +153,13 @@ def test_symlink_flip_race_downloads_and_uploads():
     done = threading.Event()
 
     def worker(i):
+        try:
+            work(i)
+        except Exception as e:  # a cut or stalled answer is a failure, not a dead thread
+            with lock:
+                bad.append(("worker %d" % i, repr(e)))
+
+    def work(i):
         cl = harness.Client(D.get().port, c.key, timeout=30)
         while not done.is_set():
             r = cl.request("GET", fp(sid, "race/f"))

@@ -6,6 +6,7 @@
 #include <linux/openat2.h>
 #include <openssl/evp.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -126,15 +127,47 @@ int ws_open(int root, const char *path, int flags, int *out, struct sbx_err *err
     return 0;
 }
 
+/* A file replaced or removed through sbxd has its blocks given back by truncation
+ * (truncate_unless_read). A reader of sbxd's holds a shared flock on the file so that this
+ * skips what it is still sending or hashing; the size it reports is read under the lock.
+ * flock is sbxd's alone: gVisor keeps the sandbox's locks inside its sentry. */
+static int hold_shared(int fd)
+{
+    while (flock(fd, LOCK_SH) < 0)
+        if (errno != EINTR)
+            return -errno;
+    return 0;
+}
+
+/* Truncate a regular file shown by at most nlink_max names, unless a reader holds it. */
+static void truncate_unless_read(int fd, nlink_t nlink_max)
+{
+    struct stat st;
+    if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0)
+        return;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink <= nlink_max)
+        (void)ftruncate(fd, 0);
+    (void)flock(fd, LOCK_UN);
+}
+
 int ws_open_file(int root, const char *path, int *out, uint64_t *size, struct sbx_err *err)
 {
     _cleanup_close_ int fd = -1;
-    int r = ws_open(root, path, O_RDONLY, &fd, err);
-    if (r < 0)
-        return r;
     struct stat st;
-    if (fstat(fd, &st) < 0)
-        return sbx_err_sys(err, errno, "stat %.200s", path);
+    /* A file replaced between the open and the lock may have been truncated: the name
+     * now shows its successor, so open that instead. */
+    for (int i = 0; fd < 0; i++) {
+        _cleanup_close_ int f = -1;
+        int r = ws_open(root, path, O_RDONLY, &f, err);
+        if (r < 0)
+            return r;
+        if (fstat(f, &st) < 0)
+            return sbx_err_sys(err, errno, "stat %.200s", path);
+        if (S_ISREG(st.st_mode) && ((r = hold_shared(f)) < 0 || fstat(f, &st) < 0))
+            return sbx_err_sys(err, r < 0 ? -r : errno, "locking %.200s", path);
+        if (!S_ISREG(st.st_mode) || st.st_nlink > 0 || i == WS_EAGAIN_RETRIES)
+            fd = TAKE_FD(f);
+    }
     if (S_ISDIR(st.st_mode))
         return sbx_err_set(err, EISDIR, "invalid_path", "%.200s is a directory", path);
     if (!S_ISREG(st.st_mode))
@@ -288,9 +321,7 @@ int ws_writer_commit(struct ws_writer *w, bool sync, struct sbx_err *err)
         (void)unlinkat(w->dir, tmp, 0);
         return r;
     }
-    struct stat st;
-    if (old >= 0 && fstat(old, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 0)
-        (void)ftruncate(old, 0);
+    truncate_unless_read(old, 0);
     if (sync && fsync(w->dir) < 0)
         return path_errno(err, errno, w->name);
     return 0;
@@ -324,9 +355,7 @@ int ws_write_file(int root, const char *path, const void *buf, size_t len, mode_
 static void release_blocks(int dir, const char *name)
 {
     _cleanup_close_ int fd = openat(dir, name, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    struct stat st;
-    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1)
-        (void)ftruncate(fd, 0);
+    truncate_unless_read(fd, 1);
 }
 
 static int release_entry(const struct ws_entry *e, void *data, struct sbx_err *err)
@@ -608,7 +637,7 @@ static int hash_one(const struct ws_entry *e, void *data, struct sbx_err *err)
     _cleanup_close_ int fd =
         openat(e->dir, e->name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || hold_shared(fd) < 0)
         return 0; /* replaced since the walk saw it */
     struct ws_file f = {
         .path = e->path, .mode = st.st_mode & 07777, .mtime = (int64_t)st.st_mtim.tv_sec};
@@ -644,6 +673,9 @@ int ws_hash_at(int dir, const char *name, char hex[WS_SHA256_HEX_LEN + 1], uint6
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
         return sbx_err_set(err, EINVAL, "internal", "%s is not a regular file", name);
+    int r = hold_shared(fd);
+    if (r < 0)
+        return sbx_err_sys(err, -r, "locking %s", name);
     return ws_sha256_fd(fd, -1, hex, size, err);
 }
 

@@ -146,7 +146,8 @@ static int session_loop(struct cli *cli, struct sbx_ws *ws, struct session *s, b
         if (p[2].revents & POLLIN) {
             char drain[16];
             (void)!read(winch_pipe[0], drain, sizeof(drain));
-            send_resize(ws, &err);
+            if (send_resize(ws, &err) < 0)
+                return cli_fail(cli, &err);
         }
         if (p[1].revents & (POLLIN | POLLHUP)) {
             char buf[4096];

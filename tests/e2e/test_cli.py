@@ -517,9 +517,16 @@ def test_terminal_resize_detach_and_reattach():
     t.send("stty size; echo END1\r")
     t.expect(r"30 100\r\nEND1")
     t.resize(40, 120)
-    time.sleep(0.5)  # let the SIGWINCH reach sbx and the resize reach the PTY
-    t.send("stty size; echo END2\r")
-    t.expect(r"40 120\r\nEND2")
+    # The new size travels SIGWINCH -> sbx -> daemon -> agent; on a loaded host that can
+    # take longer than any fixed sleep, so ask until the shell sees it.
+    deadline = time.time() + 30
+    while True:
+        t.send("stty size; echo END2\r")
+        m = t.expect(r"(\d+ \d+)\r\nEND2")
+        if m.group(1) == b"40 120":
+            break
+        assert m.group(1) == b"30 100" and time.time() < deadline, m.group(0)
+        time.sleep(0.2)
     # Typed and detached at once: the line still reaches the shell (the client waits for the
     # server's close frame before it lets the socket go).
     t.send("export MARK=zz$((4*2))\r\x1d")

@@ -146,8 +146,8 @@ run: deps
 # not all of them, to keep `make test` within its time (docs/scale-out.md).
 PG_SUITES := test_core. test_receipts_audit. test_durability. test_egress. test_skills. \
 	test_skill_installs. test_chat. test_configs. test_configs_apply. test_billing. \
-	test_billing_surfaces. test_idempotency. test_restart. test_pause_fork. test_oom. \
-	test_first_contact. test_metrics. test_limits.
+	test_billing_surfaces. test_idempotency. test_restart. test_pause_fork. \
+	test_first_contact. test_metrics.
 
 test: deps
 	@scripts/npm-deps.sh

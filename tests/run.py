@@ -52,6 +52,7 @@ class Runner:
         self.failures = []
         self.recap = []           # (name, message): repeated at the end, where a CI tail shows it
         self.san_reports = []     # (source, excerpt)
+        self.module_secs = []     # (seconds, module): the slowest are named at the end
 
     def ok(self, name, secs):
         self.passed += 1
@@ -127,7 +128,9 @@ class Runner:
         paths = sorted(glob.glob(os.path.join(REPO, "tests", "e2e", "test_*.py")))
         paths += sorted(glob.glob(os.path.join(REPO, "tests", "security", "test_*.py")))
         for path in paths:
+            t0 = time.time()
             self.run_module(path)
+            self.module_secs.append((time.time() - t0, os.path.basename(path)[:-3]))
 
     def run_module(self, path):
         modname = os.path.splitext(os.path.basename(path))[0]
@@ -417,6 +420,9 @@ def main():
             print("  %s: %s" % (name, msg.replace("\n", " ")[:600]))
     if r.failures:
         print("failed: " + ", ".join(r.failures))
+    slow = sorted(r.module_secs, reverse=True)[:8]
+    if slow:
+        print("slowest modules: " + ", ".join("%s %.0fs" % (m, t) for t, m in slow))
     print("took %.0fs" % (time.time() - t0))
     print("%d passed, %d failed" % (r.passed, r.failed))
     sys.exit(1 if r.failed else 0)

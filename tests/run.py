@@ -420,7 +420,7 @@ def main():
             print("  %s: %s" % (name, msg.replace("\n", " ")[:600]))
     if r.failures:
         print("failed: " + ", ".join(r.failures))
-    slow = sorted(r.module_secs, reverse=True)[:8]
+    slow = sorted((t, m) for t, m in r.module_secs if t >= 1)[::-1][:8]
     if slow:
         print("slowest modules: " + ", ".join("%s %.0fs" % (m, t) for t, m in slow))
     print("took %.0fs" % (time.time() - t0))

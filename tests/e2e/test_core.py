@@ -530,12 +530,15 @@ def test_concurrent_exec_is_busy():
     result = {}
 
     def long():
-        result["r"] = _exec(a, sid, {"shell": "sleep 3; echo slow"})
+        result["r"] = _exec(a, sid, {"shell": "touch /workspace/long.started; sleep 3; echo slow"})
 
+    a.request("DELETE", "/v1/sandboxes/%s/files/long.started" % sid)
     t = threading.Thread(target=long)
     t.start()
     try:
-        time.sleep(1.0)
+        # Running for sure (a fixed sleep is not, on a loaded host); 3 s are left.
+        wait_for(lambda: a.request("GET", "/v1/sandboxes/%s/files/long.started" % sid).status
+                 == 200, 60, 0.1, "the long exec to start")
         r = _exec(a, sid, {"shell": "touch /workspace/busy; echo fast"})
         assert_error(r, 409, "sandbox_busy")
         # Another key of the same user is refused the same way.

@@ -4,7 +4,7 @@ import threading
 import time
 
 import harness
-from harness import assert_error
+from harness import assert_error, wait_for
 
 D = harness.Shared()
 
@@ -60,12 +60,15 @@ def test_different_body_is_a_mismatch():
 def test_in_progress():
     c, sid = client(), sandbox()
     h = {"Idempotency-Key": "slow-1"}
-    body = {"shell": "sleep 2; echo x >> /workspace/slow; wc -l < /workspace/slow"}
+    body = {"shell": "touch /workspace/slow.started; sleep 2; echo x >> /workspace/slow; "
+                     "wc -l < /workspace/slow"}
     first = {}
     t = threading.Thread(target=lambda: first.update(
         r=c.request("POST", "/v1/sandboxes/%s/exec" % sid, body, headers=h)))
     t.start()
-    time.sleep(0.7)
+    # Under way for sure (a fixed sleep is not, on a loaded host); 2 s are left.
+    wait_for(lambda: c.request("GET", "/v1/sandboxes/%s/files/slow.started" % sid).status == 200,
+             60, 0.1, "the first exec to start")
     assert_error(c.request("POST", "/v1/sandboxes/%s/exec" % sid, body, headers=h), 409,
                  "idempotency_key_in_progress")
     t.join()

@@ -21,14 +21,17 @@
 #define PIDGUARD_SESSIONS_MAX 1024
 /* Sweeps of one session's members; a sweep finds the ones forked during the one before. */
 #define PIDGUARD_KILL_ROUNDS 32
+/* Sweeps stopping every user process before all are killed (see kill_everything). */
+#define PIDGUARD_FREEZE_ROUNDS 64
 
 /* One guard per agent process, like the agent itself. */
 static struct {
     unsigned long near; /* the user's processes at or above this: at the limit */
     unsigned strikes;
-    bool on;     /* pidguard_start found a limit to hold */
-    bool asleep; /* no look scheduled: nothing ran but the agent and its idle spares */
+    bool on;              /* pidguard_start found a limit to hold */
+    bool asleep;          /* no look scheduled: nothing ran but the agent and its idle spares */
     struct killlog kills; /* the sessions it killed, by sid */
+    long long swept_ms;   /* when it last killed every user process (0: never) */
 } guard;
 
 struct tally {
@@ -55,8 +58,9 @@ static unsigned long count_all(void)
     return n;
 }
 
-/* The session of the live (not zombie) user process /proc/<name>; 0 for anything else. */
-static pid_t user_session(int procfd, const char *name)
+/* The session of the live (not zombie) user process /proc/<name>, and its state letter;
+ * 0 for anything else. */
+static pid_t user_session_state(int procfd, const char *name, char *state_out)
 {
     struct stat st;
     if (fstatat(procfd, name, &st, 0) < 0 || st.st_uid != SBX_USER_UID)
@@ -78,16 +82,24 @@ static pid_t user_session(int procfd, const char *name)
     int ppid, pgrp, sid;
     if (!p || sscanf(p + 1, " %c %d %d %d", &state, &ppid, &pgrp, &sid) != 4 || state == 'Z')
         return 0;
+    *state_out = state;
     return sid > 0 ? sid : 0;
 }
 
-/* Count the user's processes and find the session holding most of them. */
-static unsigned long scan(pid_t *top)
+static pid_t user_session(int procfd, const char *name)
+{
+    char state;
+    return user_session_state(procfd, name, &state);
+}
+
+/* Count the user's processes and find the session holding most of them (*top_n). */
+static unsigned long scan(pid_t *top, unsigned *top_n)
 {
     static struct tally t[PIDGUARD_SESSIONS_MAX];
     unsigned nt = 0;
     unsigned long total = 0, seen = 0;
     *top = 0;
+    *top_n = 0;
     DIR *d = opendir("/proc");
     if (!d)
         return 0;
@@ -116,6 +128,7 @@ static unsigned long scan(pid_t *top)
             best = t[i].n;
             *top = t[i].sid;
         }
+    *top_n = best;
     return total;
 }
 
@@ -133,6 +146,48 @@ static unsigned long kill_session(pid_t sid)
         struct dirent *de;
         while ((de = readdir(d)))
             if (is_pid(de->d_name) && user_session(dirfd(d), de->d_name) == sid &&
+                kill((pid_t)strtol(de->d_name, NULL, 10), SIGKILL) == 0)
+                n++;
+        closedir(d);
+        hit += n;
+        if (n == 0)
+            break;
+    }
+    return hit;
+}
+
+/* A bomb that calls setsid in every child holds no session bigger than a process or two,
+ * and its tree splits as members die (their children go to the agent), so neither a
+ * session nor a tree names it. Stopped processes cannot fork: SIGSTOP every user process
+ * until a sweep finds none still running, then SIGKILL them all. Everything the user runs
+ * in the sandbox ends; at the limit, with no session to blame, nothing narrower holds. */
+static unsigned long kill_everything(void)
+{
+    for (int round = 0; round < PIDGUARD_FREEZE_ROUNDS; round++) {
+        DIR *d = opendir("/proc");
+        if (!d)
+            break;
+        unsigned long running = 0;
+        struct dirent *de;
+        char state;
+        while ((de = readdir(d)))
+            if (is_pid(de->d_name) && user_session_state(dirfd(d), de->d_name, &state) &&
+                state != 'T' && state != 't' &&
+                kill((pid_t)strtol(de->d_name, NULL, 10), SIGSTOP) == 0)
+                running++;
+        closedir(d);
+        if (running == 0)
+            break;
+    }
+    unsigned long hit = 0;
+    for (int round = 0; round < PIDGUARD_KILL_ROUNDS; round++) {
+        DIR *d = opendir("/proc");
+        if (!d)
+            break;
+        unsigned long n = 0;
+        struct dirent *de;
+        while ((de = readdir(d)))
+            if (is_pid(de->d_name) && user_session(dirfd(d), de->d_name) &&
                 kill((pid_t)strtol(de->d_name, NULL, 10), SIGKILL) == 0)
                 n++;
         closedir(d);
@@ -170,19 +225,29 @@ static void tick(struct loop *l, void *data)
     } else if (++guard.strikes >= PIDGUARD_STRIKES) {
         guard.strikes = 0;
         pid_t top;
-        if (scan(&top) >= guard.near && top > 0) {
+        unsigned top_n;
+        unsigned long total = scan(&top, &top_n);
+        if (total >= guard.near && top > 0 && top_n * PIDGUARD_DOMINANT_DIV >= total) {
             unsigned long hit = kill_session(top);
             killlog_add(&guard.kills, 0, top, sbx_now_ms());
             dprintf(2, "sbx-agent: process limit: killed session %d (%lu processes)\n", (int)top,
                     hit);
+        } else if (total >= guard.near) {
+            unsigned long hit = kill_everything();
+            guard.swept_ms = sbx_now_ms();
+            dprintf(2,
+                    "sbx-agent: process limit: no session holds most of %lu processes (the "
+                    "biggest %u): killed every user process (%lu)\n",
+                    total, top_n, hit);
         }
     }
     (void)loop_timer_add(l, PIDGUARD_TICK_MS, tick, data);
 }
 
-bool pidguard_claim(pid_t sid, long long since_ms)
+bool pidguard_claim(pid_t sid, long long since_ms, bool sigkilled)
 {
-    return killlog_claim(&guard.kills, sid, 0, since_ms);
+    bool session = killlog_claim(&guard.kills, sid, 0, since_ms);
+    return session || (sigkilled && guard.swept_ms && guard.swept_ms >= since_ms);
 }
 
 void pidguard_wake(struct agent *a)

@@ -10,7 +10,8 @@
  * limit (within a sixteenth of it) it kills the session (setsid group) holding the most of
  * them at once, since every moment a bomb spends there costs host tasks: the exec, background
  * process, terminal or kernel that started the bomb, with everything it left behind, including what
- * outlived its exec. */
+ * outlived its exec. When no session holds most of them (setsid in every child), it stops
+ * every user process and kills them all. */
 #ifndef SBX_AGENT_PIDGUARD_H
 #define SBX_AGENT_PIDGUARD_H
 
@@ -26,6 +27,9 @@ struct agent;
 #define PIDGUARD_TICK_MS 200
 #define PIDGUARD_STRIKES 1
 #define PIDGUARD_SLACK 16
+/* The biggest session is the bomb when it holds at least 1/PIDGUARD_DOMINANT_DIV of the
+ * user's processes; otherwise every user process is killed (pidguard.c, kill_everything). */
+#define PIDGUARD_DOMINANT_DIV 2
 /* Upper bound on the processes one scan looks at. */
 #define PIDGUARD_SCAN_MAX 16384
 
@@ -39,7 +43,9 @@ void pidguard_wake(struct agent *a);
 
 /* Whether the guard killed session sid at or after since_ms (sbx_now_ms: the session's
  * start) and no one claimed it yet; its record goes. An exec, a background process or the
- * kernel asks when it ends, to say the limit killed it rather than a plain SIGKILL. */
-bool pidguard_claim(pid_t sid, long long since_ms);
+ * kernel asks when it ends, to say the limit killed it rather than a plain SIGKILL. A
+ * session that ended by SIGKILL (sigkilled) also counts when the guard killed every user
+ * process since it started. */
+bool pidguard_claim(pid_t sid, long long since_ms, bool sigkilled);
 
 #endif

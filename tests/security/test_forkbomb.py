@@ -25,6 +25,19 @@ if os.fork() == 0:
             pass
 print("started")
 """
+# setsid in every child: no session holds more than a process or two, and the tree splits
+# as members die, so only stopping everything of the user's ends it.
+SETSID_BOMB = """
+import os
+if os.fork() == 0:
+    while True:
+        try:
+            if os.fork() == 0:
+                os.setsid()
+        except OSError:
+            pass
+print("started")
+"""
 COUNT = "ls /proc | grep -c '^[0-9]'"
 # Every thread counts against the limit, as in Linux: one process holding all of it.
 THREAD_HOG = """python3 -c '
@@ -96,6 +109,21 @@ def test_python_fork_bomb_in_its_own_session():
     for i in range(2):
         survive(c, sid, by, {"language": "python", "code": PYTHON_BOMB},
                 "python bomb %d" % (i + 1))
+
+
+def test_a_bomb_that_calls_setsid_in_every_child():
+    c, sid, by = sandboxes()
+    for i in range(2):
+        survive(c, sid, by, {"language": "python", "code": SETSID_BOMB},
+                "setsid bomb %d" % (i + 1))
+    # In the foreground, the exec that started it says the limit ended it.
+    r = c.request("POST", "/v1/sandboxes/%s/exec" % sid,
+                  {"language": "python", "timeout_seconds": 120,
+                   "code": SETSID_BOMB.replace('print("started")', "os.wait()")},
+                  timeout=180)
+    assert r.status == 200 and r.body["timed_out"] is False, r
+    assert r.body["exit_code"] == 137 and r.body["process_limit_killed"] is True, r
+    assert c.sh(sid, "echo alive") == "alive\n"
 
 
 def test_a_bomb_after_the_sandbox_sat_idle_is_ended_too():

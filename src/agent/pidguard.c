@@ -132,11 +132,10 @@ static unsigned long scan(pid_t *top, unsigned *top_n)
     return total;
 }
 
-/* SIGKILL every user process of session sid; returns how many were hit. */
-static unsigned long kill_session(pid_t sid)
+/* SIGKILL every user process of session sid (0: of any session), sweep after sweep until
+ * one finds none; returns how many were hit. */
+static unsigned long kill_sweeps(pid_t sid)
 {
-    /* The leader's group first, in one call: a shell's background jobs stay in it. */
-    (void)kill(-sid, SIGKILL);
     unsigned long hit = 0;
     for (int round = 0; round < PIDGUARD_KILL_ROUNDS; round++) {
         DIR *d = opendir("/proc");
@@ -144,16 +143,25 @@ static unsigned long kill_session(pid_t sid)
             break;
         unsigned long n = 0;
         struct dirent *de;
-        while ((de = readdir(d)))
-            if (is_pid(de->d_name) && user_session(dirfd(d), de->d_name) == sid &&
+        while ((de = readdir(d))) {
+            pid_t in = is_pid(de->d_name) ? user_session(dirfd(d), de->d_name) : 0;
+            if (in && (!sid || in == sid) &&
                 kill((pid_t)strtol(de->d_name, NULL, 10), SIGKILL) == 0)
                 n++;
+        }
         closedir(d);
         hit += n;
         if (n == 0)
             break;
     }
     return hit;
+}
+
+static unsigned long kill_session(pid_t sid)
+{
+    /* The leader's group first, in one call: a shell's background jobs stay in it. */
+    (void)kill(-sid, SIGKILL);
+    return kill_sweeps(sid);
 }
 
 /* A bomb that calls setsid in every child holds no session bigger than a process or two,
@@ -179,23 +187,7 @@ static unsigned long kill_everything(void)
         if (running == 0)
             break;
     }
-    unsigned long hit = 0;
-    for (int round = 0; round < PIDGUARD_KILL_ROUNDS; round++) {
-        DIR *d = opendir("/proc");
-        if (!d)
-            break;
-        unsigned long n = 0;
-        struct dirent *de;
-        while ((de = readdir(d)))
-            if (is_pid(de->d_name) && user_session(dirfd(d), de->d_name) &&
-                kill((pid_t)strtol(de->d_name, NULL, 10), SIGKILL) == 0)
-                n++;
-        closedir(d);
-        hit += n;
-        if (n == 0)
-            break;
-    }
-    return hit;
+    return kill_sweeps(0);
 }
 
 /* The agent and the spare shells it holds, each blocked until the agent hands it a

@@ -364,7 +364,10 @@ describe('code interpreter', () => {
   test('contexts: one python context; others are refused', async () => {
     const list = await ci.listCodeContexts()
     assert.deepEqual(list.map((c) => c.language), ['python'])
-    await assert.rejects(ci.runCode('1', { context: { id: 'nope', language: 'python', cwd: '/' } }), { name: 'NotFoundError' })
-    await assert.rejects(ci.runCode('1', { language: 'r' }))
+    // The SDK leaves its request timer running when the answer is an error, and a pending
+    // timer keeps node alive after the last test: a short one, not the default 60 s.
+    const quick = { requestTimeoutMs: 5000 }
+    await assert.rejects(ci.runCode('1', { ...quick, context: { id: 'nope', language: 'python', cwd: '/' } }), { name: 'NotFoundError' })
+    await assert.rejects(ci.runCode('1', { ...quick, language: 'r' }))
   })
 })

@@ -1,11 +1,11 @@
 """A short run of every libFuzzer target (tests/fuzz/, docs/fuzzing.md): each replays its
-committed corpus, kept crash inputs included, then fuzzes for a second. Every target
+committed corpus, kept crash inputs included, then fuzzes for two seconds. Every target
 is one test case; `make fuzz` runs them long."""
 
 import os
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SMOKE_SECONDS = "1"
+SMOKE_SECONDS = "2"
 
 
 def suite_fuzz(ext):

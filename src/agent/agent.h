@@ -31,6 +31,7 @@ struct process;
 struct egress_listener;
 struct pty;
 struct oomwatch;
+struct pidguard;
 struct spare;
 
 struct agent {
@@ -53,7 +54,8 @@ struct agent {
     struct pty *ptys[AGENT_MAX_PTYS]; /* oldest first (pty.c) */
     unsigned nptys;
     unsigned long long pty_seq;
-    struct oomwatch *oom; /* the memory watcher, NULL until a daemon names the limit */
+    struct oomwatch *oom;   /* the memory watcher, NULL until a daemon names the limit */
+    struct pidguard *guard; /* the process guard, NULL without a process limit to hold */
     int sigfd;
     struct loop_watch *sig_w;
     bool pid1;

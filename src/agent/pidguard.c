@@ -24,19 +24,19 @@
 /* Sweeps stopping every user process before all are killed (see kill_everything). */
 #define PIDGUARD_FREEZE_ROUNDS 64
 
-/* One guard per agent process, like the agent itself. */
-static struct {
-    unsigned long near; /* the user's processes at or above this: at the limit */
-    unsigned strikes;
-    bool on;              /* pidguard_start found a limit to hold */
-    bool asleep;          /* no look scheduled: nothing ran but the agent and its idle spares */
-    struct killlog kills; /* the sessions it killed, by sid */
-    long long swept_ms;   /* when it last killed every user process (0: never) */
-} guard;
-
 struct tally {
     pid_t sid;
     unsigned n;
+};
+
+/* The agent's guard (a->guard), made by pidguard_start when there is a limit to hold. */
+struct pidguard {
+    unsigned long near; /* the user's processes at or above this: at the limit */
+    unsigned strikes;
+    bool asleep;          /* no look scheduled: nothing ran but the agent and its idle spares */
+    struct killlog kills; /* the sessions it killed, by sid */
+    long long swept_ms;   /* when it last killed every user process (0: never) */
+    struct tally tally[PIDGUARD_SESSIONS_MAX]; /* scan's */
 };
 
 static bool is_pid(const char *name)
@@ -93,9 +93,9 @@ static pid_t user_session(int procfd, const char *name)
 }
 
 /* Count the user's processes and find the session holding most of them (*top_n). */
-static unsigned long scan(pid_t *top, unsigned *top_n)
+static unsigned long scan(struct pidguard *g, pid_t *top, unsigned *top_n)
 {
-    static struct tally t[PIDGUARD_SESSIONS_MAX];
+    struct tally *t = g->tally;
     unsigned nt = 0;
     unsigned long total = 0, seen = 0;
     *top = 0;
@@ -203,30 +203,31 @@ static unsigned long agent_own(const struct agent *a)
 static void tick(struct loop *l, void *data)
 {
     struct agent *a = data;
+    struct pidguard *g = a->guard;
     unsigned long n = count_all();
     if (n <= agent_own(a)) {
         /* Nothing of the user's runs, so nothing forks until a request starts something,
          * and every request wakes the guard (pidguard_wake): an idle sandbox costs no
          * looks. */
-        guard.strikes = 0;
-        guard.asleep = true;
+        g->strikes = 0;
+        g->asleep = true;
         return;
     }
-    if (n < guard.near) {
-        guard.strikes = 0;
-    } else if (++guard.strikes >= PIDGUARD_STRIKES) {
-        guard.strikes = 0;
+    if (n < g->near) {
+        g->strikes = 0;
+    } else if (++g->strikes >= PIDGUARD_STRIKES) {
+        g->strikes = 0;
         pid_t top;
         unsigned top_n;
-        unsigned long total = scan(&top, &top_n);
-        if (total >= guard.near && top > 0 && top_n * PIDGUARD_DOMINANT_DIV >= total) {
+        unsigned long total = scan(g, &top, &top_n);
+        if (total >= g->near && top > 0 && top_n * PIDGUARD_DOMINANT_DIV >= total) {
             unsigned long hit = kill_session(top);
-            killlog_add(&guard.kills, 0, top, sbx_now_ms());
+            killlog_add(&g->kills, 0, top, sbx_now_ms());
             dprintf(2, "sbx-agent: process limit: killed session %d (%lu processes)\n", (int)top,
                     hit);
-        } else if (total >= guard.near) {
+        } else if (total >= g->near) {
             unsigned long hit = kill_everything();
-            guard.swept_ms = sbx_now_ms();
+            g->swept_ms = sbx_now_ms();
             dprintf(2,
                     "sbx-agent: process limit: no session holds most of %lu processes (the "
                     "biggest %u): killed every user process (%lu)\n",
@@ -236,17 +237,21 @@ static void tick(struct loop *l, void *data)
     (void)loop_timer_add(l, PIDGUARD_TICK_MS, tick, data);
 }
 
-bool pidguard_claim(pid_t sid, long long since_ms, bool sigkilled)
+bool pidguard_claim(struct agent *a, pid_t sid, long long since_ms, bool sigkilled)
 {
-    bool session = killlog_claim(&guard.kills, sid, 0, since_ms);
-    return session || (sigkilled && guard.swept_ms && guard.swept_ms >= since_ms);
+    struct pidguard *g = a->guard;
+    if (!g)
+        return false;
+    bool session = killlog_claim(&g->kills, sid, 0, since_ms);
+    return session || (sigkilled && g->swept_ms && g->swept_ms >= since_ms);
 }
 
 void pidguard_wake(struct agent *a)
 {
-    if (!guard.on || !guard.asleep)
+    struct pidguard *g = a->guard;
+    if (!g || !g->asleep)
         return;
-    guard.asleep = false;
+    g->asleep = false;
     (void)loop_timer_add(a->loop, PIDGUARD_TICK_MS, tick, a);
 }
 
@@ -257,7 +262,8 @@ void pidguard_start(struct agent *a)
         rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur < 2)
         return;
     unsigned long limit = (unsigned long)rl.rlim_cur;
-    guard.near = limit - (limit / PIDGUARD_SLACK ? limit / PIDGUARD_SLACK : 1);
-    guard.on = true;
+    struct pidguard *g = sbx_xcalloc(1, sizeof(*g));
+    g->near = limit - (limit / PIDGUARD_SLACK ? limit / PIDGUARD_SLACK : 1);
+    a->guard = g;
     (void)loop_timer_add(a->loop, PIDGUARD_TICK_MS, tick, a);
 }

@@ -46,6 +46,6 @@ void pidguard_wake(struct agent *a);
  * kernel asks when it ends, to say the limit killed it rather than a plain SIGKILL. A
  * session that ended by SIGKILL (sigkilled) also counts when the guard killed every user
  * process since it started. */
-bool pidguard_claim(pid_t sid, long long since_ms, bool sigkilled);
+bool pidguard_claim(struct agent *a, pid_t sid, long long since_ms, bool sigkilled);
 
 #endif

@@ -132,21 +132,25 @@ static unsigned long scan(struct pidguard *g, pid_t *top, unsigned *top_n)
     return total;
 }
 
-/* SIGKILL every user process of session sid (0: of any session), sweep after sweep until
- * one finds none; returns how many were hit. */
-static unsigned long kill_sweeps(pid_t sid)
+/* Send signo to every user process of session sid (0: of any session), sweep after sweep
+ * until one finds none left to signal (each sweep finds the ones forked during the one
+ * before) or rounds run out; a process already stopped needs no second SIGSTOP. Returns
+ * how many were hit. */
+static unsigned long signal_sweeps(pid_t sid, int signo, int rounds)
 {
     unsigned long hit = 0;
-    for (int round = 0; round < PIDGUARD_KILL_ROUNDS; round++) {
+    for (int round = 0; round < rounds; round++) {
         DIR *d = opendir("/proc");
         if (!d)
             break;
         unsigned long n = 0;
         struct dirent *de;
         while ((de = readdir(d))) {
-            pid_t in = is_pid(de->d_name) ? user_session(dirfd(d), de->d_name) : 0;
-            if (in && (!sid || in == sid) &&
-                kill((pid_t)strtol(de->d_name, NULL, 10), SIGKILL) == 0)
+            char state = 0;
+            pid_t in = is_pid(de->d_name) ? user_session_state(dirfd(d), de->d_name, &state) : 0;
+            if (!in || (sid && in != sid) || (signo == SIGSTOP && (state == 'T' || state == 't')))
+                continue;
+            if (kill((pid_t)strtol(de->d_name, NULL, 10), signo) == 0)
                 n++;
         }
         closedir(d);
@@ -161,7 +165,7 @@ static unsigned long kill_session(pid_t sid)
 {
     /* The leader's group first, in one call: a shell's background jobs stay in it. */
     (void)kill(-sid, SIGKILL);
-    return kill_sweeps(sid);
+    return signal_sweeps(sid, SIGKILL, PIDGUARD_KILL_ROUNDS);
 }
 
 /* A bomb that calls setsid in every child holds no session bigger than a process or two,
@@ -171,23 +175,8 @@ static unsigned long kill_session(pid_t sid)
  * in the sandbox ends; at the limit, with no session to blame, nothing narrower holds. */
 static unsigned long kill_everything(void)
 {
-    for (int round = 0; round < PIDGUARD_FREEZE_ROUNDS; round++) {
-        DIR *d = opendir("/proc");
-        if (!d)
-            break;
-        unsigned long running = 0;
-        struct dirent *de;
-        char state;
-        while ((de = readdir(d)))
-            if (is_pid(de->d_name) && user_session_state(dirfd(d), de->d_name, &state) &&
-                state != 'T' && state != 't' &&
-                kill((pid_t)strtol(de->d_name, NULL, 10), SIGSTOP) == 0)
-                running++;
-        closedir(d);
-        if (running == 0)
-            break;
-    }
-    return kill_sweeps(0);
+    (void)signal_sweeps(0, SIGSTOP, PIDGUARD_FREEZE_ROUNDS);
+    return signal_sweeps(0, SIGKILL, PIDGUARD_KILL_ROUNDS);
 }
 
 /* The agent and the spare shells it holds, each blocked until the agent hands it a

@@ -188,6 +188,9 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
     cfg->egress_test_upstreams = eu && *eu ? sbx_xstrdup(eu) : NULL;
     const char *su = getenv("SBX_STORE");
     cfg->store_url = su && *su ? sbx_xstrdup(su) : NULL;
+    const char *ni = getenv("SBX_NODE_ID"), *nu = getenv("SBX_NODE_URL");
+    cfg->node_id = ni && *ni ? sbx_xstrdup(ni) : NULL;
+    cfg->node_url = nu && *nu ? sbx_xstrdup(nu) : NULL;
 
     int r;
     if ((r = env_num("SBX_MEMORY_MB", 2048, 64, 1 << 20, &cfg->memory_mb, err)) < 0 ||
@@ -260,6 +263,14 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
     if ((r = env_num("SBX_TEMPLATE_BUILDS_MAX", 2, 1, 16, &cfg->template_builds_max, err)) < 0)
         return r;
 
+    if ((r = env_num("SBX_NODE_CAPACITY", 100, 1, 1000000, &cfg->node_capacity, err)) < 0 ||
+        (r = env_num("SBX_NODE_HEARTBEAT_MS", 2000, 100, 60000, &cfg->node_heartbeat_ms, err)) <
+            0 ||
+        (r = env_num("SBX_NODE_DEAD_MS", 10000, 200, 3600000, &cfg->node_dead_ms, err)) < 0)
+        return r;
+    if (cfg->node_dead_ms < 2 * cfg->node_heartbeat_ms)
+        return sbx_err_set(err, EINVAL, "invalid_config",
+                           "SBX_NODE_DEAD_MS must be at least twice SBX_NODE_HEARTBEAT_MS");
     if ((r = env_num("SBX_RETAIN_EXEC_DAYS", 30, 0, 36500, &cfg->retain_exec_days, err)) < 0 ||
         (r = env_num("SBX_RETAIN_EGRESS_DAYS", 30, 0, 36500, &cfg->retain_egress_days, err)) <
             0 ||
@@ -336,6 +347,8 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
 
 void config_free(struct sbxd_config *cfg)
 {
+    free(cfg->node_id);
+    free(cfg->node_url);
     free(cfg->listen);
     free(cfg->data_dir);
     free(cfg->template_cache);

@@ -104,6 +104,12 @@ struct sbxd_config {
     /* SBX_STORE: a postgres:// URL for a PostgreSQL store (docs/scale-out.md); NULL: SQLite
      * in the data dir. May hold a password: never logged. */
     char *store_url;
+    /* Nodes sharing that store (docs/scale-out.md). */
+    char *node_id;                /* SBX_NODE_ID; NULL: <data dir>/node.id, made once */
+    char *node_url;               /* SBX_NODE_URL; NULL: http://<listen address> */
+    long long node_capacity;      /* SBX_NODE_CAPACITY, 100 sandboxes creating or running */
+    long long node_heartbeat_ms;  /* SBX_NODE_HEARTBEAT_MS, 2000 */
+    long long node_dead_ms;       /* SBX_NODE_DEAD_MS, 10000: silent this long, unreachable */
     /* Retention (docs/reliability.md): days kept, 0 = forever. */
     long long retain_exec_days;   /* SBX_RETAIN_EXEC_DAYS, 30 */
     long long retain_egress_days; /* SBX_RETAIN_EGRESS_DAYS, 30 */

@@ -18,6 +18,7 @@
 #include "auth/auth.h"
 #include "billing/billing.h"
 #include "billing/metrics_api.h"
+#include "cluster/cluster.h"
 #include "configs/envvars.h"
 #include "egress/proxy.h"
 #include "files/artifacts.h"
@@ -199,8 +200,15 @@ int main(int argc, char **argv)
     char store_what[256];
     store_describe(d.store, store_what, sizeof(store_what));
     log_info("store: %s", store_what);
-    d.router = (struct router){
-        .tables = sbxd_routes, .ntables = sbxd_route_tables, .store = d.store, .app = &d};
+    /* Before the manager: it re-adopts this node's sandboxes only. */
+    if (cluster_new(&d.cfg, d.loop, d.store, &d.cluster, &err) < 0)
+        goto out;
+    log_info("node %s", cluster_node_id(d.cluster));
+    d.router = (struct router){.tables = sbxd_routes,
+                               .ntables = sbxd_route_tables,
+                               .store = d.store,
+                               .app = &d,
+                               .hooks = cluster_hooks(d.cluster)};
     struct http_server_limits limits = {.idle_s = (unsigned)d.cfg.http_idle_s,
                                         .per_address = (unsigned)d.cfg.http_per_address};
     if (bootstrap_admin(&d, &err) < 0 ||
@@ -223,6 +231,7 @@ int main(int argc, char **argv)
     if (d.llm && d.cfg.llm_anthropic_url) /* the chat gateway's /v1/messages (docs/chat.md) */
         llm_set_anthropic(d.llm, d.cfg.llm_anthropic_url, d.cfg.llm_anthropic_api_key);
     files_sweep_uploads(d.mgr);
+    cluster_set_manager(d.cluster, d.mgr);
     http_server_set_streaming(d.http, router_streams_body);
     http_server_set_cors(d.http, d.cfg.cors_origins);
     mcp_new(&d, &d.mcp);
@@ -268,6 +277,7 @@ out:
     llm_free(d.llm);
     billing_free(d.billing);
     retention_free(d.retention);
+    cluster_free(d.cluster);
     store_free(d.store);
     loop_free(d.loop);
     if (sfd >= 0)

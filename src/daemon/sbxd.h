@@ -32,6 +32,7 @@ struct sbxd {
     struct installs *installs;   /* skills installed into configurations (skills/installs.c) */
     struct retention *retention; /* pruning by age and the audit anchor (audit/retention.c) */
     struct template_builds *builds; /* custom template builds (templates/build.c) */
+    struct cluster *cluster;        /* this node among the store's (cluster/) */
 };
 
 #endif

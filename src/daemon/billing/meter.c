@@ -198,13 +198,18 @@ static int settle_user(struct billing *b, const char *user, long long a, long lo
     return 0;
 }
 
-/* [a, end) lands whole or not at all, with the watermark: a crash never charges twice. */
+/* [a, end) lands whole or not at all, with the watermark: a crash never charges twice.
+ * Under the store's write lock, with the watermark read again inside: of nodes settling
+ * the same interval, the first does it and the others find it done. */
 static int settle_interval(struct billing *b, long long a, long long end)
 {
     struct users u = {0};
-    int r = store_tx_begin(b->store, NULL);
+    int r = store_tx_begin_locked(b->store, NULL);
     if (r < 0)
         return r;
+    long long wm;
+    if (store_billing_get(b->store, SETTLED_UNTIL, &wm, NULL) == 0 && wm >= end)
+        return store_tx_end(b->store, true, NULL);
     r = store_usage_users(b->store, a, end, collect_user, &u, NULL);
     for (size_t i = 0; r == 0 && i < u.n; i++)
         r = settle_user(b, u.v[i], a, end);
@@ -226,7 +231,9 @@ void billing_run(struct billing *b, long long now)
 {
     struct meter_ctx c = {b, now};
     if (store_tx_begin(b->store, NULL) == 0) {
-        int r = store_sandbox_each_live(b->store, NULL, meter_one, &c, NULL);
+        /* Each node meters the sandboxes it runs. */
+        int r = store_sandbox_each_live(b->store, NULL, store_node(b->store), meter_one, &c,
+                                        NULL);
         (void)store_tx_end(b->store, r == 0, NULL);
     }
     long long iv = b->cfg->billing_interval_s * 1000, wm;

@@ -163,6 +163,10 @@ static const struct {
     {"store_conflict", 409},
     {"store_busy", 503},
     {"store_unavailable", 503},
+    {"node_unreachable", 503},
+    {"node_error", 502},
+    {"invalid_node_credential", 401},
+    {"node_in_use", 409},
     /* A full data directory (docs/reliability.md). */
     {"insufficient_storage", 507},
     /* Users and processes inside a sandbox (docs/security.md). */

@@ -44,6 +44,8 @@ bool router_match(const char *pattern, const char *path, struct http_req *req)
     return !*p && !*s;
 }
 
+static int allowed(const struct auth_identity *k, enum route_auth need, struct sbx_err *err);
+
 static int authenticate(struct store *store, struct http_req *req, enum route_auth need,
                         struct sbx_err *err)
 {
@@ -85,16 +87,25 @@ int router_authenticate_key(struct store *store, struct http_req *req, const cha
     id->role = k.role;
     id->tool_level = k.tool_level;
     id->scope = k.scope;
-    if ((need == AUTH_ADMIN || need == AUTH_ADMIN_FULL) && k.role != AUTH_ROLE_ADMIN)
+    return allowed(id, need, err);
+}
+
+/* May the authenticated identity use a route that needs need? */
+static int allowed(const struct auth_identity *k, enum route_auth need, struct sbx_err *err)
+{
+    if (!k->authenticated)
+        return sbx_err_set(err, EACCES, "missing_api_key",
+                           "send your key as Authorization: Bearer sbx_...");
+    if ((need == AUTH_ADMIN || need == AUTH_ADMIN_FULL) && k->role != AUTH_ROLE_ADMIN)
         return sbx_err_set(err, EPERM, "admin_required", "this route needs an admin key");
-    if ((need == AUTH_VIEWER_FULL || need == AUTH_ADMIN_FULL) && k.scope != AUTH_SCOPE_FULL)
+    if ((need == AUTH_VIEWER_FULL || need == AUTH_ADMIN_FULL) && k->scope != AUTH_SCOPE_FULL)
         return sbx_err_set(err, EPERM, "full_access_required",
                            "configurations need a full-access key; this one is restricted");
-    if (need == AUTH_SANDBOX && k.role < AUTH_ROLE_MEMBER)
+    if (need == AUTH_SANDBOX && k->role < AUTH_ROLE_MEMBER)
         return sbx_err_set(err, EPERM, "member_required",
                            "a viewer key reads configurations only; sandboxes need a member "
                            "or admin key");
-    if (need == AUTH_SANDBOX && k.tool_level < AUTH_TOOL_SANDBOX)
+    if (need == AUTH_SANDBOX && k->tool_level < AUTH_TOOL_SANDBOX)
         return sbx_err_set(err, EPERM, "insufficient_tool_level",
                            "sandbox routes need a key with tool level \"sandbox\"");
     return 0;
@@ -169,14 +180,17 @@ void router_dispatch(void *app, struct http_req *req)
         return;
     }
     (void)router_match(r->pattern, path, req);
-    if (r->auth != AUTH_PUBLIC) {
-        struct sbx_err err = {0};
-        if (authenticate(rt->store, req, r->auth, &err) < 0) {
-            http_respond_error(req, &err);
-            return;
-        }
+    struct sbx_err err = {0};
+    int by_node = rt->hooks ? rt->hooks->node_auth(rt->hooks->data, req, &err) : 0;
+    if (by_node < 0 ||
+        (r->auth != AUTH_PUBLIC &&
+         (by_node ? allowed(http_req_identity(req), r->auth, &err)
+                  : authenticate(rt->store, req, r->auth, &err)) < 0)) {
+        http_respond_error(req, &err);
+        return;
     }
     sbx_log_context(http_req_id(req), http_req_identity(req)->user);
-    r->handler(rt->app, req);
+    if (!rt->hooks || !rt->hooks->intercept(rt->hooks->data, r, req))
+        r->handler(rt->app, req);
     sbx_log_context(NULL, NULL);
 }

@@ -45,11 +45,26 @@ struct route_table {
         (a), sizeof(a) / sizeof((a)[0])                                                            \
     }
 
+/* What a deployment of many nodes adds to routing (cluster/, docs/scale-out.md), given
+ * by main so the router knows nothing of it. */
+struct router_hooks {
+    /* A request that says it comes from another node: 1 when its credential is good (the
+     * request's identity is then the one it carries), 0 when it has none, <0 with err
+     * when it is bad. */
+    int (*node_auth)(void *data, struct http_req *req, struct sbx_err *err);
+    /* Called for each matched, authenticated request before its handler (for a route
+     * that streams its body, before the body): true when it took the request (forwarded
+     * to another node, or answered). */
+    bool (*intercept)(void *data, const struct route *route, struct http_req *req);
+    void *data;
+};
+
 struct router {
     const struct route_table *const *tables;
     size_t ntables;
     struct store *store; /* keys, for authentication */
     struct sbxd *app;    /* handed to every handler */
+    const struct router_hooks *hooks; /* NULL: none */
 };
 
 /* Does path match pattern ("/v1/sandboxes/{}/exec": "{}" is one non-empty segment;

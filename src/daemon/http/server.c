@@ -68,6 +68,10 @@ struct http_req {
     /* The request target in MHD's buffer before it decodes it, and its strlen then. */
     const char *raw_uri;
     size_t raw_uri_len;
+    char *target; /* a copy of it, as sent (MHD decodes the buffer in place) */
+    /* A streamed answer's producer, told when the queue has room again. */
+    http_drain_fn on_drain;
+    void *drain_data;
 };
 
 struct http_server {
@@ -103,6 +107,7 @@ static void req_free(struct http_req *r)
     if (!r)
         return;
     free(r->path);
+    free(r->target);
     free(r->cors_origin);
     free(r->body);
     free(r->resp);
@@ -144,6 +149,42 @@ const char *http_req_id(const struct http_req *r)
 {
     return r->id;
 }
+const char *http_req_target(const struct http_req *r)
+{
+    return r->target ? r->target : r->path;
+}
+
+struct each_header {
+    http_header_fn fn;
+    void *data;
+};
+
+static enum MHD_Result each_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   const char *value)
+{
+    struct each_header *e = cls;
+    e->fn(key, value ? value : "", e->data);
+    return MHD_YES;
+}
+
+void http_req_each_header(const struct http_req *r, http_header_fn fn, void *data)
+{
+    struct each_header e = {fn, data};
+    MHD_get_connection_values(r->conn, MHD_HEADER_KIND, each_header, &e);
+}
+
+bool http_req_set_id(struct http_req *r, const char *id)
+{
+    size_t n = strlen(id);
+    if (n < 5 || n > HTTP_REQUEST_ID_LEN || strncmp(id, "req_", 4))
+        return false;
+    for (size_t i = 4; i < n; i++)
+        if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f')))
+            return false;
+    memcpy(r->id, id, n + 1);
+    return true;
+}
+
 const char *http_req_header(const struct http_req *r, const char *name)
 {
     return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
@@ -210,6 +251,27 @@ void http_req_stream_body(struct http_req *r, const struct http_body_sink *sink,
     r->abort_data = data;
 }
 
+static int discard_data(struct http_req *r, const char *buf, size_t len, void *data,
+                        struct sbx_err *err)
+{
+    return 0;
+}
+
+static void discard_end(struct http_req *r, void *data)
+{
+}
+
+static const struct http_body_sink discard_sink = {
+    .on_data = discard_data, .on_end = discard_end, .on_failed = discard_end};
+
+void http_req_discard_body(struct http_req *r)
+{
+    if (!r->sink)
+        return;
+    r->sink = &discard_sink;
+    r->sink_data = NULL;
+}
+
 void http_server_set_cors(struct http_server *s, char *const *origins)
 {
     s->cors_origins = origins;
@@ -268,6 +330,18 @@ static void park(struct http_req *r)
         r->mhd_suspended = true;
         MHD_suspend_connection(r->conn);
     }
+}
+
+void http_req_pause(struct http_req *r)
+{
+    if (!r->has_resp && !r->suspended)
+        park(r);
+}
+
+void http_req_unpause(struct http_req *r)
+{
+    if (!r->has_resp)
+        resume(r);
 }
 
 void http_req_on_answer(struct http_req *r, http_answer_fn fn, void *data)
@@ -407,16 +481,21 @@ bool http_req_wants_sse(const struct http_req *r)
     return accept && strstr(accept, "text/event-stream");
 }
 
-void http_sse_begin(struct http_req *r, http_abort_fn on_abort, void *data)
+static void sse_begin(struct http_req *r, unsigned status, http_abort_fn on_abort, void *data)
 {
     if (r->has_resp)
         return;
     r->sse = true;
     r->has_resp = true;
-    r->status = 200;
+    r->status = status;
     r->on_abort = on_abort;
     r->abort_data = data;
     resume(r);
+}
+
+void http_sse_begin(struct http_req *r, http_abort_fn on_abort, void *data)
+{
+    sse_begin(r, 200, on_abort, data);
 }
 
 /* Queue the concatenation of a and b (b may be NULL) as one chunk of the stream. */
@@ -455,12 +534,29 @@ int http_sse_event(struct http_req *r, json_t *event)
 void http_stream_begin(struct http_req *r, const char *content_type, http_abort_fn on_abort,
                        void *data)
 {
+    http_stream_begin_as(r, 200, content_type, on_abort, data);
+}
+
+void http_stream_begin_as(struct http_req *r, unsigned status, const char *content_type,
+                          http_abort_fn on_abort, void *data)
+{
     if (r->has_resp)
         return;
     free(r->resp_type);
     r->resp_type = sbx_xstrdup(content_type);
     r->raw_stream = true;
-    http_sse_begin(r, on_abort, data);
+    sse_begin(r, status, on_abort, data);
+}
+
+size_t http_stream_queued(const struct http_req *r)
+{
+    return r->sse_bytes;
+}
+
+void http_stream_on_drain(struct http_req *r, http_drain_fn fn, void *data)
+{
+    r->on_drain = fn;
+    r->drain_data = data;
 }
 
 int http_stream_write(struct http_req *r, const void *head, size_t head_len, const void *body,
@@ -500,6 +596,11 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
             r->sse_bytes -= c->len;
             free(c);
         }
+    }
+    if (r->on_drain && r->sse_bytes <= HTTP_STREAM_LOW) {
+        http_drain_fn fn = r->on_drain;
+        r->on_drain = NULL;
+        fn(r, r->drain_data);
     }
     if (n)
         return (ssize_t)n;
@@ -665,6 +766,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
     r->resp_fd = -1;
     r->raw_uri = uri;
     r->raw_uri_len = strlen(uri);
+    r->target = sbx_xstrdup(uri);
     return r;
 }
 

@@ -60,6 +60,16 @@ void http_server_set_cors(struct http_server *s, char *const *origins);
 const char *http_req_method(const struct http_req *r);
 const char *http_req_path(const struct http_req *r);
 const char *http_req_header(const struct http_req *r, const char *name);
+/* The request target as the client sent it (path and query, not decoded). */
+const char *http_req_target(const struct http_req *r);
+typedef void (*http_header_fn)(const char *name, const char *value, void *data);
+void http_req_each_header(const struct http_req *r, http_header_fn fn, void *data);
+/* Take id ("req_" and lower-case hex, at most HTTP_REQUEST_ID_LEN) as the request's id:
+ * a request forwarded by another node keeps the id its client was given. */
+bool http_req_set_id(struct http_req *r, const char *id);
+/* Stop reading a streamed body until http_req_unpause (the sink's reader is behind). */
+void http_req_pause(struct http_req *r);
+void http_req_unpause(struct http_req *r);
 const char *http_req_query(const struct http_req *r, const char *name);
 /* Query parameter name as a decimal integer in min..max. Absent: 0 and *out untouched;
  * anything else: err filled with code. */
@@ -88,6 +98,9 @@ struct http_body_sink {
 };
 void http_req_stream_body(struct http_req *r, const struct http_body_sink *sink, void *data,
                           http_abort_fn on_abort);
+/* The sink is done with the body (the request was answered early): the rest is read and
+ * dropped, and the sink is never called again. */
+void http_req_discard_body(struct http_req *r);
 
 /* Parse the body as a JSON object. Fills err (invalid_json / invalid_request) on failure. */
 int http_req_json(struct http_req *r, json_t **out, struct sbx_err *err);
@@ -146,6 +159,16 @@ void http_stream_begin(struct http_req *r, const char *content_type, http_abort_
 int http_stream_write(struct http_req *r, const void *head, size_t head_len, const void *body,
                       size_t body_len);
 void http_stream_end(struct http_req *r);
+/* The same with another status than 200 (a relayed answer). */
+void http_stream_begin_as(struct http_req *r, unsigned status, const char *content_type,
+                          http_abort_fn on_abort, void *data);
+/* Bytes waiting for the client, and a call once they are down to HTTP_STREAM_LOW (once
+ * per registration): a producer faster than its client waits instead of hitting
+ * -ENOBUFS. */
+#define HTTP_STREAM_LOW (256u * 1024u)
+typedef void (*http_drain_fn)(struct http_req *r, void *data);
+size_t http_stream_queued(const struct http_req *r);
+void http_stream_on_drain(struct http_req *r, http_drain_fn fn, void *data);
 
 /* multipart/form-data (and urlencoded) bodies, parsed by libmicrohttpd's post processor
  * as they are fed: fn gets each value's bytes in order with their offset in the value

@@ -186,7 +186,8 @@ static int take_pooled(struct manager *m, const struct auth_identity *who,
     set_owner(rec, who, p);
     free(sb->egress);
     sb->egress = NULL;
-    int r = store_sandbox_assign(m->store, rec, err);
+    struct store_sandbox_limits lim = {m->cfg->max_per_user, m->cfg->max_per_key};
+    int r = store_sandbox_claim(m->store, rec, true, &lim, err);
     if (r == 0)
         r = egress_init(m, sb, &p->egress, err);
     if (r < 0) {
@@ -211,7 +212,7 @@ static int take_pooled(struct manager *m, const struct auth_identity *who,
 
 static int create_sandbox(struct manager *m, const struct auth_identity *who,
                           const struct sandbox_params *p, bool v1, const char *fallback,
-                          sandbox_ready_fn cb, void *data, struct sandbox **out,
+                          bool limited, sandbox_ready_fn cb, void *data, struct sandbox **out,
                           struct sbx_err *err);
 
 int manager_create(struct manager *m, const struct auth_identity *who,
@@ -274,7 +275,7 @@ static int create(struct manager *m, const struct auth_identity *who,
         snprintf(fallback, sizeof(fallback), "v2 is at capacity on this host (%lld sandboxes)",
                  m->cfg->v2_capacity);
     }
-    return create_sandbox(m, who, p, v1, fallback, cb, data, out, err);
+    return create_sandbox(m, who, p, v1, fallback, true, cb, data, out, err);
 }
 
 int manager_create_pooled(struct manager *m, const char *template_name, sandbox_ready_fn cb,
@@ -288,7 +289,7 @@ int manager_create_pooled(struct manager *m, const char *template_name, sandbox_
         .ttl_seconds = SANDBOX_TTL_MAX,
         .backend = "v2",
     };
-    return create_sandbox(m, &nobody, &p, false, "", cb, data, out, err);
+    return create_sandbox(m, &nobody, &p, false, "", false, cb, data, out, err);
 }
 
 int manager_create_build(struct manager *m, const char *template_name, const char *rootfs,
@@ -314,7 +315,7 @@ int manager_create_build(struct manager *m, const char *template_name, const cha
         .runtime = runtime,
         .build_rootfs = rootfs,
     };
-    return create_sandbox(m, &builder, &p, false, "", cb, data, out, err);
+    return create_sandbox(m, &builder, &p, false, "", false, cb, data, out, err);
 }
 
 static void cgroup_prime_run(void *unused)
@@ -326,10 +327,12 @@ static void cgroup_prime_done(void *unused, bool ran)
 {
 }
 
-/* The cold path: the record, the workspace and a machine booted from the template. */
+/* The cold path: the record, the workspace and a machine booted from the template. A
+ * limited create's record is written only while its owner is within the limits on
+ * every node (store_sandbox_claim); pool and build sandboxes belong to nobody. */
 static int create_sandbox(struct manager *m, const struct auth_identity *who,
                           const struct sandbox_params *p, bool v1, const char *fallback,
-                          sandbox_ready_fn cb, void *data, struct sandbox **out,
+                          bool limited, sandbox_ready_fn cb, void *data, struct sandbox **out,
                           struct sbx_err *err)
 {
     long long memory_mb = 0, pids = 0, cpu = 0;
@@ -374,10 +377,13 @@ static int create_sandbox(struct manager *m, const struct auth_identity *who,
     rec->memory_mb = memory_mb;
     rec->pids = pids;
     rec->cpu_millicores = cpu;
+    snprintf(rec->node_id, sizeof(rec->node_id), "%s", store_node(m->store));
 
     if (!strcmp(runtime, "namespaces") && !v1)
         jobs_submit(m->jobs, cgroup_prime_run, cgroup_prime_done, NULL);
-    r = store_sandbox_insert(m->store, rec, err);
+    struct store_sandbox_limits lim = {m->cfg->max_per_user, m->cfg->max_per_key};
+    r = limited ? store_sandbox_claim(m->store, rec, false, &lim, err)
+                : store_sandbox_insert(m->store, rec, err);
     if (r < 0)
         goto fail_nostore;
     if ((r = egress_init(m, sb, &p->egress, err)) < 0)

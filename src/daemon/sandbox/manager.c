@@ -365,6 +365,14 @@ void manager_describe_running(struct manager *m, const char *user, const char *k
     }
 }
 
+bool manager_has(const struct manager *m, const char *id)
+{
+    for (const struct sandbox *sb = m->sandboxes; sb; sb = sb->next)
+        if (!strcmp(sb->rec.id, id))
+            return true;
+    return false;
+}
+
 int manager_lookup(struct manager *m, const struct auth_identity *who, const char *id,
                    struct sandbox **out, struct sbx_err *err)
 {
@@ -522,6 +530,8 @@ json_t *sandbox_to_json(const struct sandbox *sb)
         "egress",
         sb->egress ? egress_policy_to_json(sb->egress) : json_pack("{s:s}", "mode", "none"));
     json_object_set_new(j, "snapshot_bytes", json_integer(sandbox_snapshot_bytes(sb)));
+    if (r->node_id[0])
+        json_object_set_new(j, "node", json_string(r->node_id));
     /* Whether a pause or fork keeps memory (restored: true) or only the workspace. */
     const struct rt_backend *be = rt_backend_find(r->runtime);
     json_object_set_new(j, "memory_snapshots", json_boolean(!be || be->memory_snapshots));

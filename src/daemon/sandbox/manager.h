@@ -135,6 +135,8 @@ void sandbox_when_ready(struct sandbox *sb, sandbox_ready_fn cb, void *data);
 /* Forget a waiter whose requester went away. */
 void sandbox_drop_waiter(struct sandbox *sb, void *data);
 
+/* Does this node hold the sandbox (anyone's)? */
+bool manager_has(const struct manager *m, const char *id);
 /* The caller's live sandbox, or sandbox_not_found (also for another user's). */
 int manager_lookup(struct manager *m, const struct auth_identity *who, const char *id,
                    struct sandbox **out, struct sbx_err *err);

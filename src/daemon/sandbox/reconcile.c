@@ -274,7 +274,8 @@ int manager_start(struct manager *m, struct sbx_err *err)
     if (r == 0)
         r = store_idem_release_in_progress(m->store, err);
     if (r == 0)
-        r = store_sandbox_each_live(m->store, NULL, reconcile_one, &rc, err);
+        r = store_sandbox_each_live(m->store, NULL, store_node(m->store), reconcile_one, &rc,
+                                    err);
     if (r == 0)
         sweep_orphans(m, &rc);
     if (r == 0)

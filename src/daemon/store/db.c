@@ -165,9 +165,9 @@ void db_describe(struct db *db, char *buf, size_t cap)
     db->ops->describe(db, buf, cap);
 }
 
-int db_hold_exclusive(struct db *db, struct sbx_err *err)
+int db_hold_exclusive(struct db *db, const char *name, struct sbx_err *err)
 {
-    return db->ops->hold_exclusive(db, err);
+    return db->ops->hold_exclusive(db, name, err);
 }
 
 int db_backup(struct db *db, const char *dest, struct sbx_err *err)

@@ -82,12 +82,11 @@ int db_tx_end(struct db *db, bool commit, struct sbx_err *err);
  * <host>:<port>, database <name>" (never the password). */
 void db_describe(struct db *db, char *buf, size_t cap);
 
-/* Hold the store for this process alone until db_close: -EBUSY (store_in_use) while
- * another holds it. PostgreSQL: a session advisory lock, taken again after a reconnect;
- * SQLite: nothing (the data dir is the process's own). Until nodes share a store
- * (docs/scale-out.md), a second sbxd on one store would take the first's sandboxes for
- * lost ones. */
-int db_hold_exclusive(struct db *db, struct sbx_err *err);
+/* Hold name (a node's id) for this connection alone until db_close: -EBUSY (node_in_use)
+ * while another connection holds it. PostgreSQL: a session advisory lock, taken again
+ * after a reconnect; SQLite: nothing (the data dir is the process's own). Two processes
+ * running as one node would each take the other's sandboxes for lost ones. */
+int db_hold_exclusive(struct db *db, const char *name, struct sbx_err *err);
 
 /* An online copy into dest (a new file); SQLite only (PostgreSQL: pg_dump). */
 int db_backup(struct db *db, const char *dest, struct sbx_err *err);

@@ -30,7 +30,7 @@ struct db_ops {
     int (*tx_begin)(struct db *db, enum db_tx kind, struct sbx_err *err);
     int (*tx_end)(struct db *db, bool commit, struct sbx_err *err);
     void (*describe)(struct db *db, char *buf, size_t cap);
-    int (*hold_exclusive)(struct db *db, struct sbx_err *err);
+    int (*hold_exclusive)(struct db *db, const char *name, struct sbx_err *err);
     int (*backup)(struct db *db, const char *dest, struct sbx_err *err);
     void (*set_profile)(struct db *db, db_profile_fn fn, void *data);
 };

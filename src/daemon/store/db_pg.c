@@ -19,10 +19,11 @@
 #define PG_STMT_CACHE_MAX 1024
 #define PG_CACHE_BUCKETS 256
 #define PG_TX_DEPTH_MAX 16
-/* The store-wide write lock of DB_TX_LOCKED, and the one-sbxd-per-store lock of
- * db_hold_exclusive ("SBX" and 1, 2). */
+/* The store-wide write lock of DB_TX_LOCKED ("SBX" and 1), a bigint key. A node's lock
+ * (db_hold_exclusive) is the two-int form, a separate key space: this class and the
+ * hash of the node's id. */
 #define PG_WRITE_LOCK_KEY "5456728065"
-#define PG_NODE_LOCK_KEY "5456728066"
+#define PG_NODE_LOCK_CLASS "5456728"
 /* PostgreSQL's type oids (catalog/pg_type.h): what a bound value is sent as. */
 #define PG_OID_BYTEA 17
 #define PG_OID_INT8 20
@@ -41,7 +42,8 @@ struct pg_db {
     struct pg_cached *cache[PG_CACHE_BUCKETS];
     unsigned ncached, serial;
     int depth;
-    bool exclusive, held; /* db_hold_exclusive was asked; the session holds the lock */
+    char *exclusive; /* the name db_hold_exclusive was asked to hold, or NULL */
+    bool held;       /* the session holds its lock */
     db_profile_fn profile;
     void *profile_data;
 };
@@ -114,14 +116,18 @@ static void cache_clear(struct pg_db *d)
 
 static int take_exclusive(struct pg_db *d, struct sbx_err *err)
 {
-    PGresult *res = PQexec(d->c, "SELECT pg_try_advisory_lock(" PG_NODE_LOCK_KEY ")");
+    const char *name = d->exclusive;
+    PGresult *res = PQexecParams(
+        d->c, "SELECT pg_try_advisory_lock(" PG_NODE_LOCK_CLASS ", hashtext($1))", 1, NULL, &name,
+        NULL, NULL, 0);
     int r = 0;
     if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
-        r = res_fail(d, res, err, "taking the store");
+        r = res_fail(d, res, err, "taking the node's lock");
     else if (strcmp(PQgetvalue(res, 0, 0), "t"))
-        r = sbx_err_set(err, EBUSY, "store_in_use",
-                        "another sbxd uses this PostgreSQL store: one sbxd per store until "
-                        "nodes are built (docs/scale-out.md)");
+        r = sbx_err_set(err, EBUSY, "node_in_use",
+                        "another sbxd runs as node %.64s on this PostgreSQL store: one process "
+                        "per node id (SBX_NODE_ID, docs/scale-out.md)",
+                        name);
     PQclear(res);
     d->held = r == 0;
     return r;
@@ -150,6 +156,7 @@ static void pg_close(struct db *db)
     cache_clear(d);
     PQfinish(d->c);
     pthread_mutex_destroy(&d->mu);
+    free(d->exclusive);
     free(d);
 }
 
@@ -440,11 +447,13 @@ static void pg_describe(struct db *db, char *buf, size_t cap)
     pthread_mutex_unlock(&d->mu);
 }
 
-static int pg_hold_exclusive(struct db *db, struct sbx_err *err)
+static int pg_hold_exclusive(struct db *db, const char *name, struct sbx_err *err)
 {
     struct pg_db *d = D(db);
     pthread_mutex_lock(&d->mu);
-    d->exclusive = true;
+    free(d->exclusive);
+    d->exclusive = sbx_xstrdup(name);
+    d->held = false;
     int r = ensure_connected(d, err);
     pthread_mutex_unlock(&d->mu);
     return r;

@@ -188,7 +188,7 @@ static void sq_describe(struct db *db, char *buf, size_t cap)
     snprintf(buf, cap, "SQLite %s at %s", sqlite3_libversion(), f && f[0] ? f : "(memory)");
 }
 
-static int sq_hold_exclusive(struct db *db, struct sbx_err *err)
+static int sq_hold_exclusive(struct db *db, const char *name, struct sbx_err *err)
 {
     return 0;
 }

@@ -59,8 +59,9 @@ int store_exec_interrupt_running(struct store *s, long long now_ms, struct sbx_e
     struct db_stmt *st;
     int r = db_query(s->conn, &st, err,
                      "UPDATE execs SET status='interrupted', ended_at_ms=? "
-                     "WHERE status='running'",
-                     "i", now_ms);
+                     "WHERE status='running' AND sandbox_id IN "
+                     "(SELECT id FROM sandboxes WHERE node_id=? OR node_id IS NULL)",
+                     "it", now_ms, s->node_id);
     return r < 0 ? r : db_run(st, err);
 }
 

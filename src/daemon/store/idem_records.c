@@ -17,9 +17,9 @@ int store_idem_begin(struct store *s, const char *user, const char *key, const c
     if (r < 0 || (r = db_run(st, err)) < 0)
         return r;
     r = db_query(s->conn, &st, err,
-                 "INSERT INTO idempotency(\"user\",key,request_hash,created_at) VALUES(?,?,?,?) "
-                 "ON CONFLICT(\"user\",key) DO NOTHING",
-                 "ttti", user, key, request_hash, now_s);
+                 "INSERT INTO idempotency(\"user\",key,request_hash,created_at,node_id) "
+                 "VALUES(?,?,?,?,?) ON CONFLICT(\"user\",key) DO NOTHING",
+                 "tttit", user, key, request_hash, now_s, s->node_id);
     if (r < 0 || (r = db_step(st, err)) < 0) {
         db_finalize(st);
         return r;
@@ -80,7 +80,11 @@ int store_idem_release(struct store *s, const char *user, const char *key, struc
 int store_idem_release_in_progress(struct store *s, struct sbx_err *err)
 {
     struct db_stmt *st;
-    int r = db_query(s->conn, &st, err, "DELETE FROM idempotency WHERE status IS NULL", "");
+    /* Only this node's: another node's claims may belong to requests it is running. */
+    int r = db_query(s->conn, &st, err,
+                     "DELETE FROM idempotency WHERE status IS NULL AND "
+                     "(node_id IS NULL OR node_id=?)",
+                     "t", s->node_id);
     return r < 0 ? r : db_run(st, err);
 }
 

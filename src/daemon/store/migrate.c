@@ -277,6 +277,21 @@ static const struct migration migrations[] = {
         "  updated_at BIGINT NOT NULL, PRIMARY KEY(\"user\", session_id));",
         NULL,
     },
+    {
+        3,
+        "nodes, and the node each sandbox runs on",
+        /* One text for both dialects. node_id NULL: a row from before nodes, which the
+         * first node to claim the store takes (store_claim_node). */
+        "CREATE TABLE nodes("
+        "  id TEXT PRIMARY KEY, url TEXT NOT NULL, capacity BIGINT NOT NULL,"
+        "  templates TEXT NOT NULL, backends TEXT NOT NULL, key_fingerprint TEXT NOT NULL,"
+        "  started_at_ms BIGINT NOT NULL, heartbeat_ms BIGINT NOT NULL);"
+        "ALTER TABLE sandboxes ADD COLUMN node_id TEXT;"
+        "CREATE INDEX sandboxes_node ON sandboxes(node_id, status);"
+        "ALTER TABLE idempotency ADD COLUMN node_id TEXT;",
+        NULL,
+        NULL,
+    },
 };
 
 int store_schema_latest(void)

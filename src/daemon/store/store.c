@@ -19,9 +19,8 @@ int store_open_at(const char *url, const char *path, struct store **out, struct 
         return sbx_err_set(err, EINVAL, "invalid_config",
                            "SBX_STORE must be a postgres:// or postgresql:// URL");
     }
+    snprintf(s->node_id, sizeof(s->node_id), "%s", STORE_NODE_LOCAL);
     int r = db_open(pg ? url : path, &s->conn, err);
-    if (r == 0)
-        r = db_hold_exclusive(s->conn, err);
     if (r == 0)
         r = store_migrate(s->conn, err);
     if (r < 0) {
@@ -35,6 +34,25 @@ int store_open_at(const char *url, const char *path, struct store **out, struct 
 int store_open(const char *path, struct store **out, struct sbx_err *err)
 {
     return store_open_at(NULL, path, out, err);
+}
+
+int store_claim_node(struct store *s, const char *node_id, struct sbx_err *err)
+{
+    int r = db_hold_exclusive(s->conn, node_id, err);
+    if (r < 0)
+        return r;
+    snprintf(s->node_id, sizeof(s->node_id), "%s", node_id);
+    /* Rows from before nodes existed are the first claimant's: a store that grows from
+     * one node to many keeps its sandboxes where they run. */
+    struct db_stmt *st;
+    r = db_query(s->conn, &st, err, "UPDATE sandboxes SET node_id=? WHERE node_id IS NULL", "t",
+                 node_id);
+    return r < 0 ? r : db_run(st, err);
+}
+
+const char *store_node(const struct store *s)
+{
+    return s->node_id;
 }
 
 void store_describe(struct store *s, char *buf, size_t cap)
@@ -164,7 +182,7 @@ void store_sandbox_clear(struct store_sandbox *sb)
 #define SB_COLS                                                                                    \
     "id,\"user\",key_id,status,backend,runtime,template,template_digest,env,ttl_seconds,"          \
     "created_at,expires_at,ended_at,end_reason,memory_mb,pids,cpu_millicores,"                     \
-    "enable_default_session"
+    "enable_default_session,node_id"
 
 static void row_to_sandbox(struct db_stmt *st, struct store_sandbox *sb)
 {
@@ -188,19 +206,64 @@ static void row_to_sandbox(struct db_stmt *st, struct store_sandbox *sb)
     sb->pids = db_col_int64(st, 15);
     sb->cpu_millicores = db_col_int64(st, 16);
     sb->enable_default_session = db_col_int64(st, 17) != 0;
+    db_col_copy(st, 18, sb->node_id, sizeof(sb->node_id));
 }
 
-int store_sandbox_insert(struct store *s, const struct store_sandbox *sb, struct sbx_err *err)
+static int sandbox_insert(struct store *s, const struct store_sandbox *sb, struct sbx_err *err)
 {
     struct db_stmt *st;
     int r = db_query(
         s->conn, &st, err,
-        "INSERT INTO sandboxes(" SB_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-        "tttttttttiiiitiiii", sb->id, sb->user, sb->key_id, sb->status, sb->backend, sb->runtime,
-        sb->template_name, sb->template_digest, sb->env_json ? sb->env_json : "{}", sb->ttl_seconds,
-        sb->created_at, sb->expires_at, sb->ended_at, sb->end_reason[0] ? sb->end_reason : NULL,
-        sb->memory_mb, sb->pids, sb->cpu_millicores, (long long)sb->enable_default_session);
+        "INSERT INTO sandboxes(" SB_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        "tttttttttiiiitiiiit", sb->id, sb->user, sb->key_id, sb->status, sb->backend,
+        sb->runtime, sb->template_name, sb->template_digest, sb->env_json ? sb->env_json : "{}",
+        sb->ttl_seconds, sb->created_at, sb->expires_at, sb->ended_at,
+        sb->end_reason[0] ? sb->end_reason : NULL, sb->memory_mb, sb->pids, sb->cpu_millicores,
+        (long long)sb->enable_default_session, sb->node_id[0] ? sb->node_id : s->node_id);
     return r < 0 ? r : db_run(st, err);
+}
+
+int store_sandbox_insert(struct store *s, const struct store_sandbox *sb, struct sbx_err *err)
+{
+    return sandbox_insert(s, sb, err);
+}
+
+static int sandbox_assign(struct store *s, const struct store_sandbox *sb, struct sbx_err *err)
+{
+    struct db_stmt *st;
+    int r = db_query(s->conn, &st, err,
+                     "UPDATE sandboxes SET \"user\"=?, key_id=?, env=?, ttl_seconds=?, "
+                     "created_at=?, expires_at=?, enable_default_session=? WHERE id=?",
+                     "tttiiiit", sb->user, sb->key_id, sb->env_json ? sb->env_json : "{}",
+                     sb->ttl_seconds, sb->created_at, sb->expires_at,
+                     (long long)sb->enable_default_session, sb->id);
+    return r < 0 ? r : db_run(st, err);
+}
+
+/* Count and write under the store-wide write lock: two nodes (or two creates on one)
+ * that both saw room never both take the last slot. */
+int store_sandbox_claim(struct store *s, const struct store_sandbox *sb, bool assign,
+                        const struct store_sandbox_limits *lim, struct sbx_err *err)
+{
+    int r = db_tx_begin(s->conn, DB_TX_LOCKED, err);
+    if (r < 0)
+        return r;
+    long long per_user = 0, per_key = 0;
+    r = store_sandbox_count_live(s, sb->user, sb->key_id, &per_user, &per_key, err);
+    if (r == 0 && (per_key >= lim->per_key || per_user >= lim->per_user)) {
+        bool key = per_key >= lim->per_key;
+        r = sbx_err_set(err, EAGAIN, "sandbox_concurrency_limit",
+                        "at most %lld running sandboxes per %s (counted on every node); delete "
+                        "or pause one first",
+                        key ? lim->per_key : lim->per_user, key ? "key" : "user");
+    }
+    if (r == 0)
+        r = assign ? sandbox_assign(s, sb, err) : sandbox_insert(s, sb, err);
+    if (r < 0) {
+        (void)db_tx_end(s->conn, false, NULL);
+        return r;
+    }
+    return db_tx_end(s->conn, true, err);
 }
 
 int store_sandbox_get(struct store *s, const char *id, struct store_sandbox *out,
@@ -254,26 +317,20 @@ int store_sandbox_set_expiry(struct store *s, const char *id, long long expires_
 
 int store_sandbox_assign(struct store *s, const struct store_sandbox *sb, struct sbx_err *err)
 {
-    struct db_stmt *st;
-    int r = db_query(s->conn, &st, err,
-                     "UPDATE sandboxes SET \"user\"=?, key_id=?, env=?, ttl_seconds=?, "
-                     "created_at=?, expires_at=?, enable_default_session=? WHERE id=?",
-                     "tttiiiit", sb->user, sb->key_id, sb->env_json ? sb->env_json : "{}",
-                     sb->ttl_seconds, sb->created_at, sb->expires_at,
-                     (long long)sb->enable_default_session, sb->id);
-    return r < 0 ? r : db_run(st, err);
+    return sandbox_assign(s, sb, err);
 }
 
-int store_sandbox_each_live(struct store *s, const char *user, store_sandbox_cb cb, void *data,
-                            struct sbx_err *err)
+int store_sandbox_each_live(struct store *s, const char *user, const char *node,
+                            store_sandbox_cb cb, void *data, struct sbx_err *err)
 {
     struct db_stmt *st;
     int r = db_query(s->conn, &st, err,
                      "SELECT " SB_COLS " FROM sandboxes "
                      "WHERE (status IN ('creating','running','paused') OR "
                      "(status='failed' AND ended_at=0)) "
-                     "AND (?1 IS NULL OR \"user\"=?1) ORDER BY created_at, id",
-                     "t", user);
+                     "AND (?1 IS NULL OR \"user\"=?1) AND (?2 IS NULL OR node_id=?2) "
+                     "ORDER BY created_at, id",
+                     "tt", user, node);
     if (r < 0)
         return r;
     while ((r = db_step(st, err)) == DB_ROW) {

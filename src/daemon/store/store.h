@@ -13,6 +13,10 @@
 #define STORE_ID_MAX 40
 #define STORE_NAME_MAX 64
 #define STORE_DIGEST_MAX 80
+/* A node's id (docs/scale-out.md): [A-Za-z0-9_.-], at most this long. */
+#define STORE_NODE_ID_MAX 63
+/* The node of a store no node has claimed (unit tests, tools). */
+#define STORE_NODE_LOCAL "local"
 
 struct store;
 
@@ -21,6 +25,12 @@ int store_open(const char *path, struct store **out, struct sbx_err *err);
  * at open), and path holds what is not yet on PostgreSQL (docs/scale-out.md). */
 int store_open_at(const char *url, const char *path, struct store **out, struct sbx_err *err);
 bool store_is_postgres(const struct store *s);
+/* Run as node_id on this store: its lock is held for the store's lifetime (-EBUSY,
+ * node_in_use, while another process holds it), new sandboxes' rows carry it, and rows
+ * written before nodes existed become its own. */
+int store_claim_node(struct store *s, const char *node_id, struct sbx_err *err);
+/* The node this store was claimed as (STORE_NODE_LOCAL until then). */
+const char *store_node(const struct store *s);
 /* What and where the store is, for the log (never a password). */
 void store_describe(struct store *s, char *buf, size_t cap);
 /* An online copy of the store at dest (a new file), taken with SQLite's backup API while
@@ -71,10 +81,19 @@ struct store_sandbox {
     char end_reason[32];
     long long memory_mb, pids, cpu_millicores;
     bool enable_default_session; /* commands without a session_id share the "default" one */
+    char node_id[STORE_NODE_ID_MAX + 1]; /* the node it runs on; "" on insert: this one */
 };
 
 void store_sandbox_clear(struct store_sandbox *sb);
 int store_sandbox_insert(struct store *s, const struct store_sandbox *sb, struct sbx_err *err);
+/* Insert sb (or, with assign, hand a pooled row to sb's owner as store_sandbox_assign
+ * does) only while its user and key run fewer than lim allows, counted across every
+ * node under the store's write lock: -EAGAIN (sandbox_concurrency_limit) otherwise. */
+struct store_sandbox_limits {
+    long long per_user, per_key;
+};
+int store_sandbox_claim(struct store *s, const struct store_sandbox *sb, bool assign,
+                        const struct store_sandbox_limits *lim, struct sbx_err *err);
 int store_sandbox_get(struct store *s, const char *id, struct store_sandbox *out,
                       struct sbx_err *err);
 /* Mark a sandbox ended (destroyed or failed) with a reason, or set it running. */
@@ -90,9 +109,10 @@ int store_sandbox_set_expiry(struct store *s, const char *id, long long expires_
 /* Hand a warm-pool sandbox to its user: owner, env, TTL and session flag from sb. */
 int store_sandbox_assign(struct store *s, const struct store_sandbox *sb, struct sbx_err *err);
 typedef void (*store_sandbox_cb)(const struct store_sandbox *sb, void *data);
-/* Live sandboxes (paused and kept failed ones too), all users when user is NULL. */
-int store_sandbox_each_live(struct store *s, const char *user, store_sandbox_cb cb, void *data,
-                            struct sbx_err *err);
+/* Live sandboxes (paused and kept failed ones too), all users when user is NULL, on
+ * every node when node is NULL. */
+int store_sandbox_each_live(struct store *s, const char *user, const char *node,
+                            store_sandbox_cb cb, void *data, struct sbx_err *err);
 int store_sandbox_count_live(struct store *s, const char *user, const char *key_id,
                              long long *per_user, long long *per_key, struct sbx_err *err);
 

@@ -7,6 +7,8 @@
 
 struct store {
     struct db *conn; /* the store: SQLite or PostgreSQL (db.h) */
+    /* The node this process runs as (store_claim_node): new sandboxes' rows carry it. */
+    char node_id[STORE_NODE_ID_MAX + 1];
 };
 
 #endif

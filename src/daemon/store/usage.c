@@ -194,6 +194,11 @@ int store_tx_begin(struct store *s, struct sbx_err *err)
     return db_tx_begin(s->conn, DB_TX_PLAIN, err);
 }
 
+int store_tx_begin_locked(struct store *s, struct sbx_err *err)
+{
+    return db_tx_begin(s->conn, DB_TX_LOCKED, err);
+}
+
 int store_tx_end(struct store *s, bool commit, struct sbx_err *err)
 {
     return db_tx_end(s->conn, commit, err);

@@ -79,6 +79,8 @@ int store_billing_set(struct store *s, const char *name, long long value, struct
 
 /* A unit of work that lands whole or not at all (nests: savepoints). */
 int store_tx_begin(struct store *s, struct sbx_err *err);
+/* The same, holding the store-wide write lock (read-then-write across nodes). */
+int store_tx_begin_locked(struct store *s, struct sbx_err *err);
 int store_tx_end(struct store *s, bool commit, struct sbx_err *err);
 
 /* Sandboxes that are not ended, counted by status and backend (metrics). */

@@ -74,7 +74,7 @@ def test_the_schema_is_migrated_on_postgres_once():
     assert n == distinct == top and int(n) >= 1, (n, distinct, top)
     PG["versions"] = n
     tables = {r[0] for r in psql("SELECT tablename FROM pg_tables WHERE schemaname='public'")}
-    assert {"keys", "sandboxes", "sandbox_configs", "usage_events", "wallet_ledger",
+    assert {"keys", "nodes", "sandboxes", "sandbox_configs", "usage_events", "wallet_ledger",
             "idempotency", "sandbox_meta", "execs", "workspace_gen", "egress_policies",
             "egress_log", "audit", "audit_head", "audit_anchor", "skill_catalog",
             "skill_installs", "skill_config_snapshots", "chat_sessions"} <= tables, tables
@@ -183,11 +183,14 @@ def test_sbx_store_naming_another_database_is_refused():
     assert "SBX_STORE must be a postgres://" in log, log[-2000:]
 
 
-def test_a_second_sbxd_on_the_same_store_is_refused_while_nodes_are_not_built():
-    D.get()
-    log = refused_start({"SBX_STORE": pg_url()})
-    assert "another sbxd uses this PostgreSQL store" in log, log[-2000:]
+def test_a_second_sbxd_as_the_same_node_is_refused():
+    d = D.get()
+    with open(os.path.join(d.data_dir, "node.id")) as f:
+        node = f.read().strip()
+    log = refused_start({"SBX_STORE": pg_url(), "SBX_NODE_ID": node})
+    assert "another sbxd runs as node %s" % node in log, log[-2000:]
     assert member().get_sandbox(sandbox())["status"] == "running", "the first is untouched"
+    assert psql("SELECT node_id FROM sandboxes WHERE id='%s'" % sandbox()) == [[node]]
 
 
 def test_sbxd_backup_points_to_pg_dump():
@@ -214,6 +217,11 @@ def test_a_sqlite_data_dir_from_before_migration_2_takes_it_as_it_is():
         db = sqlite3.connect(os.path.join(d.data_dir, "sbx.db"))
         db.execute("DELETE FROM schema_version WHERE version >= 2")
         db.execute("DROP INDEX execs_started")
+        # And what migration 3 (nodes) added.
+        db.execute("DROP TABLE nodes")
+        db.execute("DROP INDEX sandboxes_node")
+        db.execute("ALTER TABLE sandboxes DROP COLUMN node_id")
+        db.execute("ALTER TABLE idempotency DROP COLUMN node_id")
         db.commit()
         db.close()
         d.start()
@@ -224,7 +232,8 @@ def test_a_sqlite_data_dir_from_before_migration_2_takes_it_as_it_is():
         try:
             versions = [r[0] for r in db.execute("SELECT version FROM schema_version ORDER BY 1")]
             idx = db.execute("SELECT count(*) FROM sqlite_master WHERE name='execs_started'")
-            assert versions == [1, 2] and idx.fetchone()[0] == 1, versions
+            assert versions == [1, 2, 3] and idx.fetchone()[0] == 1, versions
+            assert db.execute("SELECT count(*) FROM nodes").fetchone()[0] == 1
         finally:
             db.close()
     finally:

@@ -35,7 +35,7 @@ int store_node_register(struct store *s, const struct store_node *n, struct sbx_
                      "capacity=excluded.capacity, templates=excluded.templates, "
                      "backends=excluded.backends, key_fingerprint=excluded.key_fingerprint, "
                      "started_at_ms=excluded.started_at_ms, heartbeat_ms=excluded.heartbeat_ms",
-                     "ttittiii", n->id, n->url, n->capacity, n->templates, n->backends,
+                     "ttitttii", n->id, n->url, n->capacity, n->templates, n->backends,
                      n->key_fingerprint, n->started_at_ms, n->heartbeat_ms);
     return r < 0 ? r : db_run(st, err);
 }

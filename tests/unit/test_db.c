@@ -370,11 +370,19 @@ static void test_store(const char *url, const char *path)
     if (!s)
         return;
     CHECK(store_is_postgres(s) == (url != NULL), "%s: on the driver asked for", nm);
+    CHECK(!strcmp(store_node(s), STORE_NODE_LOCAL), "%s: no node claimed yet", nm);
+    CHECK(store_claim_node(s, "node-1", &err) == 0 && !strcmp(store_node(s), "node-1"),
+          "%s: the store is claimed as a node: %.100s", nm, err.msg);
     if (url) {
-        struct store *twice = NULL;
-        CHECK(store_open_at(url, path, &twice, &err) == -EBUSY && !strcmp(err.code, "store_in_use"),
-              "postgres: a second sbxd on the same store is refused: %.100s", err.msg);
+        struct store *twice = NULL, *other = NULL;
+        CHECK(store_open_at(url, path, &twice, &err) == 0, "postgres: a second node opens it");
+        CHECK(store_claim_node(twice, "node-1", &err) == -EBUSY && !strcmp(err.code, "node_in_use"),
+              "postgres: a second process as the same node is refused: %.100s", err.msg);
         store_free(twice);
+        CHECK(store_open_at(url, path, &other, &err) == 0 &&
+                  store_claim_node(other, "node-2", &err) == 0,
+              "postgres: another node shares the store: %.100s", err.msg);
+        store_free(other);
     }
     struct store_key k = {.id = "key_1",
                           .user = "alice",

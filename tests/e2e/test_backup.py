@@ -12,7 +12,9 @@ import threading
 import harness
 from harness import build_dir, free_port
 
-D = harness.Shared()
+# `sbxd backup` is SQLite's online copy: this suite keeps SQLite even in a run on PostgreSQL
+# (SBX_STORE empty is the embedded store; docs/scale-out.md).
+D = harness.Shared(extra_env={"SBX_STORE": ""})
 
 
 def teardown_module():

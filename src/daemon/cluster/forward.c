@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <http_parser.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -326,6 +328,15 @@ static void upgrade(struct fwd *f, const char *rest, size_t rest_len)
 
 /* --- the connection to the other node ---------------------------------------------- */
 
+/* The node answers in small writes (head, then body); acknowledging each at once keeps
+ * its Nagle from holding the next for our delayed ACK (tens of ms a request). Linux
+ * clears quick-ack by itself, so it is set again after every read. */
+static void quick_ack(int fd)
+{
+    int one = 1;
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
+}
+
 static void on_node(struct loop *l, int fd, uint32_t events, void *data)
 {
     struct fwd *f = data;
@@ -341,6 +352,8 @@ static void on_node(struct loop *l, int fd, uint32_t events, void *data)
         f->connected = true;
         loop_timer_cancel(f->loop, f->timer);
         f->timer = NULL;
+        int one = 1;
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     }
     if (bq_flush(&f->up, fd) < 0) {
         fwd_fail(f, "node_unreachable", "the sandbox's node closed the connection");
@@ -367,6 +380,7 @@ static void on_node(struct loop *l, int fd, uint32_t events, void *data)
     if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !f->complete) {
         char buf[FORWARD_READ_CHUNK];
         ssize_t n = recv(fd, buf, sizeof(buf), 0);
+        quick_ack(fd);
         if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
             fwd_failf(f, "node_error", "the sandbox's node broke the connection", errno);
             return;

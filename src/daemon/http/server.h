@@ -166,6 +166,8 @@ void http_stream_begin_as(struct http_req *r, unsigned status, const char *conte
  * per registration): a producer faster than its client waits instead of hitting
  * -ENOBUFS. */
 #define HTTP_STREAM_LOW (256u * 1024u)
+/* What MHD asks a raw stream for at once: relayed downloads move in pieces this big. */
+#define HTTP_STREAM_BLOCK (256u * 1024u)
 typedef void (*http_drain_fn)(struct http_req *r, void *data);
 size_t http_stream_queued(const struct http_req *r);
 void http_stream_on_drain(struct http_req *r, http_drain_fn fn, void *data);

@@ -171,6 +171,16 @@ def test_any_node_reaches_a_sandbox_on_another():
                  "invalid_request")
 
 
+def test_e2b_data_plane_reaches_a_sandbox_on_another_node():
+    sid = on("node-b")
+    c = nodes()["node-a"].client(None)
+    r = c.request("GET", "/e2b/sandbox/health", key=None, headers={"E2b-Sandbox-Id": sid})
+    assert r.status == 204, r
+    r = c.request("GET", "/e2b/sandbox/health", key=None,
+                  headers={"E2b-Sandbox-Id": "sb_00000000000000000000"})
+    assert r.status == 502, r
+
+
 def test_another_users_sandbox_on_another_node_is_not_found():
     bob = S["admin"].create_key("nodes-bob")["key"]
     sid = on("node-b")

@@ -152,10 +152,10 @@ static bool node_reachable(struct cluster *c, const char *node_id, struct store_
 /* A request naming a sandbox this node does not hold: relayed to its node, or answered
  * node_unreachable while that node is silent. Anything else (no such sandbox, another
  * user's) is left to the handler here, which answers as for any unknown sandbox. */
-static bool route_to_owner(struct cluster *c, const struct route *route, struct http_req *req)
+static bool route_to_owner(struct cluster *c, const struct route *route, struct http_req *req,
+                           const char *id)
 {
-    const char *id = http_req_param(req, 0);
-    if (!id || (c->mgr && manager_has(c->mgr, id)) || from_node(req))
+    if (!id || !*id || (c->mgr && manager_has(c->mgr, id)) || from_node(req))
         return false;
     struct store_sandbox sb;
     struct sbx_err err = {0};
@@ -254,8 +254,13 @@ bool cluster_intercept(void *data, const struct route *route, struct http_req *r
     if (!strcmp(p, "/v1/sandboxes"))
         return !strcmp(method, "POST") ? !from_node(req) && place_create(c, route, req)
                                        : list_everywhere(c, req);
-    if (!strncmp(p, "/v1/sandboxes/{}", 16) || !strncmp(p, "/e2b/api/sandboxes/{}", 21))
-        return route_to_owner(c, route, req);
+    if (!strncmp(p, "/v1/sandboxes/{}", 16))
+        return route_to_owner(c, route, req, http_req_param(req, 0));
+    /* E2B's data plane names its sandbox in a header (the SDK always sends it) and carries
+     * its own token. Its control plane (/e2b/api) authenticates in its handlers, after
+     * this: it is served by the node it reaches (docs/scale-out.md). */
+    if (!strncmp(p, "/e2b/sandbox/", 13))
+        return route_to_owner(c, route, req, http_req_header(req, "E2b-Sandbox-Id"));
     return false;
 }
 

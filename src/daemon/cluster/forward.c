@@ -480,7 +480,7 @@ static const struct http_body_sink relay_sink = {
 static bool dropped(const char *name)
 {
     static const char *const names[] = {
-        "Host", "Connection", "Keep-Alive", "Proxy-Connection", "TE", "Trailer",
+        "Connection", "Keep-Alive", "Proxy-Connection", "TE", "Trailer",
         "Transfer-Encoding", "Content-Length", "Upgrade", "Expect", "Authorization",
         "X-API-Key", "Proxy-Authorization", CLUSTER_HDR_REQUEST_ID, NULL,
     };
@@ -556,8 +556,12 @@ int forward_request(struct loop *l, struct http_req *req, const char *url,
     const char *up = http_req_header(req, "Upgrade");
     f->websocket = up && !strcasecmp(up, "websocket");
 
-    char *line = sbx_xasprintf("%s %s HTTP/1.1\r\nHost: %s\r\n", method, http_req_target(req),
-                               url + 7);
+    /* The client's Host goes on as it was (E2B's data plane and MCP read it), as a
+     * reverse proxy's does; HTTP/1.1 needs one, so a request without it names the node. */
+    const char *host = http_req_header(req, "Host");
+    char *line = host ? sbx_xasprintf("%s %s HTTP/1.1\r\n", method, http_req_target(req))
+                      : sbx_xasprintf("%s %s HTTP/1.1\r\nHost: %s\r\n", method,
+                                      http_req_target(req), url + 7);
     bq_push(&f->up, line, strlen(line));
     free(line);
     http_req_each_header(req, add_header, &f->up);

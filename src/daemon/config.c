@@ -191,6 +191,8 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
     const char *ni = getenv("SBX_NODE_ID"), *nu = getenv("SBX_NODE_URL");
     cfg->node_id = ni && *ni ? sbx_xstrdup(ni) : NULL;
     cfg->node_url = nu && *nu ? sbx_xstrdup(nu) : NULL;
+    const char *ss = getenv("SBX_SHARED_SNAPSHOTS");
+    cfg->shared_snapshots = ss && *ss ? sbx_xstrdup(ss) : NULL;
 
     int r;
     if ((r = env_num("SBX_MEMORY_MB", 2048, 64, 1 << 20, &cfg->memory_mb, err)) < 0 ||
@@ -349,6 +351,7 @@ void config_free(struct sbxd_config *cfg)
 {
     free(cfg->node_id);
     free(cfg->node_url);
+    free(cfg->shared_snapshots);
     free(cfg->listen);
     free(cfg->data_dir);
     free(cfg->template_cache);

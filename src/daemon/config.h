@@ -110,6 +110,9 @@ struct sbxd_config {
     long long node_capacity;      /* SBX_NODE_CAPACITY, 100 sandboxes creating or running */
     long long node_heartbeat_ms;  /* SBX_NODE_HEARTBEAT_MS, 2000 */
     long long node_dead_ms;       /* SBX_NODE_DEAD_MS, 10000: silent this long, unreachable */
+    /* SBX_SHARED_SNAPSHOTS: a directory every node mounts at this path; a paused sandbox's
+     * image and workspace are copied there so another node may resume it. NULL: none. */
+    char *shared_snapshots;
     /* Retention (docs/reliability.md): days kept, 0 = forever. */
     long long retain_exec_days;   /* SBX_RETAIN_EXEC_DAYS, 30 */
     long long retain_egress_days; /* SBX_RETAIN_EGRESS_DAYS, 30 */

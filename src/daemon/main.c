@@ -231,7 +231,7 @@ int main(int argc, char **argv)
     if (d.llm && d.cfg.llm_anthropic_url) /* the chat gateway's /v1/messages (docs/chat.md) */
         llm_set_anthropic(d.llm, d.cfg.llm_anthropic_url, d.cfg.llm_anthropic_api_key);
     files_sweep_uploads(d.mgr);
-    cluster_set_manager(d.cluster, d.mgr);
+    cluster_set_manager(d.cluster, d.mgr, &d);
     http_server_set_streaming(d.http, router_streams_body);
     http_server_set_cors(d.http, d.cfg.cors_origins);
     mcp_new(&d, &d.mcp);

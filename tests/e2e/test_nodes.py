@@ -37,9 +37,17 @@ def pg():
     return S["url"]
 
 
+def shared():
+    """The directory every node mounts for pauses another node may resume."""
+    if "shared" not in S:
+        S["shared"] = tempfile.mkdtemp(prefix="sbx-shared-snapshots-")
+    return S["shared"]
+
+
 def node_env(node, capacity=20):
     return {"SBX_STORE": pg(), "SBX_NODE_ID": node, "SBX_NODE_CAPACITY": str(capacity),
-            "SBX_NODE_HEARTBEAT_MS": str(HEARTBEAT_MS), "SBX_NODE_DEAD_MS": str(DEAD_MS)}
+            "SBX_NODE_HEARTBEAT_MS": str(HEARTBEAT_MS), "SBX_NODE_DEAD_MS": str(DEAD_MS),
+            "SBX_SHARED_SNAPSHOTS": shared()}
 
 
 SHARED_KEYS = ("cluster.key", "secrets.key", "audit-anchor.key", "artifact-link.key",
@@ -82,6 +90,8 @@ def admin(node):
 def teardown_module():
     for d in S.get("d", {}).values():
         d.cleanup()
+    if "shared" in S:
+        shutil.rmtree(S["shared"], ignore_errors=True)
     if "pgdir" in S:
         subprocess.run([os.path.join(REPO, "scripts", "pg.sh"), "stop", S["pgdir"]], timeout=60)
         shutil.rmtree(S["pgdir"], ignore_errors=True)
@@ -256,6 +266,55 @@ def test_a_killed_node_is_unreachable_and_takes_its_sandboxes_back():
     r = a.ok("POST", "/v1/sandboxes/%s/exec" % sid, {"shell": "cat in/blob.bin | wc -c"})
     assert r["stdout"].strip() == str(3 * 1024 * 1024), r
     assert a.get_sandbox(sid)["status"] == "running"
+
+
+def run_code(c, sid, code):
+    return c.ok("POST", "/v1/sandboxes/%s/run_code" % sid, {"code": code}, timeout=120)
+
+
+def test_a_paused_sandbox_resumes_on_another_node_when_its_own_is_gone():
+    erin = S["admin"].create_key("nodes-erin")["key"]
+    a = client("node-a", erin)
+    sb = a.create_sandbox(ttl_seconds=900)
+    sid, home = sb["id"], sb["node"]
+    run_code(a, sid, "secret = 'kept-in-memory'")
+    a.ok("POST", "/v1/sandboxes/%s/exec" % sid, {"shell": "echo on-disk > note.txt"})
+    a.ok("POST", "/v1/sandboxes/%s/pause" % sid)
+    assert os.path.exists(os.path.join(shared(), sid, "memory")), "the pause is on shared storage"
+    # Its node goes away; a resume through another node takes it over, memory and all.
+    nodes()[home].kill9()
+    other = next(n for n in NODES if n != home)
+    c = client(other, erin)
+    harness.wait_for(lambda: node_list(other)[home]["state"] == "unreachable",
+                     DEAD_MS / 1000 + 5, what="%s reported unreachable" % home)
+    r = c.ok("POST", "/v1/sandboxes/%s/resume" % sid, timeout=120)
+    assert r["restored"] is True and r["node"] == other, r
+    assert run_code(c, sid, "secret")["result"] == repr("kept-in-memory")
+    assert c.ok("POST", "/v1/sandboxes/%s/exec" % sid, {"shell": "cat note.txt"})["stdout"] == "on-disk\n"
+    assert not os.path.exists(os.path.join(shared(), sid)), "the spent copy is removed"
+    # Its old node comes back and leaves it where it is now.
+    nodes()[home].start()
+    harness.wait_for(lambda: node_list(other)[home]["state"] == "live", 10, what="%s back" % home)
+    back = client(home, erin)
+    got = back.get_sandbox(sid)
+    assert got["node"] == other and got["status"] == "running", got
+    assert back.ok("POST", "/v1/sandboxes/%s/exec" % sid, {"shell": "cat note.txt"})["stdout"] == "on-disk\n"
+    # A paused sandbox without a copy on shared storage waits for its node.
+    sb2 = back.create_sandbox(ttl_seconds=900)
+    back.ok("POST", "/v1/sandboxes/%s/pause" % sb2["id"])
+    shutil.rmtree(os.path.join(shared(), sb2["id"]))
+    nodes()[sb2["node"]].kill9()
+    third = next(n for n in NODES if n != sb2["node"])
+    harness.wait_for(lambda: node_list(third)[sb2["node"]]["state"] == "unreachable",
+                     DEAD_MS / 1000 + 5, what="unreachable")
+    assert_error(client(third, erin).request("POST", "/v1/sandboxes/%s/resume" % sb2["id"]), 503,
+                 "node_unreachable")
+    nodes()[sb2["node"]].start()
+    harness.wait_for(lambda: node_list(third)[sb2["node"]]["state"] == "live", 10, what="back")
+    r = client(third, erin).ok("POST", "/v1/sandboxes/%s/resume" % sb2["id"], timeout=120)
+    assert r["node"] == sb2["node"] and r["restored"] is True, r
+    for x in (sid, sb2["id"]):
+        client(third, erin).delete_sandbox(x)
 
 
 def test_a_node_with_another_key_is_refused():

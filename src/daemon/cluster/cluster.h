@@ -23,8 +23,10 @@ struct manager;
  * the manager starts, which re-adopts this node's sandboxes only. */
 int cluster_new(const struct sbxd_config *cfg, struct loop *l, struct store *st,
                 struct cluster **out, struct sbx_err *err);
-/* Once the manager runs: the sandboxes this node holds, for routing. */
-void cluster_set_manager(struct cluster *c, struct manager *m);
+/* Once the manager runs: the sandboxes this node holds, for routing, and the daemon
+ * a request's handler gets. */
+struct sbxd;
+void cluster_set_manager(struct cluster *c, struct manager *m, struct sbxd *app);
 void cluster_free(struct cluster *c);
 
 /* The router's hooks (http/router.h): node credentials and forwarding. */

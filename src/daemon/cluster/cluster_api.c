@@ -8,6 +8,7 @@
 #include "../routes.h"
 #include "../sandbox/manager.h"
 #include "../sbxd.h"
+#include "../snapshot/snapshot.h"
 #include "cluster_internal.h"
 #include "credential.h"
 #include "forward.h"
@@ -142,6 +143,50 @@ static json_t *row_json(const struct store_sandbox *sb, bool reachable)
                      sb->enable_default_session, "node", sb->node_id);
 }
 
+/* A resume of a sandbox paused on an unreachable node, taken over from shared storage;
+ * the request waits, then goes to its handler here as if the sandbox had always been. */
+struct takeover {
+    struct cluster *c;
+    const struct route *route;
+    struct http_req *req; /* NULL once the client went away */
+};
+
+static void on_takeover_abort(struct http_req *req, void *data)
+{
+    struct takeover *t = data;
+    t->req = NULL;
+}
+
+static void on_taken_over(struct sandbox *sb, const struct sbx_err *err, void *data)
+{
+    struct takeover *t = data;
+    if (t->req) {
+        http_req_suspend(t->req, NULL, NULL);
+        if (err)
+            http_respond_error(t->req, err);
+        else
+            t->route->handler(t->c->app, t->req);
+    }
+    free(t);
+}
+
+static bool take_over(struct cluster *c, const struct route *route, struct http_req *req,
+                      const struct store_sandbox *sb)
+{
+    if (!c->cfg->shared_snapshots || !c->mgr || strcmp(route->pattern, "/v1/sandboxes/{}/resume"))
+        return false;
+    struct takeover *t = sbx_xcalloc(1, sizeof(*t));
+    *t = (struct takeover){c, route, req};
+    struct sbx_err err = {0};
+    if (snapshot_adopt(c->mgr, sb, on_taken_over, t, &err) < 0) {
+        free(t);
+        http_respond_error(req, &err);
+        return true;
+    }
+    http_req_suspend(req, on_takeover_abort, t);
+    return true;
+}
+
 static bool node_reachable(struct cluster *c, const char *node_id, struct store_node *out)
 {
     struct sbx_err err = {0};
@@ -171,6 +216,8 @@ static bool route_to_owner(struct cluster *c, const struct route *route, struct 
     struct store_node n;
     if (node_reachable(c, sb.node_id, &n)) {
         forward_to(c, route, req, n.url, false);
+    } else if (take_over(c, route, req, &sb)) {
+        /* answered, or waiting for the takeover */
     } else if (!strcmp(http_req_method(req), "GET") && !strcmp(route->pattern, "/v1/sandboxes/{}")) {
         http_respond_json(req, 200, row_json(&sb, false));
     } else {

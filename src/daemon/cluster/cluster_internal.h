@@ -10,6 +10,7 @@ struct cluster {
     struct loop *loop;
     struct store *store;
     struct manager *mgr; /* NULL until the manager runs */
+    struct sbxd *app;    /* handed to a route's handler once a takeover is done */
     char id[STORE_NODE_ID_MAX + 1];
     char url[STORE_NODE_URL_MAX + 1];
     struct signurl_key key; /* <data dir>/cluster.key, the same on every node */

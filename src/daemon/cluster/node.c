@@ -183,9 +183,10 @@ int cluster_new(const struct sbxd_config *cfg, struct loop *l, struct store *st,
     return 0;
 }
 
-void cluster_set_manager(struct cluster *c, struct manager *m)
+void cluster_set_manager(struct cluster *c, struct manager *m, struct sbxd *app)
 {
     c->mgr = m;
+    c->app = app;
 }
 
 const struct router_hooks *cluster_hooks(struct cluster *c)

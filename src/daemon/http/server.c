@@ -321,6 +321,8 @@ static void resume(struct http_req *r)
  * before it returns, and then the connection never needs to leave MHD's loop. */
 static void park(struct http_req *r)
 {
+    if (r->suspended)
+        return; /* suspended again by the handler a parked request was handed to */
     r->suspended = true;
     r->next_suspended = r->srv->suspended;
     if (r->next_suspended)

@@ -38,6 +38,11 @@ int manager_runtimes_init(struct manager *m, struct sbx_err *err);
 
 /* manager.c: the registry and the sandbox object. */
 struct sandbox *sandbox_alloc(struct manager *m, const char *id);
+/* reconcile.c: a sandbox object for a stored record (its policy, boot id, parent,
+ * fallback and configuration settings read back), not yet among the manager's. */
+struct sandbox *sandbox_from_record(struct manager *m, const struct store_sandbox *rec);
+/* Among the manager's as paused (its pause time read back), its TTL running. */
+void sandbox_keep_paused(struct manager *m, struct sandbox *sb);
 void sandbox_free(struct sandbox *sb);
 void sandbox_stop_start_watch(struct sandbox *sb);
 void sandbox_stop_ckpt_watch(struct sandbox *sb);

@@ -365,6 +365,11 @@ void manager_describe_running(struct manager *m, const char *user, const char *k
     }
 }
 
+char *manager_export_dir(const struct manager *m, const char *id)
+{
+    return m->cfg->shared_snapshots ? sbx_xasprintf("%s/%s", m->cfg->shared_snapshots, id) : NULL;
+}
+
 bool manager_has(const struct manager *m, const char *id)
 {
     for (const struct sandbox *sb = m->sandboxes; sb; sb = sb->next)
@@ -433,6 +438,9 @@ int sandbox_destroy(struct manager *m, struct sandbox *sb, const char *reason,
     struct sbx_err rerr = {0};
     if (rt_destroy(&m->rt, sb->rec.id, sb->state_dir, sb->dir, &rerr) < 0)
         log_error("sandbox %s: destroy: %s", sb->rec.id, rerr.msg);
+    _cleanup_free_ char *export = manager_export_dir(m, sb->rec.id);
+    if (export)
+        (void)sbx_rm_rf(export);
     log_info("sandbox %s: destroyed (%s)", sb->rec.id, reason);
     audit_record(m->store, who, sb->rec.user, request_id, "sandbox.destroy", sb->rec.id, reason,
                  NULL);

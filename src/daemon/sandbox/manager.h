@@ -66,6 +66,7 @@ struct sandbox {
     bool forking;         /* ... for a fork: it restores right after */
     bool chan_lost;       /* the channel closed while pausing */
     bool restoring;       /* started from an image: its HELLO says whether memory came back */
+    bool exporting;       /* paused, its pause being copied to shared storage */
     bool cold_tried;      /* the image could not be used: started cold from the workspace */
     bool restored;        /* the last restore brought the agent's memory back (measured) */
     long long ready_ms;   /* the last resume or fork: request to the agent's HELLO */
@@ -135,6 +136,9 @@ void sandbox_when_ready(struct sandbox *sb, sandbox_ready_fn cb, void *data);
 /* Forget a waiter whose requester went away. */
 void sandbox_drop_waiter(struct sandbox *sb, void *data);
 
+/* Where a paused sandbox's copy for other nodes goes (SBX_SHARED_SNAPSHOTS), or NULL
+ * when there is no shared storage. */
+char *manager_export_dir(const struct manager *m, const char *id);
 /* Does this node hold the sandbox (anyone's)? */
 bool manager_has(const struct manager *m, const char *id);
 /* The caller's live sandbox, or sandbox_not_found (also for another user's). */

@@ -25,13 +25,37 @@ struct reconcile {
     size_t n, cap;
 };
 
-/* Its machine is gone but its workspace is not: listed, restartable, expiring. */
 /* Back among the manager's sandboxes, its TTL running again. */
 static void keep(struct manager *m, struct sandbox *sb)
 {
     sb->next = m->sandboxes;
     m->sandboxes = sb;
     sandbox_arm_ttl(m, sb);
+}
+
+struct sandbox *sandbox_from_record(struct manager *m, const struct store_sandbox *rec)
+{
+    struct sandbox *sb = sandbox_alloc(m, rec->id);
+    sb->rec = *rec;
+    sb->rec.env_json = sbx_xstrdup(rec->env_json);
+    sandbox_egress_load(m, sb);
+    (void)store_meta_get(m->store, rec->id, STORE_META_BOOT_ID, sb->boot_id, sizeof(sb->boot_id),
+                         NULL);
+    (void)store_meta_get(m->store, rec->id, STORE_META_PARENT, sb->parent_id, sizeof(sb->parent_id),
+                         NULL);
+    (void)store_meta_get(m->store, rec->id, STORE_META_FALLBACK, sb->fallback, sizeof(sb->fallback),
+                         NULL);
+    sandbox_config_settings_load(m, sb);
+    return sb;
+}
+
+void sandbox_keep_paused(struct manager *m, struct sandbox *sb)
+{
+    char at[24];
+    if (store_meta_get(m->store, sb->rec.id, STORE_META_PAUSED_AT, at, sizeof(at), NULL) == 0)
+        sb->paused_at = strtoll(at, NULL, 10);
+    sb->paused = true;
+    keep(m, sb);
 }
 
 static void keep_failed(struct manager *m, struct sandbox *sb)
@@ -149,18 +173,8 @@ static void reconcile_one(const struct store_sandbox *rec, void *data)
     }
     rc->live[rc->n++] = sbx_xstrdup(rec->id);
 
-    struct sandbox *sb = sandbox_alloc(m, rec->id);
-    sb->rec = *rec;
-    sb->rec.env_json = sbx_xstrdup(rec->env_json);
-    sandbox_egress_load(m, sb);
+    struct sandbox *sb = sandbox_from_record(m, rec);
     struct sbx_err err = {0};
-    (void)store_meta_get(m->store, rec->id, STORE_META_BOOT_ID, sb->boot_id, sizeof(sb->boot_id),
-                         NULL);
-    (void)store_meta_get(m->store, rec->id, STORE_META_PARENT, sb->parent_id, sizeof(sb->parent_id),
-                         NULL);
-    (void)store_meta_get(m->store, rec->id, STORE_META_FALLBACK, sb->fallback, sizeof(sb->fallback),
-                         NULL);
-    sandbox_config_settings_load(m, sb);
     thaw_workspace(m, sb);
     if (sandbox_is_v1(sb)) {
         /* v1 keeps no machine between ops; one caught mid-op by the restart goes. */
@@ -172,11 +186,7 @@ static void reconcile_one(const struct store_sandbox *rec, void *data)
     }
     if (!strcmp(rec->status, SANDBOX_PAUSED)) {
         /* No shim is normal for a paused sandbox: its image waits on disk. */
-        char at[24];
-        if (store_meta_get(m->store, rec->id, STORE_META_PAUSED_AT, at, sizeof(at), NULL) == 0)
-            sb->paused_at = strtoll(at, NULL, 10);
-        sb->paused = true;
-        keep(m, sb);
+        sandbox_keep_paused(m, sb);
         log_info("sandbox %s: paused, kept", rec->id);
         return;
     }

@@ -10,6 +10,7 @@
 #include "../billing/billing.h"
 #include "../sandbox/agentcall.h"
 #include "../sandbox/channel.h"
+#include "snapshot.h"
 #include "../sandbox/wsimage.h"
 
 int checkpoint_check(const struct sandbox *sb, const char *verb, struct sbx_err *err)
@@ -166,8 +167,11 @@ static void on_stopped(struct loop *l, void *data)
     channel_free(sb->chan);
     sb->chan = NULL;
     sb->pausing = sb->chan_lost = false;
-    if (!sb->forking)
+    if (!sb->forking) {
         mark_paused(sb);
+        if (snapshot_export_start(sb->mgr, sb))
+            return; /* answered once its copy for other nodes is there */
+    }
     sb->forking = false;
     sandbox_op_finish(sb, NULL);
 }

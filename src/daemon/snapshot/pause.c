@@ -66,9 +66,24 @@ int snapshot_resume(struct manager *m, struct sandbox *sb, sandbox_ready_fn cb, 
     if (!sb->paused || sb->restoring)
         return sbx_err_set(err, EALREADY, "sandbox_not_paused", "sandbox %s is not paused",
                            sb->rec.id);
-    int r = manager_running_room(m, sb, "resuming", err);
+    if (sb->exporting)
+        return sbx_err_set(err, EBUSY, "sandbox_busy",
+                           "sandbox %s is still being paused: retry in a moment", sb->rec.id);
+    struct store_sandbox row;
+    int r = store_sandbox_get(m->store, sb->rec.id, &row, err);
     if (r < 0)
         return r;
+    bool ours = !strcmp(row.node_id, store_node(m->store));
+    store_sandbox_clear(&row);
+    if (!ours) /* taken over by another node while this one was unreachable */
+        return sbx_err_set(err, EBUSY, "sandbox_moved",
+                           "sandbox %s was resumed by another node: ask any node for it",
+                           sb->rec.id);
+    if ((r = manager_running_room(m, sb, "resuming", err)) < 0)
+        return r;
+    _cleanup_free_ char *export = manager_export_dir(m, sb->rec.id);
+    if (export)
+        (void)sbx_rm_rf(export); /* resumed here: the copy for other nodes is spent */
     if (sb->op_timer) {
         loop_timer_cancel(m->loop, sb->op_timer);
         sb->op_timer = NULL;

@@ -26,6 +26,17 @@ int snapshot_pause(struct manager *m, struct sandbox *sb, sandbox_op_fn cb, void
 int snapshot_resume(struct manager *m, struct sandbox *sb, sandbox_ready_fn cb, void *data,
                     struct sbx_err *err);
 
+/* SBX_SHARED_SNAPSHOTS (handover.c): a pause that just stopped sb is copied to shared
+ * storage, and the pause is answered (sandbox_op_finish) once the copy is there. False
+ * when there is no shared storage. */
+bool snapshot_export_start(struct manager *m, struct sandbox *sb);
+/* Take over rec, a sandbox paused on an unreachable node whose pause is on shared
+ * storage: the row moves to this node, the copy into its data dir, and cb gets the
+ * sandbox, paused, among this node's (or NULL and the error: node_unreachable when there
+ * is no current copy, sandbox_moved when another node took it first). */
+typedef void (*snapshot_adopt_fn)(struct sandbox *sb, const struct sbx_err *err, void *data);
+int snapshot_adopt(struct manager *m, const struct store_sandbox *rec, snapshot_adopt_fn cb,
+                   void *data, struct sbx_err *err);
 struct fork_child {
     char id[STORE_ID_MAX + 1]; /* "" when the copy could not even be recorded */
     bool ok;

@@ -320,6 +320,28 @@ int store_sandbox_assign(struct store *s, const struct store_sandbox *sb, struct
     return sandbox_assign(s, sb, err);
 }
 
+int store_sandbox_move(struct store *s, const char *id, const char *from, const char *to,
+                       struct sbx_err *err)
+{
+    int r = db_tx_begin(s->conn, DB_TX_LOCKED, err);
+    if (r < 0)
+        return r;
+    struct db_stmt *st;
+    long long changed = 0;
+    if ((r = db_query(s->conn, &st, err,
+                      "UPDATE sandboxes SET node_id=? WHERE id=? AND node_id=? AND status='paused'",
+                      "ttt", to, id, from)) == 0)
+        r = db_run_changes(st, &changed, err);
+    if (r == 0 && changed != 1)
+        r = sbx_err_set(err, EBUSY, "sandbox_moved",
+                        "sandbox %s is no longer paused on node %s", id, from);
+    if (r < 0) {
+        (void)db_tx_end(s->conn, false, NULL);
+        return r;
+    }
+    return db_tx_end(s->conn, true, err);
+}
+
 int store_sandbox_each_live(struct store *s, const char *user, const char *node,
                             store_sandbox_cb cb, void *data, struct sbx_err *err)
 {

@@ -109,6 +109,10 @@ int store_sandbox_set_expiry(struct store *s, const char *id, long long expires_
 /* Hand a warm-pool sandbox to its user: owner, env, TTL and session flag from sb. */
 int store_sandbox_assign(struct store *s, const struct store_sandbox *sb, struct sbx_err *err);
 typedef void (*store_sandbox_cb)(const struct store_sandbox *sb, void *data);
+/* Hand a paused sandbox of node from to node to, under the write lock: -EBUSY
+ * (sandbox_moved) unless it is still paused on from. */
+int store_sandbox_move(struct store *s, const char *id, const char *from, const char *to,
+                       struct sbx_err *err);
 /* Live sandboxes (paused and kept failed ones too), all users when user is NULL, on
  * every node when node is NULL. */
 int store_sandbox_each_live(struct store *s, const char *user, const char *node,

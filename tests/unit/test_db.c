@@ -12,6 +12,7 @@
 #include "../../src/daemon/store/db.h"
 #include "../../src/daemon/store/db_driver.h"
 #include "../../src/daemon/store/migrate.h"
+#include "../../src/daemon/store/nodes.h"
 #include "../../src/daemon/store/store.h"
 #include "../../src/daemon/store/usage.h"
 #include "check.h"
@@ -361,6 +362,54 @@ static void test_store_rest(struct store *s, const char *nm)
           "%s: a chat session moves to its new sandbox and is per user: %.100s", nm, err.msg);
 }
 
+/* Nodes (store/nodes.c), limits claimed under the write lock and a paused sandbox moved
+ * between nodes; sb (alice's, running, on node-1) is in the store already. */
+static void test_store_nodes(struct store *s, const char *nm, const struct store_sandbox *sb)
+{
+    struct sbx_err err = {0};
+    struct store_sandbox back;
+    CHECK(store_sandbox_get(s, sb->id, &back, &err) == 0 && !strcmp(back.node_id, "node-1"),
+          "%s: a new sandbox is on the node that claimed the store: %s", nm, back.node_id);
+    store_sandbox_clear(&back);
+    struct store_node n = {.id = "node-1", .url = "http://127.0.0.1:1", .capacity = 5,
+                           .templates = "base,office", .backends = "gvisor",
+                           .key_fingerprint = "ab", .started_at_ms = 10, .heartbeat_ms = 10};
+    struct store_node got;
+    CHECK(store_node_register(s, &n, &err) == 0 && store_node_register(s, &n, &err) == 0 &&
+              store_node_heartbeat(s, "node-1", 99, "base", &err) == 0 &&
+              store_node_get(s, "node-1", &got, &err) == 0 && got.heartbeat_ms == 99 &&
+              !strcmp(got.templates, "base") && got.capacity == 5 && got.running == 1 &&
+              !strcmp(got.key_fingerprint, "ab"),
+          "%s: a node registers twice, heartbeats, and counts its running sandbox: %.100s", nm,
+          err.msg);
+    CHECK(store_node_get(s, "node-9", &got, &err) == -ENOENT && !strcmp(err.code, "node_not_found"),
+          "%s: an unknown node is node_not_found", nm);
+
+    struct store_sandbox_limits lim = {.per_user = 2, .per_key = 2};
+    struct store_sandbox two = *sb;
+    snprintf(two.id, sizeof(two.id), "sb_2");
+    snprintf(two.node_id, sizeof(two.node_id), "node-2");
+    struct store_sandbox three = two;
+    snprintf(three.id, sizeof(three.id), "sb_3");
+    CHECK(store_sandbox_claim(s, &two, false, &lim, &err) == 0 &&
+              store_sandbox_claim(s, &three, false, &lim, &err) == -EAGAIN &&
+              !strcmp(err.code, "sandbox_concurrency_limit") &&
+              store_sandbox_get(s, "sb_3", &back, &err) == -ENOENT,
+          "%s: a claim past the limit, counted on every node, writes nothing", nm);
+    CHECK(store_sandbox_move(s, "sb_2", "node-2", "node-1", &err) == -EBUSY &&
+              !strcmp(err.code, "sandbox_moved"),
+          "%s: a running sandbox does not move", nm);
+    CHECK(store_sandbox_set_status(s, "sb_2", SANDBOX_PAUSED, NULL, 0, &err) == 0 &&
+              store_sandbox_move(s, "sb_2", "node-3", "node-1", &err) == -EBUSY &&
+              store_sandbox_move(s, "sb_2", "node-2", "node-1", &err) == 0 &&
+              store_sandbox_move(s, "sb_2", "node-2", "node-3", &err) == -EBUSY &&
+              store_sandbox_get(s, "sb_2", &back, &err) == 0 && !strcmp(back.node_id, "node-1"),
+          "%s: a paused sandbox moves once, from the node it is on: %.100s", nm, err.msg);
+    store_sandbox_clear(&back);
+    CHECK(store_sandbox_set_status(s, "sb_2", SANDBOX_DESTROYED, "deleted", 1, &err) == 0,
+          "%s: cleaned up", nm);
+}
+
 static void test_store(const char *url, const char *path)
 {
     const char *nm = url ? "postgres" : "sqlite";
@@ -425,6 +474,7 @@ static void test_store(const char *url, const char *path)
               pk == 1 && store_sandbox_counts(s, "alice", "key_2", &c, &err) == 0 &&
               c.user_running == 1 && c.key_active == 0,
           "%s: a sandbox counts against its user and key: %.100s", nm, err.msg);
+    test_store_nodes(s, nm, &sb);
     char v[64];
     CHECK(store_meta_set(s, "sb_1", STORE_META_BOOT_ID, "b1", &err) == 0 &&
               store_meta_set(s, "sb_1", STORE_META_BOOT_ID, "b2", &err) == 0 &&

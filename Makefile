@@ -142,9 +142,10 @@ run: deps
 	SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) $(BUILD)/sbxd --listen $(LISTEN) --data-dir $(DATA_DIR)
 
 # The test build: ASan + UBSan for everything that runs on the host.
-# Run once more on PostgreSQL (one node, a server the run starts): the store-heavy suites,
-# not all of them, to keep `make test` within its time (docs/scale-out.md).
-PG_SUITES := test_core. test_receipts_audit. test_durability. test_egress. test_skills. \
+# The whole suite runs on PostgreSQL (one node, a server the run starts; test_nodes and
+# test_store_pg start their own), then the suites that exercise the store once more on
+# SQLite, the embedded default, to keep `make test` within its time (docs/scale-out.md).
+SQLITE_SUITES := test_core. test_receipts_audit. test_durability. test_egress. test_skills. \
 	test_skill_installs. test_chat. test_configs. test_configs_apply. test_billing. \
 	test_billing_surfaces. test_idempotency. test_restart. test_pause_fork. \
 	test_first_contact. test_metrics.
@@ -155,7 +156,8 @@ test: deps
 	@SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) scripts/build-template.sh base
 	@SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) scripts/build-template.sh office
 	@SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) scripts/build-template.sh desktop
-	SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) python3 tests/run.py --build build-asan $(PG_SUITES:%=--pg-again %)
+	SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) python3 tests/run.py --build build-asan --pg \
+	  $(SQLITE_SUITES:%=--sqlite-again %)
 
 unit-bins: $(UNIT_BIN) $(BUILD)/tests/rt_driver
 

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """The single test entry point (`make test` runs it after building DIR with ASan+UBSan).
 
-    python3 tests/run.py --build build-asan [-k substring]... [--pg] [--pg-again substring]...
+    python3 tests/run.py --build build-asan [-k substring]... [--pg]
+                         [--pg-again substring]... [--sqlite-again substring]...
 
 (-k may repeat: a test runs when its name contains any of them. --pg: every daemon's store is
-a database on a PostgreSQL the run starts with scripts/pg.sh, docs/scale-out.md.)
+a database on a PostgreSQL the run starts with scripts/pg.sh, docs/scale-out.md. --pg-again /
+--sqlite-again: then the tests matching these run once more on that store, in a run of their
+own, counted in the same summary line.)
 
 1. every unit test binary DIR/tests/test_* (each ends with a line `N passed, N failed`);
 2. every Python module tests/e2e/test_*.py and tests/security/test_*.py: each top-level
@@ -325,13 +328,14 @@ class _deadline:
         return False
 
 
-def pg_again(build, keywords, r):
-    """The second pass on PostgreSQL, in a run of its own (its modules start afresh); its
+def again(build, keywords, r, pg):
+    """A second pass on the other store, in a run of its own (its modules start afresh); its
     lines are shown as they come, its summary folded into ours so the run ends with one."""
-    cmd = [sys.executable, os.path.abspath(__file__), "--build", build, "--pg"]
+    cmd = [sys.executable, os.path.abspath(__file__), "--build", build] + (["--pg"] if pg else [])
     for k in keywords:
         cmd += ["-k", k]
-    print("--- once more on PostgreSQL: %s" % " ".join(keywords), flush=True)
+    label = "PostgreSQL" if pg else "SQLite"
+    print("--- once more on %s: %s" % (label, " ".join(keywords)), flush=True)
     child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     counted = False
     for line in child.stdout:
@@ -341,11 +345,13 @@ def pg_again(build, keywords, r):
             r.failed += int(m.group(2))
             counted = True
         elif line.startswith("failed: "):
-            r.failures += ["pg:" + n.strip() for n in line[len("failed: "):].split(",")]
+            r.failures += ["%s:%s" % ("pg" if pg else "sqlite", n.strip())
+                           for n in line[len("failed: "):].split(",")]
         else:
             print(line, end="", flush=True)
     if child.wait() != 0 and not counted:
-        r.fail("pg-again", "the PostgreSQL run exited %d without a summary" % child.returncode)
+        r.fail("%s-again" % ("pg" if pg else "sqlite"),
+               "the %s run exited %d without a summary" % (label, child.returncode))
 
 
 def main():
@@ -358,6 +364,8 @@ def main():
     ap.add_argument("--pg-again", dest="pg_again", default=None, action="append",
                     help="then run the tests matching this substring (repeatable) once more on "
                          "PostgreSQL; one summary line counts both runs")
+    ap.add_argument("--sqlite-again", dest="sqlite_again", default=None, action="append",
+                    help="the same, once more on SQLite (after a --pg run)")
     ap.add_argument("--keep-logs", action="store_true", help="keep the daemon logs dir")
     args = ap.parse_args()
 
@@ -393,6 +401,7 @@ def main():
         r.fail("interrupted", "KeyboardInterrupt")
     finally:
         if pg_dir:
+            os.environ.pop("SBX_TEST_PG", None)  # a second pass on SQLite must not inherit it
             subprocess.run([os.path.join(REPO, "scripts", "pg.sh"), "stop", pg_dir],
                            stdout=subprocess.DEVNULL, timeout=120)
             shutil.rmtree(pg_dir, ignore_errors=True)
@@ -413,7 +422,9 @@ def main():
     else:
         shutil.rmtree(logdir, ignore_errors=True)
     if args.pg_again:
-        pg_again(build, args.pg_again, r)
+        again(build, args.pg_again, r, True)
+    if args.sqlite_again:
+        again(build, args.sqlite_again, r, False)
     if r.recap:
         print("--- why, in short (the FAIL lines above have the whole story):")
         for name, msg in r.recap:

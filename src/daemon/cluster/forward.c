@@ -94,6 +94,8 @@ static void fwd_finish(struct fwd *f)
 {
     if (f->req && f->sink)
         http_req_discard_body(f->req);
+    if (f->req && f->waiting_drain)
+        http_stream_on_drain(f->req, NULL, NULL); /* the stream outlives the relay */
     f->req = NULL;
     fwd_free(f);
 }

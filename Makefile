@@ -143,12 +143,11 @@ run: deps
 
 # The test build: ASan + UBSan for everything that runs on the host.
 # The whole suite runs on PostgreSQL (one node, a server the run starts; test_nodes and
-# test_store_pg start their own), then the suites that exercise the store once more on
-# SQLite, the embedded default, to keep `make test` within its time (docs/scale-out.md).
-SQLITE_SUITES := test_core. test_receipts_audit. test_durability. test_egress. test_skills. \
-	test_skill_installs. test_chat. test_configs. test_configs_apply. test_billing. \
-	test_billing_surfaces. test_idempotency. test_restart. test_pause_fork. \
-	test_first_contact. test_metrics.
+# test_store_pg start their own), then the suites that check what SQLite itself keeps
+# (keys and sandboxes, the audit chain, kill -9, idempotency, restarts, the ledger, sealed
+# secrets) once more on SQLite, the embedded default (docs/scale-out.md).
+SQLITE_SUITES := test_core. test_receipts_audit. test_durability. test_idempotency. \
+	test_restart. test_billing. test_configs.
 
 test: deps
 	@scripts/npm-deps.sh

@@ -14,9 +14,7 @@ import argparse
 import os
 import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -62,14 +60,9 @@ def main():
     ap.add_argument("--mb", type=int, default=50)
     args = ap.parse_args()
     build = args.build if os.path.isabs(args.build) else os.path.join(REPO, args.build)
-    pg = tempfile.mkdtemp(prefix="sbx-bench-pg-")
+    pg, url = harness.pg_start("sbx-bench-pg-")
     ds = []
     try:
-        r = subprocess.run([os.path.join(REPO, "scripts", "pg.sh"), "start", pg],
-                           capture_output=True, text=True, timeout=120)
-        if r.returncode != 0:
-            sys.exit("bench_nodes: scripts/pg.sh could not start PostgreSQL:\n" + r.stderr)
-        url = r.stdout.strip()
         a = node(build, url, "node-a")
         ds.append(a)
         b = node(build, url, "node-b", admin=a.admin_key, keys_from=a.data_dir)
@@ -108,8 +101,7 @@ def main():
     finally:
         for d in ds:
             d.cleanup()
-        subprocess.run([os.path.join(REPO, "scripts", "pg.sh"), "stop", pg], timeout=60)
-        shutil.rmtree(pg, ignore_errors=True)
+        harness.pg_stop(pg)
     print("%-30s %10s %10s %8s" % ("", "direct", "relayed", "ratio"))
     for name, (d, r_) in rows.items():
         print("%-30s %10.2f %10.2f %7.2fx" % (name, d, r_, r_ / d))

@@ -284,6 +284,22 @@ class Rerun:
                 td()
 
 
+def pg_start(prefix="sbx-pg-"):
+    """A throwaway PostgreSQL on 127.0.0.1 (scripts/pg.sh): (its dir, the URL of database sbx)."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    r = subprocess.run([os.path.join(REPO, "scripts", "pg.sh"), "start", tmp],
+                       capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise AssertionError("scripts/pg.sh could not start PostgreSQL:\n" + r.stderr[-2000:])
+    return tmp, r.stdout.strip()
+
+
+def pg_stop(tmp):
+    subprocess.run([os.path.join(REPO, "scripts", "pg.sh"), "stop", tmp], timeout=60)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
 def pg_store(env):
     """SBX_TEST_PG=DIR (a server scripts/pg.sh started there): every daemon gets a database of
     its own on it as its store, so a suite runs on PostgreSQL (docs/scale-out.md)."""

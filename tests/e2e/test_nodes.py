@@ -11,7 +11,6 @@ node with another key is refused.
 import concurrent.futures
 import os
 import shutil
-import subprocess
 import tempfile
 import time
 
@@ -19,7 +18,6 @@ import harness
 import wsclient
 from harness import assert_error
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 S = {}
 HEARTBEAT_MS = 300
 DEAD_MS = 1500
@@ -28,12 +26,7 @@ NODES = ("node-a", "node-b", "node-c")
 
 def pg():
     if "url" not in S:
-        tmp = tempfile.mkdtemp(prefix="sbx-pg-nodes-")
-        S["pgdir"] = tmp
-        r = subprocess.run([os.path.join(REPO, "scripts", "pg.sh"), "start", tmp],
-                           capture_output=True, text=True, timeout=120)
-        assert r.returncode == 0, "scripts/pg.sh could not start PostgreSQL:\n" + r.stderr[-2000:]
-        S["url"] = r.stdout.strip()
+        S["pgdir"], S["url"] = harness.pg_start("sbx-pg-nodes-")
     return S["url"]
 
 
@@ -93,8 +86,7 @@ def teardown_module():
     if "shared" in S:
         shutil.rmtree(S["shared"], ignore_errors=True)
     if "pgdir" in S:
-        subprocess.run([os.path.join(REPO, "scripts", "pg.sh"), "stop", S["pgdir"]], timeout=60)
-        shutil.rmtree(S["pgdir"], ignore_errors=True)
+        harness.pg_stop(S["pgdir"])
     S.clear()
 
 

@@ -7,27 +7,19 @@ sandboxes, configurations, idempotency, usage and wallets. One daemon and one sa
 
 import glob
 import os
-import shutil
 import sqlite3
 import subprocess
-import tempfile
 
 import harness
 from harness import assert_error
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PG = {}
 D = harness.Shared()
 
 
 def pg_url():
     if "url" not in PG:
-        tmp = tempfile.mkdtemp(prefix="sbx-pg-")
-        PG["dir"] = tmp
-        r = subprocess.run([os.path.join(REPO, "scripts", "pg.sh"), "start", tmp],
-                           capture_output=True, text=True, timeout=120)
-        assert r.returncode == 0, "scripts/pg.sh could not start PostgreSQL:\n" + r.stderr[-2000:]
-        PG["url"] = r.stdout.strip()
+        PG["dir"], PG["url"] = harness.pg_start()
         D.kw["extra_env"] = {"SBX_STORE": PG["url"]}
     return PG["url"]
 
@@ -35,8 +27,7 @@ def pg_url():
 def teardown_module():
     D.close()
     if "dir" in PG:
-        subprocess.run([os.path.join(REPO, "scripts", "pg.sh"), "stop", PG["dir"]], timeout=60)
-        shutil.rmtree(PG.pop("dir"), ignore_errors=True)
+        harness.pg_stop(PG.pop("dir"))
     PG.clear()
 
 

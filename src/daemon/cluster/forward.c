@@ -263,18 +263,26 @@ static void on_drained(struct http_req *r, void *data)
 
 /* --- a WebSocket: both connections, raw ------------------------------------------- */
 
+/* What fd has, onto q: -1 once the connection is closed or broken. */
+static int recv_into(int fd, struct bq *q)
+{
+    char buf[FORWARD_READ_CHUNK];
+    ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
+        return -1;
+    if (n > 0)
+        bq_push(q, buf, (size_t)n);
+    return 0;
+}
+
 static void pump_client(struct loop *l, int fd, uint32_t events, void *data)
 {
     struct fwd *f = data;
     if (events & EPOLLIN) {
-        char buf[FORWARD_READ_CHUNK];
-        ssize_t n = recv(fd, buf, sizeof(buf), 0);
-        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+        if (recv_into(fd, &f->up) < 0) {
             fwd_free(f);
             return;
         }
-        if (n > 0)
-            bq_push(&f->up, buf, (size_t)n);
     } else if (events & (EPOLLERR | EPOLLHUP)) {
         fwd_free(f);
         return;
@@ -362,15 +370,9 @@ static void on_node(struct loop *l, int fd, uint32_t events, void *data)
         return;
     }
     if (f->u) { /* a WebSocket: bytes from the node go to the client as they are */
-        if (events & EPOLLIN) {
-            char buf[FORWARD_READ_CHUNK];
-            ssize_t n = recv(fd, buf, sizeof(buf), 0);
-            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
-                fwd_free(f);
-                return;
-            }
-            if (n > 0)
-                bq_push(&f->down, buf, (size_t)n);
+        if ((events & EPOLLIN) && recv_into(fd, &f->down) < 0) {
+            fwd_free(f);
+            return;
         }
         if (bq_flush(&f->down, f->cfd) < 0) {
             fwd_free(f);

@@ -232,7 +232,8 @@ static bool route_to_owner(struct cluster *c, const struct route *route, struct 
 
 struct listing {
     struct cluster *c;
-    json_t *rows; /* [created_at, id, sandbox] */
+    json_t *rows;  /* [created_at, id, sandbox] */
+    json_t *nodes; /* node id -> reachable: each node looked up once per list */
     bool remote;
 };
 
@@ -250,10 +251,14 @@ static void add_remote(const struct store_sandbox *sb, void *data)
     struct listing *l = data;
     if (!strcmp(sb->node_id, l->c->id) || (l->c->mgr && manager_has(l->c->mgr, sb->id)))
         return;
-    struct store_node n;
-    bool live = node_reachable(l->c, sb->node_id, &n);
+    json_t *known = json_object_get(l->nodes, sb->node_id);
+    if (!known) {
+        struct store_node n;
+        known = json_boolean(node_reachable(l->c, sb->node_id, &n));
+        json_object_set_new(l->nodes, sb->node_id, known);
+    }
     json_array_append_new(l->rows, json_pack("[I,s,o]", (json_int_t)sb->created_at, sb->id,
-                                             row_json(sb, live)));
+                                             row_json(sb, json_is_true(known))));
     l->remote = true;
 }
 
@@ -273,10 +278,12 @@ static bool list_everywhere(struct cluster *c, struct http_req *req)
 {
     if (!c->mgr)
         return false;
-    struct listing l = {.c = c, .rows = json_array()};
+    struct listing l = {.c = c, .rows = json_array(), .nodes = json_object()};
     struct sbx_err err = {0};
     const char *user = http_req_identity(req)->user;
-    if (store_sandbox_each_live(c->store, user, NULL, add_remote, &l, &err) < 0 || !l.remote) {
+    int r = store_sandbox_each_live(c->store, user, NULL, add_remote, &l, &err);
+    json_decref(l.nodes);
+    if (r < 0 || !l.remote) {
         json_decref(l.rows);
         return false;
     }

@@ -10,8 +10,8 @@
 #include "../billing/billing.h"
 #include "../sandbox/agentcall.h"
 #include "../sandbox/channel.h"
-#include "snapshot.h"
 #include "../sandbox/wsimage.h"
+#include "snapshot.h"
 
 int checkpoint_check(const struct sandbox *sb, const char *verb, struct sbx_err *err)
 {

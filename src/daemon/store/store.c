@@ -209,7 +209,7 @@ static void row_to_sandbox(struct db_stmt *st, struct store_sandbox *sb)
     db_col_copy(st, 18, sb->node_id, sizeof(sb->node_id));
 }
 
-static int sandbox_insert(struct store *s, const struct store_sandbox *sb, struct sbx_err *err)
+int store_sandbox_insert(struct store *s, const struct store_sandbox *sb, struct sbx_err *err)
 {
     struct db_stmt *st;
     int r = db_query(
@@ -223,12 +223,7 @@ static int sandbox_insert(struct store *s, const struct store_sandbox *sb, struc
     return r < 0 ? r : db_run(st, err);
 }
 
-int store_sandbox_insert(struct store *s, const struct store_sandbox *sb, struct sbx_err *err)
-{
-    return sandbox_insert(s, sb, err);
-}
-
-static int sandbox_assign(struct store *s, const struct store_sandbox *sb, struct sbx_err *err)
+int store_sandbox_assign(struct store *s, const struct store_sandbox *sb, struct sbx_err *err)
 {
     struct db_stmt *st;
     int r = db_query(s->conn, &st, err,
@@ -258,7 +253,7 @@ int store_sandbox_claim(struct store *s, const struct store_sandbox *sb, bool as
                         key ? lim->per_key : lim->per_user, key ? "key" : "user");
     }
     if (r == 0)
-        r = assign ? sandbox_assign(s, sb, err) : sandbox_insert(s, sb, err);
+        r = assign ? store_sandbox_assign(s, sb, err) : store_sandbox_insert(s, sb, err);
     if (r < 0) {
         (void)db_tx_end(s->conn, false, NULL);
         return r;
@@ -313,11 +308,6 @@ int store_sandbox_set_expiry(struct store *s, const char *id, long long expires_
     int r = db_query(s->conn, &st, err, "UPDATE sandboxes SET expires_at=? WHERE id=?", "it",
                      expires_at, id);
     return r < 0 ? r : db_run(st, err);
-}
-
-int store_sandbox_assign(struct store *s, const struct store_sandbox *sb, struct sbx_err *err)
-{
-    return sandbox_assign(s, sb, err);
 }
 
 int store_sandbox_move(struct store *s, const char *id, const char *from, const char *to,

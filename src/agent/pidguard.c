@@ -21,8 +21,8 @@
 #define PIDGUARD_SESSIONS_MAX 1024
 /* Sweeps of one session's members; a sweep finds the ones forked during the one before. */
 #define PIDGUARD_KILL_ROUNDS 32
-/* Sweeps stopping every user process before all are killed (see kill_everything). */
-#define PIDGUARD_FREEZE_ROUNDS 64
+/* Rounds of kill(-1) stopping every user process before the guard looks (strike). */
+#define PIDGUARD_FREEZE_ROUNDS 16
 
 struct tally {
     pid_t sid;
@@ -58,8 +58,8 @@ static unsigned long count_all(void)
     return n;
 }
 
-/* The session of the live (not zombie) user process /proc/<name>, and its state letter;
- * 0 for anything else. */
+/* The session of the user process /proc/<name> and its state letter; 0 for anything else.
+ * A zombie keeps its session, and its place under the limit until it is reaped. */
 static pid_t user_session_state(int procfd, const char *name, char *state_out)
 {
     struct stat st;
@@ -80,19 +80,15 @@ static pid_t user_session_state(int procfd, const char *name, char *state_out)
     const char *p = strrchr(buf, ')');
     char state;
     int ppid, pgrp, sid;
-    if (!p || sscanf(p + 1, " %c %d %d %d", &state, &ppid, &pgrp, &sid) != 4 || state == 'Z')
+    if (!p || sscanf(p + 1, " %c %d %d %d", &state, &ppid, &pgrp, &sid) != 4)
         return 0;
     *state_out = state;
     return sid > 0 ? sid : 0;
 }
 
-static pid_t user_session(int procfd, const char *name)
-{
-    char state;
-    return user_session_state(procfd, name, &state);
-}
-
-/* Count the user's processes and find the session holding most of them (*top_n). */
+/* Find the session holding most of the user's processes (*top, with *top_n of them);
+ * returns how many the user has. Zombies count: they hold their place under the limit, and
+ * the session that made them is the bomb. */
 static unsigned long scan(struct pidguard *g, pid_t *top, unsigned *top_n)
 {
     struct tally *t = g->tally;
@@ -107,7 +103,8 @@ static unsigned long scan(struct pidguard *g, pid_t *top, unsigned *top_n)
     while ((de = readdir(d)) && seen++ < PIDGUARD_SCAN_MAX) {
         if (!is_pid(de->d_name))
             continue;
-        pid_t sid = user_session(dirfd(d), de->d_name);
+        char state;
+        pid_t sid = user_session_state(dirfd(d), de->d_name, &state);
         if (!sid)
             continue;
         total++;
@@ -132,11 +129,10 @@ static unsigned long scan(struct pidguard *g, pid_t *top, unsigned *top_n)
     return total;
 }
 
-/* Send signo to every user process of session sid (0: of any session), sweep after sweep
- * until one finds none left to signal (each sweep finds the ones forked during the one
- * before) or rounds run out; a process already stopped needs no second SIGSTOP. Returns
- * how many were hit. */
-static unsigned long signal_sweeps(pid_t sid, int signo, int rounds)
+/* SIGKILL every live user process of session sid, sweep after sweep until one finds none
+ * left (each sweep finds the ones forked during the one before; none when all are stopped)
+ * or rounds run out. Returns how many were hit. */
+static unsigned long kill_sweeps(pid_t sid, int rounds)
 {
     unsigned long hit = 0;
     for (int round = 0; round < rounds; round++) {
@@ -148,9 +144,9 @@ static unsigned long signal_sweeps(pid_t sid, int signo, int rounds)
         while ((de = readdir(d))) {
             char state = 0;
             pid_t in = is_pid(de->d_name) ? user_session_state(dirfd(d), de->d_name, &state) : 0;
-            if (!in || (sid && in != sid) || (signo == SIGSTOP && (state == 'T' || state == 't')))
+            if (in != sid || state == 'Z')
                 continue;
-            if (kill((pid_t)strtol(de->d_name, NULL, 10), signo) == 0)
+            if (kill((pid_t)strtol(de->d_name, NULL, 10), SIGKILL) == 0)
                 n++;
         }
         closedir(d);
@@ -165,18 +161,7 @@ static unsigned long kill_session(pid_t sid)
 {
     /* The leader's group first, in one call: a shell's background jobs stay in it. */
     (void)kill(-sid, SIGKILL);
-    return signal_sweeps(sid, SIGKILL, PIDGUARD_KILL_ROUNDS);
-}
-
-/* A bomb that calls setsid in every child holds no session bigger than a process or two,
- * and its tree splits as members die (their children go to the agent), so neither a
- * session nor a tree names it. Stopped processes cannot fork: SIGSTOP every user process
- * until a sweep finds none still running, then SIGKILL them all. Everything the user runs
- * in the sandbox ends; at the limit, with no session to blame, nothing narrower holds. */
-static unsigned long kill_everything(void)
-{
-    (void)signal_sweeps(0, SIGSTOP, PIDGUARD_FREEZE_ROUNDS);
-    return signal_sweeps(0, SIGKILL, PIDGUARD_KILL_ROUNDS);
+    return kill_sweeps(sid, PIDGUARD_KILL_ROUNDS);
 }
 
 /* The agent and the spare shells it holds, each blocked until the agent hands it a
@@ -187,6 +172,41 @@ static unsigned long agent_own(const struct agent *a)
     for (unsigned i = 0; i < AGENT_MAX_SPARES; i++)
         n += a->spares[i] != NULL;
     return n;
+}
+
+/* At the limit. A bomb keeps both cores busy, and under ptrace each syscall of the agent's
+ * then waits its turn: reading the session of 30 processes took 2-5 s, and the bomb went on
+ * meanwhile. So first every user process is stopped (kill(-1) as the user, a few calls
+ * whatever the count; stopped processes cannot fork), then the sessions are counted at
+ * leisure, the offender killed and the rest continued. The one that holds most of them is
+ * the bomb; when none does (setsid in every child, so its tree splits as members die and
+ * neither a session nor a tree names it), everything of the user's is killed: at the limit,
+ * with no session to blame, nothing narrower holds. */
+static void strike(struct pidguard *g)
+{
+    int frozen = spawn_signal_user_all(SIGSTOP, PIDGUARD_FREEZE_ROUNDS);
+    pid_t top;
+    unsigned top_n;
+    unsigned long total = scan(g, &top, &top_n);
+    if (total >= g->near && top > 0 && top_n * PIDGUARD_DOMINANT_DIV >= total) {
+        unsigned long hit = kill_session(top);
+        killlog_add(&g->kills, 0, top, sbx_now_ms());
+        dprintf(2, "sbx-agent: process limit: killed session %d (%lu processes)\n", (int)top,
+                hit);
+    } else if (total >= g->near) {
+        int r = frozen < 0 ? frozen : spawn_signal_user_all(SIGKILL, PIDGUARD_KILL_ROUNDS);
+        g->swept_ms = sbx_now_ms();
+        if (r < 0)
+            dprintf(2, "sbx-agent: process limit: killing every user process: %s\n",
+                    strerror(-r));
+        else
+            dprintf(2,
+                    "sbx-agent: process limit: no session holds most of %lu processes (the "
+                    "biggest %u): killed every user process\n",
+                    total, top_n);
+    }
+    if (frozen == 0 && spawn_signal_user_all(SIGCONT, 1) < 0)
+        dprintf(2, "sbx-agent: process limit: continuing the user's processes failed\n");
 }
 
 static void tick(struct loop *l, void *data)
@@ -206,22 +226,7 @@ static void tick(struct loop *l, void *data)
         g->strikes = 0;
     } else if (++g->strikes >= PIDGUARD_STRIKES) {
         g->strikes = 0;
-        pid_t top;
-        unsigned top_n;
-        unsigned long total = scan(g, &top, &top_n);
-        if (total >= g->near && top > 0 && top_n * PIDGUARD_DOMINANT_DIV >= total) {
-            unsigned long hit = kill_session(top);
-            killlog_add(&g->kills, 0, top, sbx_now_ms());
-            dprintf(2, "sbx-agent: process limit: killed session %d (%lu processes)\n", (int)top,
-                    hit);
-        } else if (total >= g->near) {
-            unsigned long hit = kill_everything();
-            g->swept_ms = sbx_now_ms();
-            dprintf(2,
-                    "sbx-agent: process limit: no session holds most of %lu processes (the "
-                    "biggest %u): killed every user process (%lu)\n",
-                    total, top_n, hit);
-        }
+        strike(g);
     }
     (void)loop_timer_add(l, PIDGUARD_TICK_MS, tick, data);
 }

@@ -13,6 +13,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../common/sbxuser.h"
@@ -169,7 +170,7 @@ static int spawn_child_main(void *data)
  * (CLONE_VFORK) until it has exec'd or failed. The child's stack is one region kept for
  * every spawn (pages are only committed as used): the agent is single threaded and waits
  * for each child, and the same stack each time keeps a sanitizer's view of it consistent. */
-static pid_t spawn_clone(struct spawn_child_args *c)
+static pid_t spawn_clone(int (*fn)(void *), void *arg)
 {
     static void *stack;
     if (!stack) {
@@ -180,10 +181,40 @@ static pid_t spawn_clone(struct spawn_child_args *c)
         stack = p;
     }
     char **env_before = environ;
-    pid_t pid = clone(spawn_child_main, (char *)stack + SPAWN_STACK_SIZE,
-                      CLONE_VM | CLONE_VFORK | SIGCHLD, c);
+    pid_t pid = clone(fn, (char *)stack + SPAWN_STACK_SIZE, CLONE_VM | CLONE_VFORK | SIGCHLD, arg);
     environ = env_before; /* the child set it for its execvp */
     return pid;
+}
+
+struct signal_all_args {
+    int signo;
+    unsigned rounds;
+};
+
+static int signal_all_main(void *data)
+{
+    const struct signal_all_args *a = data;
+    /* Raw syscall: this task alone takes the user's ids, not the agent it shares memory with. */
+    if (syscall(SYS_setresuid, SBX_USER_UID, SBX_USER_UID, SBX_USER_UID) < 0)
+        _exit(1);
+    for (unsigned i = 0; i < a->rounds; i++)
+        if (kill(-1, a->signo) < 0)
+            _exit(errno == ESRCH ? 0 : 2);
+    _exit(0);
+}
+
+int spawn_signal_user_all(int signo, unsigned rounds)
+{
+    struct signal_all_args a = {signo, rounds};
+    pid_t pid = spawn_clone(signal_all_main, &a);
+    if (pid < 0)
+        return -errno;
+    int status;
+    if (waitpid(pid, &status, 0) < 0)
+        return -errno;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) == 2)
+        return -EIO;
+    return WEXITSTATUS(status) == 1 ? -EPERM : 0;
 }
 
 bool spawn_switches_user(void)
@@ -321,7 +352,7 @@ int spawn_command(const struct spawn_req *r, pid_t *pid_out, struct spawn_fds *f
             (void)fchown(r->tty, SBX_USER_UID, SBX_USER_GID);
     }
     struct spawn_child_args c = {&as, as_user, in_r, out_w, err_w, rep_w};
-    pid_t pid = spawn_clone(&c);
+    pid_t pid = spawn_clone(spawn_child_main, &c);
     if (pid < 0 && errno == EAGAIN)
         return sbx_err_set(err, EAGAIN, "process_limit",
                            "the sandbox is at its process limit: clone: %s", strerror(errno));

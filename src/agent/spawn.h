@@ -52,4 +52,10 @@ int spawn_pipe(const struct spawn_req *r, int p[2], int flags);
 /* Whether commands not asking for root run as the unprivileged user here. */
 bool spawn_switches_user(void);
 
+/* Send signo to every process of the user's, rounds times over (each round reaches the
+ * ones forked during the one before), from a child that takes the user's ids: kill(-1)
+ * then reaches exactly what the user could signal, in one call, whatever the count.
+ * 0 or a negative errno. */
+int spawn_signal_user_all(int signo, unsigned rounds);
+
 #endif

@@ -315,7 +315,12 @@ static int by_bytes(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int file_sha256(int rootfd, const char *rel, char hex[65])
+/* Read size of the tree digest, in one buffer for the whole tree: a tree has tens of
+ * thousands of files (33 000 in base), and a megabyte allocated for each took 40 s of a
+ * 1.5 s digest under ASan. */
+#define TREE_READ_CHUNK (1u << 20)
+
+static int file_sha256(int rootfd, const char *rel, unsigned char *buf, char hex[65])
 {
     _cleanup_close_ int fd = openat(rootfd, rel + 1, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
@@ -323,11 +328,9 @@ static int file_sha256(int rootfd, const char *rel, char hex[65])
     EVP_MD_CTX *md = EVP_MD_CTX_new();
     if (!md || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1)
         abort();
-    enum { CHUNK = 1 << 20 };
-    _cleanup_free_ unsigned char *buf = sbx_xmalloc(CHUNK);
     int r = 0;
     for (;;) {
-        ssize_t n = read(fd, buf, CHUNK);
+        ssize_t n = read(fd, buf, TREE_READ_CHUNK);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
@@ -367,6 +370,7 @@ int tree_digest(const char *root, char out[65], long long *bytes, long long *ent
     EVP_MD_CTX *md = EVP_MD_CTX_new();
     if (!md || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1)
         abort();
+    _cleanup_free_ unsigned char *buf = sbx_xmalloc(TREE_READ_CHUNK);
     for (size_t i = 0; r == 0 && i < e.n; i++) {
         const char *rel = e.v[i];
         struct stat st;
@@ -378,7 +382,7 @@ int tree_digest(const char *root, char out[65], long long *bytes, long long *ent
         char what[4096 + 1];
         long long size = 0;
         if (S_ISREG(st.st_mode)) {
-            if ((r = file_sha256(rootfd, rel, what)) < 0) {
+            if ((r = file_sha256(rootfd, rel, buf, what)) < 0) {
                 snprintf(why, TREE_ERR_MAX, "reading %s: %s", rel, strerror(-r));
                 break;
             }

@@ -148,6 +148,16 @@ run: deps
 # secrets) once more on SQLite, the embedded default (docs/scale-out.md).
 SQLITE_SUITES := test_core. test_receipts_audit. test_durability. test_idempotency. \
 	test_restart. test_billing. test_configs.
+# Two runs at once (tests/run.py --beside): most suites wait on sandboxes, timers and sockets
+# (one run alone used half a core of two). These run beside the rest, then the SQLite pass.
+BESIDE_SUITES := test_cli. test_egress. test_backends. test_sessions. test_billing_surfaces. \
+	test_kernel. test_paths. test_http_strict. test_chat. test_processes. test_skill_installs. \
+	test_v1. test_terminal. test_artifacts. test_skills. test_files. test_first_contact. \
+	test_users. test_preview. test_pty. test_metrics. test_url_inputs. test_openapi. \
+	test_e2b. test_mcp.
+# And these last, alone: they keep both cores busy (fork bombs, template builds, LibreOffice,
+# fuzzing) or time a heartbeat (nodes).
+ALONE_SUITES := test_forkbomb. test_template_build. test_templates. test_fuzz. test_nodes.
 
 test: deps
 	@scripts/npm-deps.sh
@@ -156,7 +166,8 @@ test: deps
 	@SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) scripts/build-template.sh office
 	@SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) scripts/build-template.sh desktop
 	SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) python3 tests/run.py --build build-asan --pg \
-	  $(SQLITE_SUITES:%=--sqlite-again %)
+	  $(SQLITE_SUITES:%=--sqlite-again %) $(BESIDE_SUITES:%=--beside %) \
+	  $(ALONE_SUITES:%=--alone %)
 
 unit-bins: $(UNIT_BIN) $(BUILD)/tests/rt_driver
 

@@ -3,11 +3,16 @@
 
     python3 tests/run.py --build build-asan [-k substring]... [--pg]
                          [--pg-again substring]... [--sqlite-again substring]...
+                         [--beside substring]... [--alone substring]...
 
 (-k may repeat: a test runs when its name contains any of them. --pg: every daemon's store is
 a database on a PostgreSQL the run starts with scripts/pg.sh, docs/scale-out.md. --pg-again /
 --sqlite-again: then the tests matching these run once more on that store, in a run of their
-own, counted in the same summary line.)
+own, counted in the same summary line. --beside: the tests matching these run in a second run
+at the same time as the rest, on the same store, followed there by the --sqlite-again pass;
+most tests wait on sandboxes, timers and sockets, and the run used half a core of two.
+--alone: these run last, after the second run has ended, for the tests that keep both cores
+busy (fork bombs, template builds, LibreOffice, fuzzing) or that time a heartbeat.)
 
 1. every unit test binary DIR/tests/test_* (each ends with a line `N passed, N failed`);
 2. every Python module tests/e2e/test_*.py and tests/security/test_*.py: each top-level
@@ -31,6 +36,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 
@@ -56,6 +62,7 @@ class Runner:
         self.recap = []           # (name, message): repeated at the end, where a CI tail shows it
         self.san_reports = []     # (source, excerpt)
         self.module_secs = []     # (seconds, module): the slowest are named at the end
+        self.exclude = []         # substrings of tests left to another phase or run
 
     def ok(self, name, secs):
         self.passed += 1
@@ -70,7 +77,8 @@ class Runner:
             _print_detail(detail)
 
     def selected(self, name):
-        return self.keyword is None or any(k in name for k in self.keyword)
+        return ((self.keyword is None or any(k in name for k in self.keyword)) and
+                not any(x in name for x in self.exclude))
 
     # --- sanitizers ----------------------------------------------------------------------
 
@@ -328,30 +336,98 @@ class _deadline:
         return False
 
 
+class Child:
+    """Another run of this script (its modules start afresh), on its own store settings; its
+    output lines go to show (as they come), its summary is kept to fold into ours."""
+
+    def __init__(self, label, tag):
+        self.label = label
+        self.tag = tag
+        self.passed = self.failed = 0
+        self.failures = []
+        self.counted = False
+        self.rc = 0
+
+    def run(self, build, keywords, env, show, pg=False):
+        cmd = [sys.executable, os.path.abspath(__file__), "--build", build] + (["--pg"] if pg else [])
+        for k in keywords:
+            cmd += ["-k", k]
+        child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                 text=True, env=env)
+        for line in child.stdout:
+            m = RESULT_RE.match(line)
+            if m:
+                self.passed += int(m.group(1))
+                self.failed += int(m.group(2))
+                self.counted = True
+            elif line.startswith("failed: "):
+                self.failures += ["%s:%s" % (self.tag, n.strip())
+                                  for n in line[len("failed: "):].split(",")]
+            else:
+                show(line)
+        self.rc = child.wait()
+
+    def fold(self, r):
+        r.passed += self.passed
+        r.failed += self.failed
+        r.failures += self.failures
+        if self.rc != 0 and not self.counted:
+            r.fail("%s-run" % self.tag,
+                   "the %s run exited %d without a summary" % (self.label, self.rc))
+
+
+def _env(pg):
+    env = dict(os.environ)
+    if not pg:
+        env.pop("SBX_TEST_PG", None)
+    return env
+
+
 def again(build, keywords, r, pg):
-    """A second pass on the other store, in a run of its own (its modules start afresh); its
-    lines are shown as they come, its summary folded into ours so the run ends with one."""
-    cmd = [sys.executable, os.path.abspath(__file__), "--build", build] + (["--pg"] if pg else [])
-    for k in keywords:
-        cmd += ["-k", k]
+    """A second pass on the other store, after ours: its lines shown as they come."""
     label = "PostgreSQL" if pg else "SQLite"
     print("--- once more on %s: %s" % (label, " ".join(keywords)), flush=True)
-    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    counted = False
-    for line in child.stdout:
-        m = RESULT_RE.match(line)
-        if m:
-            r.passed += int(m.group(1))
-            r.failed += int(m.group(2))
-            counted = True
-        elif line.startswith("failed: "):
-            r.failures += ["%s:%s" % ("pg" if pg else "sqlite", n.strip())
-                           for n in line[len("failed: "):].split(",")]
-        else:
+    c = Child(label, "pg" if pg else "sqlite")
+    # On PostgreSQL, a server of its own: ours has stopped by now.
+    c.run(build, keywords, _env(False), lambda line: print(line, end="", flush=True), pg=pg)
+    c.fold(r)
+
+
+class Beside(threading.Thread):
+    """The --beside tests on our store, then the --sqlite-again pass, in a thread of their
+    own while ours run; the lines are kept and shown when it ends, so neither run's output
+    is cut into the other's."""
+
+    def __init__(self, build, beside, sqlite_again, on_pg):
+        super().__init__(daemon=True)
+        self.build = build
+        self.beside = beside
+        self.sqlite_again = sqlite_again
+        self.on_pg = on_pg
+        self.lines = []
+        self.children = []
+        self.t0 = time.time()
+        self.secs = 0.0
+
+    def run(self):
+        c = Child("beside", "beside")
+        self.children.append(c)
+        self.lines.append("--- beside, on the same store: %s\n" % " ".join(self.beside))
+        c.run(self.build, self.beside, _env(self.on_pg), self.lines.append)
+        if self.sqlite_again:
+            c = Child("SQLite", "sqlite")
+            self.children.append(c)
+            self.lines.append("--- once more on SQLite: %s\n" % " ".join(self.sqlite_again))
+            c.run(self.build, self.sqlite_again, _env(False), self.lines.append)
+        self.secs = time.time() - self.t0
+
+    def finish(self, r):
+        self.join()
+        for line in self.lines:
             print(line, end="", flush=True)
-    if child.wait() != 0 and not counted:
-        r.fail("%s-again" % ("pg" if pg else "sqlite"),
-               "the %s run exited %d without a summary" % (label, child.returncode))
+        print("--- beside: took %.0fs" % self.secs, flush=True)
+        for c in self.children:
+            c.fold(r)
 
 
 def main():
@@ -366,6 +442,12 @@ def main():
                          "PostgreSQL; one summary line counts both runs")
     ap.add_argument("--sqlite-again", dest="sqlite_again", default=None, action="append",
                     help="the same, once more on SQLite (after a --pg run)")
+    ap.add_argument("--beside", default=None, action="append",
+                    help="run the tests matching this (repeatable) in a second run at the same "
+                         "time, on the same store; --sqlite-again then runs there too")
+    ap.add_argument("--alone", default=None, action="append",
+                    help="run the tests matching this (repeatable) last, once the second run "
+                         "has ended")
     ap.add_argument("--keep-logs", action="store_true", help="keep the daemon logs dir")
     args = ap.parse_args()
 
@@ -395,8 +477,23 @@ def main():
                            check=True, stdout=subprocess.DEVNULL, timeout=120)
             os.environ["SBX_TEST_PG"] = pg_dir
             print("store: PostgreSQL (%s)" % pg_dir, flush=True)
+        beside = None
+        if args.beside:
+            beside = Beside(build, args.beside, args.sqlite_again, args.pg)
+            beside.start()
+            r.exclude = list(args.beside)
+        r.exclude += args.alone or []
         r.run_units()
         r.run_modules()
+        if beside:
+            beside.finish(r)
+        if args.alone:
+            r.exclude = []
+            keyword = r.keyword
+            r.keyword = [a for a in args.alone if keyword is None or any(k in a for k in keyword)]
+            if r.keyword:
+                r.run_modules()
+            r.keyword = keyword
     except KeyboardInterrupt:
         r.fail("interrupted", "KeyboardInterrupt")
     finally:
@@ -423,7 +520,7 @@ def main():
         shutil.rmtree(logdir, ignore_errors=True)
     if args.pg_again:
         again(build, args.pg_again, r, True)
-    if args.sqlite_again:
+    if args.sqlite_again and not args.beside:
         again(build, args.sqlite_again, r, False)
     if r.recap:
         print("--- why, in short (the FAIL lines above have the whole story):")

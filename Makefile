@@ -149,15 +149,16 @@ run: deps
 SQLITE_SUITES := test_core. test_receipts_audit. test_durability. test_idempotency. \
 	test_restart. test_billing. test_configs.
 # Two runs at once (tests/run.py --beside): most suites wait on sandboxes, timers and sockets
-# (one run alone used half a core of two). These run beside the rest, then the SQLite pass.
+# (one run alone used half a core of two). These run beside the rest, then the SQLite pass;
+# the two runs take about as long each.
 BESIDE_SUITES := test_cli. test_egress. test_backends. test_sessions. test_billing_surfaces. \
 	test_kernel. test_paths. test_http_strict. test_chat. test_processes. test_skill_installs. \
 	test_v1. test_terminal. test_artifacts. test_skills. test_files. test_first_contact. \
 	test_users. test_preview. test_pty. test_metrics. test_url_inputs. test_openapi. \
-	test_e2b. test_mcp.
-# And these last, alone: they keep both cores busy (fork bombs, template builds, LibreOffice,
-# fuzzing) or time a heartbeat (nodes).
-ALONE_SUITES := test_forkbomb. test_template_build. test_templates. test_fuzz. test_nodes.
+	test_e2b. test_mcp. test_sdk. test_template_build.
+# And these last, alone: fork bombs keep both cores busy for seconds at a time, and the nodes
+# suite times heartbeats.
+ALONE_SUITES := test_forkbomb. test_nodes.
 
 test: deps
 	@scripts/npm-deps.sh

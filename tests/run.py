@@ -486,6 +486,8 @@ def main():
         r.run_units()
         r.run_modules()
         if beside:
+            print("--- this run's own suites took %.0fs; the run beside:" % (time.time() - t0),
+                  flush=True)
             beside.finish(r)
         if args.alone:
             r.exclude = []

@@ -155,7 +155,7 @@ BESIDE_SUITES := test_cli. test_egress. test_backends. test_sessions. test_billi
 	test_kernel. test_paths. test_http_strict. test_chat. test_processes. test_skill_installs. \
 	test_v1. test_terminal. test_artifacts. test_skills. test_files. test_first_contact. \
 	test_users. test_preview. test_pty. test_metrics. test_url_inputs. test_openapi. \
-	test_e2b. test_mcp. test_sdk. test_template_build.
+	test_e2b. test_sdk. test_template_build.
 # And these last, alone: fork bombs keep both cores busy for seconds at a time, and the nodes
 # suite times heartbeats.
 ALONE_SUITES := test_forkbomb. test_nodes.

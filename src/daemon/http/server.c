@@ -17,90 +17,9 @@
 #include "../billing/metrics.h"
 #include "cors.h"
 #include "errors.h"
-
-struct http_req {
-    struct http_server *srv;
-    struct MHD_Connection *conn;
-    char id[HTTP_REQUEST_ID_LEN + 1];
-    const char *method;
-    char *path;
-    long long t0_ms; /* monotonic, when the request came (metrics) */
-    char *body;
-    size_t body_len;
-    bool body_too_large;
-    bool dispatched;
-    /* A streamed body (http_req_stream_body): bytes go to the sink as they arrive. */
-    const struct http_body_sink *sink;
-    void *sink_data;
-    bool sink_failed;
-    struct sbx_err sink_err;
-    /* An answer from a file (http_respond_fd), sent by MHD with sendfile. */
-    int resp_fd;
-    uint64_t resp_fd_size;
-    char *resp_type;
-    bool suspended;
-    bool in_handler; /* inside our access handler: MHD must not be told yet */
-    bool mhd_suspended;
-    /* The answer, once decided; queued when MHD next calls us for this request. */
-    unsigned status;
-    char *resp;
-    size_t resp_len;
-    bool has_resp;
-    http_abort_fn on_abort;
-    void *abort_data;
-    http_answer_fn on_answer;
-    void *answer_data;
-    char *extra_headers[2 * HTTP_EXTRA_HEADERS_MAX];
-    unsigned n_extra;
-    /* Server-sent events: encoded events waiting for the socket, and whether the
-     * producer has finished. The reader suspends the connection when it runs dry. */
-    bool sse;
-    bool sse_ended;
-    bool raw_stream; /* http_stream_begin: the chunks are the body itself */
-    struct sse_chunk *sse_head, *sse_tail;
-    size_t sse_bytes;
-    /* An upgrade answer (http_respond_upgrade), until MHD hands over the socket. */
-    struct http_upgraded *upgrade;
-    char *params[HTTP_MAX_PARAMS];
-    struct auth_identity ident;
-    char *cors_origin; /* the request's Origin when SBX_CORS_ORIGINS allows it */
-    struct http_req *next_suspended, *prev_suspended;
-    /* The request target in MHD's buffer before it decodes it, and its strlen then. */
-    const char *raw_uri;
-    size_t raw_uri_len;
-    char *target; /* a copy of it, as sent (MHD decodes the buffer in place) */
-    /* A streamed answer's producer, told when the queue has room again. */
-    http_drain_fn on_drain;
-    void *drain_data;
-};
-
-struct http_server {
-    struct loop *loop;
-    struct MHD_Daemon *mhd;
-    struct loop_watch *watch;
-    struct loop_timer *timer;
-    http_dispatch_fn dispatch;
-    http_streams_fn streams;
-    void *app;
-    char *const *cors_origins;  /* borrowed; NULL: no cross-origin access */
-    struct http_req *suspended; /* list, to fail them all on shutdown */
-};
+#include "server_int.h"
 
 static void server_kick(struct http_server *s);
-
-struct http_upgraded {
-    struct http_server *srv;
-    struct MHD_UpgradeResponseHandle *urh;
-    http_upgraded_fn on_upgraded;
-    http_abort_fn on_abort;
-    void *data;
-};
-
-struct sse_chunk {
-    struct sse_chunk *next;
-    size_t len, off;
-    char data[];
-};
 
 static void req_free(struct http_req *r)
 {
@@ -304,7 +223,7 @@ int http_req_json(struct http_req *r, json_t **out, struct sbx_err *err)
     return 0;
 }
 
-static void resume(struct http_req *r)
+void http_req_resume(struct http_req *r)
 {
     if (!r->suspended)
         return;
@@ -319,7 +238,7 @@ static void resume(struct http_req *r)
 
 /* Inside the access handler the suspension is only noted: an answer may still come
  * before it returns, and then the connection never needs to leave MHD's loop. */
-static void park(struct http_req *r)
+void http_req_park(struct http_req *r)
 {
     if (r->suspended)
         return; /* suspended again by the handler a parked request was handed to */
@@ -337,13 +256,13 @@ static void park(struct http_req *r)
 void http_req_pause(struct http_req *r)
 {
     if (!r->has_resp && !r->suspended)
-        park(r);
+        http_req_park(r);
 }
 
 void http_req_unpause(struct http_req *r)
 {
     if (!r->has_resp)
-        resume(r);
+        http_req_resume(r);
 }
 
 void http_req_on_answer(struct http_req *r, http_answer_fn fn, void *data)
@@ -379,7 +298,7 @@ void http_respond_text(struct http_req *r, unsigned status, const char *json_tex
         r->on_answer = NULL;
         fn(r, status, r->resp, r->answer_data);
     }
-    resume(r);
+    http_req_resume(r);
 }
 
 void http_respond_fd(struct http_req *r, unsigned status, int fd, uint64_t size,
@@ -394,7 +313,7 @@ void http_respond_fd(struct http_req *r, unsigned status, int fd, uint64_t size,
     r->resp_fd_size = size;
     r->resp_type = sbx_xstrdup(content_type);
     r->has_resp = true;
-    resume(r);
+    http_req_resume(r);
 }
 
 void http_respond_json(struct http_req *r, unsigned status, json_t *body)
@@ -437,7 +356,7 @@ void http_req_suspend(struct http_req *r, http_abort_fn on_abort, void *data)
         return;
     r->on_abort = on_abort;
     r->abort_data = data;
-    park(r);
+    http_req_park(r);
 }
 
 void http_respond_upgrade(struct http_req *r, http_upgraded_fn on_upgraded, http_abort_fn on_abort,
@@ -452,7 +371,7 @@ void http_respond_upgrade(struct http_req *r, http_upgraded_fn on_upgraded, http
     r->status = MHD_HTTP_SWITCHING_PROTOCOLS;
     r->has_resp = true;
     r->on_abort = NULL;
-    resume(r);
+    http_req_resume(r);
 }
 
 static void upgrade_cb(void *cls, struct MHD_Connection *conn, void *con_cls, const char *extra,
@@ -475,142 +394,6 @@ void http_upgraded_close(struct http_upgraded *u)
     (void)MHD_upgrade_action(u->urh, MHD_UPGRADE_ACTION_CLOSE);
     free(u);
     server_kick(s);
-}
-
-bool http_req_wants_sse(const struct http_req *r)
-{
-    const char *accept = http_req_header(r, "Accept");
-    return accept && strstr(accept, "text/event-stream");
-}
-
-static void sse_begin(struct http_req *r, unsigned status, http_abort_fn on_abort, void *data)
-{
-    if (r->has_resp)
-        return;
-    r->sse = true;
-    r->has_resp = true;
-    r->status = status;
-    r->on_abort = on_abort;
-    r->abort_data = data;
-    resume(r);
-}
-
-void http_sse_begin(struct http_req *r, http_abort_fn on_abort, void *data)
-{
-    sse_begin(r, 200, on_abort, data);
-}
-
-/* Queue the concatenation of a and b (b may be NULL) as one chunk of the stream. */
-static int stream_queue(struct http_req *r, const void *a, size_t alen, const void *b, size_t blen)
-{
-    if (!r->sse || r->sse_ended || r->sse_bytes + alen + blen > HTTP_SSE_QUEUE_MAX)
-        return r->sse && !r->sse_ended ? -ENOBUFS : -EPIPE;
-    struct sse_chunk *c = sbx_xmalloc(sizeof(*c) + alen + blen);
-    c->next = NULL;
-    c->off = 0;
-    c->len = alen + blen;
-    memcpy(c->data, a, alen);
-    if (blen)
-        memcpy(c->data + alen, b, blen);
-    if (r->sse_tail)
-        r->sse_tail->next = c;
-    else
-        r->sse_head = c;
-    r->sse_tail = c;
-    r->sse_bytes += c->len;
-    resume(r);
-    return 0;
-}
-
-int http_sse_event(struct http_req *r, json_t *event)
-{
-    char *s = json_dumps(event, JSON_COMPACT);
-    json_decref(event);
-    if (!s)
-        abort();
-    _cleanup_free_ char *frame = sbx_xasprintf("data: %s\n\n", s);
-    free(s);
-    return stream_queue(r, frame, strlen(frame), NULL, 0);
-}
-
-void http_stream_begin(struct http_req *r, const char *content_type, http_abort_fn on_abort,
-                       void *data)
-{
-    http_stream_begin_as(r, 200, content_type, on_abort, data);
-}
-
-void http_stream_begin_as(struct http_req *r, unsigned status, const char *content_type,
-                          http_abort_fn on_abort, void *data)
-{
-    if (r->has_resp)
-        return;
-    free(r->resp_type);
-    r->resp_type = sbx_xstrdup(content_type);
-    r->raw_stream = true;
-    sse_begin(r, status, on_abort, data);
-}
-
-size_t http_stream_queued(const struct http_req *r)
-{
-    return r->sse_bytes;
-}
-
-void http_stream_on_drain(struct http_req *r, http_drain_fn fn, void *data)
-{
-    r->on_drain = fn;
-    r->drain_data = data;
-}
-
-int http_stream_write(struct http_req *r, const void *head, size_t head_len, const void *body,
-                      size_t body_len)
-{
-    return stream_queue(r, head, head_len, body, body_len);
-}
-
-void http_stream_end(struct http_req *r)
-{
-    http_sse_end(r);
-}
-
-void http_sse_end(struct http_req *r)
-{
-    if (!r->sse || r->sse_ended)
-        return;
-    r->sse_ended = true;
-    r->on_abort = NULL;
-    resume(r);
-}
-
-static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
-{
-    struct http_req *r = cls;
-    size_t n = 0;
-    while (r->sse_head && n < max) {
-        struct sse_chunk *c = r->sse_head;
-        size_t take = c->len - c->off < max - n ? c->len - c->off : max - n;
-        memcpy(buf + n, c->data + c->off, take);
-        c->off += take;
-        n += take;
-        if (c->off == c->len) {
-            r->sse_head = c->next;
-            if (!r->sse_head)
-                r->sse_tail = NULL;
-            r->sse_bytes -= c->len;
-            free(c);
-        }
-    }
-    if (r->on_drain && r->sse_bytes <= HTTP_STREAM_LOW) {
-        http_drain_fn fn = r->on_drain;
-        r->on_drain = NULL;
-        fn(r, r->drain_data);
-    }
-    if (n)
-        return (ssize_t)n;
-    if (r->sse_ended)
-        return MHD_CONTENT_READER_END_OF_STREAM;
-    /* Nothing yet: park the connection until the producer sends or ends. */
-    park(r);
-    return 0;
 }
 
 /* The request id, the handler's extra headers and, for an allowed Origin, CORS. */
@@ -662,7 +445,7 @@ static enum MHD_Result queue_answer(struct http_req *r)
         struct MHD_Response *sresp =
             MHD_create_response_from_callback(MHD_SIZE_UNKNOWN,
                                               r->raw_stream ? HTTP_STREAM_BLOCK : 16 * 1024,
-                                              sse_read, r, NULL);
+                                              http_stream_read, r, NULL);
         if (!sresp)
             return MHD_NO;
         MHD_add_response_header(sresp, "Content-Type",
@@ -1115,66 +898,6 @@ void http_server_free(struct http_server *s)
         loop_timer_cancel(s->loop, s->timer);
     MHD_stop_daemon(s->mhd);
     free(s);
-}
-
-struct http_form {
-    struct MHD_PostProcessor *pp;
-    http_form_fn fn;
-    void *data;
-    int failed; /* the callback's error, kept so feeding stops */
-};
-
-static enum MHD_Result form_iter(void *cls, enum MHD_ValueKind kind, const char *key,
-                                 const char *filename, const char *content_type,
-                                 const char *transfer_encoding, const char *data, uint64_t off,
-                                 size_t size)
-{
-    struct http_form *f = cls;
-    if (f->failed)
-        return MHD_NO;
-    int r = f->fn(f->data, key, filename, off, data, size);
-    if (r < 0) {
-        f->failed = r;
-        return MHD_NO;
-    }
-    return MHD_YES;
-}
-
-struct http_form *http_form_new(struct http_req *r, http_form_fn fn, void *data)
-{
-    struct http_form *f = sbx_xcalloc(1, sizeof(*f));
-    f->fn = fn;
-    f->data = data;
-    f->pp = MHD_create_post_processor(r->conn, HTTP_FORM_BUFFER, form_iter, f);
-    if (!f->pp) {
-        free(f);
-        return NULL;
-    }
-    return f;
-}
-
-int http_form_feed(struct http_form *f, const char *buf, size_t len)
-{
-    if (MHD_post_process(f->pp, buf, len) != MHD_YES)
-        return f->failed ? f->failed : -EINVAL;
-    return 0;
-}
-
-int http_form_finish(struct http_form *f)
-{
-    struct MHD_PostProcessor *pp = TAKE_PTR(f->pp);
-    if (MHD_destroy_post_processor(pp) != MHD_YES)
-        return f->failed ? f->failed : -EINVAL;
-    return f->failed;
-}
-
-void http_form_free(struct http_form *f)
-{
-    if (!f)
-        return;
-    if (f->pp)
-        (void)MHD_destroy_post_processor(f->pp);
-    free(f);
 }
 
 size_t http_url_decode(char *s)

@@ -1,6 +1,7 @@
 #include "pidguard.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -21,6 +22,9 @@
 #define PIDGUARD_SESSIONS_MAX 1024
 /* Sweeps of one session's members; a sweep finds the ones forked during the one before. */
 #define PIDGUARD_KILL_ROUNDS 32
+/* How long the guard counts without stopping everything after a stop that found the user
+ * under the limit (strike). */
+#define PIDGUARD_FREEZE_BACKOFF_MS 2000
 /* Rounds of kill(-1) stopping every user process before the guard looks (strike). */
 #define PIDGUARD_FREEZE_ROUNDS 16
 
@@ -36,6 +40,7 @@ struct pidguard {
     bool asleep;          /* no look scheduled: nothing ran but the agent and its idle spares */
     struct killlog kills; /* the sessions it killed, by sid */
     long long swept_ms;   /* when it last killed every user process (0: never) */
+    long long thaw_ms;    /* no stopping everything before this: the last stop found no bomb */
     struct tally tally[PIDGUARD_SESSIONS_MAX]; /* scan's */
 };
 
@@ -184,21 +189,26 @@ static unsigned long agent_own(const struct agent *a)
  * with no session to blame, nothing narrower holds. */
 static void strike(struct pidguard *g)
 {
-    int frozen = spawn_signal_user_all(SIGSTOP, PIDGUARD_FREEZE_ROUNDS);
+    /* The count that got us here includes root's processes (commands run as root, where
+     * the operator allows them), which the limit does not hold; when stopping everything
+     * found the user under the limit, the next looks for a while count without it. */
+    long long now = sbx_now_ms();
+    int frozen =
+        now < g->thaw_ms ? -EAGAIN : spawn_signal_user_all(SIGSTOP, PIDGUARD_FREEZE_ROUNDS);
     pid_t top;
     unsigned top_n;
     unsigned long total = scan(g, &top, &top_n);
+    if (frozen == 0 && total < g->near)
+        g->thaw_ms = now + PIDGUARD_FREEZE_BACKOFF_MS;
     if (total >= g->near && top > 0 && top_n * PIDGUARD_DOMINANT_DIV >= total) {
         unsigned long hit = kill_session(top);
         killlog_add(&g->kills, 0, top, sbx_now_ms());
-        dprintf(2, "sbx-agent: process limit: killed session %d (%lu processes)\n", (int)top,
-                hit);
+        dprintf(2, "sbx-agent: process limit: killed session %d (%lu processes)\n", (int)top, hit);
     } else if (total >= g->near) {
         int r = frozen < 0 ? frozen : spawn_signal_user_all(SIGKILL, PIDGUARD_KILL_ROUNDS);
         g->swept_ms = sbx_now_ms();
         if (r < 0)
-            dprintf(2, "sbx-agent: process limit: killing every user process: %s\n",
-                    strerror(-r));
+            dprintf(2, "sbx-agent: process limit: killing every user process: %s\n", strerror(-r));
         else
             dprintf(2,
                     "sbx-agent: process limit: no session holds most of %lu processes (the "

@@ -205,7 +205,10 @@ static void strike(struct pidguard *g)
         killlog_add(&g->kills, 0, top, sbx_now_ms());
         dprintf(2, "sbx-agent: process limit: killed session %d (%lu processes)\n", (int)top, hit);
     } else if (total >= g->near) {
-        int r = frozen < 0 ? frozen : spawn_signal_user_all(SIGKILL, PIDGUARD_KILL_ROUNDS);
+        /* Not stopped yet when this look came in a back-off: stopped first all the same. */
+        int r = frozen == 0 ? 0 : spawn_signal_user_all(SIGSTOP, PIDGUARD_FREEZE_ROUNDS);
+        if (r == 0)
+            r = spawn_signal_user_all(SIGKILL, PIDGUARD_KILL_ROUNDS);
         g->swept_ms = sbx_now_ms();
         if (r < 0)
             dprintf(2, "sbx-agent: process limit: killing every user process: %s\n", strerror(-r));

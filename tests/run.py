@@ -3,7 +3,7 @@
 
     python3 tests/run.py --build build-asan [-k substring]... [--pg]
                          [--pg-again substring]... [--sqlite-again substring]...
-                         [--beside substring]... [--alone substring]...
+                         [--beside substring]... [--alone substring]... [--within substring]...
 
 (-k may repeat: a test runs when its name contains any of them. --pg: every daemon's store is
 a database on a PostgreSQL the run starts with scripts/pg.sh, docs/scale-out.md. --pg-again /
@@ -12,7 +12,9 @@ own, counted in the same summary line. --beside: the tests matching these run in
 at the same time as the rest, on the same store, followed there by the --sqlite-again pass;
 most tests wait on sandboxes, timers and sockets, and the run used half a core of two.
 --alone: these run last, after the second run has ended, for the tests that keep both cores
-busy (fork bombs, template builds, LibreOffice, fuzzing) or that time a heartbeat.)
+busy (fork bombs, template builds, LibreOffice, fuzzing) or that time a heartbeat.
+--within: only tests that also match one of these run (how the run beside gets both -k and
+its share).)
 
 1. every unit test binary DIR/tests/test_* (each ends with a line `N passed, N failed`);
 2. every Python module tests/e2e/test_*.py and tests/security/test_*.py: each top-level
@@ -63,6 +65,7 @@ class Runner:
         self.san_reports = []     # (source, excerpt)
         self.module_secs = []     # (seconds, module): the slowest are named at the end
         self.exclude = []         # substrings of tests left to another phase or run
+        self.within = None        # substrings of which a test must also match one (a phase's)
 
     def ok(self, name, secs):
         self.passed += 1
@@ -78,6 +81,7 @@ class Runner:
 
     def selected(self, name):
         return ((self.keyword is None or any(k in name for k in self.keyword)) and
+                (self.within is None or any(w in name for w in self.within)) and
                 not any(x in name for x in self.exclude))
 
     # --- sanitizers ----------------------------------------------------------------------
@@ -348,10 +352,12 @@ class Child:
         self.counted = False
         self.rc = 0
 
-    def run(self, build, keywords, env, show, pg=False):
+    def run(self, build, keywords, env, show, pg=False, within=()):
         cmd = [sys.executable, os.path.abspath(__file__), "--build", build] + (["--pg"] if pg else [])
         for k in keywords:
             cmd += ["-k", k]
+        for w in within:
+            cmd += ["--within", w]
         child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                  text=True, env=env)
         for line in child.stdout:
@@ -398,10 +404,11 @@ class Beside(threading.Thread):
     own while ours run; the lines are kept and shown when it ends, so neither run's output
     is cut into the other's."""
 
-    def __init__(self, build, beside, sqlite_again, on_pg):
+    def __init__(self, build, beside, sqlite_again, on_pg, keyword):
         super().__init__(daemon=True)
         self.build = build
         self.beside = beside
+        self.keyword = keyword
         self.sqlite_again = sqlite_again
         self.on_pg = on_pg
         self.lines = []
@@ -413,7 +420,11 @@ class Beside(threading.Thread):
         c = Child("beside", "beside")
         self.children.append(c)
         self.lines.append("--- beside, on the same store: %s\n" % " ".join(self.beside))
-        c.run(self.build, self.beside, _env(self.on_pg), self.lines.append)
+        if self.keyword:  # -k given: those, among the suites beside
+            c.run(self.build, self.keyword, _env(self.on_pg), self.lines.append,
+                  within=self.beside)
+        else:
+            c.run(self.build, self.beside, _env(self.on_pg), self.lines.append)
         if self.sqlite_again:
             c = Child("SQLite", "sqlite")
             self.children.append(c)
@@ -448,6 +459,8 @@ def main():
     ap.add_argument("--alone", default=None, action="append",
                     help="run the tests matching this (repeatable) last, once the second run "
                          "has ended")
+    ap.add_argument("--within", default=None, action="append",
+                    help="run only tests that also match this (repeatable)")
     ap.add_argument("--keep-logs", action="store_true", help="keep the daemon logs dir")
     args = ap.parse_args()
 
@@ -468,6 +481,7 @@ def main():
     os.environ.setdefault("SBX_TEMPLATE_CACHE", "/var/cache/sbx/templates")
 
     r = Runner(build, args.keyword)
+    r.within = args.within
     t0 = time.time()
     pg_dir = None
     try:
@@ -479,7 +493,7 @@ def main():
             print("store: PostgreSQL (%s)" % pg_dir, flush=True)
         beside = None
         if args.beside:
-            beside = Beside(build, args.beside, args.sqlite_again, args.pg)
+            beside = Beside(build, args.beside, args.sqlite_again, args.pg, args.keyword)
             beside.start()
             r.exclude = list(args.beside)
         r.exclude += args.alone or []
@@ -491,11 +505,8 @@ def main():
             beside.finish(r)
         if args.alone:
             r.exclude = []
-            keyword = r.keyword
-            r.keyword = [a for a in args.alone if keyword is None or any(k in a for k in keyword)]
-            if r.keyword:
-                r.run_modules()
-            r.keyword = keyword
+            r.within = args.alone
+            r.run_modules()
     except KeyboardInterrupt:
         r.fail("interrupted", "KeyboardInterrupt")
     finally:

@@ -15,7 +15,7 @@
 /* Everything a peer controls is bounded. */
 #define AGENT_MAX_STREAMS 256
 #define AGENT_MAX_SESSIONS 32
-/* Sessions that keep a bash started ahead (spare.c): each is one idle process. */
+/* Sessions that keep a resident bash (spare.c): each is one process, idle between commands. */
 #define AGENT_MAX_SPARES 4
 /* Background processes, running or exited (an exited one keeps its logs). */
 #define AGENT_MAX_PROCESSES 64
@@ -42,10 +42,12 @@ struct agent {
     struct session *sessions[AGENT_MAX_SESSIONS]; /* in creation order */
     unsigned nsessions;
     unsigned long long session_gen;
-    /* Shells started ahead for the next command of the sessions used last (spare.c). */
+    /* The resident shells of the sessions used last (spare.c). */
     struct spare *spares[AGENT_MAX_SPARES];
     unsigned long long spare_tick[AGENT_MAX_SPARES], spare_clock; /* when each was last of use */
     char spare_for[64 + 1]; /* SESSION_ID_MAX: the session whose shell command just ended */
+    int spare_dir;                /* SPARE_DIR, -1 outside a sandbox: no resident shells */
+    unsigned long long spare_seq; /* names the files of each command handed to one */
     struct process *procs[AGENT_MAX_PROCESSES]; /* in start order */
     unsigned nprocs;
     unsigned long long proc_seq;

@@ -41,6 +41,8 @@ struct exec_stream {
     struct chan_out out[2];      /* channels 1 and 2 */
     struct chan_in in;           /* channel 0, when has_stdin */
     struct session_run *session; /* NULL outside a session */
+    struct spare *resident;      /* the session's resident shell runs it (spare.h) */
+    bool group_idle; /* the resident shell is done with it: its group is no longer ours */
 };
 
 static struct exec_stream *to_exec(struct stream *s)
@@ -112,10 +114,19 @@ static bool is_shell_command(const struct exec_req *r)
 
 /* ---- the stream ---- */
 
+/* Signal the command's group, while it is the command's. */
+static void exec_kill(struct exec_stream *x, int sig)
+{
+    if (!x->group_idle)
+        (void)kill(-x->pgid, sig);
+}
+
 static void exec_free(struct exec_stream *x)
 {
     struct agent *a = x->base.agent;
     stream_unregister(a, &x->base);
+    if (x->resident)
+        spare_release(a, x->resident, !x->group_idle);
     if (x->timeout_t)
         loop_timer_cancel(a->loop, x->timeout_t);
     if (x->drain_t)
@@ -223,14 +234,13 @@ static void exec_timeout_cb(struct loop *l, void *data)
     struct exec_stream *x = data;
     x->timeout_t = NULL;
     x->timed_out = true;
-    (void)kill(-x->pgid, SIGKILL);
+    exec_kill(x, SIGKILL);
 }
 
-static void exec_child_exit(struct stream *s, pid_t pid, int status)
+/* The main child exited, or the resident shell finished the command. */
+static void exec_exited(struct exec_stream *x, int status)
 {
-    struct exec_stream *x = to_exec(s);
-    struct agent *a = s->agent;
-    s->pid = 0;
+    struct agent *a = x->base.agent;
     x->exited = true;
     x->status = status;
     x->exit_ms = sbx_now_ms();
@@ -243,13 +253,30 @@ static void exec_child_exit(struct stream *s, pid_t pid, int status)
     x->drain_t = loop_timer_add(a->loop, EXEC_DRAIN_QUIET_MS, exec_drain_cb, x);
 }
 
+static void exec_child_exit(struct stream *s, pid_t pid, int status)
+{
+    struct exec_stream *x = to_exec(s);
+    s->pid = 0;
+    if (x->resident)
+        spare_exited(x->resident);
+    exec_exited(x, status);
+}
+
+static void exec_resident_done(void *data, int status)
+{
+    struct exec_stream *x = data;
+    x->base.pid = 0; /* the shell goes on, the session's again */
+    x->group_idle = true;
+    exec_exited(x, status);
+}
+
 static void exec_data(struct stream *s, uint8_t ch, const uint8_t *p, uint32_t len)
 {
     struct exec_stream *x = to_exec(s);
     if (ch != PROTO_CH_STDIN || !x->has_stdin)
         return; /* nothing reads it */
     if (chan_in_data(&x->in, p, len) < 0) {
-        (void)kill(-x->pgid, SIGKILL);
+        exec_kill(x, SIGKILL);
         conn_send_error(s->agent, s->id, "window_exceeded",
                         "the daemon sent more stdin than its window allowed");
         exec_free(x);
@@ -273,7 +300,7 @@ static void exec_window(struct stream *s, uint8_t ch, uint32_t credit)
 static void exec_signal(struct stream *s, int sig)
 {
     /* The group outlives the main child while background members run. */
-    (void)kill(-to_exec(s)->pgid, sig);
+    exec_kill(to_exec(s), sig);
 }
 
 static void exec_resume(struct stream *s)
@@ -286,7 +313,7 @@ static void exec_resume(struct stream *s)
 static void exec_abort(struct stream *s)
 {
     struct exec_stream *x = to_exec(s);
-    (void)kill(-x->pgid, SIGKILL);
+    exec_kill(x, SIGKILL);
     exec_free(x); /* the main child, if alive, is reaped as an unowned child */
 }
 
@@ -306,6 +333,7 @@ int exec_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err)
     struct spawn_fds fds = {-1, -1, -1};
     struct envv env = {0};
     struct session_run *run = NULL;
+    struct spare *resident = NULL;
     pid_t pid = 0;
     int ret = exec_parse(req, &r, err);
     if (ret < 0)
@@ -330,10 +358,10 @@ int exec_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err)
     if (sess && r.session_timeout && sess->timeout_ms)
         r.timeout_ms = sess->timeout_ms;
     long long start = sbx_now_ms();
-    /* A command with nothing of its own runs in the session's spare shell, if it fits. */
+    /* A command with nothing of its own runs in the session's resident shell, if it fits. */
     bool warm = sess && is_shell_command(&r) && !r.want_stdin && !r.cwd &&
                 json_array_size(r.env) == 0 &&
-                spare_take(a, sess, sr.root, r.argv[2], &pid, &fds, &run);
+                spare_take(a, sess, sr.root, r.argv[2], &pid, &fds, &run, &resident);
     if (!warm) {
         if (sess) {
             ret = session_run_begin(a, sess, created, is_shell_command(&r), r.env, &env, &sr, &run,
@@ -356,6 +384,7 @@ int exec_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err)
     x->start_ms = start;
     x->has_stdin = r.want_stdin;
     x->session = TAKE_PTR(run);
+    x->resident = resident;
     ret = stream_register(a, &x->base);
     if (ret < 0) {
         /* The caller checked capacity and id, so this is a bug; don't leak the child. */
@@ -364,6 +393,8 @@ int exec_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err)
         close(fds.err_r);
         if (fds.in_w >= 0)
             close(fds.in_w);
+        if (resident)
+            spare_release(a, resident, true);
         session_run_free(x->session);
         free(x);
         ret = sbx_err_set(err, -ret, "internal", "registering stream %u failed", id);
@@ -372,6 +403,8 @@ int exec_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err)
     chan_out_init(&x->out[0], a, id, PROTO_CH_STDOUT, fds.out_r, exec_out_closed, x);
     chan_out_init(&x->out[1], a, id, PROTO_CH_STDERR, fds.err_r, exec_out_closed, x);
     chan_in_init(&x->in, a, id, PROTO_CH_STDIN, fds.in_w);
+    if (resident)
+        spare_bind(resident, exec_resident_done, x);
     if (r.timeout_ms > 0)
         x->timeout_t = loop_timer_add(a->loop, r.timeout_ms, exec_timeout_cb, x);
 out:

@@ -9,7 +9,7 @@
  *   spawn.c   starting a command (shared by every op that runs one)
  *   env.c     command environments
  *   session.c ops "session_*", and the session side of "exec" (shell state)
- *   spare.c   a session's next bash, started once its last shell command ended
+ *   spare.c   a session's resident bash, which runs its shell commands while it stays clean
  *   process.c ops "process_*": background processes and their log rings
  *   ring.c    the byte ring behind process logs
  *   kernel.c  ops "kernel_run", "kernel_reset", "kernel_interrupt" (the Python kernel)
@@ -48,6 +48,7 @@
 #include "seccomp.h"
 #include "session.h"
 #include "snapshot.h"
+#include "spare.h"
 #include "spawn.h"
 #include "stream.h"
 #include "tcpconn.h"
@@ -253,7 +254,8 @@ static void reap(struct agent *a)
         struct stream *s = stream_find_pid(a, pid);
         if (s && s->ops->child_exit)
             s->ops->child_exit(s, pid, status);
-        else if (!process_child_exit(a, pid, status) && !pty_child_exit(a, pid, status))
+        else if (!spare_child_exit(a, pid) && !process_child_exit(a, pid, status) &&
+                 !pty_child_exit(a, pid, status))
             kernel_reaped(a, pid, status); /* or an orphan, or a forgotten stream's child */
     }
 }
@@ -435,6 +437,7 @@ int main(int argc, char **argv)
     /* Only in a sandbox: an agent run on a host (tests) must not take a host port. */
     if (a->pid1 && (r = egress_listen(a)) < 0)
         dprintf(2, "sbx-agent: egress listener: %s (egress unavailable)\n", strerror(-r));
+    spare_init(a);
     if (a->pid1) {
         start_template_services();
         pidguard_start(a);

@@ -15,6 +15,7 @@
 #include "../common/util.h"
 #include "agent.h"
 #include "killlog.h"
+#include "spare.h"
 #include "spawn.h"
 
 /* Distinct sessions one scan tells apart; a bomb that makes more (setsid in every child)
@@ -169,14 +170,11 @@ static unsigned long kill_session(pid_t sid)
     return kill_sweeps(sid, PIDGUARD_KILL_ROUNDS);
 }
 
-/* The agent and the spare shells it holds, each blocked until the agent hands it a
+/* The agent and its idle resident shells, each blocked until the agent hands it a
  * command: what a sandbox runs when nobody can be forking. */
 static unsigned long agent_own(const struct agent *a)
 {
-    unsigned long n = 1;
-    for (unsigned i = 0; i < AGENT_MAX_SPARES; i++)
-        n += a->spares[i] != NULL;
-    return n;
+    return 1 + spare_idle(a);
 }
 
 /* At the limit. A bomb keeps both cores busy, and under ptrace each syscall of the agent's

@@ -33,6 +33,7 @@ struct session_run {
     char id[SESSION_ID_MAX + 1];
     unsigned long long gen;
     bool created, capture;
+    bool resident, saved;            /* run by a resident shell (spare.c), which saves for it */
     int state_r, state_w, prelude_r; /* -1 when closed */
     struct loop_watch *w;
     char *buf;
@@ -276,7 +277,7 @@ const char *session_cwd(const struct session *s)
  * command's text, $0 and line numbers are exactly those of `bash -c S`. The trap writes
  * "cwd\0", then what `export -p` prints (src/common/shdecl.h), then "\0", with builtins
  * only (no fork). A loop over every variable in shell code cost 1.5 ms a command. */
-const char *session_prelude(void)
+static const char *session_prelude(void)
 {
     static char text[512];
     if (text[0])
@@ -331,11 +332,9 @@ static void run_readable(struct loop *l, int fd, uint32_t events, void *data)
     run_read(data);
 }
 
-/* prelude_w NULL: the prelude is written now; else its write end (non-blocking) is left
- * for the caller, and bash waits for it (it reads BASH_ENV to its end). */
-static int run_begin(struct agent *a, struct session *s, bool created, bool capture,
-                     json_t *overlay, struct envv *env, struct spawn_req *sr, int *prelude_w,
-                     struct session_run **out, struct sbx_err *err)
+int session_run_begin(struct agent *a, struct session *s, bool created, bool capture,
+                      json_t *overlay, struct envv *env, struct spawn_req *sr,
+                      struct session_run **out, struct sbx_err *err)
 {
     struct session_run *run = sbx_xcalloc(1, sizeof(*run));
     run->agent = a;
@@ -380,20 +379,10 @@ static int run_begin(struct agent *a, struct session *s, bool created, bool capt
         goto fail;
     }
     run->prelude_r = p[0];
-    if (prelude_w) {
-        if (sbx_set_nonblock(p[1]) < 0) {
-            r = sbx_err_set(err, errno, "spawn_failed", "fcntl: %s", strerror(errno));
-            close(p[1]);
-            goto fail;
-        }
-        *prelude_w = p[1];
-        r = 0;
-    } else {
-        /* Far below the pipe's capacity, so this never blocks. */
-        const char *text = session_prelude();
-        r = sbx_write_all(p[1], text, strlen(text));
-        close(p[1]);
-    }
+    /* Far below the pipe's capacity, so this never blocks. */
+    const char *text = session_prelude();
+    r = sbx_write_all(p[1], text, strlen(text));
+    close(p[1]);
     if (r < 0) {
         r = sbx_err_set(err, -r, "spawn_failed", "writing the session prelude: %s", strerror(-r));
         goto fail;
@@ -410,20 +399,6 @@ static int run_begin(struct agent *a, struct session *s, bool created, bool capt
 fail:
     session_run_free(run);
     return r;
-}
-
-int session_run_begin(struct agent *a, struct session *s, bool created, bool capture,
-                      json_t *overlay, struct envv *env, struct spawn_req *sr,
-                      struct session_run **out, struct sbx_err *err)
-{
-    return run_begin(a, s, created, capture, overlay, env, sr, NULL, out, err);
-}
-
-int session_run_begin_held(struct agent *a, struct session *s, struct envv *env,
-                           struct spawn_req *sr, int *prelude_w, struct session_run **out,
-                           struct sbx_err *err)
-{
-    return run_begin(a, s, false, true, NULL, env, sr, prelude_w, out, err);
 }
 
 void session_run_spawned(struct session_run *run)
@@ -476,10 +451,10 @@ static int keep_var(const char *name, size_t name_len, const char *value, size_t
 }
 
 /* Parse "cwd\0" + `export -p` + "\0" into s. Returns false (s untouched) on anything else. */
-static bool run_apply(struct session_run *run, struct session *s)
+static bool run_apply(struct session_run *run, const char *buf, size_t len, struct session *s)
 {
-    const char *p = run->buf, *end = run->buf + run->len;
-    if (run->overflow || run->len < 2 || end[-1] != '\0')
+    const char *p = buf, *end = buf + len;
+    if (len < 2 || end[-1] != '\0')
         return false;
     const char *cwd = p;
     p += strlen(p) + 1;
@@ -514,14 +489,36 @@ static bool run_apply(struct session_run *run, struct session *s)
     return true;
 }
 
+struct session_run *session_run_resident(struct agent *a, struct session *s)
+{
+    struct session_run *run = sbx_xcalloc(1, sizeof(*run));
+    run->agent = a;
+    snprintf(run->id, sizeof(run->id), "%s", s->id);
+    run->gen = s->gen;
+    run->resident = true;
+    run->state_r = run->state_w = run->prelude_r = -1;
+    envv_init_empty(&run->overlay);
+    return run;
+}
+
+bool session_run_save(struct session_run *run, const char *state, size_t len)
+{
+    struct session *s = session_find(run->agent, run->id);
+    run->saved = s && s->gen == run->gen && run_apply(run, state, len, s);
+    return run->saved;
+}
+
 json_t *session_run_end(struct session_run *run)
 {
     bool saved = false;
     if (run->capture && run->state_r >= 0) {
         run_read(run); /* the trap ran before the shell exited: all of it is in the pipe */
         struct session *s = session_find(run->agent, run->id);
-        if (s && s->gen == run->gen)
-            saved = run_apply(run, s);
+        if (s && s->gen == run->gen && !run->overflow)
+            saved = run_apply(run, run->buf, run->len, s);
+        snprintf(run->agent->spare_for, sizeof(run->agent->spare_for), "%s", run->id);
+    } else if (run->resident) {
+        saved = run->saved;
         snprintf(run->agent->spare_for, sizeof(run->agent->spare_for), "%s", run->id);
     }
     json_t *o = json_pack("{s:s,s:b,s:b}", "id", run->id, "created", run->created, "saved", saved);

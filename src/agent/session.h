@@ -62,14 +62,12 @@ struct session_run;
 int session_run_begin(struct agent *a, struct session *s, bool created, bool capture,
                       json_t *overlay, struct envv *env, struct spawn_req *sr,
                       struct session_run **out, struct sbx_err *err);
-/* The same for the shell a spare keeps ready (spare.c): a `bash -c` capture with no
- * overlay, whose prelude's write end is left in *prelude_w (non-blocking); bash waits
- * for its end before it runs anything. */
-int session_run_begin_held(struct agent *a, struct session *s, struct envv *env,
-                           struct spawn_req *sr, int *prelude_w, struct session_run **out,
-                           struct sbx_err *err);
-/* The text sourced before every session command (through BASH_ENV). */
-const char *session_prelude(void);
+/* A command a resident shell of s runs (spare.c): nothing to spawn, and its state comes
+ * back through session_run_save. */
+struct session_run *session_run_resident(struct agent *a, struct session *s);
+/* Save "cwd\0" + `export -p` + "\0" (len bytes) into the run's session, unless it was
+ * deleted meanwhile; what session_run_end reports as "saved". */
+bool session_run_save(struct session_run *run, const char *state, size_t len);
 struct session *session_find(struct agent *a, const char *id);
 /* The command was spawned (or not): drop the fds only the child needs. */
 void session_run_spawned(struct session_run *run);

@@ -1,72 +1,420 @@
 #include "spare.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "../common/sbxuser.h"
 #include "../common/util.h"
 #include "agent.h"
 #include "env.h"
 #include "session.h"
 #include "spawn.h"
 
-/* What the spare runs once its prelude (which sets __sbx_c) has been sourced. */
-#define SPARE_SCRIPT "eval -- \"$__sbx_c\""
+/* The shell's fds: its records, and the control pipe it reads command numbers and
+ * answers from (closed for the command itself). */
+#define SPARE_FD_STATE SESSION_FD_STATE
+#define SPARE_FD_CTL SESSION_FD_PRELUDE
+/* One record: "kind\0cwd\0" + `export -p` + "\0" + the EXIT trap + "\0" + the dump + "\0".
+ * The exports are bounded by the session's limits (each byte may take four, "\303") and
+ * come twice (the dump declares them too); the rest of the dump is what the shell holds
+ * besides, which a command may make large: past this the shell is retired. */
+#define SPARE_RECORD_MAX (2u * (4u * ENV_MAX_BYTES + 16u * ENV_MAX_VARS) + (1u << 20))
+/* The shell's group is looked at before reuse; past this many processes in the sandbox it
+ * is retired rather than looked through. */
+#define SPARE_SCAN_MAX 512
+
+/* Kinds of record: "b" once before the first command (the dump every later one must
+ * match), "d<status>" after a command, "x" from the EXIT trap. The answer to "d" is "k"
+ * (go on) or "x" (exit with the command's status, in its redirections). hash -r: a fresh
+ * shell has no remembered command paths. DIRSTACK holds the current directory, so only
+ * its length is compared. */
+#define SPARE_NAMES                                                                                \
+    "${!A*} ${!B*} ${!C*} ${!D*} ${!E*} ${!F*} ${!G*} ${!H*} ${!I*} ${!J*} ${!K*} ${!L*} ${!M*} "  \
+    "${!N*} ${!O*} ${!P*} ${!Q*} ${!R*} ${!S*} ${!T*} ${!U*} ${!V*} ${!W*} ${!X*} ${!Y*} ${!Z*}"   \
+    " ${!a*} ${!b*} ${!c*} ${!d*} ${!e*} ${!f*} ${!g*} ${!h*} ${!i*} ${!j*} ${!k*} ${!l*} ${!m*} " \
+    "${!n*} ${!o*} ${!p*} ${!q*} ${!r*} ${!s*} ${!t*} ${!u*} ${!v*} ${!w*} ${!x*} ${!y*} ${!z*} "  \
+    "${!_*}"
+
+#define SPARE_SCRIPT                                                                               \
+    "exec 1>/dev/null 2>&1\n"                                                                      \
+    "__sbx_rep() {\n"                                                                              \
+    " local __sbx_m __sbx_e= __sbx_i=\"$IFS\" IFS=' '\n"                                           \
+    " local __sbx_a=\"" SPARE_NAMES "\" __sbx_f=(/proc/$$/fd/?)\n"                                 \
+    " for __sbx_m in $__sbx_a; do\n"                                                               \
+    "  [[ ${!__sbx_m@a} == *x* ]] && __sbx_e+=\"${!__sbx_m@A}\"$'\\n'\n"                           \
+    " done\n"                                                                                      \
+    " [[ . -ef $PWD ]]; __sbx_m=$?\n"                                                              \
+    " builtin printf '%s\\0%s\\0%s\\0' \"$1\" \"$PWD\" \"$__sbx_e\" || return\n"                   \
+    " builtin trap -p EXIT\n"                                                                      \
+    " builtin printf '\\0%s\\1%s\\1%s\\1%s\\1%s\\1%s\\1%s\\1%s\\1%s\\1%s\\1%s\\1%s\\1' "           \
+    "\"$__sbx_a\""                                                                                 \
+    " \"$0\" \"$__sbx_i\" \"$OPTIND\" \"$OPTERR\" \"$PS4\" \"$HOSTNAME\" \"$SHELLOPTS\" "          \
+    "\"$BASHOPTS\""                                                                                \
+    " \"${#DIRSTACK[@]}\" \"$__sbx_m\" \"${__sbx_f[*]}\"\n"                                        \
+    " builtin declare -F; builtin alias -p; builtin trap -p; builtin umask; builtin ulimit -a\n"   \
+    " builtin jobs -p; builtin printf '\\0'\n"                                                     \
+    "}\n"                                                                                          \
+    "__sbx_run() { builtin eval -- \"$__sbx_c\"; }\n"                                              \
+    "__sbx_one() {\n"                                                                              \
+    " builtin hash -r; SECONDS=0\n"                                                                \
+    " __sbx_run 101<&-\n"                                                                          \
+    " __sbx_s=$?\n"                                                                                \
+    " { __sbx_rep \"d$__sbx_s\" >&100 && IFS= builtin read -r -u 101 __sbx_v &&"                   \
+    " [[ $__sbx_v == k ]]; } 2>/dev/null || builtin exit \"$__sbx_s\"\n"                           \
+    "}\n"                                                                                          \
+    "__sbx_c= __sbx_n= __sbx_s= __sbx_v=\n"                                                        \
+    "builtin trap -- '__sbx_rep x >&100' EXIT\n"                                                   \
+    "__sbx_rep b >&100\n"                                                                          \
+    "while IFS= builtin read -r -u 101 __sbx_n; do\n"                                              \
+    " IFS= builtin read -r -d '' __sbx_c <\"" SPARE_DIR "/$__sbx_n.c\"\n"                          \
+    " __sbx_one 0</dev/null 1>\"" SPARE_DIR "/$__sbx_n.o\" 2>\"" SPARE_DIR "/$__sbx_n.e\""         \
+    " || builtin exit 1\n"                                                                         \
+    "done\n"
 
 struct spare {
+    struct agent *agent;
     char sid[SESSION_ID_MAX + 1];
     unsigned long long gen;
     bool root;
-    char *cwd;
-    dev_t cwd_dev; /* what cwd was when the shell entered it */
+    char *cwd; /* what the shell is in, and its device and inode */
+    dev_t cwd_dev;
     ino_t cwd_ino;
-    struct envv env; /* the session's environment it started with */
+    struct envv env; /* the session's environment the shell has */
     pid_t pid;
-    struct spawn_fds fds;
-    int prelude_w;
-    struct session_run *run;
+    bool reaped;  /* the pid is gone: never signal it */
+    bool retired; /* not to take another command */
+    bool lost;    /* a record outgrew SPARE_RECORD_MAX: the rest is skipped */
+    int ctl_w, state_r;
+    struct loop_watch *w;
+    char *buf; /* records read and not yet handled */
+    size_t len;
+    char *base; /* the "b" record's trap and filtered dump; NULL until it came */
+    size_t base_len;
+    /* The command in it, between take and release. */
+    bool busy, answered;
+    bool done_due; /* "k" was answered: tell the stream once the records are handled */
+    int done_status;
+    unsigned long long seq;
+    int out_hold, err_hold;  /* write ends of the FIFOs, held until the shell has its own */
+    struct session_run *run; /* the stream's */
+    spare_done_fn done;
+    void *data;
 };
+
+void spare_init(struct agent *a)
+{
+    a->spare_dir = -1;
+    if (!a->pid1)
+        return;
+    if (mkdir(SPARE_DIR, 0711) < 0 && errno != EEXIST)
+        return;
+    a->spare_dir = open(SPARE_DIR, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+}
+
+static void unlink_files(struct spare *sp)
+{
+    static const char *const ext[] = {"c", "o", "e"};
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(ext); i++) {
+        char name[48];
+        snprintf(name, sizeof(name), "%llu.%s", sp->seq, ext[i]);
+        (void)unlinkat(sp->agent->spare_dir, name, 0);
+    }
+}
+
+static void close_holds(struct spare *sp)
+{
+    sbx_closep(&sp->out_hold);
+    sbx_closep(&sp->err_hold);
+    sp->out_hold = sp->err_hold = -1;
+}
 
 static void spare_free(struct spare *sp)
 {
     if (!sp)
         return;
-    sbx_closep(&sp->prelude_w);
-    sbx_closep(&sp->fds.out_r);
-    sbx_closep(&sp->fds.err_r);
-    session_run_free(sp->run);
+    if (sp->w)
+        loop_watch_del(sp->agent->loop, sp->w);
+    close_holds(sp);
+    if (sp->seq)
+        unlink_files(sp);
+    sbx_closep(&sp->ctl_w);
+    sbx_closep(&sp->state_r);
     envv_free(&sp->env);
+    free(sp->base);
+    free(sp->buf);
     free(sp->cwd);
     free(sp);
 }
 
-/* Kill the waiting shell in slot i (the reaper collects it as an unowned child). */
+/* Take the shell out of its slot. An idle one is killed alone: background processes
+ * left in its group by commands before are not the shell's to end. A busy one is left to
+ * its stream, which releases it. */
 static void spare_drop(struct agent *a, unsigned i)
 {
     struct spare *sp = TAKE_PTR(a->spares[i]);
     if (!sp)
         return;
-    (void)kill(-sp->pid, SIGKILL);
+    sp->retired = true;
+    if (sp->busy)
+        return;
+    if (!sp->reaped)
+        (void)kill(sp->pid, SIGKILL);
     spare_free(sp);
 }
 
 void spare_drop_all(struct agent *a)
 {
     for (unsigned i = 0; i < AGENT_MAX_SPARES; i++)
-        spare_drop(a, i);
+        if (a->spares[i] && !a->spares[i]->busy)
+            spare_drop(a, i);
 }
 
-/* The slot of session id's spare, or -1. */
-static int spare_slot(const struct agent *a, const char *sid)
+unsigned spare_idle(const struct agent *a)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < AGENT_MAX_SPARES; i++)
+        n += a->spares[i] && !a->spares[i]->busy;
+    return n;
+}
+
+static int spare_slot_of(const struct agent *a, const struct spare *sp)
 {
     for (unsigned i = 0; i < AGENT_MAX_SPARES; i++)
-        if (a->spares[i] && !strcmp(a->spares[i]->sid, sid))
+        if (a->spares[i] == sp)
             return (int)i;
     return -1;
 }
+
+/* ---- the dump ---- */
+
+/* Exported names, as `export -p` declares them (one line each: bash quotes newlines),
+ * sorted for lookup. */
+struct name {
+    const char *s;
+    size_t len;
+};
+
+static int name_cmp(const void *x, const void *y)
+{
+    const struct name *a = x, *b = y;
+    int c = memcmp(a->s, b->s, a->len < b->len ? a->len : b->len);
+    return c ? c : (a->len > b->len) - (a->len < b->len);
+}
+
+static struct name *names_of_exports(const char *p, size_t len, size_t *n)
+{
+    const char *end = p + len;
+    struct name *v = NULL;
+    size_t cap = 0;
+    *n = 0;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *eol = nl ? nl : end;
+        const char *sp = (size_t)(eol - p) > 9 && !memcmp(p, "declare -", 9)
+                             ? memchr(p + 9, ' ', (size_t)(eol - p - 9))
+                             : NULL;
+        if (sp) {
+            const char *name = sp + 1, *ne = name;
+            while (ne < eol && *ne != '=')
+                ne++;
+            if (*n == cap) {
+                cap = cap ? 2 * cap : 64;
+                v = sbx_xrealloc(v, cap * sizeof(*v));
+            }
+            v[(*n)++] = (struct name){name, (size_t)(ne - name)};
+        }
+        p = eol + 1;
+    }
+    if (*n)
+        qsort(v, *n, sizeof(*v), name_cmp);
+    return v;
+}
+
+/* The dump as compared: the names of the shell's variables less the exported ones (the
+ * session saves those), then everything after them. */
+static char *dump_norm(const char *exports, size_t elen, const char *dump, size_t dlen,
+                       size_t *out_len)
+{
+    size_t n;
+    _cleanup_free_ struct name *exported = names_of_exports(exports, elen, &n);
+    char *out = sbx_xmalloc(dlen + 1), *o = out;
+    const char *end = dump + dlen, *names_end = memchr(dump, '\1', dlen);
+    if (!names_end)
+        names_end = end;
+    for (const char *p = dump; p < names_end;) {
+        const char *sp = memchr(p, ' ', (size_t)(names_end - p));
+        const char *te = sp ? sp : names_end;
+        struct name key = {p, (size_t)(te - p)};
+        if (te > p && !(n && bsearch(&key, exported, n, sizeof(*exported), name_cmp))) {
+            memcpy(o, p, (size_t)(te - p) + (sp != NULL));
+            o += te - p + (sp != NULL);
+        }
+        p = te + 1;
+    }
+    memcpy(o, names_end, (size_t)(end - names_end));
+    o += end - names_end;
+    *out_len = (size_t)(o - out);
+    return out;
+}
+
+/* ---- records ---- */
+
+static void answer(struct spare *sp, const char *verdict)
+{
+    sp->answered = true;
+    ssize_t n;
+    do
+        n = write(sp->ctl_w, verdict, strlen(verdict));
+    while (n < 0 && errno == EINTR);
+    if (n != (ssize_t)strlen(verdict))
+        sp->retired = true; /* gone; its exit reaches the stream */
+}
+
+/* A "d" record: the command is done and the shell waits for its answer. */
+static void on_done(struct spare *sp, const char *kind, const char *state, size_t state_len,
+                    const char *exports, size_t exports_len, const char *trap, size_t trap_len,
+                    const char *dump, size_t dump_len)
+{
+    struct agent *a = sp->agent;
+    char *end;
+    long st = strtol(kind + 1, &end, 10);
+    bool keep = !*end && st >= 0 && st <= 255 && sp->base;
+    /* The command replaced the EXIT trap: as in a fresh bash, its own runs at the exit and
+     * nothing is saved. */
+    keep = keep && strlen(sp->base) == trap_len && !memcmp(sp->base, trap, trap_len);
+    if (keep) {
+        /* Not saved (too large, the session gone): the shell holds what the session does
+         * not, so it must not go on. */
+        keep = session_run_save(sp->run, state, state_len);
+        size_t flen;
+        _cleanup_free_ char *f = dump_norm(exports, exports_len, dump, dump_len, &flen);
+        size_t blen = sp->base_len - trap_len - 1;
+        keep = keep && flen == blen && !memcmp(f, sp->base + trap_len + 1, flen);
+    }
+    close_holds(sp); /* the shell has them open until it leaves the command's redirections */
+    if (!keep) {
+        sp->retired = true;
+        answer(sp, "x\n");
+        return; /* its exit comes to the stream */
+    }
+    struct session *s = session_find(a, sp->sid);
+    envv_free(&sp->env);
+    envv_copy(&sp->env, &s->env);
+    free(sp->cwd);
+    sp->cwd = sbx_xstrdup(s->cwd);
+    struct stat now;
+    if (stat(sp->cwd, &now) == 0) {
+        sp->cwd_dev = now.st_dev;
+        sp->cwd_ino = now.st_ino;
+    } else {
+        sp->retired = true;
+    }
+    answer(sp, "k\n");
+    if (!sp->retired) {
+        sp->done_due = true;
+        sp->done_status = W_EXITCODE((int)st, 0);
+    }
+}
+
+static void handle(struct spare *sp, const char *rec, size_t len)
+{
+    const char *f[5];
+    size_t flen[5];
+    const char *p = rec;
+    for (int i = 0; i < 5; i++) {
+        f[i] = p;
+        flen[i] = strlen(p);
+        p += flen[i] + 1;
+    }
+    /* cwd and exports, as session_run_save takes them */
+    size_t state_len = flen[1] + 1 + flen[2] + 1;
+    if (f[0][0] == 'b' && !sp->base) {
+        sp->base_len = flen[3] + 1;
+        size_t dlen;
+        _cleanup_free_ char *d = dump_norm(f[2], flen[2], f[4], flen[4], &dlen);
+        sp->base = sbx_xmalloc(sp->base_len + dlen + 1);
+        memcpy(sp->base, f[3], flen[3] + 1);
+        memcpy(sp->base + sp->base_len, d, dlen);
+        sp->base_len += dlen;
+        sp->base[sp->base_len] = '\0';
+    } else if (f[0][0] == 'd' && sp->busy && !sp->answered) {
+        on_done(sp, f[0], f[1], state_len, f[2], flen[2], f[3], flen[3], f[4], flen[4]);
+    } else if (f[0][0] == 'x' && sp->busy && !sp->answered) {
+        /* `exit` in the command: its state is saved, as a fresh bash's trap would. */
+        sp->answered = true;
+        sp->retired = true;
+        (void)session_run_save(sp->run, f[1], state_len);
+        close_holds(sp);
+    }
+}
+
+static void spare_readable(struct loop *l, int fd, uint32_t events, void *data)
+{
+    struct spare *sp = data;
+    for (;;) {
+        char tmp[16384];
+        ssize_t n = read(sp->state_r, tmp, sizeof(tmp));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            if (n == 0) { /* the shell is gone */
+                loop_watch_del(l, sp->w);
+                sp->w = NULL;
+                sp->retired = true;
+            }
+            break;
+        }
+        if (sp->lost)
+            continue;
+        if (sp->len + (size_t)n > SPARE_RECORD_MAX) {
+            sp->lost = sp->retired = true;
+            sp->len = 0;
+            if (sp->busy && !sp->answered) {
+                /* It will wait for an answer to a record we cannot read: have it exit. */
+                answer(sp, "x\n");
+                close_holds(sp);
+            }
+            continue;
+        }
+        sp->buf = sbx_xrealloc(sp->buf, sp->len + (size_t)n);
+        memcpy(sp->buf + sp->len, tmp, (size_t)n);
+        sp->len += (size_t)n;
+    }
+    /* Whole records: five NUL-terminated fields. */
+    size_t off = 0;
+    for (;;) {
+        size_t at = off;
+        int nul = 0;
+        while (at < sp->len && nul < 5)
+            nul += sp->buf[at++] == '\0';
+        if (nul < 5)
+            break;
+        handle(sp, sp->buf + off, at - off);
+        off = at;
+    }
+    if (off) {
+        memmove(sp->buf, sp->buf + off, sp->len - off);
+        sp->len -= off;
+    }
+    /* Last: the stream may finish at once, release the shell and the refill drop it. */
+    if (sp->done_due && sp->done) {
+        spare_done_fn done = sp->done;
+        sp->done = NULL;
+        sp->done_due = false;
+        done(sp->data, sp->done_status);
+    }
+}
+
+/* ---- taking and giving back ---- */
 
 static bool env_equal(const struct envv *x, const struct envv *y)
 {
@@ -89,140 +437,272 @@ static bool same_cwd(const struct spare *sp, const char *cwd)
 
 static bool spare_fits(const struct spare *sp, const struct session *s, bool root)
 {
-    return !strcmp(sp->sid, s->id) && sp->gen == s->gen && sp->root == root &&
-           env_equal(&sp->env, &s->env) && same_cwd(sp, session_cwd(s));
+    return !sp->busy && !sp->retired && !strcmp(sp->sid, s->id) && sp->gen == s->gen &&
+           sp->root == root && env_equal(&sp->env, &s->env) && same_cwd(sp, session_cwd(s));
 }
 
-/* The prelude, then SECONDS=0 (bash counts them from its start, which was a while ago)
- * and __sbx_c='S' (each ' as '\''). NULL when it would not fit. */
-static char *prelude_with(const char *cmd, size_t *len)
+static int spare_slot(const struct agent *a, const char *sid)
 {
-    const char *pre = session_prelude();
-    size_t plen = strlen(pre), clen = strlen(cmd), quotes = 0;
-    if (clen > SPARE_CMD_MAX)
-        return NULL;
-    for (size_t i = 0; i < clen; i++)
-        quotes += cmd[i] == '\'';
-    size_t cap = plen + sizeof("SECONDS=0 __sbx_c=''\n") + clen + 3 * quotes;
-    char *t = sbx_xmalloc(cap), *p = t;
-    memcpy(p, pre, plen);
-    p += plen;
-    memcpy(p, "SECONDS=0 __sbx_c='", 19);
-    p += 19;
-    for (size_t i = 0; i < clen; i++) {
-        if (cmd[i] == '\'') {
-            memcpy(p, "'\\''", 4);
-            p += 4;
-        } else {
-            *p++ = cmd[i];
-        }
+    for (unsigned i = 0; i < AGENT_MAX_SPARES; i++)
+        if (a->spares[i] && !strcmp(a->spares[i]->sid, sid))
+            return (int)i;
+    return -1;
+}
+
+/* name in SPARE_DIR, owned by whoever the shell runs as. */
+static int make_owned(struct spare *sp, const char *name)
+{
+    if (sp->root || !spawn_switches_user())
+        return 0;
+    return fchownat(sp->agent->spare_dir, name, SBX_USER_UID, SBX_USER_GID, AT_SYMLINK_NOFOLLOW) < 0
+               ? -errno
+               : 0;
+}
+
+/* The command's file and FIFOs, the read ends in fds and the write ends held. */
+static int make_files(struct spare *sp, const char *cmd, struct spawn_fds *fds)
+{
+    int dir = sp->agent->spare_dir;
+    char name[48];
+    snprintf(name, sizeof(name), "%llu.c", sp->seq);
+    _cleanup_close_ int c = openat(dir, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (c < 0)
+        return -errno;
+    int r = sbx_write_all(c, cmd, strlen(cmd) + 1); /* read to its NUL */
+    if (r < 0 || (r = make_owned(sp, name)) < 0)
+        return r;
+    int *rd[2] = {&fds->out_r, &fds->err_r}, *hold[2] = {&sp->out_hold, &sp->err_hold};
+    static const char ext[2] = {'o', 'e'};
+    for (int i = 0; i < 2; i++) {
+        snprintf(name, sizeof(name), "%llu.%c", sp->seq, ext[i]);
+        if (mkfifoat(dir, name, 0600) < 0)
+            return -errno;
+        if ((r = make_owned(sp, name)) < 0)
+            return r;
+        /* Ours first, without blocking; then a writer of ours, so that the reader sees
+         * neither EOF nor a hang-up before the shell has opened its end. */
+        *rd[i] = openat(dir, name, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        if (*rd[i] < 0)
+            return -errno;
+        *hold[i] = openat(dir, name, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        if (*hold[i] < 0)
+            return -errno;
     }
-    memcpy(p, "'\n", 2);
-    p += 2;
-    *len = (size_t)(p - t);
-    return t;
+    return 0;
 }
 
 bool spare_take(struct agent *a, struct session *s, bool root, const char *cmd, pid_t *pid,
-                struct spawn_fds *fds, struct session_run **run)
+                struct spawn_fds *fds, struct session_run **run, struct spare **out)
 {
     int i = spare_slot(a, s->id);
-    if (i < 0)
+    if (i < 0 || strlen(cmd) > SPARE_CMD_MAX)
         return false;
     struct spare *sp = a->spares[i];
     if (!spare_fits(sp, s, root)) {
-        /* From before: the refill after this command starts the right one. */
+        if (!sp->busy) /* from before: the refill after this command starts the right one */
+            spare_drop(a, (unsigned)i);
+        return false;
+    }
+    struct spawn_fds f = {-1, -1, -1};
+    sp->seq = ++a->spare_seq;
+    int r = make_files(sp, cmd, &f);
+    char line[32];
+    int n = snprintf(line, sizeof(line), "%llu\n", sp->seq);
+    if (r == 0) {
+        ssize_t w;
+        do
+            w = write(sp->ctl_w, line, (size_t)n);
+        while (w < 0 && errno == EINTR);
+        if (w != n)
+            r = -EPIPE; /* into an empty pipe: all of it, unless the shell is gone */
+    }
+    if (r < 0) {
+        sbx_closep(&f.out_r);
+        sbx_closep(&f.err_r);
         spare_drop(a, (unsigned)i);
         return false;
     }
-    size_t len = 0;
-    _cleanup_free_ char *text = prelude_with(cmd, &len);
-    if (!text)
-        return false;
-    /* Into an empty pipe: all of it or nothing, unless the shell is gone (EPIPE). */
-    ssize_t n;
-    do
-        n = write(sp->prelude_w, text, len);
-    while (n < 0 && errno == EINTR);
-    if (n != (ssize_t)len) {
-        spare_drop(a, (unsigned)i);
-        return false;
-    }
-    a->spares[i] = NULL;
-    sbx_closep(&sp->prelude_w); /* the end of the prelude: bash goes on */
-    sp->prelude_w = -1;
+    sp->busy = true;
+    sp->answered = false;
+    sp->run = session_run_resident(a, s);
+    a->spare_tick[i] = ++a->spare_clock;
     *pid = sp->pid;
-    *fds = sp->fds;
-    sp->fds.out_r = sp->fds.err_r = -1;
-    *run = TAKE_PTR(sp->run);
-    spare_free(sp);
+    *fds = f;
+    *run = sp->run;
+    *out = sp;
     return true;
+}
+
+void spare_bind(struct spare *sp, spare_done_fn done, void *data)
+{
+    sp->done = done;
+    sp->data = data;
+}
+
+void spare_exited(struct spare *sp)
+{
+    sp->reaped = true;
+    sp->retired = true;
+    close_holds(sp);
+}
+
+void spare_release(struct agent *a, struct spare *sp, bool lost)
+{
+    if (lost)
+        sp->retired = true;
+    sp->busy = false;
+    sp->done_due = false;
+    sp->run = NULL;
+    sp->done = NULL;
+    close_holds(sp);
+    unlink_files(sp);
+    sp->seq = 0;
+    if (sp->retired) {
+        int i = spare_slot_of(a, sp);
+        if (i >= 0)
+            a->spares[i] = NULL;
+        /* Retired by an answer "x" or its own exit: it is ending (or ended) by itself. */
+        spare_free(sp);
+    }
+}
+
+bool spare_child_exit(struct agent *a, pid_t pid)
+{
+    for (unsigned i = 0; i < AGENT_MAX_SPARES; i++) {
+        struct spare *sp = a->spares[i];
+        if (sp && sp->pid == pid) {
+            sp->reaped = true;
+            spare_drop(a, i);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* ---- starting one ---- */
+
+/* Nothing but the shell in its group: a timeout kills the group, so what a command left
+ * there would die with a later one. */
+static bool spare_clean(const struct spare *sp)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return false;
+    bool clean = true;
+    unsigned seen = 0;
+    struct dirent *de;
+    while (clean && (de = readdir(d))) {
+        char *end;
+        long pid = strtol(de->d_name, &end, 10);
+        if (*end || end == de->d_name || pid == sp->pid)
+            continue;
+        if (++seen > SPARE_SCAN_MAX) {
+            clean = false;
+            break;
+        }
+        char stat_path[64], buf[512];
+        snprintf(stat_path, sizeof(stat_path), "/proc/%ld/stat", pid);
+        _cleanup_close_ int fd = open(stat_path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        ssize_t m = read(fd, buf, sizeof(buf) - 1);
+        if (m <= 0)
+            continue;
+        buf[m] = '\0';
+        /* "pid (comm) S ppid pgrp ...": comm may hold anything but ends at the last ')'. */
+        const char *rp = strrchr(buf, ')');
+        int ppid, pgrp;
+        char state;
+        if (rp && sscanf(rp + 1, " %c %d %d", &state, &ppid, &pgrp) == 3 && pgrp == sp->pid)
+            clean = false;
+    }
+    closedir(d);
+    return clean;
+}
+
+static struct spare *spare_start(struct agent *a, struct session *s)
+{
+    struct spare *sp = sbx_xcalloc(1, sizeof(*sp));
+    sp->agent = a;
+    sp->ctl_w = sp->state_r = sp->out_hold = sp->err_hold = -1;
+    snprintf(sp->sid, sizeof(sp->sid), "%s", s->id);
+    sp->gen = s->gen;
+    sp->root = s->root;
+    sp->cwd = sbx_xstrdup(session_cwd(s));
+    envv_copy(&sp->env, &s->env);
+    struct stat st;
+    int state[2] = {-1, -1}, ctl[2] = {-1, -1};
+    struct spawn_fds fds = {-1, -1, -1};
+    static const char *const argv[] = {"/bin/bash", "-c", SPARE_SCRIPT, NULL};
+    struct spawn_req sr = {.argv = argv, .envp = sp->env.v, .cwd = sp->cwd, .root = sp->root};
+    struct sbx_err err = {0};
+    int r = stat(sp->cwd, &st) < 0 ? -errno : 0;
+    if (r == 0 && (pipe2(state, O_CLOEXEC) < 0 || pipe2(ctl, O_CLOEXEC) < 0))
+        r = -errno;
+    if (r == 0 && (sbx_set_nonblock(state[0]) < 0 || sbx_set_nonblock(ctl[1]) < 0))
+        r = -errno;
+    if (r == 0) {
+        sr.extra[SPARE_FD_STATE - SPAWN_EXTRA_FD_MIN] = state[1];
+        sr.extra[SPARE_FD_CTL - SPAWN_EXTRA_FD_MIN] = ctl[0];
+        r = spawn_command(&sr, &sp->pid, &fds, &err);
+    }
+    sbx_closep(&state[1]);
+    sbx_closep(&ctl[0]);
+    /* It sends its own output to /dev/null at once. */
+    sbx_closep(&fds.out_r);
+    sbx_closep(&fds.err_r);
+    sp->state_r = state[0];
+    sp->ctl_w = ctl[1];
+    if (r == 0)
+        r = loop_watch_add(a->loop, sp->state_r, EPOLLIN, spare_readable, sp, &sp->w);
+    /* Looked at again now the shell is in it: a directory replaced in between is not the
+     * one it holds. */
+    struct stat after;
+    if (r == 0 &&
+        (stat(sp->cwd, &after) < 0 || after.st_dev != st.st_dev || after.st_ino != st.st_ino))
+        r = -ESTALE;
+    sp->cwd_dev = st.st_dev;
+    sp->cwd_ino = st.st_ino;
+    if (r < 0) {
+        if (sp->pid > 0)
+            (void)kill(sp->pid, SIGKILL);
+        spare_free(sp);
+        return NULL;
+    }
+    return sp;
 }
 
 void spare_refill(struct agent *a)
 {
-    if (!a->spare_for[0])
+    if (!a->spare_for[0] || a->spare_dir < 0)
         return;
     struct session *s = session_find(a, a->spare_for);
     a->spare_for[0] = '\0';
     if (!s)
         return;
     int i = spare_slot(a, s->id);
-    if (i >= 0 && spare_fits(a->spares[i], s, s->root)) {
+    if (i >= 0 && a->spares[i]->busy)
+        return; /* another command of the session still runs in it */
+    if (i >= 0 && spare_fits(a->spares[i], s, s->root) && spare_clean(a->spares[i])) {
         a->spare_tick[i] = ++a->spare_clock;
         return;
     }
-    if (i < 0) { /* a free slot, else the one used longest ago */
-        i = 0;
+    if (i < 0) { /* a free slot, else the one used longest ago that is idle */
         for (unsigned k = 0; k < AGENT_MAX_SPARES; k++) {
             if (!a->spares[k]) {
                 i = (int)k;
                 break;
             }
-            if (a->spare_tick[k] < a->spare_tick[i])
+            if (!a->spares[k]->busy && (i < 0 || a->spare_tick[k] < a->spare_tick[i]))
                 i = (int)k;
         }
+        if (i < 0)
+            return;
     }
     spare_drop(a, (unsigned)i);
-
-    struct spare *sp = sbx_xcalloc(1, sizeof(*sp));
-    sp->prelude_w = sp->fds.in_w = sp->fds.out_r = sp->fds.err_r = -1;
-    snprintf(sp->sid, sizeof(sp->sid), "%s", s->id);
-    sp->gen = s->gen;
-    sp->root = s->root;
-    sp->cwd = sbx_xstrdup(session_cwd(s));
-    struct stat st;
-    if (stat(sp->cwd, &st) < 0) {
-        spare_free(sp);
+    struct spare *sp = spare_start(a, s);
+    if (!sp)
         return;
-    }
-    envv_copy(&sp->env, &s->env);
-    struct envv env;
-    envv_copy(&env, &s->env);
-    static const char *const argv[] = {"/bin/bash", "-c", SPARE_SCRIPT, NULL};
-    struct spawn_req sr = {.argv = argv, .cwd = sp->cwd, .extra = {-1, -1}, .root = sp->root};
-    struct sbx_err err = {0};
-    int r = session_run_begin_held(a, s, &env, &sr, &sp->prelude_w, &sp->run, &err);
-    if (r == 0) {
-        sr.envp = env.v;
-        r = spawn_command(&sr, &sp->pid, &sp->fds, &err);
-        session_run_spawned(sp->run);
-    }
-    envv_free(&env);
-    /* Looked at again now the shell is in it: a directory replaced in between is not the
-     * one it holds. */
-    struct stat after;
-    if (r == 0 &&
-        (stat(sp->cwd, &after) < 0 || after.st_dev != st.st_dev || after.st_ino != st.st_ino)) {
-        (void)kill(-sp->pid, SIGKILL);
-        r = -ESTALE;
-    }
-    sp->cwd_dev = st.st_dev;
-    sp->cwd_ino = st.st_ino;
-    if (r < 0) {
-        spare_free(sp);
-        return;
-    }
     a->spares[i] = sp;
     a->spare_tick[i] = ++a->spare_clock;
 }

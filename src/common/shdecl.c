@@ -140,6 +140,34 @@ static int ansi(struct cur *c, char *out, size_t *out_len)
     return -EINVAL;
 }
 
+/* Single quotes as `${V@A}` writes them: 'a'\''b' is a'b. Decoding never lengthens the
+ * text. */
+static int squoted(struct cur *c, char *out, size_t *out_len)
+{
+    size_t n = 0;
+    bool any = false;
+    for (;;) {
+        if (eat(c, "\\'")) {
+            if (out)
+                out[n] = '\'';
+            n++;
+        } else if (eat(c, "'")) {
+            const char *q = memchr(c->p, '\'', (size_t)(c->end - c->p));
+            if (!q || memchr(c->p, '\0', (size_t)(q - c->p)))
+                return -EINVAL;
+            if (out)
+                memcpy(out + n, c->p, (size_t)(q - c->p));
+            n += (size_t)(q - c->p);
+            c->p = q + 1;
+        } else {
+            break;
+        }
+        any = true;
+    }
+    *out_len = n;
+    return any ? 0 : -EINVAL;
+}
+
 /* After the '(' of an array's value: its quoted elements, up to the closing ')'. */
 static int skip_array(struct cur *c)
 {
@@ -192,6 +220,8 @@ static int parse_line(struct cur *c, char *name, char *value, shdecl_fn fn, void
         r = ansi(c, value, &value_len);
     else if (eat(c, "("))
         r = skip_array(c), array = true;
+    else if (c->p < c->end && (*c->p == '\'' || *c->p == '\\'))
+        r = squoted(c, value, &value_len);
     else
         r = -EINVAL;
     if (r < 0 || !eat(c, "\n"))

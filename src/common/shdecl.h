@@ -3,7 +3,9 @@
  * than walking every variable in shell code, which cost about 1.5 ms a command.
  *
  * Lines are `declare -FLAGS NAME`, `declare -FLAGS NAME="V"` or `declare -FLAGS NAME=$'V'`
- * (`export NAME...` once the command turned on POSIX mode); arrays are `NAME=(...)`. The
+ * (`export NAME...` once the command turned on POSIX mode), or `declare -FLAGS NAME='V'`
+ * with each ' as '\'' (what `${NAME@A}` writes, for a resident shell); arrays are
+ * `NAME=(...)`. The
  * text may also hold whatever the command itself wrote to the same pipe: anything that is
  * not of that shape is refused whole. */
 #ifndef SBX_COMMON_SHDECL_H

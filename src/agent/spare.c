@@ -36,7 +36,13 @@
  * match), "d<status>" after a command, "x" from the EXIT trap. The answer to "d" is "k"
  * (go on) or "x" (exit with the command's status, in its redirections). hash -r: a fresh
  * shell has no remembered command paths. DIRSTACK holds the current directory, so only
- * its length is compared. */
+ * its length is compared.
+ *
+ * The command is evaluated at the top level, as in `bash -c` (in a function, `declare`
+ * would make locals and `return` would return), inside two loops that a `break` or
+ * `continue` of its own may leave: the command then ends there, and the next turn reports
+ * it ($__sbx_p) before reading another; `break 2` ends the shell. One line, so that the
+ * command's line numbers are those it would have in `bash -c`. */
 #define SPARE_NAMES                                                                                \
     "${!A*} ${!B*} ${!C*} ${!D*} ${!E*} ${!F*} ${!G*} ${!H*} ${!I*} ${!J*} ${!K*} ${!L*} ${!M*} "  \
     "${!N*} ${!O*} ${!P*} ${!Q*} ${!R*} ${!S*} ${!T*} ${!U*} ${!V*} ${!W*} ${!X*} ${!Y*} ${!Z*}"   \
@@ -45,40 +51,39 @@
     "${!_*}"
 
 #define SPARE_SCRIPT                                                                               \
-    "exec 1>/dev/null 2>&1\n"                                                                      \
-    "__sbx_rep() {\n"                                                                              \
-    " local __sbx_m __sbx_e= __sbx_i=\"$IFS\" IFS=' '\n"                                           \
-    " local __sbx_a=\"" SPARE_NAMES "\" __sbx_f=(/proc/$$/fd/?)\n"                                 \
-    " for __sbx_m in $__sbx_a; do\n"                                                               \
-    "  [[ ${!__sbx_m@a} == *x* ]] && __sbx_e+=\"${!__sbx_m@A}\"$'\\n'\n"                           \
-    " done\n"                                                                                      \
-    " [[ . -ef $PWD ]]; __sbx_m=$?\n"                                                              \
-    " builtin printf '%s\\0%s\\0%s\\0' \"$1\" \"$PWD\" \"$__sbx_e\" || return\n"                   \
-    " builtin trap -p EXIT\n"                                                                      \
-    " builtin printf '\\0%s\\1%s\\1%s\\1%s\\1%s\\1%s\\1%s\\1%s\\1%s\\1%s\\1%s\\1%s\\1' "           \
-    "\"$__sbx_a\""                                                                                 \
-    " \"$0\" \"$__sbx_i\" \"$OPTIND\" \"$OPTERR\" \"$PS4\" \"$HOSTNAME\" \"$SHELLOPTS\" "          \
-    "\"$BASHOPTS\""                                                                                \
-    " \"${#DIRSTACK[@]}\" \"$__sbx_m\" \"${__sbx_f[*]}\"\n"                                        \
-    " builtin declare -F; builtin alias -p; builtin trap -p; builtin umask; builtin ulimit -a\n"   \
-    " builtin jobs -p; builtin printf '\\0'\n"                                                     \
-    "}\n"                                                                                          \
-    "__sbx_run() { builtin eval -- \"$__sbx_c\"; }\n"                                              \
-    "__sbx_one() {\n"                                                                              \
-    " builtin hash -r; SECONDS=0\n"                                                                \
-    " __sbx_run 101<&-\n"                                                                          \
-    " __sbx_s=$?\n"                                                                                \
-    " { __sbx_rep \"d$__sbx_s\" >&100 && IFS= builtin read -r -u 101 __sbx_v &&"                   \
-    " [[ $__sbx_v == k ]]; } 2>/dev/null || builtin exit \"$__sbx_s\"\n"                           \
-    "}\n"                                                                                          \
-    "__sbx_c= __sbx_n= __sbx_s= __sbx_v=\n"                                                        \
-    "builtin trap -- '__sbx_rep x >&100' EXIT\n"                                                   \
-    "__sbx_rep b >&100\n"                                                                          \
-    "while IFS= builtin read -r -u 101 __sbx_n; do\n"                                              \
-    " IFS= builtin read -r -d '' __sbx_c <\"" SPARE_DIR "/$__sbx_n.c\"\n"                          \
-    " __sbx_one 0</dev/null 1>\"" SPARE_DIR "/$__sbx_n.o\" 2>\"" SPARE_DIR "/$__sbx_n.e\""         \
-    " || builtin exit 1\n"                                                                         \
-    "done\n"
+    "exec 1>/dev/null 2>&1; "                                                                      \
+    "__sbx_rep() { "                                                                               \
+    "local __sbx_m __sbx_e= __sbx_i=\"$IFS\" IFS=' '; "                                            \
+    "local __sbx_a=\"" SPARE_NAMES "\" __sbx_f=(/proc/$$/fd/?); "                                  \
+    "for __sbx_m in $__sbx_a; do "                                                                 \
+    "[[ ${!__sbx_m@a} == *x* ]] && __sbx_e+=\"${!__sbx_m@A}\"$'\\n'; "                             \
+    "done; "                                                                                       \
+    "[[ . -ef $PWD ]]; __sbx_m=$?; "                                                               \
+    "builtin printf '%s\\0%s\\0%s\\0' \"$1\" \"$PWD\" \"$__sbx_e\" || return; "                    \
+    "builtin trap -p EXIT; "                                                                       \
+    "builtin printf '\\0%s\\1%s\\1%s\\1%s\\1%s\\1%s\\1%s\\1%s\\1%s\\1%s\\1%s\\1%s\\1' "            \
+    "\"$__sbx_a\" \"$0\" \"$__sbx_i\" \"$OPTIND\" \"$OPTERR\" \"$PS4\" \"$HOSTNAME\" "              \
+    "\"$SHELLOPTS\" \"$BASHOPTS\" \"${#DIRSTACK[@]}\" \"$__sbx_m\" \"${__sbx_f[*]}\"; "            \
+    "builtin declare -F; builtin alias -p; builtin trap -p; builtin umask; builtin ulimit -a; "    \
+    "builtin jobs -p; builtin printf '\\0'; "                                                      \
+    "}; "                                                                                          \
+    "__sbx_out() { "                                                                               \
+    "__sbx_p=; "                                                                                   \
+    "{ __sbx_rep \"d$1\" >&100 && IFS= builtin read -r -u 101 __sbx_v && [[ $__sbx_v == k ]]; } " \
+    "2>/dev/null || builtin exit \"$1\"; "                                                         \
+    "}; "                                                                                          \
+    "__sbx_c= __sbx_n= __sbx_p= __sbx_v=; "                                                        \
+    "builtin trap -- '__sbx_rep x >&100' EXIT; "                                                   \
+    "__sbx_rep b >&100; "                                                                          \
+    "while :; do while :; do "                                                                     \
+    "[[ -z $__sbx_p ]] || __sbx_out 0 0</dev/null 1>\"" SPARE_DIR "/$__sbx_n.o\" "                 \
+    "2>\"" SPARE_DIR "/$__sbx_n.e\"; "                                                             \
+    "IFS= builtin read -r -u 101 __sbx_n || builtin exit 0; "                                      \
+    "IFS= builtin read -r -d '' __sbx_c <\"" SPARE_DIR "/$__sbx_n.c\"; "                           \
+    "builtin hash -r; SECONDS=0; __sbx_p=1; "                                                      \
+    "{ { builtin eval -- \"$__sbx_c\"; } 101<&-; __sbx_out \"$?\"; } 0</dev/null "                 \
+    "1>\"" SPARE_DIR "/$__sbx_n.o\" 2>\"" SPARE_DIR "/$__sbx_n.e\" || builtin exit 1; "            \
+    "done; done"
 
 struct spare {
     struct agent *agent;
@@ -210,7 +215,9 @@ static int name_cmp(const void *x, const void *y)
     return c ? c : (a->len > b->len) - (a->len < b->len);
 }
 
-static struct name *names_of_exports(const char *p, size_t len, size_t *n)
+/* *odd: an export a fresh bash of the session would not have as it is here (an attribute
+ * besides -x, such as readonly, integer or array; or no value). */
+static struct name *names_of_exports(const char *p, size_t len, size_t *n, bool *odd)
 {
     const char *end = p + len;
     struct name *v = NULL;
@@ -226,6 +233,7 @@ static struct name *names_of_exports(const char *p, size_t len, size_t *n)
             const char *name = sp + 1, *ne = name;
             while (ne < eol && *ne != '=')
                 ne++;
+            *odd |= sp != p + 10 || p[9] != 'x' || ne == eol;
             if (*n == cap) {
                 cap = cap ? 2 * cap : 64;
                 v = sbx_xrealloc(v, cap * sizeof(*v));
@@ -242,10 +250,10 @@ static struct name *names_of_exports(const char *p, size_t len, size_t *n)
 /* The dump as compared: the names of the shell's variables less the exported ones (the
  * session saves those), then everything after them. */
 static char *dump_norm(const char *exports, size_t elen, const char *dump, size_t dlen,
-                       size_t *out_len)
+                       size_t *out_len, bool *odd)
 {
     size_t n;
-    _cleanup_free_ struct name *exported = names_of_exports(exports, elen, &n);
+    _cleanup_free_ struct name *exported = names_of_exports(exports, elen, &n, odd);
     char *out = sbx_xmalloc(dlen + 1), *o = out;
     const char *end = dump + dlen, *names_end = memchr(dump, '\1', dlen);
     if (!names_end)
@@ -296,9 +304,10 @@ static void on_done(struct spare *sp, const char *kind, const char *state, size_
          * not, so it must not go on. */
         keep = session_run_save(sp->run, state, state_len);
         size_t flen;
-        _cleanup_free_ char *f = dump_norm(exports, exports_len, dump, dump_len, &flen);
+        bool odd = false;
+        _cleanup_free_ char *f = dump_norm(exports, exports_len, dump, dump_len, &flen, &odd);
         size_t blen = sp->base_len - trap_len - 1;
-        keep = keep && flen == blen && !memcmp(f, sp->base + trap_len + 1, flen);
+        keep = keep && !odd && flen == blen && !memcmp(f, sp->base + trap_len + 1, flen);
     }
     close_holds(sp); /* the shell has them open until it leaves the command's redirections */
     if (!keep) {
@@ -340,7 +349,8 @@ static void handle(struct spare *sp, const char *rec, size_t len)
     if (f[0][0] == 'b' && !sp->base) {
         sp->base_len = flen[3] + 1;
         size_t dlen;
-        _cleanup_free_ char *d = dump_norm(f[2], flen[2], f[4], flen[4], &dlen);
+        bool odd = false;
+        _cleanup_free_ char *d = dump_norm(f[2], flen[2], f[4], flen[4], &dlen, &odd);
         sp->base = sbx_xmalloc(sp->base_len + dlen + 1);
         memcpy(sp->base, f[3], flen[3] + 1);
         memcpy(sp->base + sp->base_len, d, dlen);
@@ -348,11 +358,17 @@ static void handle(struct spare *sp, const char *rec, size_t len)
         sp->base[sp->base_len] = '\0';
     } else if (f[0][0] == 'd' && sp->busy && !sp->answered) {
         on_done(sp, f[0], f[1], state_len, f[2], flen[2], f[3], flen[3], f[4], flen[4]);
-    } else if (f[0][0] == 'x' && sp->busy && !sp->answered) {
+    } else if (f[0][0] == 'x' && !f[0][1] && sp->busy && !sp->answered) {
         /* `exit` in the command: its state is saved, as a fresh bash's trap would. */
         sp->answered = true;
         sp->retired = true;
         (void)session_run_save(sp->run, f[1], state_len);
+        close_holds(sp);
+    } else if (sp->busy && !sp->answered) {
+        /* The command wrote to the state pipe itself: whatever the shell sends next, it
+         * must not wait for an answer that never comes. */
+        sp->retired = true;
+        answer(sp, "x\n");
         close_holds(sp);
     }
 }

@@ -184,6 +184,101 @@ def test_a_shell_started_ahead_is_still_a_fresh_one():
     assert out(a, sid, "pwd; cd /workspace") == "/workspace/ahead\n"
 
 
+def shell_pid(a, sid, **fields):
+    return int(out(a, sid, "echo $$", **fields))
+
+
+def test_one_shell_runs_command_after_command():
+    """The resident shell (docs/sessions.md): commands that change nothing but the
+    directory and the exports run one after another in the same bash."""
+    a, sid = main_sandbox()
+    s = "resident-a"
+    shell_pid(a, sid, session_id=s)
+    first = shell_pid(a, sid, session_id=s)
+    out(a, sid, "mkdir -p /tmp/res && cd /tmp/res && export RES=1 RES2=\"it's \\\"q\\\"\"",
+        session_id=s)
+    assert out(a, sid, 'echo "$$ $PWD $RES $RES2"', session_id=s) == \
+        "%d /tmp/res 1 it's \"q\"\n" % first
+    r = run(a, sid, "echo out; echo err >&2; false", session_id=s)
+    assert (r["stdout"], r["stderr"], r["exit_code"]) == ("out\n", "err\n", 1), r
+    assert r["session"]["saved"] is True, r
+    # Each command still starts as a fresh bash of the session would.
+    assert out(a, sid, 'echo "$? $SECONDS $0 $#"; [ -t 0 ] || cat', session_id=s) == \
+        "0 0 /bin/bash 0\n"
+    assert shell_pid(a, sid, session_id=s) == first
+
+
+# What a command may leave in a shell that a fresh bash of the session would not have:
+# after each, the next command runs in another bash and sees none of it.
+LEFTOVERS = [
+    ("x=1", '[ -z "${x+set}" ]'),
+    ("f() { :; }", "! declare -F f"),
+    ("alias ll=ls", "! alias ll"),
+    ("set -o noglob", "[[ $- != *f* ]]"),
+    ("shopt -s extglob", "! shopt -q extglob"),
+    ("trap 'echo int' INT", '[ -z "$(trap -p INT)" ]'),
+    ("umask 077", '[ "$(umask)" = 0022 ]'),
+    ("ulimit -S -s 4096", '[ "$(ulimit -S -s)" != 4096 ]'),
+    ("IFS=,", "[ \"$IFS\" = $' \\t\\n' ]"),
+    ("exec 7>/dev/null", "[ ! -e /proc/self/fd/7 ]"),
+    ("pushd /tmp >/dev/null", '[ "$(dirs -p | wc -l)" = 1 ]'),
+    ("export -n MOVED", '[ -z "${MOVED+set}" ]'),
+    ("sleep 30 &", '[ -z "$(jobs -p)" ]'),
+    ("[[ ab =~ (a) ]]", '[ -z "${BASH_REMATCH+set}" ]'),
+    ("getopts a opt -a", '[ "$OPTIND" = 1 ]'),
+]
+
+
+def test_what_a_command_leaves_in_its_shell_retires_it():
+    a, sid = main_sandbox()
+    s = "resident-b"
+    for left, check in LEFTOVERS:
+        out(a, sid, "export MOVED=1", session_id=s)
+        before = shell_pid(a, sid, session_id=s)
+        r = run(a, sid, left, session_id=s)
+        assert r["exit_code"] == 0 and r["session"]["saved"] is True, (left, r)
+        r = run(a, sid, check + ' && echo "clean $$"', session_id=s)
+        assert r["stdout"].startswith("clean ") and int(r["stdout"].split()[1]) != before, \
+            (left, check, r)
+    run(a, sid, "pkill -f 'sleep 30' || true")
+
+
+def test_its_own_exit_trap_runs_in_the_command():
+    a, sid = main_sandbox()
+    s = "resident-c"
+    shell_pid(a, sid, session_id=s)
+    r = run(a, sid, "cd /tmp; trap 'echo bye; echo gone >&2' EXIT; echo hi; (exit 5)",
+            session_id=s)
+    # As from a fresh bash: the trap's output in this command's, its status, nothing saved.
+    assert (r["stdout"], r["stderr"], r["exit_code"]) == ("hi\nbye\n", "gone\n", 5), r
+    assert r["session"]["saved"] is False, r
+    assert out(a, sid, "pwd", session_id=s) == "/workspace\n"
+
+
+def test_a_process_left_in_the_shells_group_outlives_a_later_timeout():
+    a, sid = main_sandbox()
+    s = "resident-d"
+    out(a, sid, "(sleep 300 & echo $! > /tmp/left.pid)", session_id=s)
+    r = run(a, sid, "sleep 30", session_id=s, timeout_seconds=1)
+    assert r["timed_out"] is True, r
+    assert out(a, sid, "kill -0 $(cat /tmp/left.pid) && echo alive") == "alive\n"
+    run(a, sid, "kill $(cat /tmp/left.pid)")
+
+
+def test_the_shells_plumbing_is_out_of_reach():
+    a, sid = main_sandbox()
+    s = "resident-e"
+    shell_pid(a, sid, session_id=s)
+    # Noise on the shell's state pipe, a closed control pipe: the command still ends.
+    r = run(a, sid, "printf 'junk\\0d0\\0' >&100; exec 101<&-; echo still", session_id=s,
+            timeout_seconds=30)
+    assert r["stdout"] == "still\n" and r["timed_out"] is False, r
+    assert out(a, sid, "echo next", session_id=s) == "next\n"
+    # The user cannot see what another session's root commands are, nor their output.
+    r = run(a, sid, "ls /dev/sbx")
+    assert r["exit_code"] != 0 and "Permission denied" in r["stderr"], r
+
+
 def test_timeout_kills_the_command_not_the_session():
     a, sid = main_sandbox()
     r = run(a, sid, "cd /tmp; sleep 30", timeout_seconds=1)

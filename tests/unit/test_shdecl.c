@@ -85,6 +85,20 @@ static void test_forms(void)
               !strcmp(g.value[0], "AJ\\xq\001A\\q"),
           "hex, control, octal and unknown escapes as bash reads them");
     CHECK(parse("", &g) == 0 && g.n == 0, "nothing exported");
+
+    /* What ${V@A} writes (a resident shell's record, src/agent/spare.c). */
+    CHECK(parse("declare -x S='it'\\''s \"q\" $x \\n'\n"
+                "declare -x Q=''\n"
+                "declare -x T=''\\''x'\\'''\n"
+                "declare -ix N='3'\n",
+                &g) == 0 &&
+              g.n == 4,
+          "single-quoted forms parse");
+    CHECK(find(&g, "S") && !strcmp(find(&g, "S"), "it's \"q\" $x \\n"), "single quotes: %s",
+          find(&g, "S"));
+    CHECK(find(&g, "Q") && !strcmp(find(&g, "Q"), ""), "empty single quotes");
+    CHECK(find(&g, "T") && !strcmp(find(&g, "T"), "'x'"), "quotes at both ends: %s",
+          find(&g, "T"));
     got_free(&g);
 }
 
@@ -108,6 +122,9 @@ static void test_refusals(void)
         "declare -x A=\"x\" trailing\n",
         "declare -ax A=([0]=\"never closed\"\n",
         "declare -x A=$'\\c",
+        "declare -x A='unterminated\n",
+        "declare -x A='a'b\n",
+        "declare -x A=\\\n",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         CHECK(parse(bad[i], &g) == -EINVAL, "refused: [%s]", bad[i]);
@@ -117,8 +134,15 @@ static void test_refusals(void)
     got_free(&g);
 }
 
-/* What the real bash prints for env, in locale lang. */
-static char *bash_export_p(char *const env[])
+/* What the real bash prints for env, in locale lang: `export -p`, or what a resident shell
+ * writes (each exported variable's ${V@A}). */
+static const char *const print_exports[] = {
+    "export -p",
+    "for n in ${!A*} ${!M*} ${!U*} ${!V*} ${!L*}; do [[ ${!n@a} == *x* ]] && "
+    "s+=\"${!n@A}\"$'\\n'; done; printf %s \"$s\"",
+};
+
+static char *bash_export_p(char *const env[], const char *script)
 {
     int p[2];
     if (pipe(p) < 0)
@@ -127,7 +151,7 @@ static char *bash_export_p(char *const env[])
     if (pid == 0) {
         dup2(p[1], 1);
         close(p[0]);
-        execle("/bin/bash", "bash", "-c", "export -p", (char *)NULL, env);
+        execle("/bin/bash", "bash", "-c", script, (char *)NULL, env);
         _exit(127);
     }
     close(p[1]);
@@ -146,7 +170,7 @@ static char *bash_export_p(char *const env[])
     return out;
 }
 
-static void test_real_bash(const char *lang)
+static void test_real_bash(const char *lang, const char *script)
 {
     /* V001..V255: one byte each between two letters; ALL: every byte; a few strings. */
     static char vals[VARS_MAX][600];
@@ -166,10 +190,10 @@ static void test_real_bash(const char *lang)
         env[i] = vals[i];
     env[n] = NULL;
 
-    char *text = bash_export_p(env);
+    char *text = bash_export_p(env, script);
     struct got g = {0};
     int r = text ? shdecl_parse(text, strlen(text), collect, &g) : -EIO;
-    CHECK(r == 0, "%s: bash's export -p parses (%d)", lang, r);
+    CHECK(r == 0, "%s, %.9s: what bash prints parses (%d)", lang, script, r);
     int same = 0;
     for (int i = 0; i < n; i++) {
         char *eq = strchr(vals[i], '=');
@@ -178,7 +202,7 @@ static void test_real_bash(const char *lang)
         if (v && !strcmp(v, eq + 1))
             same++;
         else
-            CHECK(0, "%s: %s came back as [%s]", lang, vals[i], v ? v : "(missing)");
+            CHECK(0, "%s: %.8s came back as [%.40s]", lang, vals[i], v ? v : "(missing)");
         *eq = '=';
     }
     CHECK(same == n, "%s: all %d values came back byte for byte", lang, n);
@@ -190,7 +214,9 @@ int main(void)
 {
     test_forms();
     test_refusals();
-    test_real_bash("LANG=C");
-    test_real_bash("LANG=C.UTF-8");
+    for (size_t i = 0; i < sizeof(print_exports) / sizeof(print_exports[0]); i++) {
+        test_real_bash("LANG=C", print_exports[i]);
+        test_real_bash("LANG=C.UTF-8", print_exports[i]);
+    }
     return CHECK_DONE();
 }

@@ -1,8 +1,8 @@
 """Shell sessions: what keeping shell state costs per command, measured in the same run.
 
   warm session   POST /v1/sandboxes/{id}/exec `true` in the default session, which already
-                 exists (each command is a fresh bash that restores the session's cwd and
-                 exports and saves them on exit: docs/sessions.md)
+                 exists: the command runs in the session's resident bash, which reports its
+                 cwd, exports and the rest of its state after it (docs/sessions.md)
   one-off exec   the same request in a sandbox created with enable_default_session: false
                  (a fresh bash with no state to restore or save)
 
@@ -51,6 +51,7 @@ def run(build, n=50):
         ("exec `true` in a warm session", w, "one-off exec", p),
         ("... session with 100 exports", h, "one-off exec", p),
     ]
-    notes = ["sessions: each session command is a fresh bash (BASH_ENV prelude + EXIT trap);"
-             " the one-off exec runs in a sandbox with enable_default_session: false"]
+    notes = ["sessions: a session command runs in the session's resident bash while that stays"
+             " clean; the one-off exec (a fresh bash) runs in a sandbox with"
+             " enable_default_session: false"]
     return rows, notes

@@ -62,14 +62,14 @@
     "builtin printf '%s\\0%s\\0%s\\0' \"$1\" \"$PWD\" \"$__sbx_e\" || return; "                    \
     "builtin trap -p EXIT; "                                                                       \
     "builtin printf '\\0%s\\1%s\\1%s\\1%s\\1%s\\1%s\\1%s\\1%s\\1%s\\1%s\\1%s\\1%s\\1' "            \
-    "\"$__sbx_a\" \"$0\" \"$__sbx_i\" \"$OPTIND\" \"$OPTERR\" \"$PS4\" \"$HOSTNAME\" "              \
+    "\"$__sbx_a\" \"$0\" \"$__sbx_i\" \"$OPTIND\" \"$OPTERR\" \"$PS4\" \"$HOSTNAME\" "             \
     "\"$SHELLOPTS\" \"$BASHOPTS\" \"${#DIRSTACK[@]}\" \"$__sbx_m\" \"${__sbx_f[*]}\"; "            \
     "builtin declare -F; builtin alias -p; builtin trap -p; builtin umask; builtin ulimit -a; "    \
     "builtin jobs -p; builtin printf '\\0'; "                                                      \
     "}; "                                                                                          \
     "__sbx_out() { "                                                                               \
     "__sbx_p=; "                                                                                   \
-    "{ __sbx_rep \"d$1\" >&100 && IFS= builtin read -r -u 101 __sbx_v && [[ $__sbx_v == k ]]; } " \
+    "{ __sbx_rep \"d$1\" >&100 && IFS= builtin read -r -u 101 __sbx_v && [[ $__sbx_v == k ]]; } "  \
     "2>/dev/null || builtin exit \"$1\"; "                                                         \
     "}; "                                                                                          \
     "__sbx_c= __sbx_n= __sbx_p= __sbx_v=; "                                                        \
@@ -359,10 +359,11 @@ static void handle(struct spare *sp, const char *rec, size_t len)
     } else if (f[0][0] == 'd' && sp->busy && !sp->answered) {
         on_done(sp, f[0], f[1], state_len, f[2], flen[2], f[3], flen[3], f[4], flen[4]);
     } else if (f[0][0] == 'x' && !f[0][1] && sp->busy && !sp->answered) {
-        /* `exit` in the command: its state is saved, as a fresh bash's trap would. */
-        sp->answered = true;
+        /* `exit` in the command: its state is saved, as a fresh bash's trap would. The
+         * answer is for a record the command forged: an exiting shell reads none. */
         sp->retired = true;
         (void)session_run_save(sp->run, f[1], state_len);
+        answer(sp, "x\n");
         close_holds(sp);
     } else if (sp->busy && !sp->answered) {
         /* The command wrote to the state pipe itself: whatever the shell sends next, it

@@ -46,7 +46,7 @@ struct agent {
     struct spare *spares[AGENT_MAX_SPARES];
     unsigned long long spare_tick[AGENT_MAX_SPARES], spare_clock; /* when each was last of use */
     char spare_for[64 + 1]; /* SESSION_ID_MAX: the session whose shell command just ended */
-    int spare_dir;                /* SPARE_DIR, -1 outside a sandbox: no resident shells */
+    int spare_dir, spare_udir;    /* SPARE_DIR and the user's in it; -1 outside a sandbox */
     unsigned long long spare_seq; /* names the files of each command handed to one */
     struct process *procs[AGENT_MAX_PROCESSES]; /* in start order */
     unsigned nprocs;

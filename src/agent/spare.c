@@ -76,13 +76,12 @@
     "builtin trap -- '__sbx_rep x >&100' EXIT; "                                                   \
     "__sbx_rep b >&100; "                                                                          \
     "while :; do while :; do "                                                                     \
-    "[[ -z $__sbx_p ]] || __sbx_out 0 0</dev/null 1>\"" SPARE_DIR "/$__sbx_n.o\" "                 \
-    "2>\"" SPARE_DIR "/$__sbx_n.e\"; "                                                             \
+    "[[ -z $__sbx_p ]] || __sbx_out 0 0</dev/null 1>\"$__sbx_n.o\" 2>\"$__sbx_n.e\"; "             \
     "IFS= builtin read -r -u 101 __sbx_n || builtin exit 0; "                                      \
-    "IFS= builtin read -r -d '' __sbx_c <\"" SPARE_DIR "/$__sbx_n.c\"; "                           \
+    "IFS= builtin read -r -d '' __sbx_c <\"$__sbx_n.c\"; "                                         \
     "builtin hash -r; SECONDS=0; __sbx_p=1; "                                                      \
     "{ { builtin eval -- \"$__sbx_c\"; } 101<&-; __sbx_out \"$?\"; } 0</dev/null "                 \
-    "1>\"" SPARE_DIR "/$__sbx_n.o\" 2>\"" SPARE_DIR "/$__sbx_n.e\" || builtin exit 1; "            \
+    "1>\"$__sbx_n.o\" 2>\"$__sbx_n.e\" || builtin exit 1; "                                        \
     "done; done"
 
 struct spare {
@@ -90,6 +89,7 @@ struct spare {
     char sid[SESSION_ID_MAX + 1];
     unsigned long long gen;
     bool root;
+    bool as_user; /* runs as the unprivileged user: its files are made with the user's ids */
     char *cwd; /* what the shell is in, and its device and inode */
     dev_t cwd_dev;
     ino_t cwd_ino;
@@ -117,22 +117,58 @@ struct spare {
 
 void spare_init(struct agent *a)
 {
-    a->spare_dir = -1;
+    a->spare_dir = a->spare_udir = -1;
     if (!a->pid1)
         return;
-    if (mkdir(SPARE_DIR, 0711) < 0 && errno != EEXIST)
+    /* 0711 whatever the umask: shells open their files by name, and nobody lists them. */
+    if ((mkdir(SPARE_DIR, 0711) < 0 && errno != EEXIST) || chmod(SPARE_DIR, 0711) < 0)
         return;
-    a->spare_dir = open(SPARE_DIR, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    int dir = open(SPARE_DIR, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    if (dir < 0 || !spawn_switches_user()) {
+        a->spare_dir = dir;
+        return;
+    }
+    /* The user's files are made with the user's ids (the namespaces backend may not chown,
+     * gVisor not a pipe) in a directory of the user's, made the same way while nothing of
+     * the user's runs yet: the agent has only just started. */
+    struct stat st;
+    int r = chmod(SPARE_DIR, 0733) < 0 ? -errno : spawn_as_user();
+    if (r == 0) {
+        if (mkdirat(dir, SPARE_USER_SUBDIR, 0700) < 0 && errno != EEXIST)
+            r = -errno;
+        spawn_as_root();
+    }
+    if (chmod(SPARE_DIR, 0711) < 0)
+        r = -errno;
+    int udir =
+        r == 0 ? openat(dir, SPARE_USER_SUBDIR, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW) : -1;
+    if (udir < 0 || fstat(udir, &st) < 0 || st.st_uid != SBX_USER_UID) {
+        sbx_closep(&udir);
+        sbx_closep(&dir);
+        return;
+    }
+    a->spare_dir = dir;
+    a->spare_udir = udir;
+}
+
+/* Where the shell's files are made (as the user, for a shell of the user's). */
+static int files_dir(const struct spare *sp)
+{
+    return sp->as_user ? sp->agent->spare_udir : sp->agent->spare_dir;
 }
 
 static void unlink_files(struct spare *sp)
 {
     static const char *const ext[] = {"c", "o", "e"};
+    if (sp->as_user && spawn_as_user() < 0)
+        return;
     for (size_t i = 0; i < SBX_ARRAY_SIZE(ext); i++) {
         char name[48];
         snprintf(name, sizeof(name), "%llu.%s", sp->seq, ext[i]);
-        (void)unlinkat(sp->agent->spare_dir, name, 0);
+        (void)unlinkat(files_dir(sp), name, 0);
     }
+    if (sp->as_user)
+        spawn_as_root();
 }
 
 static void close_holds(struct spare *sp)
@@ -466,27 +502,17 @@ static int spare_slot(const struct agent *a, const char *sid)
     return -1;
 }
 
-/* name in SPARE_DIR, owned by whoever the shell runs as. */
-static int make_owned(struct spare *sp, const char *name)
-{
-    if (sp->root || !spawn_switches_user())
-        return 0;
-    return fchownat(sp->agent->spare_dir, name, SBX_USER_UID, SBX_USER_GID, AT_SYMLINK_NOFOLLOW) < 0
-               ? -errno
-               : 0;
-}
-
 /* The command's file and FIFOs, the read ends in fds and the write ends held. */
 static int make_files(struct spare *sp, const char *cmd, struct spawn_fds *fds)
 {
-    int dir = sp->agent->spare_dir;
+    int dir = files_dir(sp);
     char name[48];
     snprintf(name, sizeof(name), "%llu.c", sp->seq);
     _cleanup_close_ int c = openat(dir, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (c < 0)
         return -errno;
     int r = sbx_write_all(c, cmd, strlen(cmd) + 1); /* read to its NUL */
-    if (r < 0 || (r = make_owned(sp, name)) < 0)
+    if (r < 0)
         return r;
     int *rd[2] = {&fds->out_r, &fds->err_r}, *hold[2] = {&sp->out_hold, &sp->err_hold};
     static const char ext[2] = {'o', 'e'};
@@ -494,8 +520,6 @@ static int make_files(struct spare *sp, const char *cmd, struct spawn_fds *fds)
         snprintf(name, sizeof(name), "%llu.%c", sp->seq, ext[i]);
         if (mkfifoat(dir, name, 0600) < 0)
             return -errno;
-        if ((r = make_owned(sp, name)) < 0)
-            return r;
         /* Ours first, without blocking; then a writer of ours, so that the reader sees
          * neither EOF nor a hang-up before the shell has opened its end. */
         *rd[i] = openat(dir, name, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -522,9 +546,15 @@ bool spare_take(struct agent *a, struct session *s, bool root, const char *cmd, 
     }
     struct spawn_fds f = {-1, -1, -1};
     sp->seq = ++a->spare_seq;
-    int r = make_files(sp, cmd, &f);
-    char line[32];
-    int n = snprintf(line, sizeof(line), "%llu\n", sp->seq);
+    int r = sp->as_user ? spawn_as_user() : 0;
+    if (r == 0) {
+        r = make_files(sp, cmd, &f);
+        if (sp->as_user)
+            spawn_as_root();
+    }
+    char line[64]; /* the files' path without their extension */
+    int n = snprintf(line, sizeof(line), "%s%s/%llu\n", SPARE_DIR,
+                     sp->as_user ? "/" SPARE_USER_SUBDIR : "", sp->seq);
     if (r == 0) {
         ssize_t w;
         do
@@ -645,6 +675,7 @@ static struct spare *spare_start(struct agent *a, struct session *s)
     snprintf(sp->sid, sizeof(sp->sid), "%s", s->id);
     sp->gen = s->gen;
     sp->root = s->root;
+    sp->as_user = !s->root && spawn_switches_user();
     sp->cwd = sbx_xstrdup(session_cwd(s));
     envv_copy(&sp->env, &s->env);
     struct stat st;

@@ -39,8 +39,9 @@ struct spare;
 /* The longest command handed to a shell; longer ones are spawned. */
 #define SPARE_CMD_MAX (16u * 1024u)
 /* Where the command files and FIFOs are made: the sandbox's own /dev (a tmpfs that
- * only root writes). */
+ * only root writes), root's directly, the user's in a directory of the user's. */
 #define SPARE_DIR "/dev/sbx"
+#define SPARE_USER_SUBDIR "u"
 
 /* The shell's command is done without the shell ending: status as from waitpid. */
 typedef void (*spare_done_fn)(void *data, int status);

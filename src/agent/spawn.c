@@ -238,13 +238,9 @@ int spawn_user_parse(json_t *req, bool *root, struct sbx_err *err)
     return sbx_err_set(err, EINVAL, "bad_request", "user must be \"user\" or \"root\"");
 }
 
-int spawn_pipe(const struct spawn_req *r, int p[2], int flags)
+int spawn_as_user(void)
 {
-    if (r->root || !spawn_switches_user())
-        return pipe2(p, flags) < 0 ? -errno : 0;
-    /* Made with the user's effective ids, because gVisor refuses to chown a pipe (EPERM)
-     * and a pipe re-opened by path checks its owner. The saved uid stays 0, so we get
-     * root back; without it the agent could not go on. */
+    /* The saved uid stays 0, so we get root back; without it the agent could not go on. */
     if (setresgid(-1, SBX_USER_GID, -1) < 0)
         return -errno;
     if (setresuid(-1, SBX_USER_UID, -1) < 0) {
@@ -253,9 +249,26 @@ int spawn_pipe(const struct spawn_req *r, int p[2], int flags)
             abort();
         return -e;
     }
-    int rc = pipe2(p, flags) < 0 ? -errno : 0;
+    return 0;
+}
+
+void spawn_as_root(void)
+{
     if (setresuid(-1, 0, -1) < 0 || setresgid(-1, 0, -1) < 0)
         abort();
+}
+
+int spawn_pipe(const struct spawn_req *r, int p[2], int flags)
+{
+    if (r->root || !spawn_switches_user())
+        return pipe2(p, flags) < 0 ? -errno : 0;
+    /* Made with the user's effective ids, because gVisor refuses to chown a pipe (EPERM)
+     * and a pipe re-opened by path checks its owner. */
+    int rc = spawn_as_user();
+    if (rc < 0)
+        return rc;
+    rc = pipe2(p, flags) < 0 ? -errno : 0;
+    spawn_as_root();
     return rc;
 }
 

@@ -34,7 +34,7 @@ struct spawn_req {
 };
 
 struct spawn_fds {
-    int in_w; /* -1 without stdin */
+    int in_w;         /* -1 without stdin */
     int out_r, err_r; /* -1 with a tty */
 };
 
@@ -49,6 +49,11 @@ int spawn_user_parse(json_t *req, bool *root, struct sbx_err *err);
 /* pipe2 for an extra fd the command re-opens by path (/dev/fd/N): owned by the user the
  * command will run as. 0 or -errno. */
 int spawn_pipe(const struct spawn_req *r, int p[2], int flags);
+/* Take the unprivileged user's effective ids (0 or -errno), and root's back (aborts if it
+ * cannot: the agent could not go on). For what must be the user's without a chown, which
+ * gVisor refuses for pipes and the namespaces backend for everything. */
+int spawn_as_user(void);
+void spawn_as_root(void);
 /* Whether commands not asking for root run as the unprivileged user here. */
 bool spawn_switches_user(void);
 

@@ -90,7 +90,7 @@ struct spare {
     unsigned long long gen;
     bool root;
     bool as_user; /* runs as the unprivileged user: its files are made with the user's ids */
-    char *cwd; /* what the shell is in, and its device and inode */
+    char *cwd;    /* what the shell is in, and its device and inode */
     dev_t cwd_dev;
     ino_t cwd_ino;
     struct envv env; /* the session's environment the shell has */
@@ -102,6 +102,8 @@ struct spare {
     struct loop_watch *w;
     char *buf; /* records read and not yet handled */
     size_t len;
+    size_t scanned; /* how much of buf was looked at for the record's NULs, and found */
+    int nuls;
     char *base; /* the "b" record's trap and filtered dump; NULL until it came */
     size_t base_len;
     /* The command in it, between take and release. */
@@ -312,15 +314,18 @@ static char *dump_norm(const char *exports, size_t elen, const char *dump, size_
 
 /* ---- records ---- */
 
-static void answer(struct spare *sp, const char *verdict)
+/* False when the shell is gone (its exit reaches the stream). */
+static bool answer(struct spare *sp, const char *verdict)
 {
     sp->answered = true;
     ssize_t n;
     do
         n = write(sp->ctl_w, verdict, strlen(verdict));
     while (n < 0 && errno == EINTR);
-    if (n != (ssize_t)strlen(verdict))
-        sp->retired = true; /* gone; its exit reaches the stream */
+    if (n == (ssize_t)strlen(verdict))
+        return true;
+    sp->retired = true;
+    return false;
 }
 
 /* A "d" record: the command is done and the shell waits for its answer. */
@@ -348,7 +353,7 @@ static void on_done(struct spare *sp, const char *kind, const char *state, size_
     close_holds(sp); /* the shell has them open until it leaves the command's redirections */
     if (!keep) {
         sp->retired = true;
-        answer(sp, "x\n");
+        (void)answer(sp, "x\n");
         return; /* its exit comes to the stream */
     }
     struct session *s = session_find(a, sp->sid);
@@ -361,10 +366,9 @@ static void on_done(struct spare *sp, const char *kind, const char *state, size_
         sp->cwd_dev = now.st_dev;
         sp->cwd_ino = now.st_ino;
     } else {
-        sp->retired = true;
+        sp->retired = true; /* it finishes this command, but takes no other */
     }
-    answer(sp, "k\n");
-    if (!sp->retired) {
+    if (answer(sp, "k\n")) {
         sp->done_due = true;
         sp->done_status = W_EXITCODE((int)st, 0);
     }
@@ -399,13 +403,13 @@ static void handle(struct spare *sp, const char *rec, size_t len)
          * answer is for a record the command forged: an exiting shell reads none. */
         sp->retired = true;
         (void)session_run_save(sp->run, f[1], state_len);
-        answer(sp, "x\n");
+        (void)answer(sp, "x\n");
         close_holds(sp);
     } else if (sp->busy && !sp->answered) {
         /* The command wrote to the state pipe itself: whatever the shell sends next, it
          * must not wait for an answer that never comes. */
         sp->retired = true;
-        answer(sp, "x\n");
+        (void)answer(sp, "x\n");
         close_holds(sp);
     }
 }
@@ -430,10 +434,10 @@ static void spare_readable(struct loop *l, int fd, uint32_t events, void *data)
             continue;
         if (sp->len + (size_t)n > SPARE_RECORD_MAX) {
             sp->lost = sp->retired = true;
-            sp->len = 0;
+            sp->len = sp->scanned = 0;
             if (sp->busy && !sp->answered) {
                 /* It will wait for an answer to a record we cannot read: have it exit. */
-                answer(sp, "x\n");
+                (void)answer(sp, "x\n");
                 close_holds(sp);
             }
             continue;
@@ -442,21 +446,22 @@ static void spare_readable(struct loop *l, int fd, uint32_t events, void *data)
         memcpy(sp->buf + sp->len, tmp, (size_t)n);
         sp->len += (size_t)n;
     }
-    /* Whole records: five NUL-terminated fields. */
+    /* Whole records: five NUL-terminated fields. A record of megabytes comes in many
+     * reads; what was looked at is not looked at again. */
     size_t off = 0;
     for (;;) {
-        size_t at = off;
-        int nul = 0;
-        while (at < sp->len && nul < 5)
-            nul += sp->buf[at++] == '\0';
-        if (nul < 5)
+        while (sp->scanned < sp->len && sp->nuls < 5)
+            sp->nuls += sp->buf[sp->scanned++] == '\0';
+        if (sp->nuls < 5)
             break;
-        handle(sp, sp->buf + off, at - off);
-        off = at;
+        handle(sp, sp->buf + off, sp->scanned - off);
+        off = sp->scanned;
+        sp->nuls = 0;
     }
     if (off) {
         memmove(sp->buf, sp->buf + off, sp->len - off);
         sp->len -= off;
+        sp->scanned -= off;
     }
     /* Last: the stream may finish at once, release the shell and the refill drop it. */
     if (sp->done_due && sp->done) {

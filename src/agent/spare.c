@@ -526,11 +526,12 @@ static int make_files(struct spare *sp, const char *cmd, struct spawn_fds *fds)
         if (mkfifoat(dir, name, 0600) < 0)
             return -errno;
         /* Ours first, without blocking; then a writer of ours, so that the reader sees
-         * neither EOF nor a hang-up before the shell has opened its end. */
-        *rd[i] = openat(dir, name, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+         * neither EOF nor a hang-up before the shell has opened its end. Never through a
+         * symlink: the user's directory is the user's to change meanwhile. */
+        *rd[i] = openat(dir, name, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
         if (*rd[i] < 0)
             return -errno;
-        *hold[i] = openat(dir, name, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        *hold[i] = openat(dir, name, O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
         if (*hold[i] < 0)
             return -errno;
     }

@@ -388,6 +388,10 @@ def on_postgres(d):
     return bool(d.extra_env.get("SBX_STORE"))
 
 
+class _PortTaken(Exception):
+    """sbxd could not listen on the port it was given: another took it meanwhile."""
+
+
 class Daemon:
     """One sbxd on 127.0.0.1:<free port> with a private data dir.
 
@@ -433,6 +437,20 @@ class Daemon:
         return env
 
     def start(self, timeout=60):
+        """Start sbxd and wait until it answers. Ports are picked free but not held, so with
+        test runs side by side another daemon may take ours first: on a first start that
+        cannot listen, new ports are tried; and only our own process's "listening" line
+        counts, never another daemon answering on the port."""
+        for attempt in range(5):
+            try:
+                return self._start(timeout)
+            except _PortTaken:
+                if self.starts > 1 or attempt == 4:
+                    raise AssertionError("sbxd could not listen; log tail:\n%s" % self.log_tail())
+                self.starts -= 1
+                self.port, self.preview_port = free_port(), free_port()
+
+    def _start(self, timeout):
         assert self.proc is None, "already running"
         if not os.path.exists(self.binary):
             raise AssertionError("no daemon binary at %s (build it first)" % self.binary)
@@ -440,23 +458,30 @@ class Daemon:
         self._logf = open(self.log_path, "ab")
         self._logf.write(b"\n=== harness: start #%d on port %d ===\n" % (self.starts + 1, self.port))
         self._logf.flush()
+        since = self._logf.tell()
         self.proc = subprocess.Popen(
             [self.binary, "--listen", "127.0.0.1:%d" % self.port, "--data-dir", self.data_dir],
             env=self.env(), stdin=subprocess.DEVNULL, stdout=self._logf, stderr=self._logf,
             cwd=self.tmp)
         self.starts += 1
         deadline = time.time() + timeout
+        listening = b"sbxd listening on 127.0.0.1:%d " % self.port
         while True:
             if self.proc.poll() is not None:
                 rc = self.proc.returncode
                 self.proc = None
+                self._logf.close()
+                self._logf = None
+                if b"cannot listen on" in self._log_since(since):
+                    raise _PortTaken()
                 raise AssertionError("sbxd exited with %d during start; log tail:\n%s"
                                      % (rc, self.log_tail()))
             try:
-                r = Client(self.port, timeout=2).request("GET", "/healthz",
-                                                         check_request_id=False)
-                if r.status == 200:
-                    break
+                if listening in self._log_since(since):
+                    r = Client(self.port, timeout=2).request("GET", "/healthz",
+                                                             check_request_id=False)
+                    if r.status == 200:
+                        break
             except OSError:
                 pass
             if time.time() > deadline:
@@ -510,6 +535,14 @@ class Daemon:
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
+
+    def _log_since(self, offset):
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(offset)
+                return f.read()
+        except OSError:
+            return b""
 
     def log_text(self):
         try:

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../common/sbxuser.h"
+#include "../common/shrecord.h"
 #include "../common/util.h"
 #include "agent.h"
 #include "env.h"
@@ -237,81 +238,6 @@ static int spare_slot_of(const struct agent *a, const struct spare *sp)
     return -1;
 }
 
-/* ---- the dump ---- */
-
-/* Exported names, as `export -p` declares them (one line each: bash quotes newlines),
- * sorted for lookup. */
-struct name {
-    const char *s;
-    size_t len;
-};
-
-static int name_cmp(const void *x, const void *y)
-{
-    const struct name *a = x, *b = y;
-    int c = memcmp(a->s, b->s, a->len < b->len ? a->len : b->len);
-    return c ? c : (a->len > b->len) - (a->len < b->len);
-}
-
-/* *odd: an export a fresh bash of the session would not have as it is here (an attribute
- * besides -x, such as readonly, integer or array; or no value). */
-static struct name *names_of_exports(const char *p, size_t len, size_t *n, bool *odd)
-{
-    const char *end = p + len;
-    struct name *v = NULL;
-    size_t cap = 0;
-    *n = 0;
-    while (p < end) {
-        const char *nl = memchr(p, '\n', (size_t)(end - p));
-        const char *eol = nl ? nl : end;
-        const char *sp = (size_t)(eol - p) > 9 && !memcmp(p, "declare -", 9)
-                             ? memchr(p + 9, ' ', (size_t)(eol - p - 9))
-                             : NULL;
-        if (sp) {
-            const char *name = sp + 1, *ne = name;
-            while (ne < eol && *ne != '=')
-                ne++;
-            *odd |= sp != p + 10 || p[9] != 'x' || ne == eol;
-            if (*n == cap) {
-                cap = cap ? 2 * cap : 64;
-                v = sbx_xrealloc(v, cap * sizeof(*v));
-            }
-            v[(*n)++] = (struct name){name, (size_t)(ne - name)};
-        }
-        p = eol + 1;
-    }
-    if (*n)
-        qsort(v, *n, sizeof(*v), name_cmp);
-    return v;
-}
-
-/* The dump as compared: the names of the shell's variables less the exported ones (the
- * session saves those), then everything after them. */
-static char *dump_norm(const char *exports, size_t elen, const char *dump, size_t dlen,
-                       size_t *out_len, bool *odd)
-{
-    size_t n;
-    _cleanup_free_ struct name *exported = names_of_exports(exports, elen, &n, odd);
-    char *out = sbx_xmalloc(dlen + 1), *o = out;
-    const char *end = dump + dlen, *names_end = memchr(dump, '\1', dlen);
-    if (!names_end)
-        names_end = end;
-    for (const char *p = dump; p < names_end;) {
-        const char *sp = memchr(p, ' ', (size_t)(names_end - p));
-        const char *te = sp ? sp : names_end;
-        struct name key = {p, (size_t)(te - p)};
-        if (te > p && !(n && bsearch(&key, exported, n, sizeof(*exported), name_cmp))) {
-            memcpy(o, p, (size_t)(te - p) + (sp != NULL));
-            o += te - p + (sp != NULL);
-        }
-        p = te + 1;
-    }
-    memcpy(o, names_end, (size_t)(end - names_end));
-    o += end - names_end;
-    *out_len = (size_t)(o - out);
-    return out;
-}
-
 /* ---- records ---- */
 
 /* False when the shell is gone (its exit reaches the stream). */
@@ -346,7 +272,7 @@ static void on_done(struct spare *sp, const char *kind, const char *state, size_
         keep = session_run_save(sp->run, state, state_len);
         size_t flen;
         bool odd = false;
-        _cleanup_free_ char *f = dump_norm(exports, exports_len, dump, dump_len, &flen, &odd);
+        _cleanup_free_ char *f = shrecord_norm(exports, exports_len, dump, dump_len, &flen, &odd);
         size_t blen = sp->base_len - trap_len - 1;
         keep = keep && !odd && flen == blen && !memcmp(f, sp->base + trap_len + 1, flen);
     }
@@ -376,21 +302,17 @@ static void on_done(struct spare *sp, const char *kind, const char *state, size_
 
 static void handle(struct spare *sp, const char *rec, size_t len)
 {
-    const char *f[5];
-    size_t flen[5];
-    const char *p = rec;
-    for (int i = 0; i < 5; i++) {
-        f[i] = p;
-        flen[i] = strlen(p);
-        p += flen[i] + 1;
-    }
+    struct shrecord r;
+    shrecord_split(rec, len, &r);
+    const char *const *f = r.f;
+    const size_t *flen = r.len;
     /* cwd and exports, as session_run_save takes them */
     size_t state_len = flen[1] + 1 + flen[2] + 1;
     if (f[0][0] == 'b' && !sp->base) {
         sp->base_len = flen[3] + 1;
         size_t dlen;
         bool odd = false;
-        _cleanup_free_ char *d = dump_norm(f[2], flen[2], f[4], flen[4], &dlen, &odd);
+        _cleanup_free_ char *d = shrecord_norm(f[2], flen[2], f[4], flen[4], &dlen, &odd);
         sp->base = sbx_xmalloc(sp->base_len + dlen + 1);
         memcpy(sp->base, f[3], flen[3] + 1);
         memcpy(sp->base + sp->base_len, d, dlen);
@@ -448,14 +370,10 @@ static void spare_readable(struct loop *l, int fd, uint32_t events, void *data)
     }
     /* Whole records: five NUL-terminated fields. A record of megabytes comes in many
      * reads; what was looked at is not looked at again. */
-    size_t off = 0;
-    for (;;) {
-        while (sp->scanned < sp->len && sp->nuls < 5)
-            sp->nuls += sp->buf[sp->scanned++] == '\0';
-        if (sp->nuls < 5)
-            break;
-        handle(sp, sp->buf + off, sp->scanned - off);
-        off = sp->scanned;
+    size_t off = 0, end;
+    while ((end = shrecord_scan(sp->buf, sp->len, &sp->scanned, &sp->nuls))) {
+        handle(sp, sp->buf + off, end - off);
+        off = end;
         sp->nuls = 0;
     }
     if (off) {

@@ -4,7 +4,6 @@
  * resident sizes of the sandbox's processes instead. */
 #include "oomwatch.h"
 
-#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +16,7 @@
 #include "../common/util.h"
 #include "agent.h"
 #include "killlog.h"
+#include "procstat.h"
 
 struct oomwatch {
     struct agent *a;
@@ -68,17 +68,6 @@ static bool meminfo_read(uint64_t *total, uint64_t *avail)
     return *total > 0;
 }
 
-static bool pid_name(const char *s, pid_t *out)
-{
-    if (!*s)
-        return false;
-    for (const char *p = s; *p; p++)
-        if (!isdigit((unsigned char)*p))
-            return false;
-    *out = (pid_t)strtol(s, NULL, 10);
-    return *out > 0;
-}
-
 /* A process's resident bytes (0 for a zombie or one that is gone). */
 static uint64_t rss_of(pid_t pid)
 {
@@ -94,17 +83,10 @@ static uint64_t rss_of(pid_t pid)
 
 static pid_t pgid_of(pid_t pid)
 {
-    char path[40], buf[512];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    if (read_small(path, buf, sizeof(buf)) <= 0)
-        return 0;
-    /* "pid (comm) state ppid pgrp ...": comm may hold anything but the last ')'. */
-    const char *p = strrchr(buf, ')');
-    char state;
-    int ppid, pgrp;
-    if (!p || sscanf(p + 1, " %c %d %d", &state, &ppid, &pgrp) != 3)
-        return 0;
-    return (pid_t)pgrp;
+    char name[32];
+    snprintf(name, sizeof(name), "/proc/%d", (int)pid);
+    struct procstat ps;
+    return procstat_read(AT_FDCWD, name, &ps) == 0 ? ps.pgrp : 0;
 }
 
 /* The largest process but us, and the sum of all (ours included). */
@@ -117,8 +99,8 @@ static pid_t largest(uint64_t *victim_rss, uint64_t *sum)
         return 0;
     struct dirent *de;
     while ((de = readdir(d))) {
-        pid_t pid;
-        if (!pid_name(de->d_name, &pid))
+        pid_t pid = procstat_pid(de->d_name);
+        if (!pid)
             continue;
         uint64_t rss = rss_of(pid);
         *sum += rss;

@@ -15,6 +15,7 @@
 #include "../common/util.h"
 #include "agent.h"
 #include "killlog.h"
+#include "procstat.h"
 #include "spare.h"
 #include "spawn.h"
 
@@ -45,11 +46,6 @@ struct pidguard {
     struct tally tally[PIDGUARD_SESSIONS_MAX]; /* scan's */
 };
 
-static bool is_pid(const char *name)
-{
-    return name[0] >= '1' && name[0] <= '9';
-}
-
 /* Every process in the sandbox, the agent's own included: cheap (one directory read). */
 static unsigned long count_all(void)
 {
@@ -59,7 +55,7 @@ static unsigned long count_all(void)
     unsigned long n = 0;
     struct dirent *de;
     while ((de = readdir(d)))
-        n += is_pid(de->d_name);
+        n += procstat_pid(de->d_name) > 0;
     closedir(d);
     return n;
 }
@@ -71,25 +67,11 @@ static pid_t user_session_state(int procfd, const char *name, char *state_out)
     struct stat st;
     if (fstatat(procfd, name, &st, 0) < 0 || st.st_uid != SBX_USER_UID)
         return 0;
-    char path[64];
-    snprintf(path, sizeof(path), "%s/stat", name);
-    int fd = openat(procfd, path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    struct procstat ps;
+    if (procstat_read(procfd, name, &ps) < 0)
         return 0;
-    char buf[512];
-    ssize_t len = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (len <= 0)
-        return 0;
-    buf[len] = '\0';
-    /* The command name may hold anything, ')' too: the fields start after the last one. */
-    const char *p = strrchr(buf, ')');
-    char state;
-    int ppid, pgrp, sid;
-    if (!p || sscanf(p + 1, " %c %d %d %d", &state, &ppid, &pgrp, &sid) != 4)
-        return 0;
-    *state_out = state;
-    return sid > 0 ? sid : 0;
+    *state_out = ps.state;
+    return ps.sid > 0 ? ps.sid : 0;
 }
 
 /* Find the session holding most of the user's processes (*top, with *top_n of them);
@@ -107,7 +89,7 @@ static unsigned long scan(struct pidguard *g, pid_t *top, unsigned *top_n)
         return 0;
     struct dirent *de;
     while ((de = readdir(d)) && seen++ < PIDGUARD_SCAN_MAX) {
-        if (!is_pid(de->d_name))
+        if (!procstat_pid(de->d_name))
             continue;
         char state;
         pid_t sid = user_session_state(dirfd(d), de->d_name, &state);
@@ -149,7 +131,8 @@ static unsigned long kill_sweeps(pid_t sid, int rounds)
         struct dirent *de;
         while ((de = readdir(d))) {
             char state = 0;
-            pid_t in = is_pid(de->d_name) ? user_session_state(dirfd(d), de->d_name, &state) : 0;
+            pid_t in =
+                procstat_pid(de->d_name) ? user_session_state(dirfd(d), de->d_name, &state) : 0;
             if (in != sid || state == 'Z')
                 continue;
             if (kill((pid_t)strtol(de->d_name, NULL, 10), SIGKILL) == 0)

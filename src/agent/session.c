@@ -332,18 +332,24 @@ static void run_readable(struct loop *l, int fd, uint32_t events, void *data)
     run_read(data);
 }
 
-int session_run_begin(struct agent *a, struct session *s, bool created, bool capture,
-                      json_t *overlay, struct envv *env, struct spawn_req *sr,
-                      struct session_run **out, struct sbx_err *err)
+static struct session_run *run_new(struct agent *a, const struct session *s)
 {
     struct session_run *run = sbx_xcalloc(1, sizeof(*run));
     run->agent = a;
     snprintf(run->id, sizeof(run->id), "%s", s->id);
     run->gen = s->gen;
-    run->created = created;
-    run->capture = capture;
     run->state_r = run->state_w = run->prelude_r = -1;
     envv_init_empty(&run->overlay);
+    return run;
+}
+
+int session_run_begin(struct agent *a, struct session *s, bool created, bool capture,
+                      json_t *overlay, struct envv *env, struct spawn_req *sr,
+                      struct session_run **out, struct sbx_err *err)
+{
+    struct session_run *run = run_new(a, s);
+    run->created = created;
+    run->capture = capture;
     int r = envv_set_json(&run->overlay, overlay, "env", err);
     if (r < 0)
         goto fail;
@@ -491,13 +497,8 @@ static bool run_apply(struct session_run *run, const char *buf, size_t len, stru
 
 struct session_run *session_run_resident(struct agent *a, struct session *s)
 {
-    struct session_run *run = sbx_xcalloc(1, sizeof(*run));
-    run->agent = a;
-    snprintf(run->id, sizeof(run->id), "%s", s->id);
-    run->gen = s->gen;
+    struct session_run *run = run_new(a, s);
     run->resident = true;
-    run->state_r = run->state_w = run->prelude_r = -1;
-    envv_init_empty(&run->overlay);
     return run;
 }
 

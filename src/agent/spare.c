@@ -17,6 +17,7 @@
 #include "../common/util.h"
 #include "agent.h"
 #include "env.h"
+#include "procstat.h"
 #include "session.h"
 #include "spawn.h"
 
@@ -240,15 +241,12 @@ static int spare_slot_of(const struct agent *a, const struct spare *sp)
 
 /* ---- records ---- */
 
-/* False when the shell is gone (its exit reaches the stream). */
+/* False when the shell is gone (its exit reaches the stream). Into a pipe the shell
+ * empties between commands: all of it at once, or the shell is gone. */
 static bool answer(struct spare *sp, const char *verdict)
 {
     sp->answered = true;
-    ssize_t n;
-    do
-        n = write(sp->ctl_w, verdict, strlen(verdict));
-    while (n < 0 && errno == EINTR);
-    if (n == (ssize_t)strlen(verdict))
+    if (sbx_write_all(sp->ctl_w, verdict, strlen(verdict)) == 0)
         return true;
     sp->retired = true;
     return false;
@@ -479,14 +477,8 @@ bool spare_take(struct agent *a, struct session *s, bool root, const char *cmd, 
     char line[64]; /* the files' path without their extension */
     int n = snprintf(line, sizeof(line), "%s%s/%llu\n", SPARE_DIR,
                      sp->as_user ? "/" SPARE_USER_SUBDIR : "", sp->seq);
-    if (r == 0) {
-        ssize_t w;
-        do
-            w = write(sp->ctl_w, line, (size_t)n);
-        while (w < 0 && errno == EINTR);
-        if (w != n)
-            r = -EPIPE; /* into an empty pipe: all of it, unless the shell is gone */
-    }
+    if (r == 0)
+        r = sbx_write_all(sp->ctl_w, line, (size_t)n); /* fails only if the shell is gone */
     if (r < 0) {
         sbx_closep(&f.out_r);
         sbx_closep(&f.err_r);
@@ -563,29 +555,15 @@ static bool spare_clean(const struct spare *sp)
     unsigned seen = 0;
     struct dirent *de;
     while (clean && (de = readdir(d))) {
-        char *end;
-        long pid = strtol(de->d_name, &end, 10);
-        if (*end || end == de->d_name || pid == sp->pid)
+        pid_t pid = procstat_pid(de->d_name);
+        if (!pid || pid == sp->pid)
             continue;
         if (++seen > SPARE_SCAN_MAX) {
             clean = false;
             break;
         }
-        char stat_path[64], buf[512];
-        snprintf(stat_path, sizeof(stat_path), "/proc/%ld/stat", pid);
-        _cleanup_close_ int fd = open(stat_path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            continue;
-        ssize_t m = read(fd, buf, sizeof(buf) - 1);
-        if (m <= 0)
-            continue;
-        buf[m] = '\0';
-        /* "pid (comm) S ppid pgrp ...": comm may hold anything but ends at the last ')'. */
-        const char *rp = strrchr(buf, ')');
-        int ppid, pgrp;
-        char state;
-        if (rp && sscanf(rp + 1, " %c %d %d", &state, &ppid, &pgrp) == 3 && pgrp == sp->pid)
-            clean = false;
+        struct procstat ps;
+        clean = procstat_read(dirfd(d), de->d_name, &ps) < 0 || ps.pgrp != sp->pid;
     }
     closedir(d);
     return clean;

@@ -188,7 +188,7 @@ def run(build, n=50):
     notes = []
     create_t, exec_t, paced_t, flags = bench_daemon(build, n)
     if flags is None:
-        flags = ["--network=none"]
+        flags = ["--network=none", "--overlay2=none"]
         notes.append("could not read the daemon's runsc flags; baseline uses %s" % flags)
     else:
         notes.append("baseline runsc flags (copied from the daemon's runsc): %s"

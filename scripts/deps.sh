@@ -20,7 +20,8 @@ PACKAGES=(
 	libarchive-dev libyaml-dev
 	# llm_query: sbxd calls the operator's OpenAI-compatible endpoint
 	libcurl4-openssl-dev
-	# runtimes: gVisor (default backend); bubblewrap, the namespaces backend's bench baseline
+	# runtimes: gVisor (default backend, at least RUNSC_MIN below); bubblewrap, the namespaces
+	# backend's bench baseline
 	runsc bubblewrap
 	# templates: debootstrap builds root filesystems; the keyring verifies the archive
 	debootstrap debian-archive-keyring
@@ -44,22 +45,40 @@ PACKAGES=(
 	python3-yaml python3-httpx python3-wsproto python3-pytest python3-jsonschema
 )
 
+# runsc resumes a sandbox in place after `checkpoint --leave-running` from this release on, so
+# a fork keeps its parent running instead of restoring it (docs/snapshots.md). Bookworm has it
+# in bookworm-backports only (its own runsc is 0.0~20221219).
+RUNSC_MIN=0.0~20240729
+
 # dpkg-query prints one status line per package; a package dpkg has never heard of makes it
-# print an error on stderr and still report the others, so collect "name status" pairs and
-# treat anything not "install ok installed" as missing.
+# print an error on stderr and still report the others, so collect "name status version"
+# lines and treat anything not "install ok installed" as missing.
 missing=()
-status=$(dpkg-query -W -f='${Package} ${Status}\n' "${PACKAGES[@]}" 2>/dev/null || true)
+status=$(dpkg-query -W -f='${Package} ${Status} ${Version}\n' "${PACKAGES[@]}" 2>/dev/null || true)
 for p in "${PACKAGES[@]}"; do
-	if ! grep -qx "$p install ok installed" <<<"$status"; then
+	if ! grep -q "^$p install ok installed " <<<"$status"; then
 		missing+=("$p")
 	fi
 done
+runsc_version=$(awk '$1 == "runsc" && $4 == "installed" { print $5 }' <<<"$status")
+old_runsc=0
+if [[ -z $runsc_version ]] || dpkg --compare-versions "$runsc_version" lt "$RUNSC_MIN"; then
+	old_runsc=1
+	for i in "${!missing[@]}"; do
+		[[ ${missing[i]} != runsc ]] || unset 'missing[i]'
+	done
+fi
 
-if ((${#missing[@]} == 0)); then
+if ((${#missing[@]} == 0 && old_runsc == 0)); then
 	exit 0
 fi
 
-echo "deps: installing ${missing[*]}" >&2
+if ((old_runsc)); then
+	echo "deps: installing runsc $RUNSC_MIN or newer (have: ${runsc_version:-none})" >&2
+fi
+if ((${#missing[@]})); then
+	echo "deps: installing ${missing[*]}" >&2
+fi
 if [[ $(id -u) -ne 0 ]]; then
 	echo "deps: need root to install packages (run as root or install them by hand)" >&2
 	exit 1
@@ -69,6 +88,20 @@ export DEBIAN_FRONTEND=noninteractive
 # Other sessions on the same machine may be running apt at the same moment: wait for dpkg's lock
 # instead of failing.
 APT=(apt-get -o DPkg::Lock::Timeout=600 -y -q)
+# The release's backports suite, for runsc: apt pins backports low (priority 100), so nothing
+# else comes from it unless asked for with -t.
+. /etc/os-release
+backports="${VERSION_CODENAME:-bookworm}-backports"
+if [[ $VERSION_CODENAME == bookworm ]] && ! grep -rqs -- "$backports" /etc/apt/sources.list \
+	/etc/apt/sources.list.d/; then
+	echo "deb http://deb.debian.org/debian $backports main" >/etc/apt/sources.list.d/sbx-backports.list
+fi
 "${APT[@]}" update
 # --no-install-recommends keeps the host lean; every package we rely on is listed above.
-"${APT[@]}" install --no-install-recommends "${missing[@]}"
+if ((${#missing[@]})); then
+	"${APT[@]}" install --no-install-recommends "${missing[@]}"
+fi
+if ((old_runsc)); then
+	"${APT[@]}" install --no-install-recommends -t "$backports" runsc
+	runsc --version >&2
+fi

@@ -24,6 +24,7 @@
 
 #define RT_START_TIMEOUT_DEFAULT_MS 10000
 #define RT_LOG_TAIL 600
+#define RT_VERSION_MAX 512 /* what rt_probe reads of `runsc --version` */
 
 /* The shim's whole environment: PATH, plus the sanitizer settings of a test build so
  * its reports land where the test runner looks. Nothing else of the daemon's. */
@@ -290,6 +291,7 @@ static int launch(const struct rt_config *cfg, const struct rt_spec *spec, const
         return sbx_err_sys(err, -r, "writing %s", config);
     unlink_in(spec->state_dir, "exit_status");
     unlink_in(spec->state_dir, "destroy");
+    unlink_in(spec->state_dir, "held");
     _cleanup_free_ char *runsc_log = sbx_xasprintf("%s/runsc.log", spec->state_dir);
     {
         _cleanup_close_ int lfd =
@@ -382,8 +384,86 @@ static int stop_for_checkpoint(const struct rt_config *cfg, const char *id, cons
     return 0;
 }
 
+/* The steps a watcher runs: each runsc command in turn until one fails; undo, when set,
+ * runs after a failure of any step but the first. */
+struct watched {
+    char *const *steps[3];
+    int n;
+    char *const *undo;
+    const char *undone; /* a file removed once undo has succeeded, or NULL */
+    int pid_step;       /* the step whose pid goes to pidfd (rt_checkpoint_wait), or -1 */
+};
+
+/* In the watcher: run argv to its end; its wait status, or -1. */
+static int watched_step(char *const argv[], int nul, int outfd, int pidfd, char *const envp[])
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        if (dup2(nul, 0) < 0 || dup2(outfd, 1) < 0 || dup2(outfd, 2) < 0)
+            _exit(126);
+        execvpe(argv[0], argv, envp);
+        _exit(127);
+    }
+    if (pidfd >= 0) {
+        char line[24];
+        int n = snprintf(line, sizeof(line), "%d\n", (int)pid);
+        (void)sbx_write_all(pidfd, line, (size_t)n);
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    return st;
+}
+
+/* A watcher process runs w's steps and writes the wait status of the last one it ran to
+ * a pipe: the daemon reaps every child it has, so it could not collect runsc's status
+ * itself. stdout and stderr go to outfd. Returns the pipe's read end (O_CLOEXEC). Only
+ * async-signal-safe calls after fork. */
+static int run_watched(const struct watched *w, int outfd, int pidfd, int *done_fd,
+                       struct sbx_err *err)
+{
+    _cleanup_close_ int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (nul < 0)
+        return sbx_err_sys(err, errno, "opening /dev/null");
+    int pfd[2];
+    if (pipe2(pfd, O_CLOEXEC) < 0)
+        return sbx_err_sys(err, errno, "pipe");
+    _cleanup_close_ int rd = pfd[0];
+    _cleanup_close_ int wr = pfd[1];
+    struct shim_env env;
+    shim_env_init(&env);
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        shim_env_free(&env);
+        return sbx_err_sys(err, e, "fork");
+    }
+    if (pid == 0) {
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        int st = 0, i;
+        for (i = 0; i < w->n && st == 0; i++)
+            st = watched_step(w->steps[i], nul, outfd, i == w->pid_step ? pidfd : -1, env.v);
+        if (st != 0 && i > 1 && w->undo && watched_step(w->undo, nul, outfd, -1, env.v) == 0 &&
+            w->undone)
+            (void)unlink(w->undone);
+        char line[32];
+        int n = snprintf(line, sizeof(line), "%d\n", st);
+        (void)sbx_write_all(wr, line, (size_t)n);
+        _exit(0);
+    }
+    shim_env_free(&env);
+    close(TAKE_FD(wr));
+    *done_fd = TAKE_FD(rd);
+    return 0;
+}
+
 int rt_checkpoint(const struct rt_config *cfg, const char *id, const char *state_dir,
-                  const char *image_dir, int *done_fd, struct sbx_err *err)
+                  const char *image_dir, bool hold, int *done_fd, struct sbx_err *err)
 {
     if (!oci_id_valid(id))
         return sbx_err_set(err, EINVAL, "invalid_request", "invalid sandbox id");
@@ -405,70 +485,129 @@ int rt_checkpoint(const struct rt_config *cfg, const char *id, const char *state
         return sbx_err_sys(err, errno, "creating %s", log);
     if (!rt_backend_of(state_dir)->memory_snapshots)
         return stop_for_checkpoint(cfg, id, state_dir, done_fd, err);
-    _cleanup_close_ int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (nul < 0)
-        return sbx_err_sys(err, errno, "opening /dev/null");
-    int pfd[2];
-    if (pipe2(pfd, O_CLOEXEC) < 0)
-        return sbx_err_sys(err, errno, "pipe");
-    _cleanup_close_ int rd = pfd[0];
-    _cleanup_close_ int wr = pfd[1];
-    char *argv[12];
-    int i = 0;
-    argv[i++] = (char *)(cfg->runsc_path ? cfg->runsc_path : "runsc");
-    argv[i++] = "--root";
-    argv[i++] = (char *)cfg->runsc_root;
-    argv[i++] = "checkpoint";
-    argv[i++] = "--image-path";
-    argv[i++] = (char *)image_dir;
-    argv[i++] = (char *)id;
-    argv[i] = NULL;
+    hold = hold && cfg->resumes_in_place;
+    _cleanup_free_ char *marker = sbx_xasprintf("%s/held", state_dir);
+    char *runsc = (char *)(cfg->runsc_path ? cfg->runsc_path : "runsc");
+    char *root = (char *)cfg->runsc_root;
+    char *pause[] = {runsc, "--root", root, "pause", (char *)id, NULL};
+    char *resume[] = {runsc, "--root", root, "resume", (char *)id, NULL};
+    char *ckpt[] = {runsc,      "--root", root, "checkpoint", "--image-path", (char *)image_dir,
+                    (char *)id, NULL,     NULL};
+    struct watched w = {.steps = {ckpt}, .n = 1, .pid_step = 0};
+    if (hold) {
+        /* Paused first, so its checkpoint's own pause and resume leave it paused until
+         * rt_release: nothing it does after the image is taken reaches its workspace
+         * before the caller has copied it. */
+        ckpt[6] = "--leave-running";
+        ckpt[7] = (char *)id;
+        w = (struct watched){
+            .steps = {pause, ckpt}, .n = 2, .undo = resume, .undone = marker, .pid_step = 1};
+        if ((r = sbx_write_file_replace(marker, "", 0, 0600)) < 0)
+            return sbx_err_sys(err, -r, "writing %s", marker);
+    }
     /* runsc's pid, for a daemon that restarts while it runs (rt_checkpoint_wait). */
     _cleanup_free_ char *pidpath = sbx_xasprintf("%s/checkpoint.pid", image_dir);
     _cleanup_close_ int pidfd =
         open(pidpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-    struct shim_env env;
-    shim_env_init(&env);
-    /* A watcher process waits for runsc and writes its status to the pipe: the daemon
-     * reaps every child it has, so it could not collect runsc's status itself. Only
-     * async-signal-safe calls after fork. */
-    pid_t pid = fork();
-    if (pid < 0) {
-        r = -errno;
-        shim_env_free(&env);
-        return sbx_err_sys(err, -r, "fork");
-    }
-    if (pid == 0) {
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        pid_t runsc = fork();
-        if (runsc < 0)
-            _exit(126);
-        if (runsc == 0) {
-            if (dup2(nul, 0) < 0 || dup2(logfd, 1) < 0 || dup2(logfd, 2) < 0)
-                _exit(126);
-            execvpe(argv[0], argv, env.v);
-            _exit(127);
-        }
-        char pidline[24];
-        int pn = snprintf(pidline, sizeof(pidline), "%d\n", (int)runsc);
-        if (pidfd >= 0)
-            (void)sbx_write_all(pidfd, pidline, (size_t)pn);
-        int st;
-        while (waitpid(runsc, &st, 0) < 0)
-            if (errno != EINTR)
-                _exit(126);
-        char line[32];
-        int n = snprintf(line, sizeof(line), "%d\n", st);
-        (void)sbx_write_all(wr, line, (size_t)n);
-        _exit(0);
-    }
-    shim_env_free(&env);
-    close(TAKE_FD(wr));
-    if ((r = sbx_set_nonblock(rd)) < 0)
+    int rd;
+    if ((r = run_watched(&w, logfd, pidfd, &rd, err)) < 0)
+        return r;
+    if ((r = sbx_set_nonblock(rd)) < 0) {
+        close(rd);
         return sbx_err_sys(err, -r, "checkpoint pipe");
-    *done_fd = TAKE_FD(rd);
+    }
+    *done_fd = rd;
+    return 0;
+}
+
+/* The first release date in `runsc --version` ("runsc version release-20240729.0", Debian's
+ * "0.0~20240729.0"), or 0. */
+static long runsc_date(const char *text)
+{
+    for (const char *p = strstr(text, "version"); p && *p && *p != '\n'; p++) {
+        size_t n = strspn(p, "0123456789");
+        if (n == 8 && !strncmp(p, "20", 2))
+            return strtol(p, NULL, 10);
+        if (n)
+            p += n - 1;
+    }
+    return 0;
+}
+
+int rt_probe(struct rt_config *cfg, struct sbx_err *err)
+{
+    char *argv[] = {(char *)(cfg->runsc_path ? cfg->runsc_path : "runsc"), "--version", NULL};
+    struct watched w = {.steps = {argv}, .n = 1, .pid_step = -1};
+    int out[2];
+    if (pipe2(out, O_CLOEXEC) < 0)
+        return sbx_err_sys(err, errno, "pipe");
+    _cleanup_close_ int rd = out[0];
+    _cleanup_close_ int done = -1;
+    int r = run_watched(&w, out[1], -1, &done, err);
+    close(out[1]);
+    if (r < 0)
+        return r;
+    char text[RT_VERSION_MAX];
+    size_t len = 0;
+    ssize_t n;
+    /* To the end: the watcher holds the write end until runsc has exited. */
+    while ((n = read(rd, text + len, sizeof(text) - 1 - len)) != 0) {
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return sbx_err_sys(err, errno, "reading runsc --version");
+        len += (size_t)n;
+        if (len == sizeof(text) - 1)
+            break;
+    }
+    text[len] = '\0';
+    cfg->resumes_in_place = runsc_date(text) >= RT_RUNSC_IN_PLACE;
+    return 0;
+}
+
+bool rt_held(const char *state_dir)
+{
+    _cleanup_free_ char *marker = sbx_xasprintf("%s/held", state_dir);
+    return access(marker, F_OK) == 0;
+}
+
+int rt_release(const struct rt_config *cfg, const char *id, const char *state_dir,
+               struct sbx_err *err)
+{
+    if (!oci_id_valid(id) || !abs_path_ok(state_dir) || !abs_path_ok(cfg->runsc_root))
+        return sbx_err_set(err, EINVAL, "internal", "invalid sandbox id or paths");
+    char *argv[] = {(char *)(cfg->runsc_path ? cfg->runsc_path : "runsc"),
+                    "--root",
+                    (char *)cfg->runsc_root,
+                    "resume",
+                    (char *)id,
+                    NULL};
+    struct watched w = {.steps = {argv}, .n = 1, .pid_step = -1};
+    _cleanup_free_ char *log = sbx_xasprintf("%s/resume.log", state_dir);
+    _cleanup_close_ int logfd =
+        open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (logfd < 0)
+        return sbx_err_sys(err, errno, "creating %s", log);
+    _cleanup_close_ int rd = -1;
+    int r = run_watched(&w, logfd, -1, &rd, err);
+    if (r < 0)
+        return r;
+    char line[32];
+    ssize_t n;
+    do
+        n = read(rd, line, sizeof(line) - 1);
+    while (n < 0 && errno == EINTR);
+    line[n > 0 ? n : 0] = '\0';
+    int st = n > 0 ? atoi(line) : -1;
+    if (n <= 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        char tail[RT_LOG_TAIL];
+        log_tail(log, tail, sizeof(tail));
+        return sbx_err_set(err, EIO, "internal", "runsc resume failed (status %d): %s", st,
+                           tail[0] ? tail : "(no output)");
+    }
+    _cleanup_free_ char *marker = sbx_xasprintf("%s/held", state_dir);
+    if (unlink(marker) < 0 && errno != ENOENT)
+        return sbx_err_sys(err, errno, "removing %s", marker);
     return 0;
 }
 

@@ -13,14 +13,22 @@
 
 /* Fixed for the life of the daemon. */
 struct rt_config {
-    const char *runsc_path;  /* "runsc" or an absolute path */
-    const char *runsc_root;  /* runsc --root, under the data dir */
-    const char *shim_path;   /* the sbx-shim binary */
-    const char *agent_path;  /* the static sbx-agent binary, bind-mounted read-only */
+    const char *runsc_path;    /* "runsc" or an absolute path */
+    const char *runsc_root;    /* runsc --root, under the data dir */
+    const char *shim_path;     /* the sbx-shim binary */
+    const char *agent_path;    /* the static sbx-agent binary, bind-mounted read-only */
     const char *cgroup_parent; /* e.g. "sbx": sandboxes live in <parent>/<id> */
-    bool debug;              /* keep runsc debug logs in the sandbox's state dir */
+    bool debug;                /* keep runsc debug logs in the sandbox's state dir */
     unsigned start_timeout_ms; /* rt_start_wait's bound on the agent's first frame; 0 = 10000 */
+    bool resumes_in_place;     /* runsc keeps a sandbox running after a checkpoint (rt_probe) */
 };
+
+/* runsc releases from this date on resume the very sandbox after `checkpoint
+ * --leave-running` (older ones restore it behind a new runsc process no shim holds). */
+#define RT_RUNSC_IN_PLACE 20240729L
+
+/* Ask runsc its version and fill cfg->resumes_in_place. */
+int rt_probe(struct rt_config *cfg, struct sbx_err *err);
 
 /* One sandbox to start. */
 struct rt_spec {
@@ -74,14 +82,20 @@ int rt_start_wait(const struct rt_config *cfg, const struct rt_spec *spec, int r
  *
  * rt_checkpoint saves a running sandbox into image_dir (created) with `runsc checkpoint`:
  * memory, processes, kernel state. The container stops and its shim exits, keeping the
- * sandbox's directory (runsc's --leave-running would restore it behind a runsc process
- * no shim holds). The agent binary the sandbox runs is kept beside the image. Returns at once
- * with *done_fd (non-blocking, O_CLOEXEC), readable when runsc has finished; the caller
- * owns it and reads the outcome with rt_checkpoint_read: 0, -EAGAIN (not yet), or an
- * error with the tail of runsc's output. */
+ * sandbox's directory. With hold, when runsc resumes in place (cfg->resumes_in_place), it
+ * is paused instead, checkpointed with --leave-running, and stays paused (a "held" marker in
+ * state_dir says so) until rt_release; a failed checkpoint resumes it. The agent binary the
+ * sandbox runs is kept beside the image. Returns at once with *done_fd (non-blocking,
+ * O_CLOEXEC), readable when runsc has finished; the caller owns it and reads the outcome
+ * with rt_checkpoint_read: 0, -EAGAIN (not yet), or an error with the tail of runsc's
+ * output. rt_held says whether the last checkpoint held it. */
 int rt_checkpoint(const struct rt_config *cfg, const char *id, const char *state_dir,
-                  const char *image_dir, int *done_fd, struct sbx_err *err);
+                  const char *image_dir, bool hold, int *done_fd, struct sbx_err *err);
 int rt_checkpoint_read(const char *image_dir, int done_fd, struct sbx_err *err);
+bool rt_held(const char *state_dir);
+/* Resume a held sandbox (`runsc resume`) and drop its marker. Blocks for runsc. */
+int rt_release(const struct rt_config *cfg, const char *id, const char *state_dir,
+               struct sbx_err *err);
 /* A daemon killed during a checkpoint leaves its `runsc checkpoint` running, and that
  * still stops the sandbox when done: wait (at most timeout_ms) until the one recorded in
  * image_dir has exited. */

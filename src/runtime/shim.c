@@ -254,6 +254,10 @@ static int spawn_runsc(struct shim *s)
     argv[i++] = "--root";
     argv[i++] = (char *)s->root;
     argv[i++] = "--network=none";
+    /* Writes to a root mounted read-write (a template build's own tree) reach the host, and
+     * a read-only one stays refused, as runsc did before 2023 made an overlay of the root in
+     * a file beside it (root:self) its default. */
+    argv[i++] = "--overlay2=none";
     if (s->debug) {
         argv[i++] = "--debug";
         argv[i++] = debug_log;

@@ -229,6 +229,45 @@ def test_fork_copies_diverge_and_the_parent_runs_on():
         c.delete_sandbox(k)
 
 
+def test_a_fork_holds_its_parent_in_place_and_each_copy_is_consistent():
+    """runsc resumes a sandbox in place after its checkpoint (scripts/deps.sh installs one
+    that does): the parent is paused for the checkpoint and the workspace copies, then goes
+    on as the same gVisor sandbox, never restored. A loop writes a counter to the workspace
+    and to memory all along: each copy's workspace ends where its memory does, so its own
+    loop writes no number twice and skips none."""
+    c = user("held")
+    parent = c.create_sandbox(ttl_seconds=1800)["id"]
+    pidfile = os.path.join(D.get().sandbox_dir(parent), "state", "sandbox.pid")
+    with open(pidfile) as f:
+        host_pid = f.read().strip()
+    r = c.request("POST", "/v1/sandboxes/%s/processes" % parent,
+                  {"command": "i=0; while :; do i=$((i+1)); echo $i >> /workspace/log; done"},
+                  timeout=60)
+    assert r.status in (200, 201), r
+    loop = r.body["pid"]
+    wait_for(lambda: int(c.sh(parent, "wc -l < /workspace/log")) > 20, 30,
+             what="the loop has written")
+    r = post(c, parent, "fork", {"count": 2})
+    assert r.status == 200, r
+    kids = [k["id"] for k in r.body["data"]]
+    assert all(k["restored"] is True for k in r.body["data"]), r.body
+
+    with open(pidfile) as f:
+        assert f.read().strip() == host_pid, "the parent was restarted, not held"
+    n = int(c.sh(parent, "wc -l < /workspace/log"))
+    wait_for(lambda: int(c.sh(parent, "wc -l < /workspace/log")) > n, 30,
+             what="the parent's loop goes on")
+    for kid in kids:
+        time.sleep(0.3)  # the copy's loop runs on from its memory
+        c.sh(kid, "kill %d" % loop)
+        out = c.sh(kid, "awk 'NR != $1 { print \"line \" NR \": \" $1; exit 1 }' "
+                        "/workspace/log && wc -l < /workspace/log")
+        assert int(out) > 20, out
+        c.delete_sandbox(kid)
+    c.sh(parent, "kill %d" % loop)
+    c.delete_sandbox(parent)
+
+
 def test_a_network_socket_blocks_a_snapshot_and_nothing_breaks():
     # gVisor cannot save a socket anything waits on: a user's server must stop first.
     c = user("sock")

@@ -86,10 +86,16 @@ try:
     routes6 = [l for l in open('/proc/net/ipv6_route').read().splitlines() if not l.endswith('lo')]
 except OSError:
     routes6 = []
-print(json.dumps({"ifaces": sorted(os.listdir('/sys/class/net')), "routes": routes,
+# runsc 20240729 has no /sys/class/net under --network=none; /proc/net/dev lists them too.
+dev = [l.split(':')[0].strip() for l in open('/proc/net/dev').read().splitlines()[2:]]
+try:
+    ifaces = os.listdir('/sys/class/net')
+except FileNotFoundError:
+    ifaces = dev
+print(json.dumps({"ifaces": sorted(ifaces), "dev": sorted(dev), "routes": routes,
                   "routes6": routes6}))
 """)
-    assert r["ifaces"] == ["lo"], r
+    assert r["ifaces"] == ["lo"] and r["dev"] == ["lo"], r
     assert r["routes"] == [] and r["routes6"] == [], r
 
 

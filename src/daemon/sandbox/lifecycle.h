@@ -38,6 +38,8 @@ int manager_runtimes_init(struct manager *m, struct sbx_err *err);
 
 /* manager.c: the registry and the sandbox object. */
 struct sandbox *sandbox_alloc(struct manager *m, const char *id);
+/* The sandbox of that id in m's list, unless it has ended; NULL otherwise. */
+struct sandbox *manager_find_live(struct manager *m, const char *id);
 /* reconcile.c: a sandbox object for a stored record (its policy, boot id, parent,
  * fallback and configuration settings read back), not yet among the manager's. */
 struct sandbox *sandbox_from_record(struct manager *m, const struct store_sandbox *rec);

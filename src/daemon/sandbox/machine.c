@@ -153,7 +153,7 @@ int manager_restart(struct manager *m, struct sandbox *sb, sandbox_ready_fn cb, 
         return sbx_err_set(err, EINVAL, "not_supported_on_v1",
                            "a v1 sandbox gets a fresh machine for every operation: there is "
                            "nothing to restart");
-    if (sb->paused || sb->pausing || sb->restoring || (!sb->failed && !sb->ready)) {
+    if (sb->paused || sb->pausing || sb->held || sb->restoring || (!sb->failed && !sb->ready)) {
         if (sb->paused)
             sandbox_paused_error(sb, err);
         else

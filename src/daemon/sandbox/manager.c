@@ -98,6 +98,9 @@ int manager_new(const struct sbxd_config *cfg, struct loop *l, struct store *st,
         .agent_path = cfg->agent_path,
         .cgroup_parent = m->cgroup_parent,
     };
+    struct sbx_err perr = {0};
+    if (rt_probe(&m->rt, &perr) < 0) /* forks then stop their parent, as older runsc needs */
+        log_warn("asking runsc its version: %s", perr.msg);
     int r = sbx_mkdir_p(m->runsc_root, 0700);
     if (r == 0) {
         _cleanup_free_ char *sbdir = sbx_xasprintf("%s/sandboxes", cfg->data_dir);
@@ -323,6 +326,14 @@ int manager_set_expiry(struct manager *m, struct sandbox *sb, long long expires_
         sandbox_arm_ttl(m, sb);
     }
     return 0;
+}
+
+struct sandbox *manager_find_live(struct manager *m, const char *id)
+{
+    for (struct sandbox *sb = m->sandboxes; sb; sb = sb->next)
+        if (!strcmp(sb->rec.id, id))
+            return sb->ended ? NULL : sb;
+    return NULL;
 }
 
 void sandbox_op_finish(struct sandbox *sb, const struct sbx_err *err)

@@ -64,6 +64,7 @@ struct sandbox {
     bool paused;          /* checkpointed and stopped: no shim, no channel */
     bool pausing;         /* a checkpoint that stops it is under way (a pause or a fork) */
     bool forking;         /* ... for a fork: it restores right after */
+    bool held;            /* a fork's checkpoint left it paused in place (rt_checkpoint) */
     bool chan_lost;       /* the channel closed while pausing */
     bool restoring;       /* started from an image: its HELLO says whether memory came back */
     bool exporting;       /* paused, its pause being copied to shared storage */

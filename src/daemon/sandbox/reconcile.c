@@ -200,8 +200,13 @@ static void reconcile_one(const struct store_sandbox *rec, void *data)
     }
     bool complete;
     bool mid_checkpoint = checkpoint_in_flight(sb, &complete);
-    if ((mid_checkpoint && complete && stopped_by_checkpoint(sb)) || !rt_alive(sb->state_dir) ||
-        sandbox_attach(m, sb, &err) < 0) {
+    /* A fork's parent held paused by its checkpoint (rt_checkpoint) goes on: the copies
+     * that were being made from it are not (they never reached the store as running). */
+    bool held = rt_held(sb->state_dir);
+    if (held && rt_release(&m->rt, rec->id, sb->state_dir, &err) < 0)
+        log_warn("sandbox %s: resuming after a fork's checkpoint: %s", rec->id, err.msg);
+    if ((mid_checkpoint && complete && !held && stopped_by_checkpoint(sb)) ||
+        !rt_alive(sb->state_dir) || sandbox_attach(m, sb, &err) < 0) {
         if (mid_checkpoint && keep_paused(m, sb)) {
             keep(m, sb);
             log_warn("sandbox %s: sbxd stopped during its pause or fork; kept paused", rec->id);

@@ -5,6 +5,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include "../../common/jobs.h"
 #include "../../common/log.h"
 #include "../../common/util.h"
 #include "../billing/billing.h"
@@ -36,11 +37,11 @@ int checkpoint_check(const struct sandbox *sb, const char *verb, struct sbx_err 
     return 0;
 }
 
-static int start_checkpoint(struct manager *m, struct sandbox *sb, const char *image,
+static int start_checkpoint(struct manager *m, struct sandbox *sb, const char *image, bool hold,
                             loop_fd_cb done, struct sbx_err *err)
 {
     (void)sbx_rm_rf(image); /* a leftover of a pause that failed half-way */
-    int r = rt_checkpoint(&m->rt, sb->rec.id, sb->state_dir, image, &sb->ckpt_fd, err);
+    int r = rt_checkpoint(&m->rt, sb->rec.id, sb->state_dir, image, hold, &sb->ckpt_fd, err);
     if (r < 0)
         return r;
     r = loop_watch_add(m->loop, sb->ckpt_fd, EPOLLIN, done, sb, &sb->ckpt_watch);
@@ -57,6 +58,7 @@ static int start_checkpoint(struct manager *m, struct sandbox *sb, const char *i
 struct prepare {
     struct sandbox *sb;
     char *image;
+    bool hold;
     loop_fd_cb done;
 };
 
@@ -87,7 +89,7 @@ static void on_prepared(json_t *result, const struct sbx_err *perr, void *data)
         if (perr) {
             /* Nothing was parked or checkpointed: the sandbox runs on as it was. */
             err = *perr;
-        } else if (start_checkpoint(sb->mgr, sb, p->image, p->done, &err) < 0) {
+        } else if (start_checkpoint(sb->mgr, sb, p->image, p->hold, p->done, &err) < 0) {
             log_error("sandbox %s: checkpoint: %s", sb->rec.id, err.msg);
             if (sb->chan)
                 agent_relisten(sb);
@@ -105,12 +107,13 @@ static void on_prepared(json_t *result, const struct sbx_err *perr, void *data)
 }
 
 /* snapshot_prepare on the agent (docs/protocol.md), then the checkpoint. */
-static int prepare_checkpoint(struct sandbox *sb, const char *image, loop_fd_cb done,
+static int prepare_checkpoint(struct sandbox *sb, const char *image, bool hold, loop_fd_cb done,
                               struct sbx_err *err)
 {
     struct prepare *p = sbx_xcalloc(1, sizeof(*p));
     p->sb = sb;
     p->image = sbx_xstrdup(image);
+    p->hold = hold;
     p->done = done;
     static const struct agentcall_ops ops = {.on_done = on_prepared};
     int r = agentcall_start(sb, json_pack("{s:s}", "op", "snapshot_prepare"), &ops, p, NULL, err);
@@ -183,6 +186,13 @@ static void on_ckpt(struct loop *l, int fd, uint32_t events, void *data)
     int r = ckpt_outcome(sb, &err);
     if (r == -EAGAIN)
         return;
+    if (r == 0 && rt_held(sb->state_dir)) {
+        /* Paused, not stopped: its channel stays; checkpoint_release ends the hold. */
+        sb->held = true;
+        sb->pausing = false;
+        sandbox_op_finish(sb, NULL);
+        return;
+    }
     if (r == 0) {
         sb->op_deadline = sbx_now_ms() + SANDBOX_SHIM_GONE_MS;
         on_stopped(l, sb);
@@ -209,9 +219,69 @@ static void on_ckpt(struct loop *l, int fd, uint32_t events, void *data)
     sandbox_cold_start(sb, &err);
 }
 
-int checkpoint_start(struct sandbox *sb, const char *image, struct sbx_err *err)
+int checkpoint_start(struct sandbox *sb, const char *image, bool hold, struct sbx_err *err)
 {
-    return prepare_checkpoint(sb, image, on_ckpt, err);
+    return prepare_checkpoint(sb, image, hold, on_ckpt, err);
+}
+
+struct release {
+    struct manager *m;
+    char id[STORE_ID_MAX + 1];
+    char *state_dir;
+    int ret;
+    struct sbx_err err;
+    sandbox_ready_fn cb;
+    void *data;
+};
+
+static void release_run(void *data)
+{
+    struct release *rl = data;
+    rl->ret = rt_release(&rl->m->rt, rl->id, rl->state_dir, &rl->err);
+}
+
+static void release_done(void *data, bool ran)
+{
+    struct release *rl = data;
+    struct sandbox *sb = manager_find_live(rl->m, rl->id);
+    struct sbx_err err = {0};
+    if (!ran) /* held on: the next start releases it (reconcile.c) */
+        sbx_err_set(&err, ESHUTDOWN, "shutting_down", "sbxd is stopping");
+    else if (rl->ret < 0)
+        err = rl->err;
+    if (sb && sb->held && ran) {
+        sb->held = false;
+        sb->forking = false;
+        if (err.code[0]) {
+            /* Still paused: as lost as a machine that died; its workspace stays. */
+            log_error("sandbox %s: resuming after the checkpoint: %s", sb->rec.id, err.msg);
+            sandbox_machine_lost(sb, "resume_failed", &err);
+        } else if (sb->chan) {
+            sb->ready = true;
+            agent_relisten(sb);
+            sandbox_notify_waiters(sb, NULL);
+        }
+    }
+    rl->cb(sb, err.code[0] ? &err : NULL, rl->data);
+    free(rl->state_dir);
+    free(rl);
+}
+
+void checkpoint_release(struct manager *m, struct jobs *jobs, struct sandbox *sb,
+                        sandbox_ready_fn cb, void *data)
+{
+    struct release *rl = sbx_xcalloc(1, sizeof(*rl));
+    rl->m = m;
+    snprintf(rl->id, sizeof(rl->id), "%s", sb->rec.id);
+    rl->state_dir = sbx_xstrdup(sb->state_dir);
+    rl->cb = cb;
+    rl->data = data;
+    if (jobs) {
+        jobs_submit(jobs, release_run, release_done, rl);
+    } else {
+        release_run(rl);
+        release_done(rl, true);
+    }
 }
 
 int checkpoint_freeze_workspace(const struct manager *m, const struct sandbox *sb)

@@ -1,9 +1,13 @@
 /* Fork: checkpoint the parent once, copy its still workspace per copy, then restore
- * the parent and every copy from the same image (each its own id and workspace).
+ * every copy from the same image (each its own id and workspace).
+ *
+ * Where runsc resumes in place, the parent is paused for the checkpoint and the copies
+ * and resumed once they are made: stopped for one checkpoint and the workspace clones.
+ * With an older runsc a checkpoint stops it, and it is restored from the image too.
  *
  * The copies (a sparse clone of the workspace image, or cp -a) run on worker threads,
  * side by side; each copy is restored as soon as its workspace is there, and the parent
- * as soon as the last copy has read its workspace. */
+ * goes on as soon as the last copy has read its workspace. */
 #include "snapshot.h"
 
 #include <errno.h>
@@ -206,9 +210,9 @@ static void on_parent_ready(struct sandbox *sb, const struct sbx_err *err, void 
         fork_finish(f, NULL);
 }
 
-/* The parent is stopped (a checkpoint stops a container: runsc's --leave-running
- * restores it behind a new runsc that our shim does not hold). Its workspace is still,
- * so the copies are consistent; then the parent and every copy restore from the image. */
+/* The parent is stopped, or held: paused in place (rt_checkpoint). Its workspace is
+ * still, so the copies are consistent; then every copy restores from the image, and the
+ * parent goes on (held) or restores from it too. */
 static void fork_on_checkpoint(struct sandbox *parent, const struct sbx_err *err, void *data)
 {
     struct fork_op *f = data;
@@ -235,40 +239,42 @@ static void fork_on_checkpoint(struct sandbox *parent, const struct sbx_err *err
         fork_copies_done(f);
 }
 
-static struct sandbox *find_live(struct manager *m, const char *id)
+/* The parent was stopped by its checkpoint: it comes back from the image. */
+static void parent_restore(struct fork_op *f, struct sandbox *parent)
 {
-    for (struct sandbox *sb = m->sandboxes; sb; sb = sb->next)
-        if (!strcmp(sb->rec.id, id))
-            return sb->ended ? NULL : sb;
-    return NULL;
+    struct sbx_err perr = {0};
+    parent->restoring = true;
+    parent->cold_tried = false;
+    parent->drop_image = false;
+    parent->op_t0 = sbx_now_ms();
+    snprintf(parent->expect_boot, sizeof(parent->expect_boot), "%s", parent->boot_id);
+    free(parent->image_dir);
+    parent->image_dir = sbx_xstrdup(f->image_dir);
+    if (sandbox_launch(f->m, parent, f->image_dir, false, &perr) < 0) {
+        parent->cold_tried = true;
+        if (sandbox_launch(f->m, parent, NULL, false, &perr) < 0) {
+            struct sbx_err derr = {0};
+            (void)sandbox_destroy(f->m, parent, "start_failed", &perr, NULL, NULL, &derr);
+        }
+    }
+    if (!parent->ended) {
+        f->pending++;
+        sandbox_when_ready(parent, on_parent_ready, f);
+    }
 }
 
-/* Every copy has its workspace: the parent may change its own again. */
+/* Every copy has its workspace: the parent may change its own again. Held (paused in
+ * place by its checkpoint), it just goes on; else it is restored. */
 static void fork_copies_done(struct fork_op *f)
 {
     wsimage_thaw(f->frozen);
     f->frozen = -1;
-    struct sandbox *parent = find_live(f->m, f->parent_id);
-    if (parent) {
-        struct sbx_err perr = {0};
-        parent->restoring = true;
-        parent->cold_tried = false;
-        parent->drop_image = false;
-        parent->op_t0 = sbx_now_ms();
-        snprintf(parent->expect_boot, sizeof(parent->expect_boot), "%s", parent->boot_id);
-        free(parent->image_dir);
-        parent->image_dir = sbx_xstrdup(f->image_dir);
-        if (sandbox_launch(f->m, parent, f->image_dir, false, &perr) < 0) {
-            parent->cold_tried = true;
-            if (sandbox_launch(f->m, parent, NULL, false, &perr) < 0) {
-                struct sbx_err derr = {0};
-                (void)sandbox_destroy(f->m, parent, "start_failed", &perr, NULL, NULL, &derr);
-            }
-        }
-        if (!parent->ended) {
-            f->pending++;
-            sandbox_when_ready(parent, on_parent_ready, f);
-        }
+    struct sandbox *parent = manager_find_live(f->m, f->parent_id);
+    if (parent && parent->held) {
+        f->pending++;
+        checkpoint_release(f->m, f->jobs, parent, on_parent_ready, f);
+    } else if (parent) {
+        parent_restore(f, parent);
     }
     f->pending--; /* the checkpoint's own count */
     if (f->pending == 0)
@@ -308,7 +314,7 @@ int snapshot_fork(struct manager *m, struct jobs *jobs, struct sandbox *sb,
     char hex[13];
     sbx_random_id("", 6, hex, sizeof(hex));
     f->image_dir = sbx_xasprintf("%s/snapshots/fork-%s", sb->dir, hex);
-    if ((r = checkpoint_start(sb, f->image_dir, err)) < 0) {
+    if ((r = checkpoint_start(sb, f->image_dir, true, err)) < 0) {
         free(f->image_dir);
         free(f);
         return r;

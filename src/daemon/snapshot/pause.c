@@ -25,7 +25,7 @@ int snapshot_pause(struct manager *m, struct sandbox *sb, sandbox_op_fn cb, void
                            SANDBOX_PAUSED_MAX);
     _cleanup_free_ char *image = sbx_xasprintf("%s/snapshots/memory", sb->dir);
     sb->op_t0 = sbx_now_ms();
-    if ((r = checkpoint_start(sb, image, err)) < 0)
+    if ((r = checkpoint_start(sb, image, false, err)) < 0)
         return r;
     sb->pausing = true;
     sb->chan_lost = false;

@@ -492,14 +492,18 @@ int rt_checkpoint(const struct rt_config *cfg, const char *id, const char *state
     char *pause[] = {runsc, "--root", root, "pause", (char *)id, NULL};
     char *resume[] = {runsc, "--root", root, "resume", (char *)id, NULL};
     char *ckpt[] = {runsc,      "--root", root, "checkpoint", "--image-path", (char *)image_dir,
-                    (char *)id, NULL,     NULL};
+                    (char *)id, NULL,     NULL, NULL};
     struct watched w = {.steps = {ckpt}, .n = 1, .pid_step = 0};
     if (hold) {
         /* Paused first, so its checkpoint's own pause and resume leave it paused until
          * rt_release: nothing it does after the image is taken reaches its workspace
          * before the caller has copied it. */
         ckpt[6] = "--leave-running";
-        ckpt[7] = (char *)id;
+        /* A fork's image is read at once and removed: inflating it would cost every copy
+         * CPU time (0.48 against 0.27 s for an idle sandbox here), and compressing it the
+         * parent's pause. */
+        ckpt[7] = "--compression=none";
+        ckpt[8] = (char *)id;
         w = (struct watched){
             .steps = {pause, ckpt}, .n = 2, .undo = resume, .undone = marker, .pid_step = 1};
         if ((r = sbx_write_file_replace(marker, "", 0, 0600)) < 0)

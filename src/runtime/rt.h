@@ -83,8 +83,9 @@ int rt_start_wait(const struct rt_config *cfg, const struct rt_spec *spec, int r
  * rt_checkpoint saves a running sandbox into image_dir (created) with `runsc checkpoint`:
  * memory, processes, kernel state. The container stops and its shim exits, keeping the
  * sandbox's directory. With hold, when runsc resumes in place (cfg->resumes_in_place), it
- * is paused instead, checkpointed with --leave-running, and stays paused (a "held" marker in
- * state_dir says so) until rt_release; a failed checkpoint resumes it. The agent binary the
+ * is paused instead, checkpointed with --leave-running into an uncompressed image (a fork's:
+ * read once, right away), and stays paused (a "held" marker in state_dir says so) until
+ * rt_release; a failed checkpoint resumes it. The agent binary the
  * sandbox runs is kept beside the image. Returns at once with *done_fd (non-blocking,
  * O_CLOEXEC), readable when runsc has finished; the caller owns it and reads the outcome
  * with rt_checkpoint_read: 0, -EAGAIN (not yet), or an error with the tail of runsc's

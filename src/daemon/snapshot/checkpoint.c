@@ -201,6 +201,12 @@ static void on_ckpt(struct loop *l, int fd, uint32_t events, void *data)
     log_error("sandbox %s: checkpoint: %s", sb->rec.id, err.msg);
     sb->pausing = sb->forking = false;
     (void)sbx_rm_rf(sb->image_dir);
+    if (!sb->chan_lost && rt_alive(sb->state_dir) && rt_held(sb->state_dir)) {
+        /* Its pause outlived the checkpoint: runsc could not resume it either. */
+        sandbox_op_finish(sb, &err);
+        sandbox_machine_lost(sb, "resume_failed", &err);
+        return;
+    }
     if (!sb->chan_lost && rt_alive(sb->state_dir)) {
         sb->ready = true; /* the checkpoint failed before it stopped anything */
         agent_relisten(sb);

@@ -98,7 +98,8 @@ def _rootfs():
 PROBE_AGENT = r"""#!/bin/sh
 # Write what the sandbox looks like from inside, say HELLO, then echo frames back.
 {
-  echo "netdevs: $(ls /sys/class/net | tr '\n' ' ')"
+  # /proc/net/dev: runsc 20240729 has no /sys/class/net under --network=none
+  echo "netdevs: $(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\n' ' ')"
   echo "hostname: $(hostname)"
   echo "id: $(id -u)"
   if touch /rootfs-write-test 2>/dev/null; then echo "rootwrite: yes"; else echo "rootwrite: no"; fi

@@ -92,7 +92,7 @@ def run(build, n=50):
     bwrap_t = bench_bwrap(n)
     host_t = bench_host_true(n)
     bash_t = bench_host_bash(n)
-    run_t, rexec_t = bench_core.bench_runsc(n, ["--network=none", "--overlay2=none"])
+    run_t, rexec_t = bench_core.bench_runsc(n, bench_core.RUNSC_FLAGS)
     rows = [
         ("create, namespaces", ns_create, "bwrap --unshare-all true", bwrap_t),
         ("spawn -> HELLO, namespaces", ns_spawn, "bwrap --unshare-all true", bwrap_t),

@@ -111,7 +111,7 @@ def bench_runsc(k, n, flags):
 def run(build, k=15, n=20):
     """Returns printable lines."""
     lat, errors, wall, flags = bench_sbx(build, k, n)
-    blat, berrors, bwall = bench_runsc(k, n, flags or ["--network=none", "--overlay2=none"])
+    blat, berrors, bwall = bench_runsc(k, n, flags or bench_core.RUNSC_FLAGS)
     p = bench_core.percentile
     tput, btput = len(lat) / wall, len(blat) / bwall
     head = "%-34s %8s %8s %8s %6s   %-26s %8s %8s %8s %6s   %7s" % (

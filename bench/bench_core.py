@@ -55,6 +55,11 @@ def _cmdlines():
             yield argv
 
 
+# The global flags sbx-shim gives `runsc run` (src/runtime/shim.c, SBX_RUNSC_PLATFORM's
+# default): a baseline runs the same sandbox when the daemon's own cannot be read.
+RUNSC_FLAGS = ["--network=none", "--overlay2=none", "--platform=ptrace"]
+
+
 def daemon_runsc_flags(sid):
     """The global flags of the daemon's `runsc ... run ... <sid>` process (minus the state
     and log locations), or None when it cannot be found."""
@@ -188,7 +193,7 @@ def run(build, n=50):
     notes = []
     create_t, exec_t, paced_t, flags = bench_daemon(build, n)
     if flags is None:
-        flags = ["--network=none", "--overlay2=none"]
+        flags = RUNSC_FLAGS
         notes.append("could not read the daemon's runsc flags; baseline uses %s" % flags)
     else:
         notes.append("baseline runsc flags (copied from the daemon's runsc): %s"

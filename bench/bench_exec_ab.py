@@ -40,7 +40,7 @@ def main():
             d = es.enter_context(harness.Daemon(build=b))
             c = d.client(d.client().create_key("bench", "member", "sandbox")["key"])
             sb = c.create_sandbox(ttl_seconds=3600)
-            flags = flags or bench_core.daemon_runsc_flags(sb["id"]) or ["--network=none", "--overlay2=none"]
+            flags = flags or bench_core.daemon_runsc_flags(sb["id"]) or bench_core.RUNSC_FLAGS
             path = "/v1/sandboxes/%s/exec" % sb["id"]
             for _ in range(3):  # page-ins
                 c.request("POST", path, {"shell": "true"})

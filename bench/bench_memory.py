@@ -154,7 +154,7 @@ def run(build, n=15):
     with harness.Daemon(build=build, extra_env=env) as d:
         c = d.client()
         one = c.create_sandbox(ttl_seconds=600)["id"]
-        flags = bench_core.daemon_runsc_flags(one) or ["--network=none", "--overlay2=none"]
+        flags = bench_core.daemon_runsc_flags(one) or bench_core.RUNSC_FLAGS
         c.delete_sandbox(one)
         alone, rss_alone = _measure(d, c, 1)
         create_ms, cpu = [], []

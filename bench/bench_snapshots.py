@@ -30,6 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
 import harness  # noqa: E402
+import bench_core  # noqa: E402
 
 ENV = {"SBX_MAX_PER_KEY": "20", "SBX_MAX_PER_USER": "20"}
 # A paused sandbox is resumed later, not at once: by then the stopped container's shim
@@ -128,9 +129,8 @@ def _direct(d, sid, n):
                 time.sleep(0.01)
             t0 = time.perf_counter()
             proc = subprocess.Popen(
-                ["runsc", "--root", root, "--network=none", "--overlay2=none", "restore",
-                 "--image-path", img,
-                 "--bundle", bundle, "--detach=false", sid],
+                ["runsc", "--root", root] + bench_core.RUNSC_FLAGS +
+                ["restore", "--image-path", img, "--bundle", bundle, "--detach=false", sid],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
             proc.stdin.write(_frame(0, 1, b'{"version":1,"role":"daemon","restored":true}'))
             proc.stdin.flush()

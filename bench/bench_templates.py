@@ -103,7 +103,7 @@ def main():
     os.environ["SBX_BUILD"] = build
     warm = _creates(build, args.n, True)
     cold = _creates(build, args.n, False)
-    run_t, _ = bench_core.bench_runsc(args.n, ["--network=none", "--overlay2=none"])
+    run_t, _ = bench_core.bench_runsc(args.n, bench_core.RUNSC_FLAGS)
     oc_create, oc_first, oc_later = _office(build, args.office_runs, False)
     ow_create, ow_first, ow_later = _office(build, args.office_runs, True)
     p = bench_core.percentile

@@ -14,6 +14,7 @@ struct sbxd_config {
     char *data_dir;       /* --data-dir / SBX_DATA_DIR, default ./data */
     char *template_cache; /* SBX_TEMPLATE_CACHE, default /var/cache/sbx/templates */
     char *runsc;          /* SBX_RUNSC, default "runsc" */
+    char *runsc_platform; /* SBX_RUNSC_PLATFORM: ptrace (default), systrap or kvm */
     char *agent_path;     /* SBX_AGENT, default sbx-agent beside sbxd */
     char *shim_path;      /* SBX_SHIM, default sbx-shim beside sbxd */
     long long memory_mb;      /* SBX_MEMORY_MB, 2048 */

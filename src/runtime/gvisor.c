@@ -336,6 +336,10 @@ static int launch(const struct rt_config *cfg, const struct rt_spec *spec, const
     }
     if (cfg->debug)
         argv[i++] = "--debug";
+    if (cfg->runsc_platform) {
+        argv[i++] = "--platform";
+        argv[i++] = (char *)cfg->runsc_platform;
+    }
     if (restore_dir) {
         argv[i++] = "--restore";
         argv[i++] = (char *)restore_dir;

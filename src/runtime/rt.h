@@ -13,14 +13,15 @@
 
 /* Fixed for the life of the daemon. */
 struct rt_config {
-    const char *runsc_path;    /* "runsc" or an absolute path */
-    const char *runsc_root;    /* runsc --root, under the data dir */
-    const char *shim_path;     /* the sbx-shim binary */
-    const char *agent_path;    /* the static sbx-agent binary, bind-mounted read-only */
-    const char *cgroup_parent; /* e.g. "sbx": sandboxes live in <parent>/<id> */
-    bool debug;                /* keep runsc debug logs in the sandbox's state dir */
-    unsigned start_timeout_ms; /* rt_start_wait's bound on the agent's first frame; 0 = 10000 */
-    bool resumes_in_place;     /* runsc keeps a sandbox running after a checkpoint (rt_probe) */
+    const char *runsc_path;     /* "runsc" or an absolute path */
+    const char *runsc_platform; /* runsc --platform for run and restore; NULL: runsc's own */
+    const char *runsc_root;     /* runsc --root, under the data dir */
+    const char *shim_path;      /* the sbx-shim binary */
+    const char *agent_path;     /* the static sbx-agent binary, bind-mounted read-only */
+    const char *cgroup_parent;  /* e.g. "sbx": sandboxes live in <parent>/<id> */
+    bool debug;                 /* keep runsc debug logs in the sandbox's state dir */
+    unsigned start_timeout_ms;  /* rt_start_wait's bound on the agent's first frame; 0 = 10000 */
+    bool resumes_in_place;      /* runsc keeps a sandbox running after a checkpoint (rt_probe) */
 };
 
 /* runsc releases from this date on resume the very sandbox after `checkpoint

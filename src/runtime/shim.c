@@ -248,6 +248,8 @@ static int spawn_runsc(struct shim *s)
     _cleanup_free_ char *bundle = sbx_xasprintf("%s/bundle", s->state_dir);
     _cleanup_free_ char *pid_file = sbx_xasprintf("--pid-file=%s/sandbox.pid", s->state_dir);
     _cleanup_free_ char *debug_log = sbx_xasprintf("--debug-log=%s/runsc-debug/", s->state_dir);
+    _cleanup_free_ char *platform =
+        s->platform ? sbx_xasprintf("--platform=%s", s->platform) : NULL;
     char *argv[16];
     int i = 0;
     argv[i++] = (char *)s->runsc;
@@ -258,6 +260,8 @@ static int spawn_runsc(struct shim *s)
      * a read-only one stays refused, as runsc did before 2023 made an overlay of the root in
      * a file beside it (root:self) its default. */
     argv[i++] = "--overlay2=none";
+    if (platform)
+        argv[i++] = platform;
     if (s->debug) {
         argv[i++] = "--debug";
         argv[i++] = debug_log;
@@ -659,7 +663,8 @@ static int cleanup_main(struct shim *s, const char *remove)
 static void usage(void)
 {
     fprintf(stderr, "usage: sbx-shim --id ID --state-dir DIR --runsc PATH --root DIR "
-                    "--ready-fd N [--cgroup PATH] [--debug] [--restore DIR [--forked]] "
+                    "--ready-fd N [--cgroup PATH] [--debug] [--platform NAME] "
+                    "[--restore DIR [--forked]] "
                     "[--runtime gvisor|namespaces|local]\n"
                     "       sbx-shim --cleanup --id ID --state-dir DIR --runsc PATH --root DIR "
                     "[--cgroup PATH] [--remove DIR] [--runtime NAME]\n");
@@ -679,7 +684,7 @@ int main(int argc, char **argv)
         {"cleanup", no_argument, NULL, 'C'},     {"remove", required_argument, NULL, 'X'},
         {"cgroup", required_argument, NULL, 'G'},
         {"restore", required_argument, NULL, 'B'}, {"forked", no_argument, NULL, 'F'},
-        {"runtime", required_argument, NULL, 'T'},
+        {"runtime", required_argument, NULL, 'T'}, {"platform", required_argument, NULL, 'P'},
         {NULL, 0, NULL, 0},
     };
     int c;
@@ -699,6 +704,7 @@ int main(int argc, char **argv)
         case 'B': s.restore = optarg; break;
         case 'F': s.forked = true; break;
         case 'T': s.runtime = optarg; break;
+        case 'P': s.platform = optarg; break;
         default: usage();
         }
     }

@@ -24,7 +24,8 @@ struct shim {
     const char *restore; /* checkpoint image dir: runsc restore instead of runsc run */
     bool forked;
     bool debug;
-    const char *runtime; /* "gvisor" (runsc), "namespaces" or "local" (namespaces.c) */
+    const char *runtime;  /* "gvisor" (runsc), "namespaces" or "local" (namespaces.c) */
+    const char *platform; /* runsc --platform, or NULL for runsc's default */
     bool native;         /* not gvisor: the shim itself starts the container */
     int log_fd;
     int ready_fd;

@@ -93,6 +93,7 @@ int manager_new(const struct sbxd_config *cfg, struct loop *l, struct store *st,
     m->cgroup_parent = sbx_xstrdup("sbx");
     m->rt = (struct rt_config){
         .runsc_path = cfg->runsc,
+        .runsc_platform = cfg->runsc_platform,
         .runsc_root = m->runsc_root,
         .shim_path = cfg->shim_path,
         .agent_path = cfg->agent_path,

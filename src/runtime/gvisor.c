@@ -291,7 +291,7 @@ static int launch(const struct rt_config *cfg, const struct rt_spec *spec, const
         return sbx_err_sys(err, -r, "writing %s", config);
     unlink_in(spec->state_dir, "exit_status");
     unlink_in(spec->state_dir, "destroy");
-    unlink_in(spec->state_dir, "held");
+    unlink_in(spec->state_dir, RT_HELD_FILE);
     _cleanup_free_ char *runsc_log = sbx_xasprintf("%s/runsc.log", spec->state_dir);
     {
         _cleanup_close_ int lfd =
@@ -490,7 +490,7 @@ int rt_checkpoint(const struct rt_config *cfg, const char *id, const char *state
     if (!rt_backend_of(state_dir)->memory_snapshots)
         return stop_for_checkpoint(cfg, id, state_dir, done_fd, err);
     hold = hold && cfg->resumes_in_place;
-    _cleanup_free_ char *marker = sbx_xasprintf("%s/held", state_dir);
+    _cleanup_free_ char *marker = sbx_xasprintf("%s/" RT_HELD_FILE, state_dir);
     char *runsc = (char *)(cfg->runsc_path ? cfg->runsc_path : "runsc");
     char *root = (char *)cfg->runsc_root;
     char *pause[] = {runsc, "--root", root, "pause", (char *)id, NULL};
@@ -575,7 +575,7 @@ int rt_probe(struct rt_config *cfg, struct sbx_err *err)
 
 bool rt_held(const char *state_dir)
 {
-    _cleanup_free_ char *marker = sbx_xasprintf("%s/held", state_dir);
+    _cleanup_free_ char *marker = sbx_xasprintf("%s/" RT_HELD_FILE, state_dir);
     return access(marker, F_OK) == 0;
 }
 
@@ -613,7 +613,7 @@ int rt_release(const struct rt_config *cfg, const char *id, const char *state_di
         return sbx_err_set(err, EIO, "internal", "runsc resume failed (status %d): %s", st,
                            tail[0] ? tail : "(no output)");
     }
-    _cleanup_free_ char *marker = sbx_xasprintf("%s/held", state_dir);
+    _cleanup_free_ char *marker = sbx_xasprintf("%s/" RT_HELD_FILE, state_dir);
     if (unlink(marker) < 0 && errno != ENOENT)
         return sbx_err_sys(err, errno, "removing %s", marker);
     return 0;

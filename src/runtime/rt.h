@@ -28,6 +28,10 @@ struct rt_config {
  * --leave-running` (older ones restore it behind a new runsc process no shim holds). */
 #define RT_RUNSC_IN_PLACE 20240729L
 
+/* In a sandbox's state dir while a fork's checkpoint holds it paused (rt_checkpoint): a
+ * paused gVisor sandbox takes no signal, so whoever ends it resumes it first. */
+#define RT_HELD_FILE "held"
+
 /* Ask runsc its version and fill cfg->resumes_in_place. */
 int rt_probe(struct rt_config *cfg, struct sbx_err *err);
 

@@ -66,6 +66,7 @@
 #include "../common/util.h"
 #include "../proto/proto.h"
 #include "namespaces.h"
+#include "rt.h"
 #include "shim.h"
 
 void shim_log(struct shim *s, const char *fmt, ...)
@@ -178,7 +179,7 @@ static void runsc_cmd(struct shim *s, const char *what, int timeout_ms)
             shim_log(s, "%s: killed %d processes left in %s", what, n, s->cgroup);
         return;
     }
-    /* runsc --root R kill ID KILL | runsc --root R delete --force ID */
+    /* runsc --root R kill ID KILL | resume ID | delete --force ID */
     char *argv[8];
     int i = 0;
     argv[i++] = (char *)s->runsc;
@@ -188,6 +189,9 @@ static void runsc_cmd(struct shim *s, const char *what, int timeout_ms)
         argv[i++] = "kill";
         argv[i++] = (char *)s->id;
         argv[i++] = "KILL";
+    } else if (!strcmp(what, "resume")) {
+        argv[i++] = "resume";
+        argv[i++] = (char *)s->id;
     } else {
         argv[i++] = "delete";
         argv[i++] = "--force";
@@ -514,6 +518,15 @@ static void reap_run(struct shim *s, bool block, int timeout_ms)
     }
 }
 
+/* A fork's checkpoint may hold it paused, and a paused sandbox would take its SIGKILL only
+ * once the wait for its end had run out. */
+static void unhold(struct shim *s)
+{
+    _cleanup_free_ char *held = sbx_xasprintf("%s/" RT_HELD_FILE, s->state_dir);
+    if (!s->native && access(held, F_OK) == 0)
+        runsc_cmd(s, "resume", SHIM_KILL_TIMEOUT_MS);
+}
+
 static void destroy(struct shim *s)
 {
     shim_log(s, "SIGTERM: destroying %s", s->id);
@@ -521,6 +534,7 @@ static void destroy(struct shim *s)
     if (s->ready_fd >= 0)
         ready_say(s, "error destroyed while starting");
     if (running(s)) {
+        unhold(s);
         runsc_cmd(s, "kill", SHIM_KILL_TIMEOUT_MS);
         reap_run(s, true, SHIM_WAIT_TIMEOUT_MS);
     }
@@ -645,6 +659,7 @@ static bool safe_remove_dir(const char *d)
 static int cleanup_main(struct shim *s, const char *remove)
 {
     shim_log(s, "cleanup helper for %s (no shim alive)", s->id);
+    unhold(s);
     runsc_cmd(s, "kill", SHIM_KILL_TIMEOUT_MS);
     runsc_cmd(s, "delete", SHIM_DELETE_TIMEOUT_MS);
     remove_cgroups(s);

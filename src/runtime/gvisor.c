@@ -391,7 +391,7 @@ static int stop_for_checkpoint(const struct rt_config *cfg, const char *id, cons
 /* The steps a watcher runs: each runsc command in turn until one fails; undo, when set,
  * runs after a failure of any step but the first. */
 struct watched {
-    char *const *steps[3];
+    char *const *steps[2];
     int n;
     char *const *undo;
     const char *undone; /* a file removed once undo has succeeded, or NULL */
@@ -518,8 +518,11 @@ int rt_checkpoint(const struct rt_config *cfg, const char *id, const char *state
     _cleanup_close_ int pidfd =
         open(pidpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     int rd;
-    if ((r = run_watched(&w, logfd, pidfd, &rd, err)) < 0)
+    if ((r = run_watched(&w, logfd, pidfd, &rd, err)) < 0) {
+        if (hold)
+            (void)unlink(marker);
         return r;
+    }
     if ((r = sbx_set_nonblock(rd)) < 0) {
         close(rd);
         return sbx_err_sys(err, -r, "checkpoint pipe");

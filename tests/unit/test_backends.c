@@ -1,4 +1,5 @@
 /* The backend table behind rt.h and the record of a sandbox's backend in its bundle. */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -46,6 +47,34 @@ int main(void)
     _cleanup_free_ char *json = NULL;
     CHECK(oci_build_config(&cfg, &spec, &json, &err) == 0, "bundle built");
     CHECK(json && strstr(json, "\"sbx.runtime\": \"namespaces\""), "the bundle names its backend");
+
+    /* rt_probe: whether runsc resumes a sandbox in place, from what `runsc --version` says. */
+    static const struct {
+        const char *out;
+        bool in_place;
+    } versions[] = {
+        {"runsc version 0.0~20240729.0\nspec: 1.0.2-dev\n", true},
+        {"runsc version release-20250102.0\nspec: 1.1.0\n", true},
+        {"runsc version 0.0~20221219.0\nspec: 1.0.2-dev\n", false},
+        {"runsc version release-20240728.0\n", false},
+        {"runsc version 202407290\n", false},
+        {"spec: 20240729\nrunsc version unknown\n", false},
+        {"", false},
+    };
+    _cleanup_free_ char *fake = sbx_xasprintf("%s/runsc", dir);
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(versions); i++) {
+        _cleanup_free_ char *script = sbx_xasprintf("#!/bin/sh\nprintf '%s'\n", versions[i].out);
+        CHECK(sbx_write_file_atomic(fake, script, strlen(script), 0755) == 0, "fake runsc");
+        struct rt_config pc = {.runsc_path = fake, .resumes_in_place = !versions[i].in_place};
+        struct sbx_err perr = {0};
+        CHECK(rt_probe(&pc, &perr) == 0, "probe runs");
+        CHECK(pc.resumes_in_place == versions[i].in_place, "in place from %s",
+              versions[i].out[0] ? versions[i].out : "(nothing)");
+    }
+    struct rt_config none = {.runsc_path = "/nonexistent/runsc", .resumes_in_place = true};
+    struct sbx_err nerr = {0};
+    CHECK(rt_probe(&none, &nerr) == 0 && !none.resumes_in_place,
+          "no runsc at all: not in place, and no error (a host with namespaces only)");
     (void)sbx_rm_rf(dir);
     return CHECK_DONE();
 }

@@ -315,6 +315,29 @@ def test_kill9_during_fork():
     kill9_during("fork", {"count": 2}, (0.1, 0.3, 0.5, 0.7), check)
 
 
+def test_kill9_while_a_fork_holds_its_parent():
+    """A fork holds its parent paused between its checkpoint and the copies' workspaces
+    (docs/snapshots.md); an sbxd killed then leaves it paused, and the next start resumes
+    it. The held state is set up by hand (runsc pause and the marker), so the kill lands
+    in it every time."""
+    d = K.get()
+    c = d.client()
+    sid = c.create_sandbox(ttl_seconds=1800)["id"]
+    c.sh(sid, "printf held > /workspace/keep.txt; sleep 100000 > /dev/null 2>&1 &")
+    pid = c.sh(sid, "pgrep -x sleep").split()[0]
+    subprocess.run(["runsc", "--root", os.path.join(d.data_dir, "runsc"), "pause", sid],
+                   check=True, capture_output=True)
+    marker = os.path.join(d.sandbox_dir(sid), "state", "held")
+    open(marker, "w").close()
+    d.kill9()
+    d.start()
+    usable(c, sid, "held")
+    assert c.get_sandbox(sid)["status"] == "running"
+    assert c.sh(sid, "pgrep -x sleep").split()[0] == pid, "resumed, not restarted"
+    assert not os.path.exists(marker)
+    c.delete_sandbox(sid)
+
+
 def test_kill9_during_a_burst_of_store_writes():
     d = K.get()
     c = d.client()

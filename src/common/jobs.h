@@ -19,6 +19,7 @@ typedef void (*job_run_fn)(void *data);
 typedef void (*job_done_fn)(void *data, bool ran);
 
 int jobs_new(struct loop *l, struct jobs **out, struct sbx_err *err);
+/* j NULL: run and done here, before it returns (a caller without a pool). */
 void jobs_submit(struct jobs *j, job_run_fn run, job_done_fn done, void *data);
 /* Finishes the jobs that are running, then calls done for every job (ran or not). */
 void jobs_free(struct jobs *j);

@@ -422,6 +422,23 @@ static int watched_step(char *const argv[], int nul, int outfd, int pidfd, char 
     return st;
 }
 
+/* The status line a watcher wrote on fd (run_watched): 0 when its last step exited 0,
+ * -EAGAIN while it runs (fd non-blocking), else -EIO with *st the step's wait status (-1
+ * when the watcher ended without a line). */
+static int watched_status(int fd, int *st)
+{
+    char line[32];
+    ssize_t n;
+    do
+        n = read(fd, line, sizeof(line) - 1);
+    while (n < 0 && errno == EINTR);
+    if (n < 0 && errno == EAGAIN)
+        return -EAGAIN;
+    line[n > 0 ? n : 0] = '\0';
+    *st = n > 0 ? atoi(line) : -1;
+    return n > 0 && WIFEXITED(*st) && WEXITSTATUS(*st) == 0 ? 0 : -EIO;
+}
+
 /* A watcher process runs w's steps and writes the wait status of the last one it ran to
  * a pipe: the daemon reaps every child it has, so it could not collect runsc's status
  * itself. stdout and stderr go to outfd. Returns the pipe's read end (O_CLOEXEC). Only
@@ -603,14 +620,8 @@ int rt_release(const struct rt_config *cfg, const char *id, const char *state_di
     int r = run_watched(&w, logfd, -1, &rd, err);
     if (r < 0)
         return r;
-    char line[32];
-    ssize_t n;
-    do
-        n = read(rd, line, sizeof(line) - 1);
-    while (n < 0 && errno == EINTR);
-    line[n > 0 ? n : 0] = '\0';
-    int st = n > 0 ? atoi(line) : -1;
-    if (n <= 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+    int st;
+    if (watched_status(rd, &st) < 0) {
         char tail[RT_LOG_TAIL];
         log_tail(log, tail, sizeof(tail));
         return sbx_err_set(err, EIO, "internal", "runsc resume failed (status %d): %s", st,
@@ -655,17 +666,10 @@ void rt_checkpoint_wait(const char *image_dir, long long timeout_ms)
 
 int rt_checkpoint_read(const char *image_dir, int done_fd, struct sbx_err *err)
 {
-    char line[32];
-    ssize_t n;
-    do
-        n = read(done_fd, line, sizeof(line) - 1);
-    while (n < 0 && errno == EINTR);
-    if (n < 0 && errno == EAGAIN)
-        return -EAGAIN;
-    line[n > 0 ? n : 0] = '\0';
-    int st = n > 0 ? atoi(line) : -1;
-    if (n > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0)
-        return 0;
+    int st;
+    int r = watched_status(done_fd, &st);
+    if (r != -EIO)
+        return r;
     /* runsc says why on its first line; a Go panic's stack follows it. */
     _cleanup_free_ char *log = sbx_xasprintf("%s/checkpoint.log", image_dir);
     char head[RT_LOG_TAIL] = "";

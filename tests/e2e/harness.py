@@ -622,23 +622,27 @@ class Daemon:
         return False
 
 
+def cmdlines():
+    """(pid, argv) of every process on the host, each argv decoded; gone ones skipped."""
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % p, "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        yield int(p), [a.decode("utf-8", "replace") for a in argv if a]
+
+
 def kill_processes_beneath(top):
     """SIGKILL every process whose command line names a path below top (shims, runsc and
     its sandbox and gofer, namespaces containers), and wait a little for them to go."""
-    mark = (os.path.realpath(top) + "/").encode()
+    mark = os.path.realpath(top) + "/"
 
     def theirs():
-        pids = []
-        for name in os.listdir("/proc"):
-            if not name.isdigit() or int(name) == os.getpid():
-                continue
-            try:
-                with open("/proc/%s/cmdline" % name, "rb") as f:
-                    if mark in f.read():
-                        pids.append(int(name))
-            except OSError:
-                pass
-        return pids
+        return [pid for pid, argv in cmdlines()
+                if pid != os.getpid() and any(mark in a for a in argv)]
     for _ in range(20):
         pids = theirs()
         if not pids:

@@ -171,18 +171,6 @@ def test_a_create_names_an_allowed_runtime():
     assert all(s["runtime"] in ("namespaces", "gvisor") for s in c.list_sandboxes())
 
 
-def _sandbox_process_args(sid):
-    for pid in os.listdir("/proc"):
-        try:
-            with open("/proc/%s/cmdline" % pid, "rb") as f:
-                args = f.read().split(b"\0")
-        except OSError:
-            continue
-        if args and args[0] == b"runsc-sandbox" and sid.encode() in args:
-            return [a.decode() for a in args]
-    return None
-
-
 def test_gvisor_runs_on_the_platform_sbxd_is_told():
     """SBX_RUNSC_PLATFORM reaches runsc: ptrace by default (runsc 20240729's own default,
     systrap, kept 4.7 % of a host core busy per idle sandbox here: docs/runtime.md), and a
@@ -190,8 +178,9 @@ def test_gvisor_runs_on_the_platform_sbxd_is_told():
     c = client()
     sb = c.create_sandbox(runtime="gvisor", ttl_seconds=600)
     try:
-        args = _sandbox_process_args(sb["id"])
-        assert args and "--platform=ptrace" in args, args
+        args = [a for _, a in harness.cmdlines()
+                if a and a[0] == "runsc-sandbox" and sb["id"] in a]
+        assert args and "--platform=ptrace" in args[0], args
     finally:
         c.delete_sandbox(sb["id"])
     for bad in ("vmware", "PTRACE", "ptrace "):

@@ -22,22 +22,10 @@ def user(name, n=1):
     return D.get().client(k["key"])
 
 
-def _cmdlines():
-    for p in os.listdir("/proc"):
-        if not p.isdigit():
-            continue
-        try:
-            with open("/proc/%s/cmdline" % p, "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        yield int(p), [a.decode("utf-8", "replace") for a in argv if a]
-
-
 def runsc_root(d):
     """The --root the runtime uses under this daemon's data dir (looked up from the running
     runsc/shim processes, so the test follows whatever layout the runtime chose)."""
-    for _, argv in _cmdlines():
+    for _, argv in harness.cmdlines():
         for i, a in enumerate(argv):
             val = None
             if a in ("--root", "-root") and i + 1 < len(argv):
@@ -74,7 +62,7 @@ def pid_alive(pid):
 
 def sandbox_processes(sid):
     """Host processes whose argv names this sandbox id (shim, runsc, gofer, sandbox)."""
-    return [pid for pid, argv in _cmdlines() if any(sid in a for a in argv)]
+    return [pid for pid, argv in harness.cmdlines() if any(sid in a for a in argv)]
 
 
 def failed_or_none(c, sid):

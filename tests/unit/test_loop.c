@@ -1,5 +1,6 @@
 /* src/common: loop_fd_park/unpark (a watch taken out of the epoll set and put back, its
- * owner none the wiser) and sbx_copy_sparse (holes stay holes). */
+ * owner none the wiser), sbx_copy_sparse (holes stay holes) and jobs_submit without a
+ * pool. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../../src/common/jobs.h"
 #include "../../src/common/loop.h"
 #include "../../src/common/util.h"
 #include "check.h"
@@ -94,9 +96,29 @@ static void test_copy_sparse(void)
     unlink(out_path);
 }
 
+static void job_run(void *data)
+{
+    ((int *)data)[0]++;
+}
+
+static void job_done(void *data, bool ran)
+{
+    int *v = data;
+    v[1] += ran && v[0] == 1;
+}
+
+/* No pool: the job runs, then its done, before jobs_submit returns. */
+static void test_jobs_without_pool(void)
+{
+    int v[2] = {0, 0};
+    jobs_submit(NULL, job_run, job_done, v);
+    CHECK(v[0] == 1 && v[1] == 1, "run once, then done with ran, in the call");
+}
+
 int main(void)
 {
     test_park();
     test_copy_sparse();
+    test_jobs_without_pool();
     return CHECK_DONE();
 }

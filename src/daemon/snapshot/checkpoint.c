@@ -282,12 +282,7 @@ void checkpoint_release(struct manager *m, struct jobs *jobs, struct sandbox *sb
     rl->state_dir = sbx_xstrdup(sb->state_dir);
     rl->cb = cb;
     rl->data = data;
-    if (jobs) {
-        jobs_submit(jobs, release_run, release_done, rl);
-    } else {
-        release_run(rl);
-        release_done(rl, true);
-    }
+    jobs_submit(jobs, release_run, release_done, rl);
 }
 
 int checkpoint_freeze_workspace(const struct manager *m, const struct sandbox *sb)

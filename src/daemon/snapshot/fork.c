@@ -151,12 +151,7 @@ static int fork_kid(struct fork_op *f, struct sandbox *parent, struct fork_child
         c->to_img = sbx_xasprintf("%s/workspace.img", sb->dir);
     }
     f->copying++;
-    if (f->jobs) {
-        jobs_submit(f->jobs, ws_copy_run, ws_copy_done, c);
-    } else {
-        ws_copy_run(c);
-        ws_copy_done(c, true);
-    }
+    jobs_submit(f->jobs, ws_copy_run, ws_copy_done, c);
     return 0;
 }
 

@@ -148,14 +148,16 @@ run: deps
 # secrets) once more on SQLite, the embedded default (docs/scale-out.md).
 SQLITE_SUITES := test_core. test_receipts_audit. test_durability. test_idempotency. \
 	test_restart. test_billing. test_configs.
-# Two runs at once (tests/run.py --beside): most suites wait on sandboxes, timers and sockets
-# (one run alone used half a core of two). These run beside the rest, then the SQLite pass;
-# the two runs take about as long each.
-BESIDE_SUITES := test_cli. test_egress. test_backends. test_sessions. test_billing_surfaces. \
-	test_kernel. test_paths. test_http_strict. test_chat. test_processes. test_skill_installs. \
-	test_v1. test_terminal. test_artifacts. test_skills. test_files. test_first_contact. \
-	test_users. test_preview. test_pty. test_metrics. test_url_inputs. test_openapi. \
-	test_e2b. test_sdk. test_template_build.
+# Three runs at once (tests/run.py --beside, one run per group): most suites wait on
+# sandboxes, timers and sockets (one run alone used half a core of two, two runs 45 % of the
+# machine). The second group runs beside the rest; the third holds the suites the SQLite pass
+# repeats, on PostgreSQL first, then that pass. The three take about as long each.
+BESIDE_SUITES := test_backends. test_billing_surfaces. test_kernel. test_paths. \
+	test_http_strict. test_chat. test_processes. test_v1. test_terminal. test_artifacts. \
+	test_skills. test_files. test_first_contact. test_users. test_preview. test_pty. \
+	test_metrics. test_url_inputs. test_openapi. test_e2b. test_sdk. test_template_build. \
+	test_oom.
+BESIDE_TOO_SUITES := $(SQLITE_SUITES) test_cli. test_egress. test_skill_installs. test_sessions.
 # And these last, alone: fork bombs keep both cores busy for seconds at a time, and the nodes
 # suite times heartbeats.
 ALONE_SUITES := test_forkbomb. test_nodes.
@@ -167,7 +169,8 @@ test: deps
 	@SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) scripts/build-template.sh office
 	@SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) scripts/build-template.sh desktop
 	SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) python3 tests/run.py --build build-asan --pg \
-	  $(SQLITE_SUITES:%=--sqlite-again %) $(BESIDE_SUITES:%=--beside %) \
+	  $(SQLITE_SUITES:%=--sqlite-again %) --beside "$(BESIDE_SUITES)" \
+	  --beside "$(BESIDE_TOO_SUITES)" \
 	  $(ALONE_SUITES:%=--alone %)
 
 unit-bins: $(UNIT_BIN) $(BUILD)/tests/rt_driver

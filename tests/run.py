@@ -3,15 +3,17 @@
 
     python3 tests/run.py --build build-asan [-k substring]... [--pg]
                          [--pg-again substring]... [--sqlite-again substring]...
-                         [--beside substring]... [--alone substring]... [--within substring]...
+                         [--beside "substring ..."]... [--alone substring]... [--within substring]...
 
 (-k may repeat: a test runs when its name contains any of them. --pg: every daemon's store is
 a database on a PostgreSQL the run starts with scripts/pg.sh, docs/scale-out.md. --pg-again /
 --sqlite-again: then the tests matching these run once more on that store, in a run of their
-own, counted in the same summary line. --beside: the tests matching these run in a second run
-at the same time as the rest, on the same store, followed there by the --sqlite-again pass;
-most tests wait on sandboxes, timers and sockets, and the run used half a core of two.
---alone: these run last, after the second run has ended, for the tests that keep both cores
+own, counted in the same summary line. --beside: the tests matching these substrings (one
+argument, separated by spaces) run in a run of their own at the same time as the rest, on the
+same store; each --beside is one more such run, and the last one is followed by the
+--sqlite-again pass; most tests wait on sandboxes, timers and sockets, and one run alone used
+half a core of two.
+--alone: these run last, after the runs beside have ended, for the tests that keep both cores
 busy (fork bombs, template builds, LibreOffice, fuzzing) or that time a heartbeat.
 --within: only tests that also match one of these run (how the run beside gets both -k and
 its share).)
@@ -400,9 +402,9 @@ def again(build, keywords, r, pg):
 
 
 class Beside(threading.Thread):
-    """The --beside tests on our store, then the --sqlite-again pass, in a thread of their
-    own while ours run; the lines are kept and shown when it ends, so neither run's output
-    is cut into the other's."""
+    """One --beside group's tests on our store (then the --sqlite-again pass, if given), in a
+    thread of their own while ours run; the lines are kept and shown when it ends, so no
+    run's output is cut into another's."""
 
     def __init__(self, build, beside, sqlite_again, on_pg, keyword):
         super().__init__(daemon=True)
@@ -454,11 +456,12 @@ def main():
     ap.add_argument("--sqlite-again", dest="sqlite_again", default=None, action="append",
                     help="the same, once more on SQLite (after a --pg run)")
     ap.add_argument("--beside", default=None, action="append",
-                    help="run the tests matching this (repeatable) in a second run at the same "
-                         "time, on the same store; --sqlite-again then runs there too")
+                    help="run the tests matching these space-separated substrings in a run of "
+                         "their own at the same time, on the same store (repeatable: one run "
+                         "each); --sqlite-again then runs after the last one")
     ap.add_argument("--alone", default=None, action="append",
-                    help="run the tests matching this (repeatable) last, once the second run "
-                         "has ended")
+                    help="run the tests matching this (repeatable) last, once the runs beside "
+                         "have ended")
     ap.add_argument("--within", default=None, action="append",
                     help="run only tests that also match this (repeatable)")
     ap.add_argument("--keep-logs", action="store_true", help="keep the daemon logs dir")
@@ -491,18 +494,20 @@ def main():
                            check=True, stdout=subprocess.DEVNULL, timeout=120)
             os.environ["SBX_TEST_PG"] = pg_dir
             print("store: PostgreSQL (%s)" % pg_dir, flush=True)
-        beside = None
-        if args.beside:
-            beside = Beside(build, args.beside, args.sqlite_again, args.pg, args.keyword)
-            beside.start()
-            r.exclude = list(args.beside)
+        groups = [g.split() for g in args.beside or []]
+        besides = [Beside(build, g, args.sqlite_again if i == len(groups) - 1 else None,
+                          args.pg, args.keyword) for i, g in enumerate(groups)]
+        for b in besides:
+            b.start()
+            r.exclude += b.beside
         r.exclude += args.alone or []
         r.run_units()
         r.run_modules()
-        if beside:
-            print("--- this run's own suites took %.0fs; the run beside:" % (time.time() - t0),
+        if besides:
+            print("--- this run's own suites took %.0fs; the runs beside:" % (time.time() - t0),
                   flush=True)
-            beside.finish(r)
+        for b in besides:
+            b.finish(r)
         if args.alone:
             r.exclude = []
             r.within = args.alone

@@ -649,17 +649,17 @@ def test_request_id_on_every_response():
 def test_sandbox_expires_on_its_own():
     d = D.get()
     c = user("eve")
+    t0 = time.time()  # the ttl runs from the create (which takes a while on a loaded host)
     sb = c.create_sandbox(ttl_seconds=3)
     check_sandbox(sb, ttl=3)
     path = d.sandbox_dir(sb["id"])
     assert os.path.isdir(path), "no sandbox dir at %s" % path
-    t0 = time.time()
     # No request at all while waiting: the daemon must reap it by itself.
     wait_for(lambda: not os.path.exists(path), 15, 0.25, "expired sandbox dir removed")
     took = time.time() - t0
     assert_error(c.request("GET", "/v1/sandboxes/" + sb["id"]), 404, "sandbox_not_found")
     assert c.list_sandboxes() == []
-    assert took >= 1.5, "sandbox gone after %.1fs, before its ttl of 3 s" % took
+    assert took >= 2, "sandbox gone %.1fs after its create, before its ttl of 3 s" % took
 
 
 def test_admin_key_file_on_fresh_data_dir():

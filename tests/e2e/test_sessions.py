@@ -202,9 +202,12 @@ def test_one_shell_runs_command_after_command():
     r = run(a, sid, "echo out; echo err >&2; false", session_id=s)
     assert (r["stdout"], r["stderr"], r["exit_code"]) == ("out\n", "err\n", 1), r
     assert r["session"]["saved"] is True, r
-    # Each command still starts as a fresh bash of the session would.
-    assert out(a, sid, 'echo "$? $SECONDS $0 $#"; [ -t 0 ] || cat', session_id=s) == \
-        "0 0 /bin/bash 0\n"
+    # Each command still starts as a fresh bash of the session would, SECONDS counted from
+    # its start (whole seconds of the clock: 1 when it started just before one ticks over).
+    out(a, sid, "sleep 2.2", session_id=s)
+    status, secs, zero, argc = out(a, sid, 'echo "$? $SECONDS $0 $#"; [ -t 0 ] || cat',
+                                   session_id=s).split()
+    assert (status, zero, argc) == ("0", "/bin/bash", "0") and int(secs) <= 1, secs
     assert shell_pid(a, sid, session_id=s) == first
 
 

@@ -8,6 +8,12 @@
                            answer vs the same GET sent directly from the host
   200 MB through CONNECT   inside: TLS through the tunnel, GET /bytes/200000000, read all vs
                            the same TLS download directly from the host
+  TLS over sandbox loopback
+                           inside: the same TLS download, served by another process of the
+                           sandbox over its own loopback as the upstream serves it: what the
+                           same client and server do inside gVisor with nothing of sbx in
+                           the way, the floor under the row above (and the same plain, in
+                           a note)
 
 The upstreams are egress_upstream.Upstreams (a random 127.x address; nothing leaves the
 machine). Latencies in the table; the transfer also as MB/s in a note.
@@ -29,7 +35,7 @@ import harness  # noqa: E402
 BIG = 200 * 1000 * 1000
 
 INSIDE = r'''
-import json, socket, ssl, sys, time
+import json, os, socket, ssl, sys, time
 n, big, reps = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 def tunnel():
     s = socket.create_connection(("127.0.0.1", 3128))
@@ -71,7 +77,48 @@ for _ in range(reps):
     bigs.append(time.perf_counter() - t)
     assert got > big, got
     s.close()
-print(json.dumps({"open": opens, "get": gets, "big": bigs}))
+def loopback(tls):
+    """200 MB from a process of this sandbox to another over its own loopback, served as
+    the upstream serves it (64 KiB writes), read as above: no sbx in the way."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    pid = os.fork()
+    if pid == 0:
+        c, _ = srv.accept()
+        if tls:
+            sctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            sctx.load_cert_chain("/workspace/srv.pem", "/workspace/srv.key")
+            c = sctx.wrap_socket(c, server_side=True)
+        c.recv(100)
+        chunk = b"\0" * 65536
+        left = big
+        while left > 0:
+            c.sendall(chunk[:min(left, len(chunk))])
+            left -= len(chunk)
+        c.close()
+        os._exit(0)
+    t = time.perf_counter()
+    s = socket.create_connection(srv.getsockname())
+    if tls:
+        s = ctx.wrap_socket(s, server_hostname="allowed.example.com")
+    s.sendall(b"GET")
+    got = 0
+    while True:
+        c = s.recv(1 << 20)
+        if not c:
+            break
+        got += len(c)
+    took = time.perf_counter() - t
+    assert got == big, got
+    s.close()
+    srv.close()
+    os.waitpid(pid, 0)
+    return took
+tls_loop = [loopback(True) for _ in range(reps)]
+plain_loop = [loopback(False) for _ in range(reps)]
+print(json.dumps({"open": opens, "get": gets, "big": bigs, "tls_loop": tls_loop,
+                  "plain_loop": plain_loop}))
 '''
 
 
@@ -113,6 +160,9 @@ def run(build, n=50):
             sid = c.create_sandbox(egress={"mode": "allowlist",
                                            "domains": ["allowed.example.com"]})["id"]
             up.install(c, sid)
+            for name in ("srv.pem", "srv.key"):  # the floor's server, inside
+                with open(os.path.join(up.tmp, name), "rb") as f:
+                    c.ok("PUT", "/v1/sandboxes/%s/files/%s" % (sid, name), raw=f.read())
             c.ok("PUT", "/v1/sandboxes/%s/files/bench_egress.py" % sid, raw=INSIDE.encode())
             r = c.exec(sid, shell="python3 /workspace/bench_egress.py %d %d %d" % (n, BIG, reps),
                        timeout_seconds=600)
@@ -124,10 +174,17 @@ def run(build, n=50):
         up.close()
     rows = [("egress CONNECT tunnel open", inside["open"], "host TCP connect", conns),
             ("egress plain GET via proxy", inside["get"], "host direct GET", gets),
-            ("egress 200 MB TLS via CONNECT", inside["big"], "host direct 200 MB TLS", bigs)]
+            ("egress 200 MB TLS via CONNECT", inside["big"], "host direct 200 MB TLS", bigs),
+            ("egress 200 MB TLS via CONNECT", inside["big"], "TLS over sandbox loopback",
+             inside["tls_loop"]),
+            ("TLS over sandbox loopback", inside["tls_loop"], "host direct 200 MB TLS", bigs)]
     mbs = lambda xs: BIG / 1e6 / sorted(xs)[len(xs) // 2]
     notes = ["egress 200 MB: %.0f MB/s through the proxy, %.0f MB/s direct (ratio %.2f)" % (
-        mbs(inside["big"]), mbs(bigs), mbs(inside["big"]) / mbs(bigs))]
+        mbs(inside["big"]), mbs(bigs), mbs(inside["big"]) / mbs(bigs)),
+             "egress floor: the same download between two processes of the sandbox over its"
+             " own loopback, no sbx in the way: %.0f MB/s with TLS (%.2f of direct), %.0f MB/s"
+             " plain" % (mbs(inside["tls_loop"]), mbs(inside["tls_loop"]) / mbs(bigs),
+                         mbs(inside["plain_loop"]))]
     return rows, notes
 
 

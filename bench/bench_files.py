@@ -2,6 +2,8 @@
 
   upload    PUT /v1/sandboxes/{id}/files/big.bin, 100 MB from a file on disk, streamed
             vs  `cp` of the same file to a fresh name on the same disk
+            and `cp` then `sync` of the copy: an upload is answered once its bytes are
+                on disk (docs/files.md), which cp alone never waits for
   download  GET of the same file into a file on disk
             vs  `cp` of the same file on the same disk
             and curl copying the same file from/to a file:// URL: what the client costs
@@ -12,6 +14,8 @@
                    store, hashed, typed, scanned and signed)
   artifacts warm   the same GET again with out/ unchanged (answered from the cache)
             vs  sha256sum of the same files from the host
+            and `file --mime-type` of them: libmagic typing them on one core, part of
+                the cold listing's work that no cache can skip
 
 Ratios are the baseline's time over the API's (1.0 = as fast as the baseline; the aim is
 at least 0.6 for the transfers).
@@ -51,9 +55,11 @@ def _get_file(port, key, path, dst):
                     "http://127.0.0.1:%d%s" % (port, path)], check=True)
 
 
-def _cp(src, dst):
+def _cp(src, dst, durable=False):
     t = time.perf_counter()
     subprocess.run(["cp", src, dst], check=True)
+    if durable:
+        subprocess.run(["sync", dst], check=True)
     return time.perf_counter() - t
 
 
@@ -88,7 +94,7 @@ def run(build, n, only=("upload", "download", "artifacts")):
                 for _ in range(SIZE // (1 << 20) + 1):
                     f.write(os.urandom(1 << 20))
                 f.truncate(SIZE)
-            up, down, cp_times, curl_up, curl_down = [], [], [], [], []
+            up, down, cp_times, cp_sync, curl_up, curl_down = [], [], [], [], [], []
             _put_file(d.port, c.key, "/v1/sandboxes/%s/files/big.bin" % sid, src)
             for i in range(n):
                 if "upload" in only:
@@ -103,6 +109,9 @@ def run(build, n, only=("upload", "download", "artifacts")):
                     os.unlink(dst)
                 cp_times.append(_cp(src, os.path.join(tmp, "cp%d.bin" % i)))
                 os.unlink(os.path.join(tmp, "cp%d.bin" % i))
+                if "upload" in only:
+                    cp_sync.append(_cp(src, os.path.join(tmp, "cp%d.bin" % i), True))
+                    os.unlink(os.path.join(tmp, "cp%d.bin" % i))
                 copy = os.path.join(tmp, "curl%d.bin" % i)
                 (curl_up if "upload" in only else curl_down).append(
                     _curl_copy(src, copy, "upload" in only))
@@ -113,12 +122,13 @@ def run(build, n, only=("upload", "download", "artifacts")):
             if up:
                 rows.append(("upload 100 MB (PUT files)", up, "cp 100 MB", cp_times))
                 rows.append(("upload 100 MB (PUT files)", up, "curl -T to file://", curl_up))
+                rows.append(("upload 100 MB (PUT files)", up, "cp + fsync 100 MB", cp_sync))
             if down:
                 rows.append(("download 100 MB (GET files)", down, "cp 100 MB", cp_times))
                 rows.append(("download 100 MB (GET files)", down, "curl from file://",
                              curl_down))
         if "artifacts" in only:
-            cold, warm, hash_base = [], [], []
+            cold, warm, hash_base, magic_base = [], [], [], []
             for i in range(n):
                 _write_out(c, sid, i)
                 t = time.perf_counter()
@@ -134,8 +144,14 @@ def run(build, n, only=("upload", "download", "artifacts")):
                 subprocess.run("sha256sum %s/workspace/out/* > /dev/null" % d.sandbox_dir(sid),
                                shell=True, check=True)
                 hash_base.append(time.perf_counter() - t)
+                t = time.perf_counter()
+                subprocess.run("file --mime-type %s/workspace/out/* > /dev/null"
+                               % d.sandbox_dir(sid), shell=True, check=True)
+                magic_base.append(time.perf_counter() - t)
             rows.append(("artifacts 1000, cold (hash+scan)", cold, "sha256sum of them",
                          hash_base))
+            rows.append(("artifacts 1000, cold (hash+scan)", cold, "file --mime-type of them",
+                         magic_base))
             rows.append(("artifacts 1000, unchanged (cached)", warm, "sha256sum of them",
                          hash_base))
         notes.append("files: %d MB per transfer, %d runs; disk of %s" % (SIZE // 10**6, n, tmp))

@@ -10,6 +10,11 @@ same way, is checkpointed and restored n times with runsc alone:
   runsc checkpoint   `runsc checkpoint --image-path` until it exits (the container stops)
   runsc restore      `runsc restore --detach=false` with fresh stdio pipes until the agent
                      answers a HELLO on them (what "ready" means for sbxd too)
+  checkpoint + 5 restores
+                     a checkpoint (uncompressed, as a fork's), then five `runsc restore`s
+                     of its image side by side, until every agent has answered: the floor
+                     under fork(5) on this machine, whatever sbx does around it (the
+                     copies even share the workspace, where sbx clones one for each)
 
     python3 bench/bench_snapshots.py [--build build] [-n 20] [--mb 500]   (--mb 0: idle only)
 """
@@ -33,6 +38,8 @@ import harness  # noqa: E402
 import bench_core  # noqa: E402
 
 ENV = {"SBX_MAX_PER_KEY": "20", "SBX_MAX_PER_USER": "20"}
+# The image a fork makes, read once by each copy (docs/snapshots.md), as sbx makes it.
+FAN_FLAGS = ["--compression=none"]
 # A paused sandbox is resumed later, not at once: by then the stopped container's shim
 # has deleted it (a resume right after its pause waits ~30-60 ms for that).
 SETTLE = 0.5
@@ -91,13 +98,50 @@ def _prepare(rd, wr):
             return
 
 
-def _direct(d, sid, n):
-    """Checkpoint/restore the sandbox n times with runsc alone (sbxd must be stopped)."""
+def _restore(root, img, bundle, cid):
+    """`runsc restore` of img as cid, answered HELLO on fresh stdio pipes; the process."""
+    proc = subprocess.Popen(
+        ["runsc", "--root", root] + bench_core.RUNSC_FLAGS +
+        ["restore", "--image-path", img, "--bundle", bundle, "--detach=false", cid],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    proc.stdin.write(_frame(0, 1, b'{"version":1,"role":"daemon","restored":true}'))
+    proc.stdin.flush()
+    return proc
+
+
+def _greeted(proc):
+    stream, typ, payload = _read_frame(proc.stdout)
+    assert stream == 0 and typ == 1 and json.loads(payload)["role"] == "agent"
+
+
+def _copy_bundle(bundle, cid, dest):
+    """The sandbox's bundle for another container id: the same root and mounts (the copies
+    share the workspace, less work than sbx's clones), a cgroup of its own."""
+    with open(os.path.join(bundle, "config.json")) as f:
+        spec = json.load(f)
+    spec["linux"]["cgroupsPath"] = os.path.join(
+        os.path.dirname(spec["linux"]["cgroupsPath"]), cid)
+    os.makedirs(dest, exist_ok=True)
+    with open(os.path.join(dest, "config.json"), "w") as f:
+        json.dump(spec, f)
+    return dest
+
+
+def _kill(root, cid, proc):
+    subprocess.run(["runsc", "--root", root, "kill", cid, "KILL"], capture_output=True)
+    proc.wait()
+    subprocess.run(["runsc", "--root", root, "delete", "--force", cid], capture_output=True)
+
+
+def _direct(d, sid, n, fan=5):
+    """Checkpoint/restore the sandbox n times with runsc alone (sbxd must be stopped); then
+    n times checkpoint and fan restores of the image side by side: what a fork(fan) cannot
+    do with less, whatever sbx does around it."""
     root = os.path.join(d.data_dir, "runsc")
     state = os.path.join(d.sandbox_dir(sid), "state")
     bundle = os.path.join(state, "bundle")
     img = tempfile.mkdtemp(prefix="sbx-bench-img-")
-    ck, rs = [], []
+    ck, rs, fanned = [], [], []
     proc = None
     sock = socket.socket(socket.AF_UNIX)
     sock.connect(os.path.join(state, "shim.sock"))
@@ -128,24 +172,40 @@ def _direct(d, sid, n):
                                capture_output=True)
                 time.sleep(0.01)
             t0 = time.perf_counter()
-            proc = subprocess.Popen(
-                ["runsc", "--root", root] + bench_core.RUNSC_FLAGS +
-                ["restore", "--image-path", img, "--bundle", bundle, "--detach=false", sid],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-            proc.stdin.write(_frame(0, 1, b'{"version":1,"role":"daemon","restored":true}'))
-            proc.stdin.flush()
-            stream, typ, payload = _read_frame(proc.stdout)
+            proc = _restore(root, img, bundle, sid)
+            _greeted(proc)
             rs.append(time.perf_counter() - t0)
-            assert stream == 0 and typ == 1 and json.loads(payload)["role"] == "agent"
-    finally:
-        sock.close()
-        if proc:
-            subprocess.run(["runsc", "--root", root, "kill", sid, "KILL"], capture_output=True)
+        others = ["%s-c%d" % (sid, k) for k in range(1, fan)]
+        bundles = [_copy_bundle(bundle, o, os.path.join(img + "-b", o)) for o in others]
+        for i in range(n):
+            shutil.rmtree(img, ignore_errors=True)
+            os.makedirs(img)
+            _prepare(proc.stdout, proc.stdin)
+            t0 = time.perf_counter()
+            subprocess.run(["runsc", "--root", root, "checkpoint", "--image-path", img] +
+                           FAN_FLAGS + [sid], check=True, capture_output=True)
+            took = time.perf_counter() - t0
+            # The stopped container's teardown is not timed: a fork holds its parent, and
+            # tears down nothing before the copies.
             proc.wait()
             subprocess.run(["runsc", "--root", root, "delete", "--force", sid],
                            capture_output=True)
+            t0 = time.perf_counter()
+            procs = [_restore(root, img, bundle, sid)] + [
+                _restore(root, img, b, o) for o, b in zip(others, bundles)]
+            for p in procs:
+                _greeted(p)
+            fanned.append(took + time.perf_counter() - t0)
+            proc = procs[0]
+            for o, p in zip(others, procs[1:]):
+                _kill(root, o, p)
+    finally:
+        sock.close()
+        if proc:
+            _kill(root, sid, proc)
         shutil.rmtree(img, ignore_errors=True)
-    return ck, rs
+        shutil.rmtree(img + "-b", ignore_errors=True)
+    return ck, rs, fanned
 
 
 def _gone(d, ids, timeout=30):
@@ -184,7 +244,7 @@ def _case(build, n, mb):
         other = c.create_sandbox(ttl_seconds=7200)["id"]
         _fill(c, other, mb)
         d.stop()
-        ck, rs = _direct(d, other, n)
+        ck, rs, fanned = _direct(d, other, n)
         d.start()
     both = [a + b for a, b in zip(ck, rs)]
     rows = [
@@ -192,6 +252,7 @@ def _case(build, n, mb):
         ("resume, %s" % label, resume, "runsc restore", rs),
         ("fork(1), %s" % label, f1, "checkpoint + restore", both),
         ("fork(5), %s" % label, f5, "checkpoint + restore", both),
+        ("fork(5), %s" % label, f5, "checkpoint + 5 restores", fanned),
     ]
     notes = ["snapshots (%s): restored %d/%d resumes, %d/%d fork copies" % (
         label, restored["resume"], n, restored["fork"], restored["of"])]

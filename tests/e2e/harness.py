@@ -434,7 +434,7 @@ class Daemon:
         if os.environ.get("SBX_TEST_RUNTIME"):
             env["SBX_BACKEND"] = os.environ["SBX_TEST_RUNTIME"]
         env.update(self.extra_env)
-        return env
+        return {k: v for k, v in env.items() if v is not None}  # None: left out
 
     def start(self, timeout=60):
         """Start sbxd and wait until it answers. Ports are picked free but not held, so with

@@ -5,8 +5,11 @@ and the spec's quick start: one POST /v1/sandboxes/run producing a PDF with Roma
 diacritics, checked with pdftotext.
 """
 
+import glob
 import hashlib
 import json
+import os
+import stat
 import subprocess
 import tempfile
 import time
@@ -96,6 +99,51 @@ def test_eicar_is_infected_without_url():
     assert e["scan"] == "infected", e
     assert "EICAR" in e["virus"], e
     assert "url" not in e and "expires_at" not in e, e
+
+
+def test_scans_keep_their_scratch_on_a_tmpfs_unless_tmpdir_says():
+    """libclamav makes and removes a directory for every scan, a text file's too: sbx keeps
+    them in one of its own on /dev/shm (docs/files.md), gone when sbxd stops."""
+    tmpfs = subprocess.run(["stat", "-f", "-c", "%T", "/dev/shm"], capture_output=True,
+                           text=True).stdout.strip() == "tmpfs"
+    # What an sbxd killed mid-scan left behind: its pid is gone.
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    stale = "/dev/shm/sbx-scan-%d-AbC123" % gone.pid
+    if tmpfs:
+        os.makedirs(stale + "/20261205_000000-scantemp.x", mode=0o700)
+    with harness.Daemon(extra_env={"TMPDIR": None}) as d:
+        c = d.client()
+        sid = c.create_sandbox()["id"]
+        make_outputs(c, sid)
+        arts = artifacts(c, sid)
+        assert arts["out/eicar.com"]["scan"] == "infected", arts
+        assert arts["out/notes.txt"]["scan"] == "clean", arts
+        mine = glob.glob("/dev/shm/sbx-scan-%d-*" % d.proc.pid)
+        if not tmpfs:
+            assert mine == [], mine
+            return
+        assert len(mine) == 1, mine
+        st = os.stat(mine[0])
+        assert stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o700, oct(st.st_mode)
+        assert os.listdir(mine[0]) == [], "each scan removes its own directory"
+        assert not os.path.exists(stale), "a dead sbxd's scratch is swept"
+        d.stop()
+        assert not os.path.exists(mine[0]), "sbxd removes its scratch when it stops"
+    # TMPDIR is the operator's: the scans' directories come and go there.
+    tmp = tempfile.mkdtemp(prefix="sbx-scratch-")
+    try:
+        with harness.Daemon(extra_env={"TMPDIR": tmp}) as d:
+            c = d.client()
+            sid = c.create_sandbox()["id"]
+            make_outputs(c, sid)
+            before = os.stat(tmp).st_mtime_ns
+            time.sleep(0.05)
+            assert artifacts(c, sid)["out/eicar.com"]["scan"] == "infected"
+            assert os.stat(tmp).st_mtime_ns > before and os.listdir(tmp) == []
+            assert glob.glob("/dev/shm/sbx-scan-%d-*" % d.proc.pid) == []
+    finally:
+        os.rmdir(tmp)
 
 
 def test_signed_link_downloads_hashed_bytes_without_key():

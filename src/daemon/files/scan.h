@@ -1,7 +1,8 @@
 /* Virus scanning with libclamav. The engine loads the system's ClamAV database when
  * one is installed plus the signature set this project ships (share/signatures, with
  * the EICAR test string), and is compiled once, on the first scan, by whichever worker
- * thread gets there first; a compiled engine is safe to share between threads. */
+ * thread gets there first; a compiled engine is safe to share between threads. Its
+ * scratch directory is one of its own in /dev/shm unless TMPDIR is set. */
 #ifndef SBX_SCAN_H
 #define SBX_SCAN_H
 
@@ -10,6 +11,9 @@
 #include "../../common/err.h"
 
 enum scan_verdict { SCAN_CLEAN, SCAN_INFECTED, SCAN_ERROR };
+
+/* Where scans keep their scratch directory unless TMPDIR says otherwise (scan.c). */
+#define SCAN_SCRATCH_PARENT "/dev/shm"
 
 struct scanner;
 

@@ -63,17 +63,19 @@ for _ in range(n):
     gets.append(time.perf_counter() - t)
     assert b"hello from" in body, body
     s.close()
+def drain(s):
+    got = 0
+    while True:
+        c = s.recv(1 << 20)
+        if not c:
+            return got
+        got += len(c)
 ctx = ssl.create_default_context(cafile="/workspace/ca.pem")
 for _ in range(reps):
     t = time.perf_counter()
     s = ctx.wrap_socket(tunnel(), server_hostname="allowed.example.com")
     s.sendall(b"GET /bytes/%d HTTP/1.0\r\nHost: allowed.example.com\r\n\r\n" % big)
-    got = 0
-    while True:
-        c = s.recv(1 << 20)
-        if not c:
-            break
-        got += len(c)
+    got = drain(s)
     bigs.append(time.perf_counter() - t)
     assert got > big, got
     s.close()
@@ -103,12 +105,7 @@ def loopback(tls):
     if tls:
         s = ctx.wrap_socket(s, server_hostname="allowed.example.com")
     s.sendall(b"GET")
-    got = 0
-    while True:
-        c = s.recv(1 << 20)
-        if not c:
-            break
-        got += len(c)
+    got = drain(s)
     took = time.perf_counter() - t
     assert got == big, got
     s.close()

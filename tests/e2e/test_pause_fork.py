@@ -386,7 +386,7 @@ def test_unusable_image_starts_cold():
 def test_a_paused_sandbox_expires():
     d = D.get()
     c = user("exp")
-    sid = c.create_sandbox(ttl_seconds=4)["id"]
+    sid = c.create_sandbox(ttl_seconds=8)["id"]
     pause(c, sid)
     wait_for(lambda: c.request("GET", "/v1/sandboxes/" + sid).status == 404, 20,
              what="expiry of a paused sandbox")

@@ -174,9 +174,10 @@ def test_runtime_died_while_daemon_down_is_reconciled():
 def test_expired_while_daemon_down():
     d = D.get()
     c = user("ria")
-    sb = c.create_sandbox(ttl_seconds=3)
+    # The ttl runs from the create, which can take seconds on a loaded host.
+    sb = c.create_sandbox(ttl_seconds=6)
     d.kill9()
-    time.sleep(4)
+    time.sleep(7)
     d.start()
     wait_for(lambda: c.request("GET", "/v1/sandboxes/" + sb["id"]).status == 404, 10, 0.3,
              "sandbox that expired while sbxd was down reported 404")

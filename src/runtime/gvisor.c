@@ -186,6 +186,18 @@ static void unlink_in(const char *dir, const char *name)
     (void)unlink(p);
 }
 
+/* One read of a line a helper wrote in a single short write (a watcher's status, the shim's
+ * readiness), NUL-terminated: its length, or -errno (-EAGAIN on an empty non-blocking fd). */
+static ssize_t read_said(int fd, char *line, size_t size)
+{
+    ssize_t n;
+    do
+        n = read(fd, line, size - 1);
+    while (n < 0 && errno == EINTR);
+    line[n > 0 ? n : 0] = '\0';
+    return n < 0 ? -errno : n;
+}
+
 /* Read the shim's one readiness line, waiting at most timeout_ms. */
 static int read_ready(int fd, int timeout_ms, char *line, size_t size)
 {
@@ -428,13 +440,9 @@ static int watched_step(char *const argv[], int nul, int outfd, int pidfd, char 
 static int watched_status(int fd, int *st)
 {
     char line[32];
-    ssize_t n;
-    do
-        n = read(fd, line, sizeof(line) - 1);
-    while (n < 0 && errno == EINTR);
-    if (n < 0 && errno == EAGAIN)
+    ssize_t n = read_said(fd, line, sizeof(line));
+    if (n == -EAGAIN)
         return -EAGAIN;
-    line[n > 0 ? n : 0] = '\0';
     *st = n > 0 ? atoi(line) : -1;
     return n > 0 && WIFEXITED(*st) && WEXITSTATUS(*st) == 0 ? 0 : -EIO;
 }
@@ -728,16 +736,11 @@ int rt_start_wait(const struct rt_config *cfg, const struct rt_spec *spec, int r
 
 int rt_start_read(const char *id, const char *state_dir, int ready_fd, struct sbx_err *err)
 {
-    /* The shim says its one line in a single short write, so one read sees all of it. */
     char line[512];
-    ssize_t n;
-    do
-        n = read(ready_fd, line, sizeof(line) - 1);
-    while (n < 0 && errno == EINTR);
-    if (n < 0 && errno == EAGAIN)
+    ssize_t n = read_said(ready_fd, line, sizeof(line));
+    if (n == -EAGAIN)
         return -EAGAIN;
-    int r = n < 0 ? -errno : n == 0 ? -EPIPE : 0;
-    line[n > 0 ? n : 0] = '\0';
+    int r = n < 0 ? (int)n : n == 0 ? -EPIPE : 0;
     line[strcspn(line, "\n")] = '\0';
     return start_outcome(id, state_dir, r, line, 0, err);
 }

@@ -30,6 +30,8 @@ PACKAGES=(
 	python3 nodejs iproute2 poppler-utils busybox-static ca-certificates openssl
 	# used by the scripts themselves (flock, sha256sum, du)
 	util-linux coreutils
+	# make bench: curl is the transfers' client, file the cold artifacts' typing floor
+	curl file
 	# browser tests: Debian's Chromium, driven headless by playwright-core (tests/browser)
 	chromium
 	# the metrics test parses /metrics with a real Prometheus text parser (run by /usr/bin/python3)

@@ -5,9 +5,11 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -158,6 +160,18 @@ int sbx_write_file_atomic(const char *path, const void *buf, size_t len, int mod
 int sbx_write_file_replace(const char *path, const void *buf, size_t len, int mode)
 {
     return write_file_renamed(path, buf, len, mode, false);
+}
+
+int sbx_mark_topdir(const char *path)
+{
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int flags = 0;
+    if (fd < 0 || ioctl(fd, FS_IOC_GETFLAGS, &flags) < 0)
+        return -errno;
+    if (flags & FS_TOPDIR_FL)
+        return 0;
+    flags |= FS_TOPDIR_FL;
+    return ioctl(fd, FS_IOC_SETFLAGS, &flags) < 0 ? -errno : 0;
 }
 
 int sbx_mkdir_p(const char *path, int mode)

@@ -73,6 +73,10 @@ int sbx_write_file_atomic(const char *path, const void *buf, size_t len, int mod
 int sbx_write_file_replace(const char *path, const void *buf, size_t len, int mode);
 /* mkdir -p */
 int sbx_mkdir_p(const char *path, int mode);
+/* Mark the directory path the top of a hierarchy (FS_TOPDIR_FL): ext2/3/4 then spread its
+ * subdirectories over block groups of their own (Orlov) instead of filling its own group.
+ * 0, or -errno where the filesystem has no such flag (-ENOTTY, -EOPNOTSUPP). */
+int sbx_mark_topdir(const char *path);
 /* rm -rf beneath an already-validated directory path; never follows symlinks. */
 int sbx_rm_rf(const char *path);
 /* The same for name inside the directory dirfd (a single component, not followed). */

@@ -16,6 +16,10 @@
 
 #include "../../common/util.h"
 
+/* Every parser on, and the heuristics: what a file handed to an agent deserves. */
+static const struct cl_scan_options scan_options = {.parse = ~0u,
+                                                    .general = CL_SCAN_GENERAL_HEURISTICS};
+
 struct scanner {
     pthread_mutex_t mu;
     bool tried;
@@ -154,24 +158,20 @@ static void build(struct scanner *s)
     s->engine = e;
 }
 
-enum scan_verdict scanner_scan_fd(struct scanner *s, int fd, char *virus, size_t virus_len)
+/* The compiled engine, built by the first scan; NULL with the reason in virus. */
+static const struct cl_engine *engine(struct scanner *s, char *virus, size_t virus_len)
 {
     pthread_mutex_lock(&s->mu);
     if (!s->tried)
         build(s);
     pthread_mutex_unlock(&s->mu);
-    if (!s->engine) {
+    if (!s->engine)
         snprintf(virus, virus_len, "%s", s->error);
-        return SCAN_ERROR;
-    }
-    if (lseek(fd, 0, SEEK_SET) < 0) {
-        snprintf(virus, virus_len, "seek: %s", strerror(errno));
-        return SCAN_ERROR;
-    }
-    struct cl_scan_options opts = {.parse = ~0u, .general = CL_SCAN_GENERAL_HEURISTICS};
-    const char *name = NULL;
-    unsigned long scanned = 0;
-    cl_error_t rc = cl_scandesc(fd, NULL, &name, &scanned, s->engine, &opts);
+    return s->engine;
+}
+
+static enum scan_verdict verdict(cl_error_t rc, const char *name, char *virus, size_t virus_len)
+{
     if (rc == CL_VIRUS) {
         snprintf(virus, virus_len, "%s", name ? name : "unknown");
         return SCAN_INFECTED;
@@ -180,6 +180,40 @@ enum scan_verdict scanner_scan_fd(struct scanner *s, int fd, char *virus, size_t
         return SCAN_CLEAN;
     snprintf(virus, virus_len, "%s", cl_strerror(rc));
     return SCAN_ERROR;
+}
+
+enum scan_verdict scanner_scan_fd(struct scanner *s, int fd, char *virus, size_t virus_len)
+{
+    const struct cl_engine *e = engine(s, virus, virus_len);
+    if (!e)
+        return SCAN_ERROR;
+    if (lseek(fd, 0, SEEK_SET) < 0) {
+        snprintf(virus, virus_len, "seek: %s", strerror(errno));
+        return SCAN_ERROR;
+    }
+    struct cl_scan_options opts = scan_options;
+    const char *name = NULL;
+    unsigned long scanned = 0;
+    return verdict(cl_scandesc(fd, NULL, &name, &scanned, e, &opts), name, virus, virus_len);
+}
+
+enum scan_verdict scanner_scan_mem(struct scanner *s, const void *buf, size_t len, char *virus,
+                                   size_t virus_len)
+{
+    const struct cl_engine *e = engine(s, virus, virus_len);
+    if (!e)
+        return SCAN_ERROR;
+    cl_fmap_t *map = cl_fmap_open_memory(buf, len);
+    if (!map) {
+        snprintf(virus, virus_len, "mapping %zu bytes to scan failed", len);
+        return SCAN_ERROR;
+    }
+    struct cl_scan_options opts = scan_options;
+    const char *name = NULL;
+    unsigned long scanned = 0;
+    cl_error_t rc = cl_scanmap_callback(map, NULL, &name, &scanned, e, &opts, NULL);
+    cl_fmap_close(map);
+    return verdict(rc, name, virus, virus_len);
 }
 
 const char *scan_verdict_name(enum scan_verdict v)

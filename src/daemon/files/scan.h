@@ -24,6 +24,9 @@ void scanner_free(struct scanner *s);
 /* Scan the file open on fd (from its start). virus gets the signature name when
  * infected, the reason when SCAN_ERROR. Thread-safe. */
 enum scan_verdict scanner_scan_fd(struct scanner *s, int fd, char *virus, size_t virus_len);
+/* The same for len bytes in memory, which stay untouched. */
+enum scan_verdict scanner_scan_mem(struct scanner *s, const void *buf, size_t len, char *virus,
+                                   size_t virus_len);
 const char *scan_verdict_name(enum scan_verdict v);
 
 /* {"engine":"clamav", "version", "databases":[…], "signatures":N} or, when the engine

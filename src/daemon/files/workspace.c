@@ -618,6 +618,15 @@ int ws_sha256_fd(int fd, int copy_to, char hex[WS_SHA256_HEX_LEN + 1], uint64_t 
     return 0;
 }
 
+void ws_sha256_buf(const void *buf, size_t len, char hex[WS_SHA256_HEX_LEN + 1])
+{
+    unsigned char md[32];
+    unsigned mdlen = 0;
+    if (EVP_Digest(buf, len, md, &mdlen, EVP_sha256(), NULL) != 1)
+        abort();
+    sbx_hex(md, sizeof(md), hex);
+}
+
 struct hash_tree {
     ws_file_fn fn;
     void *data;

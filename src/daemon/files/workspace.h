@@ -113,6 +113,9 @@ int ws_walk(int root, const char *dir, bool recursive, size_t max, ws_walk_fn fn
 int ws_sha256_fd(int fd, int copy_to, char hex[WS_SHA256_HEX_LEN + 1], uint64_t *size,
                  struct sbx_err *err);
 
+/* SHA-256 of len bytes in memory, as lower-case hex. */
+void ws_sha256_buf(const void *buf, size_t len, char hex[WS_SHA256_HEX_LEN + 1]);
+
 /* SHA-256 and size of the regular file name in dir (a walk's entry), never following a
  * symlink. */
 int ws_hash_at(int dir, const char *name, char hex[WS_SHA256_HEX_LEN + 1], uint64_t *size,

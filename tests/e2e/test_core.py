@@ -662,6 +662,34 @@ def test_sandbox_expires_on_its_own():
     assert took >= 5, "sandbox gone %.1fs after its create, before its ttl of 6 s" % took
 
 
+def test_a_ttl_shorter_than_the_start_ends_the_sandbox_not_its_create():
+    """Three creates at once (the key's limit here) with a 1 s TTL, which starts at the
+    create on a whole second: their starts outlast it. Each create still answers 201 with its sandbox, which then
+    expires as any other; none is a 500 'did not start (expired)'."""
+    d = D.get()
+    c = user("eve")
+    got = [None] * 3
+
+    def create(i):
+        got[i] = c.request("POST", "/v1/sandboxes", {"ttl_seconds": 1}, timeout=120)
+
+    threads = [threading.Thread(target=create, args=(i,)) for i in range(len(got))]
+    # 0.8 s into a second, so that the TTL ends 0.2 s after the creates begin, long before
+    # any gVisor start is over.
+    time.sleep((1.8 - time.time() % 1) % 1)
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [r.status for r in got] == [201] * len(got), [(r.status, r.body) for r in got]
+    for r in got:
+        assert r.body["status"] == "running" and r.body["ttl_seconds"] == 1, r.body
+        path = d.sandbox_dir(r.body["id"])
+        wait_for(lambda: not os.path.exists(path), 15, 0.25, "expired sandbox dir removed")
+        assert_error(c.request("GET", "/v1/sandboxes/" + r.body["id"]), 404,
+                     "sandbox_not_found")
+
+
 def test_admin_key_file_on_fresh_data_dir():
     with harness.Daemon(admin_key=None) as d:
         path = os.path.join(d.data_dir, "admin.key")

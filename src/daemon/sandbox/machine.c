@@ -258,6 +258,10 @@ static void on_hello(struct channel *c, json_t *hello, void *data)
     sb->v1_starting = false;
     sb->ready = true;
     sandbox_notify_waiters(sb, NULL);
+    if (sb->expire_when_ready && !sb->ended && !sb->ttl_timer) {
+        sb->expire_when_ready = false;
+        sandbox_arm_ttl(sb->mgr, sb); /* past its expiry: fires on the next turn */
+    }
 }
 
 static void v1_stop(struct loop *l, void *data);

@@ -306,6 +306,12 @@ static void on_ttl(struct loop *l, void *data)
 {
     struct sandbox *sb = data;
     sb->ttl_timer = NULL;
+    if (!strcmp(sb->rec.status, SANDBOX_CREATING)) {
+        /* A TTL ends a sandbox's life, not its creation: the create is answered first (a
+         * failed start still fails as it would have). */
+        sb->expire_when_ready = true;
+        return;
+    }
     log_info("sandbox %s: TTL expired", sb->rec.id);
     struct sbx_err err = {0};
     if (manager_destroy(sb->mgr, sb, "expired", &err) < 0)

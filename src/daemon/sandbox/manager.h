@@ -59,6 +59,7 @@ struct sandbox {
     char ws_fingerprint[65]; /* of the workspace tree when the generation was set */
     struct sandbox_waiter *waiters;
     struct loop_timer *ttl_timer;
+    bool expire_when_ready; /* its TTL ended while it was being created */
     struct loop_timer *ready_timer;
     /* Memory snapshots (docs/snapshots.md). */
     bool paused;          /* checkpointed and stopped: no shim, no channel */

@@ -87,6 +87,24 @@ long long sbx_wall_ms(void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int sbx_read_upto(int fd, void *buf, size_t cap, size_t *len)
+{
+    char *p = buf;
+    size_t at = 0;
+    while (at < cap) {
+        ssize_t n = read(fd, p + at, cap - at);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            break;
+        at += (size_t)n;
+    }
+    *len = at;
+    return 0;
+}
+
 int sbx_write_all(int fd, const void *buf, size_t len)
 {
     const char *p = buf;

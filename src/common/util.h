@@ -64,6 +64,9 @@ long long sbx_wall_ms(void);
 
 /* Write all of buf, retrying on EINTR. Returns 0 or -errno. */
 int sbx_write_all(int fd, const void *buf, size_t len);
+/* Read until cap bytes or end of file, retrying on EINTR: *len bytes read (fewer than cap
+ * only at end of file). Returns 0 or -errno, *len untouched on failure. */
+int sbx_read_upto(int fd, void *buf, size_t cap, size_t *len);
 /* Read a whole small file (at most max bytes). Returns 0 or -errno; *out is NUL-terminated. */
 int sbx_read_file(const char *path, size_t max, char **out, size_t *out_len);
 /* Write a file atomically (temp + fsync + rename) with the given mode. */

@@ -1,5 +1,6 @@
 /* Unit tests for src/daemon/workspace.c: path checks, resolution beneath the
  * workspace against symlinks and magic links, atomic writes, removal, walk, hashing. */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -234,6 +235,30 @@ static void test_walk_and_hash(int root)
           "removing it again is file_not_found");
 }
 
+/* Reading a file whole (artifacts, the read and edit tools) and hashing what was read. */
+static void test_read_upto(void)
+{
+    int p[2];
+    CHECK(pipe2(p, O_CLOEXEC) == 0, "a pipe");
+    CHECK(write(p[1], "ab", 2) == 2 && write(p[1], "c", 1) == 1, "two writes into it");
+    close(p[1]);
+    char buf[8];
+    size_t len = 99;
+    CHECK(sbx_read_upto(p[0], buf, 2, &len) == 0 && len == 2 && !memcmp(buf, "ab", 2),
+          "stops at cap: %zu", len);
+    CHECK(sbx_read_upto(p[0], buf, sizeof(buf), &len) == 0 && len == 1 && buf[0] == 'c',
+          "fewer than cap only at end of file: %zu", len);
+    CHECK(sbx_read_upto(p[0], buf, sizeof(buf), &len) == 0 && len == 0, "0 at end of file");
+    close(p[0]);
+    len = 99;
+    CHECK(sbx_read_upto(p[0], buf, sizeof(buf), &len) == -EBADF && len == 99,
+          "an error leaves len alone");
+    char hex[WS_SHA256_HEX_LEN + 1];
+    ws_sha256_buf("abc", 3, hex);
+    CHECK(!strcmp(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),
+          "SHA-256 of bytes in memory: %s", hex);
+}
+
 /* What a kill between an upload's link and rename leaves is swept; nothing else is. */
 static void test_sweep(int root)
 {
@@ -277,6 +302,7 @@ int main(void)
     fclose(f);
 
     test_path_check();
+    test_read_upto();
     int root = -1;
     struct sbx_err e = {0};
     CHECK(ws_open_root(ws, &root, &e) == 0, "open the workspace");

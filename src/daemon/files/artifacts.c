@@ -340,43 +340,30 @@ static void reuse(struct item *it, const struct art_cached *c)
     it->art.scan = c->art.scan;
 }
 
-/* The whole of fd into buf (cap bytes): 1 when it fits, in *len bytes; 0 when larger. */
-static int read_whole(int fd, unsigned char *buf, size_t cap, size_t *len)
+/* The state of it->fd now, against the one before its read: settled or not (artcache.h). */
+static bool settled_since(struct item *it, const struct art_settle *t)
 {
-    size_t at = 0;
-    while (at < cap) {
-        ssize_t n = read(fd, buf + at, cap - at);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -errno;
-        if (n == 0) {
-            *len = at;
-            return 1;
-        }
-        at += (size_t)n;
-    }
-    return 0;
+    struct art_stamp after;
+    return art_stamp_fd(it->fd, &after) == 0 && art_settled_end(t, &it->stamp, &after);
 }
 
 /* A file read whole into buf: hashed, stored, typed and scanned from there. */
 static int process_bytes(struct collect *c, struct item *it, struct worker *w, size_t len,
                          const struct art_settle *t, struct sbx_err *err)
 {
-    struct art_stamp after;
     ws_sha256_buf(w->buf, len, it->art.sha256);
     it->art.size = len;
     if (it->prior && !strcmp(it->art.sha256, it->prior->art.sha256) && len == it->prior->art.size &&
         blob_keep(c->a, c->sbdir, it->art.sha256)) {
         reuse(it, it->prior);
-        it->settled = art_stamp_fd(it->fd, &after) == 0 && art_settled_end(t, &it->stamp, &after);
+        it->settled = settled_since(it, t);
         return 0;
     }
     _cleanup_close_ int blob = -1;
     int r = store_bytes(c->a, c->sbdir, w->buf, len, it->art.sha256, &blob, err);
     if (r < 0)
         return r;
-    it->settled = art_stamp_fd(it->fd, &after) == 0 && art_settled_end(t, &it->stamp, &after);
+    it->settled = settled_since(it, t);
     if (!w->magic)
         w->magic = magic_take(c->a);
     detect_mime_bytes(w->magic, w->buf, len, blob, it->art.mime);
@@ -390,7 +377,6 @@ static int process_bytes(struct collect *c, struct item *it, struct worker *w, s
 static int process_file(struct collect *c, struct item *it, struct worker *w,
                         const struct art_settle *t, struct sbx_err *err)
 {
-    struct art_stamp after;
     int r;
     if (lseek(it->fd, 0, SEEK_SET) < 0)
         return sbx_err_sys(err, errno, "rewinding an artifact");
@@ -403,8 +389,7 @@ static int process_file(struct collect *c, struct item *it, struct worker *w,
         if (!strcmp(sha, it->prior->art.sha256) && size == it->prior->art.size &&
             blob_keep(c->a, c->sbdir, sha)) {
             reuse(it, it->prior);
-            it->settled =
-                art_stamp_fd(it->fd, &after) == 0 && art_settled_end(t, &it->stamp, &after);
+            it->settled = settled_since(it, t);
             return 0;
         }
         if (lseek(it->fd, 0, SEEK_SET) < 0)
@@ -413,7 +398,7 @@ static int process_file(struct collect *c, struct item *it, struct worker *w,
     _cleanup_close_ int blob = -1;
     if ((r = store_blob(c->a, c->sbdir, it->fd, it->art.sha256, &it->art.size, &blob, err)) < 0)
         return r;
-    it->settled = art_stamp_fd(it->fd, &after) == 0 && art_settled_end(t, &it->stamp, &after);
+    it->settled = settled_since(it, t);
     if (!w->magic)
         w->magic = magic_take(c->a);
     detect_mime(w->magic, blob, it->art.mime);
@@ -430,9 +415,10 @@ static int process(struct collect *c, struct item *it, struct worker *w, struct 
     if (r < 0)
         return sbx_err_sys(err, -r, "stat of an artifact");
     size_t len = 0;
-    if ((r = read_whole(it->fd, w->buf, ARTIFACTS_INLINE_MAX + 1, &len)) < 0)
+    if ((r = sbx_read_upto(it->fd, w->buf, ARTIFACTS_INLINE_MAX + 1, &len)) < 0)
         return sbx_err_sys(err, -r, "reading an artifact");
-    return r ? process_bytes(c, it, w, len, &t, err) : process_file(c, it, w, &t, err);
+    return len <= ARTIFACTS_INLINE_MAX ? process_bytes(c, it, w, len, &t, err)
+                                       : process_file(c, it, w, &t, err);
 }
 
 static void *worker(void *data)

@@ -53,14 +53,9 @@ static int read_text(int root, const char *path, struct text *t, struct sbx_err 
     if (fstat(fd, &st) == 0)
         t->mode = st.st_mode & 07777;
     t->buf = sbx_xmalloc(size + 1);
-    while (t->len < size) {
-        ssize_t n = read(fd, t->buf + t->len, size - t->len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        t->len += (size_t)n;
-    }
+    int r = sbx_read_upto(fd, t->buf, size, &t->len);
+    if (r < 0)
+        return sbx_err_sys(err, -r, "reading %s", path);
     t->buf[t->len] = 0;
     t->exists = true;
     if (!sbx_utf8_valid(t->buf, t->len))

@@ -557,16 +557,9 @@ static int files_read(struct tool_call *c, int root, const char *path, struct sb
     }
     _cleanup_free_ char *buf = sbx_xmalloc(size + 1);
     size_t len = 0;
-    while (len < size) {
-        ssize_t n = read(fd, buf + len, size - len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return sbx_err_sys(err, errno, "reading %s", path);
-        if (n == 0)
-            break;
-        len += (size_t)n;
-    }
+    int r = sbx_read_upto(fd, buf, size, &len);
+    if (r < 0)
+        return sbx_err_sys(err, -r, "reading %s", path);
     json_t *o = json_pack("{s:s,s:I,s:b}", "path", path, "size", (json_int_t)len, "inline", 1);
     if (sbx_utf8_valid(buf, len)) {
         json_object_set_new(o, "content", json_stringn(buf, len));

@@ -19,7 +19,7 @@ COMMON_SRC := $(wildcard src/common/*.c)
 PROTO_SRC  := $(wildcard src/proto/*.c)
 DAEMON_SRC := $(wildcard src/daemon/*.c src/daemon/*/*.c)
 # The namespaces backend's container code runs in the shim only (docs/runtime.md).
-SHIM_ONLY  := src/runtime/shim.c src/runtime/shim_relay.c src/runtime/namespaces.c
+SHIM_ONLY  := src/runtime/shim.c src/runtime/shim_relay.c src/runtime/shim_idle.c src/runtime/namespaces.c
 # Its seccomp filter is made into BPF by libseccomp at build time, by a generator that
 # holds the rules (syscalls.c): a container start then loads a finished program.
 NSF_SRC    := src/runtime/ns_filter_gen.c src/runtime/syscalls.c

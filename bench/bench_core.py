@@ -57,7 +57,7 @@ def _cmdlines():
 
 # The global flags sbx-shim gives `runsc run` (src/runtime/shim.c, SBX_RUNSC_PLATFORM's
 # default): a baseline runs the same sandbox when the daemon's own cannot be read.
-RUNSC_FLAGS = ["--network=none", "--overlay2=none", "--platform=ptrace"]
+RUNSC_FLAGS = ["--network=none", "--overlay2=none", "--platform=systrap"]
 
 
 def daemon_runsc_flags(sid):

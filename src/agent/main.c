@@ -44,6 +44,7 @@
 #include "oomwatch.h"
 #include "pidguard.h"
 #include "process.h"
+#include "quiet.h"
 #include "pty.h"
 #include "seccomp.h"
 #include "session.h"
@@ -194,6 +195,7 @@ static void handle_signal(struct stream *s, const struct proto_frame *f)
 
 static void handle_frame(struct agent *a, const struct proto_frame *f)
 {
+    quiet_frame_in(a, f);
     if (f->stream == 0) {
         switch (f->type) {
         case PROTO_HELLO:
@@ -441,6 +443,7 @@ int main(int argc, char **argv)
     if (a->pid1) {
         start_template_services();
         pidguard_start(a);
+        quiet_start(a);
     }
     send_hello(a);
     r = loop_run(a->loop);

@@ -203,6 +203,11 @@ static void strike(struct pidguard *g)
         dprintf(2, "sbx-agent: process limit: continuing the user's processes failed\n");
 }
 
+bool pidguard_nothing_runs(const struct agent *a)
+{
+    return count_all() <= agent_own(a);
+}
+
 static void tick(struct loop *l, void *data)
 {
     struct agent *a = data;

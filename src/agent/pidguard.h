@@ -41,6 +41,10 @@ void pidguard_start(struct agent *a);
  * agent and its idle spare shells ran, looks again from the next tick on. */
 void pidguard_wake(struct agent *a);
 
+/* Whether nothing but the agent and its idle resident shells runs (one read of /proc):
+ * nothing of the user's can be forking, sleeping on a timer or waiting for input. */
+bool pidguard_nothing_runs(const struct agent *a);
+
 /* Whether the guard killed session sid at or after since_ms (sbx_now_ms: the session's
  * start) and no one claimed it yet; its record goes. An exec, a background process or the
  * kernel asks when it ends, to say the limit killed it rather than a plain SIGKILL. A

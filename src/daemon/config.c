@@ -169,9 +169,10 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
     cfg->data_dir = env_or("SBX_DATA_DIR", "data");
     cfg->template_cache = env_or("SBX_TEMPLATE_CACHE", "/var/cache/sbx/templates");
     cfg->runsc = env_or("SBX_RUNSC", "runsc");
-    /* ptrace, not runsc 20240729's own default systrap: an idle systrap sandbox kept 4.7 % of a
-     * host core busy here, against 0.15 % (docs/runtime.md). */
-    cfg->runsc_platform = env_or("SBX_RUNSC_PLATFORM", "ptrace");
+    /* systrap, runsc 20240729's own default: the work inside runs 1.5-5x faster than on
+     * ptrace. Its idle polling, which kept 4.7 % of a host core busy per sandbox, is
+     * coalesced by the shim while nothing runs (docs/runtime.md, "Idle sandboxes"). */
+    cfg->runsc_platform = env_or("SBX_RUNSC_PLATFORM", "systrap");
     const char *a = getenv("SBX_AGENT"), *s = getenv("SBX_SHIM");
     cfg->agent_path = a && *a ? sbx_xstrdup(a) : beside_self("sbx-agent");
     cfg->shim_path = s && *s ? sbx_xstrdup(s) : beside_self("sbx-shim");
@@ -197,10 +198,16 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
     const char *ss = getenv("SBX_SHARED_SNAPSHOTS");
     cfg->shared_snapshots = ss && *ss ? sbx_xstrdup(ss) : NULL;
 
+    /* Every core of the host by default: a sandbox alone runs a make -j or git's threaded
+     * packing as fast as the host would, and sandboxes side by side share the cores as the
+     * kernel shares them between processes. An operator who wants a hard cap sets it. */
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    long long cpu_default = 1000LL * (ncpu > 0 ? ncpu : 1);
     int r;
     if ((r = env_num("SBX_MEMORY_MB", 2048, 64, 1 << 20, &cfg->memory_mb, err)) < 0 ||
         (r = env_num("SBX_PIDS_MAX", 128, 16, 1 << 20, &cfg->pids_max, err)) < 0 ||
-        (r = env_num("SBX_CPU_MILLICORES", 1000, 100, 1 << 20, &cfg->cpu_millicores, err)) < 0 ||
+        (r = env_num("SBX_CPU_MILLICORES", cpu_default, 100, 1 << 20, &cfg->cpu_millicores,
+                     err)) < 0 ||
         (r = env_num("SBX_TMP_MB", 512, 1, 1 << 20, &cfg->tmp_mb, err)) < 0 ||
         (r = env_num("SBX_MAX_PER_KEY", 3, 1, 10000, &cfg->max_per_key, err)) < 0 ||
         (r = env_num("SBX_MAX_PER_USER", 5, 1, 10000, &cfg->max_per_user, err)) < 0 ||

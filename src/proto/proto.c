@@ -26,6 +26,17 @@ void proto_put_u32(uint8_t *p, uint32_t v)
     p[3] = (uint8_t)v;
 }
 
+uint64_t proto_get_u64(const uint8_t *p)
+{
+    return (uint64_t)proto_get_u32(p) << 32 | proto_get_u32(p + 4);
+}
+
+void proto_put_u64(uint8_t *p, uint64_t v)
+{
+    proto_put_u32(p, (uint32_t)(v >> 32));
+    proto_put_u32(p + 4, (uint32_t)v);
+}
+
 void proto_header_encode(uint8_t out[PROTO_HEADER_SIZE], uint32_t stream, uint8_t type,
                          uint8_t flags, uint32_t len)
 {

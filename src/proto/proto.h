@@ -48,7 +48,11 @@ enum proto_type {
     PROTO_SIGNAL = 8, /* JSON {signal}, daemon -> agent */
     PROTO_PING = 9,   /* stream 0, echoed as PONG with the same payload */
     PROTO_PONG = 10,
-    PROTO_TYPE_MAX = 10,
+    /* stream 0, agent -> shim, never relayed: nothing of the user's runs, as of the
+     * daemon's frames the agent has read so far (payload u64 big-endian, their count
+     * since it started or was restored); see docs/protocol.md, "Quiet" */
+    PROTO_IDLE = 11,
+    PROTO_TYPE_MAX = 11,
 };
 
 enum proto_channel {
@@ -100,5 +104,7 @@ size_t proto_outq_len(const struct proto_outq *q);
 
 uint32_t proto_get_u32(const uint8_t *p);
 void proto_put_u32(uint8_t *p, uint32_t v);
+uint64_t proto_get_u64(const uint8_t *p);
+void proto_put_u64(uint8_t *p, uint64_t v);
 
 #endif

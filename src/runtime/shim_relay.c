@@ -122,6 +122,7 @@ static void pump_client_to_agent(struct shim *s)
             shim_relay_drop_client(s, "malformed frame from client");
             break;
         }
+        shim_idle_frame_to_agent(s, f.type);
         (void)proto_outq_push(s->to_agent, f.stream, f.type, f.flags, f.payload, f.len);
         s->frames_down++;
     }
@@ -153,6 +154,10 @@ static void pump_agent_to_client(struct shim *s)
             shim_log(s, "first frame from the agent (type %u) %lld ms after spawning runsc", f.type,
                      ms);
             ready_say(s, "ready %lld", ms);
+        }
+        if (f.stream == 0 && f.type == PROTO_IDLE) {
+            shim_idle_said(s, &f); /* the shim's own: never relayed */
+            continue;
         }
         if (s->client_fd >= 0) {
             (void)proto_outq_push(s->to_client, f.stream, f.type, f.flags, f.payload, f.len);
@@ -285,6 +290,7 @@ void shim_relay_hello(struct shim *s)
     int n =
         snprintf(hello, sizeof(hello), "{\"version\":%d,\"role\":\"daemon\",\"restored\":true%s}",
                  PROTO_VERSION, s->forked ? ",\"forked\":true" : "");
+    shim_idle_frame_to_agent(s, PROTO_HELLO);
     (void)proto_outq_push(s->to_agent, 0, PROTO_HELLO, 0, (const uint8_t *)hello, (size_t)n);
     flush_to_agent(s);
     update_interest(s);

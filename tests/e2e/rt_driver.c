@@ -43,7 +43,7 @@ int main(int argc, char **argv)
 {
     struct rt_config cfg = {
         .runsc_path = "runsc",
-        .runsc_platform = "ptrace", /* as sbxd's default, SBX_RUNSC_PLATFORM */
+        .runsc_platform = "systrap", /* as sbxd's default, SBX_RUNSC_PLATFORM */
         .runsc_root = "/run/sbx-test/runsc",
         .shim_path = "/usr/local/bin/sbx-shim",
         .agent_path = "/usr/local/bin/sbx-agent",

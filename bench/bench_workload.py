@@ -78,7 +78,7 @@ def in_sandbox(c, runtime):
             raise RuntimeError("upload: %r" % r)
         for what in ("prepare", "run"):
             r = c.request("POST", "/v1/sandboxes/%s/exec" % sid,
-                          {"command": ["python3", "/workspace/job.py", what, "/workspace/wl"],
+                          {"shell": "python3 /workspace/job.py %s /workspace/wl" % what,
                            "timeout_seconds": JOB_TIMEOUT_S}, timeout=JOB_TIMEOUT_S + 60)
             if r.status != 200 or r.body.get("exit_code") != 0:
                 raise RuntimeError("%s %s: %r" % (runtime, what, r))

@@ -40,7 +40,10 @@ SQL_QUERIES = 2000      # SQLite queries
 ENV_EXTRA = {
     "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@sbx",
     "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@sbx",
-    "GIT_CONFIG_NOSYSTEM": "1", "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    # No background `git gc --auto`: it would race the next step (rm -rf of a tree it writes)
+    # and load the machine during steps that are not git's.
+    "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "gc.auto", "GIT_CONFIG_VALUE_0": "0", "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost",
     "npm_config_update_notifier": "false", "npm_config_audit": "false", "npm_config_fund": "false",
     "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PYTHONDONTWRITEBYTECODE": "",
 }

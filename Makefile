@@ -181,6 +181,7 @@ bench: deps
 	@SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) scripts/build-template.sh office
 	SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) python3 bench/run.py --build build
 	SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) python3 bench/bench_templates.py --build build
+	SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) python3 bench/bench_workload.py --build build
 
 fuzz:
 	@scripts/fuzz.sh

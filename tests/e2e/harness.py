@@ -425,7 +425,7 @@ class Daemon:
 
     def env(self):
         env = {k: v for k, v in os.environ.items()
-               if not k.startswith("SBX_") or k in ("SBX_TEMPLATE_CACHE", "SBX_RUNSC")}
+               if not k.startswith("SBX_") or k in ("SBX_TEMPLATE_CACHE", "SBX_RUNSC", "SBX_RUNSC_PLATFORM")}
         sanitizer_env(env)
         if self.preset_key:
             env["SBX_ADMIN_KEY"] = self.admin_key

@@ -77,6 +77,29 @@ def test_put_replaces_and_binary_bytes():
     assert r.status == 200 and r.raw == b"", r
 
 
+def test_both_sides_see_each_others_changes_at_once():
+    """The workspace is shared by the sandbox and the API (docs/performance.md, "Work inside
+    the sandbox": why gVisor may not cache it): what one side changes, the other sees on its
+    very next look, even where the sandbox had looked before (a cached name, a file it had
+    open, a listing it had read)."""
+    c, sid = sandbox()
+    c.sh(sid, "mkdir -p seen && echo old > seen/a.txt && ls seen >/dev/null && cat seen/a.txt")
+    # Replaced from outside (the upload renames a new file over the old one).
+    assert c.request("PUT", fpath(sid, "seen/a.txt"), raw=b"new\n").status == 200
+    assert c.sh(sid, "cat seen/a.txt") == "new\n"
+    # A new name in a directory the sandbox has listed, and one made gone.
+    assert c.request("PUT", fpath(sid, "seen/b.txt"), raw=b"b\n").status == 200
+    assert c.sh(sid, "ls seen").split() == ["a.txt", "b.txt"]
+    assert c.request("DELETE", fpath(sid, "seen/a.txt")).status == 200
+    assert c.sh(sid, "ls seen; test -e seen/a.txt || echo gone").split() == ["b.txt", "gone"]
+    # And the other way: written inside, read outside at once, listed, replaced, removed.
+    c.sh(sid, "echo inside > seen/c.txt; echo more >> seen/b.txt; mv seen/c.txt seen/d.txt")
+    assert c.request("GET", fpath(sid, "seen/d.txt")).raw == b"inside\n"
+    assert c.request("GET", fpath(sid, "seen/b.txt")).raw == b"b\nmore\n"
+    assert sorted(p for p in paths(c, sid) if p.startswith("seen/")) == [
+        "seen/b.txt", "seen/d.txt"]
+
+
 def test_put_chunked_upload():
     c, sid = sandbox()
     data = os.urandom(300_000)

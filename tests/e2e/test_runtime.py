@@ -473,8 +473,10 @@ def test_destroy_is_fast_and_cleans_everything():
     shim = sb.shim_pid()
     t0 = time.time()
     out = sb.destroy()
-    call_ms = (time.time() - t0) * 1000
-    assert call_ms < 500, "rt_destroy blocked %.0f ms" % call_ms
+    # The call itself, as the driver times it: the driver's own start (an ASan binary, slow
+    # to exec on a loaded host) is not rt_destroy's.
+    call_ms = int(out.split()[1])
+    assert call_ms < 500, "rt_destroy blocked %d ms" % call_ms
     done = sb.wait_gone()
     t = time.time() + 2
     while _pid_running(shim) and time.time() < t:  # it removes the dir last, then exits
@@ -497,12 +499,14 @@ def test_destroy_without_shim_uses_helper():
     os.chmod(agent, 0o755)
     sb = Sandbox(agent=agent).start()
     os.kill(sb.shim_pid(), signal.SIGKILL)
-    time.sleep(0.2)
-    assert not sb.alive()
+    # Gone once the kernel has ended it: waited for, not slept on.
+    t = time.time() + 10
+    while sb.alive() and time.time() < t:
+        time.sleep(0.05)
+    assert not sb.alive(), "the killed shim still counts as alive"
     assert _container_exists(sb.id), "runsc container vanished with the shim"
-    t0 = time.time()
-    sb.destroy()
-    assert time.time() - t0 < 0.5
+    out = sb.destroy()
+    assert int(out.split()[1]) < 500, "rt_destroy blocked: %s" % out
     sb.wait_gone()
     assert not os.path.exists(_cgroup_dir("memory", sb.id))
 

@@ -98,6 +98,11 @@ static void test_header(void)
     proto_put_u32(b, 0xdeadbeefu);
     CHECK_EQ_INT(proto_get_u32(b), 0xdeadbeefu, "u32 round trip");
     CHECK(b[0] == 0xde && b[3] == 0xef, "u32 is big endian");
+    uint8_t q[8];
+    proto_put_u64(q, 0x0102030405060708ull);
+    const uint8_t want_q[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    CHECK_MEM(q, want_q, sizeof(want_q), "u64 is big endian (IDLE's count)");
+    CHECK(proto_get_u64(q) == 0x0102030405060708ull, "u64 round trip");
 }
 
 static void test_round_trip_and_splits(void)
@@ -194,6 +199,7 @@ static void test_bad_headers(void)
     CHECK_EQ_INT(decode_header_only(PROTO_MAX_PAYLOAD, PROTO_DATA, 1, 0), 0,
                  "length max with no payload yet -> needs more");
     CHECK_EQ_INT(decode_header_only(0, PROTO_TYPE_MAX, 0, 0), 1, "type max, empty -> a frame");
+    CHECK_EQ_INT(decode_header_only(8, PROTO_IDLE, 0, 0), 0, "IDLE is a known type");
     CHECK_EQ_INT(decode_header_only(0, PROTO_PING, 0xff, 0), 1, "any flags are accepted");
 
     /* An error is sticky: the stream cannot be resynchronised. */

@@ -287,12 +287,13 @@ def test_cgroup_limits_applied_and_removed():
         # memory_mb and the host's headroom above it (docs/runtime.md, "Memory").
         assert int(_read(d + "/memory.max")) == (2 * 2048 + 256) << 20
         assert _read(d + "/pids.max") == "128"
-        # Every core of the host by default (docs/api-contract.md).
-        assert _read(d + "/cpu.max") == "%d 100000" % (100000 * os.cpu_count())
+        # Every core of the host by default (docs/api-contract.md), so no quota at all: one
+        # of every core caps nothing and throttles bursts (docs/performance.md).
+        assert _read(d + "/cpu.max") == "max 100000"
     else:
         assert int(_read(dirs["memory"] + "/memory.limit_in_bytes")) == (2 * 2048 + 256) << 20
         assert _read(dirs["pids"] + "/pids.max") == "128"
-        assert _read(dirs["cpu"] + "/cpu.cfs_quota_us") == str(100000 * os.cpu_count())
+        assert _read(dirs["cpu"] + "/cpu.cfs_quota_us") == "-1"
     procs = _read(list(dirs.values())[0] + "/cgroup.procs").split()
     assert procs, "the sandbox's processes are not in its cgroup"
     c.delete_sandbox(sid)
@@ -300,6 +301,14 @@ def test_cgroup_limits_applied_and_removed():
              what="cgroups removed after delete")
     wait_for(lambda: not os.path.exists(D.get().sandbox_dir(sid)), 15,
              what="directory removed")
+    # A limit below the host's cores is a quota.
+    capped = c.create_sandbox(ttl_seconds=600, limits={"cpu_millicores": 500})["id"]
+    cdirs = _cgroup_dirs(capped)
+    if "all" in cdirs:
+        assert _read(cdirs["all"] + "/cpu.max") == "50000 100000"
+    else:
+        assert _read(cdirs["cpu"] + "/cpu.cfs_quota_us") == "50000"
+    c.delete_sandbox(capped)
 
 
 def test_survives_an_sbxd_restart():

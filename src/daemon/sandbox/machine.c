@@ -374,6 +374,19 @@ static void on_start_news(struct loop *l, int fd, uint32_t events, void *data)
     }
 }
 
+/* The CFS quota to give: none when the limit covers every core of the host. Such a quota
+ * caps nothing the sandbox could use, and costs: the kernel throttles a cgroup whose threads
+ * burst past it within one period, which gVisor's sentry and systrap's spinning threads do
+ * beside the work (bench_workload.py's job ran x1.63 slower than a bare runsc container
+ * under a quota of both cores, x1.0 without: docs/performance.md). */
+static uint64_t cpu_quota_millicores(long long millicores)
+{
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    if (millicores <= 0 || (ncpu > 0 && millicores >= 1000LL * ncpu))
+        return 0;
+    return (uint64_t)millicores;
+}
+
 static void fill_spec(const struct manager *m, const struct sandbox *sb, const char *rootfs,
                       struct rt_spec *spec)
 {
@@ -384,7 +397,7 @@ static void fill_spec(const struct manager *m, const struct sandbox *sb, const c
         .workspace = sb->workspace,
         .memory_bytes = (uint64_t)sb->rec.memory_mb << 20,
         .pids_max = (uint64_t)sb->rec.pids,
-        .cpu_millicores = (uint64_t)sb->rec.cpu_millicores,
+        .cpu_millicores = cpu_quota_millicores(sb->rec.cpu_millicores),
         .tmp_bytes = (uint64_t)m->cfg->tmp_mb << 20,
         .hostname = "sandbox",
         .runtime = sb->rec.runtime[0] ? sb->rec.runtime : NULL,

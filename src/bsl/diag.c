@@ -162,7 +162,8 @@ int bsl_diagnose(const struct bsl_lexed *lx, const struct bsl_tree *t, const boo
     bsl_check_metrics(&c);
     if (out->oom)
         return bsl_err_set(err, -ENOMEM, "out of memory in diagnostics");
-    qsort(out->v, out->n, sizeof(*out->v), diag_cmp);
+    if (out->n)
+        qsort(out->v, out->n, sizeof(*out->v), diag_cmp);
     return 0;
 }
 

@@ -42,7 +42,6 @@ enum bsl_dtype { DT_ERROR, DT_CODE_SMELL };
 #define BSL_PARAMS_MAX 7
 #define BSL_METHOD_LINES_MAX 200
 #define BSL_COGNITIVE_MAX 15
-#define BSL_COMMENTED_CODE_THRESHOLD 0.9
 
 struct bsl_diag_info {
     const char *code;

@@ -194,6 +194,8 @@ static size_t first_tok_after(const struct bsl_lexed *lx, uint32_t line)
     return lo;
 }
 
+/* Runs of whole-line comments that read as code (a method's description, the comments
+ * right above it, is not looked at). */
 static void commented_code(struct bsl_ctx *c)
 {
     const struct bsl_lexed *lx = c->lx;
@@ -207,25 +209,6 @@ static void commented_code(struct bsl_ctx *c)
         while (j < lx->ncomments && lx->comments[j].own_line &&
                lx->comments[j].start.line == lx->comments[j - 1].start.line + 1)
             j++;
-        size_t lines = 0, code = 0;
-        for (size_t k = i; k < j; k++) {
-            const struct bsl_comment *cm = &lx->comments[k];
-            const char *s = lx->src + cm->off + 2;
-            size_t n = cm->len - 2;
-            if (n && s[0] == '/')
-                continue; /* /// documentation */
-            while (n && (*s == ' ' || *s == '\t')) {
-                s++;
-                n--;
-            }
-            while (n && (s[n - 1] == ' ' || s[n - 1] == '\t'))
-                n--;
-            if (!n)
-                continue;
-            n = fold(s, n, buf, sizeof(buf));
-            lines++;
-            code += code_like(buf, n);
-        }
         uint32_t last = lx->comments[j - 1].start.line;
         size_t next = first_tok_after(lx, last);
         const struct bsl_token *t = next < lx->ntoks ? &lx->toks[next] : NULL;
@@ -233,10 +216,35 @@ static void commented_code(struct bsl_ctx *c)
                            (t->type == TK_DIRECTIVE ||
                             (t->type == TK_KEYWORD && (t->kw == KW_PROCEDURE ||
                                                        t->kw == KW_FUNCTION || t->kw == KW_ASYNC)));
-        if (lines && !description && (double)code / (double)lines >= BSL_COMMENTED_CODE_THRESHOLD)
-            bsl_emit(c, D_COMMENTED_CODE,
-                     (struct bsl_range){lx->comments[i].start, lx->comments[j - 1].end},
-                     "Commented-out code");
+        size_t run = SIZE_MAX, run_end = 0;
+        for (size_t k = i; k <= j && !description; k++) {
+            bool code = false;
+            if (k < j) {
+                const struct bsl_comment *cm = &lx->comments[k];
+                const char *s = lx->src + cm->off + 2;
+                size_t n = cm->len - 2;
+                bool doc = n && s[0] == '/';
+                while (n && (*s == ' ' || *s == '\t')) {
+                    s++;
+                    n--;
+                }
+                while (n && (s[n - 1] == ' ' || s[n - 1] == '\t'))
+                    n--;
+                if (!doc && !n && run != SIZE_MAX)
+                    continue; /* a blank comment line inside a run */
+                code = !doc && code_like(buf, fold(s, n, buf, sizeof(buf)));
+            }
+            if (code) {
+                if (run == SIZE_MAX)
+                    run = k;
+                run_end = k;
+            } else if (run != SIZE_MAX) {
+                bsl_emit(c, D_COMMENTED_CODE,
+                         (struct bsl_range){lx->comments[run].start, lx->comments[run_end].end},
+                         "Commented-out code");
+                run = SIZE_MAX;
+            }
+        }
         i = j;
     }
 }

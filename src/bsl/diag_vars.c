@@ -144,7 +144,8 @@ static void check_method(struct bsl_ctx *c, uint32_t m, const struct refs *modul
         c->out->oom = true;
         return;
     }
-    qsort(r.v, r.n, sizeof(*r.v), ref_cmp);
+    if (r.n)
+        qsort(r.v, r.n, sizeof(*r.v), ref_cmp);
     char name[128];
     bool directive = nd(c, m)->aux2 != BSL_NONE;
     for (uint32_t p = nd(c, ps)->child; p != BSL_NONE; p = nd(c, p)->next) {
@@ -241,7 +242,8 @@ void bsl_check_vars(struct bsl_ctx *c)
                     push(&module_vars, c, nd(c, k)->tok, REF_DECL);
     if (module_vars.oom)
         c->out->oom = true;
-    qsort(module_vars.v, module_vars.n, sizeof(*module_vars.v), ref_cmp);
+    if (module_vars.n)
+        qsort(module_vars.v, module_vars.n, sizeof(*module_vars.v), ref_cmp);
     for (uint32_t m = nd(c, t->root)->child; m != BSL_NONE; m = nd(c, m)->next) {
         if (nd(c, m)->kind == N_METHOD &&
             (bsl_on(c, D_UNUSED_LOCAL_VARIABLE) || bsl_on(c, D_UNUSED_PARAMETERS)))

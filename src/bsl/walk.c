@@ -100,7 +100,8 @@ int bsl_walk(const char *path, struct bsl_paths *out, struct bsl_err *err)
     }
     if (r < 0)
         return bsl_err_set(err, r, "%s: %s", path, strerror(-r));
-    qsort(out->v + before, out->n - before, sizeof(char *), path_cmp);
+    if (out->n > before)
+        qsort(out->v + before, out->n - before, sizeof(char *), path_cmp);
     return 0;
 }
 

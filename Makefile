@@ -33,9 +33,8 @@ SHIM_SRC   := $(SHIM_ONLY) src/runtime/cgroup.c src/runtime/oci.c
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 aobj = $(patsubst %.c,$(BUILD)/agent-obj/%.o,$(1))
-BSL_OBJ    = $(call obj,$(BSL_SRC))
 
-DAEMON_OBJ := $(call obj,$(DAEMON_SRC) $(RT_SRC) $(COMMON_SRC) $(PROTO_SRC))
+DAEMON_OBJ := $(call obj,$(DAEMON_SRC) $(RT_SRC) $(COMMON_SRC) $(PROTO_SRC) $(BSL_SRC))
 SHIM_OBJ   := $(call obj,$(SHIM_SRC) $(COMMON_SRC) $(PROTO_SRC)) $(BUILD)/obj/gen/ns_seccomp.o
 NSF_GEN    := $(BUILD)/gen/ns_filter_gen
 # The agent runs inside the sandbox's root filesystem, so it is static and never sanitized.
@@ -52,7 +51,7 @@ DAEMON_OBJ += $(BUILD)/obj/gen/openapi_json.o
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 # Everything but the daemon's main, so unit tests can link any module.
-LIB_OBJ    := $(filter-out $(BUILD)/obj/src/daemon/main.o,$(DAEMON_OBJ)) $(BSL_OBJ)
+LIB_OBJ    := $(filter-out $(BUILD)/obj/src/daemon/main.o,$(DAEMON_OBJ))
 
 # For scripts/fuzz.sh: the daemon's libraries, from this one list.
 print-libs:

@@ -3,9 +3,11 @@
 #include <errno.h>
 #include <openssl/evp.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "../../bsl/diag.h"
 #include "../../common/text.h"
 #include "../../common/util.h"
 #include "../audit/audit.h"
@@ -17,6 +19,7 @@
 #include "../live/preview.h"
 #include "../live/ptycall.h"
 #include "../sbxd.h"
+#include "../../runtime/oci.h"
 #include "../snapshot/snapcall.h"
 #include "fileedit.h"
 #include "wschanges.h"
@@ -301,12 +304,18 @@ static bool truncated(const struct exec_result *res)
     return res->out[0].dropped || res->out[1].dropped;
 }
 
+static void bsl_done(struct tool_call *c, const struct exec_result *res);
+
 static void on_exec_done(const struct exec_result *res, const struct sbx_err *err, void *data)
 {
     struct tool_call *c = data;
     c->exec = NULL;
     if (err) {
         fail(c, err);
+        return;
+    }
+    if (c->def->id == TOOL_BSL_CHECK) {
+        bsl_done(c, res);
         return;
     }
     if (c->def->id == TOOL_SANDBOX_EXEC) {
@@ -420,6 +429,136 @@ static int run_exec(struct tool_call *c, struct sbx_err *err)
     json_t *body = args_without(c->args, target, SBX_ARRAY_SIZE(target));
     c->body = body;
     return start_exec(c, body, err);
+}
+
+/* ---- bsl_check: sbx-bsl inside the sandbox, as a command ---- */
+
+/* s in single quotes for sh. */
+static char *sh_quote(const char *s)
+{
+    size_t n = 3;
+    for (const char *p = s; *p; p++)
+        n += *p == '\'' ? 4 : 1;
+    char *q = sbx_xmalloc(n), *o = q;
+    *o++ = '\'';
+    for (const char *p = s; *p; p++) {
+        if (*p == '\'') {
+            memcpy(o, "'\\''", 4);
+            o += 4;
+        } else {
+            *o++ = *p;
+        }
+    }
+    *o++ = '\'';
+    *o = 0;
+    return q;
+}
+
+static int bsl_codes(json_t *list, char *buf, size_t size, struct sbx_err *err)
+{
+    size_t i, o = 0;
+    json_t *v;
+    buf[0] = 0;
+    if (!list || json_is_null(list))
+        return 0;
+    if (!json_is_array(list) || json_array_size(list) > D_COUNT_)
+        return sbx_err_set(err, EINVAL, "invalid_request",
+                           "diagnostics must be an array of at most %d codes", D_COUNT_);
+    json_array_foreach(list, i, v)
+    {
+        const char *code = json_string_value(v);
+        if (!code || bsl_diag_by_code(code, strlen(code)) < 0)
+            return sbx_err_set(err, EINVAL, "invalid_request",
+                               "unknown diagnostic %.64s (docs/bsl.md lists them)",
+                               code ? code : "(not a string)");
+        o += (size_t)snprintf(buf + o, size - o, "%s%s", o ? "," : "", code);
+        if (o >= size)
+            return sbx_err_set(err, EINVAL, "invalid_request", "too many diagnostics");
+    }
+    return 0;
+}
+
+static int run_bsl(struct tool_call *c, struct sbx_err *err)
+{
+    json_t *p = json_object_get(c->args, "path");
+    if (!json_is_string(p))
+        return sbx_err_set(err, EINVAL, "invalid_request", "path must be a string");
+    const char *path = fileedit_rel_path(json_string_value(p));
+    if (ws_path_check(path, true, err) < 0)
+        return sbx_err_ret(err);
+    if (*path) { /* resolved beneath the workspace: .. and symlinks out are invalid_path */
+        _cleanup_close_ int root = -1;
+        struct stat st;
+        if (open_root(c, &root, err) < 0 || ws_lstat(root, path, &st, NULL, 0, err) < 0)
+            return sbx_err_ret(err);
+        if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+            return sbx_err_set(err, EINVAL, "invalid_path", "%.200s is not a file or a folder",
+                               path);
+    }
+    json_t *mr = json_object_get(c->args, "max_results");
+    json_int_t max = TOOLS_BSL_RESULTS_DEFAULT;
+    if (mr && !json_is_null(mr)) {
+        if (!json_is_integer(mr) || json_integer_value(mr) < 1 ||
+            json_integer_value(mr) > TOOLS_BSL_RESULTS_MAX)
+            return sbx_err_set(err, EINVAL, "invalid_request",
+                               "max_results must be an integer from 1 to %d",
+                               TOOLS_BSL_RESULTS_MAX);
+        max = json_integer_value(mr);
+    }
+    char codes[D_COUNT_ * 40 + 1];
+    if (bsl_codes(json_object_get(c->args, "diagnostics"), codes, sizeof(codes), err) < 0)
+        return sbx_err_ret(err);
+    _cleanup_free_ char *full = sbx_xasprintf("/workspace%s%s", *path ? "/" : "", path);
+    _cleanup_free_ char *qpath = sh_quote(full);
+    _cleanup_free_ char *cmd = sbx_xasprintf(
+        OCI_BSL_PATH " --format json --max-results %lld%s%s%s -- %s", (long long)max,
+        codes[0] ? " --diagnostics '" : "", codes, codes[0] ? "'" : "", qpath);
+    json_t *body = json_pack("{s:s,s:s}", "shell", cmd, "cwd", "/workspace");
+    json_t *t = json_object_get(c->args, "timeout_seconds");
+    if (t && !json_is_null(t))
+        json_object_set(body, "timeout_seconds", t);
+    else
+        json_object_set_new(body, "timeout_seconds", json_integer(TOOLS_BSL_TIMEOUT_DEFAULT));
+    c->body = body;
+    return start_exec(c, body, err);
+}
+
+static void bsl_done(struct tool_call *c, const struct exec_result *res)
+{
+    struct sbx_err e = {0};
+    if (res->timed_out) {
+        sbx_err_set(&e, ETIMEDOUT, "bsl_check_failed",
+                    "sbx-bsl did not finish within its timeout (exec %s)", res->id);
+        fail(c, &e);
+        return;
+    }
+    if (res->exit_code == 126 || res->exit_code == 127) {
+        sbx_err_set(&e, ENOENT, "bsl_unavailable",
+                    "this sandbox has no " OCI_BSL_PATH " (started before sbx-bsl was built, or "
+                    "on a backend whose template has no mount point for it)");
+        fail(c, &e);
+        return;
+    }
+    if (res->out[0].dropped) {
+        sbx_err_set(&e, EFBIG, "bsl_check_failed",
+                    "the report passed the output limit: ask for fewer max_results");
+        fail(c, &e);
+        return;
+    }
+    json_error_t jerr;
+    json_t *report = res->out[0].len
+                         ? json_loadb(res->out[0].buf, res->out[0].len, 0, &jerr)
+                         : NULL;
+    if (!json_is_object(report)) {
+        json_decref(report);
+        sbx_err_set(&e, EIO, "bsl_check_failed", "sbx-bsl exited %d: %.300s", res->exit_code,
+                    res->out[1].len ? res->out[1].buf : "no report");
+        fail(c, &e);
+        return;
+    }
+    json_object_set_new(report, "exec_id", json_string(res->id));
+    json_object_set_new(report, "duration_ms", json_integer((json_int_t)res->duration_ms));
+    finish(c, report, NULL, NULL);
 }
 
 /* ---- the kernel ---- */
@@ -717,6 +856,8 @@ static int run(struct tool_call *c, struct sbx_err *err)
     case TOOL_SANDBOX_FORK:
     case TOOL_SANDBOX_PREVIEW:
         return run_lifecycle(c, err);
+    case TOOL_BSL_CHECK:
+        return run_bsl(c, err);
     }
     return sbx_err_set(err, ENOENT, "tool_not_found", "no such tool");
 }

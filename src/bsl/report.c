@@ -14,6 +14,37 @@ static int lsp_index(const char *name)
     return 3;
 }
 
+/* The length of the well-formed UTF-8 sequence at s (RFC 3629: no overlongs, surrogates
+ * or code points past U+10FFFF), or 0. */
+static size_t utf8_len(const unsigned char *s, size_t avail)
+{
+    unsigned c = s[0];
+    size_t n;
+    unsigned lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF)
+        n = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        n = 3;
+        if (c == 0xE0)
+            lo = 0xA0;
+        else if (c == 0xED)
+            hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        n = 4;
+        if (c == 0xF0)
+            lo = 0x90;
+        else if (c == 0xF4)
+            hi = 0x8F;
+    } else
+        return 0;
+    if (avail < n || s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t k = 2; k < n; k++)
+        if ((s[k] & 0xC0) != 0x80)
+            return 0;
+    return n;
+}
+
 void bsl_json_string(FILE *out, const char *s, size_t len)
 {
     fputc('"', out);
@@ -33,10 +64,8 @@ void bsl_json_string(FILE *out, const char *s, size_t len)
             fputc(c, out);
         else {
             /* a valid UTF-8 sequence goes as it is; any other byte as U+FFFD */
-            size_t n = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
-            bool ok = n && i + n <= len && !(n == 2 && c < 0xC2);
-            for (size_t k = 1; ok && k < n; k++)
-                ok = ((unsigned char)s[i + k] & 0xC0) == 0x80;
+            size_t n = utf8_len((const unsigned char *)s + i, len - i);
+            bool ok = n > 0;
             if (ok) {
                 fwrite(s + i, 1, n, out);
                 i += n - 1;

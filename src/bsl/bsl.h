@@ -12,6 +12,9 @@
 #define BSL_FILE_MAX (32u * 1024u * 1024u)
 /* Nesting of blocks and expressions the parser follows; deeper is a ParseError. */
 #define BSL_DEPTH_MAX 256
+/* The height of the tree (a long a + b + ... chain nests without recursing in the parser);
+ * the checks walk it recursively, so deeper is a ParseError too. */
+#define BSL_TREE_HEIGHT_MAX 4000
 /* Diagnostics kept per module (past it the module's list is marked truncated). */
 #define BSL_MODULE_DIAGS_MAX 10000
 /* Folder walk: files and depth. */

@@ -76,6 +76,22 @@ static uint32_t node(struct parser *P, enum bsl_node_kind kind, size_t tok)
     return (uint32_t)t->nnodes++;
 }
 
+static void error_at(struct parser *P, size_t tok, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void grow_height(struct parser *P, uint32_t parent, uint32_t child)
+{
+    struct bsl_node *pn = &P->t->nodes[parent];
+    uint32_t h = P->t->nodes[child].height + 1;
+    if (h <= pn->height)
+        return;
+    pn->height = h;
+    if (h > BSL_TREE_HEIGHT_MAX && !P->abort) {
+        error_at(P, P->p, "nested deeper than %d levels", BSL_TREE_HEIGHT_MAX);
+        P->abort = true;
+    }
+}
+
 static void add(struct parser *P, uint32_t parent, uint32_t child)
 {
     if (parent == BSL_NONE || child == BSL_NONE)
@@ -86,6 +102,7 @@ static void add(struct parser *P, uint32_t parent, uint32_t child)
     else
         P->t->nodes[pn->last].next = child;
     pn->last = child;
+    grow_height(P, parent, child);
 }
 
 /* The node spans up to the token before the current one. */
@@ -96,8 +113,6 @@ static uint32_t done(struct parser *P, uint32_t n)
     return n;
 }
 
-static void error_at(struct parser *P, size_t tok, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 static void error_at(struct parser *P, size_t tok, const char *fmt, ...)
 {
     struct bsl_tree *t = P->t;
@@ -393,6 +408,7 @@ static uint32_t postfix(struct parser *P)
             return n;
         /* a member: the object is its child */
         P->t->nodes[m].child = P->t->nodes[m].last = n;
+        grow_height(P, m, n);
         P->t->nodes[m].first_tok = P->t->nodes[n].first_tok;
         n = done(P, m);
     }

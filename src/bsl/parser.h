@@ -65,6 +65,7 @@ struct bsl_node {
     uint32_t first_tok, last_tok; /* the tokens it spans */
     uint32_t child, next;      /* the first child, the next sibling (BSL_NONE) */
     uint32_t last;             /* the last child (the parser appends there) */
+    uint32_t height;           /* of the subtree: 0 for a leaf */
     uint32_t aux;              /* N_METHOD: the end keyword's token (or BSL_NONE) */
     uint32_t aux2;             /* N_METHOD: the first directive token, or BSL_NONE */
 };

@@ -290,6 +290,14 @@ static void test_recovery(void)
     char *deep = repeat("А = ", "(", 5000, "1;\n");
     CHECK(lines_of(deep, "ParseError", lines) >= 1, "recovery: 5000 parentheses");
     free(deep);
+    /* a long a + b + ... chain: the checks walk it, so past BSL_TREE_HEIGHT_MAX it is an
+     * error (and no stack overflow) */
+    char *chain = repeat("А = ", "1 + ", 20000, "1;\n");
+    CHECK(lines_of(chain, "ParseError", lines) == 1, "recovery: a 20000-term chain is refused");
+    free(chain);
+    chain = repeat("А = ", "\"а\" + ", 3000, "\"б\";\n");
+    CHECK(lines_of(chain, "ParseError", lines) == 0, "parse: a 3000-term concatenation");
+    free(chain);
     /* the language's forms parse cleanly */
     const char *full =
         "#Использовать lib\n"

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static const struct bsl_diag_info infos[D_COUNT_] = {
     [D_PARSE_ERROR] = {"ParseError", SEV_CRITICAL, DT_ERROR, "the module does not parse"},
@@ -46,10 +47,18 @@ static const struct bsl_diag_info infos[D_COUNT_] = {
     [D_USING_GOTO] = {"UsingGoto", SEV_CRITICAL, DT_CODE_SMELL, "Перейти (Goto)"},
     [D_SELF_ASSIGN] = {"SelfAssign", SEV_MAJOR, DT_ERROR, "a variable assigned to itself"},
     [D_DEPRECATED_MESSAGE] = {"DeprecatedMessage", SEV_MINOR, DT_CODE_SMELL,
-                              "Сообщить() (Message()), deprecated"},
+                              "Сообщить() (Message()), deprecated", true},
 };
 
 const struct bsl_diag_info *bsl_diag_info(enum bsl_diag_id id) { return &infos[id]; }
+
+void bsl_scope(const char *path, const bool *enabled, bool *out)
+{
+    size_t n = strlen(path);
+    bool os = n > 3 && !strcasecmp(path + n - 3, ".os");
+    for (int i = 0; i < D_COUNT_; i++)
+        out[i] = enabled[i] && !(os && infos[i].bsl_only);
+}
 
 int bsl_diag_by_code(const char *code, size_t len)
 {

@@ -48,6 +48,7 @@ struct bsl_diag_info {
     enum bsl_severity severity;
     enum bsl_dtype type;
     const char *summary; /* one line, for --list and docs */
+    bool bsl_only;       /* not for OneScript (.os), as bsl-language-server's scope BSL */
 };
 
 const struct bsl_diag_info *bsl_diag_info(enum bsl_diag_id id);
@@ -99,6 +100,10 @@ void bsl_check_metrics(struct bsl_ctx *c);
 int bsl_diagnose(const struct bsl_lexed *lx, const struct bsl_tree *t, const bool *enabled,
                  struct bsl_diags *out, struct bsl_err *err);
 void bsl_diags_free(struct bsl_diags *d);
+
+/* The diagnostics that apply to a module at path: enabled less those whose scope excludes
+ * its language (a .os file is OneScript). */
+void bsl_scope(const char *path, const bool *enabled, bool *out);
 
 /* Lex, parse and diagnose one module's text. */
 int bsl_analyze(const char *src, size_t len, const bool *enabled, struct bsl_diags *out,

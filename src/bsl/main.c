@@ -142,8 +142,10 @@ int main(int argc, char **argv)
             char *buf = NULL;
             size_t len = 0;
             struct bsl_diags d = {0};
+            bool on[D_COUNT_];
+            bsl_scope(paths.v[k], enabled, on);
             if (bsl_read_file(paths.v[k], &buf, &len, &err) < 0 ||
-                bsl_analyze(buf, len, enabled, &d, &err) < 0)
+                bsl_analyze(buf, len, on, &d, &err) < 0)
                 bsl_report_error(&rep, paths.v[k], err.msg);
             else
                 bsl_report_file(&rep, paths.v[k], &d, count_lines(buf, len));

@@ -343,6 +343,16 @@ static void test_codes(void)
     bsl_diags_free(&d);
 }
 
+static void test_scope(void)
+{
+    bool on[D_COUNT_];
+    bsl_scope("/w/x/Module.bsl", all, on);
+    CHECK(on[D_DEPRECATED_MESSAGE], "scope: DeprecatedMessage for .bsl");
+    bsl_scope("/w/script.OS", all, on);
+    CHECK(!on[D_DEPRECATED_MESSAGE] && on[D_UNUSED_PARAMETERS],
+          "scope: not for OneScript, where Сообщить is the console");
+}
+
 static void test_report(void)
 {
     char *buf = NULL;
@@ -377,6 +387,7 @@ int main(void)
     test_cases();
     test_metrics();
     test_codes();
+    test_scope();
     test_report();
     return CHECK_DONE();
 }

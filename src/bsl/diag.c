@@ -163,8 +163,13 @@ int bsl_diagnose(const struct bsl_lexed *lx, const struct bsl_tree *t, const boo
                  struct bsl_diags *out, struct bsl_err *err)
 {
     struct bsl_ctx c = {.lx = lx, .t = t, .out = out, .enabled = enabled};
-    for (size_t i = 0; i < t->nerrors; i++)
-        bsl_emit(&c, D_PARSE_ERROR, bsl_tok_range(lx, t->errors[i].tok), "%s", t->errors[i].msg);
+    for (size_t i = 0; i < t->nerrors; i++) {
+        const struct bsl_syntax_error *e = &t->errors[i];
+        struct bsl_range r = bsl_tok_range(lx, e->tok);
+        if (e->prev != BSL_NONE) /* from the end of the line that lacks something */
+            r.start = lx->toks[e->prev].end;
+        bsl_emit(&c, D_PARSE_ERROR, r, "%s", e->msg);
+    }
     bsl_check_flow(&c);
     bsl_check_vars(&c);
     bsl_check_style(&c);

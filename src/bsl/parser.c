@@ -131,6 +131,7 @@ static void error_at(struct parser *P, size_t tok, const char *fmt, ...)
     }
     struct bsl_syntax_error *e = &t->errors[t->nerrors++];
     e->tok = (uint32_t)tok;
+    e->prev = BSL_NONE;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
@@ -153,8 +154,12 @@ static void tok_text(const struct parser *P, const struct bsl_token *tk, char *b
 static void error_here(struct parser *P, const char *what)
 {
     char t[64];
+    size_t before = P->t->nerrors;
     tok_text(P, cur(P), t, sizeof(t));
     error_at(P, P->p, "%s, found %s", what, t);
+    if (P->t->nerrors > before && P->p > 0 &&
+        P->lx->toks[P->p - 1].end.line < cur(P)->start.line)
+        P->t->errors[P->t->nerrors - 1].prev = (uint32_t)(P->p - 1);
 }
 
 static bool enter(struct parser *P)
@@ -283,11 +288,16 @@ static uint32_t primary(struct parser *P)
     switch (t->type) {
     case TK_NUMBER:
     case TK_DATE:
+        if (t->flags & BSL_TF_UNTERMINATED)
+            error_at(P, at, "the date literal has no closing '");
         advance(P);
         return done(P, node(P, N_LITERAL, at));
     case TK_STRING:
-        while (cur(P)->type == TK_STRING) /* "a" "b" is one string */
+        while (cur(P)->type == TK_STRING) { /* "a" "b" is one string */
+            if (cur(P)->flags & BSL_TF_UNTERMINATED)
+                error_at(P, P->p, "the string has no closing \" (a next line goes on with |)");
             advance(P);
+        }
         return done(P, node(P, N_LITERAL, at));
     case TK_IDENT:
         advance(P);
@@ -531,7 +541,27 @@ static const char *kw_pair(enum bsl_kw k, char *buf, size_t size)
 
 /* The end keyword of a construct: consumed when there, else an error (the token found is
  * an enclosing construct's, so it stays). */
-static void expect_end(struct parser *P, enum bsl_kw k)
+static void expect_end(struct parser *P, enum bsl_kw k, size_t open)
+{
+    if (is_kw(P, k)) {
+        advance(P);
+        return;
+    }
+    char b[96], t[64];
+    tok_text(P, cur(P), t, sizeof(t));
+    /* at the token that closed the block: where the construct was left open */
+    const struct bsl_token *o = &P->lx->toks[open];
+    error_at(P, P->p, "expected %s to close the %.*s on line %u, found %s",
+             kw_pair(k, b, sizeof(b)), (int)(o->len > 40 ? 40 : o->len), P->lx->src + o->off,
+             o->start.line, t);
+    /* and where it was opened, which is where a reader looks for the fault */
+    error_at(P, open, "this %.*s is not closed by %s", (int)(o->len > 40 ? 40 : o->len),
+             P->lx->src + o->off, kw_pair(k, b, sizeof(b)));
+}
+
+/* A keyword due on the construct's line (Тогда, Цикл, Из, По): a miss is reported from the
+ * end of the last good token. */
+static void expect_kw(struct parser *P, enum bsl_kw k)
 {
     if (is_kw(P, k)) {
         advance(P);
@@ -542,17 +572,9 @@ static void expect_end(struct parser *P, enum bsl_kw k)
     error_here(P, w);
 }
 
-static void expect_kw(struct parser *P, enum bsl_kw k)
-{
-    if (is_kw(P, k)) {
-        advance(P);
-        return;
-    }
-    expect_end(P, k);
-}
-
 static uint32_t if_stmt(struct parser *P)
 {
+    size_t open = P->p;
     uint32_t n = node(P, N_IF, P->p);
     P->open_if++;
     bool first = true;
@@ -572,7 +594,7 @@ static uint32_t if_stmt(struct parser *P)
         add(P, n, done(P, e));
     }
     P->open_if--;
-    expect_end(P, KW_ENDIF);
+    expect_end(P, KW_ENDIF, open);
     return done(P, n);
 }
 
@@ -587,13 +609,13 @@ static uint32_t ident_node(struct parser *P, const char *what)
     return v;
 }
 
-static uint32_t loop_body(struct parser *P, uint32_t n)
+static uint32_t loop_body(struct parser *P, uint32_t n, size_t open)
 {
     expect_kw(P, KW_DO);
     P->open_loop++;
     add(P, n, block(P));
     P->open_loop--;
-    expect_end(P, KW_ENDDO);
+    expect_end(P, KW_ENDDO, open);
     return done(P, n);
 }
 
@@ -607,7 +629,7 @@ static uint32_t for_stmt(struct parser *P)
         add(P, n, ident_node(P, "expected the loop variable"));
         expect_kw(P, KW_IN);
         add(P, n, expr(P));
-        return loop_body(P, n);
+        return loop_body(P, n, at);
     }
     uint32_t n = node(P, N_FOR, at);
     add(P, n, ident_node(P, "expected the loop variable"));
@@ -618,11 +640,12 @@ static uint32_t for_stmt(struct parser *P)
     add(P, n, expr(P));
     expect_kw(P, KW_TO);
     add(P, n, expr(P));
-    return loop_body(P, n);
+    return loop_body(P, n, at);
 }
 
 static uint32_t try_stmt(struct parser *P)
 {
+    size_t open = P->p;
     uint32_t n = node(P, N_TRY, P->p);
     advance(P);
     P->open_try++;
@@ -633,10 +656,10 @@ static uint32_t try_stmt(struct parser *P)
         add(P, e, block(P));
         add(P, n, done(P, e));
     } else {
-        expect_end(P, KW_EXCEPT);
+        expect_end(P, KW_EXCEPT, open);
     }
     P->open_try--;
-    expect_end(P, KW_ENDTRY);
+    expect_end(P, KW_ENDTRY, open);
     return done(P, n);
 }
 
@@ -712,7 +735,7 @@ static uint32_t statement(struct parser *P)
             n = node(P, N_WHILE, at);
             advance(P);
             add(P, n, expr(P));
-            n = loop_body(P, n);
+            n = loop_body(P, n, at);
             break;
         case KW_FOR: n = for_stmt(P); break;
         case KW_TRY: n = try_stmt(P); break;
@@ -785,7 +808,7 @@ static uint32_t statement(struct parser *P)
         return done(P, n);
     }
     if (is_terminator(P)) {
-        if (n != BSL_NONE)
+        if (n != BSL_NONE && P->t->nerrors == errors) /* not after a syntax error */
             P->t->nodes[n].flags |= NF_NO_SEMI;
         return n;
     }
@@ -925,11 +948,11 @@ static uint32_t method(struct parser *P, uint32_t first_directive)
     enum bsl_kw end = func ? KW_ENDFUNCTION : KW_ENDPROCEDURE;
     if (is_kw(P, KW_ENDPROCEDURE) || is_kw(P, KW_ENDFUNCTION)) {
         if (!is_kw(P, end))
-            expect_end(P, end);
+            expect_end(P, end, at);
         P->t->nodes[m].aux = (uint32_t)P->p;
         advance(P);
     } else {
-        expect_end(P, end);
+        expect_end(P, end, at);
     }
     return done(P, m);
 }

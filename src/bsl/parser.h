@@ -71,7 +71,9 @@ struct bsl_node {
 };
 
 struct bsl_syntax_error {
-    uint32_t tok; /* where */
+    uint32_t tok;  /* where */
+    uint32_t prev; /* an "expected" error on a line after the last good token: that token, so
+                      the error is reported from its end (the line that lacks something) */
     char msg[BSL_MSG_MAX];
 };
 

@@ -278,12 +278,21 @@ static void test_recovery(void)
     CHECK(lines_of(src, "UnusedLocalVariable", lines) >= 1, "recovery: the rest of the method too");
     /* a method without its end: the next method starts anyway */
     const char *noend = "Procedure A()\n\tWrite();\n\nProcedure B()\n\tReturn 1;\nEndProcedure\n";
-    CHECK(lines_of(noend, "ParseError", lines) == 1 && lines[0] == 4, "recovery: missing EndProcedure");
+    CHECK(lines_of(noend, "ParseError", lines) == 2 && lines[0] == 1 && lines[1] == 4,
+          "recovery: missing EndProcedure, at the Procedure and where it ended");
     CHECK(lines_of(noend, "ProcedureReturnsValue", lines) == 1 && lines[0] == 5,
           "recovery: B is parsed");
     /* mismatched block ends */
     const char *mis = "Процедура А(Б)\n\tЕсли Б Тогда\n\t\tПока Б Цикл\n\t\t\tБ = 1;\n\tКонецЕсли;\nКонецПроцедуры\n";
-    CHECK(lines_of(mis, "ParseError", lines) == 1 && lines[0] == 5, "recovery: КонецЦикла missing");
+    CHECK(lines_of(mis, "ParseError", lines) == 2 && lines[0] == 3 && lines[1] == 5,
+          "recovery: КонецЦикла missing, at the Пока and where it ended");
+    CHECK(lines_of(mis, "SemicolonPresence", lines) == 0, "recovery: no SemicolonPresence then");
+    /* a missing Тогда or ; is reported on the line that lacks it */
+    const char *then = "Procedure A(B)\n\tIf B = 1\n\t\tB = 2;\n\tEndIf;\n\tB = 3\n\tWrite(B);\nEndProcedure\n";
+    CHECK(lines_of(then, "ParseError", lines) == 2 && lines[0] == 2 && lines[1] == 5,
+          "recovery: missing Then and ; at their lines");
+    const char *open = "Процедура А()\n\tС = \"не закрыта;\n\tЗаписать(С);\nКонецПроцедуры\n";
+    CHECK(lines_of(open, "ParseError", lines) == 1 && lines[0] == 2, "an unterminated string");
     const char *stray = "Процедура А()\n\tКонецЦикла;\n\tЗаписать();\nКонецПроцедуры\n";
     CHECK(lines_of(stray, "ParseError", lines) == 1 && lines[0] == 2, "recovery: a stray КонецЦикла");
     /* deep nesting is an error, not a crash */

@@ -111,7 +111,7 @@ static const struct {
     [KW_ELSE] = {"Иначе", "Else", {0}},
     [KW_ENDIF] = {"КонецЕсли", "EndIf", {0}},
     [KW_FOR] = {"Для", "For", {0}},
-    [KW_EACH] = {"Каждого", "Each", {0}},
+    [KW_EACH] = {"Каждого", "Each", {"каждого"}}, /* "Для каждого", as the configurator types it */
     [KW_IN] = {"Из", "In", {0}},
     [KW_TO] = {"По", "To", {0}},
     [KW_WHILE] = {"Пока", "While", {0}},

@@ -184,6 +184,15 @@ def test_bsl_check_route_file_filter_and_bound():
     assert sum(len(f["diagnostics"]) for f in res["fileinfos"]) == 1
     assert res["summary"]["truncated"] is True and res["summary"]["written"] == 1
     assert res["summary"]["diagnostics"] >= 8
+    # bsl-language-server codes sbx-bsl lacks are named back, not refused
+    r = c.request("POST", "/v1/sandboxes/%s/bsl/check" % sb,
+                  {"path": "conf", "diagnostics": ["MagicNumber", "EmptyCodeBlock"]})
+    assert r.status == 200, r
+    assert r.body["result"]["unsupported_diagnostics"] == ["MagicNumber"]
+    assert r.body["result"]["summary"]["diagnostics"] == 0
+    r = c.request("POST", "/v1/sandboxes/%s/bsl/check" % sb,
+                  {"path": "conf", "diagnostics": ["MagicNumber"]})
+    assert r.status == 200 and r.body["result"]["summary"]["diagnostics"] == 0, r
 
 
 def test_mcp_tools_call():
@@ -216,7 +225,7 @@ def test_bad_arguments():
     assert_error(c.request("POST", url, {}), 400, "invalid_request")
     assert_error(c.request("POST", url, {"path": "../etc"}), 400, "invalid_path")
     assert_error(c.request("POST", url, {"path": "nope.bsl"}), 404, "file_not_found")
-    assert_error(c.request("POST", url, {"path": "conf", "diagnostics": ["NoSuchCode"]}),
+    assert_error(c.request("POST", url, {"path": "conf", "diagnostics": ["no such; code"]}),
                  400, "invalid_request")
     assert_error(c.request("POST", url, {"path": "conf", "diagnostics": "ParseError"}),
                  400, "invalid_request")

@@ -58,6 +58,7 @@ struct tool_call {
     struct ws_listing *before; /* sandbox_bash: the workspace before its command */
     json_t *pending;           /* an answer waiting for the artifacts' links */
     char *link_path;           /* sandbox_files read: the one path whose link is wanted */
+    json_t *bsl_unsupported;   /* bsl_check: codes asked for that sbx-bsl does not have */
 };
 
 static void call_free(struct tool_call *c)
@@ -69,6 +70,7 @@ static void call_free(struct tool_call *c)
     json_decref(c->pending);
     ws_listing_free(c->before);
     free(c->link_path);
+    json_decref(c->bsl_unsupported);
     free(c);
 }
 
@@ -454,26 +456,51 @@ static char *sh_quote(const char *s)
     return q;
 }
 
-static int bsl_codes(json_t *list, char *buf, size_t size, struct sbx_err *err)
+/* The known codes of list as "A,B" in buf (*given: a list was given, even of unknown codes
+ * only); bsl-language-server codes sbx-bsl does not have go to *unsupported (new). */
+static int bsl_codes(json_t *list, char *buf, size_t size, bool *given, json_t **unsupported,
+                     struct sbx_err *err)
 {
     size_t i, o = 0;
     json_t *v;
+    bool seen[D_COUNT_] = {0};
     buf[0] = 0;
+    *given = false;
+    *unsupported = NULL;
     if (!list || json_is_null(list))
         return 0;
-    if (!json_is_array(list) || json_array_size(list) > D_COUNT_)
+    if (!json_is_array(list) || json_array_size(list) > TOOLS_BSL_CODES_MAX)
         return sbx_err_set(err, EINVAL, "invalid_request",
-                           "diagnostics must be an array of at most %d codes", D_COUNT_);
+                           "diagnostics must be an array of at most %d codes",
+                           TOOLS_BSL_CODES_MAX);
+    *given = true;
     json_array_foreach(list, i, v)
     {
         const char *code = json_string_value(v);
-        if (!code || bsl_diag_by_code(code, strlen(code)) < 0)
+        if (!code || !*code || strlen(code) > 64 || strspn(code, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                                "abcdefghijklmnopqrstuvwxyz0123456789") !=
+                                                        strlen(code)) {
+            json_decref(*unsupported);
+            *unsupported = NULL;
             return sbx_err_set(err, EINVAL, "invalid_request",
-                               "unknown diagnostic %.64s (docs/bsl.md lists them)",
-                               code ? code : "(not a string)");
+                               "diagnostics must be codes such as ParseError");
+        }
+        int id = bsl_diag_by_code(code, strlen(code));
+        if (id < 0) {
+            if (!*unsupported)
+                *unsupported = json_array();
+            json_array_append_new(*unsupported, json_string(code));
+            continue;
+        }
+        if (seen[id])
+            continue;
+        seen[id] = true;
         o += (size_t)snprintf(buf + o, size - o, "%s%s", o ? "," : "", code);
-        if (o >= size)
+        if (o >= size) {
+            json_decref(*unsupported);
+            *unsupported = NULL;
             return sbx_err_set(err, EINVAL, "invalid_request", "too many diagnostics");
+        }
     }
     return 0;
 }
@@ -506,13 +533,16 @@ static int run_bsl(struct tool_call *c, struct sbx_err *err)
         max = json_integer_value(mr);
     }
     char codes[D_COUNT_ * 40 + 1];
-    if (bsl_codes(json_object_get(c->args, "diagnostics"), codes, sizeof(codes), err) < 0)
+    bool given;
+    if (bsl_codes(json_object_get(c->args, "diagnostics"), codes, sizeof(codes), &given,
+                  &c->bsl_unsupported, err) < 0)
         return sbx_err_ret(err);
     _cleanup_free_ char *full = sbx_xasprintf("/workspace%s%s", *path ? "/" : "", path);
     _cleanup_free_ char *qpath = sh_quote(full);
+    /* codes are [A-Za-z0-9] only, so they need no quoting; '' is none at all */
     _cleanup_free_ char *cmd = sbx_xasprintf(
         OCI_BSL_PATH " --format json --max-results %lld%s%s%s -- %s", (long long)max,
-        codes[0] ? " --diagnostics '" : "", codes, codes[0] ? "'" : "", qpath);
+        given ? " --diagnostics '" : "", codes, given ? "'" : "", qpath);
     json_t *body = json_pack("{s:s,s:s}", "shell", cmd, "cwd", "/workspace");
     json_t *t = json_object_get(c->args, "timeout_seconds");
     if (t && !json_is_null(t))
@@ -557,6 +587,8 @@ static void bsl_done(struct tool_call *c, const struct exec_result *res)
         return;
     }
     json_object_set_new(report, "exec_id", json_string(res->id));
+    if (c->bsl_unsupported) /* asked for, but not among sbx-bsl's (docs/bsl.md) */
+        json_object_set(report, "unsupported_diagnostics", c->bsl_unsupported);
     json_object_set_new(report, "duration_ms", json_integer((json_int_t)res->duration_ms));
     finish(c, report, NULL, NULL);
 }

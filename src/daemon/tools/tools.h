@@ -20,6 +20,7 @@
 #define TOOLS_BSL_RESULTS_DEFAULT 500
 #define TOOLS_BSL_RESULTS_MAX 2000
 #define TOOLS_BSL_TIMEOUT_DEFAULT 120
+#define TOOLS_BSL_CODES_MAX 200
 
 struct sbxd;
 struct auth_identity;

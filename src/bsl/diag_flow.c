@@ -54,15 +54,20 @@ static void unreachable(struct bsl_ctx *c, uint32_t block)
     }
 }
 
-/* Whether running this block always ends in Возврат or ВызватьИсключение. */
+static bool terminates_stmt(const struct bsl_ctx *c, uint32_t last);
+
+/* Whether running this block always ends in Возврат or ВызватьИсключение: one of its
+ * statements does (what follows it never runs). */
 static bool terminates(const struct bsl_ctx *c, uint32_t block)
 {
-    uint32_t last = BSL_NONE;
     for (uint32_t s = nd(c, block)->child; s != BSL_NONE; s = nd(c, s)->next)
-        if (nd(c, s)->kind != N_EMPTY)
-            last = s;
-    if (last == BSL_NONE)
-        return false;
+        if (terminates_stmt(c, s))
+            return true;
+    return false;
+}
+
+static bool terminates_stmt(const struct bsl_ctx *c, uint32_t last)
+{
     const struct bsl_node *n = nd(c, last);
     switch (n->kind) {
     case N_RETURN:

@@ -738,6 +738,7 @@ static uint32_t statement(struct parser *P)
             n = loop_body(P, n, at);
             break;
         case KW_FOR: n = for_stmt(P); break;
+        case KW_NEW: n = simple_stmt(P); break; /* Новый Т().Метод(); */
         case KW_TRY: n = try_stmt(P); break;
         case KW_VAR: n = var_decl(P, false); break;
         case KW_RETURN: case KW_RAISE: case KW_EXECUTE: case KW_AWAIT:

@@ -6,6 +6,7 @@ route's codes.
 """
 
 import json
+import os
 
 import harness
 from harness import assert_error
@@ -239,3 +240,27 @@ def test_bad_arguments():
     r = c.request("POST", "/v1/sandboxes/%s/tools/sandbox_files" % sb,
                   {"op": "read", "path": "conf/scripts/main.os"})
     assert r.body["result"]["content"] == EN_FAULTY
+
+
+def test_reviewer_modules_exactly():
+    """tests/bsl/: every known fault at its line through the tool, and nothing else."""
+    c, sb = setup()
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bsl")
+    want = set()
+    for line in open(os.path.join(here, "expected.txt"), encoding="utf-8"):
+        if line.strip() and not line.startswith("#"):
+            f, code, ln = line.split()
+            want.add((f, code, int(ln)))
+    for name in os.listdir(here):
+        if name.endswith((".bsl", ".os")):
+            with open(os.path.join(here, name), encoding="utf-8") as fh:
+                r = c.request("POST", "/v1/sandboxes/%s/tools/sandbox_files" % sb,
+                              {"op": "write", "path": "review/" + name, "content": fh.read()})
+            assert r.status == 200, r
+    r = c.request("POST", "/v1/sandboxes/%s/bsl/check" % sb, {"path": "review"})
+    assert r.status == 200, r
+    got = set()
+    for fi in r.body["result"]["fileinfos"]:
+        for g in fi["diagnostics"]:
+            got.add((os.path.basename(fi["path"]), g["code"], g["line"]))
+    assert got == want, "missing %r, extra %r" % (sorted(want - got), sorted(got - want))

@@ -6,6 +6,7 @@
 
 #include "../../src/bsl/diag.h"
 #include "../../src/bsl/report.h"
+#include "../../src/bsl/walk.h"
 #include "check.h"
 
 static bool all[D_COUNT_];
@@ -362,6 +363,64 @@ static void test_scope(void)
           "scope: not for OneScript, where Сообщить is the console");
 }
 
+/* tests/bsl/: modules written as a reviewer would, in both languages, with known faults
+ * (expected.txt) and clean ones: every fault at its line, and nothing else anywhere. */
+static void test_folder(void)
+{
+    FILE *f = fopen("tests/bsl/expected.txt", "r");
+    CHECK(f != NULL, "tests/bsl/expected.txt (run from the repository)");
+    if (!f)
+        return;
+    char want[64][160], line[256];
+    size_t nwant = 0;
+    while (fgets(line, sizeof(line), f) && nwant < 64) {
+        char file[96], code[48];
+        unsigned ln;
+        if (line[0] != '#' && sscanf(line, "%95s %47s %u", file, code, &ln) == 3)
+            snprintf(want[nwant++], sizeof(want[0]), "%s %s %u", file, code, ln);
+    }
+    fclose(f);
+    struct bsl_paths paths = {0};
+    struct bsl_err err = {0};
+    CHECK(bsl_walk("tests/bsl", &paths, &err) == 0 && paths.n >= 5, "tests/bsl: modules found");
+    bool found[64] = {0};
+    size_t extra = 0;
+    for (size_t i = 0; i < paths.n; i++) {
+        char *buf = NULL;
+        size_t len = 0;
+        struct bsl_diags d = {0};
+        bool on[D_COUNT_];
+        bsl_scope(paths.v[i], all, on);
+        if (bsl_read_file(paths.v[i], &buf, &len, &err) < 0 || bsl_analyze(buf, len, on, &d, &err) < 0) {
+            CHECK(0, "%s analysed", paths.v[i]);
+            free(buf);
+            continue;
+        }
+        const char *base = strrchr(paths.v[i], '/') ? strrchr(paths.v[i], '/') + 1 : paths.v[i];
+        for (size_t k = 0; k < d.n; k++) {
+            char got[160];
+            snprintf(got, sizeof(got), "%s %s %u", base, bsl_diag_info(d.v[k].id)->code,
+                     d.v[k].range.start.line);
+            bool expected = false;
+            for (size_t w = 0; w < nwant; w++)
+                if (!strcmp(want[w], got)) {
+                    found[w] = expected = true;
+                }
+            if (!expected) {
+                extra++;
+                printf("# not expected: %s (%s)\n", got, d.v[k].msg);
+            }
+        }
+        bsl_diags_free(&d);
+        free(buf);
+    }
+    for (size_t w = 0; w < nwant; w++)
+        CHECK(found[w], "tests/bsl: %s", want[w]);
+    CHECK(nwant >= 30, "tests/bsl: %zu faults expected", nwant);
+    CHECK_EQ_INT(extra, 0, "tests/bsl: no diagnostic beyond the known faults (clean modules quiet)");
+    bsl_paths_free(&paths);
+}
+
 static void test_report(void)
 {
     char *buf = NULL;
@@ -397,6 +456,7 @@ int main(void)
     test_metrics();
     test_codes();
     test_scope();
+    test_folder();
     test_report();
     return CHECK_DONE();
 }

@@ -1,11 +1,31 @@
-Var Cache;
+#Region Public
 
-Procedure Fill(Items) Export
-	For Each Item In Items Do
-		Try
-			Cache.Insert(Item.Key, Item.Value);
-		Except
-			Raise;
-		EndTry;
+// Computes the sum of the rows.
+//
+// Parameters:
+//  Rows - ValueTable - the rows.
+//
+// Returns:
+//  Number - the sum.
+//
+Function RowsTotal(Rows) Export
+	Total = 0;
+	For Each Row In Rows Do
+		If Row.Amount > 0 AND Row.Active Then
+			Total = Total + Row.Amount;
+		ElsIf Row.Amount < 0 OR NOT Row.Active Then
+			Continue;
+		Else
+			Break;
+		EndIf;
 	EndDo;
+	Return Total;
+EndFunction
+
+Procedure Notify(Text) Export
+	UserMessage = New UserMessage;
+	UserMessage.Text = Text;
+	UserMessage.Message();
 EndProcedure
+
+#EndRegion

@@ -92,12 +92,46 @@ static bool mentions(const struct bsl_ctx *c, uint32_t i, uint32_t tok)
     return false;
 }
 
-/* Parameters the platform passes to event handlers, left unused by design. */
+/* Parameters the platform passes to event, command and notification handlers, left unused
+ * by design. */
 static const char *const handler_params[] = {
     "Отказ", "Cancel", "СтандартнаяОбработка", "StandardProcessing", "РежимЗаписи", "WriteMode",
     "РежимПроведения", "PostingMode", "ДанныеЗаполнения", "FillingData", "ТекстЗаполнения",
     "FillingText", "ПроверяемыеРеквизиты", "CheckedAttributes", "Замещение", "Replacing",
+    "Команда", "Command", "Элемент", "Item", "Источник", "Source", "ИмяСобытия", "EventName",
+    "ДополнительныеПараметры", "AdditionalParameters", "ВыбранноеЗначение", "SelectedValue",
+    "ИсточникВыбора", "ChoiceSource", "Поле", "Field", "Копирование", "Clone", "НоваяСтрока",
+    "NewRow", "Группа", "Group", "Родитель", "Parent", "ДанныеВыбора", "ChoiceData",
+    "ПараметрыВыбора", "ChoiceParameters", "ВыбраннаяСтрока", "SelectedRow",
 };
+
+/* A name an event handler has: При/Перед/После/Обработка/On/Before/After followed by a
+ * capital (ПриОткрытии, ТоварыПриИзменении, ОбработкаВыбора, OnOpen), or a notification's
+ * ...Завершение/...Completion, or Подключаемый_... */
+static bool handler_name(const struct bsl_ctx *c, uint32_t tok)
+{
+    static const char *const marks[] = {"При", "Перед", "После", "Обработка", "On", "Before",
+                                        "After"};
+    const struct bsl_token *t = &c->lx->toks[tok];
+    const char *s = c->lx->src + t->off;
+    size_t n = t->len;
+    for (size_t i = 0; i < n; i++) {
+        for (size_t k = 0; k < sizeof(marks) / sizeof(marks[0]); k++) {
+            size_t m = strlen(marks[k]);
+            if (i + m >= n || memcmp(s + i, marks[k], m))
+                continue;
+            unsigned char a = (unsigned char)s[i + m], b = i + m + 1 < n ? (unsigned char)s[i + m + 1] : 0;
+            bool upper = (a >= 'A' && a <= 'Z') || (a == 0xD0 && ((b >= 0x90 && b <= 0xAF) || b == 0x81));
+            if (upper)
+                return true;
+        }
+    }
+    static const char *const parts[] = {"Завершение", "Completion", "Подключаемый_"};
+    for (size_t k = 0; k < sizeof(parts) / sizeof(parts[0]); k++)
+        if (memmem(s, n, parts[k], strlen(parts[k])))
+            return true;
+    return false;
+}
 
 static bool handler_param(const struct bsl_ctx *c, uint32_t tok)
 {
@@ -147,10 +181,10 @@ static void check_method(struct bsl_ctx *c, uint32_t m, const struct refs *modul
     if (r.n)
         qsort(r.v, r.n, sizeof(*r.v), ref_cmp);
     char name[128];
-    bool directive = nd(c, m)->aux2 != BSL_NONE;
+    bool handler = handler_name(c, nd(c, m)->tok);
     for (uint32_t p = nd(c, ps)->child; p != BSL_NONE; p = nd(c, p)->next) {
         uint32_t tok = nd(c, p)->tok;
-        if (directive || handler_param(c, tok) || find(c, &r, tok))
+        if (handler || handler_param(c, tok) || find(c, &r, tok))
             continue;
         bsl_tok_text(c->lx, tok, name, sizeof(name));
         bsl_emit(c, D_UNUSED_PARAMETERS, bsl_tok_range(c->lx, tok),

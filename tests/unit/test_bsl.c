@@ -66,6 +66,10 @@ static const struct dcase cases[] = {
     {"UnusedParameters", "en: unused", "Function A(B, C)\n\tReturn C;\nEndFunction\n", 1},
     {"UnusedParameters", "ru: all used", "Функция А(Б, В)\n\tВозврат Б + В;\nКонецФункции\n", 0},
     {"UnusedParameters", "ru: a handler's Отказ", "Процедура ПередЗаписью(Отказ)\n\tЗаписать();\nКонецПроцедуры\n", 0},
+    {"UnusedParameters", "ru: a form event handler", "&НаКлиенте\nПроцедура ТоварыПриИзменении(Элемент, Данные)\n\tЗаписать();\nКонецПроцедуры\n", 0},
+    {"UnusedParameters", "en: a notification callback", "&AtClient\nProcedure QuestionCompletion(Result, Extra) Export\n\tWrite(Result);\nEndProcedure\n", 0},
+    {"UnusedParameters", "ru: a server function with a directive", "&НаСервере\nФункция Данные(Ссылка, Лишний)\n\tВозврат Ссылка;\nКонецФункции\n", 2},
+    {"UnusedParameters", "ru: При+lower-case is no handler", "Процедура Применить(Лишний)\n\tЗаписать();\nКонецПроцедуры\n", 1},
     /* EmptyCodeBlock */
     {"EmptyCodeBlock", "ru: empty Если", "Процедура А()\n\tЕсли Б Тогда\n\tКонецЕсли;\nКонецПроцедуры\n", 2},
     {"EmptyCodeBlock", "en: empty While", "Procedure A()\n\tWhile B Do\n\tEndDo;\nEndProcedure\n", 2},

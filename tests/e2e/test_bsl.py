@@ -180,6 +180,10 @@ def test_bsl_check_route_file_filter_and_bound():
     got = found(r.body["result"])
     assert got == {"conf/CommonModules/Ru/Ext/Module.bsl":
                    [("UseLessForEach", 9), ("ProcedureReturnsValue", 16)]}
+    for folder in ("conf/", "/workspace/conf/", "./conf"):
+        r = c.request("POST", "/v1/sandboxes/%s/bsl/check" % sb,
+                      {"path": folder, "diagnostics": ["UseLessForEach"]})
+        assert r.status == 200 and r.body["result"]["summary"]["diagnostics"] == 1, (folder, r)
     r = c.request("POST", "/v1/sandboxes/%s/bsl/check" % sb, {"path": "conf", "max_results": 1})
     res = r.body["result"]
     assert sum(len(f["diagnostics"]) for f in res["fileinfos"]) == 1

@@ -510,7 +510,16 @@ static int run_bsl(struct tool_call *c, struct sbx_err *err)
     json_t *p = json_object_get(c->args, "path");
     if (!json_is_string(p))
         return sbx_err_set(err, EINVAL, "invalid_request", "path must be a string");
-    const char *path = fileedit_rel_path(json_string_value(p));
+    /* a folder may be written src/ or ., the whole workspace "" or / or /workspace/ */
+    const char *asked = fileedit_rel_path(json_string_value(p));
+    while (!strncmp(asked, "./", 2))
+        asked += 2;
+    _cleanup_free_ char *path = sbx_xstrdup(asked);
+    size_t plen = strlen(path);
+    while (plen > 0 && path[plen - 1] == '/')
+        path[--plen] = 0;
+    if (!strcmp(path, ".") || (p && !strcmp(json_string_value(p), "/")))
+        path[0] = 0;
     if (ws_path_check(path, true, err) < 0)
         return sbx_err_ret(err);
     if (*path) { /* resolved beneath the workspace: .. and symlinks out are invalid_path */

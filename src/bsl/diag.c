@@ -28,15 +28,13 @@ static const struct bsl_diag_info infos[D_COUNT_] = {
                                    "a ?(...) inside another"},
     [D_NUMBER_OF_PARAMS] = {"NumberOfParams", SEV_MINOR, DT_CODE_SMELL,
                             "a method with more than 7 parameters"},
-    [D_METHOD_SIZE] = {"MethodSize", SEV_MAJOR, DT_CODE_SMELL,
-                       "a method longer than 200 lines"},
+    [D_METHOD_SIZE] = {"MethodSize", SEV_MAJOR, DT_CODE_SMELL, "a method longer than 200 lines"},
     [D_COGNITIVE_COMPLEXITY] = {"CognitiveComplexity", SEV_CRITICAL, DT_CODE_SMELL,
                                 "a method's cognitive complexity is over 15"},
     [D_COMMENTED_CODE] = {"CommentedCode", SEV_MINOR, DT_CODE_SMELL, "commented-out code"},
     [D_USING_SERVICE_TAG] = {"UsingServiceTag", SEV_INFO, DT_CODE_SMELL,
                              "a service tag (TODO, FIXME, ...) in a comment"},
-    [D_DUPLICATE_REGION] = {"DuplicateRegion", SEV_INFO, DT_CODE_SMELL,
-                            "a region name used twice"},
+    [D_DUPLICATE_REGION] = {"DuplicateRegion", SEV_INFO, DT_CODE_SMELL, "a region name used twice"},
     [D_IF_ELSEIF_ENDS_WITH_ELSE] = {"IfElseIfEndsWithElse", SEV_MAJOR, DT_CODE_SMELL,
                                     "Если ... ИначеЕсли without a final Иначе"},
     [D_USELESS_FOR_EACH] = {"UseLessForEach", SEV_CRITICAL, DT_ERROR,
@@ -50,7 +48,10 @@ static const struct bsl_diag_info infos[D_COUNT_] = {
                               "Сообщить() (Message()), deprecated", true},
 };
 
-const struct bsl_diag_info *bsl_diag_info(enum bsl_diag_id id) { return &infos[id]; }
+const struct bsl_diag_info *bsl_diag_info(enum bsl_diag_id id)
+{
+    return &infos[id];
+}
 
 void bsl_scope(const char *path, const bool *enabled, bool *out)
 {

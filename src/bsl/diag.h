@@ -81,7 +81,10 @@ struct bsl_ctx {
 
 void bsl_emit(struct bsl_ctx *c, enum bsl_diag_id id, struct bsl_range r, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-static inline bool bsl_on(const struct bsl_ctx *c, enum bsl_diag_id id) { return c->enabled[id]; }
+static inline bool bsl_on(const struct bsl_ctx *c, enum bsl_diag_id id)
+{
+    return c->enabled[id];
+}
 
 struct bsl_range bsl_tok_range(const struct bsl_lexed *lx, uint32_t tok);
 struct bsl_range bsl_span_range(const struct bsl_lexed *lx, uint32_t first, uint32_t last);

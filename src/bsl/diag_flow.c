@@ -3,7 +3,10 @@
  * EmptyStatement. */
 #include "diag.h"
 
-static const struct bsl_node *nd(const struct bsl_ctx *c, uint32_t i) { return &c->t->nodes[i]; }
+static const struct bsl_node *nd(const struct bsl_ctx *c, uint32_t i)
+{
+    return &c->t->nodes[i];
+}
 
 static bool is_jump(enum bsl_node_kind k)
 {
@@ -40,7 +43,7 @@ static void unreachable(struct bsl_ctx *c, uint32_t block)
             struct bsl_range r = bsl_span_range(c->lx, nd(c, s)->first_tok, nd(c, last)->last_tok);
             if (!pp_between(c, jr.end.line, r.start.line))
                 bsl_emit(c, D_UNREACHABLE_CODE, r, "Code after %s never runs",
-                         nd(c, jump)->kind == N_RETURN  ? "Возврат (Return)"
+                         nd(c, jump)->kind == N_RETURN ? "Возврат (Return)"
                          : nd(c, jump)->kind == N_RAISE ? "ВызватьИсключение (Raise)"
                          : nd(c, jump)->kind == N_BREAK ? "Прервать (Break)"
                          : nd(c, jump)->kind == N_GOTO  ? "Перейти (Goto)"
@@ -86,8 +89,8 @@ static bool terminates_stmt(const struct bsl_ctx *c, uint32_t last)
     }
     case N_TRY: {
         uint32_t exc = bsl_child(c->t, last, 1);
-        return terminates(c, n->child) && exc != BSL_NONE &&
-               nd(c, exc)->child != BSL_NONE && terminates(c, nd(c, exc)->child);
+        return terminates(c, n->child) && exc != BSL_NONE && nd(c, exc)->child != BSL_NONE &&
+               terminates(c, nd(c, exc)->child);
     }
     case N_WHILE: { /* Пока Истина Цикл: only a Возврат inside leaves it */
         uint32_t cond = n->child;

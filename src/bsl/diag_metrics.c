@@ -4,7 +4,10 @@
 
 #include <string.h>
 
-static const struct bsl_node *nd(const struct bsl_ctx *c, uint32_t i) { return &c->t->nodes[i]; }
+static const struct bsl_node *nd(const struct bsl_ctx *c, uint32_t i)
+{
+    return &c->t->nodes[i];
+}
 
 static int bool_op(const struct bsl_ctx *c, uint32_t i)
 {
@@ -116,8 +119,8 @@ static void ternaries(struct bsl_ctx *c, uint32_t i, bool inside)
         if (bsl_name_eq(s, t->len, "Сообщить", strlen("Сообщить")) ||
             bsl_name_eq(s, t->len, "Message", strlen("Message")))
             bsl_emit(c, D_DEPRECATED_MESSAGE, bsl_tok_range(c->lx, nd(c, n->child)->tok),
-                     "%.*s() is deprecated: use СообщениеПользователю (UserMessage)",
-                     (int)t->len, s);
+                     "%.*s() is deprecated: use СообщениеПользователю (UserMessage)", (int)t->len,
+                     s);
     }
     if (bsl_is_statement(n->kind) || n->kind == N_BLOCK || n->kind == N_METHOD)
         inside = false;
@@ -132,7 +135,8 @@ static void method(struct bsl_ctx *c, uint32_t m)
     bsl_tok_text(c->lx, n->tok, name, sizeof(name));
     uint32_t ps = bsl_child(c->t, m, 0), body = bsl_child(c->t, m, 1);
     unsigned params = 0;
-    for (uint32_t p = ps == BSL_NONE ? BSL_NONE : nd(c, ps)->child; p != BSL_NONE; p = nd(c, p)->next)
+    for (uint32_t p = ps == BSL_NONE ? BSL_NONE : nd(c, ps)->child; p != BSL_NONE;
+         p = nd(c, p)->next)
         params++;
     struct bsl_range nr = bsl_tok_range(c->lx, n->tok);
     if (params > BSL_PARAMS_MAX)

@@ -86,8 +86,8 @@ static const struct {
     const char *tag;
     bool word; /* must stand alone, not inside a longer word */
 } tags[] = {
-    {"todo", true}, {"fixme", true}, {"mrg", true}, {"debug", true}, {"отладка", true},
-    {"для отладки", true}, {"!!", false},
+    {"todo", true},    {"fixme", true},       {"mrg", true}, {"debug", true},
+    {"отладка", true}, {"для отладки", true}, {"!!", false},
 };
 
 static bool word_char(unsigned char c)
@@ -152,10 +152,10 @@ static bool code_like(const char *s, size_t n)
         return false;
     if (s[n - 1] == ';')
         return true;
-    static const char *const ends[] = {"конецесли", "endif", "конеццикла", "enddo",
-                                       "конецпроцедуры", "endprocedure", "конецфункции",
-                                       "endfunction", "конецпопытки", "endtry", "иначе",
-                                       "else", "попытка", "try", "исключение", "except"};
+    static const char *const ends[] = {
+        "конецесли",    "endif",       "конеццикла",   "enddo",  "конецпроцедуры", "endprocedure",
+        "конецфункции", "endfunction", "конецпопытки", "endtry", "иначе",          "else",
+        "попытка",      "try",         "исключение",   "except"};
     for (size_t i = 0; i < sizeof(ends) / sizeof(ends[0]); i++)
         if (is_word(s, n, ends[i]))
             return true;
@@ -214,8 +214,8 @@ static void commented_code(struct bsl_ctx *c)
         const struct bsl_token *t = next < lx->ntoks ? &lx->toks[next] : NULL;
         bool description = t && t->start.line == last + 1 &&
                            (t->type == TK_DIRECTIVE ||
-                            (t->type == TK_KEYWORD && (t->kw == KW_PROCEDURE ||
-                                                       t->kw == KW_FUNCTION || t->kw == KW_ASYNC)));
+                            (t->type == TK_KEYWORD &&
+                             (t->kw == KW_PROCEDURE || t->kw == KW_FUNCTION || t->kw == KW_ASYNC)));
         size_t run = SIZE_MAX, run_end = 0;
         for (size_t k = i; k <= j && !description; k++) {
             bool code = false;

@@ -5,7 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const struct bsl_node *nd(const struct bsl_ctx *c, uint32_t i) { return &c->t->nodes[i]; }
+static const struct bsl_node *nd(const struct bsl_ctx *c, uint32_t i)
+{
+    return &c->t->nodes[i];
+}
 
 enum ref_kind { REF_READ, REF_WRITE, REF_DECL, REF_LOOP };
 
@@ -39,7 +42,8 @@ static void push(struct refs *r, const struct bsl_ctx *c, uint32_t tok, enum ref
 static bool same_name(const struct bsl_ctx *c, uint32_t a, uint32_t b)
 {
     const struct bsl_token *x = &c->lx->toks[a], *y = &c->lx->toks[b];
-    return x->hash == y->hash && bsl_name_eq(c->lx->src + x->off, x->len, c->lx->src + y->off, y->len);
+    return x->hash == y->hash &&
+           bsl_name_eq(c->lx->src + x->off, x->len, c->lx->src + y->off, y->len);
 }
 
 /* Every name a subtree reads or writes. */
@@ -70,7 +74,8 @@ static void collect(const struct bsl_ctx *c, uint32_t i, struct refs *r)
         uint32_t v = n->child;
         if (v != BSL_NONE && nd(c, v)->kind == N_IDENT)
             push(r, c, nd(c, v)->tok, REF_LOOP);
-        for (uint32_t k = v == BSL_NONE ? BSL_NONE : nd(c, v)->next; k != BSL_NONE; k = nd(c, k)->next)
+        for (uint32_t k = v == BSL_NONE ? BSL_NONE : nd(c, v)->next; k != BSL_NONE;
+             k = nd(c, k)->next)
             collect(c, k, r);
         return;
     }
@@ -95,14 +100,52 @@ static bool mentions(const struct bsl_ctx *c, uint32_t i, uint32_t tok)
 /* Parameters the platform passes to event, command and notification handlers, left unused
  * by design. */
 static const char *const handler_params[] = {
-    "Отказ", "Cancel", "СтандартнаяОбработка", "StandardProcessing", "РежимЗаписи", "WriteMode",
-    "РежимПроведения", "PostingMode", "ДанныеЗаполнения", "FillingData", "ТекстЗаполнения",
-    "FillingText", "ПроверяемыеРеквизиты", "CheckedAttributes", "Замещение", "Replacing",
-    "Команда", "Command", "Элемент", "Item", "Источник", "Source", "ИмяСобытия", "EventName",
-    "ДополнительныеПараметры", "AdditionalParameters", "ВыбранноеЗначение", "SelectedValue",
-    "ИсточникВыбора", "ChoiceSource", "Поле", "Field", "Копирование", "Clone", "НоваяСтрока",
-    "NewRow", "Группа", "Group", "Родитель", "Parent", "ДанныеВыбора", "ChoiceData",
-    "ПараметрыВыбора", "ChoiceParameters", "ВыбраннаяСтрока", "SelectedRow",
+    "Отказ",
+    "Cancel",
+    "СтандартнаяОбработка",
+    "StandardProcessing",
+    "РежимЗаписи",
+    "WriteMode",
+    "РежимПроведения",
+    "PostingMode",
+    "ДанныеЗаполнения",
+    "FillingData",
+    "ТекстЗаполнения",
+    "FillingText",
+    "ПроверяемыеРеквизиты",
+    "CheckedAttributes",
+    "Замещение",
+    "Replacing",
+    "Команда",
+    "Command",
+    "Элемент",
+    "Item",
+    "Источник",
+    "Source",
+    "ИмяСобытия",
+    "EventName",
+    "ДополнительныеПараметры",
+    "AdditionalParameters",
+    "ВыбранноеЗначение",
+    "SelectedValue",
+    "ИсточникВыбора",
+    "ChoiceSource",
+    "Поле",
+    "Field",
+    "Копирование",
+    "Clone",
+    "НоваяСтрока",
+    "NewRow",
+    "Группа",
+    "Group",
+    "Родитель",
+    "Parent",
+    "ДанныеВыбора",
+    "ChoiceData",
+    "ПараметрыВыбора",
+    "ChoiceParameters",
+    "ВыбраннаяСтрока",
+    "SelectedRow",
 };
 
 /* A name an event handler has: При/Перед/После/Обработка/On/Before/After followed by a
@@ -110,8 +153,8 @@ static const char *const handler_params[] = {
  * ...Завершение/...Completion, or Подключаемый_... */
 static bool handler_name(const struct bsl_ctx *c, uint32_t tok)
 {
-    static const char *const marks[] = {"При", "Перед", "После", "Обработка", "On", "Before",
-                                        "After"};
+    static const char *const marks[] = {"При", "Перед",  "После", "Обработка",
+                                        "On",  "Before", "After"};
     const struct bsl_token *t = &c->lx->toks[tok];
     const char *s = c->lx->src + t->off;
     size_t n = t->len;
@@ -120,8 +163,10 @@ static bool handler_name(const struct bsl_ctx *c, uint32_t tok)
             size_t m = strlen(marks[k]);
             if (i + m >= n || memcmp(s + i, marks[k], m))
                 continue;
-            unsigned char a = (unsigned char)s[i + m], b = i + m + 1 < n ? (unsigned char)s[i + m + 1] : 0;
-            bool upper = (a >= 'A' && a <= 'Z') || (a == 0xD0 && ((b >= 0x90 && b <= 0xAF) || b == 0x81));
+            unsigned char a = (unsigned char)s[i + m],
+                          b = i + m + 1 < n ? (unsigned char)s[i + m + 1] : 0;
+            bool upper =
+                (a >= 'A' && a <= 'Z') || (a == 0xD0 && ((b >= 0x90 && b <= 0xAF) || b == 0x81));
             if (upper)
                 return true;
         }
@@ -224,7 +269,8 @@ static bool same_tokens(const struct bsl_ctx *c, uint32_t a, uint32_t b)
     if (x->last_tok - x->first_tok != y->last_tok - y->first_tok)
         return false;
     for (uint32_t k = 0; k <= x->last_tok - x->first_tok; k++) {
-        const struct bsl_token *s = &c->lx->toks[x->first_tok + k], *t = &c->lx->toks[y->first_tok + k];
+        const struct bsl_token *s = &c->lx->toks[x->first_tok + k],
+                               *t = &c->lx->toks[y->first_tok + k];
         if (s->type != t->type || s->len != t->len)
             return false;
         if (s->type == TK_IDENT || s->type == TK_KEYWORD) {

@@ -140,8 +140,14 @@ static const struct {
     [KW_AWAIT] = {"Ждать", "Await", {0}},
 };
 
-const char *bsl_kw_ru(enum bsl_kw k) { return k > KW_NONE && k < KW_COUNT_ ? kws[k].ru : ""; }
-const char *bsl_kw_en(enum bsl_kw k) { return k > KW_NONE && k < KW_COUNT_ ? kws[k].en : ""; }
+const char *bsl_kw_ru(enum bsl_kw k)
+{
+    return k > KW_NONE && k < KW_COUNT_ ? kws[k].ru : "";
+}
+const char *bsl_kw_en(enum bsl_kw k)
+{
+    return k > KW_NONE && k < KW_COUNT_ ? kws[k].en : "";
+}
 
 enum bsl_kw bsl_keyword(const char *s, size_t len)
 {
@@ -178,9 +184,9 @@ struct scan {
     struct bsl_lexed *lx;
     const char *s;
     size_t len, i;
-    uint32_t line;       /* current line, 1-based */
-    size_t mark_off;     /* an offset on the current line ... */
-    uint32_t mark_col;   /* ... and its column */
+    uint32_t line;     /* current line, 1-based */
+    size_t mark_off;   /* an offset on the current line ... */
+    uint32_t mark_col; /* ... and its column */
     uint32_t last_tok_line;
     struct bsl_err *err;
 };
@@ -223,7 +229,10 @@ static bool ident_start(unsigned char c)
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c >= 0x80;
 }
 
-static bool ident_char(unsigned char c) { return ident_start(c) || (c >= '0' && c <= '9'); }
+static bool ident_char(unsigned char c)
+{
+    return ident_start(c) || (c >= '0' && c <= '9');
+}
 
 /* A non-breaking space (U+00A0) counts as a blank. */
 static size_t blank_len(const char *s, size_t len, size_t i)
@@ -357,8 +366,8 @@ static int lex_comment(struct scan *sc, bool own_line)
     size_t start = sc->i;
     while (sc->i < sc->len && sc->s[sc->i] != '\n')
         sc->i++;
-    if (grow((void **)&lx->comments, &lx->cap_comments, lx->ncomments,
-             sizeof(struct bsl_comment)) < 0)
+    if (grow((void **)&lx->comments, &lx->cap_comments, lx->ncomments, sizeof(struct bsl_comment)) <
+        0)
         return -ENOMEM;
     struct bsl_comment *c = &lx->comments[lx->ncomments++];
     c->off = (uint32_t)start;
@@ -376,9 +385,12 @@ static const struct {
     const char *ru, *en;
     enum bsl_pp_kind kind;
 } pp_words[] = {
-    {"Область", "Region", PP_REGION},     {"КонецОбласти", "EndRegion", PP_ENDREGION},
-    {"Если", "If", PP_IF},                {"ИначеЕсли", "ElsIf", PP_ELSIF},
-    {"Иначе", "Else", PP_ELSE},           {"КонецЕсли", "EndIf", PP_ENDIF},
+    {"Область", "Region", PP_REGION},
+    {"КонецОбласти", "EndRegion", PP_ENDREGION},
+    {"Если", "If", PP_IF},
+    {"ИначеЕсли", "ElsIf", PP_ELSIF},
+    {"Иначе", "Else", PP_ELSE},
+    {"КонецЕсли", "EndIf", PP_ENDIF},
     {"Использовать", "Use", PP_USE},
 };
 
@@ -389,7 +401,8 @@ static int lex_preproc(struct scan *sc)
     while (sc->i < sc->len && sc->s[sc->i] != '\n')
         sc->i++;
     size_t end = sc->i;
-    while (end > start && (sc->s[end - 1] == '\r' || sc->s[end - 1] == ' ' || sc->s[end - 1] == '\t'))
+    while (end > start &&
+           (sc->s[end - 1] == '\r' || sc->s[end - 1] == ' ' || sc->s[end - 1] == '\t'))
         end--;
     if (grow((void **)&lx->pps, &lx->cap_pps, lx->npps, sizeof(struct bsl_pp)) < 0)
         return -ENOMEM;
@@ -428,24 +441,42 @@ static const struct {
 static enum bsl_op op1(char c)
 {
     switch (c) {
-    case '(': return OP_LPAREN;
-    case ')': return OP_RPAREN;
-    case '[': return OP_LBRACK;
-    case ']': return OP_RBRACK;
-    case ',': return OP_COMMA;
-    case ';': return OP_SEMI;
-    case '.': return OP_DOT;
-    case ':': return OP_COLON;
-    case '?': return OP_QUESTION;
-    case '+': return OP_PLUS;
-    case '-': return OP_MINUS;
-    case '*': return OP_STAR;
-    case '/': return OP_SLASH;
-    case '%': return OP_PERCENT;
-    case '=': return OP_EQ;
-    case '<': return OP_LT;
-    case '>': return OP_GT;
-    default: return OP_NONE;
+    case '(':
+        return OP_LPAREN;
+    case ')':
+        return OP_RPAREN;
+    case '[':
+        return OP_LBRACK;
+    case ']':
+        return OP_RBRACK;
+    case ',':
+        return OP_COMMA;
+    case ';':
+        return OP_SEMI;
+    case '.':
+        return OP_DOT;
+    case ':':
+        return OP_COLON;
+    case '?':
+        return OP_QUESTION;
+    case '+':
+        return OP_PLUS;
+    case '-':
+        return OP_MINUS;
+    case '*':
+        return OP_STAR;
+    case '/':
+        return OP_SLASH;
+    case '%':
+        return OP_PERCENT;
+    case '=':
+        return OP_EQ;
+    case '<':
+        return OP_LT;
+    case '>':
+        return OP_GT;
+    default:
+        return OP_NONE;
     }
 }
 

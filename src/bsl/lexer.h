@@ -11,8 +11,8 @@ enum bsl_tok_type {
     TK_IDENT,
     TK_KEYWORD,
     TK_NUMBER,
-    TK_STRING, /* "...", possibly over several lines joined by | */
-    TK_DATE,   /* '20240131' */
+    TK_STRING,    /* "...", possibly over several lines joined by | */
+    TK_DATE,      /* '20240131' */
     TK_DIRECTIVE, /* &НаСервере, &Аннотация (its arguments are separate tokens) */
     TK_LABEL,     /* ~Метка */
     TK_OP,        /* punctuation and operators, op names which */
@@ -20,27 +20,80 @@ enum bsl_tok_type {
 };
 
 enum bsl_op {
-    OP_NONE, OP_LPAREN, OP_RPAREN, OP_LBRACK, OP_RBRACK, OP_COMMA, OP_SEMI, OP_DOT,
-    OP_COLON, OP_QUESTION, OP_PLUS, OP_MINUS, OP_STAR, OP_SLASH, OP_PERCENT,
-    OP_EQ, OP_NE, OP_LT, OP_GT, OP_LE, OP_GE,
+    OP_NONE,
+    OP_LPAREN,
+    OP_RPAREN,
+    OP_LBRACK,
+    OP_RBRACK,
+    OP_COMMA,
+    OP_SEMI,
+    OP_DOT,
+    OP_COLON,
+    OP_QUESTION,
+    OP_PLUS,
+    OP_MINUS,
+    OP_STAR,
+    OP_SLASH,
+    OP_PERCENT,
+    OP_EQ,
+    OP_NE,
+    OP_LT,
+    OP_GT,
+    OP_LE,
+    OP_GE,
 };
 
 /* Keywords; bsl_kw_ru/en give each one's canonical spelling. */
 enum bsl_kw {
     KW_NONE,
-    KW_PROCEDURE, KW_ENDPROCEDURE, KW_FUNCTION, KW_ENDFUNCTION, KW_VAR, KW_EXPORT, KW_VAL,
-    KW_IF, KW_THEN, KW_ELSIF, KW_ELSE, KW_ENDIF, KW_FOR, KW_EACH, KW_IN, KW_TO, KW_WHILE,
-    KW_DO, KW_ENDDO, KW_BREAK, KW_CONTINUE, KW_RETURN, KW_TRY, KW_EXCEPT, KW_RAISE,
-    KW_ENDTRY, KW_NEW, KW_AND, KW_OR, KW_NOT, KW_TRUE, KW_FALSE, KW_UNDEFINED, KW_NULL,
-    KW_GOTO, KW_EXECUTE, KW_ADDHANDLER, KW_REMOVEHANDLER, KW_ASYNC, KW_AWAIT,
+    KW_PROCEDURE,
+    KW_ENDPROCEDURE,
+    KW_FUNCTION,
+    KW_ENDFUNCTION,
+    KW_VAR,
+    KW_EXPORT,
+    KW_VAL,
+    KW_IF,
+    KW_THEN,
+    KW_ELSIF,
+    KW_ELSE,
+    KW_ENDIF,
+    KW_FOR,
+    KW_EACH,
+    KW_IN,
+    KW_TO,
+    KW_WHILE,
+    KW_DO,
+    KW_ENDDO,
+    KW_BREAK,
+    KW_CONTINUE,
+    KW_RETURN,
+    KW_TRY,
+    KW_EXCEPT,
+    KW_RAISE,
+    KW_ENDTRY,
+    KW_NEW,
+    KW_AND,
+    KW_OR,
+    KW_NOT,
+    KW_TRUE,
+    KW_FALSE,
+    KW_UNDEFINED,
+    KW_NULL,
+    KW_GOTO,
+    KW_EXECUTE,
+    KW_ADDHANDLER,
+    KW_REMOVEHANDLER,
+    KW_ASYNC,
+    KW_AWAIT,
     KW_COUNT_
 };
 
 struct bsl_token {
-    uint8_t type;   /* enum bsl_tok_type */
-    uint8_t kw;     /* enum bsl_kw for TK_KEYWORD */
-    uint8_t op;     /* enum bsl_op for TK_OP */
-    uint8_t flags;  /* BSL_TF_* */
+    uint8_t type;  /* enum bsl_tok_type */
+    uint8_t kw;    /* enum bsl_kw for TK_KEYWORD */
+    uint8_t op;    /* enum bsl_op for TK_OP */
+    uint8_t flags; /* BSL_TF_* */
     uint32_t off, len;
     struct bsl_pos start, end;
     uint64_t hash; /* identifiers and keywords: a hash of the case-folded name */
@@ -50,7 +103,14 @@ struct bsl_token {
 #define BSL_TF_LINE_START 2   /* the first token on its line */
 
 enum bsl_pp_kind {
-    PP_REGION, PP_ENDREGION, PP_IF, PP_ELSIF, PP_ELSE, PP_ENDIF, PP_USE, PP_OTHER,
+    PP_REGION,
+    PP_ENDREGION,
+    PP_IF,
+    PP_ELSIF,
+    PP_ELSE,
+    PP_ENDIF,
+    PP_USE,
+    PP_OTHER,
 };
 
 /* A preprocessor line (#Область Имя, #Если Сервер Тогда, #Использовать lib). */

@@ -18,13 +18,19 @@ struct parser {
     uint32_t last_err_tok;
 };
 
-static const struct bsl_token *cur(const struct parser *P) { return &P->lx->toks[P->p]; }
+static const struct bsl_token *cur(const struct parser *P)
+{
+    return &P->lx->toks[P->p];
+}
 static const struct bsl_token *peek(const struct parser *P, size_t k)
 {
     size_t i = P->p + k;
     return &P->lx->toks[i < P->lx->ntoks ? i : P->lx->ntoks - 1];
 }
-static bool at_eof(const struct parser *P) { return cur(P)->type == TK_EOF; }
+static bool at_eof(const struct parser *P)
+{
+    return cur(P)->type == TK_EOF;
+}
 static bool is_kw(const struct parser *P, enum bsl_kw k)
 {
     return cur(P)->type == TK_KEYWORD && cur(P)->kw == k;
@@ -49,7 +55,10 @@ uint32_t bsl_child(const struct bsl_tree *t, uint32_t i, unsigned n)
     return c;
 }
 
-bool bsl_is_statement(enum bsl_node_kind k) { return k >= N_ASSIGN && k <= N_AWAITSTMT; }
+bool bsl_is_statement(enum bsl_node_kind k)
+{
+    return k >= N_ASSIGN && k <= N_AWAITSTMT;
+}
 
 static uint32_t node(struct parser *P, enum bsl_node_kind kind, size_t tok)
 {
@@ -157,8 +166,7 @@ static void error_here(struct parser *P, const char *what)
     size_t before = P->t->nerrors;
     tok_text(P, cur(P), t, sizeof(t));
     error_at(P, P->p, "%s, found %s", what, t);
-    if (P->t->nerrors > before && P->p > 0 &&
-        P->lx->toks[P->p - 1].end.line < cur(P)->start.line)
+    if (P->t->nerrors > before && P->p > 0 && P->lx->toks[P->p - 1].end.line < cur(P)->start.line)
         P->t->errors[P->t->nerrors - 1].prev = (uint32_t)(P->p - 1);
 }
 
@@ -170,7 +178,10 @@ static bool enter(struct parser *P)
     }
     return !P->abort;
 }
-static void leave(struct parser *P) { P->depth--; }
+static void leave(struct parser *P)
+{
+    P->depth--;
+}
 
 /* ---- block boundaries ---- */
 
@@ -182,8 +193,16 @@ static bool is_terminator(const struct parser *P)
     if (t->type != TK_KEYWORD)
         return false;
     switch (t->kw) {
-    case KW_ENDPROCEDURE: case KW_ENDFUNCTION: case KW_ENDIF: case KW_ELSIF: case KW_ELSE:
-    case KW_ENDDO: case KW_EXCEPT: case KW_ENDTRY: case KW_PROCEDURE: case KW_FUNCTION:
+    case KW_ENDPROCEDURE:
+    case KW_ENDFUNCTION:
+    case KW_ENDIF:
+    case KW_ELSIF:
+    case KW_ELSE:
+    case KW_ENDDO:
+    case KW_EXCEPT:
+    case KW_ENDTRY:
+    case KW_PROCEDURE:
+    case KW_FUNCTION:
         return true;
     case KW_ASYNC:
         return peek(P, 1)->type == TK_KEYWORD &&
@@ -200,13 +219,17 @@ static bool terminator_expected(const struct parser *P)
     if (t->type != TK_KEYWORD)
         return true;
     switch (t->kw) {
-    case KW_ENDIF: case KW_ELSIF: case KW_ELSE:
+    case KW_ENDIF:
+    case KW_ELSIF:
+    case KW_ELSE:
         return P->open_if > 0;
     case KW_ENDDO:
         return P->open_loop > 0;
-    case KW_EXCEPT: case KW_ENDTRY:
+    case KW_EXCEPT:
+    case KW_ENDTRY:
         return P->open_try > 0;
-    case KW_ENDPROCEDURE: case KW_ENDFUNCTION:
+    case KW_ENDPROCEDURE:
+    case KW_ENDFUNCTION:
         return P->in_method;
     default:
         return true;
@@ -218,9 +241,19 @@ static bool starts_statement(const struct bsl_token *t)
     if (t->type != TK_KEYWORD)
         return false;
     switch (t->kw) {
-    case KW_IF: case KW_WHILE: case KW_FOR: case KW_TRY: case KW_RETURN: case KW_BREAK:
-    case KW_CONTINUE: case KW_RAISE: case KW_GOTO: case KW_VAR: case KW_EXECUTE:
-    case KW_ADDHANDLER: case KW_REMOVEHANDLER:
+    case KW_IF:
+    case KW_WHILE:
+    case KW_FOR:
+    case KW_TRY:
+    case KW_RETURN:
+    case KW_BREAK:
+    case KW_CONTINUE:
+    case KW_RAISE:
+    case KW_GOTO:
+    case KW_VAR:
+    case KW_EXECUTE:
+    case KW_ADDHANDLER:
+    case KW_REMOVEHANDLER:
         return true;
     default:
         return false;
@@ -329,15 +362,18 @@ static uint32_t primary(struct parser *P)
                 }
                 advance(P);
             }
-            if (P->p > 0 && !(P->lx->toks[P->p - 1].type == TK_OP &&
-                              P->lx->toks[P->p - 1].op == OP_RPAREN))
+            if (P->p > 0 &&
+                !(P->lx->toks[P->p - 1].type == TK_OP && P->lx->toks[P->p - 1].op == OP_RPAREN))
                 error_at(P, P->p - 1, "expected ')' to end ?(...)");
             return done(P, n);
         }
         break;
     case TK_KEYWORD:
         switch (t->kw) {
-        case KW_TRUE: case KW_FALSE: case KW_UNDEFINED: case KW_NULL:
+        case KW_TRUE:
+        case KW_FALSE:
+        case KW_UNDEFINED:
+        case KW_NULL:
             advance(P);
             return done(P, node(P, N_LITERAL, at));
         case KW_NEW:
@@ -664,7 +700,10 @@ static uint32_t try_stmt(struct parser *P)
 }
 
 /* Whether a statement ends here without a value: ; or its block's end. */
-static bool no_value(const struct parser *P) { return is_op(P, OP_SEMI) || is_terminator(P); }
+static bool no_value(const struct parser *P)
+{
+    return is_op(P, OP_SEMI) || is_terminator(P);
+}
 
 static uint32_t var_decl(struct parser *P, bool module)
 {
@@ -730,20 +769,37 @@ static uint32_t statement(struct parser *P)
     size_t errors = P->t->nerrors;
     if (t->type == TK_KEYWORD) {
         switch (t->kw) {
-        case KW_IF: n = if_stmt(P); break;
+        case KW_IF:
+            n = if_stmt(P);
+            break;
         case KW_WHILE:
             n = node(P, N_WHILE, at);
             advance(P);
             add(P, n, expr(P));
             n = loop_body(P, n, at);
             break;
-        case KW_FOR: n = for_stmt(P); break;
-        case KW_NEW: n = simple_stmt(P); break; /* Новый Т().Метод(); */
-        case KW_TRY: n = try_stmt(P); break;
-        case KW_VAR: n = var_decl(P, false); break;
-        case KW_RETURN: case KW_RAISE: case KW_EXECUTE: case KW_AWAIT:
-            n = node(P, t->kw == KW_RETURN ? N_RETURN : t->kw == KW_RAISE ? N_RAISE
-                        : t->kw == KW_EXECUTE ? N_EXECUTE : N_AWAITSTMT, at);
+        case KW_FOR:
+            n = for_stmt(P);
+            break;
+        case KW_NEW:
+            n = simple_stmt(P);
+            break; /* Новый Т().Метод(); */
+        case KW_TRY:
+            n = try_stmt(P);
+            break;
+        case KW_VAR:
+            n = var_decl(P, false);
+            break;
+        case KW_RETURN:
+        case KW_RAISE:
+        case KW_EXECUTE:
+        case KW_AWAIT:
+            n = node(P,
+                     t->kw == KW_RETURN    ? N_RETURN
+                     : t->kw == KW_RAISE   ? N_RAISE
+                     : t->kw == KW_EXECUTE ? N_EXECUTE
+                                           : N_AWAITSTMT,
+                     at);
             advance(P);
             if (P->t->nodes[n].kind == N_RAISE && is_op(P, OP_LPAREN))
                 add(P, n, args(P));
@@ -753,11 +809,12 @@ static uint32_t statement(struct parser *P)
                 error_here(P, "expected an expression");
             n = done(P, n);
             break;
-        case KW_BREAK: case KW_CONTINUE:
+        case KW_BREAK:
+        case KW_CONTINUE:
             n = node(P, t->kw == KW_BREAK ? N_BREAK : N_CONTINUE, at);
             if (!P->open_loop)
-                error_at(P, at, "%s outside a loop", t->kw == KW_BREAK ? "Прервать (Break)"
-                                                                       : "Продолжить (Continue)");
+                error_at(P, at, "%s outside a loop",
+                         t->kw == KW_BREAK ? "Прервать (Break)" : "Продолжить (Continue)");
             advance(P);
             n = done(P, n);
             break;
@@ -772,7 +829,8 @@ static uint32_t statement(struct parser *P)
             }
             n = done(P, n);
             break;
-        case KW_ADDHANDLER: case KW_REMOVEHANDLER:
+        case KW_ADDHANDLER:
+        case KW_REMOVEHANDLER:
             n = node(P, N_HANDLER, at);
             advance(P);
             add(P, n, expr(P));

@@ -77,10 +77,13 @@ void bsl_json_string(FILE *out, const char *s, size_t len)
     fputc('"', out);
 }
 
-static void jstr(FILE *out, const char *s) { bsl_json_string(out, s, strlen(s)); }
+static void jstr(FILE *out, const char *s)
+{
+    bsl_json_string(out, s, strlen(s));
+}
 
-void bsl_report_begin(struct bsl_report *r, FILE *out, enum bsl_format format,
-                      size_t max_results, const char *source_dir)
+void bsl_report_begin(struct bsl_report *r, FILE *out, enum bsl_format format, size_t max_results,
+                      const char *source_dir)
 {
     memset(r, 0, sizeof(*r));
     r->out = out;
@@ -174,7 +177,8 @@ int bsl_report_end(struct bsl_report *r)
 {
     FILE *out = r->out;
     if (r->format == BSL_FORMAT_TEXT) {
-        fprintf(out, "%zu files, %zu diagnostics: %zu Error, %zu Warning, %zu Information, %zu Hint%s\n",
+        fprintf(out,
+                "%zu files, %zu diagnostics: %zu Error, %zu Warning, %zu Information, %zu Hint%s\n",
                 r->files, r->total, r->by_lsp[0], r->by_lsp[1], r->by_lsp[2], r->by_lsp[3],
                 r->truncated ? " (list truncated)" : "");
     } else {
@@ -189,7 +193,8 @@ int bsl_report_end(struct bsl_report *r)
         bool first = true;
         for (int i = 0; i < D_COUNT_; i++)
             if (r->by_code[i]) {
-                fprintf(out, "%s\"%s\":%zu", first ? "" : ",", bsl_diag_info(i)->code, r->by_code[i]);
+                fprintf(out, "%s\"%s\":%zu", first ? "" : ",", bsl_diag_info(i)->code,
+                        r->by_code[i]);
                 first = false;
             }
         fputs("},\"errors\":[", out);

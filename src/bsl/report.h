@@ -21,15 +21,15 @@ struct bsl_report {
     enum bsl_format format;
     size_t max_results;
     size_t written, total, files, files_with, failed;
-    size_t by_lsp[4];          /* Error, Warning, Information, Hint */
+    size_t by_lsp[4]; /* Error, Warning, Information, Hint */
     size_t by_code[D_COUNT_];
     bool truncated, any_file;
     char errors[BSL_REPORT_ERRORS_MAX][320];
     size_t nerrors;
 };
 
-void bsl_report_begin(struct bsl_report *r, FILE *out, enum bsl_format format,
-                      size_t max_results, const char *source_dir);
+void bsl_report_begin(struct bsl_report *r, FILE *out, enum bsl_format format, size_t max_results,
+                      const char *source_dir);
 /* One module's diagnostics (lines: the module's line count, for its metrics). */
 void bsl_report_file(struct bsl_report *r, const char *path, const struct bsl_diags *d,
                      size_t lines);

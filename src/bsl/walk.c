@@ -13,7 +13,8 @@
 bool bsl_module_name(const char *name)
 {
     size_t n = strlen(name);
-    return (n > 4 && !strcasecmp(name + n - 4, ".bsl")) || (n > 3 && !strcasecmp(name + n - 3, ".os"));
+    return (n > 4 && !strcasecmp(name + n - 4, ".bsl")) ||
+           (n > 3 && !strcasecmp(name + n - 3, ".os"));
 }
 
 static int add(struct bsl_paths *p, const char *path)
@@ -125,8 +126,8 @@ int bsl_read_file(const char *path, char **buf, size_t *len, struct bsl_err *err
     }
     if ((uint64_t)st.st_size > BSL_FILE_MAX) {
         close(fd);
-        return bsl_err_set(err, -EFBIG, "%lld bytes, over the %u-byte limit",
-                           (long long)st.st_size, BSL_FILE_MAX);
+        return bsl_err_set(err, -EFBIG, "%lld bytes, over the %u-byte limit", (long long)st.st_size,
+                           BSL_FILE_MAX);
     }
     size_t cap = (size_t)st.st_size, n = 0;
     char *b = malloc(cap + 1);

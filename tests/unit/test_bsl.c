@@ -51,99 +51,199 @@ struct dcase {
 
 static const struct dcase cases[] = {
     /* ParseError */
-    {"ParseError", "ru: missing КонецЕсли", "Процедура А()\n\tЕсли Б Тогда\n\t\tВ = 1;\nКонецПроцедуры\n", 4},
+    {"ParseError", "ru: missing КонецЕсли",
+     "Процедура А()\n\tЕсли Б Тогда\n\t\tВ = 1;\nКонецПроцедуры\n", 4},
     {"ParseError", "en: stray operator", "Procedure A()\n\tX = 1 +;\nEndProcedure\n", 2},
-    {"ParseError", "ru: clean", "Процедура А()\n\tЕсли Б Тогда\n\t\tВ = 1;\n\tКонецЕсли;\nКонецПроцедуры\n", 0},
-    {"ParseError", "en: clean", "Procedure A()\n\tIf B Then\n\t\tC = 1;\n\tEndIf;\nEndProcedure\n", 0},
+    {"ParseError", "ru: clean",
+     "Процедура А()\n\tЕсли Б Тогда\n\t\tВ = 1;\n\tКонецЕсли;\nКонецПроцедуры\n", 0},
+    {"ParseError", "en: clean", "Procedure A()\n\tIf B Then\n\t\tC = 1;\n\tEndIf;\nEndProcedure\n",
+     0},
     /* UnusedLocalVariable */
-    {"UnusedLocalVariable", "ru: assigned, never read", "Процедура А()\n\tЛишняя = 1;\n\tСообщитьПользователю(\"x\");\nКонецПроцедуры\n", 2},
-    {"UnusedLocalVariable", "en: declared by Var", "Procedure A()\n\tVar Extra;\n\tDoIt();\nEndProcedure\n", 2},
-    {"UnusedLocalVariable", "ru: read later", "Функция А()\n\tИтог = 1;\n\tВозврат Итог;\nКонецФункции\n", 0},
-    {"UnusedLocalVariable", "en: member write reads it", "Procedure A()\n\tS = New Structure;\n\tS.X = 1;\n\tSave(S);\nEndProcedure\n", 0},
-    {"UnusedLocalVariable", "ru: module variable", "Перем Кэш;\nПроцедура А()\n\tКэш = 1;\nКонецПроцедуры\n", 0},
+    {"UnusedLocalVariable", "ru: assigned, never read",
+     "Процедура А()\n\tЛишняя = 1;\n\tСообщитьПользователю(\"x\");\nКонецПроцедуры\n", 2},
+    {"UnusedLocalVariable", "en: declared by Var",
+     "Procedure A()\n\tVar Extra;\n\tDoIt();\nEndProcedure\n", 2},
+    {"UnusedLocalVariable", "ru: read later",
+     "Функция А()\n\tИтог = 1;\n\tВозврат Итог;\nКонецФункции\n", 0},
+    {"UnusedLocalVariable", "en: member write reads it",
+     "Procedure A()\n\tS = New Structure;\n\tS.X = 1;\n\tSave(S);\nEndProcedure\n", 0},
+    {"UnusedLocalVariable", "ru: module variable",
+     "Перем Кэш;\nПроцедура А()\n\tКэш = 1;\nКонецПроцедуры\n", 0},
     /* UnusedParameters */
     {"UnusedParameters", "ru: unused", "Функция А(Б, В)\n\tВозврат Б;\nКонецФункции\n", 1},
     {"UnusedParameters", "en: unused", "Function A(B, C)\n\tReturn C;\nEndFunction\n", 1},
     {"UnusedParameters", "ru: all used", "Функция А(Б, В)\n\tВозврат Б + В;\nКонецФункции\n", 0},
-    {"UnusedParameters", "ru: a handler's Отказ", "Процедура ПередЗаписью(Отказ)\n\tЗаписать();\nКонецПроцедуры\n", 0},
-    {"UnusedParameters", "ru: a form event handler", "&НаКлиенте\nПроцедура ТоварыПриИзменении(Элемент, Данные)\n\tЗаписать();\nКонецПроцедуры\n", 0},
-    {"UnusedParameters", "en: a notification callback", "&AtClient\nProcedure QuestionCompletion(Result, Extra) Export\n\tWrite(Result);\nEndProcedure\n", 0},
-    {"UnusedParameters", "ru: a server function with a directive", "&НаСервере\nФункция Данные(Ссылка, Лишний)\n\tВозврат Ссылка;\nКонецФункции\n", 2},
-    {"UnusedParameters", "ru: При+lower-case is no handler", "Процедура Применить(Лишний)\n\tЗаписать();\nКонецПроцедуры\n", 1},
+    {"UnusedParameters", "ru: a handler's Отказ",
+     "Процедура ПередЗаписью(Отказ)\n\tЗаписать();\nКонецПроцедуры\n", 0},
+    {"UnusedParameters", "ru: a form event handler",
+     "&НаКлиенте\nПроцедура ТоварыПриИзменении(Элемент, Данные)\n\tЗаписать();\nКонецПроцедуры\n",
+     0},
+    {"UnusedParameters", "en: a notification callback",
+     "&AtClient\nProcedure QuestionCompletion(Result, Extra) "
+     "Export\n\tWrite(Result);\nEndProcedure\n",
+     0},
+    {"UnusedParameters", "ru: a server function with a directive",
+     "&НаСервере\nФункция Данные(Ссылка, Лишний)\n\tВозврат Ссылка;\nКонецФункции\n", 2},
+    {"UnusedParameters", "ru: При+lower-case is no handler",
+     "Процедура Применить(Лишний)\n\tЗаписать();\nКонецПроцедуры\n", 1},
     /* EmptyCodeBlock */
-    {"EmptyCodeBlock", "ru: empty Если", "Процедура А()\n\tЕсли Б Тогда\n\tКонецЕсли;\nКонецПроцедуры\n", 2},
-    {"EmptyCodeBlock", "en: empty While", "Procedure A()\n\tWhile B Do\n\tEndDo;\nEndProcedure\n", 2},
-    {"EmptyCodeBlock", "ru: a block with code", "Процедура А()\n\tПока Б Цикл\n\t\tБ = Ложь;\n\tКонецЦикла;\nКонецПроцедуры\n", 0},
+    {"EmptyCodeBlock", "ru: empty Если",
+     "Процедура А()\n\tЕсли Б Тогда\n\tКонецЕсли;\nКонецПроцедуры\n", 2},
+    {"EmptyCodeBlock", "en: empty While", "Procedure A()\n\tWhile B Do\n\tEndDo;\nEndProcedure\n",
+     2},
+    {"EmptyCodeBlock", "ru: a block with code",
+     "Процедура А()\n\tПока Б Цикл\n\t\tБ = Ложь;\n\tКонецЦикла;\nКонецПроцедуры\n", 0},
     /* LineLength */
-    {"LineLength", "ru: 130 characters", "Процедура А()\n\tСтрока = \"ЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙ\";\n\tЗаписать(Строка);\nКонецПроцедуры\n", 2},
-    {"LineLength", "ru: 100 Cyrillic letters (200 bytes) is short", "Процедура А()\n\tС = \"ЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙ\";\n\tЗаписать(С);\nКонецПроцедуры\n", 0},
+    {"LineLength", "ru: 130 characters",
+     "Процедура А()\n\tСтрока = "
+     "\"ЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙ"
+     "ЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙ\";\n\tЗаписать(Строка);\nКонецПроцедуры\n",
+     2},
+    {"LineLength", "ru: 100 Cyrillic letters (200 bytes) is short",
+     "Процедура А()\n\tС = "
+     "\"ЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙ"
+     "ЙЙЙЙЙЙЙЙЙЙЙЙЙЙЙ\";\n\tЗаписать(С);\nКонецПроцедуры\n",
+     0},
     /* CanonicalSpellingKeywords */
-    {"CanonicalSpellingKeywords", "ru: lower case", "процедура А()\n\tЗаписать();\nКонецПроцедуры\n", 1},
-    {"CanonicalSpellingKeywords", "en: upper case", "Procedure A()\n\tIF B THEN\n\t\tC();\n\tEndIf;\nEndProcedure\n", 2},
-    {"CanonicalSpellingKeywords", "ru: canonical, and a member named like a keyword", "Процедура А()\n\tЕсли Б И Не В Тогда\n\t\tЗапрос.выполнить();\n\tКонецЕсли;\nКонецПроцедуры\n", 0},
+    {"CanonicalSpellingKeywords", "ru: lower case",
+     "процедура А()\n\tЗаписать();\nКонецПроцедуры\n", 1},
+    {"CanonicalSpellingKeywords", "en: upper case",
+     "Procedure A()\n\tIF B THEN\n\t\tC();\n\tEndIf;\nEndProcedure\n", 2},
+    {"CanonicalSpellingKeywords", "ru: canonical, and a member named like a keyword",
+     "Процедура А()\n\tЕсли Б И Не В "
+     "Тогда\n\t\tЗапрос.выполнить();\n\tКонецЕсли;\nКонецПроцедуры\n",
+     0},
     /* SemicolonPresence */
-    {"SemicolonPresence", "ru: last statement without ;", "Процедура А()\n\tБ = 1;\n\tЗаписать(Б)\nКонецПроцедуры\n", 3},
-    {"SemicolonPresence", "en: EndIf without ;", "Procedure A()\n\tIf B Then\n\t\tC();\n\tEndIf\nEndProcedure\n", 4},
-    {"SemicolonPresence", "ru: every ; there", "Процедура А()\n\tБ = 1;\n\tЗаписать(Б);\nКонецПроцедуры\n", 0},
+    {"SemicolonPresence", "ru: last statement without ;",
+     "Процедура А()\n\tБ = 1;\n\tЗаписать(Б)\nКонецПроцедуры\n", 3},
+    {"SemicolonPresence", "en: EndIf without ;",
+     "Procedure A()\n\tIf B Then\n\t\tC();\n\tEndIf\nEndProcedure\n", 4},
+    {"SemicolonPresence", "ru: every ; there",
+     "Процедура А()\n\tБ = 1;\n\tЗаписать(Б);\nКонецПроцедуры\n", 0},
     /* FunctionShouldHaveReturn */
-    {"FunctionShouldHaveReturn", "ru: no Возврат", "Функция А()\n\tБ = 1;\n\tЗаписать(Б);\nКонецФункции\n", 1},
-    {"FunctionShouldHaveReturn", "en: only one branch returns", "Function A(B)\n\tIf B Then\n\t\tReturn 1;\n\tEndIf;\nEndFunction\n", 1},
-    {"FunctionShouldHaveReturn", "ru: both branches return", "Функция А(Б)\n\tЕсли Б Тогда\n\t\tВозврат 1;\n\tИначе\n\t\tВозврат 2;\n\tКонецЕсли;\nКонецФункции\n", 0},
-    {"FunctionShouldHaveReturn", "en: try returns, except raises", "Function A()\n\tTry\n\t\tReturn B();\n\tExcept\n\t\tRaise;\n\tEndTry;\nEndFunction\n", 0},
+    {"FunctionShouldHaveReturn", "ru: no Возврат",
+     "Функция А()\n\tБ = 1;\n\tЗаписать(Б);\nКонецФункции\n", 1},
+    {"FunctionShouldHaveReturn", "en: only one branch returns",
+     "Function A(B)\n\tIf B Then\n\t\tReturn 1;\n\tEndIf;\nEndFunction\n", 1},
+    {"FunctionShouldHaveReturn", "ru: both branches return",
+     "Функция А(Б)\n\tЕсли Б Тогда\n\t\tВозврат 1;\n\tИначе\n\t\tВозврат "
+     "2;\n\tКонецЕсли;\nКонецФункции\n",
+     0},
+    {"FunctionShouldHaveReturn", "en: try returns, except raises",
+     "Function A()\n\tTry\n\t\tReturn B();\n\tExcept\n\t\tRaise;\n\tEndTry;\nEndFunction\n", 0},
     /* ProcedureReturnsValue */
-    {"ProcedureReturnsValue", "ru: Возврат 1 in a procedure", "Процедура А()\n\tЗаписать();\n\tВозврат 1;\nКонецПроцедуры\n", 3},
-    {"ProcedureReturnsValue", "en: Return 1 in a procedure", "Procedure A()\n\tReturn True;\nEndProcedure\n", 2},
-    {"ProcedureReturnsValue", "ru: bare Возврат", "Процедура А(Б)\n\tЕсли Б Тогда\n\t\tВозврат;\n\tКонецЕсли;\n\tЗаписать();\nКонецПроцедуры\n", 0},
+    {"ProcedureReturnsValue", "ru: Возврат 1 in a procedure",
+     "Процедура А()\n\tЗаписать();\n\tВозврат 1;\nКонецПроцедуры\n", 3},
+    {"ProcedureReturnsValue", "en: Return 1 in a procedure",
+     "Procedure A()\n\tReturn True;\nEndProcedure\n", 2},
+    {"ProcedureReturnsValue", "ru: bare Возврат",
+     "Процедура А(Б)\n\tЕсли Б Тогда\n\t\tВозврат;\n\tКонецЕсли;\n\tЗаписать();\nКонецПроцедуры\n",
+     0},
     /* UnreachableCode */
-    {"UnreachableCode", "ru: after Возврат", "Функция А()\n\tВозврат 1;\n\tЗаписать();\nКонецФункции\n", 3},
-    {"UnreachableCode", "en: after Raise", "Procedure A()\n\tRaise \"no\";\n\tWrite();\nEndProcedure\n", 3},
-    {"UnreachableCode", "ru: a preprocessor branch", "Функция А()\n#Если Сервер Тогда\n\tВозврат 1;\n#Иначе\n\tВозврат 2;\n#КонецЕсли\nКонецФункции\n", 0},
-    {"UnreachableCode", "en: return last", "Function A()\n\tWrite();\n\tReturn 1;\nEndFunction\n", 0},
+    {"UnreachableCode", "ru: after Возврат",
+     "Функция А()\n\tВозврат 1;\n\tЗаписать();\nКонецФункции\n", 3},
+    {"UnreachableCode", "en: after Raise",
+     "Procedure A()\n\tRaise \"no\";\n\tWrite();\nEndProcedure\n", 3},
+    {"UnreachableCode", "ru: a preprocessor branch",
+     "Функция А()\n#Если Сервер Тогда\n\tВозврат 1;\n#Иначе\n\tВозврат "
+     "2;\n#КонецЕсли\nКонецФункции\n",
+     0},
+    {"UnreachableCode", "en: return last", "Function A()\n\tWrite();\n\tReturn 1;\nEndFunction\n",
+     0},
     /* NestedTernaryOperator */
-    {"NestedTernaryOperator", "ru: nested", "Процедура А(Б, В)\n\tГ = ?(Б, ?(В, 1, 2), 3);\n\tЗаписать(Г);\nКонецПроцедуры\n", 2},
-    {"NestedTernaryOperator", "en: nested in else", "Procedure A(B, C)\n\tD = ?(B, 1,\n\t\t?(C, 2, 3));\n\tWrite(D);\nEndProcedure\n", 3},
-    {"NestedTernaryOperator", "ru: two flat ones", "Процедура А(Б, В)\n\tГ = ?(Б, 1, 2) + ?(В, 1, 2);\n\tЗаписать(Г);\nКонецПроцедуры\n", 0},
+    {"NestedTernaryOperator", "ru: nested",
+     "Процедура А(Б, В)\n\tГ = ?(Б, ?(В, 1, 2), 3);\n\tЗаписать(Г);\nКонецПроцедуры\n", 2},
+    {"NestedTernaryOperator", "en: nested in else",
+     "Procedure A(B, C)\n\tD = ?(B, 1,\n\t\t?(C, 2, 3));\n\tWrite(D);\nEndProcedure\n", 3},
+    {"NestedTernaryOperator", "ru: two flat ones",
+     "Процедура А(Б, В)\n\tГ = ?(Б, 1, 2) + ?(В, 1, 2);\n\tЗаписать(Г);\nКонецПроцедуры\n", 0},
     /* NumberOfParams */
-    {"NumberOfParams", "ru: 8 parameters", "Функция А(П1, П2, П3, П4, П5, П6, П7, П8)\n\tВозврат П1+П2+П3+П4+П5+П6+П7+П8;\nКонецФункции\n", 1},
-    {"NumberOfParams", "en: 7 parameters", "Function A(P1, P2, P3, P4, P5, P6, P7)\n\tReturn P1+P2+P3+P4+P5+P6+P7;\nEndFunction\n", 0},
+    {"NumberOfParams", "ru: 8 parameters",
+     "Функция А(П1, П2, П3, П4, П5, П6, П7, П8)\n\tВозврат "
+     "П1+П2+П3+П4+П5+П6+П7+П8;\nКонецФункции\n",
+     1},
+    {"NumberOfParams", "en: 7 parameters",
+     "Function A(P1, P2, P3, P4, P5, P6, P7)\n\tReturn P1+P2+P3+P4+P5+P6+P7;\nEndFunction\n", 0},
     /* CommentedCode */
-    {"CommentedCode", "ru: a commented statement", "Процедура А()\n\tЗаписать();\n\t// Б = В + 1;\n\t// Записать(Б);\nКонецПроцедуры\n", 3},
-    {"CommentedCode", "en: commented If", "Procedure A()\n\t//If B Then\n\t//\tWrite();\n\t//EndIf;\n\tWrite();\nEndProcedure\n", 2},
-    {"CommentedCode", "ru: prose and a description", "// Записывает данные.\n//\n// Параметры:\n//  Б - Число - что записать.\nПроцедура А(Б)\n\t// Если данных нет, ничего не делаем\n\tЗаписать(Б);\nКонецПроцедуры\n", 0},
+    {"CommentedCode", "ru: a commented statement",
+     "Процедура А()\n\tЗаписать();\n\t// Б = В + 1;\n\t// Записать(Б);\nКонецПроцедуры\n", 3},
+    {"CommentedCode", "en: commented If",
+     "Procedure A()\n\t//If B Then\n\t//\tWrite();\n\t//EndIf;\n\tWrite();\nEndProcedure\n", 2},
+    {"CommentedCode", "ru: prose and a description",
+     "// Записывает данные.\n//\n// Параметры:\n//  Б - Число - что записать.\nПроцедура "
+     "А(Б)\n\t// Если данных нет, ничего не делаем\n\tЗаписать(Б);\nКонецПроцедуры\n",
+     0},
     /* UsingServiceTag */
-    {"UsingServiceTag", "ru: TODO", "Процедура А()\n\t// TODO: доделать\n\tЗаписать();\nКонецПроцедуры\n", 2},
+    {"UsingServiceTag", "ru: TODO",
+     "Процедура А()\n\t// TODO: доделать\n\tЗаписать();\nКонецПроцедуры\n", 2},
     {"UsingServiceTag", "en: FIXME", "Procedure A()\n\tWrite(); // fixme later\nEndProcedure\n", 2},
-    {"UsingServiceTag", "ru: plain comment", "Процедура А()\n\t// Записываем методом todolist (одно слово)\n\tЗаписать();\nКонецПроцедуры\n", 0},
+    {"UsingServiceTag", "ru: plain comment",
+     "Процедура А()\n\t// Записываем методом todolist (одно "
+     "слово)\n\tЗаписать();\nКонецПроцедуры\n",
+     0},
     /* DuplicateRegion */
-    {"DuplicateRegion", "ru: twice", "#Область Служебные\n#КонецОбласти\n#Область Служебные\n#КонецОбласти\n", 3},
-    {"DuplicateRegion", "en: twice, other case", "#Region Private\n#EndRegion\n#Region PRIVATE\n#EndRegion\n", 3},
-    {"DuplicateRegion", "ru: same name in different parents", "#Область А\n#Область Вн\n#КонецОбласти\n#КонецОбласти\n#Область Б\n#Область Вн\n#КонецОбласти\n#КонецОбласти\n", 0},
+    {"DuplicateRegion", "ru: twice",
+     "#Область Служебные\n#КонецОбласти\n#Область Служебные\n#КонецОбласти\n", 3},
+    {"DuplicateRegion", "en: twice, other case",
+     "#Region Private\n#EndRegion\n#Region PRIVATE\n#EndRegion\n", 3},
+    {"DuplicateRegion", "ru: same name in different parents",
+     "#Область А\n#Область Вн\n#КонецОбласти\n#КонецОбласти\n#Область Б\n#Область "
+     "Вн\n#КонецОбласти\n#КонецОбласти\n",
+     0},
     /* IfElseIfEndsWithElse */
-    {"IfElseIfEndsWithElse", "ru: no Иначе", "Процедура А(Б)\n\tЕсли Б = 1 Тогда\n\t\tЗаписать(1);\n\tИначеЕсли Б = 2 Тогда\n\t\tЗаписать(2);\n\tКонецЕсли;\nКонецПроцедуры\n", 2},
-    {"IfElseIfEndsWithElse", "en: no Else", "Procedure A(B)\n\tIf B = 1 Then\n\t\tWrite(1);\n\tElsIf B = 2 Then\n\t\tWrite(2);\n\tEndIf;\nEndProcedure\n", 2},
-    {"IfElseIfEndsWithElse", "ru: with Иначе", "Процедура А(Б)\n\tЕсли Б = 1 Тогда\n\t\tЗаписать(1);\n\tИначеЕсли Б = 2 Тогда\n\t\tЗаписать(2);\n\tИначе\n\t\tЗаписать(3);\n\tКонецЕсли;\nКонецПроцедуры\n", 0},
+    {"IfElseIfEndsWithElse", "ru: no Иначе",
+     "Процедура А(Б)\n\tЕсли Б = 1 Тогда\n\t\tЗаписать(1);\n\tИначеЕсли Б = 2 "
+     "Тогда\n\t\tЗаписать(2);\n\tКонецЕсли;\nКонецПроцедуры\n",
+     2},
+    {"IfElseIfEndsWithElse", "en: no Else",
+     "Procedure A(B)\n\tIf B = 1 Then\n\t\tWrite(1);\n\tElsIf B = 2 "
+     "Then\n\t\tWrite(2);\n\tEndIf;\nEndProcedure\n",
+     2},
+    {"IfElseIfEndsWithElse", "ru: with Иначе",
+     "Процедура А(Б)\n\tЕсли Б = 1 Тогда\n\t\tЗаписать(1);\n\tИначеЕсли Б = 2 "
+     "Тогда\n\t\tЗаписать(2);\n\tИначе\n\t\tЗаписать(3);\n\tКонецЕсли;\nКонецПроцедуры\n",
+     0},
     /* UseLessForEach */
-    {"UseLessForEach", "ru: variable unused", "Процедура А(Список)\n\tДля Каждого Элемент Из Список Цикл\n\t\tЗаписать(Список);\n\tКонецЦикла;\nКонецПроцедуры\n", 2},
-    {"UseLessForEach", "en: variable unused", "Procedure A(List)\n\tFor Each Item In List Do\n\t\tWrite(List);\n\tEndDo;\nEndProcedure\n", 2},
-    {"UseLessForEach", "ru: variable used (other case)", "Процедура А(Список)\n\tДля Каждого Элемент Из Список Цикл\n\t\tЗаписать(ЭЛЕМЕНТ);\n\tКонецЦикла;\nКонецПроцедуры\n", 0},
+    {"UseLessForEach", "ru: variable unused",
+     "Процедура А(Список)\n\tДля Каждого Элемент Из Список "
+     "Цикл\n\t\tЗаписать(Список);\n\tКонецЦикла;\nКонецПроцедуры\n",
+     2},
+    {"UseLessForEach", "en: variable unused",
+     "Procedure A(List)\n\tFor Each Item In List Do\n\t\tWrite(List);\n\tEndDo;\nEndProcedure\n",
+     2},
+    {"UseLessForEach", "ru: variable used (other case)",
+     "Процедура А(Список)\n\tДля Каждого Элемент Из Список "
+     "Цикл\n\t\tЗаписать(ЭЛЕМЕНТ);\n\tКонецЦикла;\nКонецПроцедуры\n",
+     0},
     /* MissingCodeTryCatchEx */
-    {"MissingCodeTryCatchEx", "ru: empty Исключение", "Процедура А()\n\tПопытка\n\t\tЗаписать();\n\tИсключение\n\tКонецПопытки;\nКонецПроцедуры\n", 4},
-    {"MissingCodeTryCatchEx", "en: empty Except", "Procedure A()\n\tTry\n\t\tWrite();\n\tExcept\n\tEndTry;\nEndProcedure\n", 4},
-    {"MissingCodeTryCatchEx", "ru: handled", "Процедура А()\n\tПопытка\n\t\tЗаписать();\n\tИсключение\n\t\tЗаписьЖурналаРегистрации(\"А\");\n\tКонецПопытки;\nКонецПроцедуры\n", 0},
+    {"MissingCodeTryCatchEx", "ru: empty Исключение",
+     "Процедура А()\n\tПопытка\n\t\tЗаписать();\n\tИсключение\n\tКонецПопытки;\nКонецПроцедуры\n",
+     4},
+    {"MissingCodeTryCatchEx", "en: empty Except",
+     "Procedure A()\n\tTry\n\t\tWrite();\n\tExcept\n\tEndTry;\nEndProcedure\n", 4},
+    {"MissingCodeTryCatchEx", "ru: handled",
+     "Процедура "
+     "А()\n\tПопытка\n\t\tЗаписать();\n\tИсключение\n\t\tЗаписьЖурналаРегистрации(\"А\");"
+     "\n\tКонецПопытки;\nКонецПроцедуры\n",
+     0},
     /* EmptyStatement */
     {"EmptyStatement", "ru: ;;", "Процедура А()\n\tЗаписать();;\nКонецПроцедуры\n", 2},
     {"EmptyStatement", "en: clean", "Procedure A()\n\tWrite();\nEndProcedure\n", 0},
     /* UsingGoto */
-    {"UsingGoto", "ru: Перейти", "Процедура А()\n\tПерейти ~Конец;\n~Конец:\n\tЗаписать();\nКонецПроцедуры\n", 2},
+    {"UsingGoto", "ru: Перейти",
+     "Процедура А()\n\tПерейти ~Конец;\n~Конец:\n\tЗаписать();\nКонецПроцедуры\n", 2},
     {"UsingGoto", "en: clean", "Procedure A()\n\tWrite();\nEndProcedure\n", 0},
     /* SelfAssign */
     {"SelfAssign", "ru: А = А", "Процедура А(Б)\n\tБ = б;\nКонецПроцедуры\n", 2},
     {"SelfAssign", "en: member", "Procedure A(B)\n\tB.X = B.X;\nEndProcedure\n", 2},
-    {"SelfAssign", "ru: a call is not", "Процедура А(Б)\n\tБ = Б(1);\n\tБ.Х = Б.Х + 1;\nКонецПроцедуры\n", 0},
+    {"SelfAssign", "ru: a call is not",
+     "Процедура А(Б)\n\tБ = Б(1);\n\tБ.Х = Б.Х + 1;\nКонецПроцедуры\n", 0},
     /* DeprecatedMessage */
-    {"DeprecatedMessage", "ru: Сообщить", "Процедура А()\n\tСообщить(\"Привет\");\nКонецПроцедуры\n", 2},
+    {"DeprecatedMessage", "ru: Сообщить",
+     "Процедура А()\n\tСообщить(\"Привет\");\nКонецПроцедуры\n", 2},
     {"DeprecatedMessage", "en: Message", "Procedure A()\n\tMessage(\"Hi\");\nEndProcedure\n", 2},
-    {"DeprecatedMessage", "ru: a member of that name", "Процедура А(Б)\n\tБ.Сообщить();\nКонецПроцедуры\n", 0},
+    {"DeprecatedMessage", "ru: a member of that name",
+     "Процедура А(Б)\n\tБ.Сообщить();\nКонецПроцедуры\n", 0},
 };
 
 static char *repeat(const char *head, const char *line, int n, const char *tail)
@@ -191,26 +291,26 @@ static void test_metrics(void)
     CHECK(lines_of(small, "MethodSize", lines) == 0, "MethodSize: 152 lines quiet");
     free(small);
     /* CognitiveComplexity: nested ifs and loops */
-    const char *complex =
-        "Процедура Сложная(А, Б, В)\n"
-        "\tДля Каждого Э Из А Цикл\n"            /* +1 */
-        "\t\tЕсли Э И Б Или В Тогда\n"            /* +2 (nesting 1) +2 (И, Или) */
-        "\t\t\tПока Б Цикл\n"                     /* +3 */
-        "\t\t\t\tЕсли В Тогда\n"                  /* +4 */
-        "\t\t\t\t\tБ = ?(В, 1, 2);\n"             /* +5 */
-        "\t\t\t\tИначеЕсли А Тогда\n"             /* +1 */
-        "\t\t\t\t\tПрервать;\n"
-        "\t\t\t\tИначе\n"                          /* +1 */
-        "\t\t\t\t\tПродолжить;\n"
-        "\t\t\t\tКонецЕсли;\n"
-        "\t\t\tКонецЦикла;\n"
-        "\t\tКонецЕсли;\n"
-        "\tКонецЦикла;\n"
-        "КонецПроцедуры\n";
+    const char *complex = "Процедура Сложная(А, Б, В)\n"
+                          "\tДля Каждого Э Из А Цикл\n"  /* +1 */
+                          "\t\tЕсли Э И Б Или В Тогда\n" /* +2 (nesting 1) +2 (И, Или) */
+                          "\t\t\tПока Б Цикл\n"          /* +3 */
+                          "\t\t\t\tЕсли В Тогда\n"       /* +4 */
+                          "\t\t\t\t\tБ = ?(В, 1, 2);\n"  /* +5 */
+                          "\t\t\t\tИначеЕсли А Тогда\n"  /* +1 */
+                          "\t\t\t\t\tПрервать;\n"
+                          "\t\t\t\tИначе\n" /* +1 */
+                          "\t\t\t\t\tПродолжить;\n"
+                          "\t\t\t\tКонецЕсли;\n"
+                          "\t\t\tКонецЦикла;\n"
+                          "\t\tКонецЕсли;\n"
+                          "\tКонецЦикла;\n"
+                          "КонецПроцедуры\n";
     CHECK(lines_of(complex, "CognitiveComplexity", lines) == 1 && lines[0] == 1,
           "CognitiveComplexity: 19 found");
-    const char *simple = "Procedure Simple(A)\n\tIf A Then\n\t\tWrite();\n\tElse\n\t\tFor Each X In A Do\n"
-                         "\t\t\tWrite(X);\n\t\tEndDo;\n\tEndIf;\nEndProcedure\n";
+    const char *simple =
+        "Procedure Simple(A)\n\tIf A Then\n\t\tWrite();\n\tElse\n\t\tFor Each X In A Do\n"
+        "\t\t\tWrite(X);\n\t\tEndDo;\n\tEndIf;\nEndProcedure\n";
     CHECK(lines_of(simple, "CognitiveComplexity", lines) == 0, "CognitiveComplexity: 4 quiet");
 }
 
@@ -277,7 +377,8 @@ static void test_recovery(void)
                       "Функция Г()\n"
                       "\tЗаписать();\n"
                       "КонецФункции\n";
-    CHECK(lines_of(src, "ParseError", lines) >= 1 && lines[0] == 2, "recovery: the error at line 2");
+    CHECK(lines_of(src, "ParseError", lines) >= 1 && lines[0] == 2,
+          "recovery: the error at line 2");
     CHECK(lines_of(src, "FunctionShouldHaveReturn", lines) == 1 && lines[0] == 6,
           "recovery: the next method is still checked");
     CHECK(lines_of(src, "UnusedLocalVariable", lines) >= 1, "recovery: the rest of the method too");
@@ -288,18 +389,21 @@ static void test_recovery(void)
     CHECK(lines_of(noend, "ProcedureReturnsValue", lines) == 1 && lines[0] == 5,
           "recovery: B is parsed");
     /* mismatched block ends */
-    const char *mis = "Процедура А(Б)\n\tЕсли Б Тогда\n\t\tПока Б Цикл\n\t\t\tБ = 1;\n\tКонецЕсли;\nКонецПроцедуры\n";
+    const char *mis = "Процедура А(Б)\n\tЕсли Б Тогда\n\t\tПока Б Цикл\n\t\t\tБ = "
+                      "1;\n\tКонецЕсли;\nКонецПроцедуры\n";
     CHECK(lines_of(mis, "ParseError", lines) == 2 && lines[0] == 3 && lines[1] == 5,
           "recovery: КонецЦикла missing, at the Пока and where it ended");
     CHECK(lines_of(mis, "SemicolonPresence", lines) == 0, "recovery: no SemicolonPresence then");
     /* a missing Тогда or ; is reported on the line that lacks it */
-    const char *then = "Procedure A(B)\n\tIf B = 1\n\t\tB = 2;\n\tEndIf;\n\tB = 3\n\tWrite(B);\nEndProcedure\n";
+    const char *then =
+        "Procedure A(B)\n\tIf B = 1\n\t\tB = 2;\n\tEndIf;\n\tB = 3\n\tWrite(B);\nEndProcedure\n";
     CHECK(lines_of(then, "ParseError", lines) == 2 && lines[0] == 2 && lines[1] == 5,
           "recovery: missing Then and ; at their lines");
     const char *open = "Процедура А()\n\tС = \"не закрыта;\n\tЗаписать(С);\nКонецПроцедуры\n";
     CHECK(lines_of(open, "ParseError", lines) == 1 && lines[0] == 2, "an unterminated string");
     const char *stray = "Процедура А()\n\tКонецЦикла;\n\tЗаписать();\nКонецПроцедуры\n";
-    CHECK(lines_of(stray, "ParseError", lines) == 1 && lines[0] == 2, "recovery: a stray КонецЦикла");
+    CHECK(lines_of(stray, "ParseError", lines) == 1 && lines[0] == 2,
+          "recovery: a stray КонецЦикла");
     /* deep nesting is an error, not a crash */
     char *deep = repeat("А = ", "(", 5000, "1;\n");
     CHECK(lines_of(deep, "ParseError", lines) >= 1, "recovery: 5000 parentheses");
@@ -323,18 +427,19 @@ static void test_recovery(void)
         "\tДля И1 = 1 По М.Количество() - 1 Цикл\n\t\tМ[И1] = -М[И1] % 2;\n\tКонецЦикла;\n"
         "\tДобавитьОбработчик Т.Событие, Обработчик;\n"
         "\tВыполнить(\"А = 1\");\n"
-        "\tЕсли НЕ (А > 1 ИЛИ Б <= 2) И А <> Б Тогда\n\t\tВызватьИсключение(\"т\", 1);\n\tКонецЕсли;\n"
+        "\tЕсли НЕ (А > 1 ИЛИ Б <= 2) И А <> Б Тогда\n\t\tВызватьИсключение(\"т\", "
+        "1);\n\tКонецЕсли;\n"
         "\tВозврат М.Получить(А, , Б);\n"
         "КонецФункции\n";
     CHECK(lines_of(full, "ParseError", lines) == 0, "parse: the language's forms (ru)");
-    const char *fullen =
-        "Var G Export;\n"
-        "&AtClient\n"
-        "Procedure P(Val A, B = 1) Export\n"
-        "\tWhile A Do\n\t\tIf B Then\n\t\t\tBreak;\n\t\tElsIf NOT A Then\n\t\t\tContinue;\n\t\tElse\n\t\t\tA = False;\n\t\tEndIf;\n\tEndDo;\n"
-        "\tTry\n\t\tExecute(\"x\");\n\tExcept\n\t\tRaise;\n\tEndTry;\n"
-        "\tRemoveHandler A.Ev, B;\n"
-        "EndProcedure\n";
+    const char *fullen = "Var G Export;\n"
+                         "&AtClient\n"
+                         "Procedure P(Val A, B = 1) Export\n"
+                         "\tWhile A Do\n\t\tIf B Then\n\t\t\tBreak;\n\t\tElsIf NOT A "
+                         "Then\n\t\t\tContinue;\n\t\tElse\n\t\t\tA = False;\n\t\tEndIf;\n\tEndDo;\n"
+                         "\tTry\n\t\tExecute(\"x\");\n\tExcept\n\t\tRaise;\n\tEndTry;\n"
+                         "\tRemoveHandler A.Ev, B;\n"
+                         "EndProcedure\n";
     CHECK(lines_of(fullen, "ParseError", lines) == 0, "parse: the language's forms (en)");
 }
 
@@ -395,7 +500,8 @@ static void test_folder(void)
         struct bsl_diags d = {0};
         bool on[D_COUNT_];
         bsl_scope(paths.v[i], all, on);
-        if (bsl_read_file(paths.v[i], &buf, &len, &err) < 0 || bsl_analyze(buf, len, on, &d, &err) < 0) {
+        if (bsl_read_file(paths.v[i], &buf, &len, &err) < 0 ||
+            bsl_analyze(buf, len, on, &d, &err) < 0) {
             CHECK(0, "%s analysed", paths.v[i]);
             free(buf);
             continue;
@@ -421,7 +527,8 @@ static void test_folder(void)
     for (size_t w = 0; w < nwant; w++)
         CHECK(found[w], "tests/bsl: %s", want[w]);
     CHECK(nwant >= 30, "tests/bsl: %zu faults expected", nwant);
-    CHECK_EQ_INT(extra, 0, "tests/bsl: no diagnostic beyond the known faults (clean modules quiet)");
+    CHECK_EQ_INT(extra, 0,
+                 "tests/bsl: no diagnostic beyond the known faults (clean modules quiet)");
     bsl_paths_free(&paths);
 }
 

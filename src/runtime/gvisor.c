@@ -293,8 +293,9 @@ static int launch(const struct rt_config *cfg, const struct rt_spec *spec, const
     /* sbx-bsl is pinned the same way (a restore needs the mounts its image was taken with):
      * a restore mounts the copy kept beside the image, or none when the image has none. */
     _cleanup_free_ char *bsl = sbx_xasprintf("%s/sbx-bsl", spec->state_dir);
-    _cleanup_free_ char *bsl_src = restore_dir ? sbx_xasprintf("%s/sbx-bsl", restore_dir)
-                                   : cfg->bsl_path ? sbx_xstrdup(cfg->bsl_path) : NULL;
+    _cleanup_free_ char *bsl_src = restore_dir     ? sbx_xasprintf("%s/sbx-bsl", restore_dir)
+                                   : cfg->bsl_path ? sbx_xstrdup(cfg->bsl_path)
+                                                   : NULL;
     pinned.bsl_path = NULL;
     if (bsl_src && access(bsl_src, F_OK) == 0) {
         if ((r = install_file(bsl_src, bsl, 0755)) < 0)

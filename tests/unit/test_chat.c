@@ -126,8 +126,8 @@ static void test_tools(void)
           "sandbox_bsl_check: no sandbox_id for the model");
     json_array_clear(json_object_get(body, "tools"));
     chat_tools_for_skills(body, skills, LLM_API_ANTHROPIC);
-    CHECK_EQ_STR(json_string_value(json_object_get(json_array_get(json_object_get(body, "tools"), 0),
-                                                   "name")),
+    CHECK_EQ_STR(json_string_value(
+                     json_object_get(json_array_get(json_object_get(body, "tools"), 0), "name")),
                  "sandbox_bsl_check", "anthropic: sandbox_bsl_check with the bsl skill");
     json_t *impl_b, *bargs = J("{\"path\":\"m.bsl\"}");
     CHECK_EQ_STR(chat_tool_impl("sandbox_bsl_check", bargs, "sb_mine", &impl_b), "bsl_check",

@@ -33,8 +33,7 @@ static int add_skill(struct chat_ask *a, const char *name, struct sbx_err *err)
 {
     if (!doc_skill_uses(name))
         return sbx_err_set(err, EINVAL, "unsupported_skill",
-                           "skill %.64s is not one of the skills docx, xlsx, pdf, pptx, bsl",
-                           name);
+                           "skill %.64s is not one of the skills docx, xlsx, pdf, pptx, bsl", name);
     size_t i;
     json_t *v;
     json_array_foreach(a->skills, i, v)

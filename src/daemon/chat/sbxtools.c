@@ -82,14 +82,13 @@ void chat_tools_for_skills(json_t *body, json_t *skills, enum llm_api api)
         if (!json_is_array(tools))
             return;
         if (api == LLM_API_ANTHROPIC)
-            json_array_append_new(tools, json_pack("{s:s,s:s,s:o}", "name", defs[k].name,
-                                                   "description", description(k),
-                                                   "input_schema", parameters(k)));
+            json_array_append_new(tools,
+                                  json_pack("{s:s,s:s,s:o}", "name", defs[k].name, "description",
+                                            description(k), "input_schema", parameters(k)));
         else
             json_array_append_new(tools, json_pack("{s:s,s:{s:s,s:s,s:o}}", "type", "function",
-                                                   "function", "name", defs[k].name,
-                                                   "description", description(k),
-                                                   "parameters", parameters(k)));
+                                                   "function", "name", defs[k].name, "description",
+                                                   description(k), "parameters", parameters(k)));
         return;
     }
 }

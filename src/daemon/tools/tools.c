@@ -3,13 +3,14 @@
 #include <errno.h>
 #include <openssl/evp.h>
 #include <stdlib.h>
-#include <sys/stat.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../../bsl/diag.h"
 #include "../../common/text.h"
 #include "../../common/util.h"
+#include "../../runtime/oci.h"
 #include "../audit/audit.h"
 #include "../exec/exec.h"
 #include "../files/artifacts.h"
@@ -19,7 +20,6 @@
 #include "../live/preview.h"
 #include "../live/ptycall.h"
 #include "../sbxd.h"
-#include "../../runtime/oci.h"
 #include "../snapshot/snapcall.h"
 #include "fileedit.h"
 #include "wschanges.h"
@@ -471,15 +471,14 @@ static int bsl_codes(json_t *list, char *buf, size_t size, bool *given, json_t *
         return 0;
     if (!json_is_array(list) || json_array_size(list) > TOOLS_BSL_CODES_MAX)
         return sbx_err_set(err, EINVAL, "invalid_request",
-                           "diagnostics must be an array of at most %d codes",
-                           TOOLS_BSL_CODES_MAX);
+                           "diagnostics must be an array of at most %d codes", TOOLS_BSL_CODES_MAX);
     *given = true;
     json_array_foreach(list, i, v)
     {
         const char *code = json_string_value(v);
-        if (!code || !*code || strlen(code) > 64 || strspn(code, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                                                "abcdefghijklmnopqrstuvwxyz0123456789") !=
-                                                        strlen(code)) {
+        if (!code || !*code || strlen(code) > 64 ||
+            strspn(code, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                         "abcdefghijklmnopqrstuvwxyz0123456789") != strlen(code)) {
             json_decref(*unsupported);
             *unsupported = NULL;
             return sbx_err_set(err, EINVAL, "invalid_request",
@@ -549,9 +548,9 @@ static int run_bsl(struct tool_call *c, struct sbx_err *err)
     _cleanup_free_ char *full = sbx_xasprintf("/workspace%s%s", *path ? "/" : "", path);
     _cleanup_free_ char *qpath = sh_quote(full);
     /* codes are [A-Za-z0-9] only, so they need no quoting; '' is none at all */
-    _cleanup_free_ char *cmd = sbx_xasprintf(
-        OCI_BSL_PATH " --format json --max-results %lld%s%s%s -- %s", (long long)max,
-        given ? " --diagnostics '" : "", codes, given ? "'" : "", qpath);
+    _cleanup_free_ char *cmd =
+        sbx_xasprintf(OCI_BSL_PATH " --format json --max-results %lld%s%s%s -- %s", (long long)max,
+                      given ? " --diagnostics '" : "", codes, given ? "'" : "", qpath);
     json_t *body = json_pack("{s:s,s:s}", "shell", cmd, "cwd", "/workspace");
     json_t *t = json_object_get(c->args, "timeout_seconds");
     if (t && !json_is_null(t))
@@ -585,9 +584,8 @@ static void bsl_done(struct tool_call *c, const struct exec_result *res)
         return;
     }
     json_error_t jerr;
-    json_t *report = res->out[0].len
-                         ? json_loadb(res->out[0].buf, res->out[0].len, 0, &jerr)
-                         : NULL;
+    json_t *report =
+        res->out[0].len ? json_loadb(res->out[0].buf, res->out[0].len, 0, &jerr) : NULL;
     if (!json_is_object(report)) {
         json_decref(report);
         sbx_err_set(&e, EIO, "bsl_check_failed", "sbx-bsl exited %d: %.300s", res->exit_code,

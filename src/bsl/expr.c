@@ -114,6 +114,9 @@ static uint32_t primary(struct parser *P)
             else if (P->t->nodes[n].tok == at)
                 bp_error_here(P, "expected a type name or '(' after Новый");
             return bp_done(P, n);
+        case KW_EXECUTE: /* Выполнить(...) as a name: a OneScript method's */
+            advance(P);
+            return bp_done(P, bp_node(P, N_IDENT, at));
         case KW_AWAIT:
             n = bp_node(P, N_UNARY, at);
             advance(P);

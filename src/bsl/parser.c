@@ -381,6 +381,18 @@ static uint32_t var_decl(struct parser *P, bool module)
     for (;;) {
         uint32_t v = ident_node(P, "expected a variable name");
         bp_add(P, n, v);
+        while (is_op(P, OP_LBRACK) && !P->abort) { /* Перем Массив[10]; a fixed array */
+            advance(P);
+            bp_expr(P);
+            while (is_op(P, OP_COMMA) && !P->abort) {
+                advance(P);
+                bp_expr(P);
+            }
+            if (is_op(P, OP_RBRACK))
+                advance(P);
+            else
+                bp_error_here(P, "expected ']'");
+        }
         if (is_kw(P, KW_EXPORT)) {
             if (!module)
                 bp_error_here(P, "a local variable cannot be exported");
@@ -459,9 +471,14 @@ static uint32_t statement(struct parser *P)
         case KW_VAR:
             n = var_decl(P, false);
             break;
+        case KW_EXECUTE:
+            if (peek(P, 1)->type == TK_OP && peek(P, 1)->op == OP_LPAREN) {
+                n = simple_stmt(P); /* Выполнить(код), or a OneScript method's call */
+                break;
+            }
+            /* fall through */
         case KW_RETURN:
         case KW_RAISE:
-        case KW_EXECUTE:
         case KW_AWAIT:
             n = bp_node(P,
                         t->kw == KW_RETURN    ? N_RETURN
@@ -652,7 +669,10 @@ static uint32_t method(struct parser *P, uint32_t first_directive)
         flags |= NF_FUNCTION;
     advance(P);
     uint32_t m;
-    if (cur(P)->type == TK_IDENT) {
+    /* OneScript has no Асинх/Ждать, and its command classes name a method Выполнить */
+    if (cur(P)->type == TK_IDENT ||
+        (cur(P)->type == TK_KEYWORD &&
+         (cur(P)->kw == KW_AWAIT || cur(P)->kw == KW_ASYNC || cur(P)->kw == KW_EXECUTE))) {
         m = bp_node(P, N_METHOD, P->p);
         advance(P);
     } else {

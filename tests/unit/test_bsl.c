@@ -441,6 +441,12 @@ static void test_recovery(void)
                          "\tRemoveHandler A.Ev, B;\n"
                          "EndProcedure\n";
     CHECK(lines_of(fullen, "ParseError", lines) == 0, "parse: the language's forms (en)");
+    const char *more = "Перем Таблица[2, 3];\n"
+                       "Процедура Выполнить() Экспорт\n\tПерем М[10];\n\tМ[0] = Таблица;\n"
+                       "\tНовый Структура().Вставить(\"А\", М);\n\tВыполнить();\n"
+                       "\tВыполнить(\"Б = 1\");\nКонецПроцедуры\n";
+    CHECK(lines_of(more, "ParseError", lines) == 0,
+          "parse: Перем М[10], Новый ... as a statement, a OneScript method named Выполнить");
 }
 
 static void test_codes(void)

@@ -46,6 +46,14 @@ static const struct bsl_diag_info infos[D_COUNT_] = {
     [D_SELF_ASSIGN] = {"SelfAssign", SEV_MAJOR, DT_ERROR, "a variable assigned to itself"},
     [D_DEPRECATED_MESSAGE] = {"DeprecatedMessage", SEV_MINOR, DT_CODE_SMELL,
                               "Сообщить() (Message()), deprecated", true},
+    [D_EMPTY_REGION] = {"EmptyRegion", SEV_INFO, DT_CODE_SMELL, "a region with no code"},
+    [D_IDENTICAL_EXPRESSIONS] = {"IdenticalExpressions", SEV_MAJOR, DT_ERROR,
+                                 "the same expression on both sides of an operator"},
+    [D_PAIRING_BROKEN_TRANSACTION] = {"PairingBrokenTransaction", SEV_MAJOR, DT_ERROR,
+                                      "НачатьТранзакцию without ЗафиксироватьТранзакцию, or "
+                                      "the reverse, in a method"},
+    [D_EXECUTE_EXTERNAL_CODE] = {"ExecuteExternalCode", SEV_CRITICAL, DT_VULNERABILITY,
+                                 "Выполнить or Вычислить runs code made at run time", true},
 };
 
 const struct bsl_diag_info *bsl_diag_info(enum bsl_diag_id id)
@@ -118,6 +126,29 @@ void bsl_tok_text(const struct bsl_lexed *lx, uint32_t tok, char *buf, size_t si
     buf[n] = 0;
 }
 
+bool bsl_same_text(const struct bsl_ctx *c, uint32_t a, uint32_t b)
+{
+    const struct bsl_node *x = &c->t->nodes[a], *y = &c->t->nodes[b];
+    if (x->last_tok - x->first_tok != y->last_tok - y->first_tok)
+        return false;
+    for (uint32_t k = 0; k <= x->last_tok - x->first_tok; k++) {
+        const struct bsl_token *s = &c->lx->toks[x->first_tok + k],
+                               *t = &c->lx->toks[y->first_tok + k];
+        if (s->type != t->type || s->len != t->len)
+            return false;
+        if (s->type == TK_IDENT || s->type == TK_KEYWORD) {
+            if (s->hash != t->hash ||
+                !bsl_name_eq(c->lx->src + s->off, s->len, c->lx->src + t->off, t->len))
+                return false;
+        } else if (memcmp(c->lx->src + s->off, c->lx->src + t->off, s->len)) {
+            return false;
+        }
+        if (s->type == TK_OP && s->op == OP_LPAREN)
+            return false; /* a call may answer something else each time */
+    }
+    return true;
+}
+
 void bsl_emit(struct bsl_ctx *c, enum bsl_diag_id id, struct bsl_range r, const char *fmt, ...)
 {
     struct bsl_diags *d = c->out;
@@ -175,6 +206,7 @@ int bsl_diagnose(const struct bsl_lexed *lx, const struct bsl_tree *t, const boo
     bsl_check_vars(&c);
     bsl_check_style(&c);
     bsl_check_metrics(&c);
+    bsl_check_calls(&c);
     if (out->oom)
         return bsl_err_set(err, -ENOMEM, "out of memory in diagnostics");
     if (out->n)

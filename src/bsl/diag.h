@@ -31,11 +31,15 @@ enum bsl_diag_id {
     D_USING_GOTO,
     D_SELF_ASSIGN,
     D_DEPRECATED_MESSAGE,
+    D_EMPTY_REGION,
+    D_IDENTICAL_EXPRESSIONS,
+    D_PAIRING_BROKEN_TRANSACTION,
+    D_EXECUTE_EXTERNAL_CODE,
     D_COUNT_
 };
 
 enum bsl_severity { SEV_INFO, SEV_MINOR, SEV_MAJOR, SEV_CRITICAL, SEV_BLOCKER };
-enum bsl_dtype { DT_ERROR, DT_CODE_SMELL };
+enum bsl_dtype { DT_ERROR, DT_CODE_SMELL, DT_VULNERABILITY };
 
 /* The thresholds, bsl-language-server's defaults. */
 #define BSL_LINE_LENGTH_MAX 120
@@ -86,6 +90,9 @@ static inline bool bsl_on(const struct bsl_ctx *c, enum bsl_diag_id id)
     return c->enabled[id];
 }
 
+/* Two expressions are the same text (names ignoring case), and call nothing. */
+bool bsl_same_text(const struct bsl_ctx *c, uint32_t a, uint32_t b);
+
 struct bsl_range bsl_tok_range(const struct bsl_lexed *lx, uint32_t tok);
 struct bsl_range bsl_span_range(const struct bsl_lexed *lx, uint32_t first, uint32_t last);
 struct bsl_range bsl_node_range(const struct bsl_tree *t, uint32_t n);
@@ -97,6 +104,7 @@ void bsl_check_flow(struct bsl_ctx *c);
 void bsl_check_vars(struct bsl_ctx *c);
 void bsl_check_style(struct bsl_ctx *c);
 void bsl_check_metrics(struct bsl_ctx *c);
+void bsl_check_calls(struct bsl_ctx *c);
 
 /* Run every enabled check over a lexed and parsed module; the list comes out in position
  * order. 0, or -ENOMEM with err filled. */

@@ -262,29 +262,6 @@ static void check_method(struct bsl_ctx *c, uint32_t m, const struct refs *modul
     free(r.v);
 }
 
-/* Two expressions are the same text (names ignoring case). */
-static bool same_tokens(const struct bsl_ctx *c, uint32_t a, uint32_t b)
-{
-    const struct bsl_node *x = nd(c, a), *y = nd(c, b);
-    if (x->last_tok - x->first_tok != y->last_tok - y->first_tok)
-        return false;
-    for (uint32_t k = 0; k <= x->last_tok - x->first_tok; k++) {
-        const struct bsl_token *s = &c->lx->toks[x->first_tok + k],
-                               *t = &c->lx->toks[y->first_tok + k];
-        if (s->type != t->type || s->len != t->len)
-            return false;
-        if (s->type == TK_IDENT || s->type == TK_KEYWORD) {
-            if (!same_name(c, x->first_tok + k, y->first_tok + k))
-                return false;
-        } else if (memcmp(c->lx->src + s->off, c->lx->src + t->off, s->len)) {
-            return false;
-        }
-        if (s->type == TK_OP && s->op == OP_LPAREN)
-            return false; /* a call may answer something else each time */
-    }
-    return true;
-}
-
 static void walk(struct bsl_ctx *c, uint32_t i)
 {
     const struct bsl_node *n = nd(c, i);
@@ -300,7 +277,7 @@ static void walk(struct bsl_ctx *c, uint32_t i)
     }
     if (n->kind == N_ASSIGN) {
         uint32_t target = n->child, value = target == BSL_NONE ? BSL_NONE : nd(c, target)->next;
-        if (value != BSL_NONE && nd(c, target)->kind != N_ERROR && same_tokens(c, target, value))
+        if (value != BSL_NONE && nd(c, target)->kind != N_ERROR && bsl_same_text(c, target, value))
             bsl_emit(c, D_SELF_ASSIGN, bsl_node_range(c->t, i),
                      "The variable is assigned to itself");
     }

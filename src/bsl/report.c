@@ -158,7 +158,10 @@ void bsl_report_file(struct bsl_report *r, const char *path, const struct bsl_di
                 ",\"line\":%u,\"column\":%u,\"endLine\":%u,\"endColumn\":%u,"
                 "\"bslSeverity\":\"%s\",\"type\":\"%s\"}",
                 g->range.start.line, g->range.start.col, g->range.end.line, g->range.end.col,
-                bsl_severity_name(info->severity), info->type == DT_ERROR ? "ERROR" : "CODE_SMELL");
+                bsl_severity_name(info->severity),
+                info->type == DT_ERROR           ? "ERROR"
+                : info->type == DT_VULNERABILITY ? "VULNERABILITY"
+                                                 : "CODE_SMELL");
     }
     fprintf(out, "],\"metrics\":{\"lines\":%zu}}", lines);
     r->written += n;

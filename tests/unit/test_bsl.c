@@ -238,6 +238,20 @@ static const struct dcase cases[] = {
     {"SelfAssign", "en: member", "Procedure A(B)\n\tB.X = B.X;\nEndProcedure\n", 2},
     {"SelfAssign", "ru: a call is not",
      "Процедура А(Б)\n\tБ = Б(1);\n\tБ.Х = Б.Х + 1;\nКонецПроцедуры\n", 0},
+    /* EmptyRegion */
+    {"EmptyRegion", "ru: nothing inside", "#Область Пустая\n// только комментарий\n#КонецОбласти\n", 1},
+    {"EmptyRegion", "en: code inside", "#Region Api\nProcedure A()\nEndProcedure\n#EndRegion\n", 0},
+    /* IdenticalExpressions */
+    {"IdenticalExpressions", "ru: А = А in a condition", "Процедура А(Б)\n\tЕсли Б.Х = б.х Тогда\n\t\tЗаписать();\n\tКонецЕсли;\nКонецПроцедуры\n", 2},
+    {"IdenticalExpressions", "en: A AND A", "Procedure A(B)\n\tIf B AND B Then\n\t\tWrite();\n\tEndIf;\nEndProcedure\n", 2},
+    {"IdenticalExpressions", "ru: А + А and calls are fine", "Функция А(Б)\n\tВозврат Б + Б + Ф() - Ф();\nКонецФункции\n", 0},
+    /* PairingBrokenTransaction */
+    {"PairingBrokenTransaction", "ru: begun, never committed", "Процедура А()\n\tНачатьТранзакцию();\n\tЗаписать();\nКонецПроцедуры\n", 2},
+    {"PairingBrokenTransaction", "en: paired", "Procedure A()\n\tBeginTransaction();\n\tTry\n\t\tWrite();\n\t\tCommitTransaction();\n\tExcept\n\t\tRollbackTransaction();\n\t\tRaise;\n\tEndTry;\nEndProcedure\n", 0},
+    /* ExecuteExternalCode */
+    {"ExecuteExternalCode", "ru: Выполнить", "Процедура А(Код)\n\tВыполнить(Код);\nКонецПроцедуры\n", 2},
+    {"ExecuteExternalCode", "en: Eval", "Function A(Code)\n\tReturn Eval(Code);\nEndFunction\n", 2},
+    {"ExecuteExternalCode", "ru: a member named so", "Процедура А(Запрос)\n\tЗапрос.Выполнить();\nКонецПроцедуры\n", 0},
     /* DeprecatedMessage */
     {"DeprecatedMessage", "ru: Сообщить",
      "Процедура А()\n\tСообщить(\"Привет\");\nКонецПроцедуры\n", 2},

@@ -19,8 +19,8 @@
 
 static int usage(void)
 {
-    fputs("usage: sbx-bsl [--format json|text] [--max-results N] [--diagnostics Code,Code] "
-          "PATH...\n       sbx-bsl --list | --version\n",
+    fputs("usage: sbx-bsl [--format json|text] [--max-results N] [--max-bytes N] "
+          "[--diagnostics Code,Code] PATH...\n       sbx-bsl --list | --version\n",
           stderr);
     return 2;
 }
@@ -74,7 +74,7 @@ static size_t count_lines(const char *s, size_t n)
 int main(int argc, char **argv)
 {
     enum bsl_format format = BSL_FORMAT_JSON;
-    size_t max_results = BSL_RESULTS_DEFAULT;
+    size_t max_results = BSL_RESULTS_DEFAULT, max_bytes = 0;
     bool enabled[D_COUNT_];
     for (int i = 0; i < D_COUNT_; i++)
         enabled[i] = true;
@@ -114,6 +114,16 @@ int main(int argc, char **argv)
                 return 2;
             }
             max_results = (size_t)n;
+        } else if (!strcmp(a, "--max-bytes")) {
+            char *end;
+            errno = 0;
+            unsigned long long n = strtoull(v, &end, 10);
+            if (errno || *end || !*v || n < BSL_REPORT_MIN_BYTES || n > BSL_FILE_MAX) {
+                fprintf(stderr, "sbx-bsl: --max-bytes must be %d..%u\n", BSL_REPORT_MIN_BYTES,
+                        BSL_FILE_MAX);
+                return 2;
+            }
+            max_bytes = (size_t)n;
         } else if (!strcmp(a, "--diagnostics")) {
             if (parse_codes(v, enabled) < 0)
                 return 2;
@@ -126,6 +136,7 @@ int main(int argc, char **argv)
 
     struct bsl_report rep;
     bsl_report_begin(&rep, stdout, format, max_results, argc - i == 1 ? argv[i] : "");
+    bsl_report_max_bytes(&rep, max_bytes);
     size_t ok_paths = 0;
     for (; i < argc; i++) {
         struct bsl_paths paths = {0};

@@ -1,6 +1,7 @@
 #include "report.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -107,6 +108,34 @@ static void json_pos(FILE *out, struct bsl_pos p)
     fprintf(out, "{\"line\":%u,\"character\":%u}", p.line ? p.line - 1 : 0, p.col ? p.col - 1 : 0);
 }
 
+static void text_diag(FILE *m, const char *path, const struct bsl_diag *g)
+{
+    fprintf(m, "%s:%u:%u: %s %s: %s\n", path, g->range.start.line, g->range.start.col,
+            bsl_lsp_severity(g->id), bsl_diag_info(g->id)->code, g->msg);
+}
+
+static void json_diag(FILE *m, const struct bsl_diag *g, bool first)
+{
+    const struct bsl_diag_info *info = bsl_diag_info(g->id);
+    fputs(first ? "\n {\"range\":{\"start\":" : ",\n {\"range\":{\"start\":", m);
+    json_pos(m, g->range.start);
+    fputs(",\"end\":", m);
+    json_pos(m, g->range.end);
+    fprintf(m,
+            "},\"severity\":\"%s\",\"code\":\"%s\",\"source\":\"sbx-bsl\","
+            "\"message\":",
+            bsl_lsp_severity(g->id), info->code);
+    jstr(m, g->msg);
+    fprintf(m,
+            ",\"line\":%u,\"column\":%u,\"endLine\":%u,\"endColumn\":%u,"
+            "\"bslSeverity\":\"%s\",\"type\":\"%s\"}",
+            g->range.start.line, g->range.start.col, g->range.end.line, g->range.end.col,
+            bsl_severity_name(info->severity),
+            info->type == DT_ERROR           ? "ERROR"
+            : info->type == DT_VULNERABILITY ? "VULNERABILITY"
+                                             : "CODE_SMELL");
+}
+
 void bsl_report_file(struct bsl_report *r, const char *path, const struct bsl_diags *d,
                      size_t lines)
 {
@@ -129,42 +158,43 @@ void bsl_report_file(struct bsl_report *r, const char *path, const struct bsl_di
     if (!n)
         return;
     FILE *out = r->out;
-    if (r->format == BSL_FORMAT_TEXT) {
-        for (size_t i = 0; i < n; i++) {
-            const struct bsl_diag *g = &d->v[i];
-            fprintf(out, "%s:%u:%u: %s %s: %s\n", path, g->range.start.line, g->range.start.col,
-                    bsl_lsp_severity(g->id), bsl_diag_info(g->id)->code, g->msg);
+    size_t w = 0;
+    for (; w < n; w++) {
+        /* each entry rendered first, so the report stops whole within max_bytes */
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *m = open_memstream(&buf, &len);
+        if (!m)
+            break;
+        if (r->format == BSL_FORMAT_TEXT)
+            text_diag(m, path, &d->v[w]);
+        else
+            json_diag(m, &d->v[w], w == 0);
+        fclose(m);
+        size_t head = r->format == BSL_FORMAT_JSON && w == 0 ? strlen(path) * 6 + 64 : 0;
+        if (r->max_bytes && r->bytes + head + len + BSL_REPORT_TAIL_BYTES > r->max_bytes) {
+            free(buf);
+            r->truncated = true;
+            break;
         }
-        r->written += n;
-        return;
+        if (r->format == BSL_FORMAT_JSON && w == 0) {
+            long before = ftell(out);
+            fputs(r->any_file ? ",\n{\"path\":" : "\n{\"path\":", out);
+            r->any_file = true;
+            jstr(out, path);
+            fputs(",\"mdoRef\":\"\",\"diagnostics\":[", out);
+            long after = ftell(out);
+            r->bytes += before >= 0 && after >= before ? (size_t)(after - before) : head;
+        }
+        fwrite(buf, 1, len, out);
+        r->bytes += len;
+        free(buf);
     }
-    fputs(r->any_file ? ",\n{\"path\":" : "\n{\"path\":", out);
-    r->any_file = true;
-    jstr(out, path);
-    fputs(",\"mdoRef\":\"\",\"diagnostics\":[", out);
-    for (size_t i = 0; i < n; i++) {
-        const struct bsl_diag *g = &d->v[i];
-        const struct bsl_diag_info *info = bsl_diag_info(g->id);
-        fputs(i ? ",\n {\"range\":{\"start\":" : "\n {\"range\":{\"start\":", out);
-        json_pos(out, g->range.start);
-        fputs(",\"end\":", out);
-        json_pos(out, g->range.end);
-        fprintf(out,
-                "},\"severity\":\"%s\",\"code\":\"%s\",\"source\":\"sbx-bsl\","
-                "\"message\":",
-                bsl_lsp_severity(g->id), info->code);
-        jstr(out, g->msg);
-        fprintf(out,
-                ",\"line\":%u,\"column\":%u,\"endLine\":%u,\"endColumn\":%u,"
-                "\"bslSeverity\":\"%s\",\"type\":\"%s\"}",
-                g->range.start.line, g->range.start.col, g->range.end.line, g->range.end.col,
-                bsl_severity_name(info->severity),
-                info->type == DT_ERROR           ? "ERROR"
-                : info->type == DT_VULNERABILITY ? "VULNERABILITY"
-                                                 : "CODE_SMELL");
+    if (r->format == BSL_FORMAT_JSON && w > 0) {
+        int k = fprintf(out, "],\"metrics\":{\"lines\":%zu}}", lines);
+        r->bytes += k > 0 ? (size_t)k : 0;
     }
-    fprintf(out, "],\"metrics\":{\"lines\":%zu}}", lines);
-    r->written += n;
+    r->written += w;
 }
 
 void bsl_report_error(struct bsl_report *r, const char *path, const char *msg)

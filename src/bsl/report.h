@@ -13,6 +13,10 @@
 #define BSL_RESULTS_MAX 100000
 /* Files whose read or parse failed, listed in the summary at most. */
 #define BSL_REPORT_ERRORS_MAX 100
+/* Room kept under max_bytes for the summary and the closing brackets. */
+#define BSL_REPORT_TAIL_BYTES (BSL_REPORT_ERRORS_MAX * 330 + 4096)
+/* --max-bytes at least (the tail and a few diagnostics). */
+#define BSL_REPORT_MIN_BYTES 65536
 
 enum bsl_format { BSL_FORMAT_JSON, BSL_FORMAT_TEXT };
 
@@ -20,6 +24,8 @@ struct bsl_report {
     FILE *out;
     enum bsl_format format;
     size_t max_results;
+    size_t max_bytes; /* 0: no bound; else the report stops before passing it */
+    size_t bytes;     /* written so far (the diagnostics' part) */
     size_t written, total, files, files_with, failed;
     size_t by_lsp[4]; /* Error, Warning, Information, Hint */
     size_t by_code[D_COUNT_];
@@ -30,6 +36,11 @@ struct bsl_report {
 
 void bsl_report_begin(struct bsl_report *r, FILE *out, enum bsl_format format, size_t max_results,
                       const char *source_dir);
+/* Bound the report's size (set after begin). */
+static inline void bsl_report_max_bytes(struct bsl_report *r, size_t n)
+{
+    r->max_bytes = n;
+}
 /* One module's diagnostics (lines: the module's line count, for its metrics). */
 void bsl_report_file(struct bsl_report *r, const char *path, const struct bsl_diags *d,
                      size_t lines);

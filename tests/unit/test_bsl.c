@@ -239,19 +239,30 @@ static const struct dcase cases[] = {
     {"SelfAssign", "ru: a call is not",
      "Процедура А(Б)\n\tБ = Б(1);\n\tБ.Х = Б.Х + 1;\nКонецПроцедуры\n", 0},
     /* EmptyRegion */
-    {"EmptyRegion", "ru: nothing inside", "#Область Пустая\n// только комментарий\n#КонецОбласти\n", 1},
+    {"EmptyRegion", "ru: nothing inside", "#Область Пустая\n// только комментарий\n#КонецОбласти\n",
+     1},
     {"EmptyRegion", "en: code inside", "#Region Api\nProcedure A()\nEndProcedure\n#EndRegion\n", 0},
     /* IdenticalExpressions */
-    {"IdenticalExpressions", "ru: А = А in a condition", "Процедура А(Б)\n\tЕсли Б.Х = б.х Тогда\n\t\tЗаписать();\n\tКонецЕсли;\nКонецПроцедуры\n", 2},
-    {"IdenticalExpressions", "en: A AND A", "Procedure A(B)\n\tIf B AND B Then\n\t\tWrite();\n\tEndIf;\nEndProcedure\n", 2},
-    {"IdenticalExpressions", "ru: А + А and calls are fine", "Функция А(Б)\n\tВозврат Б + Б + Ф() - Ф();\nКонецФункции\n", 0},
+    {"IdenticalExpressions", "ru: А = А in a condition",
+     "Процедура А(Б)\n\tЕсли Б.Х = б.х Тогда\n\t\tЗаписать();\n\tКонецЕсли;\nКонецПроцедуры\n", 2},
+    {"IdenticalExpressions", "en: A AND A",
+     "Procedure A(B)\n\tIf B AND B Then\n\t\tWrite();\n\tEndIf;\nEndProcedure\n", 2},
+    {"IdenticalExpressions", "ru: А + А and calls are fine",
+     "Функция А(Б)\n\tВозврат Б + Б + Ф() - Ф();\nКонецФункции\n", 0},
     /* PairingBrokenTransaction */
-    {"PairingBrokenTransaction", "ru: begun, never committed", "Процедура А()\n\tНачатьТранзакцию();\n\tЗаписать();\nКонецПроцедуры\n", 2},
-    {"PairingBrokenTransaction", "en: paired", "Procedure A()\n\tBeginTransaction();\n\tTry\n\t\tWrite();\n\t\tCommitTransaction();\n\tExcept\n\t\tRollbackTransaction();\n\t\tRaise;\n\tEndTry;\nEndProcedure\n", 0},
+    {"PairingBrokenTransaction", "ru: begun, never committed",
+     "Процедура А()\n\tНачатьТранзакцию();\n\tЗаписать();\nКонецПроцедуры\n", 2},
+    {"PairingBrokenTransaction", "en: paired",
+     "Procedure "
+     "A()\n\tBeginTransaction();\n\tTry\n\t\tWrite();\n\t\tCommitTransaction();"
+     "\n\tExcept\n\t\tRollbackTransaction();\n\t\tRaise;\n\tEndTry;\nEndProcedure\n",
+     0},
     /* ExecuteExternalCode */
-    {"ExecuteExternalCode", "ru: Выполнить", "Процедура А(Код)\n\tВыполнить(Код);\nКонецПроцедуры\n", 2},
+    {"ExecuteExternalCode", "ru: Выполнить",
+     "Процедура А(Код)\n\tВыполнить(Код);\nКонецПроцедуры\n", 2},
     {"ExecuteExternalCode", "en: Eval", "Function A(Code)\n\tReturn Eval(Code);\nEndFunction\n", 2},
-    {"ExecuteExternalCode", "ru: a member named so", "Процедура А(Запрос)\n\tЗапрос.Выполнить();\nКонецПроцедуры\n", 0},
+    {"ExecuteExternalCode", "ru: a member named so",
+     "Процедура А(Запрос)\n\tЗапрос.Выполнить();\nКонецПроцедуры\n", 0},
     /* DeprecatedMessage */
     {"DeprecatedMessage", "ru: Сообщить",
      "Процедура А()\n\tСообщить(\"Привет\");\nКонецПроцедуры\n", 2},
@@ -573,6 +584,19 @@ static void test_report(void)
     CHECK(strstr(buf, "\"truncated\":true") && strstr(buf, "\"written\":1"),
           "report: bounded by max_results, counted in full");
     CHECK(strstr(buf, "\"by_severity\":{\"Error\":"), "report: a summary by severity");
+    free(buf);
+    /* max_bytes: the report stops whole before the bound */
+    buf = NULL;
+    f = open_memstream(&buf, &len);
+    bsl_report_begin(&r, f, BSL_FORMAT_JSON, BSL_RESULTS_MAX, "/w");
+    bsl_report_max_bytes(&r, BSL_REPORT_MIN_BYTES);
+    for (int i = 0; i < 200; i++)
+        bsl_report_file(&r, "/w/a.bsl", &d, 3);
+    CHECK(bsl_report_end(&r) == 0, "report: bounded by bytes");
+    fclose(f);
+    CHECK(len <= BSL_REPORT_MIN_BYTES && r.truncated && r.written > 10 && r.written < 200 * d.n,
+          "report: %zu bytes, %zu written of %zu", len, r.written, r.total);
+    CHECK(buf[len - 2] == '}' && buf[len - 3] == '}', "report: still closed");
     free(buf);
     bsl_diags_free(&d);
 }

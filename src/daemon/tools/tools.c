@@ -548,9 +548,11 @@ static int run_bsl(struct tool_call *c, struct sbx_err *err)
     _cleanup_free_ char *full = sbx_xasprintf("/workspace%s%s", *path ? "/" : "", path);
     _cleanup_free_ char *qpath = sh_quote(full);
     /* codes are [A-Za-z0-9] only, so they need no quoting; '' is none at all */
-    _cleanup_free_ char *cmd =
-        sbx_xasprintf(OCI_BSL_PATH " --format json --max-results %lld%s%s%s -- %s", (long long)max,
-                      given ? " --diagnostics '" : "", codes, given ? "'" : "", qpath);
+    /* the report stops whole within the exec's output limit, so it always parses */
+    _cleanup_free_ char *cmd = sbx_xasprintf(
+        OCI_BSL_PATH " --format json --max-results %lld --max-bytes %u%s%s%s -- %s",
+        (long long)max, EXEC_OUTPUT_MAX - 64u * 1024u, given ? " --diagnostics '" : "", codes,
+        given ? "'" : "", qpath);
     json_t *body = json_pack("{s:s,s:s}", "shell", cmd, "cwd", "/workspace");
     json_t *t = json_object_get(c->args, "timeout_seconds");
     if (t && !json_is_null(t))

@@ -268,3 +268,21 @@ def test_reviewer_modules_exactly():
         for g in fi["diagnostics"]:
             got.add((os.path.basename(fi["path"]), g["code"], g["line"]))
     assert got == want, "missing %r, extra %r" % (sorted(want - got), sorted(got - want))
+
+
+def test_a_dump_of_thousands_of_modules():
+    """A configuration dump's shape, 3 000 modules: all read, counted, the list bounded."""
+    c, sb = setup()
+    make = ("python3 -c \"\nimport os\nfor i in range(3000):\n"
+            "    d = 'dump/CommonModules/M%04d/Ext' % i\n    os.makedirs(d)\n"
+            "    open(d + '/Module.bsl', 'w').write('Процедура П()\\n\\tЛишняя = 1;\\n"
+            "КонецПроцедуры\\n')\n\"")
+    r = c.request("POST", "/v1/sandboxes/%s/tools/sandbox_bash" % sb, {"command": make})
+    assert r.status == 200 and r.body["result"]["exit_code"] == 0, r
+    r = c.request("POST", "/v1/sandboxes/%s/bsl/check" % sb,
+                  {"path": "dump", "max_results": 10}, timeout=300)
+    assert r.status == 200, r
+    s = r.body["result"]["summary"]
+    assert s["files"] == 3000 and s["diagnostics"] == 3000 and s["failed"] == 0, s
+    assert s["by_code"] == {"UnusedLocalVariable": 3000} and s["truncated"] is True, s
+    assert sum(len(f["diagnostics"]) for f in r.body["result"]["fileinfos"]) == 10

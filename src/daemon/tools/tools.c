@@ -590,8 +590,9 @@ static void bsl_done(struct tool_call *c, const struct exec_result *res)
         res->out[0].len ? json_loadb(res->out[0].buf, res->out[0].len, 0, &jerr) : NULL;
     if (!json_is_object(report)) {
         json_decref(report);
-        sbx_err_set(&e, EIO, "bsl_check_failed", "sbx-bsl exited %d: %.300s", res->exit_code,
-                    res->out[1].len ? res->out[1].buf : "no report");
+        int n = res->out[1].len > 300 ? 300 : (int)res->out[1].len;
+        sbx_err_set(&e, EIO, "bsl_check_failed", "sbx-bsl exited %d: %.*s", res->exit_code,
+                    n ? n : 9, n ? res->out[1].buf : "no report");
         fail(c, &e);
         return;
     }

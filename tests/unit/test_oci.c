@@ -204,6 +204,14 @@ int main(void)
               "sbx-bsl is bound read-only at " OCI_BSL_PATH);
         json_decref(br);
         free(text);
+        struct rt_spec ws = s;
+        ws.rootfs_writable = true; /* a template build's own tree */
+        text = NULL;
+        CHECK(oci_build_config(&bc, &ws, &text, &be) == 0, "a build's bundle");
+        br = text ? json_loads(text, 0, NULL) : NULL;
+        CHECK(br && !find_mount(br, OCI_BSL_PATH), "no sbx-bsl mount into a template build");
+        json_decref(br);
+        free(text);
     }
 
     /* linux */

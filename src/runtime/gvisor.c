@@ -296,8 +296,11 @@ static int launch(const struct rt_config *cfg, const struct rt_spec *spec, const
     _cleanup_free_ char *bsl_src = restore_dir     ? sbx_xasprintf("%s/sbx-bsl", restore_dir)
                                    : cfg->bsl_path ? sbx_xstrdup(cfg->bsl_path)
                                                    : NULL;
+    /* Only onto the template's own mount point: runsc would otherwise make one in the shared,
+     * read-only template tree on the host (templates built before sbx-bsl have none). */
+    _cleanup_free_ char *bsl_point = sbx_xasprintf("%s" OCI_BSL_PATH, spec->rootfs);
     pinned.bsl_path = NULL;
-    if (bsl_src && access(bsl_src, F_OK) == 0) {
+    if (bsl_src && access(bsl_src, F_OK) == 0 && access(bsl_point, F_OK) == 0) {
         if ((r = install_file(bsl_src, bsl, 0755)) < 0)
             return sbx_err_sys(err, -r, "installing sbx-bsl %s", bsl_src);
         pinned.bsl_path = bsl;

@@ -575,7 +575,7 @@ static void bsl_done(struct tool_call *c, const struct exec_result *res)
     if (res->exit_code == 126 || res->exit_code == 127) {
         sbx_err_set(&e, ENOENT, "bsl_unavailable",
                     "this sandbox has no " OCI_BSL_PATH " (started before sbx-bsl was built, or "
-                    "on a backend whose template has no mount point for it)");
+                    "from a template built before it: rebuild the template)");
         fail(c, &e);
         return;
     }

@@ -150,8 +150,16 @@ static bool code_like(const char *s, size_t n)
 {
     if (!n)
         return false;
-    if (s[n - 1] == ';')
-        return true;
+    if (s[n - 1] == ';') { /* a statement: an assignment, a call, or one of these */
+        static const char *const starts[] = {"возврат",    "return",   "прервать",          "break",
+                                             "продолжить", "continue", "вызватьисключение", "raise",
+                                             "перем",      "var",      "перейти",           "goto"};
+        if (memchr(s, '=', n) || memchr(s, '(', n))
+            return true;
+        for (size_t i = 0; i < sizeof(starts) / sizeof(starts[0]); i++)
+            if (starts_word(s, n, starts[i]))
+                return true;
+    }
     static const char *const ends[] = {
         "конецесли",    "endif",       "конеццикла",   "enddo",  "конецпроцедуры", "endprocedure",
         "конецфункции", "endfunction", "конецпопытки", "endtry", "иначе",          "else",

@@ -91,6 +91,10 @@ int main(int argc, char **argv)
             printf("sbx-bsl %s\n", SBX_BSL_VERSION);
             return 0;
         }
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage();
+            return 0;
+        }
         if (!strcmp(a, "--list")) {
             list();
             return 0;

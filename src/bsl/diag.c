@@ -69,6 +69,19 @@ void bsl_scope(const char *path, const bool *enabled, bool *out)
         out[i] = enabled[i] && !(os && infos[i].bsl_only);
 }
 
+bool bsl_module_kind(const char *path)
+{
+    static const char *const ends[] = {"ObjectModule.bsl", "RecordSetModule.bsl",
+                                       "ValueManagerModule.bsl", "/Form/Module.bsl"};
+    size_t n = strlen(path);
+    for (size_t i = 0; i < sizeof(ends) / sizeof(ends[0]); i++) {
+        size_t m = strlen(ends[i]);
+        if (n >= m && !strcasecmp(path + n - m, ends[i]))
+            return true;
+    }
+    return strstr(path, "/Forms/") != NULL;
+}
+
 int bsl_diag_by_code(const char *code, size_t len)
 {
     for (int i = 0; i < D_COUNT_; i++)
@@ -217,7 +230,9 @@ int bsl_diagnose(const struct bsl_lexed *lx, const struct bsl_tree *t, const boo
 void bsl_diags_free(struct bsl_diags *d)
 {
     free(d->v);
+    bool attributes = d->attributes;
     memset(d, 0, sizeof(*d));
+    d->attributes = attributes;
 }
 
 int bsl_analyze(const char *src, size_t len, const bool *enabled, struct bsl_diags *out,

@@ -69,6 +69,10 @@ struct bsl_diag {
 };
 
 struct bsl_diags {
+    /* Set before the analysis: a form's or an object's module (or a record set's, a value
+     * manager's), where bare names can be the form's or the object's attributes, which sbx-bsl
+     * cannot see (docs/bsl.md); bsl_module_kind() tells from the path. */
+    bool attributes;
     struct bsl_diag *v;
     size_t n, cap;
     bool truncated; /* past BSL_MODULE_DIAGS_MAX */
@@ -115,6 +119,8 @@ void bsl_diags_free(struct bsl_diags *d);
 /* The diagnostics that apply to a module at path: enabled less those whose scope excludes
  * its language (a .os file is OneScript). */
 void bsl_scope(const char *path, const bool *enabled, bool *out);
+/* Whether the module at path is one whose bare names can be attributes (struct bsl_diags). */
+bool bsl_module_kind(const char *path);
 
 /* Lex, parse and diagnose one module's text. */
 int bsl_analyze(const char *src, size_t len, const bool *enabled, struct bsl_diags *out,

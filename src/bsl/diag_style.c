@@ -146,15 +146,44 @@ static bool is_word(const char *s, size_t n, const char *w)
 }
 
 /* Whether a comment's text (folded, trimmed) reads as BSL code. */
+/* A comma outside parentheses: prose ("Если ..., тогда"), not a condition. */
+static bool prose_comma(const char *s, size_t n)
+{
+    int depth = 0;
+    bool quoted = false;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '"')
+            quoted = !quoted;
+        else if (!quoted && s[i] == '(')
+            depth++;
+        else if (!quoted && s[i] == ')' && depth > 0)
+            depth--;
+        else if (!quoted && !depth && s[i] == ',')
+            return true;
+    }
+    return false;
+}
+
+/* A call: a name directly followed by ( somewhere. */
+static bool has_call(const char *s, size_t n)
+{
+    for (size_t i = 1; i < n; i++)
+        if (s[i] == '(' && word_char((unsigned char)s[i - 1]))
+            return true;
+    return false;
+}
+
 static bool code_like(const char *s, size_t n)
 {
     if (!n)
         return false;
-    if (s[n - 1] == ';') { /* a statement: an assignment, a call, or one of these */
+    /* a statement: an assignment, a call, or one of these; it starts with a name (not a list
+     * item's "-" or a number) */
+    if (s[n - 1] == ';' && word_char((unsigned char)s[0]) && !(s[0] >= '0' && s[0] <= '9')) {
         static const char *const starts[] = {"возврат",    "return",   "прервать",          "break",
                                              "продолжить", "continue", "вызватьисключение", "raise",
                                              "перем",      "var",      "перейти",           "goto"};
-        if (memchr(s, '=', n) || memchr(s, '(', n))
+        if (memchr(s, '=', n) || has_call(s, n))
             return true;
         for (size_t i = 0; i < sizeof(starts) / sizeof(starts[0]); i++)
             if (starts_word(s, n, starts[i]))
@@ -169,11 +198,11 @@ static bool code_like(const char *s, size_t n)
             return true;
     if ((starts_word(s, n, "если") || starts_word(s, n, "иначеесли") || starts_word(s, n, "if") ||
          starts_word(s, n, "elsif")) &&
-        (ends_word(s, n, "тогда") || ends_word(s, n, "then")))
+        (ends_word(s, n, "тогда") || ends_word(s, n, "then")) && !prose_comma(s, n))
         return true;
     if ((starts_word(s, n, "для") || starts_word(s, n, "пока") || starts_word(s, n, "for") ||
          starts_word(s, n, "while")) &&
-        (ends_word(s, n, "цикл") || ends_word(s, n, "do")))
+        (ends_word(s, n, "цикл") || ends_word(s, n, "do")) && !prose_comma(s, n))
         return true;
     if ((starts_word(s, n, "процедура") || starts_word(s, n, "функция") ||
          starts_word(s, n, "procedure") || starts_word(s, n, "function")) &&
@@ -220,10 +249,11 @@ static void commented_code(struct bsl_ctx *c)
         uint32_t last = lx->comments[j - 1].start.line;
         size_t next = first_tok_after(lx, last);
         const struct bsl_token *t = next < lx->ntoks ? &lx->toks[next] : NULL;
-        bool description = t && t->start.line == last + 1 &&
-                           (t->type == TK_DIRECTIVE ||
-                            (t->type == TK_KEYWORD &&
-                             (t->kw == KW_PROCEDURE || t->kw == KW_FUNCTION || t->kw == KW_ASYNC)));
+        bool description =
+            t && t->start.line == last + 1 &&
+            (t->type == TK_DIRECTIVE ||
+             (t->type == TK_KEYWORD && (t->kw == KW_PROCEDURE || t->kw == KW_FUNCTION ||
+                                        t->kw == KW_ASYNC || t->kw == KW_VAR)));
         size_t run = SIZE_MAX, run_end = 0;
         for (size_t k = i; k <= j && !description; k++) {
             bool code = false;

@@ -146,6 +146,24 @@ static const char *const handler_params[] = {
     "ChoiceParameters",
     "ВыбраннаяСтрока",
     "SelectedRow",
+    "ПараметрыПолученияДанных",
+    "GetDataParameters",
+    "Ожидание",
+    "Waiting",
+    "ПараметрыПеретаскивания",
+    "DragParameters",
+    "Направление",
+    "Direction",
+    "НавигационнаяСсылкаФорматированнойСтроки",
+    "FormattedStringURL",
+    "ДополнительнаяИнформация",
+    "AdditionalInformation",
+    "ВыбраннаяФорма",
+    "SelectedForm",
+    "ВидФормы",
+    "FormType",
+    "Отправитель",
+    "Sender",
 };
 
 /* A name an event handler has: При/Перед/После/Обработка/On/Before/After followed by a
@@ -171,7 +189,12 @@ static bool handler_name(const struct bsl_ctx *c, uint32_t tok)
                 return true;
         }
     }
-    static const char *const parts[] = {"Завершение", "Completion", "Подключаемый_"};
+    static const char *const parts[] = {
+        "Завершение",  "Completion",    "Подключаемый_", "НачалоВыбора",
+        "StartChoice", "АвтоПодбор",    "AutoComplete",  "ОкончаниеВводаТекста",
+        "TextEditEnd", "Очистка",       "Clearing",      "Выбор",
+        "Selection",   "Нажатие",       "Click",         "Перетаскивани",
+        "Drag",        "Регулирование", "Tuning"};
     for (size_t k = 0; k < sizeof(parts) / sizeof(parts[0]); k++)
         if (memmem(s, n, parts[k], strlen(parts[k])))
             return true;
@@ -211,7 +234,94 @@ static const struct ref *find(const struct bsl_ctx *c, const struct refs *r, uin
     return lo < r->n && r->v[lo].hash == h ? &r->v[lo] : NULL;
 }
 
-static void check_method(struct bsl_ctx *c, uint32_t m, const struct refs *module_vars)
+/* Properties a managed form or an object (document, catalog item, record set, constant's value
+ * manager) has in its own module under a bare name, which sbx-bsl cannot tell from locals
+ * (it reads no metadata). */
+static const char *const known_attributes[] = {
+    "Модифицированность",
+    "Modified",
+    "Заголовок",
+    "Title",
+    "ТолькоПросмотр",
+    "ReadOnly",
+    "ТекущийЭлемент",
+    "CurrentItem",
+    "ПоложениеКоманднойПанели",
+    "CommandBarLocation",
+    "АвтоЗаголовок",
+    "AutoTitle",
+    "РежимОткрытияОкна",
+    "WindowOpeningMode",
+    "КлючСохраненияПоложенияОкна",
+    "WindowOptionsKey",
+    "КлючНазначенияИспользования",
+    "PurposeUseKey",
+    "ЗакрыватьПриВыборе",
+    "CloseOnChoice",
+    "ЗакрыватьПриЗакрытииВладельца",
+    "CloseOnOwnerClose",
+    "ВладелецФормы",
+    "FormOwner",
+    "РежимВыбора",
+    "ChoiceMode",
+    "МножественныйВыбор",
+    "MultipleChoice",
+    "Доступность",
+    "Enabled",
+    "Ширина",
+    "Width",
+    "Высота",
+    "Height",
+    "ЦветФона",
+    "BackColor",
+    "ПометкаУдаления",
+    "DeletionMark",
+    "Дата",
+    "Date",
+    "Номер",
+    "Number",
+    "Проведен",
+    "Posted",
+    "Код",
+    "Code",
+    "Наименование",
+    "Description",
+    "Родитель",
+    "Parent",
+    "Владелец",
+    "Owner",
+    "Значение",
+    "Value",
+    "ОбменДанными",
+    "DataExchange",
+    "ДополнительныеСвойства",
+    "AdditionalProperties",
+};
+
+static bool known_attribute(const struct bsl_ctx *c, uint32_t tok)
+{
+    const struct bsl_token *t = &c->lx->toks[tok];
+    for (size_t i = 0; i < sizeof(known_attributes) / sizeof(known_attributes[0]); i++)
+        if (bsl_name_eq(c->lx->src + t->off, t->len, known_attributes[i],
+                        strlen(known_attributes[i])))
+            return true;
+    return false;
+}
+
+/* Whether tok's name is mentioned outside method m (another method, the module's body). */
+static bool used_elsewhere(const struct bsl_ctx *c, const struct refs *all, uint32_t m,
+                           uint32_t tok)
+{
+    const struct ref *r = find(c, all, tok);
+    const struct bsl_node *n = nd(c, m);
+    for (; r && r < all->v + all->n && r->hash == c->lx->toks[tok].hash; r++)
+        if (r->tok < n->first_tok || r->tok > n->last_tok)
+            return true;
+    return false;
+}
+
+static void check_method(struct bsl_ctx *c, uint32_t m, const struct refs *module_vars,
+                         const struct refs *all)
 {
     uint32_t ps = bsl_child(c->t, m, 0), body = bsl_child(c->t, m, 1);
     if (ps == BSL_NONE || body == BSL_NONE)
@@ -226,7 +336,9 @@ static void check_method(struct bsl_ctx *c, uint32_t m, const struct refs *modul
     if (r.n)
         qsort(r.v, r.n, sizeof(*r.v), ref_cmp);
     char name[128];
-    bool handler = handler_name(c, nd(c, m)->tok);
+    /* a handler's signature is the platform's; an empty body is a stub or a hook to fill in */
+    bool handler = handler_name(c, nd(c, m)->tok) || nd(c, body)->child == BSL_NONE ||
+                   (c->out->attributes && nd(c, m)->aux2 != BSL_NONE); /* a form's &НаКлиенте... */
     for (uint32_t p = nd(c, ps)->child; p != BSL_NONE; p = nd(c, p)->next) {
         uint32_t tok = nd(c, p)->tok;
         if (handler || handler_param(c, tok) || find(c, &r, tok))
@@ -249,6 +361,11 @@ static void check_method(struct bsl_ctx *c, uint32_t m, const struct refs *modul
         }
         i = j;
         if (!first || read || loop || find(c, module_vars, first->tok))
+            continue;
+        /* in a form's or an object's module a bare name assigned without Перем may be one of
+         * its attributes: only a name this method alone mentions counts as a local */
+        if (c->out->attributes && first->kind == REF_WRITE &&
+            (known_attribute(c, first->tok) || used_elsewhere(c, all, m, first->tok)))
             continue;
         bool param = false;
         for (uint32_t p = nd(c, ps)->child; p != BSL_NONE && !param; p = nd(c, p)->next)
@@ -301,11 +418,20 @@ void bsl_check_vars(struct bsl_ctx *c)
         c->out->oom = true;
     if (module_vars.n)
         qsort(module_vars.v, module_vars.n, sizeof(*module_vars.v), ref_cmp);
+    struct refs all = {0}; /* every name of the module, where attributes may hide */
+    if (c->out->attributes && bsl_on(c, D_UNUSED_LOCAL_VARIABLE)) {
+        collect(c, t->root, &all);
+        if (all.oom)
+            c->out->oom = true;
+        if (all.n)
+            qsort(all.v, all.n, sizeof(*all.v), ref_cmp);
+    }
     for (uint32_t m = nd(c, t->root)->child; m != BSL_NONE; m = nd(c, m)->next) {
         if (nd(c, m)->kind == N_METHOD &&
             (bsl_on(c, D_UNUSED_LOCAL_VARIABLE) || bsl_on(c, D_UNUSED_PARAMETERS)))
-            check_method(c, m, &module_vars);
+            check_method(c, m, &module_vars, &all);
         walk(c, m);
     }
+    free(all.v);
     free(module_vars.v);
 }

@@ -303,6 +303,8 @@ static int string_goes_on(struct scan *sc, bool *on)
             *on = true;
             return 0;
         }
+        if (j < sc->len && sc->s[j] == '\n')
+            continue; /* an empty line inside a query text: the platform takes it */
         if (j + 1 < sc->len && sc->s[j] == '/' && sc->s[j + 1] == '/') {
             while (j < sc->len && sc->s[j] != '\n')
                 j++;

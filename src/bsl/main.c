@@ -159,6 +159,7 @@ int main(int argc, char **argv)
             struct bsl_diags d = {0};
             bool on[D_COUNT_];
             bsl_scope(paths.v[k], enabled, on);
+            d.attributes = bsl_module_kind(paths.v[k]);
             if (bsl_read_file(paths.v[k], &buf, &len, &err) < 0 ||
                 bsl_analyze(buf, len, on, &d, &err) < 0)
                 bsl_report_error(&rep, paths.v[k], err.msg);

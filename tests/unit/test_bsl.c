@@ -310,6 +310,46 @@ static void test_cases(void)
     }
 }
 
+/* Forms of real configurations (found by running over a dump of the standard subsystems
+ * library): what must stay quiet. */
+static void test_real_world(void)
+{
+    unsigned lines[8];
+    const char *blank = "Функция Т()\n\tВозврат \"ВЫБРАТЬ\n\n\t|\tПоле\n\t|ИЗ Т\";\nКонецФункции\n";
+    CHECK(lines_of(blank, "ParseError", lines) == 0, "an empty line inside a query text");
+    const char *prose = "Процедура А()\n\t// Если объект удалялся, тогда\n\t// нужен новый.\n"
+                        "\t//  - для обмена (без правил);\n\tЗаписать();\nКонецПроцедуры\n";
+    CHECK(lines_of(prose, "CommentedCode", lines) == 0,
+          "prose with Если..., тогда and a list item");
+    const char *vardoc = "// Пример:\n//   Кэш = Новый Соответствие;\nПерем Кэш Экспорт;\n";
+    CHECK(lines_of(vardoc, "CommentedCode", lines) == 0, "a module variable's description");
+    /* a form's module: its properties and attributes go by bare names */
+    const char *form =
+        "&НаСервере\nПроцедура ПриСозданииНаСервере(Отказ, СтандартнаяОбработка)\n"
+        "\tМодифицированность = Ложь;\n\tКонтрагент = Параметры.Контрагент;\n"
+        "\tЛишняя = 1;\nКонецПроцедуры\n&НаКлиенте\nПроцедура Обновить(Команда)\n"
+        "\tКонтрагент = Неопределено;\nКонецПроцедуры\n"
+        "&НаКлиенте\nПроцедура Показать(Результат, Параметр)\n\tЗаписать();\nКонецПроцедуры\n";
+    struct bsl_diags d = {.attributes = true};
+    struct bsl_err err = {0};
+    CHECK(bsl_analyze(form, strlen(form), all, &d, &err) == 0, "a form module");
+    int unused = 0, params = 0;
+    for (size_t i = 0; i < d.n; i++) {
+        unused += d.v[i].id == D_UNUSED_LOCAL_VARIABLE;
+        params += d.v[i].id == D_UNUSED_PARAMETERS;
+        if (d.v[i].id == D_UNUSED_LOCAL_VARIABLE)
+            CHECK(d.v[i].range.start.line == 5, "form: only Лишняя is a local (line %u)",
+                  d.v[i].range.start.line);
+    }
+    CHECK(unused == 1 && params == 0,
+          "form: properties, attributes and client handlers' parameters are not faults");
+    bsl_diags_free(&d);
+    CHECK(bsl_module_kind("/w/Documents/Заказ/Forms/ФормаДокумента/Ext/Form/Module.bsl") &&
+              bsl_module_kind("/w/Documents/Заказ/Ext/ObjectModule.bsl") &&
+              !bsl_module_kind("/w/CommonModules/Общий/Ext/Module.bsl"),
+          "module kinds from the dump's paths");
+}
+
 static void test_metrics(void)
 {
     unsigned lines[8];
@@ -616,6 +656,7 @@ int main(void)
     test_metrics();
     test_codes();
     test_scope();
+    test_real_world();
     test_folder();
     test_report();
     return CHECK_DONE();

@@ -25,12 +25,16 @@ SHIM_ONLY  := src/runtime/shim.c src/runtime/shim_relay.c src/runtime/shim_idle.
 NSF_SRC    := src/runtime/ns_filter_gen.c src/runtime/syscalls.c
 RT_SRC     := $(filter-out $(SHIM_ONLY) $(NSF_SRC),$(wildcard src/runtime/*.c))
 AGENT_SRC  := $(wildcard src/agent/*.c)
+# sbx-bsl, the BSL analyzer behind bsl_check (docs/bsl.md): static, like the agent, and
+# bind-mounted read-only into every sandbox. Its modules (all but main.c) are also linked into
+# the unit tests and the fuzz targets.
+BSL_SRC    := $(filter-out src/bsl/main.c,$(wildcard src/bsl/*.c))
 SHIM_SRC   := $(SHIM_ONLY) src/runtime/cgroup.c src/runtime/oci.c
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 aobj = $(patsubst %.c,$(BUILD)/agent-obj/%.o,$(1))
 
-DAEMON_OBJ := $(call obj,$(DAEMON_SRC) $(RT_SRC) $(COMMON_SRC) $(PROTO_SRC))
+DAEMON_OBJ := $(call obj,$(DAEMON_SRC) $(RT_SRC) $(COMMON_SRC) $(PROTO_SRC) $(BSL_SRC))
 SHIM_OBJ   := $(call obj,$(SHIM_SRC) $(COMMON_SRC) $(PROTO_SRC)) $(BUILD)/obj/gen/ns_seccomp.o
 NSF_GEN    := $(BUILD)/gen/ns_filter_gen
 # The agent runs inside the sandbox's root filesystem, so it is static and never sanitized.
@@ -62,7 +66,7 @@ $(BUILD)/libsbxd.a: $(LIB_OBJ)
 .PHONY: all build print-libs print-cflags run test deps template unit e2e bench fuzz clean distclean format
 
 all: build
-build: $(BUILD)/sbxd $(BUILD)/sbx-agent $(BUILD)/sbx-shim $(BUILD)/sbx-mcp
+build: $(BUILD)/sbxd $(BUILD)/sbx-agent $(BUILD)/sbx-shim $(BUILD)/sbx-mcp $(BUILD)/sbx-bsl
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -120,6 +124,10 @@ $(BUILD)/sbx-mcp: src/bridge/sbx_mcp.c
 
 $(BUILD)/sbx-agent: $(AGENT_OBJ)
 	$(CC) -static -o $@ $^ -l:libjansson.a -l:libseccomp.a
+
+# Runs inside the sandbox's root filesystem, so static and never sanitized (like the agent).
+$(BUILD)/sbx-bsl: $(call aobj,$(BSL_SRC) src/bsl/main.c)
+	$(CC) -static -o $@ $^
 
 $(BUILD)/tests/%: tests/unit/%.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)

@@ -117,6 +117,16 @@ def main():
     for n in notes:
         print("note: " + n)
 
+    import bench_bsl
+
+    print()
+    rows, notes = bench_bsl.run(build, 3)
+    base = rows[2][1]
+    for name, mbs in rows:
+        print("%-38s %8.1f MB/s   x wc -l %7.3f" % (name, mbs, mbs / base))
+    for n in notes:
+        print("note: " + n)
+
     import bench_concurrency
 
     print()

@@ -252,11 +252,14 @@ fi
 # every sandbox, so anything a sandbox must write to is a mount point created here.
 
 # The workspace (bind-mounted from the host), the agent's mount target (the daemon bind-mounts
-# the static sbx-agent binary over this empty file), and /tmp (a tmpfs is mounted on it).
+# the static sbx-agent binary over this empty file), sbx-bsl's (the BSL analyzer behind the
+# bsl_check tool, docs/bsl.md), and /tmp (a tmpfs is mounted on it).
 install -d -m 0755 "$ROOTFS/workspace" "$ROOTFS/opt/sbx"
-rm -f "$ROOTFS/opt/sbx/sbx-agent"
-: >"$ROOTFS/opt/sbx/sbx-agent"
-chmod 0755 "$ROOTFS/opt/sbx/sbx-agent"
+for bin in sbx-agent sbx-bsl; do
+	rm -f "$ROOTFS/opt/sbx/$bin"
+	: >"$ROOTFS/opt/sbx/$bin"
+	chmod 0755 "$ROOTFS/opt/sbx/$bin"
+done
 install -d -m 1777 "$ROOTFS/tmp"
 # Skills installed into a sandbox's configuration live in its workspace (docs/skills.md);
 # /skills/<name> is where the Agent Skills convention and SKILL.md texts look for them.

@@ -176,6 +176,8 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
     const char *a = getenv("SBX_AGENT"), *s = getenv("SBX_SHIM");
     cfg->agent_path = a && *a ? sbx_xstrdup(a) : beside_self("sbx-agent");
     cfg->shim_path = s && *s ? sbx_xstrdup(s) : beside_self("sbx-shim");
+    const char *bsl = getenv("SBX_BSL");
+    cfg->bsl_path = bsl && *bsl ? sbx_xstrdup(bsl) : beside_self("sbx-bsl");
     const char *lu = getenv("SBX_LLM_URL"), *lk = getenv("SBX_LLM_API_KEY");
     cfg->llm_url = lu && *lu ? sbx_xstrdup(lu) : NULL;
     cfg->llm_api_key = lk && *lk ? sbx_xstrdup(lk) : NULL;
@@ -376,6 +378,7 @@ void config_free(struct sbxd_config *cfg)
         free(*p);
     free(cfg->backends);
     free(cfg->agent_path);
+    free(cfg->bsl_path);
     free(cfg->shim_path);
     free(cfg->public_url);
     free(cfg->clamav_db);

@@ -16,6 +16,7 @@ struct sbxd_config {
     char *runsc;          /* SBX_RUNSC, default "runsc" */
     char *runsc_platform; /* SBX_RUNSC_PLATFORM: ptrace (default), systrap or kvm */
     char *agent_path;     /* SBX_AGENT, default sbx-agent beside sbxd */
+    char *bsl_path;       /* SBX_BSL, default sbx-bsl beside sbxd (docs/bsl.md) */
     char *shim_path;      /* SBX_SHIM, default sbx-shim beside sbxd */
     long long memory_mb;      /* SBX_MEMORY_MB, 2048 */
     long long pids_max;       /* SBX_PIDS_MAX, 128 (docs/security.md: why not more) */

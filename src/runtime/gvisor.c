@@ -290,6 +290,21 @@ static int launch(const struct rt_config *cfg, const struct rt_spec *spec, const
         return sbx_err_sys(err, -r, "installing the agent %s", agent_src);
     struct rt_config pinned = *cfg;
     pinned.agent_path = agent;
+    /* sbx-bsl is pinned the same way (a restore needs the mounts its image was taken with):
+     * a restore mounts the copy kept beside the image, or none when the image has none. */
+    _cleanup_free_ char *bsl = sbx_xasprintf("%s/sbx-bsl", spec->state_dir);
+    _cleanup_free_ char *bsl_src = restore_dir     ? sbx_xasprintf("%s/sbx-bsl", restore_dir)
+                                   : cfg->bsl_path ? sbx_xstrdup(cfg->bsl_path)
+                                                   : NULL;
+    /* Only onto the template's own mount point: runsc would otherwise make one in the shared,
+     * read-only template tree on the host (templates built before sbx-bsl have none). */
+    _cleanup_free_ char *bsl_point = sbx_xasprintf("%s" OCI_BSL_PATH, spec->rootfs);
+    pinned.bsl_path = NULL;
+    if (bsl_src && access(bsl_src, F_OK) == 0 && access(bsl_point, F_OK) == 0) {
+        if ((r = install_file(bsl_src, bsl, 0755)) < 0)
+            return sbx_err_sys(err, -r, "installing sbx-bsl %s", bsl_src);
+        pinned.bsl_path = bsl;
+    }
     _cleanup_free_ char *json = NULL;
     r = oci_build_config(&pinned, spec, &json, err);
     if (r < 0)
@@ -507,6 +522,10 @@ int rt_checkpoint(const struct rt_config *cfg, const char *id, const char *state
     _cleanup_free_ char *kept = sbx_xasprintf("%s/sbx-agent", image_dir);
     if ((r = install_file(access(agent, F_OK) == 0 ? agent : cfg->agent_path, kept, 0755)) < 0)
         return sbx_err_sys(err, -r, "keeping the agent beside the image");
+    _cleanup_free_ char *bsl = sbx_xasprintf("%s/sbx-bsl", state_dir);
+    _cleanup_free_ char *bsl_kept = sbx_xasprintf("%s/sbx-bsl", image_dir);
+    if (access(bsl, F_OK) == 0 && (r = install_file(bsl, bsl_kept, 0755)) < 0)
+        return sbx_err_sys(err, -r, "keeping sbx-bsl beside the image");
     _cleanup_free_ char *log = sbx_xasprintf("%s/checkpoint.log", image_dir);
     _cleanup_close_ int logfd =
         open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);

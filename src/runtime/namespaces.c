@@ -45,6 +45,7 @@
 
 #include "../common/util.h"
 #include "cgroup.h"
+#include "oci.h"
 #include "syscalls.h"
 
 #define NS_WHY_MAX 400
@@ -399,8 +400,13 @@ static int mount_all(const struct plan *p, int ws_fd, bool local, char *why, siz
         (void)mkdir(dst, 0755);
         if (!strcmp(type, "bind")) {
             int fd = !strcmp(d, "/workspace") && ws_fd >= 0 ? ws_fd : m->fd;
-            if (fd < 0 || move_mount(fd, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+            if (fd < 0 || move_mount(fd, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH) < 0) {
+                /* sbx-bsl needs a mount point the read-only template may not have (gVisor
+                 * makes one; here a template without it goes without bsl_check). */
+                if (errno == ENOENT && !strcmp(d, OCI_BSL_PATH))
+                    continue;
                 return fail(why, size, errno, "placing %s", d);
+            }
             continue;
         }
         if (!strcmp(type, "sysfs") && local)

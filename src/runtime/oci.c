@@ -161,6 +161,10 @@ int oci_build_config(const struct rt_config *cfg, const struct rt_spec *spec, ch
                                         json_pack("[s,s,s,s]", "rbind", "rw", "nosuid", "nodev")));
     json_array_append_new(mounts, mount(OCI_AGENT_PATH, "bind", cfg->agent_path,
                                         json_pack("[s,s,s]", "bind", "ro", "nosuid")));
+    /* Not into a template build's writable tree: gVisor would leave the mount point in it. */
+    if (cfg->bsl_path && host_path_ok(cfg->bsl_path) && !spec->rootfs_writable)
+        json_array_append_new(mounts, mount(OCI_BSL_PATH, "bind", cfg->bsl_path,
+                                            json_pack("[s,s,s]", "bind", "ro", "nosuid")));
 
     json_t *resources = json_object();
     if (spec->memory_bytes) {

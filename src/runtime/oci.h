@@ -11,6 +11,9 @@
 
 /* Where the agent binary appears inside the sandbox (the template has an empty file there). */
 #define OCI_AGENT_PATH "/opt/sbx/sbx-agent"
+/* Where sbx-bsl, the BSL analyzer behind the bsl_check tool (docs/bsl.md), appears inside the
+ * sandbox: bind-mounted read-only like the agent, over the template's empty file there. */
+#define OCI_BSL_PATH "/opt/sbx/sbx-bsl"
 #define OCI_CPU_PERIOD_US 100000u
 /* The host cgroup pids limit is a host-protection ceiling: gVisor (ptrace) needs about a
  * dozen host tasks per sandboxed process, and keeps some for every process a fork bomb made

@@ -18,6 +18,8 @@ struct rt_config {
     const char *runsc_root;     /* runsc --root, under the data dir */
     const char *shim_path;      /* the sbx-shim binary */
     const char *agent_path;     /* the static sbx-agent binary, bind-mounted read-only */
+    const char *bsl_path;       /* the static sbx-bsl analyzer, bind-mounted read-only at
+                                   OCI_BSL_PATH; NULL: none (docs/bsl.md) */
     const char *cgroup_parent;  /* e.g. "sbx": sandboxes live in <parent>/<id> */
     bool debug;                 /* keep runsc debug logs in the sandbox's state dir */
     unsigned start_timeout_ms;  /* rt_start_wait's bound on the agent's first frame; 0 = 10000 */

@@ -155,6 +155,21 @@ def test_default_is_the_first_of_the_list_and_the_object_says_so():
     assert "backend namespaces: works" in log and "backend gvisor: works" in log, log[-2000:]
 
 
+def test_bsl_check_on_namespaces():
+    """sbx-bsl is mounted by the namespaces backend too, over the template's mount point
+    (docs/bsl.md); a template built before it has none and answers bsl_unavailable."""
+    c, sid = sandbox()
+    c.sh(sid, "printf 'Процедура А()\\n\\tЛишняя = 1;\\nКонецПроцедуры\\n' > m.bsl")
+    r = c.request("POST", "/v1/sandboxes/%s/bsl/check" % sid, {"path": "m.bsl"})
+    if r.status == 503:
+        assert_error(r, 503, "bsl_unavailable")
+        assert c.sh(sid, "test -e /opt/sbx/sbx-bsl || echo none").strip() == "none"
+        return
+    assert r.status == 200, r
+    got = [(g["code"], g["line"]) for f in r.body["result"]["fileinfos"] for g in f["diagnostics"]]
+    assert got == [("UnusedLocalVariable", 2)], got
+
+
 def test_a_create_names_an_allowed_runtime():
     c = client()
     sb = c.create_sandbox(runtime="gvisor", ttl_seconds=600)

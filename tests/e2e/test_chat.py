@@ -99,6 +99,15 @@ def script(name, results, body):
             "command": "mkdir -p /workspace/out && python3 /workspace/.skills/pdf/scripts/make_pdf.py "
                        "/workspace/out/act.pdf --title 'Proces-verbal' --paragraph 'Târgu Mureș'"}) \
             if n == 0 else ("text", "Done.")
+    if name == "bsl":
+        if n == 0:
+            return ("tool", "sandbox_bash", {
+                "command": "printf 'Процедура А()\\n\\tЛишняя = 1;\\nКонецПроцедуры\\n' > m.bsl"})
+        if n == 1:
+            return ("tool", "sandbox_bsl_check", {"path": "m.bsl"})
+        rep = json.loads(results[1])
+        return ("text", "Found: " + ",".join("%s@%d" % (g["code"], g["line"])
+                                             for f in rep["fileinfos"] for g in f["diagnostics"]))
     return ("text", "hello from the model")
 
 
@@ -383,6 +392,23 @@ def test_document_skills_turn_the_tool_on_with_their_instructions():
     up = seen_for("plain")[-1][2]
     assert "container" not in up and "Skill xlsx" in up["system"], up
     assert [t["name"] for t in up["tools"]][0] == "sandbox_bash"
+
+
+def test_the_bsl_skill_brings_sandbox_bsl_check():
+    """The bsl skill (docs/bsl.md) adds sandbox_bsl_check, bsl_check on the conversation's
+    sandbox: the model writes a module, checks it, and reads the fault at its line."""
+    c = D.client("chat-mem")
+    r = chat(c, "bsl", session="conv-bsl", tools=[{"type": "sbx_sandbox", "skills": ["bsl"]}])
+    assert r.status == 200, r
+    assert [t["name"] for t in r.body["sbx_sandbox"]["tool_calls"]] == \
+        ["sandbox_bash", "sandbox_bsl_check"], r.body["sbx_sandbox"]
+    assert all(t["ok"] for t in r.body["sbx_sandbox"]["tool_calls"]), r.body["sbx_sandbox"]
+    assert r.body["choices"][0]["message"]["content"] == "Found: UnusedLocalVariable@2", r.body
+    up = seen_for("bsl")[0][2]
+    names = [t["function"]["name"] for t in up["tools"]]
+    assert names == ["sandbox_bash", "sandbox_python", "sandbox_edit", "sandbox_files",
+                     "sandbox_bsl_check"], names
+    assert "Skill bsl" in up["messages"][0]["content"]
 
 
 def assert_error(r, status, code):

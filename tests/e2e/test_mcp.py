@@ -47,7 +47,7 @@ def test_tools_list_has_mcp_and_openai_shapes():
     a = user("alice")
     r = a.ok("GET", "/v1/tools")
     names = [t["name"] for t in r["data"]]
-    assert "sandbox_bash" in names and "edit_file" in names and len(names) == 15
+    assert "sandbox_bash" in names and "edit_file" in names and len(names) == 16
     for t in r["data"]:
         assert t["inputSchema"]["type"] == "object" and t["outputSchema"]["type"] == "object"
     fns = r["openai"]

@@ -18,6 +18,7 @@ const ALL_TOOLS = [
   'sandbox_create', 'sandbox_list', 'sandbox_kill', 'sandbox_exec', 'sandbox_bash',
   'sandbox_run_code', 'repl_execute', 'exec_command', 'write_stdin', 'edit_file',
   'sandbox_files', 'sandbox_pause', 'sandbox_resume', 'sandbox_fork', 'sandbox_preview',
+  'bsl_check',
 ];
 
 function transport(k = key) {

@@ -41,7 +41,7 @@ test('stdio: initialize, ping and tools/list through the bridge', async () => {
   assert.equal(client.getServerVersion().name, 'sbxd');
   assert.deepEqual(await client.ping(), {});
   const { tools } = await client.listTools();
-  assert.equal(tools.length, 15);
+  assert.equal(tools.length, 16);
 });
 
 test('stdio: tools run, and calls run side by side', async () => {

@@ -113,6 +113,30 @@ static void test_tools(void)
     }
     json_decref(o);
     json_decref(a);
+    /* the bsl skill brings sandbox_bsl_check (docs/bsl.md), in both shapes */
+    json_t *body = J("{\"tools\":[]}"), *skills = J("[\"pdf\",\"bsl\"]"), *none = J("[\"pdf\"]");
+    chat_tools_for_skills(body, none, LLM_API_OPENAI);
+    CHECK(json_array_size(json_object_get(body, "tools")) == 0, "no bsl skill, no bsl tool");
+    chat_tools_for_skills(body, skills, LLM_API_OPENAI);
+    json_t *fn = json_object_get(json_array_get(json_object_get(body, "tools"), 0), "function");
+    CHECK_EQ_STR(json_string_value(json_object_get(fn, "name")), "sandbox_bsl_check",
+                 "openai: sandbox_bsl_check with the bsl skill");
+    CHECK(!json_object_get(json_object_get(json_object_get(fn, "parameters"), "properties"),
+                           "sandbox_id"),
+          "sandbox_bsl_check: no sandbox_id for the model");
+    json_array_clear(json_object_get(body, "tools"));
+    chat_tools_for_skills(body, skills, LLM_API_ANTHROPIC);
+    CHECK_EQ_STR(json_string_value(
+                     json_object_get(json_array_get(json_object_get(body, "tools"), 0), "name")),
+                 "sandbox_bsl_check", "anthropic: sandbox_bsl_check with the bsl skill");
+    json_t *impl_b, *bargs = J("{\"path\":\"m.bsl\"}");
+    CHECK_EQ_STR(chat_tool_impl("sandbox_bsl_check", bargs, "sb_mine", &impl_b), "bsl_check",
+                 "sandbox_bsl_check runs as bsl_check");
+    json_decref(impl_b);
+    json_decref(bargs);
+    json_decref(body);
+    json_decref(skills);
+    json_decref(none);
     json_t *args = J("{\"code\":\"print(1)\",\"sandbox_id\":\"sb_other\",\"x\":1}"), *impl;
     CHECK_EQ_STR(chat_tool_impl("sandbox_python", args, "sb_mine", &impl), "sandbox_exec",
                  "sandbox_python runs as sandbox_exec");

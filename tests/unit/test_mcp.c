@@ -42,7 +42,7 @@ static bool sdk_shaped(json_t *schema)
 static void test_catalog(void)
 {
     json_t *mcp = tools_list_mcp(), *oa = tools_list_openai();
-    CHECK_EQ_INT(json_array_size(mcp), 15, "fifteen tools");
+    CHECK_EQ_INT(json_array_size(mcp), 16, "sixteen tools");
     CHECK_EQ_INT(json_array_size(oa), json_array_size(mcp), "as many OpenAI functions");
     size_t i;
     json_t *t;

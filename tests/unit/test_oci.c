@@ -189,6 +189,30 @@ int main(void)
               !strcmp(str_at(m, "source", NULL), cfg.agent_path),
           "the agent is bound read-only");
     check_host_paths(root, &s);
+    CHECK(!find_mount(root, OCI_BSL_PATH), "without bsl_path, no sbx-bsl mount");
+    {
+        /* sbx-bsl, the analyzer behind bsl_check (docs/bsl.md): bound read-only, nosuid */
+        struct rt_config bc = cfg;
+        bc.bsl_path = "/usr/lib/sbx/sbx-bsl";
+        char *text = NULL;
+        struct sbx_err be = {0};
+        CHECK(oci_build_config(&bc, &s, &text, &be) == 0, "a bundle with sbx-bsl");
+        json_t *br = text ? json_loads(text, 0, NULL) : NULL;
+        json_t *bm = br ? find_mount(br, OCI_BSL_PATH) : NULL;
+        CHECK(bm && !strcmp(str_at(bm, "type", NULL), "bind") && has_opt(bm, "ro") &&
+                  has_opt(bm, "nosuid") && !strcmp(str_at(bm, "source", NULL), bc.bsl_path),
+              "sbx-bsl is bound read-only at " OCI_BSL_PATH);
+        json_decref(br);
+        free(text);
+        struct rt_spec ws = s;
+        ws.rootfs_writable = true; /* a template build's own tree */
+        text = NULL;
+        CHECK(oci_build_config(&bc, &ws, &text, &be) == 0, "a build's bundle");
+        br = text ? json_loads(text, 0, NULL) : NULL;
+        CHECK(br && !find_mount(br, OCI_BSL_PATH), "no sbx-bsl mount into a template build");
+        json_decref(br);
+        free(text);
+    }
 
     /* linux */
     json_t *lx = json_object_get(root, "linux");

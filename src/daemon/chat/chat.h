@@ -83,6 +83,8 @@ int chat_skills_install(struct skills *k, json_t *skills, const char *workspace,
 json_t *chat_tools_openai(void);
 json_t *chat_tools_anthropic(void);
 bool chat_tool_known(const char *name);
+/* After prepare: sandbox_bsl_check added to body's tools when skills has "bsl". */
+void chat_tools_for_skills(json_t *body, json_t *skills, enum llm_api api);
 /* body's tools without the sandbox tool, then ours (taken). */
 void chat_tools_replace(json_t *body, json_t *ours);
 /* The agent tool that runs name and its arguments (new), sandbox_id set. */

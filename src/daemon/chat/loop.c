@@ -554,6 +554,7 @@ void chat_loop_start(struct sbxd *d, struct http_req *req, const struct chat_for
     http_req_add_header(req, CHAT_SESSION_HEADER, c->session_id);
     _cleanup_free_ char *instructions = chat_instructions(d->skills, ask->skills);
     f->prepare(body, instructions, llm_default_model(d->llm));
+    chat_tools_for_skills(body, ask->skills, f->api);
     http_req_suspend(req, on_abort, c);
     find_sandbox(c);
 }

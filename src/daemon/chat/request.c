@@ -17,6 +17,8 @@ static const struct {
     {"xlsx", "openpyxl"},
     {"pdf", "reportlab (with DejaVuSans for ș ț ă î â), weasyprint, pypdf"},
     {"pptx", "python-pptx style helpers (pptx_lib.py)"},
+    /* 1C code checks: brings the sandbox_bsl_check tool (docs/bsl.md) */
+    {"bsl", "the sandbox_bsl_check tool (sbx-bsl, bsl-language-server's diagnostics)"},
 };
 
 static const char *doc_skill_uses(const char *name)
@@ -31,8 +33,7 @@ static int add_skill(struct chat_ask *a, const char *name, struct sbx_err *err)
 {
     if (!doc_skill_uses(name))
         return sbx_err_set(err, EINVAL, "unsupported_skill",
-                           "skill %.64s is not one of the document skills docx, xlsx, pdf, pptx",
-                           name);
+                           "skill %.64s is not one of the skills docx, xlsx, pdf, pptx, bsl", name);
     size_t i;
     json_t *v;
     json_array_foreach(a->skills, i, v)

@@ -1,5 +1,6 @@
 /* The four tools the gateway gives the model, each one of the agent tools (docs/tools.md)
- * on the conversation's sandbox: the model never names a sandbox, the gateway does. */
+ * on the conversation's sandbox: the model never names a sandbox, the gateway does; and a
+ * fifth, sandbox_bsl_check, when the request asks for the bsl skill (docs/bsl.md). */
 #include <string.h>
 
 #include "../../common/util.h"
@@ -23,7 +24,11 @@ static const struct {
      "stderr and the files it wrote under /workspace/out."},
     {"sandbox_edit", "edit_file", NULL},
     {"sandbox_files", "sandbox_files", NULL},
+    {"sandbox_bsl_check", "bsl_check", NULL}, /* with the bsl skill only (CHAT_BSL_TOOL) */
 };
+
+/* The first four are always given; the rest when a skill asks. */
+#define CHAT_BASE_TOOLS 4
 
 /* The tool's parameters without sandbox_id, which the gateway fills. */
 static json_t *parameters(size_t i)
@@ -48,7 +53,7 @@ static const char *description(size_t i)
 json_t *chat_tools_openai(void)
 {
     json_t *a = json_array();
-    for (size_t i = 0; i < SBX_ARRAY_SIZE(defs); i++)
+    for (size_t i = 0; i < CHAT_BASE_TOOLS; i++)
         json_array_append_new(a, json_pack("{s:s,s:{s:s,s:s,s:o}}", "type", "function", "function",
                                            "name", defs[i].name, "description", description(i),
                                            "parameters", parameters(i)));
@@ -58,10 +63,34 @@ json_t *chat_tools_openai(void)
 json_t *chat_tools_anthropic(void)
 {
     json_t *a = json_array();
-    for (size_t i = 0; i < SBX_ARRAY_SIZE(defs); i++)
+    for (size_t i = 0; i < CHAT_BASE_TOOLS; i++)
         json_array_append_new(a, json_pack("{s:s,s:s,s:o}", "name", defs[i].name, "description",
                                            description(i), "input_schema", parameters(i)));
     return a;
+}
+
+void chat_tools_for_skills(json_t *body, json_t *skills, enum llm_api api)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(skills, i, v)
+    {
+        if (strcmp(json_string_value(v) ?: "", "bsl"))
+            continue;
+        size_t k = CHAT_BASE_TOOLS; /* sandbox_bsl_check */
+        json_t *tools = json_object_get(body, "tools");
+        if (!json_is_array(tools))
+            return;
+        if (api == LLM_API_ANTHROPIC)
+            json_array_append_new(tools,
+                                  json_pack("{s:s,s:s,s:o}", "name", defs[k].name, "description",
+                                            description(k), "input_schema", parameters(k)));
+        else
+            json_array_append_new(tools, json_pack("{s:s,s:{s:s,s:s,s:o}}", "type", "function",
+                                                   "function", "name", defs[k].name, "description",
+                                                   description(k), "parameters", parameters(k)));
+        return;
+    }
 }
 
 void chat_tools_replace(json_t *body, json_t *ours)

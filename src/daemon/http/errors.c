@@ -139,6 +139,8 @@ static const struct {
     {"tool_not_found", 404},
     {"edit_not_unique", 409},
     {"edit_no_match", 422},
+    {"bsl_unavailable", 503},
+    {"bsl_check_failed", 500},
     /* Sandbox configurations, roles, personal variables (docs/configs.md). */
     {"invalid_sandbox_config", 400},
     {"sandbox_config_widened", 400},

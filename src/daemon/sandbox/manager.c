@@ -97,6 +97,8 @@ int manager_new(const struct sbxd_config *cfg, struct loop *l, struct store *st,
         .runsc_root = m->runsc_root,
         .shim_path = cfg->shim_path,
         .agent_path = cfg->agent_path,
+        /* Mounted when it is there (a tree built before sbx-bsl existed has none). */
+        .bsl_path = cfg->bsl_path && access(cfg->bsl_path, X_OK) == 0 ? cfg->bsl_path : NULL,
         .cgroup_parent = m->cgroup_parent,
     };
     struct sbx_err perr = {0};

@@ -175,6 +175,29 @@ static const struct tool_def defs[] = {
      "\"port\":{\"type\":\"integer\"},\"expires_at\":{\"type\":\"integer\"}},"
      "\"required\":[\"url\",\"port\"]}",
      false, false, false, true},
+    {TOOL_BSL_CHECK, "bsl_check", "Check 1C (BSL) code",
+     "Static analysis of 1C:Enterprise (BSL) and OneScript code with sbx-bsl, the sandbox's "
+     "bsl-language-server-compatible analyzer: give a .bsl or .os file or a folder of a "
+     "configuration dump under /workspace; returns diagnostics with bsl-language-server's "
+     "codes (ParseError, UnusedLocalVariable, EmptyCodeBlock, ...) in its JSON report shape "
+     "(fileinfos[].diagnostics[] with range, severity, code, message; line and column "
+     "1-based) and a summary by severity.",
+     "{\"type\":\"object\",\"properties\":{" SBX_ID ",\"path\":{\"type\":\"string\","
+     "\"description\":\"A .bsl/.os module or a folder, relative to /workspace (or absolute "
+     "under it); empty for the whole workspace.\"},\"diagnostics\":{\"type\":\"array\","
+     "\"items\":{\"type\":\"string\"},\"description\":\"Only these diagnostic codes, "
+     "e.g. [\\\"UnusedLocalVariable\\\", \\\"ParseError\\\"]; default all.\"},"
+     "\"max_results\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":2000,"
+     "\"description\":\"Diagnostics listed at most (default 500); the summary counts all.\"},"
+     "\"timeout_seconds\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":900,"
+     "\"description\":\"Default 120.\"}},\"required\":[\"sandbox_id\",\"path\"]}",
+     "{\"type\":\"object\",\"properties\":{\"fileinfos\":{\"type\":\"array\",\"items\":{"
+     "\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},"
+     "\"diagnostics\":{\"type\":\"array\"}}}},\"summary\":{\"type\":\"object\","
+     "\"properties\":{\"files\":{\"type\":\"integer\"},\"diagnostics\":{\"type\":"
+     "\"integer\"},\"truncated\":{\"type\":\"boolean\"},\"by_severity\":{\"type\":"
+     "\"object\"}}}},\"required\":[\"fileinfos\",\"summary\"]}",
+     true, false, true, true},
 };
 
 const struct tool_def *tools_find(const char *name)

@@ -24,6 +24,7 @@ enum tool_id {
     TOOL_SANDBOX_RESUME,
     TOOL_SANDBOX_FORK,
     TOOL_SANDBOX_PREVIEW,
+    TOOL_BSL_CHECK,
 };
 
 struct tool_def {

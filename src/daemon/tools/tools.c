@@ -4,10 +4,13 @@
 #include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "../../bsl/diag.h"
 #include "../../common/text.h"
 #include "../../common/util.h"
+#include "../../runtime/oci.h"
 #include "../audit/audit.h"
 #include "../exec/exec.h"
 #include "../files/artifacts.h"
@@ -55,6 +58,7 @@ struct tool_call {
     struct ws_listing *before; /* sandbox_bash: the workspace before its command */
     json_t *pending;           /* an answer waiting for the artifacts' links */
     char *link_path;           /* sandbox_files read: the one path whose link is wanted */
+    json_t *bsl_unsupported;   /* bsl_check: codes asked for that sbx-bsl does not have */
 };
 
 static void call_free(struct tool_call *c)
@@ -66,6 +70,7 @@ static void call_free(struct tool_call *c)
     json_decref(c->pending);
     ws_listing_free(c->before);
     free(c->link_path);
+    json_decref(c->bsl_unsupported);
     free(c);
 }
 
@@ -301,12 +306,18 @@ static bool truncated(const struct exec_result *res)
     return res->out[0].dropped || res->out[1].dropped;
 }
 
+static void bsl_done(struct tool_call *c, const struct exec_result *res);
+
 static void on_exec_done(const struct exec_result *res, const struct sbx_err *err, void *data)
 {
     struct tool_call *c = data;
     c->exec = NULL;
     if (err) {
         fail(c, err);
+        return;
+    }
+    if (c->def->id == TOOL_BSL_CHECK) {
+        bsl_done(c, res);
         return;
     }
     if (c->def->id == TOOL_SANDBOX_EXEC) {
@@ -420,6 +431,176 @@ static int run_exec(struct tool_call *c, struct sbx_err *err)
     json_t *body = args_without(c->args, target, SBX_ARRAY_SIZE(target));
     c->body = body;
     return start_exec(c, body, err);
+}
+
+/* ---- bsl_check: sbx-bsl inside the sandbox, as a command ---- */
+
+/* s in single quotes for sh. */
+static char *sh_quote(const char *s)
+{
+    size_t n = 3;
+    for (const char *p = s; *p; p++)
+        n += *p == '\'' ? 4 : 1;
+    char *q = sbx_xmalloc(n), *o = q;
+    *o++ = '\'';
+    for (const char *p = s; *p; p++) {
+        if (*p == '\'') {
+            memcpy(o, "'\\''", 4);
+            o += 4;
+        } else {
+            *o++ = *p;
+        }
+    }
+    *o++ = '\'';
+    *o = 0;
+    return q;
+}
+
+/* The known codes of list as "A,B" in buf (*given: a list was given, even of unknown codes
+ * only); bsl-language-server codes sbx-bsl does not have go to *unsupported (new). */
+static int bsl_codes(json_t *list, char *buf, size_t size, bool *given, json_t **unsupported,
+                     struct sbx_err *err)
+{
+    size_t i, o = 0;
+    json_t *v;
+    bool seen[D_COUNT_] = {0};
+    buf[0] = 0;
+    *given = false;
+    *unsupported = NULL;
+    if (!list || json_is_null(list))
+        return 0;
+    if (!json_is_array(list) || json_array_size(list) > TOOLS_BSL_CODES_MAX)
+        return sbx_err_set(err, EINVAL, "invalid_request",
+                           "diagnostics must be an array of at most %d codes", TOOLS_BSL_CODES_MAX);
+    *given = true;
+    json_array_foreach(list, i, v)
+    {
+        const char *code = json_string_value(v);
+        if (!code || !*code || strlen(code) > 64 ||
+            strspn(code, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                         "abcdefghijklmnopqrstuvwxyz0123456789") != strlen(code)) {
+            json_decref(*unsupported);
+            *unsupported = NULL;
+            return sbx_err_set(err, EINVAL, "invalid_request",
+                               "diagnostics must be codes such as ParseError");
+        }
+        int id = bsl_diag_by_code(code, strlen(code));
+        if (id < 0) {
+            if (!*unsupported)
+                *unsupported = json_array();
+            json_array_append_new(*unsupported, json_string(code));
+            continue;
+        }
+        if (seen[id])
+            continue;
+        seen[id] = true;
+        o += (size_t)snprintf(buf + o, size - o, "%s%s", o ? "," : "", code);
+        if (o >= size) {
+            json_decref(*unsupported);
+            *unsupported = NULL;
+            return sbx_err_set(err, EINVAL, "invalid_request", "too many diagnostics");
+        }
+    }
+    return 0;
+}
+
+static int run_bsl(struct tool_call *c, struct sbx_err *err)
+{
+    json_t *p = json_object_get(c->args, "path");
+    if (!json_is_string(p))
+        return sbx_err_set(err, EINVAL, "invalid_request", "path must be a string");
+    /* a folder may be written src/ or ., the whole workspace "" or / or /workspace/ */
+    const char *asked = fileedit_rel_path(json_string_value(p));
+    while (!strncmp(asked, "./", 2))
+        asked += 2;
+    _cleanup_free_ char *path = sbx_xstrdup(asked);
+    size_t plen = strlen(path);
+    while (plen > 0 && path[plen - 1] == '/')
+        path[--plen] = 0;
+    if (!strcmp(path, ".") || (p && !strcmp(json_string_value(p), "/")))
+        path[0] = 0;
+    if (ws_path_check(path, true, err) < 0)
+        return sbx_err_ret(err);
+    if (*path) { /* resolved beneath the workspace: .. and symlinks out are invalid_path */
+        _cleanup_close_ int root = -1;
+        struct stat st;
+        if (open_root(c, &root, err) < 0 || ws_lstat(root, path, &st, NULL, 0, err) < 0)
+            return sbx_err_ret(err);
+        if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+            return sbx_err_set(err, EINVAL, "invalid_path", "%.200s is not a file or a folder",
+                               path);
+    }
+    json_t *mr = json_object_get(c->args, "max_results");
+    json_int_t max = TOOLS_BSL_RESULTS_DEFAULT;
+    if (mr && !json_is_null(mr)) {
+        if (!json_is_integer(mr) || json_integer_value(mr) < 1 ||
+            json_integer_value(mr) > TOOLS_BSL_RESULTS_MAX)
+            return sbx_err_set(err, EINVAL, "invalid_request",
+                               "max_results must be an integer from 1 to %d",
+                               TOOLS_BSL_RESULTS_MAX);
+        max = json_integer_value(mr);
+    }
+    char codes[D_COUNT_ * 40 + 1];
+    bool given;
+    if (bsl_codes(json_object_get(c->args, "diagnostics"), codes, sizeof(codes), &given,
+                  &c->bsl_unsupported, err) < 0)
+        return sbx_err_ret(err);
+    _cleanup_free_ char *full = sbx_xasprintf("/workspace%s%s", *path ? "/" : "", path);
+    _cleanup_free_ char *qpath = sh_quote(full);
+    /* codes are [A-Za-z0-9] only, so they need no quoting; '' is none at all */
+    /* the report stops whole within the exec's output limit, so it always parses */
+    _cleanup_free_ char *cmd = sbx_xasprintf(
+        OCI_BSL_PATH " --format json --max-results %lld --max-bytes %u%s%s%s -- %s",
+        (long long)max, EXEC_OUTPUT_MAX - 64u * 1024u, given ? " --diagnostics '" : "", codes,
+        given ? "'" : "", qpath);
+    json_t *body = json_pack("{s:s,s:s}", "shell", cmd, "cwd", "/workspace");
+    json_t *t = json_object_get(c->args, "timeout_seconds");
+    if (t && !json_is_null(t))
+        json_object_set(body, "timeout_seconds", t);
+    else
+        json_object_set_new(body, "timeout_seconds", json_integer(TOOLS_BSL_TIMEOUT_DEFAULT));
+    c->body = body;
+    return start_exec(c, body, err);
+}
+
+static void bsl_done(struct tool_call *c, const struct exec_result *res)
+{
+    struct sbx_err e = {0};
+    if (res->timed_out) {
+        sbx_err_set(&e, ETIMEDOUT, "bsl_check_failed",
+                    "sbx-bsl did not finish within its timeout (exec %s)", res->id);
+        fail(c, &e);
+        return;
+    }
+    if (res->exit_code == 126 || res->exit_code == 127) {
+        sbx_err_set(&e, ENOENT, "bsl_unavailable",
+                    "this sandbox has no " OCI_BSL_PATH " (started before sbx-bsl was built, or "
+                    "from a template built before it: rebuild the template)");
+        fail(c, &e);
+        return;
+    }
+    if (res->out[0].dropped) {
+        sbx_err_set(&e, EFBIG, "bsl_check_failed",
+                    "the report passed the output limit: ask for fewer max_results");
+        fail(c, &e);
+        return;
+    }
+    json_error_t jerr;
+    json_t *report =
+        res->out[0].len ? json_loadb(res->out[0].buf, res->out[0].len, 0, &jerr) : NULL;
+    if (!json_is_object(report)) {
+        json_decref(report);
+        int n = res->out[1].len > 300 ? 300 : (int)res->out[1].len;
+        sbx_err_set(&e, EIO, "bsl_check_failed", "sbx-bsl exited %d: %.*s", res->exit_code,
+                    n ? n : 9, n ? res->out[1].buf : "no report");
+        fail(c, &e);
+        return;
+    }
+    json_object_set_new(report, "exec_id", json_string(res->id));
+    if (c->bsl_unsupported) /* asked for, but not among sbx-bsl's (docs/bsl.md) */
+        json_object_set(report, "unsupported_diagnostics", c->bsl_unsupported);
+    json_object_set_new(report, "duration_ms", json_integer((json_int_t)res->duration_ms));
+    finish(c, report, NULL, NULL);
 }
 
 /* ---- the kernel ---- */
@@ -717,6 +898,8 @@ static int run(struct tool_call *c, struct sbx_err *err)
     case TOOL_SANDBOX_FORK:
     case TOOL_SANDBOX_PREVIEW:
         return run_lifecycle(c, err);
+    case TOOL_BSL_CHECK:
+        return run_bsl(c, err);
     }
     return sbx_err_set(err, ENOENT, "tool_not_found", "no such tool");
 }

@@ -15,6 +15,12 @@
 /* sandbox_bash's default timeout (the exec maximum bounds it). */
 #define TOOLS_BASH_TIMEOUT_DEFAULT 60
 #define TOOLS_FILES_LIST_MAX 10000
+/* bsl_check (docs/bsl.md): diagnostics listed by default and at most (the report stays under
+ * the exec output limit), and its default timeout. */
+#define TOOLS_BSL_RESULTS_DEFAULT 500
+#define TOOLS_BSL_RESULTS_MAX 2000
+#define TOOLS_BSL_TIMEOUT_DEFAULT 120
+#define TOOLS_BSL_CODES_MAX 200
 
 struct sbxd;
 struct auth_identity;

@@ -3,6 +3,7 @@
  *   POST /v1/tools/{name}                   a tool that acts on no sandbox (create, list)
  *   POST /v1/sandboxes/{id}/tools/{name}    a tool on that sandbox; the body is its arguments
  *   POST /v1/sandboxes/{id}/edit            edit_file
+ *   POST /v1/sandboxes/{id}/bsl/check       bsl_check (docs/bsl.md)
  * A tool's answer is {object: "tool_result", tool, sandbox_id, result}; its failure is the
  * API's error object with the status of its code (edit_file's refusals add candidates). */
 #include <errno.h>
@@ -113,11 +114,17 @@ static void api_edit(struct sbxd *d, struct http_req *req)
     call(d, req, http_req_param(req, 0), "edit_file");
 }
 
+static void api_bsl_check(struct sbxd *d, struct http_req *req)
+{
+    call(d, req, http_req_param(req, 0), "bsl_check");
+}
+
 static const struct route routes[] = {
     {"GET", "/v1/tools", AUTH_SANDBOX, api_tools_list, 0},
     {"POST", "/v1/tools/{}", AUTH_SANDBOX, api_tool_call_global, 0},
     {"POST", "/v1/sandboxes/{}/tools/{}", AUTH_SANDBOX, api_tool_call, 0},
     {"POST", "/v1/sandboxes/{}/edit", AUTH_SANDBOX, api_edit, 0},
+    {"POST", "/v1/sandboxes/{}/bsl/check", AUTH_SANDBOX, api_bsl_check, 0},
 };
 
 const struct route_table tool_routes = ROUTE_TABLE(routes);

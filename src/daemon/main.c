@@ -233,6 +233,7 @@ int main(int argc, char **argv)
     files_sweep_uploads(d.mgr);
     cluster_set_manager(d.cluster, d.mgr, &d);
     http_server_set_streaming(d.http, router_streams_body);
+    http_server_set_hooks(d.http, billing_http_hooks());
     http_server_set_cors(d.http, d.cfg.cors_origins);
     mcp_new(&d, &d.mcp);
     /* Sandbox configurations (docs/configs.md). */

@@ -240,3 +240,30 @@ long long billing_month_start(long long ms)
     tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
     return (long long)timegm(&tm) * 1000;
 }
+
+static void hook_request(void *data, struct http_req *req)
+{
+    (void)data;
+    billing_headers(req);
+}
+
+static void hook_error(void *data, const char *code, const struct auth_identity *who,
+                       json_t *error)
+{
+    (void)data;
+    billing_on_error(code, who, error);
+}
+
+static void hook_done(void *data, const char *method, const char *path, unsigned status,
+                      long long ms)
+{
+    (void)data;
+    metrics_http_done(method, path, status, ms);
+}
+
+const struct http_server_hooks *billing_http_hooks(void)
+{
+    static const struct http_server_hooks hooks = {
+        .on_request = hook_request, .on_error = hook_error, .on_done = hook_done};
+    return &hooks;
+}

@@ -74,6 +74,7 @@ struct http_server {
     http_streams_fn streams;
     void *app;
     char *const *cors_origins;  /* borrowed; NULL: no cross-origin access */
+    const struct http_server_hooks *hooks; /* borrowed; NULL: none */
     struct http_req *suspended; /* list, to fail them all on shutdown */
 };
 

@@ -7,8 +7,11 @@
 
 #include "../../common/util.h"
 #include "../../proto/proto.h"
+#include "../audit/audit.h"
+#include "../auth/auth.h"
 #include "../exec/exec.h"
 #include "../sandbox/agentcall.h"
+#include "../sandbox/manager.h"
 #include "../sandbox/runas.h"
 
 #define PTY_GRACE_DEFAULT_MS 1000
@@ -191,8 +194,20 @@ static int go(struct pty_call *x, json_t *op, struct pty_call **out, struct sbx_
     return 0;
 }
 
-int pty_exec_command(struct sandbox *sb, json_t *body, pty_done_fn cb, void *data,
-                     struct pty_call **out, struct sbx_err *err)
+/* The op reached the agent: what was typed or started is on the record. */
+static void audit_pty(struct sandbox *sb, const struct pty_origin *o, const char *action,
+                      const char *sid, json_t *text)
+{
+    json_t *details = json_pack("{s:s}", "via", o->via ? o->via : "rest");
+    if (sid)
+        json_object_set_new(details, "session_id", json_string(sid));
+    audit_record(manager_store(sb->mgr), o->who, NULL, o->request_id, action, sb->rec.id,
+                 "ok", audit_command_details(details, json_string_value(text),
+                                             json_string_length(text)));
+}
+
+int pty_exec_command(struct sandbox *sb, const struct pty_origin *o, json_t *body,
+                     pty_done_fn cb, void *data, struct pty_call **out, struct sbx_err *err)
 {
     json_t *cmd = json_object_get(body, "command");
     if (!json_is_string(cmd) || json_string_length(cmd) == 0 ||
@@ -211,11 +226,15 @@ int pty_exec_command(struct sandbox *sb, json_t *body, pty_done_fn cb, void *dat
         pty_call_free(x);
         return sbx_err_ret(err);
     }
-    return go(x, op, out, err);
+    if (go(x, op, out, err) < 0)
+        return sbx_err_ret(err);
+    audit_pty(sb, o, "pty.exec_command", NULL, cmd);
+    return 0;
 }
 
-int pty_write_stdin(struct sandbox *sb, const char *sid, json_t *body, pty_done_fn cb, void *data,
-                    struct pty_call **out, struct sbx_err *err)
+int pty_write_stdin(struct sandbox *sb, const struct pty_origin *o, const char *sid,
+                    json_t *body, pty_done_fn cb, void *data, struct pty_call **out,
+                    struct sbx_err *err)
 {
     json_t *in = json_object_get(body, "input");
     long long wait_ms;
@@ -231,7 +250,11 @@ int pty_write_stdin(struct sandbox *sb, const char *sid, json_t *body, pty_done_
         return sbx_err_ret(err);
     }
     json_object_set_new(op, "wait_ms", json_integer(wait_ms));
-    return go(call_new(sb, CALL_READ, cb, data), op, out, err);
+    if (go(call_new(sb, CALL_READ, cb, data), op, out, err) < 0)
+        return sbx_err_ret(err);
+    if (json_string_length(in))
+        audit_pty(sb, o, "pty.write_stdin", sid, in);
+    return 0;
 }
 
 int pty_read(struct sandbox *sb, const char *sid, json_t *since, json_t *wait, pty_done_fn cb,

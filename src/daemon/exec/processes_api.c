@@ -13,6 +13,7 @@
 
 #include "../../common/util.h"
 #include "../../proto/proto.h"
+#include "../audit/audit.h"
 #include "../http/server.h"
 #include "../routes.h"
 #include "../sandbox/agentcall.h"
@@ -46,6 +47,8 @@ struct proc_req {
     struct exec_output out[2];
     struct utf8_carry carry[2];
     char *command; /* CALL_START: what the audit entry names */
+    const char *action; /* CALL_PLAIN changes (signal, kill): audited once answered */
+    json_t *audit_details;
 };
 
 static void proc_req_free(struct proc_req *x)
@@ -53,6 +56,7 @@ static void proc_req_free(struct proc_req *x)
     for (int i = 0; i < 2; i++)
         free(x->out[i].buf);
     free(x->command);
+    json_decref(x->audit_details);
     free(x);
 }
 
@@ -153,6 +157,12 @@ static void on_done(json_t *result, const struct sbx_err *err, void *data)
         proc_req_free(x);
         return;
     }
+    if (x->action) {
+        json_object_set_new(x->audit_details, "process", json_string(x->ref));
+        audit_record(manager_store(x->sb->mgr), http_req_identity(x->req), NULL,
+                     http_req_id(x->req), x->action, x->sb->rec.id, err ? err->code : "ok",
+                     json_incref(x->audit_details));
+    }
     if (err) {
         http_respond_error(x->req, err);
         proc_req_free(x);
@@ -215,6 +225,13 @@ static void run(struct sbxd *d, struct http_req *req, bool with_ref, enum proc_c
     struct sbx_err err = {0};
     struct proc_req *x = sbx_xcalloc(1, sizeof(*x));
     x->req = req;
+    const char *name = json_string_value(json_object_get(op, "op"));
+    if (!strcmp(name, "process_signal") || !strcmp(name, "process_kill")) {
+        x->action = !strcmp(name, "process_signal") ? "process.signal" : "process.kill";
+        x->audit_details = json_object();
+        if (json_object_get(op, "signal"))
+            json_object_set(x->audit_details, "signal", json_object_get(op, "signal"));
+    }
     if (kind == CALL_START) /* argv is /bin/bash -c <command> */
         x->command = sbx_xstrdup(
             json_string_value(json_array_get(json_object_get(op, "argv"), 2)) ?: "");

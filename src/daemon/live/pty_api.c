@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../../common/util.h"
+#include "../audit/audit.h"
 #include "../http/server.h"
 #include "../routes.h"
 #include "../sbxd.h"
@@ -107,6 +108,10 @@ static void api_pty_delete(struct sbxd *d, struct http_req *req)
     int r = manager_lookup(d->mgr, http_req_identity(req), http_req_param(req, 0), &sb, &err);
     if (r == 0)
         r = pty_kill(sb, http_req_param(req, 1), on_done, req, &call, &err);
+    if (r == 0)
+        audit_record(d->store, http_req_identity(req), NULL, http_req_id(req), "pty.kill",
+                     sb->rec.id, "requested",
+                     json_pack("{s:s}", "session_id", http_req_param(req, 1)));
     follow(req, r, call, &err);
 }
 

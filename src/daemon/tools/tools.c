@@ -442,6 +442,9 @@ static void on_ready_kernel(struct sandbox *sb, const struct sbx_err *err, void 
         fail(c, err);
         return;
     }
+    c->kp.who = &c->who;
+    c->kp.request_id = c->request_id;
+    c->kp.via = "tool";
     if (kernel_run_start(sb, c->d->llm, &c->kp, &kernel_obs, c, &c->krun, &e) < 0) {
         fail(c, &e);
         return;

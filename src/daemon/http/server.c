@@ -23,6 +23,7 @@ static void req_free(struct http_req *r)
 {
     if (!r)
         return;
+    http_stream_unlink(r);
     free(r->path);
     free(r->target);
     free(r->cors_origin);

@@ -72,6 +72,10 @@ struct http_server_hooks {
 };
 /* hooks is borrowed and outlives s; NULL removes them. */
 void http_server_set_hooks(struct http_server *s, const struct http_server_hooks *hooks);
+/* Key key_id was deleted: each streamed answer (SSE, chunked) it opened ends. An SSE
+ * stream gets a last event {type: "error", code: "auth_revoked"}; then the connection
+ * closes and the stream's producer is told as when a client leaves (its abort callback). */
+void http_server_revoke_key(struct http_server *s, const char *key_id);
 
 /* Request accessors. */
 const char *http_req_method(const struct http_req *r);

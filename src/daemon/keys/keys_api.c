@@ -91,6 +91,9 @@ static void api_keys_delete(struct sbxd *d, struct http_req *req)
     }
     audit_record(d->store, http_req_identity(req), NULL, http_req_id(req), "key.delete", NULL, "ok",
                  json_pack("{s:s}", "key_id", id));
+    /* What the key opened ends now, not at its next request. */
+    if (d->key_revoked)
+        d->key_revoked(d, id);
     http_respond_json(req, 200,
                       json_pack("{s:s,s:s,s:b}", "id", id, "object", "key", "deleted", 1));
 }

@@ -28,6 +28,7 @@ enum pty_kind {
 struct pty_call {
     pty_done_fn cb;
     void *data;
+    char owner[AUTH_KEY_ID_LEN + 1]; /* CALL_OPEN: the key the session is kept for */
     struct sandbox *sb;
     struct agentcall *call;
     enum pty_kind kind;
@@ -90,6 +91,12 @@ static void on_done(json_t *result, const struct sbx_err *err, void *data)
         return;
     }
     if (x->kind == CALL_OPEN && json_object_get(result, "cols")) {
+        const char *sid = json_string_value(json_object_get(result, "id"));
+        if (sid && x->owner[0]) {
+            if (!x->sb->pty_owners)
+                x->sb->pty_owners = json_object();
+            json_object_set_new(x->sb->pty_owners, sid, json_string(x->owner));
+        }
         /* Started: wait up to the grace period for it to finish. */
         start_call(x, json_pack("{s:s,s:O,s:i,s:I,s:b,s:b}", "op", "pty_read", "id",
                                 json_object_get(result, "id"), "since", 0, "wait_ms",
@@ -216,6 +223,8 @@ int pty_exec_command(struct sandbox *sb, const struct pty_origin *o, json_t *bod
         return sbx_err_set(err, EINVAL, "invalid_request",
                            "command must be a non-empty string of at most %u bytes", EXEC_CODE_MAX);
     struct pty_call *x = call_new(sb, CALL_OPEN, cb, data);
+    if (o->who)
+        snprintf(x->owner, sizeof(x->owner), "%s", o->who->key_id);
     json_t *op = json_pack("{s:s,s:s,s:[s,s,O]}", "op", "pty_open", "kind", "exec", "argv",
                            "/bin/bash", "-c", cmd);
     if (runas_apply(sb, body, op, err) < 0 || dim_parse(body, "rows", 24, op, err) < 0 ||
@@ -281,4 +290,25 @@ int pty_kill(struct sandbox *sb, const char *sid, pty_done_fn cb, void *data, st
         return sbx_err_ret(err);
     }
     return go(call_new(sb, CALL_PLAIN, cb, data), op, out, err);
+}
+
+static void kill_done(json_t *result, const struct sbx_err *err, void *data)
+{
+    (void)result, (void)err, (void)data; /* a session that is gone already is fine */
+}
+
+void pty_revoke_key(struct sandbox *sb, const char *key_id)
+{
+    const char *sid;
+    json_t *owner, *tmp;
+    json_object_foreach_safe(sb->pty_owners, tmp, sid, owner)
+    {
+        if (strcmp(json_string_value(owner) ?: "", key_id))
+            continue;
+        /* Fire and forget: the session ends, whoever follows it sees it exit. */
+        static const struct agentcall_ops kill_ops = {.on_done = kill_done};
+        (void)agentcall_start(sb, json_pack("{s:s,s:s}", "op", "pty_kill", "id", sid), &kill_ops,
+                              NULL, NULL, NULL);
+        json_object_del(sb->pty_owners, sid);
+    }
 }

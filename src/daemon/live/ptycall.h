@@ -46,5 +46,7 @@ int pty_kill(struct sandbox *sb, const char *sid, pty_done_fn cb, void *data,
              struct pty_call **out, struct sbx_err *err);
 /* The requester went away: nothing more is reported. */
 void pty_call_cancel(struct pty_call *c);
+/* Key key_id was deleted: the PTY sessions it opened on sb through exec_command end. */
+void pty_revoke_key(struct sandbox *sb, const char *key_id);
 
 #endif

@@ -39,11 +39,13 @@ struct term_conn {
     struct chan_stream *st; /* NULL once the stream ended */
     struct ws *ws;
     char pty_id[32];
+    char key_id[AUTH_KEY_ID_LEN + 1]; /* the key whose ticket opened it */
     uint64_t in_window;  /* input bytes the agent still takes */
     uint8_t *pending;    /* one client message waiting for that window */
     size_t pending_len;
     uint32_t owed;       /* output credit held back while the WebSocket is behind */
     struct loop_timer *idle_t;
+    bool revoked; /* its key was deleted: closing with AUTH_REVOKED */
     long long idle_ms; /* its sandbox's configuration's limit, else the daemon's */
     struct term_conn *next, *prev;
 };
@@ -315,10 +317,12 @@ static const struct ws_ops ws_ops = {
 };
 
 void terminal_bridge(struct terminals *t, struct sandbox *sb, const char *pty_id,
-                     struct http_upgraded *u, int fd, const char *extra, size_t extra_len)
+                     const char *key_id, struct http_upgraded *u, int fd, const char *extra,
+                     size_t extra_len)
 {
     struct term_conn *c = sbx_xcalloc(1, sizeof(*c));
     c->t = t;
+    snprintf(c->key_id, sizeof(c->key_id), "%s", key_id);
     snprintf(c->pty_id, sizeof(c->pty_id), "%s", pty_id);
     c->in_window = PROTO_WINDOW_INIT;
     c->idle_ms = sb && sb->terminal_idle_sec ? sb->terminal_idle_sec * t->cfg->terminal_idle_unit_ms
@@ -345,6 +349,34 @@ void terminal_bridge(struct terminals *t, struct sandbox *sb, const char *pty_id
     c->sb = sb;
     conn_control(c, json_pack("{s:s,s:s,s:s,s:b}", "type", "ready", "pty_id", pty_id, "backend",
                               sb->rec.runtime, "reattachable", 1));
+}
+
+static void kill_done(json_t *result, const struct sbx_err *err, void *data)
+{
+    (void)result, (void)err, (void)data; /* a session that is gone already is fine */
+}
+
+void terminals_revoke(struct terminals *t, const char *key_id)
+{
+    unsigned j = 0;
+    for (unsigned i = 0; i < t->ntickets; i++)
+        if (strcmp(t->tickets[i].who.key_id, key_id))
+            t->tickets[j++] = t->tickets[i];
+    t->ntickets = j;
+    for (struct term_conn *c = t->conns, *next; c; c = next) {
+        next = c->next;
+        if (strcmp(c->key_id, key_id) || c->revoked)
+            continue;
+        c->revoked = true;
+        /* The shell ends too: nobody may re-attach to what the key opened. */
+        if (c->sb && c->sb->chan && !c->sb->ended) {
+            static const struct agentcall_ops kill_ops = {.on_done = kill_done};
+            (void)agentcall_start(c->sb,
+                                  json_pack("{s:s,s:s}", "op", "pty_kill", "id", c->pty_id),
+                                  &kill_ops, NULL, NULL, NULL);
+        }
+        conn_error(c, "AUTH_REVOKED", WS_CLOSE_POLICY);
+    }
 }
 
 void terminals_free(struct terminals *t)

@@ -63,7 +63,7 @@ static void on_upgraded(struct http_upgraded *u, int fd, const char *extra, size
     struct sandbox *sb = NULL;
     /* Looked up again: the sandbox may have ended while the 101 was on its way. */
     (void)manager_lookup(x->d->mgr, &x->who, x->sandbox_id, &sb, NULL);
-    terminal_bridge(x->d->terminals, sb, x->pty_id, u, fd, extra, extra_len);
+    terminal_bridge(x->d->terminals, sb, x->pty_id, x->who.key_id, u, fd, extra, extra_len);
     free(x);
 }
 

@@ -78,11 +78,6 @@ void billing_on_error(const char *code, const struct auth_identity *who, json_t 
 struct http_server_hooks;
 const struct http_server_hooks *billing_http_hooks(void);
 
-/* Micro-EUR for cumulative usage `used` (ms or byte-hours) of which `free_units` are free,
- * at price micro-EUR per `unit`: floor((used - free) * price / unit), 0 below the free
- * part. A charge is cost(before + in) - cost(before), so rounding never drifts. */
-long long billing_cost(long long used, long long free_units, long long price, long long unit);
-/* The first ms of the UTC month holding ms. */
-long long billing_month_start(long long ms);
+#include "price.h" /* billing_cost, billing_month_start */
 
 #endif

@@ -11,7 +11,7 @@
 #include "../../runtime/rt.h"
 #include "../exec/exec.h"
 #include "../http/server.h"
-#include "../routes.h"
+#include "../http/router.h"
 #include "../sandbox/template.h"
 #include "../sbxd.h"
 #include "configs.h"

@@ -397,7 +397,7 @@ int exec_start(struct sandbox *sb, const struct exec_params *p, const struct exe
     run->started_ms = sbx_wall_ms();
     run->what = audit_command_details(NULL, p->command, p->command ? strlen(p->command) : 0);
 
-    int r = receipt_probe_new(sb, p, &run->probe, err);
+    int r = receipt_probe_new(sb, p->command, p->language, &run->probe, err);
     if (r < 0 || (r = store_exec_insert(manager_store(sb->mgr), run->id, sb->rec.id, o->who->user,
                                         run->started_ms, err)) < 0) {
         run_free(run);

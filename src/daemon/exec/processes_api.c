@@ -15,7 +15,7 @@
 #include "../../proto/proto.h"
 #include "../audit/audit.h"
 #include "../http/server.h"
-#include "../routes.h"
+#include "../http/router.h"
 #include "../sandbox/agentcall.h"
 #include "../sandbox/runas.h"
 #include "../sbxd.h"

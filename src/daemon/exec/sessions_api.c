@@ -7,7 +7,7 @@
 #include "../../common/util.h"
 #include "../audit/audit.h"
 #include "../http/server.h"
-#include "../routes.h"
+#include "../http/router.h"
 #include "../sandbox/agentcall.h"
 #include "../sandbox/runas.h"
 #include "../sbxd.h"

@@ -1,3 +1,7 @@
+/* Import circle with stream.c (allowed inside a folder, docs/architecture.md#layering): one
+ * libmicrohttpd request split in two files: server.c answers requests and hands a streamed
+ * answer to stream.c, whose reader parks and resumes that request through server.c
+ * (server_int.h). Both are the HTTP layer's; nothing outside sees the loop. */
 #include "server.h"
 
 #include <arpa/inet.h>

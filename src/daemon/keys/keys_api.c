@@ -5,7 +5,7 @@
 #include "../audit/audit.h"
 #include "../auth/auth.h"
 #include "../http/server.h"
-#include "../routes.h"
+#include "../http/router.h"
 #include "../sbxd.h"
 
 static json_t *key_to_json(const struct store_key *k)

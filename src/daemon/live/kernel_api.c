@@ -12,7 +12,7 @@
 #include "../exec/textchunk.h"
 #include "../audit/audit.h"
 #include "../http/server.h"
-#include "../routes.h"
+#include "../http/router.h"
 #include "../sbxd.h"
 #include "kernel.h"
 

@@ -12,7 +12,7 @@
 #include "../audit/audit.h"
 #include "../http/server.h"
 #include "../http/ws.h"
-#include "../routes.h"
+#include "../http/router.h"
 #include "../sandbox/agentcall.h"
 #include "../sandbox/runas.h"
 #include "../sbxd.h"

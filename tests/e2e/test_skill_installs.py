@@ -17,6 +17,7 @@ import zipfile
 
 import harness
 from harness import assert_error, wait_for
+import testserver
 
 
 
@@ -66,9 +67,9 @@ class _Index(http.server.BaseHTTPRequestHandler):
         pass
 
 
-_model = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeModel)
+_model = testserver.QuietHTTPServer(("127.0.0.1", 0), FakeModel)
 threading.Thread(target=_model.serve_forever, daemon=True).start()
-_index = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Index)
+_index = testserver.QuietHTTPServer(("127.0.0.1", 0), _Index)
 threading.Thread(target=_index.serve_forever, daemon=True).start()
 D = harness.Shared(extra_env={"SBX_LLM_URL": "http://127.0.0.1:%d/v1" % _model.server_address[1],
                               "SBX_LLM_MODEL": "fake-model",

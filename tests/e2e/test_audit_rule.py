@@ -52,12 +52,8 @@ UNCHECKED = {
     "POST /v1/sandbox-configs/{}/skills/{}/reinstall",
     "POST /v1/sandbox-configs/{}/skills/{}/stop",
     "POST /v1/sandbox-configs/{}/skills/{}/guidance",
-    "POST /v1/sandbox-configs", "PUT /v1/sandbox-configs/{}", "DELETE /v1/sandbox-configs/{}",
     "PUT /v1/me/env-vars/skill", "DELETE /v1/me/env-vars/skill",
-    "PUT /v1/me/env-vars/sandbox", "DELETE /v1/me/env-vars/sandbox",
-    "POST /e2b/api/sandboxes", "POST /e2b/api/v2/sandboxes", "DELETE /e2b/api/sandboxes/{}",
-    "POST /e2b/api/sandboxes/{}/timeout", "POST /e2b/api/sandboxes/{}/pause",
-    "POST /e2b/api/sandboxes/{}/resume", "POST /e2b/sandbox/files", "POST /e2b/sandbox/{*}",
+    "POST /e2b/api/sandboxes", "POST /e2b/sandbox/files", "POST /e2b/sandbox/{*}",
     "DELETE /e2b/sandbox/{*}", "POST /v1/chat/completions", "POST /v1/messages",
     "POST /v1/templates", "DELETE /v1/templates/{}",
 }
@@ -296,6 +292,38 @@ def drive_all():
     yield call("POST /v1/wallet/top-up", "wallet.top_up", "POST", "/v1/wallet/top-up",
                {"user": "auditee", "amount_micro_eur": 1}, client=a, target=None)
     yield call("DELETE /v1/sandboxes/{}", "sandbox.destroy", "DELETE", base)
+    # Configurations and personal variables.
+    cfg = a.ok("POST", "/v1/sandbox-configs", {"name": "rule-cfg", "config": {}}, status=201)
+    yield "POST /v1/sandbox-configs", last_request_id(a), "sandbox_config.create", None
+    yield call("PUT /v1/sandbox-configs/{}", "sandbox_config.update", "PUT",
+               "/v1/sandbox-configs/" + cfg["id"], {"name": "rule-cfg", "config": {}},
+               client=a, target=None)
+    yield call("PUT /v1/me/env-vars/sandbox", "env_var.set", "PUT", "/v1/me/env-vars/sandbox",
+               {"sandbox_config_id": cfg["id"], "name": "RULE_VAR", "value": "v"}, target=None)
+    yield call("DELETE /v1/me/env-vars/sandbox", "env_var.delete", "DELETE",
+               "/v1/me/env-vars/sandbox", {"sandbox_config_id": cfg["id"], "name": "RULE_VAR"},
+               target=None)
+    yield call("DELETE /v1/sandbox-configs/{}", "sandbox_config.delete", "DELETE",
+               "/v1/sandbox-configs/" + cfg["id"], client=a, target=None)
+    # The E2B control plane, with the key as E2B's X-API-KEY.
+    e2b = D.get().client(None)
+    hk = {"X-API-KEY": key["key"]}
+    r = e2b.request("POST", "/e2b/api/v2/sandboxes", {"templateID": "base", "timeout": 300},
+                    headers=hk, key=None, timeout=120)
+    assert r.status == 201, r
+    esid = r.body["sandboxID"]
+    yield "POST /e2b/api/v2/sandboxes", last_request_id(e2b), "sandbox.create", esid
+    ebase = "/e2b/api/sandboxes/" + esid
+    yield call("POST /e2b/api/sandboxes/{}/timeout", "sandbox.timeout", "POST",
+               ebase + "/timeout", {"timeout": 200}, status=204, client=e2b, target=esid,
+               headers=hk, key=None)
+    yield call("POST /e2b/api/sandboxes/{}/pause", "sandbox.pause", "POST", ebase + "/pause",
+               status=204, client=e2b, target=esid, headers=hk, key=None, timeout=120)
+    yield call("POST /e2b/api/sandboxes/{}/resume", "sandbox.resume", "POST",
+               ebase + "/resume", {"timeout": 200}, status=201, client=e2b, target=esid,
+               headers=hk, key=None, timeout=120)
+    yield call("DELETE /e2b/api/sandboxes/{}", "sandbox.destroy", "DELETE", ebase,
+               status=204, client=e2b, target=esid, headers=hk, key=None)
 
 
 def test_every_state_changing_route_writes_an_entry():

@@ -104,12 +104,17 @@ static void on_done(json_t *result, const struct sbx_err *err, void *data)
         return;
     }
     json_t *o;
+    const char *sid = json_string_value(json_object_get(result, "id"));
     if (x->kind == CALL_PLAIN) {
         o = json_pack("{s:s,s:O,s:b}", "object", "pty", "session_id", json_object_get(result, "id"),
                       "deleted", 1);
     } else {
         o = read_json(x, result);
     }
+    /* A session that is over (or deleted) has nothing left to end on revocation. */
+    if (sid && x->sb->pty_owners &&
+        (x->kind == CALL_PLAIN || !json_is_true(json_object_get(result, "alive"))))
+        json_object_del(x->sb->pty_owners, sid);
     x->cb(o, NULL, x->data);
     json_decref(o);
     pty_call_free(x);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../../common/text.h"
+#include "../../common/log.h"
 #include "../../common/util.h"
 #include "../../proto/proto.h"
 #include "../sandbox/agentcall.h"
@@ -218,9 +219,21 @@ static const struct chan_stream_ops stream_ops = {
     .on_window = st_window,
 };
 
+/* Which resize an answer is for: a refused one is logged (issue 38: a resize that never
+ * took effect left no trace anywhere). */
+struct resize_note {
+    char sandbox_id[STORE_ID_MAX + 1];
+    char pty_id[32];
+};
+
 static void resize_done(json_t *result, const struct sbx_err *err, void *data)
 {
     /* Nothing to answer: the shell sees the new size, or the terminal is gone. */
+    struct resize_note *n = data;
+    if (err && strcmp(err->code, "pty_not_found") && strcmp(err->code, "sandbox_not_running"))
+        log_warn("sandbox %s: terminal %s: the resize was refused: %s: %s", n->sandbox_id,
+                 n->pty_id, err->code, err->msg);
+    free(n);
 }
 
 static const struct agentcall_ops resize_ops = {.on_done = resize_done};
@@ -239,7 +252,15 @@ static void conn_text(struct term_conn *c, const uint8_t *buf, size_t len)
     if (ok && c->sb) {
         json_t *op = json_pack("{s:s,s:s,s:O,s:O}", "op", "pty_resize", "id", c->pty_id, "cols",
                                cols, "rows", rows);
-        (void)agentcall_start(c->sb, op, &resize_ops, NULL, NULL, NULL);
+        struct resize_note *n = sbx_xcalloc(1, sizeof(*n));
+        snprintf(n->sandbox_id, sizeof(n->sandbox_id), "%s", c->sb->rec.id);
+        snprintf(n->pty_id, sizeof(n->pty_id), "%s", c->pty_id);
+        struct sbx_err err = {0};
+        if (agentcall_start(c->sb, op, &resize_ops, n, NULL, &err) < 0) {
+            log_warn("sandbox %s: terminal %s: the resize could not be sent: %s: %s",
+                     n->sandbox_id, n->pty_id, err.code, err.msg);
+            free(n);
+        }
     } else if (!ok) {
         conn_control(c, json_pack("{s:s,s:s,s:s}", "type", "error", "code", "BAD_MESSAGE",
                                   "message",

@@ -28,6 +28,7 @@
 #include "live/preview.h"
 #include "templates/build.h"
 #include "templates/pool.h"
+#include "live/ptycall.h"
 #include "live/terminal.h"
 #include "mcp/mcp.h"
 #include "routes.h"
@@ -51,6 +52,22 @@ static void on_signal(struct loop *l, int fd, uint32_t events, void *data)
 
 /* The first admin key: SBX_ADMIN_KEY when given, else a fresh one written to
  * <data>/admin.key. The key itself is never logged. */
+static void revoke_ptys(struct sandbox *sb, void *data)
+{
+    pty_revoke_key(sb, data);
+}
+
+/* A key was deleted: what it opened ends at once (docs/keys.md#deleting-a-key). */
+static void on_key_revoked(struct sbxd *d, const char *key_id)
+{
+    if (d->http)
+        http_server_revoke_key(d->http, key_id);
+    if (d->terminals)
+        terminals_revoke(d->terminals, key_id);
+    if (d->mgr)
+        manager_each(d->mgr, NULL, revoke_ptys, (void *)key_id);
+}
+
 static int bootstrap_admin(struct sbxd *d, struct sbx_err *err)
 {
     const char *preset = getenv("SBX_ADMIN_KEY");
@@ -233,6 +250,8 @@ int main(int argc, char **argv)
     files_sweep_uploads(d.mgr);
     cluster_set_manager(d.cluster, d.mgr, &d);
     http_server_set_streaming(d.http, router_streams_body);
+    http_server_set_hooks(d.http, billing_http_hooks());
+    d.key_revoked = on_key_revoked;
     http_server_set_cors(d.http, d.cfg.cors_origins);
     mcp_new(&d, &d.mcp);
     /* Sandbox configurations (docs/configs.md). */

@@ -1,3 +1,7 @@
+/* Import circle with shim.c (allowed inside a folder, docs/architecture.md#layering): the
+ * shim's main loop (shim.c) drives the frame relay (shim_relay.c), which reports through
+ * the shim's log and its ready line (shim_log, ready_say). Both are sbx-shim's; nothing
+ * outside sees the loop. */
 /* The frame relay of sbx-shim (shim.h): frames from the one client (sbxd) go to the agent's
  * stdin, frames from its stdout to the client, each way through a bounded queue; a slow
  * side stalls the other instead of growing a queue. */

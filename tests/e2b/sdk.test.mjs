@@ -171,6 +171,18 @@ describe('commands', () => {
     assert.equal(r.exitCode, 0)
     assert.equal(r.stdout, 'hi yes\n/home/user\n')
     assert.equal(r.stderr, 'oops\n')
+    // The command is on the audit log: who, which key, which sandbox, what ran.
+    const cmd = 'echo "hi $FROM_CREATE"; echo oops >&2; pwd'
+    const started = (await audit(sb.sandboxId, 'process.start')).filter((e) =>
+      e.details.command.endsWith(cmd))
+    assert.equal(started.length, 1)
+    const e = started[0]
+    assert.equal(e.user, 'e2b-user')
+    assert.ok(e.key_id)
+    assert.equal(e.outcome, 'started')
+    const { createHash } = await import('node:crypto')
+    assert.equal(e.details.command_sha256,
+      createHash('sha256').update(e.details.command).digest('hex'))
   })
 
   test('a non-zero exit raises CommandExitError with the exit code', async () => {

@@ -22,6 +22,7 @@ import subprocess
 import tempfile
 import threading
 import zipfile
+import testserver
 
 NAMES = ["pypi.org", "files.pythonhosted.org", "registry.npmjs.org", "allowed.example.com",
          "other.example.com", "second.example.com", "wild.example.com",
@@ -144,7 +145,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._send(200, ("hello from %s via %s" % (host, self.server.scheme)).encode())
 
 
-class _Server(http.server.ThreadingHTTPServer):
+class _Server(testserver.QuietHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 128

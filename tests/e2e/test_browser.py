@@ -8,6 +8,7 @@ import shutil
 import threading
 
 import harness
+import testserver
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BROWSER_DIR = os.path.join(REPO, "tests", "browser")
@@ -27,7 +28,7 @@ class _Page(http.server.BaseHTTPRequestHandler):
 
 
 def _page_server():
-    s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Page)
+    s = testserver.QuietHTTPServer(("127.0.0.1", 0), _Page)
     threading.Thread(target=s.serve_forever, daemon=True).start()
     return s, "http://127.0.0.1:%d" % s.server_address[1]
 

@@ -16,6 +16,7 @@ import time
 import urllib.request
 
 import harness
+import testserver
 
 OPENAI_SECRET = "sk-openai-" + "t0ps3cr3t" * 3
 ANTHROPIC_SECRET = "sk-ant-" + "v3ryh1dd3n" * 3
@@ -193,7 +194,7 @@ class FakeModel(http.server.BaseHTTPRequestHandler):
         pass
 
 
-_srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeModel)
+_srv = testserver.QuietHTTPServer(("127.0.0.1", 0), FakeModel)
 threading.Thread(target=_srv.serve_forever, daemon=True).start()
 _base = "http://127.0.0.1:%d/v1" % _srv.server_address[1]
 D = harness.Shared(extra_env={"SBX_LLM_URL": _base, "SBX_LLM_API_KEY": OPENAI_SECRET,

@@ -554,6 +554,13 @@ def test_probe_shallow_checks_and_bad_parameters():
     for body, status, code in (({}, 400, "invalid_request"),
                                ({"config_id": 5}, 400, "invalid_request"),
                                ({"config": {}, "deep": "yes"}, 400, "invalid_request"),
+                               ({"config": {}, "deep": 1}, 400, "invalid_request"),
+                               ({"config": "x"}, 400, "invalid_request"),
+                               ({"config": [{}]}, 400, "invalid_request"),
+                               ({"config": 7, "deep": True}, 400, "invalid_request"),
+                               ([], 400, "invalid_json"),
+                               ({"config_id": "cfg_nope", "config": {}}, 404,
+                                "sandbox_config_not_found"),
                                ({"config_id": "cfg_nope"}, 404, "sandbox_config_not_found")):
         assert_error(c.request("POST", "/v1/system/sandbox-check", body), status, code)
     assert_error(c.request("POST", "/v1/system/sandbox-check", raw=b"nope"), 400, "invalid_json")

@@ -15,6 +15,7 @@ import time
 
 import harness
 from harness import assert_error
+import testserver
 
 D = harness.Shared()
 
@@ -434,7 +435,7 @@ class FakeOpenAI(http.server.BaseHTTPRequestHandler):
 
 
 def test_llm_query_through_sbxd_with_the_operators_key():
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeOpenAI)
+    srv = testserver.QuietHTTPServer(("127.0.0.1", 0), FakeOpenAI)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     secret = "sk-test-" + "s3cr3t" * 4
     env = {"SBX_LLM_URL": "http://127.0.0.1:%d/v1" % srv.server_address[1],

@@ -17,6 +17,7 @@ import zipfile
 
 import harness
 from harness import assert_error, wait_for
+import testserver
 
 
 
@@ -66,9 +67,9 @@ class _Index(http.server.BaseHTTPRequestHandler):
         pass
 
 
-_model = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeModel)
+_model = testserver.QuietHTTPServer(("127.0.0.1", 0), FakeModel)
 threading.Thread(target=_model.serve_forever, daemon=True).start()
-_index = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Index)
+_index = testserver.QuietHTTPServer(("127.0.0.1", 0), _Index)
 threading.Thread(target=_index.serve_forever, daemon=True).start()
 D = harness.Shared(extra_env={"SBX_LLM_URL": "http://127.0.0.1:%d/v1" % _model.server_address[1],
                               "SBX_LLM_MODEL": "fake-model",
@@ -300,6 +301,52 @@ def test_sandboxes_of_the_configuration_see_the_skill_and_its_env_values():
     listed = member().ok("GET", "/v1/skills?sandbox_config_id=" + s["a"])
     assert listed["skills_available"] is True, listed
     assert listed["data"] == [{"name": "greet", "description": "The greet skill."}], listed
+
+
+MARK_INSTALL = ("echo ready > installed.marker\n"
+                "mkdir -p cache && echo warm > cache/model.bin\n"
+                "echo elsewhere > /workspace/.mark-elsewhere\n")
+
+
+def test_what_an_install_script_leaves_beside_skill_md_stays_in_later_sandboxes():
+    """Issue 38: installed.marker, written by the script in its own folder, was lost in
+    new sandboxes of the configuration (the folder was rewritten from the bare bundle)."""
+    c = admin()
+    cid = config("marker")
+    mark = add(bundle("mark", script=MARK_INSTALL))
+    sid = catalog_install(mark["id"], [cid])["installs"][0]["skill_id"]
+    _, inst = settle(cid, sid)
+    assert inst["status"] == "ready", inst
+    look = ("cat /skills/mark/installed.marker /skills/mark/cache/model.bin "
+            "/workspace/.mark-elsewhere; ls /skills/mark")
+    want = "ready\nwarm\nelsewhere\n"
+    sb = c.create_sandbox(config_id=cid, ttl_seconds=600)
+    try:
+        out = c.sh(sb["id"], look)
+        assert out.startswith(want) and "SKILL.md" in out and "install.sh" in out, out
+        # A fork and a pause/resume keep it.
+        kids = c.ok("POST", "/v1/sandboxes/%s/fork" % sb["id"], {"count": 1},
+                    timeout=180)["data"]
+        try:
+            assert c.sh(kids[0]["id"], look).startswith(want)
+        finally:
+            c.delete_sandbox(kids[0]["id"])
+        c.ok("POST", "/v1/sandboxes/%s/pause" % sb["id"], timeout=120)
+        c.ok("POST", "/v1/sandboxes/%s/resume" % sb["id"], timeout=120)
+        assert c.sh(sb["id"], look).startswith(want)
+    finally:
+        c.delete_sandbox(sb["id"])
+    # Another skill's round in the same configuration starts from the snapshot and keeps it.
+    other = add(bundle("other", script="echo other > here.txt\n"))
+    oid = catalog_install(other["id"], [cid])["installs"][0]["skill_id"]
+    _, inst = settle(cid, oid)
+    assert inst["status"] == "ready", inst
+    sb = c.create_sandbox(config_id=cid, ttl_seconds=600)
+    try:
+        out = c.sh(sb["id"], look + "; cat /skills/other/here.txt")
+        assert out.startswith(want) and out.endswith("other\n"), out
+    finally:
+        c.delete_sandbox(sb["id"])
 
 
 def test_guidance_and_a_reinstall_with_instructions():

@@ -16,6 +16,7 @@ import zipfile
 
 import harness
 from harness import assert_error
+import testserver
 
 INDEX = {}  # path -> bytes, served by the test's own skill index
 
@@ -32,7 +33,7 @@ class _Index(http.server.BaseHTTPRequestHandler):
         pass
 
 
-_index = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Index)
+_index = testserver.QuietHTTPServer(("127.0.0.1", 0), _Index)
 threading.Thread(target=_index.serve_forever, daemon=True).start()
 D = harness.Shared(extra_env={
     "SBX_SKILL_INDEX_URL": "http://127.0.0.1:%d" % _index.server_address[1]})

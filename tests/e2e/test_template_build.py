@@ -27,6 +27,7 @@ import time
 
 import harness
 from harness import assert_error
+import testserver
 
 DEB = "sbx-hello"
 NPM = "sbx-demo"
@@ -102,7 +103,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
-class _Server(http.server.ThreadingHTTPServer):
+class _Server(testserver.QuietHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 

@@ -16,4 +16,13 @@ void audit_record(struct store *st, const struct auth_identity *who, const char 
                   const char *request_id, const char *action, const char *sandbox_id,
                   const char *outcome, json_t *details);
 
+/* What ran, in an entry's details: "command_sha256" (hex SHA-256 of all len bytes) and
+ * "command", its first AUDIT_COMMAND_MAX bytes cut on a character (bytes that are not UTF-8,
+ * NUL among them, dropped), with "command_truncated": true when cut. Every entry for something that runs
+ * code or types into it (exec, run, processes, PTY sessions and their input, terminals,
+ * E2B commands, tools) puts what ran through this one helper. details may be NULL (a new
+ * object is made); it is returned. */
+#define AUDIT_COMMAND_MAX 4096
+json_t *audit_command_details(json_t *details, const char *command, size_t len);
+
 #endif

@@ -6,7 +6,7 @@
 #include "../../common/util.h"
 #include "../auth/auth.h"
 #include "../http/server.h"
-#include "../routes.h"
+#include "../http/router.h"
 #include "../sbxd.h"
 #include "retention.h"
 

@@ -1,3 +1,7 @@
+/* Import circle with meter.c (allowed inside a folder, docs/architecture.md#layering):
+ * billing.c owns the state and runs the meter (meter.c: billing_run, billing_meter_running),
+ * and meter.c takes the constants and types of billing.h that billing.c also serves to
+ * the other features. Both are the billing folder's; nothing outside sees the loop. */
 #include "billing.h"
 
 #include <errno.h>
@@ -224,19 +228,29 @@ void billing_on_error(const char *code, const struct auth_identity *who, json_t 
     json_object_set_new(error, "unpaid_micro_eur", json_integer(billing_unpaid(who->user)));
 }
 
-long long billing_cost(long long used, long long free_units, long long price, long long unit)
+static void hook_request(void *data, struct http_req *req)
 {
-    if (used <= free_units || unit <= 0)
-        return 0;
-    return (long long)((__int128)(used - free_units) * price / unit);
+    (void)data;
+    billing_headers(req);
 }
 
-long long billing_month_start(long long ms)
+static void hook_error(void *data, const char *code, const struct auth_identity *who,
+                       json_t *error)
 {
-    time_t t = (time_t)(ms / 1000);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    tm.tm_mday = 1;
-    tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
-    return (long long)timegm(&tm) * 1000;
+    (void)data;
+    billing_on_error(code, who, error);
+}
+
+static void hook_done(void *data, const char *method, const char *path, unsigned status,
+                      long long ms)
+{
+    (void)data;
+    metrics_http_done(method, path, status, ms);
+}
+
+const struct http_server_hooks *billing_http_hooks(void)
+{
+    static const struct http_server_hooks hooks = {
+        .on_request = hook_request, .on_error = hook_error, .on_done = hook_done};
+    return &hooks;
 }

@@ -73,12 +73,11 @@ void billing_headers(struct http_req *req);
 /* An error answer is being sent: count it (metrics) and add billing's fields to its
  * error object (unpaid_micro_eur for a 402). */
 void billing_on_error(const char *code, const struct auth_identity *who, json_t *error);
+/* The HTTP server's hooks (http_server_set_hooks) that do the two above and count each
+ * request (metrics_http_done): main installs them on every listener. */
+struct http_server_hooks;
+const struct http_server_hooks *billing_http_hooks(void);
 
-/* Micro-EUR for cumulative usage `used` (ms or byte-hours) of which `free_units` are free,
- * at price micro-EUR per `unit`: floor((used - free) * price / unit), 0 below the free
- * part. A charge is cost(before + in) - cost(before), so rounding never drifts. */
-long long billing_cost(long long used, long long free_units, long long price, long long unit);
-/* The first ms of the UTC month holding ms. */
-long long billing_month_start(long long ms);
+#include "price.h" /* billing_cost, billing_month_start */
 
 #endif

@@ -1,3 +1,7 @@
+/* Import circle with billing.c (allowed inside a folder, docs/architecture.md#layering):
+ * billing.c owns the state and runs the meter (meter.c: billing_run, billing_meter_running),
+ * and meter.c takes the constants and types of billing.h that billing.c also serves to
+ * the other features. Both are the billing folder's; nothing outside sees the loop. */
 /* What the tick does: meter the time v2 sandboxes run and the hours paused snapshots are
  * kept, then settle each finished interval into the wallets (docs/billing.md). */
 #include <errno.h>

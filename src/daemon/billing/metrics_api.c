@@ -8,7 +8,7 @@
 
 #include "../../common/util.h"
 #include "../http/server.h"
-#include "../routes.h"
+#include "../http/router.h"
 #include "../sbxd.h"
 #include "../store/usage.h"
 #include "billing.h"
@@ -96,6 +96,7 @@ int metrics_listener_new(struct sbxd *d, struct metrics_listener **out, struct s
         free(m);
         return sbx_err_wrap(err, "metrics listener");
     }
+    http_server_set_hooks(m->http, billing_http_hooks());
     *out = m;
     return 0;
 }

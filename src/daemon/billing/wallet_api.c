@@ -8,7 +8,7 @@
 #include "../audit/audit.h"
 #include "../auth/auth.h"
 #include "../http/server.h"
-#include "../routes.h"
+#include "../http/router.h"
 #include "../sbxd.h"
 #include "../store/usage.h"
 #include "billing.h"

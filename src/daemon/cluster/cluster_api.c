@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "../../common/util.h"
-#include "../routes.h"
+#include "../http/router.h"
 #include "../sandbox/manager.h"
 #include "../sbxd.h"
 #include "../snapshot/snapshot.h"
@@ -369,3 +369,11 @@ static const struct route routes[] = {
 };
 
 const struct route_table node_routes = ROUTE_TABLE(routes);
+
+/* The router's hooks: here, beside the functions they name, so that node.c (which this
+ * file calls for cluster_node_live) does not call back into this one. */
+const struct router_hooks *cluster_hooks(struct cluster *c)
+{
+    c->hooks = (struct router_hooks){cluster_node_auth, cluster_intercept, c};
+    return &c->hooks;
+}

@@ -131,7 +131,6 @@ int cluster_new(const struct sbxd_config *cfg, struct loop *l, struct store *st,
     c->cfg = cfg;
     c->loop = l;
     c->store = st;
-    c->hooks = (struct router_hooks){cluster_node_auth, cluster_intercept, c};
     _cleanup_free_ char *keyp = sbx_xasprintf("%s/cluster.key", cfg->data_dir);
     int r = load_id(c, err);
     if (r == 0 && (r = signurl_key_load(keyp, &c->key, err)) < 0)
@@ -187,11 +186,6 @@ void cluster_set_manager(struct cluster *c, struct manager *m, struct sbxd *app)
 {
     c->mgr = m;
     c->app = app;
-}
-
-const struct router_hooks *cluster_hooks(struct cluster *c)
-{
-    return &c->hooks;
 }
 
 const char *cluster_node_id(const struct cluster *c)

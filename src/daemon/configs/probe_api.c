@@ -11,7 +11,7 @@
 #include "../../runtime/rt.h"
 #include "../exec/exec.h"
 #include "../http/server.h"
-#include "../routes.h"
+#include "../http/router.h"
 #include "../sandbox/template.h"
 #include "../sbxd.h"
 #include "configs.h"
@@ -212,6 +212,8 @@ static int probe_doc(struct sbxd *d, json_t *body, struct probe *p, struct sbx_e
     json_t *idv = json_object_get(body, "config_id");
     if (cfg && json_is_null(cfg))
         cfg = NULL;
+    if (cfg && !json_is_object(cfg))
+        return sbx_err_set(err, EINVAL, "invalid_request", "config must be an object");
     if (idv && !json_is_null(idv) && !json_is_string(idv))
         return sbx_err_set(err, EINVAL, "invalid_request", "config_id must be a string");
     const char *id = json_string_value(idv);

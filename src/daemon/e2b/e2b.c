@@ -28,6 +28,10 @@ bool e2b_token_ok(struct sbxd *d, const struct sandbox *sb, const char *token)
 {
     char want[E2B_TOKEN_HEX_LEN + 1];
     struct sbx_err err = {0};
+    struct store_key owner;
+    /* The token was issued to the sandbox's key: it stops working once that key is gone. */
+    if (store_key_get(d->store, sb->rec.key_id, &owner, NULL) < 0)
+        return false;
     if (!token || strlen(token) != E2B_TOKEN_HEX_LEN ||
         store_meta_get(d->store, sb->rec.id, E2B_META_TOKEN, want, sizeof(want), &err) < 0 ||
         strlen(want) != E2B_TOKEN_HEX_LEN)

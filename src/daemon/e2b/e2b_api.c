@@ -16,7 +16,7 @@
 #include "../audit/audit.h"
 #include "../http/errors.h"
 #include "../http/server.h"
-#include "../routes.h"
+#include "../http/router.h"
 #include "../sbxd.h"
 #include "../snapshot/snapshot.h"
 #include "e2b.h"

@@ -10,7 +10,6 @@
 #include "../../common/loop.h"
 #include "../../common/util.h"
 #include "../../proto/proto.h"
-#include "../audit/audit.h"
 #include "../exec/textchunk.h"
 #include "../http/server.h"
 #include "../live/kernel.h"
@@ -185,8 +184,6 @@ static void on_done(json_t *answer, const struct sbx_err *err, void *data)
 {
     struct exec_req *x = data;
     x->run = NULL;
-    audit_record(x->d->store, &x->who, NULL, x->request_id, "run_code", x->sb->rec.id,
-                 err ? err->code : "ok", json_pack("{s:s}", "via", "e2b"));
     if (x->out) {
         flush_line(x, 0);
         flush_line(x, 1);
@@ -246,7 +243,10 @@ static void on_ready(struct sandbox *sb, const struct sbx_err *err, void *data)
     struct exec_req *x = data;
     struct sbx_err e = {0};
     struct kernel_params p = {.code = json_string_value(json_object_get(x->body, "code")),
-                              .timeout_s = KERNEL_TIMEOUT_DEFAULT};
+                              .timeout_s = KERNEL_TIMEOUT_DEFAULT,
+                              .who = &x->who,
+                              .request_id = x->request_id,
+                              .via = "e2b"};
     if (!err && kernel_run_start(sb, x->d->llm, &p, &observer, x, &x->run, &e) == 0) {
         x->out = rpc_stream_begin(x->req, x->d->loop, true, json_pack("{s:s}", "type", "keepalive"),
                                   on_gone, x);

@@ -278,7 +278,27 @@ static struct proc_stream *ps_new(const struct envd_ctx *c)
 static void ps_run(struct proc_stream *s, const struct auth_identity *who, json_t *op)
 {
     struct sbx_err err = {0};
-    if ((who ? procmeter_start(s->sb, who, op, ps_started, s, &s->meter, &err)
+    /* What ran, for the audit entry: the argv joined by spaces. */
+    _cleanup_free_ char *command = NULL;
+    if (who) {
+        json_t *argv = json_object_get(op, "argv");
+        size_t i, n = 1;
+        json_t *a;
+        json_array_foreach(argv, i, a) n += json_string_length(a) + 1;
+        command = sbx_xcalloc(1, n);
+        size_t off = 0;
+        json_array_foreach(argv, i, a)
+        {
+            if (i)
+                command[off++] = ' ';
+            memcpy(command + off, json_string_value(a), json_string_length(a));
+            off += json_string_length(a);
+        }
+    }
+    struct procmeter_origin o = {
+        .who = who, .request_id = http_req_id(s->req), .action = "process.start",
+        .command = command};
+    if ((who ? procmeter_start(s->sb, &o, op, ps_started, s, &s->meter, &err)
              : agentcall_start(s->sb, op, &start_ops, s, &s->call, &err)) < 0) {
         s->out = rpc_stream_begin(s->req, s->d->loop, false, keepalive_msg(), NULL, NULL);
         rpc_stream_end(s->out, rpc_code(&err), err.msg);

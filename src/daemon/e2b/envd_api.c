@@ -18,7 +18,7 @@
 
 #include "../../common/util.h"
 #include "../http/server.h"
-#include "../routes.h"
+#include "../http/router.h"
 #include "../sbxd.h"
 #include "e2b.h"
 #include "envd.h"

@@ -1,3 +1,8 @@
+/* Import circle with proxy.c (allowed inside a folder, docs/architecture.md#layering): a
+ * proxied connection's life is one state machine split in two files: proxy.c owns the
+ * socket and calls decide.c for the verdict, which answers by calling back
+ * egress_conn_connect or egress_conn_refuse (proxy_internal.h). Both are the egress
+ * folder's; nothing outside sees the loop. */
 /* What a proxied request may reach: the sandbox's policy, the operator's and its
  * configuration's layers, then every resolved address checked before one is dialled. */
 #include <errno.h>

@@ -41,6 +41,7 @@ struct exec_run {
     char action[16];
     long long started_ms;
     struct receipt_probe *probe;
+    json_t *what; /* the audit entry's command_sha256 and command (audit_command_details) */
     struct exec_result res;
     struct billing_exec billing;
 };
@@ -155,6 +156,7 @@ static void run_free(struct exec_run *run)
     json_decref(run->res.receipt);
     json_decref(run->res.session);
     receipt_probe_free(run->probe);
+    json_decref(run->what);
     free(run);
 }
 
@@ -262,6 +264,7 @@ static void run_finish(struct exec_run *run, const struct sbx_err *err)
     char outcome[80];
     json_t *details = json_pack("{s:s,s:s,s:I}", "exec_id", run->id, "status", status,
                                 "duration_ms", (json_int_t)run->res.duration_ms);
+    json_object_update(details, run->what);
     audit_record(st, &who, NULL, run->request_id, run->action, run->sandbox_id,
                  outcome_of(&run->res, err, outcome, sizeof(outcome)), details);
 
@@ -392,8 +395,9 @@ int exec_start(struct sandbox *sb, const struct exec_params *p, const struct exe
     run->res.id = run->id;
     run->res.sandbox_id = run->sandbox_id;
     run->started_ms = sbx_wall_ms();
+    run->what = audit_command_details(NULL, p->command, p->command ? strlen(p->command) : 0);
 
-    int r = receipt_probe_new(sb, p, &run->probe, err);
+    int r = receipt_probe_new(sb, p->command, p->language, &run->probe, err);
     if (r < 0 || (r = store_exec_insert(manager_store(sb->mgr), run->id, sb->rec.id, o->who->user,
                                         run->started_ms, err)) < 0) {
         run_free(run);

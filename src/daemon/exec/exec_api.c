@@ -18,7 +18,7 @@
 #include "../http/errors.h"
 #include "../http/idempotency.h"
 #include "../http/server.h"
-#include "../routes.h"
+#include "../http/router.h"
 #include "../sbxd.h"
 #include "exec.h"
 #include "textchunk.h"

@@ -13,8 +13,9 @@
 
 #include "../../common/util.h"
 #include "../../proto/proto.h"
+#include "../audit/audit.h"
 #include "../http/server.h"
-#include "../routes.h"
+#include "../http/router.h"
 #include "../sandbox/agentcall.h"
 #include "../sandbox/runas.h"
 #include "../sbxd.h"
@@ -45,12 +46,17 @@ struct proc_req {
     char ref[PROCESS_REF_MAX + 1];
     struct exec_output out[2];
     struct utf8_carry carry[2];
+    char *command; /* CALL_START: what the audit entry names */
+    const char *action; /* CALL_PLAIN changes (signal, kill): audited once answered */
+    json_t *audit_details;
 };
 
 static void proc_req_free(struct proc_req *x)
 {
     for (int i = 0; i < 2; i++)
         free(x->out[i].buf);
+    free(x->command);
+    json_decref(x->audit_details);
     free(x);
 }
 
@@ -151,6 +157,12 @@ static void on_done(json_t *result, const struct sbx_err *err, void *data)
         proc_req_free(x);
         return;
     }
+    if (x->action) {
+        json_object_set_new(x->audit_details, "process", json_string(x->ref));
+        audit_record(manager_store(x->sb->mgr), http_req_identity(x->req), NULL,
+                     http_req_id(x->req), x->action, x->sb->rec.id, err ? err->code : "ok",
+                     json_incref(x->audit_details));
+    }
     if (err) {
         http_respond_error(x->req, err);
         proc_req_free(x);
@@ -189,8 +201,11 @@ static const struct agentcall_ops call_ops = {.on_data = on_data, .on_done = on_
 static void start_call(struct proc_req *x, json_t *op)
 {
     struct sbx_err err = {0};
-    if ((x->kind == CALL_START
-             ? procmeter_start(x->sb, http_req_identity(x->req), op, on_done, x, &x->meter, &err)
+    struct procmeter_origin o = {.who = http_req_identity(x->req),
+                                 .request_id = http_req_id(x->req),
+                                 .action = "process.start",
+                                 .command = x->command};
+    if ((x->kind == CALL_START ? procmeter_start(x->sb, &o, op, on_done, x, &x->meter, &err)
              : agentcall_start(x->sb, op, &call_ops, x, &x->call, &err)) == 0)
         return;
     if (x->kind == CALL_FOLLOW) {
@@ -210,6 +225,16 @@ static void run(struct sbxd *d, struct http_req *req, bool with_ref, enum proc_c
     struct sbx_err err = {0};
     struct proc_req *x = sbx_xcalloc(1, sizeof(*x));
     x->req = req;
+    const char *name = json_string_value(json_object_get(op, "op"));
+    if (!strcmp(name, "process_signal") || !strcmp(name, "process_kill")) {
+        x->action = !strcmp(name, "process_signal") ? "process.signal" : "process.kill";
+        x->audit_details = json_object();
+        if (json_object_get(op, "signal"))
+            json_object_set(x->audit_details, "signal", json_object_get(op, "signal"));
+    }
+    if (kind == CALL_START) /* argv is /bin/bash -c <command> */
+        x->command = sbx_xstrdup(
+            json_string_value(json_array_get(json_object_get(op, "argv"), 2)) ?: "");
     x->kind = kind;
     x->status = status;
     if (manager_lookup(d->mgr, http_req_identity(req), http_req_param(req, 0), &x->sb, &err) < 0)

@@ -11,7 +11,6 @@
 #include "../../common/log.h"
 #include "../../common/text.h"
 #include "../../common/util.h"
-#include "exec.h"
 #include "../sandbox/manager.h"
 #include "../store/store.h"
 #include "../files/workspace.h"
@@ -130,7 +129,8 @@ static const struct out_entry *find_out(const struct out_list *l, const char *pa
     return NULL;
 }
 
-int receipt_probe_new(struct sandbox *sb, const struct exec_params *p, struct receipt_probe **out,
+int receipt_probe_new(struct sandbox *sb, const char *command, const char *language,
+                      struct receipt_probe **out,
                       struct sbx_err *err)
 {
     struct receipt_probe *probe = sbx_xcalloc(1, sizeof(*probe));
@@ -138,11 +138,11 @@ int receipt_probe_new(struct sandbox *sb, const struct exec_params *p, struct re
     probe->gen_before = receipt_sync_generation(sb);
     unsigned char d[EVP_MAX_MD_SIZE];
     unsigned int dlen = 0;
-    const char *cmd = p->command ? p->command : "";
+    const char *cmd = command ? command : "";
     if (EVP_Digest(cmd, strlen(cmd), d, &dlen, EVP_sha256(), NULL) != 1)
         abort();
     sbx_hex(d, dlen, probe->command_sha256);
-    probe->language = sbx_xstrdup(p->language ? p->language : "shell");
+    probe->language = sbx_xstrdup(language ? language : "shell");
     if (!walk(sb->workspace, "out", note_out, &probe->before))
         json_array_append_new(probe->warnings,
                               json_string("/workspace/out has too many entries to compare"));

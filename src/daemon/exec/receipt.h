@@ -15,11 +15,11 @@
 #define WS_WALK_MAX_ENTRIES 200000
 
 struct sandbox;
-struct exec_params;
 struct receipt_probe;
 
-int receipt_probe_new(struct sandbox *sb, const struct exec_params *p, struct receipt_probe **out,
-                      struct sbx_err *err);
+/* Before a command runs: its command (hashed) and language, and what the workspace holds. */
+int receipt_probe_new(struct sandbox *sb, const char *command, const char *language,
+                      struct receipt_probe **out, struct sbx_err *err);
 void receipt_probe_free(struct receipt_probe *probe);
 /* Never NULL; the facts it could not establish are left out and said in "warnings". */
 json_t *receipt_build(struct receipt_probe *probe, struct sandbox *sb, const char *exec_id);

@@ -5,8 +5,9 @@
 
 #include "../../common/text.h"
 #include "../../common/util.h"
+#include "../audit/audit.h"
 #include "../http/server.h"
-#include "../routes.h"
+#include "../http/router.h"
 #include "../sandbox/agentcall.h"
 #include "../sandbox/runas.h"
 #include "../sbxd.h"
@@ -18,6 +19,11 @@ struct session_req {
     struct agentcall *call;
     bool is_default; /* answers describe the default session as such */
     unsigned status; /* on success */
+    /* A change (create, delete) is audited once the agent answered. */
+    const char *action;
+    struct store *store;
+    char sandbox_id[STORE_ID_MAX + 1];
+    char session_id[64];
 };
 
 static void on_abort(struct http_req *req, void *data)
@@ -38,6 +44,10 @@ static void decorate(json_t *s, bool enable_default)
 static void on_done(json_t *result, const struct sbx_err *err, void *data)
 {
     struct session_req *x = data;
+    if (x->action)
+        audit_record(x->store, http_req_identity(x->req), NULL, http_req_id(x->req), x->action,
+                     x->sandbox_id, err ? err->code : "ok",
+                     json_pack("{s:s}", "session_id", x->session_id));
     if (err) {
         http_respond_error(x->req, err);
     } else {
@@ -70,6 +80,14 @@ static void call(struct http_req *req, struct sandbox *sb, json_t *op, unsigned 
     x->req = req;
     x->status = status;
     x->is_default = sb->rec.enable_default_session;
+    const char *op_name = json_string_value(json_object_get(op, "op"));
+    if (!strcmp(op_name, "session_create") || !strcmp(op_name, "session_delete")) {
+        x->action = op_name[8] == 'c' ? "session.create" : "session.delete";
+        x->store = manager_store(sb->mgr);
+        snprintf(x->sandbox_id, sizeof(x->sandbox_id), "%s", sb->rec.id);
+        snprintf(x->session_id, sizeof(x->session_id), "%s",
+                 json_string_value(json_object_get(op, "id")) ?: "");
+    }
     if (agentcall_start(sb, op, &call_ops, x, &x->call, &err) < 0) {
         free(x);
         http_respond_error(req, &err);

@@ -13,7 +13,7 @@
 #include "../../common/util.h"
 #include "../audit/audit.h"
 #include "../http/server.h"
-#include "../routes.h"
+#include "../http/router.h"
 #include "../sbxd.h"
 #include "workspace.h"
 

@@ -6,7 +6,6 @@
 #include "../../common/log.h"
 #include "../../common/util.h"
 #include "../auth/auth.h"
-#include "../billing/billing.h"
 #include "../store/store.h"
 #include "server.h"
 
@@ -170,7 +169,6 @@ void router_dispatch(void *app, struct http_req *req)
     const char *method = http_req_method(req);
     const char *path = http_req_path(req);
     bool path_known;
-    billing_headers(req);
     const struct route *r = find(rt, method, path, &path_known);
     if (!r) {
         if (path_known)

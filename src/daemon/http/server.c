@@ -1,3 +1,7 @@
+/* Import circle with stream.c (allowed inside a folder, docs/architecture.md#layering): one
+ * libmicrohttpd request split in two files: server.c answers requests and hands a streamed
+ * answer to stream.c, whose reader parks and resumes that request through server.c
+ * (server_int.h). Both are the HTTP layer's; nothing outside sees the loop. */
 #include "server.h"
 
 #include <arpa/inet.h>
@@ -13,8 +17,6 @@
 #include "../../common/text.h"
 #include "../../common/util.h"
 #include "../auth/auth.h"
-#include "../billing/billing.h"
-#include "../billing/metrics.h"
 #include "cors.h"
 #include "errors.h"
 #include "server_int.h"
@@ -25,6 +27,7 @@ static void req_free(struct http_req *r)
 {
     if (!r)
         return;
+    http_stream_unlink(r);
     free(r->path);
     free(r->target);
     free(r->cors_origin);
@@ -335,7 +338,9 @@ void http_respond_error(struct http_req *r, const struct sbx_err *err)
     snprintf(msg, sizeof(msg), "%s", err->msg[0] ? err->msg : code);
     msg[sbx_utf8_scrub(msg, strlen(msg))] = '\0';
     json_t *body = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg);
-    billing_on_error(code, &r->ident, json_object_get(body, "error"));
+    const struct http_server_hooks *h = r->srv ? r->srv->hooks : NULL;
+    if (h && h->on_error)
+        h->on_error(h->data, code, &r->ident, json_object_get(body, "error"));
     http_respond_json(r, http_status_for_code(code), body);
 }
 
@@ -546,6 +551,18 @@ static bool refuse_malformed(struct http_req *r)
  * version. Checked against MHD 0.9.75 (Debian 12), the version sbxd is built with; the
  * tests in tests/security/test_http_strict.py fail loudly should a later one lay its
  * buffer out differently. */
+static void route_request(struct http_server *s, struct http_req *r)
+{
+    if (s->hooks && s->hooks->on_request)
+        s->hooks->on_request(s->hooks->data, r);
+    s->dispatch(s->app, r);
+}
+
+void http_server_set_hooks(struct http_server *s, const struct http_server_hooks *hooks)
+{
+    s->hooks = hooks;
+}
+
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
     struct http_req *r = sbx_xcalloc(1, sizeof(*r));
@@ -651,7 +668,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             /* Dispatched before the body: the handler installs a sink or answers now
              * (then MHD closes the connection without reading the body). */
             r->dispatched = true;
-            s->dispatch(s->app, r);
+            route_request(s, r);
             return r->has_resp ? queue_answer(r) : MHD_YES;
         }
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
@@ -707,7 +724,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             http_respond_errorf(r, "body_too_large", "request body exceeds %u bytes",
                                 HTTP_MAX_BODY);
         else
-            s->dispatch(s->app, r);
+            route_request(s, r);
         r->in_handler = false;
         if (r->suspended && !r->has_resp) {
             r->mhd_suspended = true;
@@ -743,7 +760,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     }
     if (r->suspended)
         unlink_suspended(r);
-    metrics_http_done(r->method, r->path, r->has_resp ? r->status : 0, sbx_now_ms() - r->t0_ms);
+    const struct http_server_hooks *h = r->srv ? r->srv->hooks : NULL;
+    if (h && h->on_done)
+        h->on_done(h->data, r->method, r->path, r->has_resp ? r->status : 0,
+                   sbx_now_ms() - r->t0_ms);
     req_free(r);
     *con_cls = NULL;
 }

@@ -56,6 +56,27 @@ void http_server_set_streaming(struct http_server *s, http_streams_fn fn);
 /* Origins (NULL-terminated, borrowed) whose browser apps may call the API (http/cors.h). */
 void http_server_set_cors(struct http_server *s, char *const *origins);
 
+/* What the layers above add to every request, installed once at start (main.c; the HTTP
+ * layer knows no feature). Each member may be NULL. */
+struct auth_identity;
+struct http_server_hooks {
+    /* A request is about to be routed: headers every answer carries. */
+    void (*on_request)(void *data, struct http_req *req);
+    /* An error answer is being built: count it, add fields to its "error" object. */
+    void (*on_error)(void *data, const char *code, const struct auth_identity *who,
+                     json_t *error);
+    /* A request ended (status 0: no answer went out). */
+    void (*on_done)(void *data, const char *method, const char *path, unsigned status,
+                    long long ms);
+    void *data;
+};
+/* hooks is borrowed and outlives s; NULL removes them. */
+void http_server_set_hooks(struct http_server *s, const struct http_server_hooks *hooks);
+/* Key key_id was deleted: each streamed answer (SSE, chunked) it opened ends. An SSE
+ * stream gets a last event {type: "error", code: "auth_revoked"}; then the connection
+ * closes and the stream's producer is told as when a client leaves (its abort callback). */
+void http_server_revoke_key(struct http_server *s, const char *key_id);
+
 /* Request accessors. */
 const char *http_req_method(const struct http_req *r);
 const char *http_req_path(const struct http_req *r);

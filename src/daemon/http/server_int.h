@@ -50,6 +50,8 @@ struct http_req {
     bool raw_stream; /* http_stream_begin: the chunks are the body itself */
     struct sse_chunk *sse_head, *sse_tail;
     size_t sse_bytes;
+    bool revoked; /* its key was deleted: the stream ends with an error, then the connection */
+    struct http_req *next_stream, *prev_stream;
     /* An upgrade answer (http_respond_upgrade), until MHD hands over the socket. */
     struct http_upgraded *upgrade;
     char *params[HTTP_MAX_PARAMS];
@@ -74,7 +76,9 @@ struct http_server {
     http_streams_fn streams;
     void *app;
     char *const *cors_origins;  /* borrowed; NULL: no cross-origin access */
+    const struct http_server_hooks *hooks; /* borrowed; NULL: none */
     struct http_req *suspended; /* list, to fail them all on shutdown */
+    struct http_req *live_streams; /* streamed answers under way (http_server_revoke_key) */
 };
 
 struct http_upgraded {
@@ -90,6 +94,10 @@ struct sse_chunk {
     size_t len, off;
     char data[];
 };
+
+/* The list of streamed answers (server.streams). */
+void http_stream_link(struct http_req *r);
+void http_stream_unlink(struct http_req *r);
 
 /* A suspended request goes on (its answer, or more of a stream, is ready), or waits. */
 void http_req_resume(struct http_req *r);

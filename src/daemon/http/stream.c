@@ -1,3 +1,7 @@
+/* Import circle with server.c (allowed inside a folder, docs/architecture.md#layering): one
+ * libmicrohttpd request split in two files: server.c answers requests and hands a streamed
+ * answer to stream.c, whose reader parks and resumes that request through server.c
+ * (server_int.h). Both are the HTTP layer's; nothing outside sees the loop. */
 /* Streamed answers: server-sent events and raw chunked bodies, queued by their producer
  * (HTTP_SSE_QUEUE_MAX at most) and read out by MHD as the socket takes them. */
 #include <errno.h>
@@ -18,6 +22,7 @@ static void sse_begin(struct http_req *r, unsigned status, http_abort_fn on_abor
     if (r->has_resp)
         return;
     r->sse = true;
+    http_stream_link(r);
     r->has_resp = true;
     r->status = status;
     r->on_abort = on_abort;
@@ -33,6 +38,8 @@ void http_sse_begin(struct http_req *r, http_abort_fn on_abort, void *data)
 /* Queue the concatenation of a and b (b may be NULL) as one chunk of the stream. */
 static int stream_queue(struct http_req *r, const void *a, size_t alen, const void *b, size_t blen)
 {
+    if (r->revoked)
+        return -EPIPE;
     if (!r->sse || r->sse_ended || r->sse_bytes + alen + blen > HTTP_SSE_QUEUE_MAX)
         return r->sse && !r->sse_ended ? -ENOBUFS : -EPIPE;
     struct sse_chunk *c = sbx_xmalloc(sizeof(*c) + alen + blen);
@@ -136,9 +143,49 @@ ssize_t http_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
     }
     if (n)
         return (ssize_t)n;
+    if (r->revoked) /* the connection closes: the producer is told as if the client left */
+        return MHD_CONTENT_READER_END_WITH_ERROR;
     if (r->sse_ended)
         return MHD_CONTENT_READER_END_OF_STREAM;
     /* Nothing yet: park the connection until the producer sends or ends. */
     http_req_park(r);
     return 0;
+}
+
+void http_stream_link(struct http_req *r)
+{
+    if (r->prev_stream || r->srv->live_streams == r)
+        return;
+    r->next_stream = r->srv->live_streams;
+    if (r->next_stream)
+        r->next_stream->prev_stream = r;
+    r->srv->live_streams = r;
+}
+
+void http_stream_unlink(struct http_req *r)
+{
+    if (!r->srv || (!r->prev_stream && r->srv->live_streams != r))
+        return;
+    if (r->prev_stream)
+        r->prev_stream->next_stream = r->next_stream;
+    else
+        r->srv->live_streams = r->next_stream;
+    if (r->next_stream)
+        r->next_stream->prev_stream = r->prev_stream;
+    r->next_stream = r->prev_stream = NULL;
+}
+
+void http_server_revoke_key(struct http_server *s, const char *key_id)
+{
+    for (struct http_req *r = s->live_streams; r; r = r->next_stream) {
+        if (r->revoked || r->sse_ended || !r->ident.authenticated ||
+            strcmp(r->ident.key_id, key_id))
+            continue;
+        if (!r->raw_stream)
+            (void)http_sse_event(r, json_pack("{s:s,s:s,s:s}", "type", "error", "code",
+                                              "auth_revoked", "message",
+                                              "the key this stream was opened with was deleted"));
+        r->revoked = true;
+        http_req_resume(r);
+    }
 }

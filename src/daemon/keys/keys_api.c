@@ -5,7 +5,7 @@
 #include "../audit/audit.h"
 #include "../auth/auth.h"
 #include "../http/server.h"
-#include "../routes.h"
+#include "../http/router.h"
 #include "../sbxd.h"
 
 static json_t *key_to_json(const struct store_key *k)
@@ -91,6 +91,9 @@ static void api_keys_delete(struct sbxd *d, struct http_req *req)
     }
     audit_record(d->store, http_req_identity(req), NULL, http_req_id(req), "key.delete", NULL, "ok",
                  json_pack("{s:s}", "key_id", id));
+    /* What the key opened ends now, not at its next request. */
+    if (d->key_revoked)
+        d->key_revoked(d, id);
     http_respond_json(req, 200,
                       json_pack("{s:s,s:s,s:b}", "id", id, "object", "key", "deleted", 1));
 }

@@ -6,6 +6,8 @@
 
 #include "../../common/util.h"
 #include "../../proto/proto.h"
+#include "../audit/audit.h"
+#include "../auth/auth.h"
 #include "../billing/billing.h"
 #include "../sandbox/channel.h"
 #include "../exec/exec.h"
@@ -410,6 +412,13 @@ int kernel_run_start(struct sandbox *sb, struct llm *llm, const struct kernel_pa
         loop_timer_add(manager_loop(sb->mgr), p->timeout_s * 1000 + KERNEL_GRACE_MS, on_guard, run);
     sb->kernel_busy = true;
     billing_exec_begin(sb->rec.user, sb->rec.key_id, sb->rec.id, sb->rec.backend, &run->billing);
+    struct auth_identity owner = {.authenticated = true};
+    snprintf(owner.user, sizeof(owner.user), "%s", sb->rec.user);
+    snprintf(owner.key_id, sizeof(owner.key_id), "%s", sb->rec.key_id);
+    audit_record(manager_store(sb->mgr), p->who ? p->who : &owner, NULL, p->request_id,
+                 "run_code", sb->rec.id, "started",
+                 audit_command_details(json_pack("{s:s}", "via", p->via ? p->via : "rest"),
+                                       p->code, strlen(p->code)));
     if (out)
         *out = run;
     return 0;

@@ -26,9 +26,15 @@ struct llm;
 struct kernel_run;
 struct kernel_ctl;
 
+struct auth_identity;
 struct kernel_params {
     const char *code; /* borrowed from the request */
     long long timeout_s;
+    /* Who runs it: the "run_code" audit entry (audit_command_details of the code, via) is
+     * written once the cell reached the agent. who NULL: the sandbox's owner. */
+    const struct auth_identity *who;
+    const char *request_id;
+    const char *via; /* "rest", "tool", "e2b" */
 };
 
 /* Parse {code, timeout_seconds}. */

@@ -10,8 +10,9 @@
 #include "../../common/util.h"
 #include "../../proto/proto.h"
 #include "../exec/textchunk.h"
+#include "../audit/audit.h"
 #include "../http/server.h"
-#include "../routes.h"
+#include "../http/router.h"
 #include "../sbxd.h"
 #include "kernel.h"
 
@@ -117,6 +118,9 @@ static void on_ready(struct sandbox *sb, const struct sbx_err *err, void *data)
 {
     struct run_req *x = data;
     struct sbx_err e = {0};
+    x->params.who = http_req_identity(x->req);
+    x->params.request_id = http_req_id(x->req);
+    x->params.via = "rest";
     if (!err && kernel_run_start(sb, x->llm, &x->params, &observer, x, &x->run, &e) == 0) {
         if (x->sse) {
             http_sse_begin(x->req, on_abort, x);
@@ -202,6 +206,9 @@ static void control(struct sbxd *d, struct http_req *req, const char *op)
         http_respond_error(req, &err);
         return;
     }
+    audit_record(d->store, http_req_identity(req), NULL, http_req_id(req),
+                 !strcmp(op, "kernel_reset") ? "kernel.reset" : "kernel.interrupt", sb->rec.id,
+                 "requested", NULL);
     struct ctl_req *x = sbx_xcalloc(1, sizeof(*x));
     x->req = req;
     x->sb = sb;

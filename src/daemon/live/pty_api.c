@@ -10,8 +10,9 @@
 #include <string.h>
 
 #include "../../common/util.h"
+#include "../audit/audit.h"
 #include "../http/server.h"
-#include "../routes.h"
+#include "../http/router.h"
 #include "../sbxd.h"
 #include "ptycall.h"
 
@@ -43,11 +44,12 @@ static void api_pty_create(struct sbxd *d, struct http_req *req)
     json_t *body = NULL;
     struct sandbox *sb;
     struct pty_call *call = NULL;
+    struct pty_origin origin = {http_req_identity(req), http_req_id(req), "rest"};
     int r = http_req_json(req, &body, &err);
     if (r == 0)
         r = manager_lookup(d->mgr, http_req_identity(req), http_req_param(req, 0), &sb, &err);
     if (r == 0)
-        r = pty_exec_command(sb, body, on_done, req, &call, &err);
+        r = pty_exec_command(sb, &origin, body, on_done, req, &call, &err);
     json_decref(body);
     follow(req, r, call, &err);
 }
@@ -58,11 +60,12 @@ static void api_pty_input(struct sbxd *d, struct http_req *req)
     json_t *body = NULL;
     struct sandbox *sb;
     struct pty_call *call = NULL;
+    struct pty_origin origin = {http_req_identity(req), http_req_id(req), "rest"};
     int r = http_req_json(req, &body, &err);
     if (r == 0)
         r = manager_lookup(d->mgr, http_req_identity(req), http_req_param(req, 0), &sb, &err);
     if (r == 0)
-        r = pty_write_stdin(sb, http_req_param(req, 1), body, on_done, req, &call, &err);
+        r = pty_write_stdin(sb, &origin, http_req_param(req, 1), body, on_done, req, &call, &err);
     json_decref(body);
     follow(req, r, call, &err);
 }
@@ -105,6 +108,10 @@ static void api_pty_delete(struct sbxd *d, struct http_req *req)
     int r = manager_lookup(d->mgr, http_req_identity(req), http_req_param(req, 0), &sb, &err);
     if (r == 0)
         r = pty_kill(sb, http_req_param(req, 1), on_done, req, &call, &err);
+    if (r == 0)
+        audit_record(d->store, http_req_identity(req), NULL, http_req_id(req), "pty.kill",
+                     sb->rec.id, "requested",
+                     json_pack("{s:s}", "session_id", http_req_param(req, 1)));
     follow(req, r, call, &err);
 }
 

@@ -7,8 +7,11 @@
 
 #include "../../common/util.h"
 #include "../../proto/proto.h"
+#include "../audit/audit.h"
+#include "../auth/auth.h"
 #include "../exec/exec.h"
 #include "../sandbox/agentcall.h"
+#include "../sandbox/manager.h"
 #include "../sandbox/runas.h"
 
 #define PTY_GRACE_DEFAULT_MS 1000
@@ -25,6 +28,7 @@ enum pty_kind {
 struct pty_call {
     pty_done_fn cb;
     void *data;
+    char owner[AUTH_KEY_ID_LEN + 1]; /* CALL_OPEN: the key the session is kept for */
     struct sandbox *sb;
     struct agentcall *call;
     enum pty_kind kind;
@@ -87,6 +91,12 @@ static void on_done(json_t *result, const struct sbx_err *err, void *data)
         return;
     }
     if (x->kind == CALL_OPEN && json_object_get(result, "cols")) {
+        const char *sid = json_string_value(json_object_get(result, "id"));
+        if (sid && x->owner[0]) {
+            if (!x->sb->pty_owners)
+                x->sb->pty_owners = json_object();
+            json_object_set_new(x->sb->pty_owners, sid, json_string(x->owner));
+        }
         /* Started: wait up to the grace period for it to finish. */
         start_call(x, json_pack("{s:s,s:O,s:i,s:I,s:b,s:b}", "op", "pty_read", "id",
                                 json_object_get(result, "id"), "since", 0, "wait_ms",
@@ -94,12 +104,17 @@ static void on_done(json_t *result, const struct sbx_err *err, void *data)
         return;
     }
     json_t *o;
+    const char *sid = json_string_value(json_object_get(result, "id"));
     if (x->kind == CALL_PLAIN) {
         o = json_pack("{s:s,s:O,s:b}", "object", "pty", "session_id", json_object_get(result, "id"),
                       "deleted", 1);
     } else {
         o = read_json(x, result);
     }
+    /* A session that is over (or deleted) has nothing left to end on revocation. */
+    if (sid && x->sb->pty_owners &&
+        (x->kind == CALL_PLAIN || !json_is_true(json_object_get(result, "alive"))))
+        json_object_del(x->sb->pty_owners, sid);
     x->cb(o, NULL, x->data);
     json_decref(o);
     pty_call_free(x);
@@ -191,8 +206,20 @@ static int go(struct pty_call *x, json_t *op, struct pty_call **out, struct sbx_
     return 0;
 }
 
-int pty_exec_command(struct sandbox *sb, json_t *body, pty_done_fn cb, void *data,
-                     struct pty_call **out, struct sbx_err *err)
+/* The op reached the agent: what was typed or started is on the record. */
+static void audit_pty(struct sandbox *sb, const struct pty_origin *o, const char *action,
+                      const char *sid, json_t *text)
+{
+    json_t *details = json_pack("{s:s}", "via", o->via ? o->via : "rest");
+    if (sid)
+        json_object_set_new(details, "session_id", json_string(sid));
+    audit_record(manager_store(sb->mgr), o->who, NULL, o->request_id, action, sb->rec.id,
+                 "ok", audit_command_details(details, json_string_value(text),
+                                             json_string_length(text)));
+}
+
+int pty_exec_command(struct sandbox *sb, const struct pty_origin *o, json_t *body,
+                     pty_done_fn cb, void *data, struct pty_call **out, struct sbx_err *err)
 {
     json_t *cmd = json_object_get(body, "command");
     if (!json_is_string(cmd) || json_string_length(cmd) == 0 ||
@@ -201,6 +228,8 @@ int pty_exec_command(struct sandbox *sb, json_t *body, pty_done_fn cb, void *dat
         return sbx_err_set(err, EINVAL, "invalid_request",
                            "command must be a non-empty string of at most %u bytes", EXEC_CODE_MAX);
     struct pty_call *x = call_new(sb, CALL_OPEN, cb, data);
+    if (o->who)
+        snprintf(x->owner, sizeof(x->owner), "%s", o->who->key_id);
     json_t *op = json_pack("{s:s,s:s,s:[s,s,O]}", "op", "pty_open", "kind", "exec", "argv",
                            "/bin/bash", "-c", cmd);
     if (runas_apply(sb, body, op, err) < 0 || dim_parse(body, "rows", 24, op, err) < 0 ||
@@ -211,11 +240,15 @@ int pty_exec_command(struct sandbox *sb, json_t *body, pty_done_fn cb, void *dat
         pty_call_free(x);
         return sbx_err_ret(err);
     }
-    return go(x, op, out, err);
+    if (go(x, op, out, err) < 0)
+        return sbx_err_ret(err);
+    audit_pty(sb, o, "pty.exec_command", NULL, cmd);
+    return 0;
 }
 
-int pty_write_stdin(struct sandbox *sb, const char *sid, json_t *body, pty_done_fn cb, void *data,
-                    struct pty_call **out, struct sbx_err *err)
+int pty_write_stdin(struct sandbox *sb, const struct pty_origin *o, const char *sid,
+                    json_t *body, pty_done_fn cb, void *data, struct pty_call **out,
+                    struct sbx_err *err)
 {
     json_t *in = json_object_get(body, "input");
     long long wait_ms;
@@ -231,7 +264,11 @@ int pty_write_stdin(struct sandbox *sb, const char *sid, json_t *body, pty_done_
         return sbx_err_ret(err);
     }
     json_object_set_new(op, "wait_ms", json_integer(wait_ms));
-    return go(call_new(sb, CALL_READ, cb, data), op, out, err);
+    if (go(call_new(sb, CALL_READ, cb, data), op, out, err) < 0)
+        return sbx_err_ret(err);
+    if (json_string_length(in))
+        audit_pty(sb, o, "pty.write_stdin", sid, in);
+    return 0;
 }
 
 int pty_read(struct sandbox *sb, const char *sid, json_t *since, json_t *wait, pty_done_fn cb,
@@ -258,4 +295,25 @@ int pty_kill(struct sandbox *sb, const char *sid, pty_done_fn cb, void *data, st
         return sbx_err_ret(err);
     }
     return go(call_new(sb, CALL_PLAIN, cb, data), op, out, err);
+}
+
+static void kill_done(json_t *result, const struct sbx_err *err, void *data)
+{
+    (void)result, (void)err, (void)data; /* a session that is gone already is fine */
+}
+
+void pty_revoke_key(struct sandbox *sb, const char *key_id)
+{
+    const char *sid;
+    json_t *owner, *tmp;
+    json_object_foreach_safe(sb->pty_owners, tmp, sid, owner)
+    {
+        if (strcmp(json_string_value(owner) ?: "", key_id))
+            continue;
+        /* Fire and forget: the session ends, whoever follows it sees it exit. */
+        static const struct agentcall_ops kill_ops = {.on_done = kill_done};
+        (void)agentcall_start(sb, json_pack("{s:s,s:s}", "op", "pty_kill", "id", sid), &kill_ops,
+                              NULL, NULL, NULL);
+        json_object_del(sb->pty_owners, sid);
+    }
 }

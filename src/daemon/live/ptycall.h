@@ -21,13 +21,24 @@ struct pty_call;
 /* Once, with the answer (borrowed) or err; the call is freed after it. */
 typedef void (*pty_done_fn)(json_t *answer, const struct sbx_err *err, void *data);
 
+/* Who asks (exec_command and write_stdin are audited as "pty.exec_command" and
+ * "pty.write_stdin" once the agent has the op: the command, or the input, through
+ * audit_command_details; via: "rest" or "tool"). */
+struct auth_identity;
+struct pty_origin {
+    const struct auth_identity *who;
+    const char *request_id;
+    const char *via;
+};
+
 /* {command, rows?, cols?, grace_seconds?}: start a command and wait up to the grace for
  * it to end. A command that is over answers without session_id. */
-int pty_exec_command(struct sandbox *sb, json_t *body, pty_done_fn cb, void *data,
-                     struct pty_call **out, struct sbx_err *err);
+int pty_exec_command(struct sandbox *sb, const struct pty_origin *o, json_t *body,
+                     pty_done_fn cb, void *data, struct pty_call **out, struct sbx_err *err);
 /* {input, since?, wait_seconds?} into session sid, then read what it printed. */
-int pty_write_stdin(struct sandbox *sb, const char *sid, json_t *body, pty_done_fn cb, void *data,
-                    struct pty_call **out, struct sbx_err *err);
+int pty_write_stdin(struct sandbox *sb, const struct pty_origin *o, const char *sid,
+                    json_t *body, pty_done_fn cb, void *data, struct pty_call **out,
+                    struct sbx_err *err);
 /* Read after cursor since (JSON integer or NULL), waiting up to wait (seconds, or NULL). */
 int pty_read(struct sandbox *sb, const char *sid, json_t *since, json_t *wait, pty_done_fn cb,
              void *data, struct pty_call **out, struct sbx_err *err);
@@ -35,5 +46,7 @@ int pty_kill(struct sandbox *sb, const char *sid, pty_done_fn cb, void *data,
              struct pty_call **out, struct sbx_err *err);
 /* The requester went away: nothing more is reported. */
 void pty_call_cancel(struct pty_call *c);
+/* Key key_id was deleted: the PTY sessions it opened on sb through exec_command end. */
+void pty_revoke_key(struct sandbox *sb, const char *key_id);
 
 #endif

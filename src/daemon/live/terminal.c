@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../../common/text.h"
+#include "../../common/log.h"
 #include "../../common/util.h"
 #include "../../proto/proto.h"
 #include "../sandbox/agentcall.h"
@@ -39,11 +40,13 @@ struct term_conn {
     struct chan_stream *st; /* NULL once the stream ended */
     struct ws *ws;
     char pty_id[32];
+    char key_id[AUTH_KEY_ID_LEN + 1]; /* the key whose ticket opened it */
     uint64_t in_window;  /* input bytes the agent still takes */
     uint8_t *pending;    /* one client message waiting for that window */
     size_t pending_len;
     uint32_t owed;       /* output credit held back while the WebSocket is behind */
     struct loop_timer *idle_t;
+    bool revoked; /* its key was deleted: closing with AUTH_REVOKED */
     long long idle_ms; /* its sandbox's configuration's limit, else the daemon's */
     struct term_conn *next, *prev;
 };
@@ -216,9 +219,21 @@ static const struct chan_stream_ops stream_ops = {
     .on_window = st_window,
 };
 
+/* Which resize an answer is for: a refused one is logged (issue 38: a resize that never
+ * took effect left no trace anywhere). */
+struct resize_note {
+    char sandbox_id[STORE_ID_MAX + 1];
+    char pty_id[32];
+};
+
 static void resize_done(json_t *result, const struct sbx_err *err, void *data)
 {
     /* Nothing to answer: the shell sees the new size, or the terminal is gone. */
+    struct resize_note *n = data;
+    if (err && strcmp(err->code, "pty_not_found") && strcmp(err->code, "sandbox_not_running"))
+        log_warn("sandbox %s: terminal %s: the resize was refused: %s: %s", n->sandbox_id,
+                 n->pty_id, err->code, err->msg);
+    free(n);
 }
 
 static const struct agentcall_ops resize_ops = {.on_done = resize_done};
@@ -237,7 +252,15 @@ static void conn_text(struct term_conn *c, const uint8_t *buf, size_t len)
     if (ok && c->sb) {
         json_t *op = json_pack("{s:s,s:s,s:O,s:O}", "op", "pty_resize", "id", c->pty_id, "cols",
                                cols, "rows", rows);
-        (void)agentcall_start(c->sb, op, &resize_ops, NULL, NULL, NULL);
+        struct resize_note *n = sbx_xcalloc(1, sizeof(*n));
+        snprintf(n->sandbox_id, sizeof(n->sandbox_id), "%s", c->sb->rec.id);
+        snprintf(n->pty_id, sizeof(n->pty_id), "%s", c->pty_id);
+        struct sbx_err err = {0};
+        if (agentcall_start(c->sb, op, &resize_ops, n, NULL, &err) < 0) {
+            log_warn("sandbox %s: terminal %s: the resize could not be sent: %s: %s",
+                     n->sandbox_id, n->pty_id, err.code, err.msg);
+            free(n);
+        }
     } else if (!ok) {
         conn_control(c, json_pack("{s:s,s:s,s:s}", "type", "error", "code", "BAD_MESSAGE",
                                   "message",
@@ -315,10 +338,12 @@ static const struct ws_ops ws_ops = {
 };
 
 void terminal_bridge(struct terminals *t, struct sandbox *sb, const char *pty_id,
-                     struct http_upgraded *u, int fd, const char *extra, size_t extra_len)
+                     const char *key_id, struct http_upgraded *u, int fd, const char *extra,
+                     size_t extra_len)
 {
     struct term_conn *c = sbx_xcalloc(1, sizeof(*c));
     c->t = t;
+    snprintf(c->key_id, sizeof(c->key_id), "%s", key_id);
     snprintf(c->pty_id, sizeof(c->pty_id), "%s", pty_id);
     c->in_window = PROTO_WINDOW_INIT;
     c->idle_ms = sb && sb->terminal_idle_sec ? sb->terminal_idle_sec * t->cfg->terminal_idle_unit_ms
@@ -345,6 +370,34 @@ void terminal_bridge(struct terminals *t, struct sandbox *sb, const char *pty_id
     c->sb = sb;
     conn_control(c, json_pack("{s:s,s:s,s:s,s:b}", "type", "ready", "pty_id", pty_id, "backend",
                               sb->rec.runtime, "reattachable", 1));
+}
+
+static void kill_done(json_t *result, const struct sbx_err *err, void *data)
+{
+    (void)result, (void)err, (void)data; /* a session that is gone already is fine */
+}
+
+void terminals_revoke(struct terminals *t, const char *key_id)
+{
+    unsigned j = 0;
+    for (unsigned i = 0; i < t->ntickets; i++)
+        if (strcmp(t->tickets[i].who.key_id, key_id))
+            t->tickets[j++] = t->tickets[i];
+    t->ntickets = j;
+    for (struct term_conn *c = t->conns, *next; c; c = next) {
+        next = c->next;
+        if (strcmp(c->key_id, key_id) || c->revoked)
+            continue;
+        c->revoked = true;
+        /* The shell ends too: nobody may re-attach to what the key opened. */
+        if (c->sb && c->sb->chan && !c->sb->ended) {
+            static const struct agentcall_ops kill_ops = {.on_done = kill_done};
+            (void)agentcall_start(c->sb,
+                                  json_pack("{s:s,s:s}", "op", "pty_kill", "id", c->pty_id),
+                                  &kill_ops, NULL, NULL, NULL);
+        }
+        conn_error(c, "AUTH_REVOKED", WS_CLOSE_POLICY);
+    }
 }
 
 void terminals_free(struct terminals *t)

@@ -51,6 +51,10 @@ bool terminal_origin_allowed(const struct terminals *t, const char *origin);
 /* Bridge an upgraded WebSocket to PTY pty_id of sb (which answered pty_open or a
  * pty_resize just now). */
 void terminal_bridge(struct terminals *t, struct sandbox *sb, const char *pty_id,
-                     struct http_upgraded *u, int fd, const char *extra, size_t extra_len);
+                     const char *key_id, struct http_upgraded *u, int fd, const char *extra,
+                     size_t extra_len);
+/* Key key_id was deleted: its outstanding tickets go, and each terminal it opened gets an
+ * error frame AUTH_REVOKED, then a close (1008); its shell ends. */
+void terminals_revoke(struct terminals *t, const char *key_id);
 
 #endif

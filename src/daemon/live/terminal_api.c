@@ -9,15 +9,17 @@
 
 #include "../../common/log.h"
 #include "../../common/util.h"
+#include "../audit/audit.h"
 #include "../http/server.h"
 #include "../http/ws.h"
-#include "../routes.h"
+#include "../http/router.h"
 #include "../sandbox/agentcall.h"
 #include "../sandbox/runas.h"
 #include "../sbxd.h"
 #include "terminal.h"
 
 #define TERMINAL_PTY_ID_MAX 31
+#define TERMINAL_SHELL "/bin/bash -l"
 
 static void api_terminal_ticket(struct sbxd *d, struct http_req *req)
 {
@@ -29,6 +31,8 @@ static void api_terminal_ticket(struct sbxd *d, struct http_req *req)
         http_respond_error(req, &err);
         return;
     }
+    audit_record(d->store, http_req_identity(req), NULL, http_req_id(req), "terminal.ticket",
+                 sb->rec.id, "ok", NULL);
     http_respond_json(req, 200,
                       json_pack("{s:s,s:s,s:I}", "object", "terminal_ticket", "ticket", ticket,
                                 "expires_in", (json_int_t)(d->cfg.ticket_ttl_ms + 999) / 1000));
@@ -41,6 +45,7 @@ struct term_req {
     struct auth_identity who;
     char sandbox_id[STORE_ID_MAX + 1];
     char pty_id[TERMINAL_PTY_ID_MAX + 1];
+    bool reattach;
 };
 
 static void on_req_abort(struct http_req *req, void *data)
@@ -58,7 +63,7 @@ static void on_upgraded(struct http_upgraded *u, int fd, const char *extra, size
     struct sandbox *sb = NULL;
     /* Looked up again: the sandbox may have ended while the 101 was on its way. */
     (void)manager_lookup(x->d->mgr, &x->who, x->sandbox_id, &sb, NULL);
-    terminal_bridge(x->d->terminals, sb, x->pty_id, u, fd, extra, extra_len);
+    terminal_bridge(x->d->terminals, sb, x->pty_id, x->who.key_id, u, fd, extra, extra_len);
     free(x);
 }
 
@@ -77,6 +82,12 @@ static void on_done(json_t *result, const struct sbx_err *err, void *data)
         return;
     }
     snprintf(x->pty_id, sizeof(x->pty_id), "%s", json_string_value(json_object_get(result, "id")));
+    /* The terminal's shell is what runs: written before the first keystroke can reach it. */
+    json_t *details = json_pack("{s:s,s:b}", "pty_id", x->pty_id, "reattach", x->reattach);
+    if (!x->reattach)
+        details = audit_command_details(details, TERMINAL_SHELL, strlen(TERMINAL_SHELL));
+    audit_record(x->d->store, &x->who, NULL, http_req_id(x->req), "terminal.open",
+                 x->sandbox_id, "ok", details);
     ws_handshake_accept(x->req);
     http_respond_upgrade(x->req, on_upgraded, on_upgrade_abort, x);
 }
@@ -152,6 +163,7 @@ static void api_terminal_connect(struct sbxd *d, struct http_req *req)
         /* Re-attach: the resize doubles as "does it still exist". */
         json_object_set_new(op, "op", json_string("pty_resize"));
         json_object_set_new(op, "id", json_string(pty_id));
+        x->reattach = true;
     } else {
         json_object_set_new(op, "op", json_string("pty_open"));
         json_object_set_new(op, "kind", json_string("terminal"));

@@ -1,7 +1,7 @@
 /* GET /openapi.json: docs/openapi.yaml, converted to JSON and compiled in at build time
  * (build/gen/openapi_json.c), so the document served is always the one of this binary. */
 #include "../http/server.h"
-#include "../routes.h"
+#include "../http/router.h"
 
 extern const char sbx_openapi_json[];
 

@@ -63,6 +63,7 @@ void sandbox_free(struct sandbox *sb)
     egress_netpolicy_free(sb->net);
     json_decref(sb->config_env);
     json_decref(sb->config_inject);
+    json_decref(sb->pty_owners);
     free(sb->dir);
     free(sb->state_dir);
     free(sb->workspace);

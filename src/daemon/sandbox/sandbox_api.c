@@ -4,7 +4,7 @@
 #include "../audit/audit.h"
 #include "../http/idempotency.h"
 #include "../http/server.h"
-#include "../routes.h"
+#include "../http/router.h"
 #include "../sbxd.h"
 
 static void on_create_abort(struct http_req *req, void *data)

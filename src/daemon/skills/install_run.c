@@ -1,3 +1,7 @@
+/* Import circle with installs.c (allowed inside a folder, docs/architecture.md#layering):
+ * installs.c keeps the configurations' installs and starts rounds (install_run.c); a round,
+ * when it ends, places the bundle and rolls it out through installs.c (installs_place,
+ * installs_rollout). Both are the skills folder's; nothing outside sees the loop. */
 #include "install_run.h"
 
 #include <errno.h>

@@ -1,3 +1,8 @@
+/* Import circle with install_run.c (allowed inside a folder,
+ * docs/architecture.md#layering): installs.c keeps the configurations' installs and starts
+ * rounds (install_run.c); a round, when it ends, places the bundle and rolls it out through
+ * installs.c (installs_place, installs_rollout). Both are the skills folder's; nothing
+ * outside sees the loop. */
 #include "installs.h"
 
 #include <dirent.h>
@@ -56,11 +61,24 @@ static int copy_fd(int in, int out)
     }
 }
 
+/* over: dst's entry name may exist; make room for src's of that type. A directory stays
+ * (its other entries with it), anything else goes (a link is removed, never followed). */
+static int make_room(int dst, const char *name, bool dir)
+{
+    struct stat st;
+    if (fstatat(dst, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return errno == ENOENT ? 0 : -errno;
+    if (dir && S_ISDIR(st.st_mode))
+        return 0;
+    return sbx_rm_rf_at(dst, name);
+}
+
 /* A bundle's tree (regular files and directories only: bundle.c refuses the rest) into a
  * directory of a workspace that a running sandbox may be changing meanwhile: every step is
  * relative to a directory fd, never follows a link and never reuses an entry, so nothing it
- * writes lands outside the workspace. */
-static int copy_tree_at(int src, int dst, int depth, struct sbx_err *err)
+ * writes lands outside the workspace. over: dst may hold a tree already; the bundle's
+ * files replace theirs, its other entries stay (what an install script left there). */
+static int copy_tree_at(int src, int dst, int depth, bool over, struct sbx_err *err)
 {
     if (depth > INSTALL_TREE_DEPTH_MAX)
         return sbx_err_set(err, ELOOP, "internal", "a skill's tree is deeper than %d",
@@ -82,13 +100,18 @@ static int copy_tree_at(int src, int dst, int depth, struct sbx_err *err)
             r = sbx_err_sys(err, errno, "reading %s", de->d_name);
             break;
         }
+        int room = over ? make_room(dst, de->d_name, S_ISDIR(st.st_mode)) : 0;
+        if (room < 0) {
+            r = sbx_err_sys(err, -room, "replacing %s", de->d_name);
+            break;
+        }
         if (S_ISDIR(st.st_mode)) {
             int in = openat(src, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             int out = -1;
-            if (in >= 0 && mkdirat(dst, de->d_name, 0755) == 0)
+            if (in >= 0 && (mkdirat(dst, de->d_name, 0755) == 0 || (over && errno == EEXIST)))
                 out = own(openat(dst, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
             r = out < 0 ? sbx_err_sys(err, errno, "copying %s", de->d_name)
-                        : copy_tree_at(in, out, depth + 1, err);
+                        : copy_tree_at(in, out, depth + 1, over, err);
             if (in >= 0)
                 close(in);
             if (out >= 0)
@@ -112,32 +135,74 @@ static int copy_tree_at(int src, int dst, int depth, struct sbx_err *err)
     return r;
 }
 
-/* Writes /workspace/skills afresh: every enabled install's served bundle, nothing else
- * (what the snapshot had there may be stale, or not what sbx put there). */
+static bool served_name(json_t *list, const char *name)
+{
+    size_t i;
+    json_t *s;
+    json_array_foreach(list, i, s)
+    {
+        if (!strcmp(json_string_value(json_object_get(s, "name")) ?: "", name))
+            return true;
+    }
+    return false;
+}
+
+/* Brings /workspace/skills to every enabled install's served bundle: a folder of another
+ * name goes (a disabled or deleted install, or not what sbx put there); in an enabled
+ * install's folder the bundle's files are written again and the rest stays, which is what
+ * its install script left beside SKILL.md: the configuration's snapshot holds it, and new
+ * sandboxes, forks and restores keep it. */
 static int fill_skills(void *data, const char *workspace, struct sbx_err *err)
 {
     json_t *list = data;
     _cleanup_close_ int root = open(workspace, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (root < 0)
         return sbx_err_sys(err, errno, "opening the workspace");
-    int r = sbx_rm_rf_at(root, INSTALL_SKILLS_DIR);
+    (void)sbx_rm_rf_at(root, INSTALL_CTL_DIR);
+    int r = make_room(root, INSTALL_SKILLS_DIR, true);
     if (r < 0)
         return sbx_err_sys(err, -r, "clearing /workspace/skills");
-    (void)sbx_rm_rf_at(root, INSTALL_CTL_DIR);
-    if (!json_array_size(list))
-        return 0;
+    if (!json_array_size(list)) {
+        r = sbx_rm_rf_at(root, INSTALL_SKILLS_DIR);
+        return r < 0 ? sbx_err_sys(err, -r, "clearing /workspace/skills") : 0;
+    }
     _cleanup_close_ int skills = -1;
-    if (mkdirat(root, INSTALL_SKILLS_DIR, 0755) < 0 ||
+    if ((mkdirat(root, INSTALL_SKILLS_DIR, 0755) < 0 && errno != EEXIST) ||
         (skills = own(openat(root, INSTALL_SKILLS_DIR,
                              O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC))) < 0)
         return sbx_err_sys(err, errno, "creating /workspace/skills");
+    /* Names no enabled install has. */
+    int dup_fd = dup(skills);
+    DIR *d = dup_fd < 0 ? NULL : fdopendir(dup_fd);
+    if (!d) {
+        if (dup_fd >= 0)
+            close(dup_fd);
+        return sbx_err_sys(err, errno, "reading /workspace/skills");
+    }
+    for (struct dirent *de; r == 0 && (de = readdir(d));) {
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
+            !served_name(list, de->d_name) && (r = sbx_rm_rf_at(skills, de->d_name)) < 0)
+            sbx_err_sys(err, -r, "clearing /workspace/skills/%s", de->d_name);
+    }
+    closedir(d);
+    if (r < 0)
+        return r;
     size_t i;
     json_t *s;
     json_array_foreach(list, i, s)
     {
         const char *name = json_string_value(json_object_get(s, "name"));
-        r = installs_place(json_string_value(json_object_get(s, "dir")), skills, name, err);
-        if (r < 0)
+        const char *bundle = json_string_value(json_object_get(s, "dir"));
+        _cleanup_close_ int src = open(bundle, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        _cleanup_close_ int dst = -1;
+        if (src < 0)
+            return sbx_err_sys(err, errno, "opening the bundle of %s", name);
+        if ((r = make_room(skills, name, true)) < 0)
+            return sbx_err_sys(err, -r, "replacing /workspace/skills/%s", name);
+        if ((mkdirat(skills, name, 0755) < 0 && errno != EEXIST) ||
+            (dst = own(openat(skills, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC))) < 0)
+            return sbx_err_sys(err, errno, "making /workspace/skills/%s", name);
+        if ((r = copy_tree_at(src, dst, 0, true, err)) < 0)
             return r;
     }
     return 0;
@@ -153,7 +218,7 @@ int installs_place(const char *bundle, int skills_dir, const char *name, struct 
     if (src < 0 || mkdirat(skills_dir, name, 0755) < 0 ||
         (dst = own(openat(skills_dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC))) < 0)
         return sbx_err_sys(err, errno, "making /workspace/skills/%s", name);
-    return copy_tree_at(src, dst, 0, err);
+    return copy_tree_at(src, dst, 0, false, err);
 }
 
 struct served {

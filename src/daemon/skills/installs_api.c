@@ -17,7 +17,7 @@
 #include "../../common/util.h"
 #include "../audit/audit.h"
 #include "../http/server.h"
-#include "../routes.h"
+#include "../http/router.h"
 #include "../sbxd.h"
 #include "catalog.h"
 #include "installs.h"

@@ -22,7 +22,6 @@
 #include "../../common/util.h"
 #include "../sandbox/lifecycle.h"
 #include "../sandbox/wsimage.h"
-#include "checkpoint.h"
 
 #define EXPORT_STAMP "paused_at"
 #define COPY_DEPTH_MAX 256 /* directories deep: a workspace's tree, an image's few */

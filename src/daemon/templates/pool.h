@@ -14,18 +14,7 @@
 #include "../sandbox/manager.h"
 #include "../sandbox/template.h"
 
-#define POOL_TEMPLATES_MAX 8 /* templates in SBX_WARM_POOL */
-#define POOL_SIZE_MAX 16     /* sandboxes kept per template */
-#define POOL_SPEC_MAX 512    /* bytes of SBX_WARM_POOL */
-
-struct pool_spec {
-    char name[TEMPLATE_NAME_MAX + 1];
-    int size;
-};
-
-/* "name:N,name:N": names valid template names, each once, N in 0..POOL_SIZE_MAX. */
-int pool_spec_parse(const char *text, struct pool_spec out[POOL_TEMPLATES_MAX], size_t *n,
-                    struct sbx_err *err);
+#include "poolspec.h" /* struct pool_spec, pool_spec_parse */
 
 struct warm_pool;
 

@@ -9,7 +9,7 @@
 
 #include "../../common/util.h"
 #include "../http/server.h"
-#include "../routes.h"
+#include "../http/router.h"
 #include "../sbxd.h"
 #include "pool.h"
 

@@ -10,7 +10,7 @@
 #include "../../common/util.h"
 #include "../exec/exec.h"
 #include "../snapshot/snapshot.h"
-#include "pool.h"
+#include "poolspec.h"
 
 enum warm_stage { WARM_BOOTING, WARM_RUNNING, WARM_PAUSING, WARM_READY, WARM_FAILED };
 

@@ -623,6 +623,9 @@ static void on_ready_kernel(struct sandbox *sb, const struct sbx_err *err, void 
         fail(c, err);
         return;
     }
+    c->kp.who = &c->who;
+    c->kp.request_id = c->request_id;
+    c->kp.via = "tool";
     if (kernel_run_start(sb, c->d->llm, &c->kp, &kernel_obs, c, &c->krun, &e) < 0) {
         fail(c, &e);
         return;
@@ -654,11 +657,12 @@ static void on_pty_done(json_t *answer, const struct sbx_err *err, void *data)
 static int run_pty(struct tool_call *c, struct sbx_err *err)
 {
     int r;
+    struct pty_origin o = {&c->who, c->request_id, "tool"};
     if (c->def->id == TOOL_EXEC_COMMAND)
-        r = pty_exec_command(c->sb, c->args, on_pty_done, c, &c->pty, err);
+        r = pty_exec_command(c->sb, &o, c->args, on_pty_done, c, &c->pty, err);
     else
-        r = pty_write_stdin(c->sb, arg_string(c, "session_id"), c->args, on_pty_done, c, &c->pty,
-                            err);
+        r = pty_write_stdin(c->sb, &o, arg_string(c, "session_id"), c->args, on_pty_done, c,
+                            &c->pty, err);
     if (r == 0)
         c->wait = WAIT_PTY;
     return r;

@@ -12,7 +12,7 @@
 #include "../../common/util.h"
 #include "../http/errors.h"
 #include "../http/server.h"
-#include "../routes.h"
+#include "../http/router.h"
 #include "../sbxd.h"
 #include "tools.h"
 

@@ -9,6 +9,7 @@
 
 #include "../common/loop.h"
 #include "../proto/proto.h"
+#include "shim_idle.h"
 
 #define SHIM_OUTQ_MAX (4u * 1024u * 1024u)
 #define SHIM_MAX_FRAME ((size_t)PROTO_HEADER_SIZE + PROTO_MAX_PAYLOAD)
@@ -59,10 +60,7 @@ struct shim {
 
     long long t_spawn;
     unsigned long long frames_up, frames_down, frames_dropped;
-    /* shim_idle.c: every frame queued for the agent (the restore HELLO included), whether
-     * the agent's last PROTO_IDLE was taken, and how often the slack changed */
-    unsigned long long to_agent_frames, idle_flips;
-    bool idle;
+    struct shim_idle idle; /* the sentry's timer slack (shim_idle.h) */
     int exit_code; /* -1 until the container exits */
 };
 
@@ -79,16 +77,5 @@ void shim_relay_hello(struct shim *s);
 /* The container ended: take what the agent wrote last, give the client a moment for it. */
 void shim_relay_drain(struct shim *s);
 void shim_relay_drop_client(struct shim *s, const char *why);
-
-/* shim_idle.c. The timer slack of the sandbox's runsc process (its threads') while the
- * agent says nothing of the user's runs, and while anything may: runsc's systrap platform
- * polls every 400 us for the sandbox's whole life, and the stretched slack lets the kernel
- * coalesce those wake-ups (src/agent/quiet.h). Busy is the kernel's default. */
-#define SHIM_IDLE_SLACK_NS 500000000ull
-#define SHIM_BUSY_SLACK_NS 50000ull
-/* A frame is about to be queued for the agent: back to busy first unless it starts nothing. */
-void shim_idle_frame_to_agent(struct shim *s, uint8_t type);
-/* The agent's PROTO_IDLE: taken when it counted every frame queued for it so far. */
-void shim_idle_said(struct shim *s, const struct proto_frame *f);
 
 #endif

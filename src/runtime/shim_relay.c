@@ -106,6 +106,27 @@ static void flush_to_client(struct shim *s)
         shim_relay_drop_client(s, strerror(-r));
 }
 
+/* ---- the sentry's timer slack (shim_idle.h) ---- */
+
+/* The runsc sandbox process whose slack changes: none under a native container. */
+static pid_t sentry(const struct shim *s)
+{
+    return s->native ? 0 : s->run_pid;
+}
+
+static void log_slack(struct shim *s, const char *what, int r)
+{
+    if (r < 0)
+        shim_log(s, "timer slack %s: %s", what, strerror(-r));
+}
+
+static void queue_for_agent(struct shim *s, uint32_t stream, uint8_t type, uint8_t flags,
+                            const uint8_t *payload, uint32_t len)
+{
+    log_slack(s, "restored", shim_idle_frame_to_agent(&s->idle, sentry(s), type));
+    (void)proto_outq_push(s->to_agent, stream, type, flags, payload, len);
+}
+
 /* ---- the two directions ---- */
 
 static void pump_client_to_agent(struct shim *s)
@@ -126,8 +147,7 @@ static void pump_client_to_agent(struct shim *s)
             shim_relay_drop_client(s, "malformed frame from client");
             break;
         }
-        shim_idle_frame_to_agent(s, f.type);
-        (void)proto_outq_push(s->to_agent, f.stream, f.type, f.flags, f.payload, f.len);
+        queue_for_agent(s, f.stream, f.type, f.flags, f.payload, f.len);
         s->frames_down++;
     }
     flush_to_agent(s);
@@ -160,7 +180,8 @@ static void pump_agent_to_client(struct shim *s)
             ready_say(s, "ready %lld", ms);
         }
         if (f.stream == 0 && f.type == PROTO_IDLE) {
-            shim_idle_said(s, &f); /* the shim's own: never relayed */
+            /* the shim's own: never relayed */
+            log_slack(s, "stretched", shim_idle_said(&s->idle, sentry(s), &f));
             continue;
         }
         if (s->client_fd >= 0) {
@@ -294,8 +315,7 @@ void shim_relay_hello(struct shim *s)
     int n =
         snprintf(hello, sizeof(hello), "{\"version\":%d,\"role\":\"daemon\",\"restored\":true%s}",
                  PROTO_VERSION, s->forked ? ",\"forked\":true" : "");
-    shim_idle_frame_to_agent(s, PROTO_HELLO);
-    (void)proto_outq_push(s->to_agent, 0, PROTO_HELLO, 0, (const uint8_t *)hello, (size_t)n);
+    queue_for_agent(s, 0, PROTO_HELLO, 0, (const uint8_t *)hello, (size_t)n);
     flush_to_agent(s);
     update_interest(s);
 }

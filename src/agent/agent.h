@@ -58,9 +58,10 @@ struct agent {
     unsigned long long pty_seq;
     struct oomwatch *oom;   /* the memory watcher, NULL until a daemon names the limit */
     struct pidguard *guard; /* the process guard, NULL without a process limit to hold */
-    /* quiet.c: frames read from the daemon since the start or the last restore, and 1 + the
-     * count the last PROTO_IDLE carried (0: none sent) */
-    unsigned long long rx_frames, idle_said;
+    /* quiet.c: frames read from the daemon since the start or the last restore; whether the
+     * agent looks for quiet (its init only) and has a look scheduled */
+    unsigned long long rx_frames;
+    bool quiet_on, quiet_armed;
     int sigfd;
     struct loop_watch *sig_w;
     bool pid1;

@@ -16,28 +16,40 @@ static bool restored_hello(const struct proto_frame *f)
            memmem(f->payload, f->len, "\"restored\":true", 15) != NULL;
 }
 
+static void tick(struct loop *l, void *data);
+
+static void arm(struct agent *a)
+{
+    a->quiet_armed = loop_timer_add(a->loop, QUIET_TICK_MS, tick, a) != NULL;
+}
+
 void quiet_frame_in(struct agent *a, const struct proto_frame *f)
 {
     if (f->stream == 0 && restored_hello(f))
         a->rx_frames = 0;
     a->rx_frames++;
+    /* Nothing of the user's starts but through a frame: the looks resume with one. */
+    if (a->quiet_on && !a->quiet_armed)
+        arm(a);
 }
 
 static void tick(struct loop *l, void *data)
 {
     struct agent *a = data;
-    /* Said once per quiet spell: a count the shim has already taken needs no repeat, and
-     * one it refused (a request crossed it) is followed by that request's own frames. */
-    if (a->nstreams == 0 && pidguard_nothing_runs(a) && a->idle_said != a->rx_frames + 1) {
+    a->quiet_armed = false;
+    if (a->nstreams == 0 && pidguard_nothing_runs(a)) {
+        /* Said once per quiet spell, and then nothing to look at until the next frame: a
+         * count the shim refused (a request crossed it) is followed by that request. */
         uint8_t count[8];
         proto_put_u64(count, a->rx_frames);
         conn_send(a, 0, PROTO_IDLE, 0, count, sizeof(count));
-        a->idle_said = a->rx_frames + 1;
+        return;
     }
-    (void)loop_timer_add(l, QUIET_TICK_MS, tick, a);
+    arm(a);
 }
 
 void quiet_start(struct agent *a)
 {
-    (void)loop_timer_add(a->loop, QUIET_TICK_MS, tick, a);
+    a->quiet_on = true;
+    arm(a);
 }

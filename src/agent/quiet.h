@@ -6,7 +6,7 @@
  * sandbox is quiet, so those wake-ups are coalesced, and puts it back before it relays the
  * next request. The agent is what knows "quiet": once a second it looks whether anything
  * but itself and its idle resident shells runs, and when nothing does it sends PROTO_IDLE
- * with the count of the daemon's frames it has read. The shim takes it only when that count
+ * with the count of the daemon's frames it has read, and stops looking until the next one. The shim takes it only when that count
  * is every frame it has handed over, so a request that crossed the notice is never run
  * with the slack stretched. */
 #ifndef SBX_AGENT_QUIET_H
@@ -15,8 +15,8 @@
 struct agent;
 struct proto_frame;
 
-/* How often the agent looks. A quiet sandbox's own timers fire this late and at most
- * SHIM_IDLE_SLACK_NS later again, which only the agent's own looks notice. */
+/* How often the agent looks while something runs. Once it has said IDLE it stops looking
+ * until the daemon's next frame, so a quiet sandbox has no timer of the agent's at all. */
 #define QUIET_TICK_MS 1000
 
 /* Start looking (as the sandbox's init only: elsewhere no shim stretches anything). */

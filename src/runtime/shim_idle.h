@@ -11,7 +11,7 @@
 
 #include "../proto/proto.h"
 
-#define SHIM_IDLE_SLACK_NS 500000000ull
+#define SHIM_IDLE_SLACK_NS 1000000000ull
 #define SHIM_BUSY_SLACK_NS 50000ull
 
 struct shim_idle {

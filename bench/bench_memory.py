@@ -122,7 +122,9 @@ def _measure(d, c, n, create_ms=None, cpu=None):
         cpu.append(_idle_cpu(sids))
         for sid in sids:  # used once: its session's spare shell waits for the next command
             c.exec(sid, shell="true")
-        time.sleep(1)
+        # Idle from a look of the agent's on: up to a second after its last command a
+        # sandbox still counts as busy (docs/runtime.md, "Idle sandboxes").
+        time.sleep(SETTLE_S)
         cpu.append(_idle_cpu(sids))
     for sid in sids:
         c.delete_sandbox(sid)

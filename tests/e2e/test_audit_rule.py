@@ -270,6 +270,9 @@ def drive_all():
                {"port": 8000})
     yield call("POST /v1/sandboxes/{}/tools/{}", "exec", "POST",
                base + "/tools/sandbox_bash", {"command": "true"})
+    c.request("PUT", base + "/files/m.bsl", raw="Процедура П()\nКонецПроцедуры\n".encode())
+    yield call("POST /v1/sandboxes/{}/bsl/check", "exec", "POST", base + "/bsl/check",
+               {"path": "m.bsl"})
     c.request("PUT", base + "/files/e.txt", raw=b"x = 1\n")
     yield call("POST /v1/sandboxes/{}/edit", "file.edit", "POST", base + "/edit",
                {"path": "e.txt", "old_string": "x = 1", "new_string": "x = 2"})

@@ -1,4 +1,8 @@
-/* The expression grammar of the BSL parser: Или, И, Не, comparisons, + - * / %, unary signs,
+/* Import circle with parser.c (allowed inside a folder, docs/architecture.md#layering): one
+ * recursive-descent parser in two files for size; expressions use the parser's cursor, node
+ * and error helpers, and statements parse expressions.
+ *
+ * The expression grammar of the BSL parser: Или, И, Не, comparisons, + - * / %, unary signs,
  * calls, members, indexes, ?(...), Новый, Ждать, literals (parse_int.h). */
 #include <stdio.h>
 

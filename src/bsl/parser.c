@@ -1,3 +1,6 @@
+/* Import circle with expr.c (allowed inside a folder, docs/architecture.md#layering): one
+ * recursive-descent parser in two files for size; statements parse expressions (expr.c), which
+ * use this file's cursor, node and error helpers. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>

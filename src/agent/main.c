@@ -114,10 +114,12 @@ static void handle_hello(struct agent *a, const struct proto_frame *f)
     stream_abort_all(a);
     /* After a fork's restore every copy holds the same memory: reseed what we own. */
     json_t *j = json_loadb((const char *)f->payload, f->len, 0, NULL);
-    if (json_is_true(json_object_get(j, "restored")))
+    if (json_is_true(json_object_get(j, "restored"))) {
+        quiet_restored(a);
         snapshot_restored(a);
-    else
+    } else {
         (void)snapshot_relisten(a); /* a prepare whose daemon died before its checkpoint */
+    }
     if (json_is_true(json_object_get(j, "forked")))
         kernel_forked(a);
     /* Only as the sandbox's init: elsewhere /proc holds the host's processes. */
@@ -195,7 +197,7 @@ static void handle_signal(struct stream *s, const struct proto_frame *f)
 
 static void handle_frame(struct agent *a, const struct proto_frame *f)
 {
-    quiet_frame_in(a, f);
+    quiet_frame_in(a);
     if (f->stream == 0) {
         switch (f->type) {
         case PROTO_HELLO:

@@ -1,20 +1,10 @@
 #include "quiet.h"
 
-#include <string.h>
-
 #include "../common/loop.h"
 #include "../proto/proto.h"
 #include "agent.h"
 #include "conn.h"
 #include "pidguard.h"
-
-/* A restored HELLO is the first frame a new shim queues (shim_relay_hello). The payload
- * test is a substring check: the shim writes it compactly and nothing else sends it. */
-static bool restored_hello(const struct proto_frame *f)
-{
-    return f->type == PROTO_HELLO && f->len < 256 &&
-           memmem(f->payload, f->len, "\"restored\":true", 15) != NULL;
-}
 
 static void tick(struct loop *l, void *data);
 
@@ -23,10 +13,8 @@ static void arm(struct agent *a)
     a->quiet_armed = loop_timer_add(a->loop, QUIET_TICK_MS, tick, a) != NULL;
 }
 
-void quiet_frame_in(struct agent *a, const struct proto_frame *f)
+void quiet_frame_in(struct agent *a)
 {
-    if (f->stream == 0 && restored_hello(f))
-        a->rx_frames = 0;
     a->rx_frames++;
     /* Nothing of the user's starts but through a frame: the looks resume with one. */
     if (a->quiet_on && !a->quiet_armed)
@@ -46,6 +34,11 @@ static void tick(struct loop *l, void *data)
         return;
     }
     arm(a);
+}
+
+void quiet_restored(struct agent *a)
+{
+    a->rx_frames = 1;
 }
 
 void quiet_start(struct agent *a)

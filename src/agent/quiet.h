@@ -13,7 +13,6 @@
 #define SBX_AGENT_QUIET_H
 
 struct agent;
-struct proto_frame;
 
 /* How often the agent looks while something runs. Once it has said IDLE it stops looking
  * until the daemon's next frame, so a quiet sandbox has no timer of the agent's at all. */
@@ -22,8 +21,11 @@ struct proto_frame;
 /* Start looking (as the sandbox's init only: elsewhere no shim stretches anything). */
 void quiet_start(struct agent *a);
 
-/* Count a frame from the daemon; a HELLO that says "restored" comes from a new shim,
- * whose count starts with it. Called before the frame is handled. */
-void quiet_frame_in(struct agent *a, const struct proto_frame *f);
+/* Count a frame from the daemon. Called before the frame is handled. */
+void quiet_frame_in(struct agent *a);
+
+/* The HELLO just counted says "restored": it is the first frame a new shim queued
+ * (shim_relay_hello), and that shim's count starts with it. */
+void quiet_restored(struct agent *a);
 
 #endif

@@ -204,11 +204,11 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
      * packing as fast as the host would, and sandboxes side by side share the cores as the
      * kernel shares them between processes. An operator who wants a hard cap sets it. */
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    long long cpu_default = 1000LL * (ncpu > 0 ? ncpu : 1);
+    cfg->host_millicores = 1000LL * (ncpu > 0 ? ncpu : 1);
     int r;
     if ((r = env_num("SBX_MEMORY_MB", 2048, 64, 1 << 20, &cfg->memory_mb, err)) < 0 ||
         (r = env_num("SBX_PIDS_MAX", 128, 16, 1 << 20, &cfg->pids_max, err)) < 0 ||
-        (r = env_num("SBX_CPU_MILLICORES", cpu_default, 100, 1 << 20, &cfg->cpu_millicores,
+        (r = env_num("SBX_CPU_MILLICORES", cfg->host_millicores, 100, 1 << 20, &cfg->cpu_millicores,
                      err)) < 0 ||
         (r = env_num("SBX_TMP_MB", 512, 1, 1 << 20, &cfg->tmp_mb, err)) < 0 ||
         (r = env_num("SBX_MAX_PER_KEY", 3, 1, 10000, &cfg->max_per_key, err)) < 0 ||

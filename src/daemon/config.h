@@ -20,7 +20,8 @@ struct sbxd_config {
     char *shim_path;      /* SBX_SHIM, default sbx-shim beside sbxd */
     long long memory_mb;      /* SBX_MEMORY_MB, 2048 */
     long long pids_max;       /* SBX_PIDS_MAX, 128 (docs/security.md: why not more) */
-    long long cpu_millicores; /* SBX_CPU_MILLICORES, 1000 */
+    long long cpu_millicores; /* SBX_CPU_MILLICORES, host_millicores */
+    long long host_millicores; /* 1000 x the host's online cores, read once at start */
     long long tmp_mb;         /* SBX_TMP_MB, 512 */
     long long max_per_key;    /* SBX_MAX_PER_KEY, 3 */
     long long max_per_user;   /* SBX_MAX_PER_USER, 5 */

@@ -379,10 +379,9 @@ static void on_start_news(struct loop *l, int fd, uint32_t events, void *data)
  * burst past it within one period, which gVisor's sentry and systrap's spinning threads do
  * beside the work (bench_workload.py's job ran x1.63 slower than a bare runsc container
  * under a quota of both cores, x1.0 without: docs/performance.md). */
-static uint64_t cpu_quota_millicores(long long millicores)
+static uint64_t cpu_quota_millicores(const struct sbxd_config *cfg, long long millicores)
 {
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    if (millicores <= 0 || (ncpu > 0 && millicores >= 1000LL * ncpu))
+    if (millicores <= 0 || (cfg->host_millicores > 0 && millicores >= cfg->host_millicores))
         return 0;
     return (uint64_t)millicores;
 }
@@ -397,7 +396,7 @@ static void fill_spec(const struct manager *m, const struct sandbox *sb, const c
         .workspace = sb->workspace,
         .memory_bytes = (uint64_t)sb->rec.memory_mb << 20,
         .pids_max = (uint64_t)sb->rec.pids,
-        .cpu_millicores = cpu_quota_millicores(sb->rec.cpu_millicores),
+        .cpu_millicores = cpu_quota_millicores(m->cfg, sb->rec.cpu_millicores),
         .tmp_bytes = (uint64_t)m->cfg->tmp_mb << 20,
         .hostname = "sandbox",
         .runtime = sb->rec.runtime[0] ? sb->rec.runtime : NULL,

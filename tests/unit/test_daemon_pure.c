@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../../src/common/jsonfind.h"
 #include "../../src/common/text.h"
 #include "../../src/common/util.h"
 #include "../../src/daemon/auth/auth.h"
@@ -85,6 +86,21 @@ static void test_text(void)
     b = sbx_base64_encode("ab", 2);
     CHECK(!strcmp(b, "YWI="), "base64 pads (%s)", b);
     free(b);
+}
+
+static void test_jsonfind(void)
+{
+    json_t *list = json_pack("[{s:s,s:i},{s:i},{s:s,s:i},i]", "name", "a", "n", 1, "name", 7,
+                             "name", "b", "n", 2, 3);
+    CHECK_EQ_INT(json_integer_value(json_object_get(sbx_json_find(list, "name", "b"), "n")), 2,
+                 "the element whose name is b");
+    CHECK(!sbx_json_find(list, "name", "c"), "none named c");
+    CHECK(!sbx_json_find(list, "n", "1"), "a number is not the string 1");
+    json_t *obj = json_object();
+    CHECK(!sbx_json_find(obj, "name", "a") && !sbx_json_find(NULL, "name", "a"),
+          "not a list: nothing found");
+    json_decref(obj);
+    json_decref(list);
 }
 
 static void test_routes(void)
@@ -263,6 +279,7 @@ int main(void)
 {
     test_keys();
     test_text();
+    test_jsonfind();
     test_routes();
     test_validation();
     test_store();

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../common/jsonfind.h"
 #include "../../common/util.h"
 #include "../../runtime/rt.h"
 #include "../egress/policy.h"
@@ -184,18 +185,6 @@ static int rule_host(json_t *rule, const char *field, size_t i, json_t *out, str
     return 0;
 }
 
-static const json_t *stored_rule(const json_t *stored, const char *name)
-{
-    size_t i;
-    json_t *r;
-    json_array_foreach(json_object_get(json_object_get(stored, "network"), "rules"), i, r)
-    {
-        if (!strcmp(json_string_value(json_object_get(r, "name")) ?: "", name))
-            return r;
-    }
-    return NULL;
-}
-
 static int build_inject(const struct secrets *sec, const char *id, json_t *rule, size_t i,
                         const char *name, const json_t *stored, json_t *out, struct sbx_err *err)
 {
@@ -206,7 +195,8 @@ static int build_inject(const struct secrets *sec, const char *id, json_t *rule,
         return BAD("network.rules[%zu].inject must be a list of at most %d {header, secret, "
                    "format}",
                    i, CONFIG_INJECT_MAX);
-    const json_t *old = stored_rule(stored, name);
+    const json_t *old =
+        sbx_json_find(json_object_get(json_object_get(stored, "network"), "rules"), "name", name);
     json_t *list = json_array();
     json_object_set_new(out, "inject", list);
     size_t j;

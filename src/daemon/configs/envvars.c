@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../common/jsonfind.h"
 #include "../../common/util.h"
 #include "../sandbox/params.h"
 
@@ -253,21 +254,9 @@ static json_t *var_entry(const char *name, const char *source, long long updated
                      updated_at ? json_integer(updated_at) : json_null());
 }
 
-static json_t *find_var(json_t *vars, const char *name)
-{
-    size_t i;
-    json_t *v;
-    json_array_foreach(vars, i, v)
-    {
-        if (!strcmp(json_string_value(json_object_get(v, "name")), name))
-            return v;
-    }
-    return NULL;
-}
-
 static void mark_user(json_t *vars, const struct store_env_var *v)
 {
-    json_t *e = find_var(vars, v->name);
+    json_t *e = sbx_json_find(vars, "name", v->name);
     if (!e) {
         e = var_entry(v->name, "user", v->updated_at);
         json_array_append_new(vars, e);
@@ -297,7 +286,7 @@ static void describe_install(const struct store_skill_install *i, void *data)
         json_t *v;
         json_object_foreach(vals, name, v)
         {
-            json_t *e = find_var(json_object_get(s, "vars"), name);
+            json_t *e = sbx_json_find(json_object_get(s, "vars"), "name", name);
             if (e && strcmp(json_string_value(json_object_get(e, "source")), "user")) {
                 json_object_set_new(e, "source", json_string("workspace"));
                 json_object_set_new(e, "updated_at", json_integer(i->updated_at));
@@ -360,7 +349,7 @@ static void describe_personal_skill(const struct store_env_var *v, void *data)
     json_array_foreach((json_t *)data, i, s)
     {
         if (!strcmp(json_string_value(json_object_get(s, "skill_id")), v->target)) {
-            json_t *e = find_var(json_object_get(s, "vars"), v->name);
+            json_t *e = sbx_json_find(json_object_get(s, "vars"), "name", v->name);
             if (e) {
                 json_object_set_new(e, "source", json_string("user"));
                 json_object_set_new(e, "updated_at", json_integer(v->updated_at));

@@ -3,6 +3,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "../../common/jsonfind.h"
 #include "../../common/util.h"
 
 /* Raster images a client can show; the kernel sends them as standard base64. */
@@ -75,12 +76,8 @@ static void take_links(json_t *answer, json_t *links)
     {
         if (!json_is_string(v))
             continue;
-        json_t *size = NULL;
-        json_array_foreach(json_object_get(answer, "files"), i, a)
-        {
-            if (!strcmp(json_string_value(json_object_get(a, "path")) ?: "", k))
-                size = json_object_get(a, "size");
-        }
+        json_t *size =
+            json_object_get(sbx_json_find(json_object_get(answer, "files"), "path", k), "size");
         add_link(links, json_string_value(v), k, size, NULL);
     }
 }

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../../common/jsonfind.h"
 #include "../../common/log.h"
 #include "../../common/sbxuser.h"
 #include "../../common/text.h"
@@ -135,18 +136,6 @@ static int copy_tree_at(int src, int dst, int depth, bool over, struct sbx_err *
     return r;
 }
 
-static bool served_name(json_t *list, const char *name)
-{
-    size_t i;
-    json_t *s;
-    json_array_foreach(list, i, s)
-    {
-        if (!strcmp(json_string_value(json_object_get(s, "name")) ?: "", name))
-            return true;
-    }
-    return false;
-}
-
 /* Brings /workspace/skills to every enabled install's served bundle: a folder of another
  * name goes (a disabled or deleted install, or not what sbx put there); in an enabled
  * install's folder the bundle's files are written again and the rest stays, which is what
@@ -181,7 +170,7 @@ static int fill_skills(void *data, const char *workspace, struct sbx_err *err)
     }
     for (struct dirent *de; r == 0 && (de = readdir(d));) {
         if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
-            !served_name(list, de->d_name) && (r = sbx_rm_rf_at(skills, de->d_name)) < 0)
+            !sbx_json_find(list, "name", de->d_name) && (r = sbx_rm_rf_at(skills, de->d_name)) < 0)
             sbx_err_sys(err, -r, "clearing /workspace/skills/%s", de->d_name);
     }
     closedir(d);
@@ -609,18 +598,6 @@ int installs_catalog_id(struct installs *ins, const char *config_id, const char 
     return r;
 }
 
-static bool declared(const json_t *decl, const char *name)
-{
-    size_t i;
-    json_t *e;
-    json_array_foreach(decl, i, e)
-    {
-        if (!strcmp(json_string_value(json_object_get(e, "name")), name))
-            return true;
-    }
-    return false;
-}
-
 /* envs: {name: value}; values sealed under the install's id and the name. */
 static int patch_envs(struct installs *ins, struct store_skill_install *rec, const json_t *envs,
                       json_t *ignored, struct sbx_err *err)
@@ -643,7 +620,7 @@ static int patch_envs(struct installs *ins, struct store_skill_install *rec, con
             r = sbx_err_set(err, EINVAL, "invalid_env", "envs.%.64s must be a string", name);
             break;
         }
-        if (!declared(decl, name)) {
+        if (!sbx_json_find(decl, "name", name)) {
             json_array_append_new(ignored, json_string(name));
             continue;
         }

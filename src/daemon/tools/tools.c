@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "../../bsl/diag.h"
+#include "../../common/jsonfind.h"
 #include "../../common/text.h"
 #include "../../common/util.h"
 #include "../../runtime/oci.h"
@@ -177,18 +178,6 @@ static void collect_links(struct tool_call *c, json_t *pending)
                             c);
 }
 
-static json_t *find_artifact(json_t *artifacts, const char *path)
-{
-    size_t i;
-    json_t *a;
-    json_array_foreach(artifacts, i, a)
-    {
-        if (!strcmp(json_string_value(json_object_get(a, "path")) ?: "", path))
-            return a;
-    }
-    return NULL;
-}
-
 static void on_links(json_t *artifacts, const struct sbx_err *aerr, void *data)
 {
     struct tool_call *c = data;
@@ -210,7 +199,7 @@ static void on_links(json_t *artifacts, const struct sbx_err *aerr, void *data)
         return;
     }
     if (c->link_path) { /* a large read under out/ */
-        json_t *a = find_artifact(artifacts, c->link_path);
+        json_t *a = sbx_json_find(artifacts, "path", c->link_path);
         json_t *url = json_object_get(a, "url");
         if (url) {
             json_object_set(doc, "url", url);
@@ -223,7 +212,7 @@ static void on_links(json_t *artifacts, const struct sbx_err *aerr, void *data)
         json_t *v;
         json_object_foreach(paths, path, v)
         {
-            json_t *url = json_object_get(find_artifact(artifacts, path), "url");
+            json_t *url = json_object_get(sbx_json_find(artifacts, "path", path), "url");
             if (url)
                 json_object_set(paths, path, url);
         }

@@ -168,6 +168,7 @@ static void exec_finish(struct exec_stream *x)
     /* Pipes still open here are held by something outside the main child (see exec.h). */
     chan_out_close(&x->out[0], true);
     chan_out_close(&x->out[1], true);
+    bool limit = pidguard_claim(a, x->pgid, x->start_ms, &x->status);
     int code = 0, sig = 0;
     if (WIFEXITED(x->status)) {
         code = WEXITSTATUS(x->status);
@@ -178,7 +179,7 @@ static void exec_finish(struct exec_stream *x)
     json_t *res = json_pack(
         "{s:i, s:i, s:b, s:I, s:b, s:b}", "exit_code", code, "signal", sig, "timed_out",
         x->timed_out, "duration_ms", (json_int_t)(x->exit_ms - x->start_ms), "oom_killed", x->oom,
-        "process_limit_killed", pidguard_claim(a, x->pgid, x->start_ms, sig == SIGKILL));
+        "process_limit_killed", limit);
     if (x->session)
         json_object_set_new(res, "session", session_run_end(TAKE_PTR(x->session)));
     conn_send_json(a, x->base.id, PROTO_EXIT, res);

@@ -576,10 +576,9 @@ void kernel_reaped(struct agent *a, pid_t pid, int status)
         return;   /* an orphan, or a kernel we already killed */
     k_process(k); /* lines it managed to send first */
     bool oom = oomwatch_claim(a, k->pid, k->pid, k->started_ms);
-    json_t *lost = json_pack(
-        "{s:b,s:o,s:b,s:b}", "kernel_died", 1, "status", status_json(status), "oom_killed", oom,
-        "process_limit_killed",
-        pidguard_claim(a, k->pid, k->started_ms, WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL));
+    bool limit = pidguard_claim(a, k->pid, k->started_ms, &status);
+    json_t *lost = json_pack("{s:b,s:o,s:b,s:b}", "kernel_died", 1, "status", status_json(status),
+                             "oom_killed", oom, "process_limit_killed", limit);
     if (k->cell && oom) {
         /* Answered once gVisor has had the time to give the kernel's memory back to the
          * host, so that a cell repeating the hog at once does not stack on it. */

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../common/sbxuser.h"
@@ -28,6 +29,8 @@
  * under the limit (strike). */
 #define PIDGUARD_FREEZE_BACKOFF_MS 2000
 /* Rounds of kill(-1) stopping every user process before the guard looks (strike). */
+/* The agent's children a strike keeps track of: one per stream, at most. */
+#define PIDGUARD_LEADERS_MAX 256
 #define PIDGUARD_FREEZE_ROUNDS 16
 
 struct tally {
@@ -146,9 +149,47 @@ static unsigned long kill_sweeps(pid_t sid, int rounds)
     return hit;
 }
 
+/* The agent's live user children: the commands whose exit status is reported (an exec's
+ * main process, a background process, a terminal's shell, the kernel), each its session's
+ * leader. Returns how many (at most max). */
+static unsigned live_leaders(pid_t *out, unsigned max)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return 0;
+    pid_t self = getpid();
+    unsigned n = 0;
+    struct dirent *de;
+    while (n < max && (de = readdir(d))) {
+        char state = 0;
+        struct procstat ps;
+        pid_t pid = procstat_pid(de->d_name);
+        if (pid > 0 && user_session_state(dirfd(d), de->d_name, &state) == pid && state != 'Z' &&
+            procstat_read(dirfd(d), de->d_name, &ps) == 0 && ps.ppid == self)
+            out[n++] = pid;
+    }
+    closedir(d);
+    return n;
+}
+
+/* Whether process pid has exited and waits to be reaped (the agent reaps only once the
+ * strike is over, so its pid is still its own). */
+static bool is_zombie(pid_t pid)
+{
+    char name[32];
+    struct procstat ps;
+    snprintf(name, sizeof(name), "/proc/%d", (int)pid);
+    return procstat_read(AT_FDCWD, name, &ps) == 0 && ps.state == 'Z';
+}
+
 static unsigned long kill_session(pid_t sid)
 {
-    /* The leader's group first, in one call: a shell's background jobs stay in it. */
+    /* Its leader first (see kill_leaders), then the leader's group in one call (a shell's
+     * background jobs stay in it), then sweeps for the rest. */
+    char name[32], state = 0;
+    snprintf(name, sizeof(name), "/proc/%d", (int)sid);
+    if (user_session_state(AT_FDCWD, name, &state) == sid && state != 'Z')
+        (void)kill(sid, SIGKILL); /* still the leader: a pid can be reused */
     (void)kill(-sid, SIGKILL);
     return kill_sweeps(sid, PIDGUARD_KILL_ROUNDS);
 }
@@ -174,6 +215,8 @@ static void strike(struct pidguard *g)
      * the operator allows them), which the limit does not hold; when stopping everything
      * found the user under the limit, the next looks for a while count without it. */
     long long now = sbx_now_ms();
+    pid_t leaders[PIDGUARD_LEADERS_MAX];
+    unsigned nleaders = live_leaders(leaders, PIDGUARD_LEADERS_MAX);
     int frozen =
         now < g->thaw_ms ? -EAGAIN : spawn_signal_user_all(SIGSTOP, PIDGUARD_FREEZE_ROUNDS);
     pid_t top;
@@ -188,8 +231,13 @@ static void strike(struct pidguard *g)
     } else if (total >= g->near) {
         /* Not stopped yet when this look came in a back-off: stopped first all the same. */
         int r = frozen == 0 ? 0 : spawn_signal_user_all(SIGSTOP, PIDGUARD_FREEZE_ROUNDS);
-        if (r == 0)
+        if (r == 0) {
+            /* The leaders first: a member killed before its leader would hang the
+             * leader up (see below), and a leader's status is what its command reports. */
+            for (unsigned i = 0; i < nleaders; i++)
+                (void)kill(leaders[i], SIGKILL);
             r = spawn_signal_user_all(SIGKILL, PIDGUARD_KILL_ROUNDS);
+        }
         g->swept_ms = sbx_now_ms();
         if (r < 0)
             dprintf(2, "sbx-agent: process limit: killing every user process: %s\n", strerror(-r));
@@ -199,6 +247,19 @@ static void strike(struct pidguard *g)
                     "biggest %u): killed every user process\n",
                     total, top_n);
     }
+    /* gVisor (runsc 20240729) sends SIGHUP and SIGCONT to a process group with a stopped
+     * member whenever any member leaves it (exits, or calls setsid) while no member's parent
+     * is in another group of the session; Linux does so only when the group becomes
+     * orphaned. A command's group never has such a parent (the agent is outside its
+     * session), so while the guard holds everything stopped, one child forked between two
+     * rounds of SIGSTOP that calls setsid hangs up its whole group: the leader dies of
+     * SIGHUP before the guard's SIGKILL (once in 15 setsid bombs, three in eleven on a
+     * loaded host). Nothing of the user's can act while stopped, so a leader that died
+     * during the stop died of it: the guard claims it, as its own kill. */
+    long long end = sbx_now_ms();
+    for (unsigned i = 0; frozen == 0 && i < nleaders; i++)
+        if (is_zombie(leaders[i]))
+            killlog_add(&g->kills, leaders[i], 0, end);
     if (frozen == 0 && spawn_signal_user_all(SIGCONT, 1) < 0)
         dprintf(2, "sbx-agent: process limit: continuing the user's processes failed\n");
 }
@@ -230,13 +291,18 @@ static void tick(struct loop *l, void *data)
     (void)loop_timer_add(l, PIDGUARD_TICK_MS, tick, data);
 }
 
-bool pidguard_claim(struct agent *a, pid_t sid, long long since_ms, bool sigkilled)
+bool pidguard_claim(struct agent *a, pid_t sid, long long since_ms, int *status)
 {
     struct pidguard *g = a->guard;
     if (!g)
         return false;
-    bool session = killlog_claim(&g->kills, sid, 0, since_ms);
-    return session || (sigkilled && g->swept_ms && g->swept_ms >= since_ms);
+    bool signaled = WIFSIGNALED(*status), sigkilled = signaled && WTERMSIG(*status) == SIGKILL;
+    bool ours = killlog_claim(&g->kills, sid, sid, since_ms) ||
+                (sigkilled && g->swept_ms && g->swept_ms >= since_ms);
+    /* Hung up by gVisor while the guard held it stopped (strike): the guard's kill. */
+    if (ours && signaled && !sigkilled)
+        *status = SIGKILL;
+    return ours;
 }
 
 void pidguard_wake(struct agent *a)

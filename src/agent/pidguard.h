@@ -45,11 +45,13 @@ void pidguard_wake(struct agent *a);
  * nothing of the user's can be forking, sleeping on a timer or waiting for input. */
 bool pidguard_nothing_runs(const struct agent *a);
 
-/* Whether the guard killed session sid at or after since_ms (sbx_now_ms: the session's
- * start) and no one claimed it yet; its record goes. An exec, a background process or the
- * kernel asks when it ends, to say the limit killed it rather than a plain SIGKILL. A
- * session that ended by SIGKILL (sigkilled) also counts when the guard killed every user
- * process since it started. */
-bool pidguard_claim(struct agent *a, pid_t sid, long long since_ms, bool sigkilled);
+/* Whether the guard killed session sid (or its leader) at or after since_ms (sbx_now_ms:
+ * the session's start) and no one claimed it yet; its record goes. An exec, a background
+ * process or the kernel asks when its leader is reaped, with the leader's wait status, to
+ * say the limit killed it rather than a plain SIGKILL. A leader killed by SIGKILL also
+ * counts when the guard killed every user process since it started. A leader the guard's
+ * stop got killed by another signal (gVisor's hang-up, pidguard.c) is the guard's kill:
+ * *status becomes SIGKILL's. */
+bool pidguard_claim(struct agent *a, pid_t sid, long long since_ms, int *status);
 
 #endif

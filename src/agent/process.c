@@ -386,8 +386,7 @@ bool process_child_exit(struct agent *a, pid_t pid, int status)
         p->ended_at = sbx_wall_ms();
         p->exit_ms = sbx_now_ms();
         p->oom = oomwatch_claim(a, p->pid, 0, p->start_ms); /* it leads its own group */
-        p->pids = pidguard_claim(a, p->pid, p->start_ms, /* and its own session */
-                                 WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+        p->pids = pidguard_claim(a, p->pid, p->start_ms, &p->status); /* its own session */
         process_logs_maybe_done(p);
         if (!p->logs_done)
             p->drain_t = loop_timer_add(a->loop, EXEC_DRAIN_QUIET_MS, process_drain_cb, p);

@@ -67,6 +67,7 @@ struct upload {
     struct sbxd *d;
     struct auth_identity who;
     char sandbox_id[STORE_ID_MAX + 1];
+    char request_id[64]; /* the upload's, for its audit entries */
     int root;
     char *query_path; /* ?path=, or NULL */
     struct http_form *form;
@@ -123,7 +124,7 @@ static int file_commit(struct upload *u, struct sbx_err *err)
     ws_writer_close(&u->w);
     u->open = false;
     audit_record(
-        u->d->store, &u->who, NULL, NULL, "file.upload", u->sandbox_id, r < 0 ? err->code : "ok",
+        u->d->store, &u->who, NULL, u->request_id, "file.upload", u->sandbox_id, r < 0 ? err->code : "ok",
         json_pack("{s:s,s:I,s:s}", "path", u->rel, "size", (json_int_t)size, "via", "e2b"));
     if (r < 0)
         return r;
@@ -233,6 +234,7 @@ void envd_files_post(const struct envd_ctx *c)
     u->who = c->who;
     u->root = -1;
     snprintf(u->sandbox_id, sizeof(u->sandbox_id), "%s", c->sb->rec.id);
+    snprintf(u->request_id, sizeof(u->request_id), "%s", http_req_id(c->req) ?: "");
     u->results = json_array();
     u->query_path = path && *path ? sbx_xstrdup(path) : NULL;
     if (enc && *enc && strcasecmp(enc, "identity"))

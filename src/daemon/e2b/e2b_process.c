@@ -12,11 +12,13 @@
 #include "../../common/text.h"
 #include "../../common/util.h"
 #include "../../proto/proto.h"
+#include "../audit/audit.h"
 #include "../exec/procmeter.h"
 #include "../exec/session.h"
 #include "../files/workspace.h"
 #include "../http/server.h"
 #include "../sandbox/agentcall.h"
+#include "../sandbox/manager.h"
 #include "../sandbox/params.h"
 #include "../sandbox/runas.h"
 #include "../sbxd.h"
@@ -34,11 +36,21 @@ struct unary {
     struct http_req *req; /* NULL once the client went away */
     struct agentcall *call;
     unary_answer_fn answer;
+    /* What changes a process (input, stdin closed, a signal) is audited as the REST
+     * routes audit it, naming the sandbox owner's key; NULL for lookups. */
+    const char *action;
+    json_t *details;
+    struct sandbox *sb;
+    struct auth_identity who;
+    char request_id[64];
 };
 
 static void unary_done(json_t *result, const struct sbx_err *err, void *data)
 {
     struct unary *u = data;
+    if (u->action)
+        audit_record(manager_store(u->sb->mgr), &u->who, NULL, u->request_id, u->action,
+                     u->sb->rec.id, err ? err->code : "ok", TAKE_PTR(u->details));
     if (u->req) {
         if (err)
             rpc_reply_sbx_error(u->req, err);
@@ -54,21 +66,54 @@ static void unary_gone(struct http_req *req, void *data)
 {
     struct unary *u = data;
     agentcall_cancel(u->call, false);
+    if (u->action) /* sent to the agent all the same: it may have happened */
+        audit_record(manager_store(u->sb->mgr), &u->who, NULL, u->request_id, u->action,
+                     u->sb->rec.id, "client_gone", TAKE_PTR(u->details));
+    json_decref(u->details);
     free(u);
 }
 
-static void unary(const struct envd_ctx *c, json_t *op, unary_answer_fn answer)
+/* One agent op; action (with details, taken) names the audit entry of a change. */
+static void unary_audited(const struct envd_ctx *c, json_t *op, unary_answer_fn answer,
+                          const char *action, json_t *details)
 {
     struct sbx_err err = {0};
     struct unary *u = sbx_xcalloc(1, sizeof(*u));
     u->req = c->req;
     u->answer = answer;
+    u->action = action;
+    u->details = details;
+    u->sb = c->sb;
+    u->who = c->who;
+    snprintf(u->request_id, sizeof(u->request_id), "%s", http_req_id(c->req) ?: "");
     if (agentcall_start(c->sb, op, &unary_ops, u, &u->call, &err) < 0) {
+        if (action)
+            audit_record(manager_store(c->sb->mgr), &c->who, NULL, u->request_id, action,
+                         c->sb->rec.id, err.code, TAKE_PTR(u->details));
+        json_decref(u->details);
         free(u);
         rpc_reply_sbx_error(c->req, &err);
         return;
     }
     http_req_suspend(c->req, unary_gone, u);
+}
+
+static void unary(const struct envd_ctx *c, json_t *op, unary_answer_fn answer)
+{
+    unary_audited(c, op, answer, NULL, NULL);
+}
+
+/* The audit details of a change to process ref: {process, via}, and what was typed. */
+static json_t *input_details(const char *ref, json_t *b64)
+{
+    json_t *d = json_pack("{s:s,s:s}", "process", ref, "via", "e2b");
+    if (!b64)
+        return d;
+    size_t len = json_string_length(b64), n = 0;
+    _cleanup_free_ unsigned char *raw = sbx_xmalloc(len / 4 * 3 + 3);
+    if (sbx_base64_decode(json_string_value(b64), len, raw, &n) < 0)
+        n = 0;
+    return audit_command_details(d, (const char *)raw, n);
 }
 
 /* The pid of {"process": {"pid": n}} as the agent's process reference. */
@@ -457,17 +502,25 @@ void envd_process(const struct envd_ctx *c, const char *method)
         if (!json_is_string(in))
             rpc_reply_error(c->req, "invalid_argument", "input.stdin must be base64 bytes");
         else
-            unary(c, json_pack("{s:s,s:s,s:O}", "op", "process_input", "id", ref, "data", in),
-                  NULL);
+            unary_audited(
+                c, json_pack("{s:s,s:s,s:O}", "op", "process_input", "id", ref, "data", in), NULL,
+                "process.input", input_details(ref, in));
     } else if (!strcmp(method, "CloseStdin")) {
-        unary(c, json_pack("{s:s,s:s,s:b}", "op", "process_input", "id", ref, "close", 1), NULL);
+        unary_audited(c,
+                      json_pack("{s:s,s:s,s:b}", "op", "process_input", "id", ref, "close", 1),
+                      NULL, "process.close_stdin", input_details(ref, NULL));
     } else if (!strcmp(method, "SendSignal")) {
         int sig = signal_of(json_object_get(msg, "signal"));
-        if (sig <= 0 || sig >= 65)
+        json_t *details = input_details(ref, NULL);
+        json_object_set_new(details, "signal", json_integer(sig));
+        if (sig <= 0 || sig >= 65) {
+            json_decref(details);
             rpc_reply_error(c->req, "invalid_argument", "signal must be SIGKILL or SIGTERM");
-        else
-            unary(c, json_pack("{s:s,s:s,s:i}", "op", "process_signal", "id", ref, "signal", sig),
-                  NULL);
+        } else {
+            unary_audited(
+                c, json_pack("{s:s,s:s,s:i}", "op", "process_signal", "id", ref, "signal", sig),
+                NULL, "process.signal", details);
+        }
     } else {
         rpc_reply_error(c->req, "unimplemented", "no such method of process.Process");
     }

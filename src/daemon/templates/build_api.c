@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../../common/util.h"
+#include "../audit/audit.h"
 #include "../http/server.h"
 #include "../http/router.h"
 #include "../sbxd.h"
@@ -68,6 +69,13 @@ static void api_templates_create(struct sbxd *d, struct http_req *req)
     struct template_build *tb;
     bool cached;
     int r = template_build_start(d->builds, http_req_identity(req), body, &tb, &cached, &err);
+    /* A build runs the recipe's commands as root in a throw-away root filesystem. */
+    json_t *built = r == 0 ? template_build_json(tb) : NULL;
+    json_t *name = json_object_get(built ? built : body, "name");
+    audit_record(d->store, http_req_identity(req), NULL, http_req_id(req), "template.build", NULL,
+                 r < 0 ? err.code : cached ? "cached" : "started",
+                 json_pack("{s:O?}", "name", json_is_string(name) ? name : NULL));
+    json_decref(built);
     json_decref(body);
     if (r < 0) {
         http_respond_error(req, &err);
@@ -120,7 +128,10 @@ static void api_templates_delete(struct sbxd *d, struct http_req *req)
 {
     const char *name = http_req_param(req, 0);
     struct sbx_err err = {0};
-    if (template_delete(d->builds, http_req_identity(req), name, &err) < 0) {
+    int r = template_delete(d->builds, http_req_identity(req), name, &err);
+    audit_record(d->store, http_req_identity(req), NULL, http_req_id(req), "template.delete",
+                 NULL, r < 0 ? err.code : "ok", json_pack("{s:s}", "name", name));
+    if (r < 0) {
         http_respond_error(req, &err);
         return;
     }

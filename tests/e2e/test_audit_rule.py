@@ -225,6 +225,8 @@ def drive_all():
 
     k = a.create_key("rule-key")
     yield "POST /v1/keys", last_request_id(a), "key.create", None
+    a.ok("PATCH", "/v1/keys/" + k["id"], {"tool_level": "basic"})
+    yield "PATCH /v1/keys/{}", last_request_id(a), "key.update", None
     a.delete_key(k["id"])
     yield "DELETE /v1/keys/{}", last_request_id(a), "key.delete", None
     base = "/v1/sandboxes/" + sid

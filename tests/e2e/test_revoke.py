@@ -133,3 +133,54 @@ def test_e2b_access_tokens_of_the_key_stop_working():
                        b'{"path":"/home/user"}')
     assert st == 401, (st, body)
     D.get().client(a.create_key("rev-e2b")["key"]).delete_sandbox(sb["sandboxID"])
+
+
+def test_lowering_a_key_ends_what_it_opened():
+    """PATCH /v1/keys/{id} to a lower role: the terminal it opened gets AUTH_REVOKED, its
+    E2B access token stops working; raising it back ends nothing, and bad bodies are 400."""
+    d = D.get()
+    a = d.client()
+    k = a.create_key("rev-lower")
+    c = d.client(k["key"])
+    api = {"X-API-KEY": k["key"], "Content-Type": "application/json"}
+    st, _, body = _raw(d.port, "POST", "/e2b/api/v2/sandboxes", api,
+                       b'{"templateID":"base","timeout":120}')
+    assert st == 201, body
+    sb = json.loads(body)
+    sid = sb["sandboxID"]
+    envd = {"E2b-Sandbox-Id": sid, "X-Access-Token": sb["envdAccessToken"],
+            "Content-Type": "application/json"}
+    t = c.ok("POST", "/v1/sandboxes/%s/terminal-ticket" % sid)["ticket"]
+    ws = wsclient.connect(d.port, "/v1/sandboxes/%s/terminal?ticket=%s" % (sid, t))
+    assert ws.recv_json()["type"] == "ready"
+    # Raising (or restating) a key ends nothing.
+    r = a.ok("PATCH", "/v1/keys/" + k["id"], {"role": "member", "tool_level": "sandbox"})
+    assert r["role"] == "member" and r["id"] == k["id"] and "key" not in r, r
+    st, _, body = _raw(d.port, "POST", "/e2b/sandbox/filesystem.Filesystem/Stat", envd,
+                       b'{"path":"/home/user"}')
+    assert st == 200, body
+    for bad in ({}, {"user": "x"}, {"role": "root"}, {"tool_level": 3}):
+        r = a.request("PATCH", "/v1/keys/" + k["id"], bad)
+        assert r.status == 400 and r.body["error"]["code"] == "invalid_request", (bad, r)
+    r = a.request("PATCH", "/v1/keys/key_nope", {"role": "viewer"})
+    assert r.status == 404 and r.body["error"]["code"] == "key_not_found", r
+    r = c.request("PATCH", "/v1/keys/" + k["id"], {"role": "admin"})
+    assert r.status == 403 and r.body["error"]["code"] == "admin_required", r
+    # Down to viewer: the terminal is told and closed, the token refused.
+    r = a.ok("PATCH", "/v1/keys/" + k["id"], {"role": "viewer"})
+    assert r["role"] == "viewer", r
+    assert ws.recv_json(timeout=10) == {"type": "error", "code": "AUTH_REVOKED"}
+    try:
+        while True:
+            ws.recv(timeout=10)
+    except wsclient.Closed as e:
+        assert e.code == 1008 and e.reason == "AUTH_REVOKED", (e.code, e.reason)
+    ws.close()
+    st, _, body = _raw(d.port, "POST", "/e2b/sandbox/filesystem.Filesystem/Stat", envd,
+                       b'{"path":"/home/user"}')
+    assert st == 401, (st, body)
+    got = [e for e in a.ok("GET", "/v1/audit?action=key.update&limit=500")["data"]
+           if e["details"]["key_id"] == k["id"]]
+    assert [e["details"]["lowered"] for e in got] == [False, True], got
+    a.ok("PATCH", "/v1/keys/" + k["id"], {"role": "member"})
+    c.delete_sandbox(sid)

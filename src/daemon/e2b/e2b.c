@@ -8,6 +8,7 @@
 #include "../../common/text.h"
 #include "../../common/util.h"
 #include "../files/workspace.h"
+#include "../http/router.h"
 #include "../http/server.h"
 #include "../sandbox/runas.h"
 #include "../sbxd.h"
@@ -29,8 +30,15 @@ bool e2b_token_ok(struct sbxd *d, const struct sandbox *sb, const char *token)
     char want[E2B_TOKEN_HEX_LEN + 1];
     struct sbx_err err = {0};
     struct store_key owner;
-    /* The token was issued to the sandbox's key: it stops working once that key is gone. */
+    /* The token was issued to the sandbox's key: it stops working once that key is gone,
+     * or no longer has the rights a sandbox route needs (its role or tool level lowered). */
+    struct auth_identity id = {.authenticated = true};
     if (store_key_get(d->store, sb->rec.key_id, &owner, NULL) < 0)
+        return false;
+    id.role = owner.role;
+    id.tool_level = owner.tool_level;
+    id.scope = owner.scope;
+    if (router_allowed(&id, AUTH_SANDBOX, &err) < 0)
         return false;
     if (!token || strlen(token) != E2B_TOKEN_HEX_LEN ||
         store_meta_get(d->store, sb->rec.id, E2B_META_TOKEN, want, sizeof(want), &err) < 0 ||

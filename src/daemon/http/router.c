@@ -43,7 +43,6 @@ bool router_match(const char *pattern, const char *path, struct http_req *req)
     return !*p && !*s;
 }
 
-static int allowed(const struct auth_identity *k, enum route_auth need, struct sbx_err *err);
 
 static int authenticate(struct store *store, struct http_req *req, enum route_auth need,
                         struct sbx_err *err)
@@ -86,11 +85,10 @@ int router_authenticate_key(struct store *store, struct http_req *req, const cha
     id->role = k.role;
     id->tool_level = k.tool_level;
     id->scope = k.scope;
-    return allowed(id, need, err);
+    return router_allowed(id, need, err);
 }
 
-/* May the authenticated identity use a route that needs need? */
-static int allowed(const struct auth_identity *k, enum route_auth need, struct sbx_err *err)
+int router_allowed(const struct auth_identity *k, enum route_auth need, struct sbx_err *err)
 {
     if (!k->authenticated)
         return sbx_err_set(err, EACCES, "missing_api_key",
@@ -182,7 +180,7 @@ void router_dispatch(void *app, struct http_req *req)
     int by_node = rt->hooks ? rt->hooks->node_auth(rt->hooks->data, req, &err) : 0;
     if (by_node < 0 ||
         (r->auth != AUTH_PUBLIC &&
-         (by_node ? allowed(http_req_identity(req), r->auth, &err)
+         (by_node ? router_allowed(http_req_identity(req), r->auth, &err)
                   : authenticate(rt->store, req, r->auth, &err)) < 0)) {
         http_respond_error(req, &err);
         return;

@@ -11,6 +11,7 @@ struct http_req;
 struct sbxd;
 struct store;
 struct sbx_err;
+struct auth_identity;
 
 enum route_auth {
     AUTH_PUBLIC,  /* no key */
@@ -21,6 +22,10 @@ enum route_auth {
     AUTH_VIEWER_FULL, /* any role, a full-access key */
     AUTH_ADMIN_FULL,  /* an admin key with full access */
 };
+
+/* May the authenticated identity k use a route that needs need? 0, or -EACCES/-EPERM with
+ * the code a refused request gets. */
+int router_allowed(const struct auth_identity *k, enum route_auth need, struct sbx_err *err);
 
 /* The handler takes the body as a stream (uploads) instead of the 1 MiB buffer: it is
  * dispatched right after the headers. */

@@ -142,6 +142,23 @@ int store_key_delete(struct store *s, const char *id, struct sbx_err *err)
     return r < 0 ? r : 0;
 }
 
+int store_key_update(struct store *s, const struct store_key *k, struct sbx_err *err)
+{
+    struct db_stmt *st;
+    int r = db_query(s->conn, &st, err,
+                     "UPDATE keys SET role=?, tool_level=?, scope=? WHERE id=? AND deleted_at IS "
+                     "NULL",
+                     "tttt", auth_role_name(k->role), auth_tool_level_name(k->tool_level),
+                     auth_scope_name(k->scope), k->id);
+    if (r < 0)
+        return r;
+    r = db_step(st, err);
+    if (r == DB_DONE && db_changes(st) == 0)
+        r = sbx_err_set(err, ENOENT, "key_not_found", "no key with id %s", k->id);
+    db_finalize(st);
+    return r < 0 ? r : 0;
+}
+
 int store_key_each(struct store *s, store_key_cb cb, void *data, struct sbx_err *err)
 {
     struct db_stmt *st;

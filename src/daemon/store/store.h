@@ -52,6 +52,8 @@ int store_key_insert(struct store *s, const struct store_key *k, struct sbx_err 
 /* -ENOENT (key_not_found) for unknown or deleted keys. */
 int store_key_get(struct store *s, const char *id, struct store_key *out, struct sbx_err *err);
 int store_key_delete(struct store *s, const char *id, struct sbx_err *err);
+/* Sets k->id's role, tool level and scope; -ENOENT (key_not_found) as store_key_get. */
+int store_key_update(struct store *s, const struct store_key *k, struct sbx_err *err);
 typedef void (*store_key_cb)(const struct store_key *k, void *data);
 int store_key_each(struct store *s, store_key_cb cb, void *data, struct sbx_err *err);
 int store_key_count(struct store *s, long long *out, struct sbx_err *err);

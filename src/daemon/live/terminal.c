@@ -228,9 +228,11 @@ struct resize_note {
 
 static void resize_done(json_t *result, const struct sbx_err *err, void *data)
 {
-    /* Nothing to answer: the shell sees the new size, or the terminal is gone. */
+    /* Nothing to answer: the shell sees the new size, or the sandbox is gone. A shell
+     * that is not found while its terminal is open is worth a line too: that is how a
+     * lost resize would look. */
     struct resize_note *n = data;
-    if (err && strcmp(err->code, "pty_not_found") && strcmp(err->code, "sandbox_not_running"))
+    if (err && strcmp(err->code, "sandbox_not_running"))
         log_warn("sandbox %s: terminal %s: the resize was refused: %s: %s", n->sandbox_id,
                  n->pty_id, err->code, err->msg);
     free(n);

@@ -1,0 +1,270 @@
+"""Document 002 as written: the network shapes cube_rules and e2b_host_rules beside
+network.rules, the probe's external-network check, and POST
+/v1/sandbox-configs/templates/query (docs/configs.md), through a real sbxd and real
+sandboxes.
+
+The egress upstreams are egress_upstream.py's: the test names resolve through a hosts file
+to a random 127.x address, so nothing leaves the machine. The network bodies start from
+document 002's example ({"deny_egress_by_default": true, "allow_out": ["pypi.org",
+"files.pythonhosted.org"], "deny_out": []}) with the document's field names.
+"""
+
+import copy
+import hashlib
+import json
+import os
+
+import egress_upstream as eu
+import harness
+from harness import assert_error
+
+UP = {}
+D = harness.Shared()
+
+CUBE_SECRET = "cube-inject-secret-5d1e"
+E2B_SECRET = "e2b-header-secret-93af"
+
+# Document 002's network example, verbatim.
+DOC_NETWORK = {"deny_egress_by_default": True,
+               "allow_out": ["pypi.org", "files.pythonhosted.org"],
+               "deny_out": []}
+
+FETCH = r'''
+import hashlib, json, ssl, sys, urllib.request
+req = urllib.request.Request(sys.argv[1], headers={"X-Api-Key": "forged"})
+out = {}
+try:
+    body = urllib.request.urlopen(req, timeout=20, context=ssl.create_default_context()).read()
+    got = json.loads(body)
+    key = got.get("x-api-key")
+    out = {"ok": True, "sha": hashlib.sha256(key.encode()).hexdigest() if key else None}
+except Exception as e:
+    out = {"ok": False, "error": "%s: %s" % (type(e).__name__, e)}
+print(json.dumps(out))
+'''
+
+
+def up():
+    if "u" not in UP:
+        UP["u"] = eu.Upstreams()
+        env = dict(UP["u"].env())
+        # Injected hosts' upstreams are verified as a client would: the test CA too.
+        env["SBX_FETCH_CA_FILE"] = os.path.join(UP["u"].tmp, "ca.pem")
+        D.kw["extra_env"] = env
+    return UP["u"]
+
+
+def teardown_module():
+    D.close()
+    if "u" in UP:
+        UP.pop("u").close()
+
+
+def admin():
+    up()
+    return D.client()
+
+
+def network(**more):
+    n = copy.deepcopy(DOC_NETWORK)
+    for k, v in more.items():
+        if k == "allow_out":
+            n["allow_out"] = n["allow_out"] + v
+        else:
+            n[k] = v
+    return n
+
+
+def create_config(c, name, config, status=201):
+    return c.ok("POST", "/v1/sandbox-configs", {"name": name, "config": config}, status=status)
+
+
+def fetch_header_sha(c, sid, url):
+    res = c.exec(sid, shell="python3 /workspace/fetch.py " + url, timeout_seconds=60)
+    assert res["exit_code"] == 0, res
+    return json.loads(res["stdout"])
+
+
+def sandbox_of(c, cid):
+    sb = c.create_sandbox(config_id=cid)
+    up().install(c, sb["id"])
+    r = c.request("PUT", "/v1/sandboxes/%s/files/fetch.py" % sb["id"], raw=FETCH.encode())
+    assert r.status in (200, 201), r
+    return sb
+
+
+def sha(s):
+    return hashlib.sha256(s.encode()).hexdigest()
+
+
+CUBE_RULES = [
+    {"name": "no-blocked", "scheme": "http", "host": "second.example.com", "methods": ["GET"],
+     "path": "/blocked", "deny": True, "audit": False},
+    {"name": "pypi-audit", "scheme": "https", "sni": "pypi.org", "host": "pypi.org",
+     "deny": False, "audit": True},
+    {"name": "api", "scheme": "https", "host": "allowed.example.com", "methods": ["GET"],
+     "path": "/headers", "deny": False, "audit": False,
+     "inject": [{"header": "X-Api-Key", "secret": CUBE_SECRET, "format": "Key {secret}"}]},
+]
+
+
+def test_cube_rules_are_kept_in_order_masked_and_enforced_by_the_proxy():
+    c = admin()
+    cfg = create_config(c, "cube", {"network": network(
+        allow_out=["allowed.example.com", "second.example.com"], cube_rules=CUBE_RULES)})
+    net = cfg["config"]["network"]
+    # The shape sent comes back, in order, its secret masked.
+    assert [r["name"] for r in net["cube_rules"]] == ["no-blocked", "pypi-audit", "api"], net
+    assert net["cube_rules"][2]["inject"] == [{"header": "X-Api-Key", "secret": "********",
+                                               "format": "Key {secret}"}], net
+    assert net["rules"] == [] and "e2b_host_rules" not in net, net
+    assert CUBE_SECRET not in json.dumps(cfg)
+    assert c.ok("GET", "/v1/sandbox-configs/" + cfg["id"]) == cfg
+    # A PUT of the answer as read (the placeholder) keeps the stored secret.
+    put = c.ok("PUT", "/v1/sandbox-configs/" + cfg["id"],
+               {"name": "cube", "config": cfg["config"]})
+    assert put["config"]["network"]["cube_rules"] == net["cube_rules"], put
+    sb = sandbox_of(c, cfg["id"])
+    sid = sb["id"]
+    # The inject rule: the header goes in, the sandbox's own is dropped.
+    got = fetch_header_sha(c, sid, "https://allowed.example.com/headers")
+    assert got["ok"] and got["sha"] == sha("Key " + CUBE_SECRET), got
+    # The deny rule on plain http, its method and path; another path passes.
+    r = eu.probe(c, sid, "plain", "http://second.example.com/blocked/x")
+    assert r["status_line"].startswith("HTTP/1.1 403") and r["reason"] == "rule_denied", r
+    r = eu.probe(c, sid, "plain", "http://second.example.com/open")
+    assert r["status_line"].startswith("HTTP/1.1 200"), r
+    # The audit rule, and allow_out still deciding what may leave.
+    r = eu.probe(c, sid, "fetch", "https://pypi.org/")
+    assert r["ok"] and "hello from pypi.org" in r["body"], r
+    r = eu.probe(c, sid, "connect", "other.example.com:443")
+    assert r["reason"] == "config_default_deny", r
+    log = c.ok("GET", "/v1/sandboxes/%s/egress" % sid)["data"]
+    assert any(e["host"] == "pypi.org" and "audit rule pypi-audit" in e["reason"] for e in log)
+    assert any("rule api injected 1 header" in e["reason"] for e in log), log
+    assert CUBE_SECRET not in json.dumps(log)
+    c.delete_sandbox(sid)
+
+
+def test_cube_rules_order_decides():
+    c = admin()
+    # The same host twice: the first rule that matches decides (deny first, then allow).
+    rules = [{"name": "deny-first", "scheme": "http", "host": "second.example.com",
+              "deny": True},
+             {"name": "allow-later", "scheme": "http", "host": "second.example.com",
+              "audit": True}]
+    first = create_config(c, "order-deny", {"network": network(
+        allow_out=["second.example.com"], cube_rules=rules)})
+    second = create_config(c, "order-allow", {"network": network(
+        allow_out=["second.example.com"], cube_rules=list(reversed(rules)))})
+    assert [r["name"] for r in second["config"]["network"]["cube_rules"]] == \
+        ["allow-later", "deny-first"]
+    for cfg, want in ((first, "rule_denied"), (second, None)):
+        sb = sandbox_of(c, cfg["id"])
+        r = eu.probe(c, sb["id"], "plain", "http://second.example.com/x")
+        if want:
+            assert r["reason"] == want, r
+        else:
+            assert r["status_line"].startswith("HTTP/1.1 200"), r
+        c.delete_sandbox(sb["id"])
+
+
+def test_e2b_host_rules_inject_their_headers_and_keep_them_on_put():
+    c = admin()
+    cfg = create_config(c, "e2b", {"network": network(
+        allow_out=["allowed.example.com"],
+        e2b_host_rules=[{"host": "allowed.example.com",
+                         "headers": {"X-Api-Key": E2B_SECRET}}])})
+    net = cfg["config"]["network"]
+    assert net["e2b_host_rules"] == [{"host": "allowed.example.com",
+                                      "headers": {"X-Api-Key": "********"}}], net
+    assert "cube_rules" not in net and net["rules"] == [], net
+    assert E2B_SECRET not in json.dumps(cfg)
+    # The masked placeholder keeps the stored value; a new header is sealed beside it.
+    put = c.ok("PUT", "/v1/sandbox-configs/" + cfg["id"], {"name": "e2b", "config": {
+        "network": network(allow_out=["allowed.example.com"],
+                           e2b_host_rules=[{"host": "allowed.example.com",
+                                            "headers": {"X-Api-Key": "********",
+                                                        "X-Other": "o"}}])}})
+    assert put["config"]["network"]["e2b_host_rules"][0]["headers"] == \
+        {"X-Api-Key": "********", "X-Other": "********"}, put
+    sb = sandbox_of(c, cfg["id"])
+    got = fetch_header_sha(c, sb["id"], "https://allowed.example.com/headers")
+    assert got["ok"] and got["sha"] == sha(E2B_SECRET), got
+    # Another host is a plain tunnel: the client verifies it itself (no test CA: it fails).
+    got = fetch_header_sha(c, sb["id"], "https://pypi.org/headers")
+    assert got["ok"] is False and "CERTIFICATE_VERIFY_FAILED" in got["error"], got
+    log = c.ok("GET", "/v1/sandboxes/%s/egress" % sb["id"])["data"]
+    assert any("rule e2b:allowed.example.com injected 2 header" in e["reason"] for e in log), log
+    out = c.sh(sb["id"], "env; cat /proc/1/environ | tr '\\0' '\\n'; true")
+    assert E2B_SECRET not in out
+    c.delete_sandbox(sb["id"])
+    # The change is audited, without the value.
+    audit = c.ok("GET", "/v1/audit?action=sandbox_config.update")
+    assert any(cfg["id"] in json.dumps(e)
+               for e in audit["data"]), audit
+    assert E2B_SECRET not in json.dumps(audit)
+
+
+BAD_NETWORKS = [
+    # The host of an e2b rule must also be in allow_out.
+    network(e2b_host_rules=[{"host": "allowed.example.com", "headers": {"X-K": "s"}}]),
+    network(allow_out=["allowed.example.com"],
+            e2b_host_rules=[{"host": "allowed.example.com", "headers": {}}]),
+    network(allow_out=["allowed.example.com"],
+            e2b_host_rules=[{"host": "allowed.example.com", "headers": {"Host": "s"}}]),
+    network(allow_out=["allowed.example.com"],
+            e2b_host_rules=[{"host": "allowed.example.com", "headers": {"X-K": 5}}]),
+    network(allow_out=["allowed.example.com"],
+            e2b_host_rules=[{"host": "allowed.example.com", "headers": {"X-K": "a\r\nb"}}]),
+    network(allow_out=["allowed.example.com"],
+            e2b_host_rules=[{"host": "allowed.example.com", "headers": {"X-K": "s"},
+                             "extra": 1}]),
+    network(allow_out=["allowed.example.com"],
+            e2b_host_rules=[{"host": "allowed.example.com", "headers": {"X-K": "s"}},
+                            {"host": "allowed.example.com", "headers": {"X-L": "s"}}]),
+    network(allow_out=["allowed.example.com"],
+            e2b_host_rules=[{"host": "allowed.example.com", "headers": {"X-K": "********"}}]),
+    network(e2b_host_rules=[{"headers": {"X-K": "s"}}]),
+    network(e2b_host_rules={"host": "pypi.org"}),
+    # rules and cube_rules are one list under two names: not both.
+    network(rules=[{"name": "a", "host": "pypi.org"}],
+            cube_rules=[{"name": "b", "host": "pypi.org"}]),
+    network(cube_rules=[{"name": "r", "scheme": "ftp", "host": "pypi.org"}]),
+    network(cube_rules=[{"name": "r", "host": "pypi.org", "inject": [{"header": "X-K"}]}]),
+    network(cube_rules=[{"name": "r", "host": "pypi.org"}, {"name": "r", "host": "pypi.org"}]),
+    network(cube_rules=[{"name": "e2b:pypi.org", "host": "pypi.org"}],
+            e2b_host_rules=[{"host": "pypi.org", "headers": {"X-K": "s"}}]),
+    network(cube_rules="all"),
+]
+
+
+def test_bad_cube_and_e2b_rules_are_400_and_store_nothing():
+    c = admin()
+    before = c.ok("GET", "/v1/sandbox-configs")["data"]
+    for i, bad in enumerate(BAD_NETWORKS):
+        r = c.request("POST", "/v1/sandbox-configs", {"name": "bad-net-%d" % i,
+                                                      "config": {"network": bad}})
+        assert_error(r, 400, "invalid_sandbox_config")
+        assert "cube_rules" in r.body["error"]["message"] or \
+            "e2b_host_rules" in r.body["error"]["message"] or \
+            "rules" in r.body["error"]["message"], r.body
+    assert c.ok("GET", "/v1/sandbox-configs")["data"] == before
+    # A local configuration has no egress proxy: no rules of either shape.
+    for n in (network(cube_rules=[{"name": "r", "host": "pypi.org"}]),
+              network(e2b_host_rules=[{"host": "pypi.org", "headers": {"X-K": "s"}}])):
+        n["deny_egress_by_default"] = False
+        n["allow_out"] = ["pypi.org"]
+        r = c.request("POST", "/v1/sandbox-configs", {"name": "local-net",
+                                                      "config": {"backend": "local",
+                                                                 "network": n}})
+        assert_error(r, 400, "invalid_sandbox_config")
+    # A failed PUT changes nothing.
+    cfg = create_config(c, "bad-put", {"network": network(
+        allow_out=["allowed.example.com"],
+        e2b_host_rules=[{"host": "allowed.example.com", "headers": {"X-K": "s"}}])})
+    r = c.request("PUT", "/v1/sandbox-configs/" + cfg["id"], {"name": "bad-put", "config": {
+        "network": network(e2b_host_rules=[{"host": "allowed.example.com",
+                                            "headers": {"X-K": "********"}}])}})
+    assert_error(r, 400, "invalid_sandbox_config")
+    assert c.ok("GET", "/v1/sandbox-configs/" + cfg["id"]) == cfg

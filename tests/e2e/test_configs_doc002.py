@@ -13,6 +13,9 @@ import copy
 import hashlib
 import json
 import os
+import shutil
+import tempfile
+
 
 import egress_upstream as eu
 import harness
@@ -268,3 +271,117 @@ def test_bad_cube_and_e2b_rules_are_400_and_store_nothing():
                                             "headers": {"X-K": "********"}}])}})
     assert_error(r, 400, "invalid_sandbox_config")
     assert c.ok("GET", "/v1/sandbox-configs/" + cfg["id"]) == cfg
+
+
+# --- POST /v1/sandbox-configs/templates/query ------------------------------------------
+
+QUERY = "/v1/sandbox-configs/templates/query"
+
+
+def test_templates_query_lists_and_ensures_the_standard_and_desktop_templates():
+    c = admin()
+    # Document 002's request: {config, ensure_standard?, ensure_desktop?}.
+    r = c.ok("POST", QUERY, {"config": {"network": DOC_NETWORK}, "ensure_standard": True,
+                             "ensure_desktop": True})
+    assert r["object"] == "template_query" and r["backend"] == "gvisor", r
+    assert r["config_id"] is None and r["template"] == "base" and r["replaced"] is None, r
+    names = [t["name"] for t in r["templates"]]
+    # The templates are cached for the tests (SBX_TEMPLATE_CACHE): built, so ensured.
+    assert "base" in names and "desktop" in names, names
+    assert all(t["object"] == "template" for t in r["templates"]), r
+    assert r["standard"] == {"name": "base", "built": True, "ensured": True}, r
+    assert r["desktop"] == {"name": "desktop", "built": True, "ensured": True}, r
+    r = c.ok("POST", QUERY, {"config": {}})
+    assert r["standard"]["ensured"] is False and r["desktop"]["ensured"] is False, r
+    audit = c.ok("GET", "/v1/audit?action=sandbox_config.templates_query")["data"]
+    assert len(audit) >= 2, audit
+
+
+def test_templates_query_replaces_the_configurations_template():
+    c = admin()
+    cfg = create_config(c, "tq-desktop", {"desktop_enabled": True,
+                                          "env_vars": {"TOKEN": "tq-secret"}})
+    cid = cfg["id"]
+    r = c.ok("POST", QUERY, {"config_id": cid, "replace_desktop": True})
+    assert r["replaced"] == "desktop" and r["template"] == "desktop", r
+    assert r["sandbox_config"]["config"]["template"] == "desktop", r
+    got = c.ok("GET", "/v1/sandbox-configs/" + cid)
+    assert got["config"]["template"] == "desktop", got
+    # Everything else is as it was: the secret kept (masked), the other fields too.
+    assert got["config"]["env_vars"] == {"TOKEN": "********"}, got
+    assert {k: v for k, v in got["config"].items() if k != "template"} == \
+        {k: v for k, v in cfg["config"].items() if k != "template"}, (got, cfg)
+    entry = [e for e in c.ok("GET", "/v1/audit?action=sandbox_config.templates_query")["data"]
+             if cid in json.dumps(e)]
+    assert entry and "desktop" in json.dumps(entry[0]), entry
+    # The config sent with config_id is checked; the stored one is what changes.
+    r = c.ok("POST", QUERY, {"config_id": cid, "config": {"desktop_enabled": True},
+                             "replace_standard": True})
+    assert r["replaced"] == "standard" and r["template"] == "base", r
+    assert c.ok("GET", "/v1/sandbox-configs/" + cid)["config"]["template"] == "base"
+    # A sandbox of it lives: the template is what it runs, 409 and nothing changes.
+    sb = c.create_sandbox(config_id=cid)
+    r = c.request("POST", QUERY, {"config_id": cid, "replace_desktop": True})
+    assert_error(r, 409, "sandboxes_still_live")
+    assert c.ok("GET", "/v1/sandbox-configs/" + cid)["config"]["template"] == "base"
+    c.delete_sandbox(sb["id"])
+
+
+def test_templates_query_refusals():
+    c = admin()
+    plain = create_config(c, "tq-plain", {})
+    before = c.ok("GET", "/v1/sandbox-configs/" + plain["id"])
+    for body, status, code in (
+            ({"config": {}, "replace_standard": True}, 400, "invalid_request"),
+            ({"config": {}, "replace_desktop": True}, 400, "invalid_request"),
+            ({"config_id": plain["id"], "replace_standard": True, "replace_desktop": True},
+             400, "invalid_request"),
+            ({"config": {}, "ensure_standard": "yes"}, 400, "invalid_request"),
+            ({"config": {}, "ensure_desktop": 1}, 400, "invalid_request"),
+            ({"config": {}, "other": True}, 400, "invalid_request"),
+            ({"config": "x"}, 400, "invalid_request"),
+            ({"config_id": 5}, 400, "invalid_request"),
+            ({}, 400, "invalid_request"),
+            ({"config": {"backend": "docker"}}, 400, "invalid_sandbox_config"),
+            ({"config_id": "cfg_nope"}, 404, "sandbox_config_not_found"),
+            ({"config_id": "cfg_nope", "replace_standard": True}, 404,
+             "sandbox_config_not_found"),
+            # desktop needs desktop_enabled in the configuration.
+            ({"config_id": plain["id"], "replace_desktop": True}, 400,
+             "invalid_sandbox_config")):
+        assert_error(c.request("POST", QUERY, body), status, code)
+    assert_error(c.request("POST", QUERY, raw=b"{"), 400, "invalid_json")
+    assert c.ok("GET", "/v1/sandbox-configs/" + plain["id"]) == before
+    # Admin+ with a full-access key, as the configuration routes.
+    member = c.ok("POST", "/v1/keys", {"user": "tq-member", "role": "member",
+                                       "tool_level": "sandbox"}, status=201)
+    assert_error(D.get().client(member["key"]).request("POST", QUERY, {"config": {}}), 403,
+                 "admin_required")
+    ra = c.ok("POST", "/v1/keys", {"user": "tq-admin", "role": "admin",
+                                   "tool_level": "sandbox", "scope": "restricted"},
+              status=201)
+    assert_error(D.get().client(ra["key"]).request("POST", QUERY, {"config": {}}), 403,
+                 "full_access_required")
+
+
+def test_templates_query_a_template_not_built_is_409():
+    # A template cache holding base only: the desktop is not built here.
+    cache = os.environ.get("SBX_TEMPLATE_CACHE", "/var/cache/sbx/templates")
+    tmp = tempfile.mkdtemp(prefix="sbx-tq-")
+    os.symlink(os.path.realpath(os.path.join(cache, "base")), os.path.join(tmp, "base"))
+    d = harness.Daemon(extra_env={"SBX_TEMPLATE_CACHE": tmp})
+    try:
+        d.start()
+        c = d.client()
+        cfg = create_config(c, "tq-missing", {"desktop_enabled": True})
+        r = c.ok("POST", QUERY, {"config_id": cfg["id"], "ensure_standard": True})
+        assert [t["name"] for t in r["templates"]] == ["base"], r
+        assert r["desktop"] == {"name": "desktop", "built": False, "ensured": False}, r
+        for flag in ("ensure_desktop", "replace_desktop"):
+            r = c.request("POST", QUERY, {"config_id": cfg["id"], flag: True})
+            assert_error(r, 409, "template_not_built")
+            assert "scripts/build-template.sh desktop" in r.body["error"]["message"], r.body
+        assert c.ok("GET", "/v1/sandbox-configs/" + cfg["id"])["config"]["template"] == "base"
+    finally:
+        d.cleanup()
+        shutil.rmtree(tmp, ignore_errors=True)

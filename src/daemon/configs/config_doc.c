@@ -630,7 +630,7 @@ int config_doc_build(const struct secrets *sec, const struct config_ceilings *ce
         backend = rt_backend_find(json_string_value(v))->name;
     }
     v = json_object_get(in, "template");
-    const char *tpl = "base";
+    const char *tpl = CONFIG_STANDARD_TEMPLATE;
     if (v && !json_is_null(v)) {
         if (!json_is_string(v) || !template_name_valid(json_string_value(v)))
             return BAD("template must be a template name");

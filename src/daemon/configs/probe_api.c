@@ -222,19 +222,9 @@ static int probe_doc(struct sbxd *d, json_t *body, struct probe *p, struct sbx_e
     json_t *deep = json_object_get(body, "deep");
     if (deep && !json_is_null(deep) && !json_is_boolean(deep))
         return sbx_err_set(err, EINVAL, "invalid_request", "deep must be true or false");
-    struct config_loaded l = {0};
-    int r = 0;
-    if (id && (r = configs_load(d->configs, id, &l, err)) < 0)
-        return r;
-    if (cfg)
-        r = config_doc_build(d->configs->secrets, &d->configs->ceil, id ? id : CONFIGS_PROBE_ID,
-                             cfg, l.doc, &p->doc, err);
-    else
-        p->doc = json_incref(l.doc);
     if (id)
         snprintf(p->config_id, sizeof(p->config_id), "%s", id);
-    config_loaded_clear(&l);
-    return r;
+    return configs_doc_of(d->configs, cfg, id, &p->doc, err);
 }
 
 static void api_sandbox_check(struct sbxd *d, struct http_req *req)

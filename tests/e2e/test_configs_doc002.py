@@ -385,3 +385,82 @@ def test_templates_query_a_template_not_built_is_409():
     finally:
         d.cleanup()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+# --- the probe's external-network check ------------------------------------------------
+
+CHECK = "/v1/system/sandbox-check"
+
+
+def checks_of(r):
+    return {x["name"]: x for x in r["checks"]}
+
+
+def seen(host):
+    return [p for h, p in up().https.seen if h == host]
+
+
+def test_probe_reaches_an_allowed_host_through_the_proxy_and_from_a_sandbox():
+    c = admin()
+    before = len(seen("pypi.org"))
+    # Document 002's network example: pypi.org is the first host allow_out lets out.
+    r = c.ok("POST", CHECK, {"config": {"network": DOC_NETWORK}})
+    ext = checks_of(r)["external_network"]
+    assert ext["ok"] is True and ext["reason"] is None, r
+    assert "https://pypi.org/" in ext["message"] and isinstance(ext["latency_ms"], int), ext
+    assert r["ok"] is True, r
+    assert len(seen("pypi.org")) == before + 1, up().https.seen
+    # deep: the throw-away sandbox reaches it too, through its egress listener.
+    r = c.ok("POST", CHECK, {"config": {"network": DOC_NETWORK}, "deep": True}, timeout=180)
+    cs = checks_of(r)
+    assert cs["external_network"]["ok"] is True, r
+    sx = cs["sandbox_external_network"]
+    assert sx["ok"] is True and "pypi.org" in sx["message"] and "200" in sx["message"], sx
+    assert cs["sandbox_destroy"]["ok"] is True and r["ok"] is True, r
+    assert len(seen("pypi.org")) == before + 3, up().https.seen
+
+
+def test_probe_skips_only_what_the_policy_forbids_and_says_why():
+    c = admin()
+    # Denied by default and no host in allow_out.
+    r = c.ok("POST", CHECK, {"config": {"network": {"deny_egress_by_default": True,
+                                                    "allow_out": [], "deny_out": []}},
+                             "deep": True}, timeout=180)
+    cs = checks_of(r)
+    assert cs["external_network"]["ok"] is None, r
+    assert cs["external_network"]["reason"] == "skipped_by_policy", r
+    assert "denied by default" in cs["external_network"]["message"], r
+    assert cs["sandbox_external_network"]["ok"] is None, r
+    assert r["ok"] is True, r
+    # No network policy: its sandboxes have egress none.
+    ext = checks_of(c.ok("POST", CHECK, {"config": {}}))["external_network"]
+    assert ext["ok"] is None and "no network policy" in ext["message"], ext
+    # A cube rule denies the first host: the next one allow_out names is reached.
+    before = len(seen("files.pythonhosted.org"))
+    deny_pypi = [{"name": "no-pypi", "scheme": "https", "host": "pypi.org", "deny": True}]
+    ext = checks_of(c.ok("POST", CHECK, {"config": {"network": network(
+        cube_rules=deny_pypi)}}))["external_network"]
+    assert ext["ok"] is True and "files.pythonhosted.org" in ext["message"], ext
+    assert len(seen("files.pythonhosted.org")) == before + 1
+    # Every host denied by a rule: skipped, naming the rule.
+    deny_all = deny_pypi + [{"name": "no-files", "scheme": "https",
+                             "host": "files.pythonhosted.org", "deny": True}]
+    ext = checks_of(c.ok("POST", CHECK, {"config": {"network": network(
+        cube_rules=deny_all)}}))["external_network"]
+    assert ext["ok"] is None and ext["reason"] == "skipped_by_policy", ext
+    assert "no-files" in ext["message"], ext
+    # Allowed by default, allow_out naming no host, no SBX_PROBE_HOST on this daemon.
+    ext = checks_of(c.ok("POST", CHECK, {"config": {"network": {
+        "deny_egress_by_default": False}}}))["external_network"]
+    assert ext["ok"] is None and ext["reason"] == "no_probe_host", ext
+
+
+def test_probe_reports_a_host_it_cannot_reach_as_failed():
+    c = admin()
+    # A name that resolves to an address no sandbox may dial (metadata): allowed by the
+    # policy, refused on the way: ok false, not a skip.
+    r = c.ok("POST", CHECK, {"config": {"network": {"deny_egress_by_default": True,
+                                                    "allow_out": ["meta.example.com"]}}})
+    ext = checks_of(r)["external_network"]
+    assert ext["ok"] is False and ext["reason"] == "network_unreachable", ext
+    assert r["ok"] is False, r

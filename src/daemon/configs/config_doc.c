@@ -179,8 +179,7 @@ static int rule_host(json_t *rule, const char *list, const char *field, size_t i
     struct sbx_err e2 = {0};
     if (egress_host_normalise(wild ? s + 2 : s, strlen(wild ? s + 2 : s), host, &e2) < 0 ||
         egress_host_is_ip(host))
-        return BAD("network.%s[%zu].%s (%.64s) must be a host name or *.domain", list, i, field,
-                   s);
+        return BAD("network.%s[%zu].%s (%.64s) must be a host name or *.domain", list, i, field, s);
     _cleanup_free_ char *norm = sbx_xasprintf("%s%s", wild ? "*." : "", host);
     json_object_set_new(out, field, json_string(norm));
     return 0;
@@ -246,8 +245,7 @@ static int build_inject(const struct secrets *sec, const char *id, json_t *rule,
                 old_secret = json_string_value(json_object_get(oh, "secret"));
         }
         _cleanup_free_ char *ctx = inject_context(id, name, header);
-        _cleanup_free_ char *what =
-            sbx_xasprintf("network.%s[%zu].inject[%zu].secret", list, i, j);
+        _cleanup_free_ char *what = sbx_xasprintf("network.%s[%zu].inject[%zu].secret", list, i, j);
         char *sealed = NULL;
         int r = seal_or_keep(sec, ctx, what, secret, old_secret, &sealed, err);
         if (r < 0)
@@ -308,8 +306,7 @@ static int build_rule(const struct secrets *sec, const char *id, json_t *rule, c
             for (const char *c = s; ok && *c; c++)
                 ok = *c >= 'A' && *c <= 'Z';
             if (!ok) {
-                r = BAD("network.%s[%zu].methods[%zu] must be an upper-case method", list, i,
-                        j);
+                r = BAD("network.%s[%zu].methods[%zu] must be an upper-case method", list, i, j);
                 goto fail;
             }
             json_array_append_new(ms, json_string(s));
@@ -336,7 +333,8 @@ static int build_rule(const struct secrets *sec, const char *id, json_t *rule, c
     if (!inject && !strcmp(scheme, "https") &&
         (json_object_get(o, "methods") || json_object_get(o, "path"))) {
         r = BAD("network.%s[%zu]: methods and path on an https rule need inject (the proxy "
-                "reads https requests only for hosts it injects into)", list, i);
+                "reads https requests only for hosts it injects into)",
+                list, i);
         goto fail;
     }
     *out = o;
@@ -570,8 +568,8 @@ static json_t *engine_rules(const json_t *net)
                                                     "format", "{secret}"));
         }
         json_array_append_new(all, json_pack("{s:s,s:s,s:s,s:b,s:b,s:o}", "name", name, "scheme",
-                                             "https", "host", host, "deny", 0, "audit", 0,
-                                             "inject", inject));
+                                             "https", "host", host, "deny", 0, "audit", 0, "inject",
+                                             inject));
     }
     return all;
 }

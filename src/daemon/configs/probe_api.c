@@ -38,7 +38,7 @@ struct probe {
     bool locked; /* config_id's lease is held (a deep probe's sandbox) */
     bool gone;   /* the client hung up: finish quietly */
     struct probe_net *net;
-    char net_host[EGRESS_HOST_MAX + 1]; /* what external_network reached, "" for none */
+    char net_host[EGRESS_HOST_MAX + 1];     /* what external_network reached, "" for none */
     char net_skipped[PROBE_NET_REASON_MAX]; /* why external_network was skipped */
 };
 

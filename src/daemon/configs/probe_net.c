@@ -129,8 +129,8 @@ static void on_resolved(void *data, int status, const struct egress_addr *addr,
         char ip[INET6_ADDRSTRLEN];
         inet_ntop(addr->family, addr->b, ip, sizeof(ip));
         _cleanup_free_ char *msg = sbx_xasprintf(
-            "%s resolves to %s, which the configuration's network policy refuses (%s)", n->host,
-            ip, why);
+            "%s resolves to %s, which the configuration's network policy refuses (%s)", n->host, ip,
+            why);
         net_done(n, -1, msg, "skipped_by_policy");
         return;
     }
@@ -160,15 +160,17 @@ void probe_net_start(struct egress_proxy *px, struct jobs *jobs, const char *ca_
     bool picked = false;
     const char *reason = "skipped_by_policy";
     if (local && !fallback_host) {
-        snprintf(why, sizeof(why), "backend local has the host's network and SBX_PROBE_HOST "
-                                   "is not set");
+        snprintf(why, sizeof(why),
+                 "backend local has the host's network and SBX_PROBE_HOST "
+                 "is not set");
         reason = "no_probe_host";
     } else if (local) {
         /* No proxy between its sandboxes and the host's network: reach the fallback. */
         picked = host_allowed(n, fallback_host, why, sizeof(why));
     } else if (!json_is_object(pol)) {
-        snprintf(why, sizeof(why), "the configuration has no network policy: its sandboxes "
-                                   "have egress none unless created with an allowlist");
+        snprintf(why, sizeof(why),
+                 "the configuration has no network policy: its sandboxes "
+                 "have egress none unless created with an allowlist");
     } else if (egress_netpolicy_parse(net, &n->np, &err) < 0) {
         snprintf(why, sizeof(why), "%s", err.msg);
     } else {
@@ -230,9 +232,8 @@ json_t *probe_net_sandbox_argv(const char *host)
     return json_pack("[s,s,s,s]", "python3", "-c", probe_net_sandbox_script, host);
 }
 
-void probe_net_sandbox_judge(const char *out, size_t len, const char *host, int *ok,
-                             char *message, size_t message_len,
-                             char reason[PROBE_NET_REASON_MAX])
+void probe_net_sandbox_judge(const char *out, size_t len, const char *host, int *ok, char *message,
+                             size_t message_len, char reason[PROBE_NET_REASON_MAX])
 {
     /* Its first line. */
     char text[512];
@@ -244,8 +245,9 @@ void probe_net_sandbox_judge(const char *out, size_t len, const char *host, int 
     reason[0] = '\0';
     if (!strncmp(text, "sbx-net-ok ", 11)) {
         *ok = 1;
-        snprintf(message, message_len, "from the sandbox, %s answered %.120s through the egress "
-                                        "proxy",
+        snprintf(message, message_len,
+                 "from the sandbox, %s answered %.120s through the egress "
+                 "proxy",
                  host, text + 11);
     } else if (!strncmp(text, "sbx-net-refused ", 16)) {
         *ok = 0;

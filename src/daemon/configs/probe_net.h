@@ -27,8 +27,9 @@ typedef void (*probe_net_fn)(void *data, int ok, const char *message, const char
  * probe_net_cancel ran first; *out is NULL when cb already ran (the policy lets no host
  * out). host gets the host picked ("" when none). */
 void probe_net_start(struct egress_proxy *px, struct jobs *jobs, const char *ca_file,
-                     const char *fallback_host /* SBX_PROBE_HOST or NULL */, const json_t *doc, probe_net_fn cb, void *data,
-                     char host[EGRESS_HOST_MAX + 1], struct probe_net **out);
+                     const char *fallback_host /* SBX_PROBE_HOST or NULL */, const json_t *doc,
+                     probe_net_fn cb, void *data, char host[EGRESS_HOST_MAX + 1],
+                     struct probe_net **out);
 void probe_net_cancel(struct probe_net *n);
 
 /* The deep check: what the sandbox runs (argv, a new array) for host, and how its stdout
@@ -36,8 +37,7 @@ void probe_net_cancel(struct probe_net *n);
 json_t *probe_net_sandbox_argv(const char *host);
 extern const char *const probe_net_sandbox_script;
 #define PROBE_NET_REASON_MAX 64
-void probe_net_sandbox_judge(const char *out, size_t len, const char *host, int *ok,
-                             char *message, size_t message_len,
-                             char reason[PROBE_NET_REASON_MAX]);
+void probe_net_sandbox_judge(const char *out, size_t len, const char *host, int *ok, char *message,
+                             size_t message_len, char reason[PROBE_NET_REASON_MAX]);
 
 #endif

@@ -11,8 +11,8 @@
 
 #include "../../common/util.h"
 #include "../audit/audit.h"
-#include "../http/server.h"
 #include "../http/router.h"
+#include "../http/server.h"
 #include "../sandbox/template.h"
 #include "../sbxd.h"
 #include "../templates/listing.h"
@@ -68,7 +68,7 @@ static int read_query(json_t *body, struct query *q, struct sbx_err *err)
         return sbx_err_set(err, EINVAL, "invalid_request",
                            "%s needs config_id: the configuration whose template it sets",
                            q->want[1] ? "replace_standard" : "replace_desktop");
-    q->replace = q->want[1] ? CONFIG_STANDARD_TEMPLATE
+    q->replace = q->want[1]   ? CONFIG_STANDARD_TEMPLATE
                  : q->want[3] ? CONFIG_DESKTOP_TEMPLATE
                               : NULL;
     return 0;
@@ -98,8 +98,8 @@ static int ensure(struct sbxd *d, const char *name, const char *flag, struct sbx
 /* The stored configuration with its template replaced, under its lock: 409 while
  * sandboxes of it live (the template is what they run), 423 while another request holds
  * it. *out: the configuration as answers show it. */
-static int replace_template(struct sbxd *d, struct http_req *req, const char *id,
-                            const char *tpl, json_t **out, struct sbx_err *err)
+static int replace_template(struct sbxd *d, struct http_req *req, const char *id, const char *tpl,
+                            json_t **out, struct sbx_err *err)
 {
     const char *owner = http_req_id(req);
     int r = configs_lock(d->configs, id, owner, err);
@@ -165,19 +165,18 @@ static void api_templates_query(struct sbxd *d, struct http_req *req)
     }
     const char *user = http_req_identity(req)->user;
     const char *tpl = q.replace ? q.replace : json_string_value(json_object_get(doc, "template"));
-    json_t *details = json_pack("{s:s?,s:b,s:b,s:b,s:b,s:s?}", "config_id", q.id,
-                                "ensure_standard", q.want[0], "replace_standard", q.want[1],
-                                "ensure_desktop", q.want[2], "replace_desktop", q.want[3],
-                                "template", q.replace);
+    json_t *details = json_pack("{s:s?,s:b,s:b,s:b,s:b,s:s?}", "config_id", q.id, "ensure_standard",
+                                q.want[0], "replace_standard", q.want[1], "ensure_desktop",
+                                q.want[2], "replace_desktop", q.want[3], "template", q.replace);
     audit_record(d->store, http_req_identity(req), NULL, http_req_id(req),
                  "sandbox_config.templates_query", NULL, "ok", details);
-    json_t *answer = json_pack(
-        "{s:s,s:s?,s:s,s:s,s:o,s:o,s:o,s:s?}", "object", "template_query", "config_id", q.id,
-        "backend", json_string_value(json_object_get(doc, "backend")), "template", tpl,
-        "templates", templates_list(d, user), "standard",
-        slot(d, CONFIG_STANDARD_TEMPLATE, q.want[0] || q.want[1]), "desktop",
-        slot(d, CONFIG_DESKTOP_TEMPLATE, q.want[2] || q.want[3]), "replaced",
-        q.replace ? (q.want[1] ? "standard" : "desktop") : NULL);
+    json_t *answer =
+        json_pack("{s:s,s:s?,s:s,s:s,s:o,s:o,s:o,s:s?}", "object", "template_query", "config_id",
+                  q.id, "backend", json_string_value(json_object_get(doc, "backend")), "template",
+                  tpl, "templates", templates_list(d, user), "standard",
+                  slot(d, CONFIG_STANDARD_TEMPLATE, q.want[0] || q.want[1]), "desktop",
+                  slot(d, CONFIG_DESKTOP_TEMPLATE, q.want[2] || q.want[3]), "replaced",
+                  q.replace ? (q.want[1] ? "standard" : "desktop") : NULL);
     if (config)
         json_object_set_new(answer, "sandbox_config", config);
     json_decref(body);

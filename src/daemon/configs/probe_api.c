@@ -289,17 +289,6 @@ static void start_deep(struct probe *p)
 {
     struct sbxd *d = p->d;
     struct sbx_err err = {0};
-    /* The stored configuration must not change while a sandbox is made from it. */
-    if (p->config_id[0]) {
-        if (configs_lock(d->configs, p->config_id, p->owner, &err) < 0) {
-            http_respond_error(p->req, &err);
-            json_decref(p->checks);
-            json_decref(p->doc);
-            free(p);
-            return;
-        }
-        p->locked = true;
-    }
     struct sandbox_params sp = {
         .template_name = "base", .ttl_seconds = 600, .enable_default_session = false};
     json_t *hold = NULL;
@@ -364,6 +353,18 @@ static void api_sandbox_check(struct sbxd *d, struct http_req *req)
         return;
     }
     p->deep = deep;
+    /* The stored configuration must not change while a deep probe runs: its sandbox is
+     * made from the document read here. */
+    if (deep && p->config_id[0]) {
+        if (configs_lock(d->configs, p->config_id, p->owner, &err) < 0) {
+            json_decref(p->checks);
+            json_decref(p->doc);
+            free(p);
+            http_respond_error(req, &err);
+            return;
+        }
+        p->locked = true;
+    }
     shallow_checks(p);
     p->t0 = sbx_now_ms();
     /* When the policy lets no host out, on_net_checked has run (and may have ended the

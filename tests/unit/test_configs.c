@@ -185,6 +185,24 @@ static void test_document_shapes(const char *dir)
           "both shapes' headers in clear for the sandbox");
     json_decref(inj);
     json_decref(net);
+    /* The placeholder keeps a value under the header name it was sealed with, whatever
+     * case the client writes it in. */
+    json_t *put = json_loads(
+        "{\"network\": {\"allow_out\": [\"*.example.com\"], \"e2b_host_rules\": [{\"host\":"
+        " \"c.example.com\", \"headers\": {\"x-c\": \"********\"}}]}}",
+        0, NULL);
+    json_t *doc2 = NULL;
+    CHECK(config_doc_build(s, &CEIL, "cfg_1", put, doc, &doc2, &err) == 0, "put: %.100s",
+          err.msg);
+    inj = NULL;
+    CHECK(config_doc_inject(s, "cfg_1", doc2, &inj, &err) == 0 &&
+              !strcmp(json_string_value(json_object_get(
+                          json_array_get(json_object_get(inj, "e2b:c.example.com"), 0), "value")),
+                      "e2b-2"),
+          "the kept value opens: %.100s", err.msg);
+    json_decref(inj);
+    json_decref(doc2);
+    json_decref(put);
     /* The e2b host must be in allow_out; rules and cube_rules are not both given. */
     static const char *const bad[] = {
         "{\"network\": {\"allow_out\": [\"a.example.com\"], \"e2b_host_rules\": [{\"host\":"

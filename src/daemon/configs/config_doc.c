@@ -241,8 +241,13 @@ static int build_inject(const struct secrets *sec, const char *id, json_t *rule,
         json_t *oh;
         json_array_foreach(json_object_get(old, "inject"), k, oh)
         {
-            if (!strcasecmp(json_string_value(json_object_get(oh, "header")) ?: "", header))
-                old_secret = json_string_value(json_object_get(oh, "secret"));
+            const char *oname = json_string_value(json_object_get(oh, "header")) ?: "";
+            if (strcasecmp(oname, header))
+                continue;
+            old_secret = json_string_value(json_object_get(oh, "secret"));
+            /* A kept value stays under the name it was sealed with. */
+            if (!strcmp(secret, SECRETS_MASK))
+                header = oname;
         }
         _cleanup_free_ char *ctx = inject_context(id, name, header);
         _cleanup_free_ char *what = sbx_xasprintf("network.%s[%zu].inject[%zu].secret", list, i, j);
@@ -429,14 +434,18 @@ static int build_e2b_rule(const struct secrets *sec, const char *id, json_t *rul
                        "proxy does not own, its secret a string on one line",
                        i, k);
         }
-        const char *old_secret = NULL, *ok;
+        const char *old_secret = NULL, *ok, *hname = k;
         json_t *ov;
         json_object_foreach(old, ok, ov)
         {
-            if (!strcasecmp(ok, k))
-                old_secret = json_string_value(ov);
+            if (strcasecmp(ok, k))
+                continue;
+            old_secret = json_string_value(ov);
+            /* A kept value stays under the name it was sealed with. */
+            if (!strcmp(secret, SECRETS_MASK))
+                hname = ok;
         }
-        _cleanup_free_ char *ctx = inject_context(id, name, k);
+        _cleanup_free_ char *ctx = inject_context(id, name, hname);
         _cleanup_free_ char *what =
             sbx_xasprintf("network.e2b_host_rules[%zu].headers.%.64s", i, k);
         char *sealed = NULL;
@@ -444,7 +453,7 @@ static int build_e2b_rule(const struct secrets *sec, const char *id, json_t *rul
             json_decref(o);
             return r;
         }
-        json_object_set_new(sealed_headers, k, json_string(sealed));
+        json_object_set_new(sealed_headers, hname, json_string(sealed));
         free(sealed);
     }
     *out = o;

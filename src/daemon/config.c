@@ -265,6 +265,9 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
     cfg->clamav_db = env_or("SBX_CLAMAV_DB", "/var/lib/clamav");
     const char *ca = getenv("SBX_FETCH_CA_FILE");
     cfg->fetch_ca_file = ca && *ca ? sbx_xstrdup(ca) : NULL;
+    /* None by default: a probe never reaches a host the operator did not name. */
+    const char *ph = getenv("SBX_PROBE_HOST");
+    cfg->probe_host = ph && *ph ? sbx_xstrdup(ph) : NULL;
     const char *sig = getenv("SBX_SIGNATURES");
     cfg->signatures = sig && *sig ? sbx_xstrdup(sig) : beside_self("../share/signatures/sbx.ndb");
 
@@ -331,7 +334,7 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
                    "SBX_RUNSC SBX_RUNSC_PLATFORM SBX_MEMORY_MB SBX_PIDS_MAX SBX_CPU_MILLICORES SBX_TMP_MB "
                    "SBX_MAX_PER_KEY SBX_MAX_PER_USER SBX_WORKSPACE_MB SBX_V2_CAPACITY "
                    "SBX_ARTIFACT_URL_TTL "
-                   "SBX_PUBLIC_URL SBX_CLAMAV_DB SBX_FETCH_CA_FILE SBX_SIGNATURES SBX_LLM_URL SBX_LLM_API_KEY "
+                   "SBX_PUBLIC_URL SBX_CLAMAV_DB SBX_FETCH_CA_FILE SBX_PROBE_HOST SBX_SIGNATURES SBX_LLM_URL SBX_LLM_API_KEY "
                    "SBX_LLM_MODEL SBX_TERMINAL_ORIGINS SBX_CORS_ORIGINS SBX_SKILLS_DIR SBX_SKILL_INDEX_URL SBX_TERMINAL_IDLE_SECONDS "
                    "SBX_TERMINAL_GRACE_SECONDS SBX_PREVIEW_LISTEN SBX_PREVIEW_URL "
                    "SBX_PREVIEW_DOMAIN SBX_PREVIEW_SCHEME SBX_PREVIEW_RESERVED_PORTS "
@@ -383,6 +386,7 @@ void config_free(struct sbxd_config *cfg)
     free(cfg->public_url);
     free(cfg->clamav_db);
     free(cfg->fetch_ca_file);
+    free(cfg->probe_host);
     free(cfg->signatures);
     free(cfg->llm_url);
     if (cfg->llm_api_key)

@@ -33,6 +33,8 @@ struct sbxd_config {
     char *public_url;         /* SBX_PUBLIC_URL, base of signed links, http://<listen> */
     char *clamav_db;          /* SBX_CLAMAV_DB, the system's ClamAV database, /var/lib/clamav */
     char *fetch_ca_file;      /* SBX_FETCH_CA_FILE, an extra CA bundle for url inputs, or NULL */
+    char *probe_host; /* SBX_PROBE_HOST: what the probe reaches where allow_out names no host
+                         and egress is allowed by default, or NULL */
     char *signatures;         /* SBX_SIGNATURES, our own set, share/signatures/sbx.ndb */
     /* llm_query's OpenAI-compatible endpoint; NULL when the operator set none. The key
      * stays in sbxd: sandboxes never see it. */

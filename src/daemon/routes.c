@@ -43,6 +43,7 @@ const struct route_table *const sbxd_routes[] = {
     &config_routes,
     &me_routes,
     &probe_routes,
+    &templates_query_routes,
     &e2b_api_routes,
     &e2b_sandbox_routes,
     &template_routes,

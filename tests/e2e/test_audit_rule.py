@@ -310,6 +310,9 @@ def drive_all():
     yield call("DELETE /v1/me/env-vars/sandbox", "env_var.delete", "DELETE",
                "/v1/me/env-vars/sandbox", {"sandbox_config_id": cfg["id"], "name": "RULE_VAR"},
                target=None)
+    yield call("POST /v1/sandbox-configs/templates/query", "sandbox_config.templates_query",
+               "POST", "/v1/sandbox-configs/templates/query",
+               {"config_id": cfg["id"], "replace_standard": True}, client=a, target=None)
     yield call("DELETE /v1/sandbox-configs/{}", "sandbox_config.delete", "DELETE",
                "/v1/sandbox-configs/" + cfg["id"], client=a, target=None)
     # Template builds (refused ones too: an entry says who tried) and deletes.

@@ -139,6 +139,89 @@ static void test_document(const char *dir)
     secrets_free(s);
 }
 
+/* Document 002's shapes: cube_rules kept as sent, e2b_host_rules sealed under e2b:<host>,
+ * both reaching the proxy as one ordered rule list. */
+static void test_document_shapes(const char *dir)
+{
+    struct secrets *s = NULL;
+    struct sbx_err err = {0};
+    secrets_open(dir, &s, &err);
+    json_t *in = json_loads(
+        "{\"network\": {\"deny_egress_by_default\": true, \"allow_out\": [\"*.example.com\"],"
+        " \"cube_rules\": [{\"name\": \"deny-b\", \"host\": \"b.example.com\", \"deny\": true},"
+        " {\"name\": \"a\", \"host\": \"a.example.com\", \"inject\": [{\"header\": \"X-A\","
+        " \"secret\": \"cube-1\"}]}],"
+        " \"e2b_host_rules\": [{\"host\": \"c.example.com\", \"headers\": {\"X-C\": \"e2b-2\"}}]}}",
+        0, NULL);
+    json_t *doc = NULL;
+    CHECK(config_doc_build(s, &CEIL, "cfg_1", in, NULL, &doc, &err) == 0, "built: %.100s", err.msg);
+    json_t *stored = json_object_get(doc, "network");
+    CHECK(json_array_size(json_object_get(stored, "cube_rules")) == 2 &&
+              json_array_size(json_object_get(stored, "rules")) == 0 &&
+              json_array_size(json_object_get(stored, "e2b_host_rules")) == 1,
+          "kept in the shape sent");
+    json_t *masked = config_doc_masked(doc);
+    char *mtext = json_dumps(masked, 0);
+    CHECK(mtext && !strstr(mtext, "sbxenc:") && !strstr(mtext, "e2b-2") &&
+              strstr(mtext, "\"X-C\": \"********\""),
+          "masked: %.200s", mtext);
+    free(mtext);
+    json_decref(masked);
+    json_t *net = config_doc_network(doc);
+    json_t *rules = json_object_get(json_object_get(net, "policy"), "rules");
+    CHECK(json_array_size(rules) == 3 &&
+              !strcmp(json_string_value(json_object_get(json_array_get(rules, 0), "name")),
+                      "deny-b") &&
+              !strcmp(json_string_value(json_object_get(json_array_get(rules, 2), "name")),
+                      "e2b:c.example.com") &&
+              !json_object_get(json_object_get(net, "policy"), "cube_rules") &&
+              !json_object_get(json_object_get(net, "policy"), "e2b_host_rules"),
+          "one ordered rule list for the proxy");
+    json_t *inj = NULL;
+    CHECK(config_doc_inject(s, "cfg_1", doc, &inj, &err) == 0, "inject opens: %.100s", err.msg);
+    json_t *c = json_array_get(json_object_get(inj, "e2b:c.example.com"), 0);
+    CHECK(c && !strcmp(json_string_value(json_object_get(c, "value")), "e2b-2") &&
+              json_object_get(inj, "a"),
+          "both shapes' headers in clear for the sandbox");
+    json_decref(inj);
+    json_decref(net);
+    /* The placeholder keeps a value under the header name it was sealed with, whatever
+     * case the client writes it in. */
+    json_t *put = json_loads(
+        "{\"network\": {\"allow_out\": [\"*.example.com\"], \"e2b_host_rules\": [{\"host\":"
+        " \"c.example.com\", \"headers\": {\"x-c\": \"********\"}}]}}",
+        0, NULL);
+    json_t *doc2 = NULL;
+    CHECK(config_doc_build(s, &CEIL, "cfg_1", put, doc, &doc2, &err) == 0, "put: %.100s",
+          err.msg);
+    inj = NULL;
+    CHECK(config_doc_inject(s, "cfg_1", doc2, &inj, &err) == 0 &&
+              !strcmp(json_string_value(json_object_get(
+                          json_array_get(json_object_get(inj, "e2b:c.example.com"), 0), "value")),
+                      "e2b-2"),
+          "the kept value opens: %.100s", err.msg);
+    json_decref(inj);
+    json_decref(doc2);
+    json_decref(put);
+    /* The e2b host must be in allow_out; rules and cube_rules are not both given. */
+    static const char *const bad[] = {
+        "{\"network\": {\"allow_out\": [\"a.example.com\"], \"e2b_host_rules\": [{\"host\":"
+        " \"c.example.com\", \"headers\": {\"X-C\": \"v\"}}]}}",
+        "{\"network\": {\"rules\": [{\"name\": \"a\", \"host\": \"a.example.com\"}],"
+        " \"cube_rules\": [{\"name\": \"b\", \"host\": \"b.example.com\"}]}}",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        json_t *b = json_loads(bad[i], 0, NULL), *out = NULL;
+        CHECK(config_doc_build(s, &CEIL, "cfg_1", b, NULL, &out, &err) < 0 &&
+                  !strcmp(err.code, "invalid_sandbox_config"),
+              "refused: %s", bad[i]);
+        json_decref(b);
+    }
+    json_decref(doc);
+    json_decref(in);
+    secrets_free(s);
+}
+
 /* What a document says of the backend, the desktop and limits left at the daemon's. */
 static void test_backend_desktop_limits(const char *dir)
 {
@@ -253,6 +336,7 @@ int main(void)
         return 2;
     test_secrets(d1, d2);
     test_document(d1);
+    test_document_shapes(d1);
     test_backend_desktop_limits(d1);
     test_rule_order();
     test_mitm_ca(d2);

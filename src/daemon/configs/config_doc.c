@@ -166,39 +166,49 @@ static bool header_name_valid(const char *h)
     return true;
 }
 
-static int rule_host(json_t *rule, const char *field, size_t i, json_t *out, struct sbx_err *err)
+static int rule_host(json_t *rule, const char *list, const char *field, size_t i, json_t *out,
+                     struct sbx_err *err)
 {
     json_t *v = json_object_get(rule, field);
     if (!v || json_is_null(v))
         return 0;
     const char *s = json_string_value(v);
     if (!s)
-        return BAD("network.rules[%zu].%s must be a host name or *.domain", i, field);
+        return BAD("network.%s[%zu].%s must be a host name or *.domain", list, i, field);
     bool wild = !strncmp(s, "*.", 2);
     char host[EGRESS_HOST_MAX + 1];
     struct sbx_err e2 = {0};
     if (egress_host_normalise(wild ? s + 2 : s, strlen(wild ? s + 2 : s), host, &e2) < 0 ||
         egress_host_is_ip(host))
-        return BAD("network.rules[%zu].%s (%.64s) must be a host name or *.domain", i, field, s);
+        return BAD("network.%s[%zu].%s (%.64s) must be a host name or *.domain", list, i, field, s);
     _cleanup_free_ char *norm = sbx_xasprintf("%s%s", wild ? "*." : "", host);
     json_object_set_new(out, field, json_string(norm));
     return 0;
 }
 
-static int build_inject(const struct secrets *sec, const char *id, json_t *rule, size_t i,
-                        const char *name, const json_t *stored, json_t *out, struct sbx_err *err)
+/* The stored rule of that name, in rules or cube_rules (the same list under its two
+ * names: a client may switch from one to the other and keep its masked secrets). */
+static const json_t *stored_rule(const json_t *stored, const char *name)
+{
+    const json_t *net = json_object_get(stored, "network");
+    const json_t *r = sbx_json_find(json_object_get(net, "rules"), "name", name);
+    return r ? r : sbx_json_find(json_object_get(net, "cube_rules"), "name", name);
+}
+
+static int build_inject(const struct secrets *sec, const char *id, json_t *rule, const char *list,
+                        size_t i, const char *name, const json_t *stored, json_t *out,
+                        struct sbx_err *err)
 {
     json_t *inj = json_object_get(rule, "inject");
     if (!inj || json_is_null(inj))
         return 0;
     if (!json_is_array(inj) || json_array_size(inj) > CONFIG_INJECT_MAX)
-        return BAD("network.rules[%zu].inject must be a list of at most %d {header, secret, "
+        return BAD("network.%s[%zu].inject must be a list of at most %d {header, secret, "
                    "format}",
-                   i, CONFIG_INJECT_MAX);
-    const json_t *old =
-        sbx_json_find(json_object_get(json_object_get(stored, "network"), "rules"), "name", name);
-    json_t *list = json_array();
-    json_object_set_new(out, "inject", list);
+                   list, i, CONFIG_INJECT_MAX);
+    const json_t *old = stored_rule(stored, name);
+    json_t *sealed_list = json_array();
+    json_object_set_new(out, "inject", sealed_list);
     size_t j;
     json_t *h;
     json_array_foreach(inj, j, h)
@@ -208,65 +218,71 @@ static int build_inject(const struct secrets *sec, const char *id, json_t *rule,
         json_t *fv = json_object_get(h, "format");
         const char *format = fv && !json_is_null(fv) ? json_string_value(fv) : "{secret}";
         if (!json_is_object(h) || !header || !header_name_valid(header) || !secret || !format)
-            return BAD("network.rules[%zu].inject[%zu] must be {header (a header name the "
+            return BAD("network.%s[%zu].inject[%zu] must be {header (a header name the "
                        "proxy does not own), secret (string), format?}",
-                       i, j);
+                       list, i, j);
         const char *at = strstr(format, "{secret}");
         if (!at || strstr(at + 1, "{secret}") || strlen(format) > CONFIG_HEADER_MAX ||
             strpbrk(format, "\r\n"))
-            return BAD("network.rules[%zu].inject[%zu].format must hold {secret} once, on one "
+            return BAD("network.%s[%zu].inject[%zu].format must hold {secret} once, on one "
                        "line",
-                       i, j);
+                       list, i, j);
         if (strpbrk(secret, "\r\n"))
-            return BAD("network.rules[%zu].inject[%zu].secret must be on one line", i, j);
+            return BAD("network.%s[%zu].inject[%zu].secret must be on one line", list, i, j);
         const char *old_secret = NULL;
         size_t k;
         json_t *oh;
         json_array_foreach(json_object_get(old, "inject"), k, oh)
         {
-            if (!strcasecmp(json_string_value(json_object_get(oh, "header")) ?: "", header))
-                old_secret = json_string_value(json_object_get(oh, "secret"));
+            const char *oname = json_string_value(json_object_get(oh, "header")) ?: "";
+            if (strcasecmp(oname, header))
+                continue;
+            old_secret = json_string_value(json_object_get(oh, "secret"));
+            /* A kept value stays under the name it was sealed with. */
+            if (!strcmp(secret, SECRETS_MASK))
+                header = oname;
         }
         _cleanup_free_ char *ctx = inject_context(id, name, header);
-        _cleanup_free_ char *what = sbx_xasprintf("network.rules[%zu].inject[%zu].secret", i, j);
+        _cleanup_free_ char *what = sbx_xasprintf("network.%s[%zu].inject[%zu].secret", list, i, j);
         char *sealed = NULL;
         int r = seal_or_keep(sec, ctx, what, secret, old_secret, &sealed, err);
         if (r < 0)
             return r;
-        json_array_append_new(
-            list, json_pack("{s:s,s:s,s:s}", "header", header, "secret", sealed, "format", format));
+        json_array_append_new(sealed_list, json_pack("{s:s,s:s,s:s}", "header", header, "secret",
+                                                     sealed, "format", format));
         free(sealed);
     }
     return 0;
 }
 
-static int build_rule(const struct secrets *sec, const char *id, json_t *rule, size_t i,
-                      const json_t *stored, json_t *names, json_t **out, struct sbx_err *err)
+static int build_rule(const struct secrets *sec, const char *id, json_t *rule, const char *list,
+                      size_t i, const json_t *stored, json_t *names, json_t **out,
+                      struct sbx_err *err)
 {
     if (!json_is_object(rule))
-        return BAD("network.rules[%zu] must be an object", i);
+        return BAD("network.%s[%zu] must be an object", list, i);
     const char *name = json_string_value(json_object_get(rule, "name"));
     if (!name || !name[0] || strlen(name) > 64 || json_object_get(names, name))
-        return BAD("network.rules[%zu].name must be a distinct string of 1-64 characters", i);
+        return BAD("network.%s[%zu].name must be a distinct string of 1-64 characters", list, i);
     json_object_set_new(names, name, json_true());
     json_t *sv = json_object_get(rule, "scheme");
     const char *scheme = sv && !json_is_null(sv) ? json_string_value(sv) : "https";
     if (!scheme || (strcmp(scheme, "https") && strcmp(scheme, "http")))
-        return BAD("network.rules[%zu].scheme must be \"https\" or \"http\"", i);
+        return BAD("network.%s[%zu].scheme must be \"https\" or \"http\"", list, i);
     json_t *o = json_pack("{s:s,s:s}", "name", name, "scheme", scheme);
     int r;
     bool deny, audit;
-    if ((r = rule_host(rule, "host", i, o, err)) < 0 ||
-        (r = rule_host(rule, "sni", i, o, err)) < 0 ||
+    if ((r = rule_host(rule, list, "host", i, o, err)) < 0 ||
+        (r = rule_host(rule, list, "sni", i, o, err)) < 0 ||
         (r = get_bool(rule, "deny", &deny, err)) < 0 ||
         (r = get_bool(rule, "audit", &audit, err)) < 0)
         goto fail;
     if (!json_object_get(o, "host") && !json_object_get(o, "sni")) {
-        r = BAD("network.rules[%zu] needs host or sni", i);
+        r = BAD("network.%s[%zu] needs host or sni", list, i);
         goto fail;
     }
     if (json_object_get(o, "sni") && strcmp(scheme, "https")) {
-        r = BAD("network.rules[%zu].sni is for https rules", i);
+        r = BAD("network.%s[%zu].sni is for https rules", list, i);
         goto fail;
     }
     json_object_set_new(o, "deny", json_boolean(deny));
@@ -274,7 +290,7 @@ static int build_rule(const struct secrets *sec, const char *id, json_t *rule, s
     json_t *m = json_object_get(rule, "methods");
     if (m && !json_is_null(m)) {
         if (!json_is_array(m) || json_array_size(m) > 16) {
-            r = BAD("network.rules[%zu].methods must be a list of HTTP methods", i);
+            r = BAD("network.%s[%zu].methods must be a list of HTTP methods", list, i);
             goto fail;
         }
         json_t *ms = json_array();
@@ -288,7 +304,7 @@ static int build_rule(const struct secrets *sec, const char *id, json_t *rule, s
             for (const char *c = s; ok && *c; c++)
                 ok = *c >= 'A' && *c <= 'Z';
             if (!ok) {
-                r = BAD("network.rules[%zu].methods[%zu] must be an upper-case method", i, j);
+                r = BAD("network.%s[%zu].methods[%zu] must be an upper-case method", list, i, j);
                 goto fail;
             }
             json_array_append_new(ms, json_string(s));
@@ -298,25 +314,25 @@ static int build_rule(const struct secrets *sec, const char *id, json_t *rule, s
     if (p && !json_is_null(p)) {
         const char *s = json_string_value(p);
         if (!s || s[0] != '/' || strlen(s) > CONFIG_PATH_MAX || strpbrk(s, " \r\n")) {
-            r = BAD("network.rules[%zu].path must be a path prefix starting with /", i);
+            r = BAD("network.%s[%zu].path must be a path prefix starting with /", list, i);
             goto fail;
         }
         json_object_set_new(o, "path", json_string(s));
     }
-    if ((r = build_inject(sec, id, rule, i, name, stored, o, err)) < 0)
+    if ((r = build_inject(sec, id, rule, list, i, name, stored, o, err)) < 0)
         goto fail;
     bool inject = json_array_size(json_object_get(o, "inject")) > 0;
     if (inject && (strcmp(scheme, "https") || deny)) {
-        r = BAD("network.rules[%zu]: inject is for https rules that do not deny", i);
+        r = BAD("network.%s[%zu]: inject is for https rules that do not deny", list, i);
         goto fail;
     }
     /* Without terminating TLS the proxy sees only the name of an https connection, so a
      * method or path on an https rule could never be judged. */
     if (!inject && !strcmp(scheme, "https") &&
         (json_object_get(o, "methods") || json_object_get(o, "path"))) {
-        r = BAD("network.rules[%zu]: methods and path on an https rule need inject (the proxy "
+        r = BAD("network.%s[%zu]: methods and path on an https rule need inject (the proxy "
                 "reads https requests only for hosts it injects into)",
-                i);
+                list, i);
         goto fail;
     }
     *out = o;
@@ -326,6 +342,130 @@ fail:
     return r;
 }
 
+/* The name an e2b_host_rules entry has among the rules the proxy applies. */
+static char *e2b_rule_name(const char *host)
+{
+    return sbx_xasprintf("e2b:%s", host);
+}
+
+/* Is host (a name or *.domain, normalised) listed in allow_out? The document requires an
+ * e2b host rule's host there: the rule only adds headers, allow_out lets it out. */
+static bool allow_out_lists(json_t *allow, const char *host)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(allow, i, v)
+    {
+        const char *a = json_string_value(v);
+        char norm[EGRESS_HOST_MAX + 1];
+        struct sbx_err e2 = {0};
+        bool wild = a && !strncmp(a, "*.", 2);
+        if (!a || egress_host_normalise(wild ? a + 2 : a, strlen(wild ? a + 2 : a), norm, &e2) < 0)
+            continue;
+        _cleanup_free_ char *entry = sbx_xasprintf("%s%s", wild ? "*." : "", norm);
+        if (!strcmp(host, entry))
+            return true;
+        /* One wildcard label, as the proxy matches it. */
+        const char *dot = strchr(host, '.');
+        if (wild && host[0] != '*' && dot && dot != host && !strcmp(dot + 1, norm))
+            return true;
+    }
+    return false;
+}
+
+/* e2b_host_rules[i] = {host, headers: {header: secret}}: stored {host, headers: {header:
+ * sealed}}, secrets bound to the rule the proxy knows it as (e2b:<host>). */
+static int build_e2b_rule(const struct secrets *sec, const char *id, json_t *rule, size_t i,
+                          json_t *allow, const json_t *stored, json_t *names, json_t **out,
+                          struct sbx_err *err)
+{
+    if (!json_is_object(rule))
+        return BAD("network.e2b_host_rules[%zu] must be an object {host, headers}", i);
+    const char *k;
+    json_t *v;
+    json_object_foreach(rule, k, v)
+    {
+        if (strcmp(k, "host") && strcmp(k, "headers"))
+            return BAD("network.e2b_host_rules[%zu].%.64s is not a field (host, headers)", i, k);
+    }
+    json_t *o = json_object();
+    int r = rule_host(rule, "e2b_host_rules", "host", i, o, err);
+    const char *host = json_string_value(json_object_get(o, "host"));
+    json_t *headers = json_object_get(rule, "headers");
+    if (r == 0 && !host)
+        r = BAD("network.e2b_host_rules[%zu] needs host", i);
+    else if (r == 0 && !allow_out_lists(allow, host))
+        r = BAD("network.e2b_host_rules[%zu].host %s must also be in network.allow_out", i, host);
+    else if (r == 0 && (!json_is_object(headers) || json_object_size(headers) == 0 ||
+                        json_object_size(headers) > CONFIG_INJECT_MAX))
+        r = BAD("network.e2b_host_rules[%zu].headers must be {header: secret}, 1 to %d", i,
+                CONFIG_INJECT_MAX);
+    _cleanup_free_ char *name = host ? e2b_rule_name(host) : NULL;
+    if (r == 0 && json_object_get(names, name))
+        r = BAD("network.e2b_host_rules[%zu]: host %s is named twice (or a rule is named %s)", i,
+                host, name);
+    if (r < 0) {
+        json_decref(o);
+        return r;
+    }
+    json_object_set_new(names, name, json_true());
+    json_t *old = NULL;
+    size_t j;
+    json_array_foreach(json_object_get(json_object_get(stored, "network"), "e2b_host_rules"), j, v)
+    {
+        if (!strcmp(json_string_value(json_object_get(v, "host")) ?: "", host))
+            old = json_object_get(v, "headers");
+    }
+    json_t *sealed_headers = json_object();
+    json_object_set_new(o, "headers", sealed_headers);
+    json_object_foreach(headers, k, v)
+    {
+        const char *secret = json_string_value(v);
+        if (!header_name_valid(k) || !secret || strpbrk(secret, "\r\n")) {
+            json_decref(o);
+            return BAD("network.e2b_host_rules[%zu].headers.%.64s must be a header name the "
+                       "proxy does not own, its secret a string on one line",
+                       i, k);
+        }
+        const char *old_secret = NULL, *ok, *hname = k;
+        json_t *ov;
+        json_object_foreach(old, ok, ov)
+        {
+            if (strcasecmp(ok, k))
+                continue;
+            old_secret = json_string_value(ov);
+            /* A kept value stays under the name it was sealed with. */
+            if (!strcmp(secret, SECRETS_MASK))
+                hname = ok;
+        }
+        _cleanup_free_ char *ctx = inject_context(id, name, hname);
+        _cleanup_free_ char *what =
+            sbx_xasprintf("network.e2b_host_rules[%zu].headers.%.64s", i, k);
+        char *sealed = NULL;
+        if ((r = seal_or_keep(sec, ctx, what, secret, old_secret, &sealed, err)) < 0) {
+            json_decref(o);
+            return r;
+        }
+        json_object_set_new(sealed_headers, hname, json_string(sealed));
+        free(sealed);
+    }
+    *out = o;
+    return 0;
+}
+
+/* A list field of network: absent, null or a list of at most CONFIG_RULES_MAX. */
+static int rule_list(json_t *n, const char *field, json_t **out, struct sbx_err *err)
+{
+    json_t *l = json_object_get(n, field);
+    *out = l && !json_is_null(l) ? l : NULL;
+    if (*out && (!json_is_array(l) || json_array_size(l) > CONFIG_RULES_MAX))
+        return BAD("network.%s must be a list of at most %d rules", field, CONFIG_RULES_MAX);
+    return 0;
+}
+
+/* network as stored: deny_egress_by_default, allow_out, deny_out, rules, and, when the
+ * client sent them, the document's cube_rules and e2b_host_rules in their own shape (the
+ * way out shows what was sent; config_doc_network turns them into rules for the proxy). */
 static int build_network(const struct secrets *sec, const char *id, json_t *in,
                          const json_t *stored, json_t **out, struct sbx_err *err)
 {
@@ -341,7 +481,8 @@ static int build_network(const struct secrets *sec, const char *id, json_t *in,
     json_object_foreach(n, k, v)
     {
         if (strcmp(k, "deny_egress_by_default") && strcmp(k, "allow_out") &&
-            strcmp(k, "deny_out") && strcmp(k, "rules") && strcmp(k, "allow_public_inbound"))
+            strcmp(k, "deny_out") && strcmp(k, "rules") && strcmp(k, "cube_rules") &&
+            strcmp(k, "e2b_host_rules") && strcmp(k, "allow_public_inbound"))
             return BAD("network.%.64s is not a network policy field", k);
     }
     struct egress_operator *op = NULL;
@@ -351,10 +492,15 @@ static int build_network(const struct secrets *sec, const char *id, json_t *in,
         snprintf(err->code, sizeof(err->code), "invalid_sandbox_config");
         return r;
     }
-    json_t *rules = json_object_get(n, "rules");
-    if (rules && !json_is_null(rules) &&
-        (!json_is_array(rules) || json_array_size(rules) > CONFIG_RULES_MAX))
-        return BAD("network.rules must be a list of at most %d rules", CONFIG_RULES_MAX);
+    json_t *rules, *cube, *e2b;
+    if ((r = rule_list(n, "rules", &rules, err)) < 0 ||
+        (r = rule_list(n, "cube_rules", &cube, err)) < 0 ||
+        (r = rule_list(n, "e2b_host_rules", &e2b, err)) < 0)
+        return r;
+    /* One ordered list under two names: where both hold rules, no order between them
+     * would be the one the client meant. */
+    if (json_array_size(rules) && json_array_size(cube))
+        return BAD("network.rules and network.cube_rules are the same ordered list: send one");
     /* allow_public_inbound is accepted from old inputs and dropped: inbound always needs
      * credentials here (preview links are signed). */
     json_t *allow = json_object_get(n, "allow_out"), *deny = json_object_get(n, "deny_out");
@@ -362,21 +508,72 @@ static int build_network(const struct secrets *sec, const char *id, json_t *in,
                           json_is_true(json_object_get(n, "deny_egress_by_default")), "allow_out",
                           allow ? json_incref(allow) : json_array(), "deny_out",
                           deny ? json_incref(deny) : json_array(), "rules");
+    if (cube)
+        json_object_set_new(o, "cube_rules", json_array());
+    if (e2b)
+        json_object_set_new(o, "e2b_host_rules", json_array());
     json_t *names = json_object();
     size_t i;
-    json_array_foreach(rules, i, v)
+    for (int l = 0; l < 2 && r == 0; l++) {
+        const char *list = l ? "cube_rules" : "rules";
+        json_array_foreach(l ? cube : rules, i, v)
+        {
+            json_t *rule = NULL;
+            if ((r = build_rule(sec, id, v, list, i, stored, names, &rule, err)) < 0)
+                break;
+            json_array_append_new(json_object_get(o, list), rule);
+        }
+    }
+    json_array_foreach(r == 0 ? e2b : NULL, i, v)
     {
         json_t *rule = NULL;
-        if ((r = build_rule(sec, id, v, i, stored, names, &rule, err)) < 0) {
-            json_decref(names);
-            json_decref(o);
-            return r;
-        }
-        json_array_append_new(json_object_get(o, "rules"), rule);
+        if ((r = build_e2b_rule(sec, id, v, i, json_object_get(o, "allow_out"), stored, names,
+                                &rule, err)) < 0)
+            break;
+        json_array_append_new(json_object_get(o, "e2b_host_rules"), rule);
     }
     json_decref(names);
+    if (r < 0) {
+        json_decref(o);
+        return r;
+    }
     *out = o;
     return 0;
+}
+
+/* The rules the proxy applies, in order, secrets still sealed: rules (or cube_rules, the
+ * same list), then each e2b host rule as an https rule injecting its headers as they are. */
+static json_t *engine_rules(const json_t *net)
+{
+    json_t *all = json_array();
+    static const char *const lists[] = {"rules", "cube_rules"};
+    for (size_t l = 0; l < SBX_ARRAY_SIZE(lists); l++) {
+        size_t i;
+        json_t *r;
+        json_array_foreach(json_object_get(net, lists[l]), i, r)
+        {
+            json_array_append_new(all, json_deep_copy(r));
+        }
+    }
+    size_t i;
+    json_t *r;
+    json_array_foreach(json_object_get(net, "e2b_host_rules"), i, r)
+    {
+        const char *host = json_string_value(json_object_get(r, "host"));
+        _cleanup_free_ char *name = e2b_rule_name(host);
+        json_t *inject = json_array();
+        const char *h;
+        json_t *sv;
+        json_object_foreach(json_object_get(r, "headers"), h, sv)
+        {
+            json_array_append_new(inject, json_pack("{s:s,s:O,s:s}", "header", h, "secret", sv,
+                                                    "format", "{secret}"));
+        }
+        json_array_append_new(all, json_pack("{s:s,s:s,s:s,s:b,s:b,s:o}", "name", name, "scheme",
+                                             "https", "host", host, "deny", 0, "audit", 0, "inject",
+                                             inject));
+    }
+    return all;
 }
 
 static int build_volume(json_t *in, json_t **out, struct sbx_err *err)
@@ -433,7 +630,7 @@ int config_doc_build(const struct secrets *sec, const struct config_ceilings *ce
         backend = rt_backend_find(json_string_value(v))->name;
     }
     v = json_object_get(in, "template");
-    const char *tpl = "base";
+    const char *tpl = CONFIG_STANDARD_TEMPLATE;
     if (v && !json_is_null(v)) {
         if (!json_is_string(v) || !template_name_valid(json_string_value(v)))
             return BAD("template must be a template name");
@@ -475,7 +672,9 @@ int config_doc_build(const struct secrets *sec, const struct config_ceilings *ce
         (json_is_true(json_object_get(net, "deny_egress_by_default")) ||
          json_array_size(json_object_get(net, "allow_out")) ||
          json_array_size(json_object_get(net, "deny_out")) ||
-         json_array_size(json_object_get(net, "rules")))) {
+         json_array_size(json_object_get(net, "rules")) ||
+         json_array_size(json_object_get(net, "cube_rules")) ||
+         json_array_size(json_object_get(net, "e2b_host_rules")))) {
         /* Its sandboxes have the host's network and no egress proxy: nothing would hold. */
         json_decref(limits);
         json_decref(env);
@@ -504,11 +703,22 @@ json_t *config_doc_masked(const json_t *stored)
     }
     size_t i, j;
     json_t *rule, *h;
-    json_array_foreach(json_object_get(json_object_get(o, "network"), "rules"), i, rule)
-    {
-        json_array_foreach(json_object_get(rule, "inject"), j, h)
+    json_t *net = json_object_get(o, "network");
+    static const char *const lists[] = {"rules", "cube_rules"};
+    for (size_t l = 0; l < SBX_ARRAY_SIZE(lists); l++) {
+        json_array_foreach(json_object_get(net, lists[l]), i, rule)
         {
-            json_object_set_new(h, "secret", json_string(SECRETS_MASK));
+            json_array_foreach(json_object_get(rule, "inject"), j, h)
+            {
+                json_object_set_new(h, "secret", json_string(SECRETS_MASK));
+            }
+        }
+    }
+    json_array_foreach(json_object_get(net, "e2b_host_rules"), i, rule)
+    {
+        json_object_foreach(json_object_get(rule, "headers"), k, v)
+        {
+            json_string_set(v, SECRETS_MASK);
         }
     }
     json_t *vol = json_object_get(o, "volume_mount");
@@ -549,7 +759,8 @@ int config_doc_inject(const struct secrets *sec, const char *id, const json_t *s
     json_t *o = json_object();
     size_t i, j;
     json_t *rule, *h;
-    json_array_foreach(json_object_get(json_object_get(stored, "network"), "rules"), i, rule)
+    json_t *rules = engine_rules(json_object_get(stored, "network"));
+    json_array_foreach(rules, i, rule)
     {
         const char *name = json_string_value(json_object_get(rule, "name"));
         json_t *list = json_array();
@@ -563,6 +774,7 @@ int config_doc_inject(const struct secrets *sec, const char *id, const json_t *s
                                        &plain, err);
             if (r < 0) {
                 json_decref(list);
+                json_decref(rules);
                 json_decref(o);
                 return r;
             }
@@ -578,6 +790,7 @@ int config_doc_inject(const struct secrets *sec, const char *id, const json_t *s
         else
             json_decref(list);
     }
+    json_decref(rules);
     *out = o;
     return 0;
 }
@@ -589,6 +802,12 @@ json_t *config_doc_network(const json_t *stored)
     if (!json_is_object(n) && !priv)
         return NULL;
     json_t *pol = json_is_object(n) ? json_deep_copy(n) : json_null();
+    if (json_is_object(pol)) {
+        /* The document's two shapes reach the proxy as rules: one rule engine. */
+        json_object_set_new(pol, "rules", engine_rules(n));
+        json_object_del(pol, "cube_rules");
+        json_object_del(pol, "e2b_host_rules");
+    }
     size_t i;
     json_t *rule;
     json_array_foreach(json_object_get(pol, "rules"), i, rule)

@@ -19,6 +19,8 @@
 #define CONFIG_TERMINAL_IDLE_DEFAULT 900
 #define CONFIG_TERMINAL_IDLE_MIN 60
 #define CONFIG_TERMINAL_IDLE_MAX 86400
+/* The document's standard template, what a configuration names by default. */
+#define CONFIG_STANDARD_TEMPLATE "base"
 /* The template a configuration may name only with desktop_enabled (docs/templates.md). */
 #define CONFIG_DESKTOP_TEMPLATE "desktop"
 

@@ -93,6 +93,49 @@ json_t *configs_inventory(struct configs *c, const char *id, bool *verified, str
     return inv.data;
 }
 
+int configs_check_inventory(struct configs *c, const char *id, bool force, struct sbx_err *err)
+{
+    bool verified = true;
+    json_t *inv = configs_inventory(c, id, &verified, err);
+    if (!inv)
+        return -EIO;
+    size_t n = json_array_size(inv), confirmed = 0;
+    size_t i;
+    json_t *e;
+    json_array_foreach(inv, i, e)
+    {
+        confirmed += json_is_true(json_object_get(e, "verified"));
+    }
+    json_decref(inv);
+    if (confirmed)
+        return sbx_err_set(err, EBUSY, "sandboxes_still_live",
+                           "%zu sandbox(es) made from configuration %s are live or paused: "
+                           "delete them first (GET /v1/sandbox-configs/%s/sandboxes)",
+                           confirmed, id, id);
+    if (n && !verified && !force)
+        return sbx_err_set(err, EBUSY, "sandbox_inventory_unverifiable",
+                           "%zu sandbox(es) of configuration %s cannot be verified: retry, or "
+                           "pass force=true",
+                           n, id);
+    return 0;
+}
+
+int configs_doc_of(struct configs *c, json_t *config, const char *id, json_t **out,
+                   struct sbx_err *err)
+{
+    struct config_loaded l = {0};
+    int r = 0;
+    if (id && (r = configs_load(c, id, &l, err)) < 0)
+        return r;
+    if (config)
+        r = config_doc_build(c->secrets, &c->ceil, id ? id : CONFIGS_PROBE_ID, config, l.doc, out,
+                             err);
+    else
+        *out = json_incref(l.doc);
+    config_loaded_clear(&l);
+    return r;
+}
+
 int configs_lock(struct configs *c, const char *id, const char *owner, struct sbx_err *err)
 {
     long long now = sbx_wall_ms();

@@ -56,6 +56,17 @@ json_t *configs_to_json(const struct config_loaded *l);
  * them; *verified false when a live row has no sandbox this daemon holds. */
 json_t *configs_inventory(struct configs *c, const char *id, bool *verified, struct sbx_err *err);
 
+/* Live or paused sandboxes stop a change of what they run, and a delete:
+ * sandboxes_still_live (409); an inventory that cannot be verified too
+ * (sandbox_inventory_unverifiable), unless force. */
+int configs_check_inventory(struct configs *c, const char *id, bool force, struct sbx_err *err);
+
+/* The document a request names: config checked as a PUT would check it (masked values
+ * restored from id's stored one), or id's stored document when config is NULL (then id
+ * must be given). Errors: sandbox_config_not_found, invalid_sandbox_config. */
+int configs_doc_of(struct configs *c, json_t *config, const char *id, json_t **out,
+                   struct sbx_err *err);
+
 /* Hold a configuration for a request (owner: its request id). */
 int configs_lock(struct configs *c, const char *id, const char *owner, struct sbx_err *err);
 void configs_unlock(struct configs *c, const char *id, const char *owner);

@@ -122,35 +122,6 @@ static void api_configs_get(struct sbxd *d, struct http_req *req)
     config_loaded_clear(&l);
 }
 
-/* Live or paused sandboxes stop a change of what they run, and a delete: 409 with the
- * inventory; one that cannot be verified too, unless force. */
-static int check_inventory(struct sbxd *d, const char *id, bool force, struct sbx_err *err)
-{
-    bool verified = true;
-    json_t *inv = configs_inventory(d->configs, id, &verified, err);
-    if (!inv)
-        return -EIO;
-    size_t n = json_array_size(inv), confirmed = 0;
-    size_t i;
-    json_t *e;
-    json_array_foreach(inv, i, e)
-    {
-        confirmed += json_is_true(json_object_get(e, "verified"));
-    }
-    json_decref(inv);
-    if (confirmed)
-        return sbx_err_set(err, EBUSY, "sandboxes_still_live",
-                           "%zu sandbox(es) made from configuration %s are live or paused: "
-                           "delete them first (GET /v1/sandbox-configs/%s/sandboxes)",
-                           confirmed, id, id);
-    if (n && !verified && !force)
-        return sbx_err_set(err, EBUSY, "sandbox_inventory_unverifiable",
-                           "%zu sandbox(es) of configuration %s cannot be verified: retry, or "
-                           "pass force=true",
-                           n, id);
-    return 0;
-}
-
 static int force_param(struct http_req *req, bool *force, struct sbx_err *err)
 {
     const char *f = http_req_query(req, "force");
@@ -189,7 +160,7 @@ static void api_configs_put(struct sbxd *d, struct http_req *req)
         if (backend)
             r = configs_check_backend(d->configs, doc, &err);
         if (r == 0 && identity)
-            r = check_inventory(d, id, force, &err);
+            r = configs_check_inventory(d->configs, id, force, &err);
         if (r == 0) {
             free(l.rec.name);
             free(l.rec.description);
@@ -227,7 +198,7 @@ static void api_configs_delete(struct sbxd *d, struct http_req *req)
         http_respond_error(req, &err);
         return;
     }
-    int r = check_inventory(d, id, force, &err);
+    int r = configs_check_inventory(d->configs, id, force, &err);
     if (r == 0)
         r = store_config_delete(d->store, id, &err);
     else

@@ -15,6 +15,7 @@
 #include "../sandbox/template.h"
 #include "../sbxd.h"
 #include "configs.h"
+#include "probe_net.h"
 
 #define PROBE_SCRIPT "echo sbx-probe-ok; id -u; test -w /workspace"
 #define PROBE_EXPECT "sbx-probe-ok\n"
@@ -33,7 +34,12 @@ struct probe {
     struct exec_run *run;
     json_t *argv;
     long long t0;
-    bool gone; /* the client hung up: finish quietly */
+    bool deep;
+    bool locked; /* config_id's lease is held (a deep probe's sandbox) */
+    bool gone;   /* the client hung up: finish quietly */
+    struct probe_net *net;
+    char net_host[EGRESS_HOST_MAX + 1];     /* what external_network reached, "" for none */
+    char net_skipped[PROBE_NET_REASON_MAX]; /* why external_network was skipped */
 };
 
 static void add_check(json_t *checks, const char *name, int ok, const char *message,
@@ -73,7 +79,7 @@ static json_t *capabilities(const struct probe *p, const struct rt_backend *b)
 
 static void probe_finish(struct probe *p)
 {
-    if (p->config_id[0])
+    if (p->locked)
         configs_unlock(p->d->configs, p->config_id, p->owner);
     if (!p->gone) {
         bool ok = true;
@@ -110,6 +116,56 @@ static void destroy_sandbox(struct probe *p)
     p->sb = NULL;
 }
 
+static void on_net_done(const struct exec_result *res, const struct sbx_err *err, void *data)
+{
+    struct probe *p = data;
+    p->run = NULL;
+    int ok = 0;
+    char msg[600], reason[PROBE_NET_REASON_MAX];
+    if (err) {
+        snprintf(msg, sizeof(msg), "%s", err->msg);
+        snprintf(reason, sizeof(reason), "%s", err->code);
+    } else {
+        probe_net_sandbox_judge(res->out[0].buf, res->out[0].len, p->net_host, &ok, msg,
+                                sizeof(msg), reason);
+    }
+    add_check(p->checks, "sandbox_external_network", ok, msg, ok ? NULL : reason,
+              sbx_now_ms() - p->t0);
+    destroy_sandbox(p);
+    probe_finish(p);
+}
+
+/* The deep probe's sandbox reaches external_network's host through its own egress
+ * listener (the configuration's policy as its sandboxes get it). False when there is
+ * nothing to run: the check is added, the caller ends the probe. */
+static bool sandbox_net_check(struct probe *p)
+{
+    const char *backend = json_string_value(json_object_get(p->doc, "backend"));
+    if (!strcmp(backend, "local"))
+        return false; /* the host's network, no listener: external_network says it all */
+    if (!p->net_host[0]) {
+        add_check(p->checks, "sandbox_external_network", -1,
+                  "no host to reach (see external_network)", p->net_skipped, -1);
+        return false;
+    }
+    p->t0 = sbx_now_ms();
+    json_decref(p->argv);
+    p->argv = probe_net_sandbox_argv(p->net_host);
+    struct exec_params ep = {.argv = p->argv,
+                             .cwd = "/workspace",
+                             .timeout_s = PROBE_TIMEOUT_S,
+                             .command = probe_net_sandbox_script,
+                             .language = "python"};
+    struct exec_origin o = {.who = &p->who, .request_id = p->request_id, .action = "exec"};
+    static const struct exec_observer obs = {.on_done = on_net_done};
+    struct sbx_err e = {0};
+    if (exec_start(p->sb, &ep, &o, &obs, p, &p->run, &e) < 0) {
+        add_check(p->checks, "sandbox_external_network", 0, e.msg, e.code, 0);
+        return false;
+    }
+    return true;
+}
+
 static void on_script_done(const struct exec_result *res, const struct sbx_err *err, void *data)
 {
     struct probe *p = data;
@@ -126,8 +182,10 @@ static void on_script_done(const struct exec_result *res, const struct sbx_err *
               : err ? err->code
                     : "script_failed",
               sbx_now_ms() - p->t0);
-    destroy_sandbox(p);
-    probe_finish(p);
+    if (!ok || p->gone || !sandbox_net_check(p)) {
+        destroy_sandbox(p);
+        probe_finish(p);
+    }
 }
 
 static void on_probe_ready(struct sandbox *sb, const struct sbx_err *err, void *data)
@@ -160,8 +218,14 @@ static void on_probe_ready(struct sandbox *sb, const struct sbx_err *err, void *
 static void on_probe_abort(struct http_req *req, void *data)
 {
     struct probe *p = data;
-    /* The sandbox and the script finish on their own; nobody waits for the answer. */
     p->gone = true;
+    if (p->net) {
+        probe_net_cancel(p->net);
+        p->net = NULL;
+        probe_finish(p);
+        return;
+    }
+    /* The sandbox and the script finish on their own; nobody waits for the answer. */
     if (p->sb && !p->run) {
         sandbox_drop_waiter(p->sb, p);
         destroy_sandbox(p);
@@ -190,14 +254,6 @@ static void shallow_checks(struct probe *p)
         template_info_clear(&tpl);
     add_check(p->checks, "template", tok, tok ? "the template is built" : err.msg,
               tok ? NULL : err.code, sbx_now_ms() - t);
-    json_t *net = json_object_get(p->doc, "network");
-    if (json_is_true(json_object_get(net, "deny_egress_by_default")) &&
-        !json_array_size(json_object_get(net, "allow_out")))
-        add_check(p->checks, "external_network", -1, "egress is denied by default",
-                  "skipped_by_policy", -1);
-    else
-        add_check(p->checks, "external_network", -1, "the probe does not reach outside this host",
-                  "not_probed", -1);
     json_t *vol = json_object_get(p->doc, "volume_mount");
     if (json_is_true(json_object_get(vol, "enabled")))
         add_check(p->checks, "volume_mount", -1, "volume mounts are not supported here",
@@ -222,19 +278,48 @@ static int probe_doc(struct sbxd *d, json_t *body, struct probe *p, struct sbx_e
     json_t *deep = json_object_get(body, "deep");
     if (deep && !json_is_null(deep) && !json_is_boolean(deep))
         return sbx_err_set(err, EINVAL, "invalid_request", "deep must be true or false");
-    struct config_loaded l = {0};
-    int r = 0;
-    if (id && (r = configs_load(d->configs, id, &l, err)) < 0)
-        return r;
-    if (cfg)
-        r = config_doc_build(d->configs->secrets, &d->configs->ceil, id ? id : CONFIGS_PROBE_ID,
-                             cfg, l.doc, &p->doc, err);
-    else
-        p->doc = json_incref(l.doc);
     if (id)
         snprintf(p->config_id, sizeof(p->config_id), "%s", id);
-    config_loaded_clear(&l);
-    return r;
+    return configs_doc_of(d->configs, cfg, id, &p->doc, err);
+}
+
+/* A deep probe makes a sandbox from the document, runs the script in it (and the
+ * external-network check from it) and destroys it. */
+static void start_deep(struct probe *p)
+{
+    struct sbxd *d = p->d;
+    struct sbx_err err = {0};
+    struct sandbox_params sp = {
+        .template_name = "base", .ttl_seconds = 600, .enable_default_session = false};
+    json_t *hold = NULL;
+    p->t0 = sbx_now_ms();
+    int r = configs_apply(d->configs, &p->who, p->config_id[0] ? p->config_id : NULL, p->doc, &sp,
+                          &hold, &err);
+    if (r == 0)
+        r = manager_create(d->mgr, &p->who, &sp, on_probe_ready, p, &p->sb, &err);
+    json_decref(hold);
+    if (r < 0) {
+        add_check(p->checks, "sandbox_create", 0, err.msg, err.code, sbx_now_ms() - p->t0);
+        probe_finish(p);
+        return;
+    }
+    http_req_suspend(p->req, on_probe_abort, p);
+}
+
+static void on_net_checked(void *data, int ok, const char *message, const char *reason)
+{
+    struct probe *p = data;
+    p->net = NULL;
+    add_check(p->checks, "external_network", ok, message, reason,
+              ok < 0 ? -1 : sbx_now_ms() - p->t0);
+    if (ok < 0) {
+        p->net_host[0] = '\0';
+        snprintf(p->net_skipped, sizeof(p->net_skipped), "%s", reason);
+    }
+    if (p->deep && !p->gone)
+        start_deep(p);
+    else
+        probe_finish(p);
 }
 
 static void api_sandbox_check(struct sbxd *d, struct http_req *req)
@@ -267,37 +352,31 @@ static void api_sandbox_check(struct sbxd *d, struct http_req *req)
         http_respond_error(req, &err);
         return;
     }
+    p->deep = deep;
+    /* The stored configuration must not change while a deep probe runs: its sandbox is
+     * made from the document read here. */
+    if (deep && p->config_id[0]) {
+        if (configs_lock(d->configs, p->config_id, p->owner, &err) < 0) {
+            json_decref(p->checks);
+            json_decref(p->doc);
+            free(p);
+            http_respond_error(req, &err);
+            return;
+        }
+        p->locked = true;
+    }
     shallow_checks(p);
-    if (!deep) {
-        p->config_id[0] = '\0';
-        probe_finish(p);
-        return;
-    }
-    /* The stored configuration must not change while a sandbox is made from it. */
-    if (p->config_id[0] && configs_lock(d->configs, p->config_id, p->owner, &err) < 0) {
-        json_decref(p->checks);
-        json_decref(p->doc);
-        free(p);
-        http_respond_error(req, &err);
-        return;
-    }
-    struct sandbox_params sp = {
-        .template_name = "base", .ttl_seconds = 600, .enable_default_session = false};
-    json_t *hold = NULL;
     p->t0 = sbx_now_ms();
-    r = configs_apply(d->configs, &p->who, p->config_id[0] ? p->config_id : NULL, p->doc, &sp,
-                      &hold, &err);
-    if (r == 0)
-        r = manager_create(d->mgr, &p->who, &sp, on_probe_ready, p, &p->sb, &err);
-    json_decref(hold);
-    if (r < 0) {
-        add_check(p->checks, "sandbox_create", 0, err.msg, err.code, sbx_now_ms() - p->t0);
-        probe_finish(p);
-        return;
+    /* When the policy lets no host out, on_net_checked has run (and may have ended the
+     * probe) before this returns: p is touched again only when the check is under way. */
+    struct probe_net *net;
+    probe_net_start(d->egress, d->jobs, d->cfg.fetch_ca_file, d->cfg.probe_host, p->doc,
+                    on_net_checked, p, p->net_host, &net);
+    if (net) {
+        p->net = net;
+        http_req_suspend(req, on_probe_abort, p);
     }
-    http_req_suspend(req, on_probe_abort, p);
 }
-
 static const struct route routes[] = {
     {"POST", "/v1/system/sandbox-check", AUTH_ADMIN_FULL, api_sandbox_check, 0},
 };

@@ -388,13 +388,15 @@ static int create_sandbox(struct manager *m, const struct auth_identity *who,
         goto fail_nostore;
     if ((r = egress_init(m, sb, &p->egress, err)) < 0)
         goto fail;
-    if (p->config_id) {
+    /* A probe's sandbox comes from a configuration that is not stored (no config_id):
+     * it gets the configuration's policy all the same, only no row naming it. */
+    if (p->config_applied) {
         _cleanup_free_ char *net = p->network ? json_dumps(p->network, JSON_COMPACT) : NULL;
-        snprintf(sb->config_id, sizeof(sb->config_id), "%s", p->config_id);
+        snprintf(sb->config_id, sizeof(sb->config_id), "%s", p->config_id ? p->config_id : "");
         sb->config_env = p->config_env ? json_deep_copy(p->config_env) : NULL;
         sb->config_inject = p->config_inject ? json_deep_copy(p->config_inject) : NULL;
-        if ((r = store_sandbox_config_set(m->store, id, p->config_id, net, p->config_env_sealed,
-                                          err)) < 0 ||
+        if ((p->config_id && (r = store_sandbox_config_set(m->store, id, p->config_id, net,
+                                                           p->config_env_sealed, err)) < 0) ||
             (r = sandbox_network_set(sb, p->network, err)) < 0 ||
             (r = sandbox_config_settings_set(m, sb, p->terminal_idle_sec, p->desktop_disabled,
                                              err)) < 0)

@@ -11,6 +11,7 @@
 #include "../http/server.h"
 #include "../http/router.h"
 #include "../sbxd.h"
+#include "listing.h"
 #include "pool.h"
 
 #define TEMPLATES_LIST_MAX 256 /* names read from the cache dir */
@@ -81,7 +82,7 @@ static int by_name(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static void api_templates_list(struct sbxd *d, struct http_req *req)
+json_t *templates_list(struct sbxd *d, const char *user)
 {
     json_t *list = json_array();
     DIR *dir = opendir(d->cfg.template_cache);
@@ -99,15 +100,21 @@ static void api_templates_list(struct sbxd *d, struct http_req *req)
         json_t *m;
         struct sbx_err err = {0};
         if (template_load(d->cfg.template_cache, names[i], &m, NULL, &err) == 0) {
-            json_t *t =
-                template_visible(m, http_req_identity(req)->user) ? describe(d, names[i], m) : NULL;
+            json_t *t = template_visible(m, user) ? describe(d, names[i], m) : NULL;
             if (t)
                 json_array_append_new(list, t);
             json_decref(m);
         }
         free(names[i]);
     }
-    http_respond_json(req, 200, json_pack("{s:s,s:o}", "object", "list", "data", list));
+    return list;
+}
+
+static void api_templates_list(struct sbxd *d, struct http_req *req)
+{
+    http_respond_json(req, 200,
+                      json_pack("{s:s,s:o}", "object", "list", "data",
+                                templates_list(d, http_req_identity(req)->user)));
 }
 
 static void api_templates_get(struct sbxd *d, struct http_req *req)

@@ -209,7 +209,10 @@ int configs_apply(struct configs *c, const struct auth_identity *who, const char
         p->config_inject = json_object_get(h, "config_inject");
         p->config_env_sealed = json_string_value(json_object_get(h, "sealed_env"));
         p->network = json_object_get(h, "network");
-        p->command_timeout_sec = json_integer_value(json_object_get(doc, "default_timeout_sec"));
+        /* Stored before issue 40, when it was a TTL, it may be above every command's limit. */
+        long long cmd = json_integer_value(json_object_get(doc, "default_timeout_sec"));
+        p->command_timeout_sec = cmd > c->ceil.command_timeout_sec ? c->ceil.command_timeout_sec
+                                                                    : cmd;
     }
     free(sealed);
     json_decref(inject);

@@ -125,8 +125,9 @@ static void on_done(json_t *result, const struct sbx_err *err, void *data)
         audit_record(x->d->store, &x->who, NULL, http_req_id(x->req), "sandbox.restart",
                      x->sandbox_id, err ? err->code : "ok",
                      json_pack("{s:s}", "by", "terminal provision"));
-    /* Paused or stopped while we waited for it (a pause under way, a machine lost). */
-    if (err && manager_lookup(x->d->mgr, &x->who, x->sandbox_id, &sb, NULL) == 0 &&
+    /* Paused or stopped while we waited for it (a pause under way, a machine lost); a
+     * refused provision=1 restart says why instead. */
+    if (err && !x->restarting && manager_lookup(x->d->mgr, &x->who, x->sandbox_id, &sb, NULL) == 0 &&
         not_running(sb)) {
         refuse_after_upgrade(x, not_running(sb));
         return;
@@ -249,6 +250,7 @@ static void api_terminal_connect(struct sbxd *d, struct http_req *req)
     snprintf(x->sandbox_id, sizeof(x->sandbox_id), "%s", sb->rec.id);
     if (pty_id) {
         /* Re-attach: the resize doubles as "does it still exist". */
+        snprintf(x->pty_id, sizeof(x->pty_id), "%s", pty_id);
         json_object_set_new(op, "op", json_string("pty_resize"));
         json_object_set_new(op, "id", json_string(pty_id));
         x->reattach = true;

@@ -211,8 +211,8 @@ int configs_apply(struct configs *c, const struct auth_identity *who, const char
         p->network = json_object_get(h, "network");
         /* Stored before issue 40, when it was a TTL, it may be above every command's limit. */
         long long cmd = json_integer_value(json_object_get(doc, "default_timeout_sec"));
-        p->command_timeout_sec = cmd > c->ceil.command_timeout_sec ? c->ceil.command_timeout_sec
-                                                                    : cmd;
+        p->command_timeout_sec =
+            cmd > c->ceil.command_timeout_sec ? c->ceil.command_timeout_sec : cmd;
     }
     free(sealed);
     json_decref(inject);

@@ -12,9 +12,9 @@
 #include "../../common/log.h"
 #include "../../common/util.h"
 #include "../audit/audit.h"
+#include "../http/router.h"
 #include "../http/server.h"
 #include "../http/ws.h"
-#include "../http/router.h"
 #include "../sandbox/agentcall.h"
 #include "../sandbox/lifecycle.h"
 #include "../sandbox/runas.h"
@@ -52,7 +52,7 @@ struct term_req {
     char sandbox_id[STORE_ID_MAX + 1];
     char pty_id[TERMINAL_PTY_ID_MAX + 1];
     bool reattach;
-    bool restarting; /* provision=1 on a stopped sandbox: audited as sandbox.restart */
+    bool restarting;    /* provision=1 on a stopped sandbox: audited as sandbox.restart */
     const char *refuse; /* the error frame to answer after the upgrade, or NULL */
 };
 
@@ -127,8 +127,8 @@ static void on_done(json_t *result, const struct sbx_err *err, void *data)
                      json_pack("{s:s}", "by", "terminal provision"));
     /* Paused or stopped while we waited for it (a pause under way, a machine lost); a
      * refused provision=1 restart says why instead. */
-    if (err && !x->restarting && manager_lookup(x->d->mgr, &x->who, x->sandbox_id, &sb, NULL) == 0 &&
-        not_running(sb)) {
+    if (err && !x->restarting &&
+        manager_lookup(x->d->mgr, &x->who, x->sandbox_id, &sb, NULL) == 0 && not_running(sb)) {
         refuse_after_upgrade(x, not_running(sb));
         return;
     }
@@ -142,8 +142,8 @@ static void on_done(json_t *result, const struct sbx_err *err, void *data)
     json_t *details = json_pack("{s:s,s:b}", "pty_id", x->pty_id, "reattach", x->reattach);
     if (!x->reattach)
         details = audit_command_details(details, TERMINAL_SHELL, strlen(TERMINAL_SHELL));
-    audit_record(x->d->store, &x->who, NULL, http_req_id(x->req), "terminal.open",
-                 x->sandbox_id, "ok", details);
+    audit_record(x->d->store, &x->who, NULL, http_req_id(x->req), "terminal.open", x->sandbox_id,
+                 "ok", details);
     ws_handshake_accept(x->req);
     http_respond_upgrade(x->req, on_upgraded, on_upgrade_abort, x);
 }
@@ -281,10 +281,8 @@ static void api_terminal_connect(struct sbxd *d, struct http_req *req)
     http_req_suspend(req, on_req_abort, x);
     if (wake && sb->paused && !sb->restoring) {
         /* The same audited, billed resume as POST /v1/sandboxes/{id}/resume. */
-        struct snap_origin o = {.mgr = d->mgr,
-                                .store = d->store,
-                                .who = &x->who,
-                                .request_id = http_req_id(req)};
+        struct snap_origin o = {
+            .mgr = d->mgr, .store = d->store, .who = &x->who, .request_id = http_req_id(req)};
         if (snapcall_resume(&o, sb, on_resumed, x, &x->resume, &err) < 0) {
             http_respond_error(req, &err);
             term_req_free(x);

@@ -68,7 +68,7 @@ static void on_req_abort(struct http_req *req, void *data)
     if (x->call)
         agentcall_cancel(x->call, false);
     if (x->resume)
-        snapcall_forget(x->resume); /* the resume goes on, audited */
+        snapcall_forget(x->resume); /* the resume goes on without us */
     term_req_free(x);
 }
 

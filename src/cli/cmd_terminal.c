@@ -173,13 +173,19 @@ static int session_loop(struct cli *cli, struct sbx_ws *ws, struct session *s, b
 
 static int cmd_terminal(struct cli *cli, int argc, char **argv)
 {
-    static const struct option longopts[] = {{"attach", required_argument, NULL, 'a'}, {0}};
+    static const struct option longopts[] = {{"attach", required_argument, NULL, 'a'},
+                                             {"provision", no_argument, NULL, 'p'},
+                                             {0}};
     const char *attach = NULL;
+    bool provision = false; /* wake a paused or stopped sandbox first (spec 002) */
     int o;
     while ((o = cli_getopt(cli, argc, argv, "", longopts)) != -1) {
         if (o == '?')
             return CLI_USAGE;
-        attach = optarg;
+        if (o == 'p')
+            provision = true;
+        else
+            attach = optarg;
     }
     if (!cli_nargs(cli, argc - optind, 1, 1))
         return CLI_USAGE;
@@ -197,8 +203,9 @@ static int cmd_terminal(struct cli *cli, int argc, char **argv)
     int cols, rows;
     term_size(&cols, &rows);
     _cleanup_free_ char *pty = attach ? sbx_escape(attach) : NULL;
-    _cleanup_free_ char *suffix = sbx_xasprintf("/terminal?ticket=%s&cols=%d&rows=%d%s%s", ticket,
-                                                cols, rows, pty ? "&pty_id=" : "", pty ? pty : "");
+    _cleanup_free_ char *suffix =
+        sbx_xasprintf("/terminal?ticket=%s&cols=%d&rows=%d%s%s%s", ticket, cols, rows,
+                      pty ? "&pty_id=" : "", pty ? pty : "", provision ? "&provision=1" : "");
     _cleanup_free_ char *path = cli_sb_path(id, suffix);
     struct sbx_ws *ws = NULL;
     struct sbx_err err = {0};
@@ -242,8 +249,10 @@ static int cmd_terminal(struct cli *cli, int argc, char **argv)
 }
 
 static const struct cli_cmd cmds[] = {
-    {"terminal", "ID [--attach PTY_ID]", "an interactive shell in the sandbox",
+    {"terminal", "ID [--attach PTY_ID] [--provision]", "an interactive shell in the sandbox",
      "      --attach PTY_ID  go back to a detached shell (its recent screen is replayed)\n"
+     "      --provision      resume a paused sandbox (or restart a stopped one) first;\n"
+     "                       without it such a sandbox answers SANDBOX_PAUSED / SANDBOX_STOPPED\n"
      "The terminal is in raw mode; the window size follows yours. Ctrl-] detaches: the\n"
      "shell keeps running for the server's grace period (5 minutes by default) and the\n"
      "command to reattach is printed. Exits with the shell's exit code.\n",

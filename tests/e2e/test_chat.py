@@ -90,6 +90,11 @@ def script(name, results, body):
     if name == "env":
         return ("tool", "sandbox_bash", {"command": "env; cat /proc/1/environ | tr '\\0' '\\n'"}) \
             if n == 0 else ("text", "Env: " + results[0])
+    if name == "long":  # spec 004: sandbox_bash.timeout_seconds 1..3600
+        if n < 2:
+            return ("tool", "sandbox_bash", {"command": "echo long-%d" % n,
+                                             "timeout_seconds": [3600, 3601][n]})
+        return ("text", " | ".join(results))
     if name == "foreign":
         return ("tool", "get_weather", {"city": "Iași"})
     if name == "slow":
@@ -370,6 +375,23 @@ def test_a_malformed_tool_call_goes_back_to_the_model_as_a_tool_error():
     assert [t["ok"] for t in r.body["sbx_sandbox"]["tool_calls"]] == [False, False]
     last = seen_for("bad")[-1][2]["messages"][-1]["content"][0]
     assert last["is_error"] is True and "invalid_request" in last["content"], last
+
+
+def test_sandbox_bash_takes_a_timeout_up_to_3600_seconds():
+    c = D.client("chat-long")
+    r = chat(c, "long", session="conv-long")
+    assert r.status == 200, r
+    sbx = r.body["sbx_sandbox"]
+    assert [t["ok"] for t in sbx["tool_calls"]] == [True, False], sbx
+    first, second = r.body["choices"][0]["message"]["content"].split(" | ")[:2]
+    assert json.loads(first.split("\n\n**Files**")[0])["stdout"] == "long-0\n", first
+    assert json.loads(second.split("\n\n**Files**")[0])["error"]["code"] == "invalid_timeout"
+    # The model was offered the document's bound, and the command ran under it.
+    offered = seen_for("long")[0][2]["tools"]
+    bash = next(t["function"] for t in offered if t["function"]["name"] == "sandbox_bash")
+    assert bash["parameters"]["properties"]["timeout_seconds"]["maximum"] == 3600, bash
+    log = D.client("admin").ok("GET", "/v1/audit?sandbox_id=%s&action=exec" % sbx["sandbox_id"])
+    assert [e["details"]["timeout_seconds"] for e in log["data"]] == [3600], log
 
 
 def test_document_skills_turn_the_tool_on_with_their_instructions():

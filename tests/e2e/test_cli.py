@@ -549,6 +549,25 @@ def test_terminal_resize_detach_and_reattach():
     assert r.rc == 3 and re.search(r"pty_not_found: .*\(HTTP 404, request req_\w+\)", r.err), r
 
 
+def test_terminal_on_a_paused_sandbox_says_so_and_provision_resumes_it():
+    sid = ok("create", "--ttl", "10m", "--backend", "v2").out.strip()
+    try:
+        ok("pause", sid)
+        t = Pty(["terminal", sid])
+        t.expect(r"terminal: SANDBOX_PAUSED")
+        assert t.wait() == 3
+        assert re.search(r"^status\s+paused$", ok("get", sid).out, re.M)
+        t = Pty(["terminal", sid, "--provision"])
+        t.expect(r"[$#] ")
+        t.send("echo awake-$((6*7))\r")
+        t.expect(r"awake-42")
+        t.send("exit\r")
+        assert t.wait() == 0
+        assert re.search(r"^status\s+running$", ok("get", sid).out, re.M)
+    finally:
+        ok("rm", sid)
+
+
 # --- life cycle, egress, preview, admin ----------------------------------------------------
 
 def test_pause_resume_fork():

@@ -133,6 +133,7 @@ BAD_CONFIGS = [
     {"limits": {"disk": 1}},
     {"limits": "big"},
     {"default_timeout_sec": -1},
+    {"default_timeout_sec": 901},  # a command's default: at most exec's 900 s
     {"terminal_idle_disconnect_sec": 30},
     {"terminal_idle_disconnect_sec": 86401},
     {"desktop_enabled": "yes"},
@@ -278,7 +279,8 @@ def test_a_sandbox_from_a_configuration_gets_its_template_limits_ttl_and_env():
 def test_a_request_may_narrow_a_configuration_but_not_widen_it():
     a = alice()
     cid = net_config()["id"]
-    for fields in ({"ttl_seconds": 901}, {"template": "office"}, {"limits": {"memory_mb": 769}},
+    # (default_timeout_sec is a command's timeout, not a bound on ttl_seconds: spec 002.)
+    for fields in ({"template": "office"}, {"limits": {"memory_mb": 769}},
                    {"limits": {"pids": 257}}, {"limits": {"cpu_millicores": 801}},
                    {"env": {"TOKEN": "mine"}}):
         r = a.request("POST", "/v1/sandboxes", dict(fields, config_id=cid))

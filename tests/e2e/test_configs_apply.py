@@ -1,6 +1,6 @@
 """What a sandbox configuration applies besides env, limits and network (docs/configs.md):
-its terminals' idle limit, its execution backend, and the desktop switch, through a real
-sbxd and real sandboxes.
+its terminals' idle limit, its commands' default timeout, its execution backend, and the
+desktop switch, through a real sbxd and real sandboxes.
 
 One daemon running gVisor and namespaces (SBX_BACKEND, each proved by a start), where one
 second of a configuration's terminal_idle_disconnect_sec lasts 20 ms
@@ -105,6 +105,54 @@ def test_the_idle_limit_goes_to_a_fork():
     assert_idle_closes(open_term(copy, c))
     c.delete_sandbox(copy)
     c.delete_sandbox(sid)
+
+
+# --- default_timeout_sec ---------------------------------------------------------------
+
+def exec_timeouts(sid):
+    log = admin().ok("GET", "/v1/audit?sandbox_id=%s&action=exec" % sid)["data"]
+    return [e["details"]["timeout_seconds"] for e in sorted(log, key=lambda e: e["seq"])]
+
+
+def test_default_timeout_sec_is_each_commands_timeout_not_the_sandboxs_life():
+    # Spec 002's field as written: "default_timeout_sec | int | таймаут выполнения; 0 —
+    # используется встроенное значение по умолчанию".
+    c = user("timeout")
+    r = c.request("POST", "/v1/sandbox-configs", {"name": "x", "config": {}})
+    assert_error(r, 403, "admin_required")
+    cid = admin().ok("POST", "/v1/sandbox-configs",
+                     {"name": "Короткие команды", "config": {"default_timeout_sec": 2}},
+                     status=201)["id"]
+    sb = c.create_sandbox(config_id=cid)
+    sid = sb["id"]
+    # The sandbox lives as long as any (the daemon's default TTL), and may ask for more.
+    assert sb["ttl_seconds"] == 3600, sb
+    longer = c.create_sandbox(config_id=cid, ttl_seconds=7200)
+    assert longer["ttl_seconds"] == 7200, longer
+    c.delete_sandbox(longer["id"])
+    # A command that does not say is stopped after 2 s; one that does gets its own.
+    r = c.exec(sid, shell="sleep 30; echo late")
+    assert r["timed_out"] is True and "late" not in r["stdout"], r
+    assert 1500 <= r["duration_ms"] < 15000, r
+    r = c.exec(sid, shell="sleep 3; echo in-time", timeout_seconds=20)
+    assert r["timed_out"] is False and r["stdout"] == "in-time\n", r
+    # sandbox_bash (spec 004's default 60) takes the configuration's default too.
+    r = c.request("POST", "/v1/sandboxes/%s/tools/sandbox_bash" % sid, {"command": "true"})
+    assert r.status == 200, r
+    assert exec_timeouts(sid) == [2, 20, 2]
+    # A fork keeps it; 0 is the built-in 900 s; past plain exec's 900 s is refused.
+    fork = c.ok("POST", "/v1/sandboxes/%s/fork" % sid, {}, timeout=120)["data"][0]["id"]
+    assert c.exec(fork, shell="sleep 30")["timed_out"] is True
+    plain_cid = config("timeout0", {"default_timeout_sec": 0})["id"]
+    other = c.create_sandbox(config_id=plain_cid)["id"]
+    c.sh(other, "true")
+    assert exec_timeouts(other) == [900]
+    r = admin().request("PUT", "/v1/sandbox-configs/" + cid,
+                        {"name": "Короткие команды", "config": {"default_timeout_sec": 901}})
+    assert_error(r, 400, "invalid_sandbox_config")
+    assert admin().ok("GET", "/v1/sandbox-configs/" + cid)["config"]["default_timeout_sec"] == 2
+    for s in (fork, other, sid):
+        c.delete_sandbox(s)
 
 
 # --- backend ---------------------------------------------------------------------------

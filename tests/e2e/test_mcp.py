@@ -131,6 +131,48 @@ def test_rest_tool_errors():
                    ["sandboxes"])
 
 
+def exec_timeouts(c, sb):
+    """The timeout of each command run in sb, oldest first, as its audit entry has it."""
+    log = D.get().client().ok("GET", "/v1/audit?sandbox_id=%s&action=exec" % sb)["data"]
+    return [e["details"]["timeout_seconds"] for e in sorted(log, key=lambda e: e["seq"])]
+
+
+def test_sandbox_bash_timeout_is_1_to_3600_and_plain_exec_keeps_900():
+    a = user("tim")
+    sb = a.create_sandbox(ttl_seconds=600)["id"]
+    # Spec 004: 1..3600, default 60 — over REST and over MCP alike.
+    r = tool(a, sb, "sandbox_bash", {"command": "echo t3600", "timeout_seconds": 3600})
+    assert r.status == 200 and r.body["result"]["stdout"] == "t3600\n", r
+    assert tool(a, sb, "sandbox_bash", {"command": "true"}).status == 200
+    sid = session(a)
+    r = mcp(a, {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "sandbox_bash",
+                           "arguments": {"sandbox_id": sb, "command": "echo t901",
+                                         "timeout_seconds": 901}}}, sid)
+    assert r.body["result"]["isError"] is False, r.body
+    assert r.body["result"]["structuredContent"]["stdout"] == "t901\n"
+    assert exec_timeouts(a, sb) == [3600, 60, 901]
+    for bad in (0, 3601, "60"):
+        assert_error(tool(a, sb, "sandbox_bash", {"command": "true", "timeout_seconds": bad}),
+                     400, ("invalid_timeout", "invalid_request"))
+    r = mcp(a, {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "sandbox_bash",
+                           "arguments": {"sandbox_id": sb, "command": "true",
+                                         "timeout_seconds": 3601}}}, sid)
+    assert r.body["result"]["isError"] is True, r.body
+    assert r.body["result"]["_meta"]["sbx/error"]["code"] == "invalid_timeout"
+    # Spec 000: a plain command still stops at 900 s, by route and by sandbox_exec.
+    assert_error(a.request("POST", "/v1/sandboxes/%s/exec" % sb,
+                           {"shell": "true", "timeout_seconds": 901}), 400, "invalid_timeout")
+    assert_error(tool(a, sb, "sandbox_exec", {"shell": "true", "timeout_seconds": 901}), 400,
+                 "invalid_timeout")
+    assert exec_timeouts(a, sb) == [3600, 60, 901], "nothing ran for the refused calls"
+    # And the timeout holds: a command past its 1 s is stopped.
+    r = tool(a, sb, "sandbox_bash", {"command": "sleep 20; echo late", "timeout_seconds": 1})
+    assert r.status == 200 and "late" not in r.body["result"]["stdout"], r
+    assert r.body["result"]["exit_code"] != 0, r
+
+
 # ---- MCP: the transport's edges -------------------------------------------------------------
 
 def mcp(c, msg, session=None, headers=None, method="POST", key="default", raw=None):

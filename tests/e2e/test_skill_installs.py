@@ -2,14 +2,17 @@
 install into two configurations (one skill's script fails), install-events followed to the end
 and replayed to a late subscriber, guidance and a reinstall with instructions, stop, PATCH of
 enabled and envs, sandboxes of the configuration that see /workspace/skills/<name>, what the
-install script left and the env values, multipart uploads, the agent-facing list, and the
-404/409/400 answers.
+install script left and the env values, multipart uploads, the agent-facing list, the
+404/409/400 answers, spec 002's rules around a configuration's skills (desktop_enabled locked
+once one is installed, the snapshot released on delete or skill_snapshot_release_failed) and
+its permission table for the catalog and the installs.
 """
 
 import http.server
 import io
 import json
 import os
+import subprocess
 import tempfile
 import threading
 import uuid
@@ -685,3 +688,124 @@ def test_a_round_cut_by_a_restart_ends_failed():
     assert tr[-1]["kind"] == "result" and tr[-1]["text"].startswith("ready"), tr[-1]
     assert s["a"]  # the other configurations' installs are untouched
     assert c.ok("GET", path(s["a"], s["greet_a"]))["status"] == "ready"
+
+
+def own_config(name, doc):
+    """A configuration of this test's own, with a skill installed and ready."""
+    c = admin()
+    cid = c.ok("POST", "/v1/sandbox-configs", {"name": name, "config": doc}, status=201)["id"]
+    got = c.ok("POST", path(cid), raw=bundle("solo-" + name, script="echo solo > marker\n"),
+               headers={"Content-Type": "application/zip"}, status=202)
+    _, rec = settle(cid, got["skill_id"])
+    assert rec["status"] == "ready", rec
+    return cid, rec
+
+
+def test_desktop_enabled_cannot_be_switched_once_a_skill_is_installed():
+    # Spec 002: "desktop_enabled | bool | ... после установки навыка переключить нельзя".
+    c = admin()
+    free = c.ok("POST", "/v1/sandbox-configs",
+                {"name": "desk-free", "config": {"desktop_enabled": False}}, status=201)["id"]
+    assert c.ok("PUT", "/v1/sandbox-configs/" + free,
+                {"name": "desk-free", "config": {"desktop_enabled": True}})["config"][
+                    "desktop_enabled"] is True
+    cid, rec = own_config("desk", {"desktop_enabled": False})
+    assert_error(c.request("PUT", "/v1/sandbox-configs/" + cid,
+                           {"name": "desk", "config": {"desktop_enabled": True}}),
+                 409, "desktop_switch_locked")
+    assert c.ok("GET", "/v1/sandbox-configs/" + cid)["config"]["desktop_enabled"] is False
+    # Other changes still go through, the switch kept as it is.
+    got = c.ok("PUT", "/v1/sandbox-configs/" + cid,
+               {"name": "desk", "description": "renamed", "config": {"desktop_enabled": False}})
+    assert got["description"] == "renamed", got
+    # Once no skill is installed, it can be switched again.
+    c.ok("DELETE", path(cid, rec["id"]))
+    got = c.ok("PUT", "/v1/sandbox-configs/" + cid,
+               {"name": "desk", "config": {"desktop_enabled": True}})
+    assert got["config"]["desktop_enabled"] is True, got
+    for x in (cid, free):
+        c.ok("DELETE", "/v1/sandbox-configs/" + x)
+
+
+def test_deleting_a_configuration_releases_its_skill_snapshot_or_says_it_cannot():
+    c = admin()
+    cid, rec = own_config("release", {})
+    snaps = os.path.join(D.get().data_dir, "skill-installs", "snapshots")
+    snap = os.path.join(snaps, rec["installed_snapshot_id"])
+    assert os.path.isdir(snap), os.listdir(snaps)
+    # The filesystem refuses to let go of it (immutable): 409 and nothing is lost.
+    subprocess.run(["chattr", "+i", snap], check=True)
+    try:
+        assert_error(c.request("DELETE", "/v1/sandbox-configs/" + cid), 409,
+                     "skill_snapshot_release_failed")
+        assert c.ok("GET", "/v1/sandbox-configs/" + cid)["id"] == cid
+        assert [x["id"] for x in c.ok("GET", path(cid))["data"]] == [rec["id"]]
+        assert os.path.isdir(snap)
+        sb = c.create_sandbox(config_id=cid)  # its sandboxes still start from it
+        try:
+            assert c.sh(sb["id"], "cat /workspace/skills/solo-release/marker") == "solo\n"
+        finally:
+            c.delete_sandbox(sb["id"])
+    finally:
+        subprocess.run(["chattr", "-i", snap], check=True)
+    # Released: the delete goes through and the snapshot is gone from disk.
+    c.ok("DELETE", "/v1/sandbox-configs/" + cid)
+    assert not os.path.exists(snap)
+    assert not [n for n in os.listdir(snaps) if rec["installed_snapshot_id"] in n], \
+        os.listdir(snaps)
+
+
+def test_catalog_and_install_routes_follow_the_permission_table():
+    # Spec 002: the catalog list is Viewer+; adding, deleting, installing and viewing a
+    # package's files need Admin+, and the write group a full-access key; the skills of a
+    # configuration are Admin+ for reading too.
+    s = skills()
+    a, sid, cat = s["a"], s["greet_a"], s["greet"]["id"]
+
+    def key(user, role, scope="full_access"):
+        k = D.once("key:%s:%s" % (user, scope), lambda d: d.client().ok(
+            "POST", "/v1/keys", {"user": user, "role": role, "tool_level": "sandbox",
+                                 "scope": scope}, status=201))
+        return D.get().client(k["key"])
+    who = {"viewer": key("pv", "viewer"), "member": key("pm", "member"),
+           "r_admin": key("pra", "admin", "restricted"), "admin": admin()}
+    ADMIN = (403, "admin_required")
+    FULL = (403, "full_access_required")
+    read_any = {"viewer": None, "member": None, "r_admin": None, "admin": None}
+    read_admin = {"viewer": ADMIN, "member": ADMIN, "r_admin": None, "admin": None}
+    write = {"viewer": ADMIN, "member": ADMIN, "r_admin": FULL, "admin": None}
+    zipped = {"Content-Type": "application/zip"}
+    routes = [
+        ("GET", "/v1/skills/catalog", None, None, read_any),
+        ("GET", "/v1/skills/catalog/" + cat, None, None, read_any),
+        ("GET", "/v1/skills/catalog/%s/files" % cat, None, None, read_admin),
+        ("GET", "/v1/skills/catalog/%s/files/content?path=SKILL.md" % cat, None, None, read_admin),
+        ("GET", path(a), None, None, read_admin),
+        ("GET", path(a, sid), None, None, read_admin),
+        ("GET", path(a, sid, "/files"), None, None, read_admin),
+        ("GET", path(a, sid, "/guidance"), None, None, read_admin),
+        # Writes: refused ones only (the admin's own are the rest of this file).
+        ("POST", "/v1/skills/catalog", bundle("perm"), zipped, write),
+        ("DELETE", "/v1/skills/catalog/" + cat, None, None, write),
+        ("POST", "/v1/skills/catalog/%s/install" % cat, {"sandbox_config_ids": [a]}, None, write),
+        ("POST", path(a), bundle("perm"), zipped, write),
+        ("PATCH", path(a, sid), {"enabled": True}, None, write),
+        ("DELETE", path(a, sid), None, None, write),
+        ("POST", path(a, sid, "/reinstall"), {}, None, write),
+        ("POST", path(a, sid, "/stop"), None, None, write),
+        ("POST", path(a, sid, "/guidance"), {"content": "x"}, None, write),
+    ]
+    before = admin().ok("GET", path(a, sid))
+    for method, p, body, headers, want in routes:
+        for name, cl in who.items():
+            if name == "admin" and method != "GET":
+                continue
+            raw = body if isinstance(body, bytes) else None
+            r = cl.request(method, p, None if raw else body, raw=raw, headers=headers)
+            if want[name] is None:
+                assert 200 <= r.status < 300, (method, p, name, r)
+            else:
+                assert_error(r, *want[name])
+    after = admin().ok("GET", path(a, sid))
+    assert after["updated_at"] == before["updated_at"] and after["status"] == before["status"]
+    assert not [x for x in admin().ok("GET", "/v1/skills/catalog")["data"] if x["name"] == "perm"]

@@ -1,6 +1,8 @@
 """Session terminals over WebSocket (docs/terminals.md), through a real sbxd and a real
 RFC 6455 client (wsclient.py): tickets, the interactive shell, resize, exit, re-attach
-with replay, the limit of 5, Origin, idle disconnect, and every refused handshake.
+with replay, the limit of 5, Origin, idle disconnect, every refused handshake, and spec
+002's error frames after the upgrade (SANDBOX_PAUSED, SANDBOX_STOPPED, TERMINAL_UNSUPPORTED)
+with provision=1 waking a paused or stopped sandbox.
 
 Two daemons: the module's shared one (production timings) and a small one with the test
 knobs (short idle time, short tickets, short grace) for the time-dependent cases.
@@ -13,7 +15,8 @@ import time
 
 import harness
 import wsclient
-from harness import assert_error
+from harness import assert_error, wait_for
+from test_oom import kill_machine
 
 ORIGIN = "https://app.example"
 D = harness.Shared(extra_env={"SBX_TERMINAL_ORIGINS": ORIGIN + ", https://other.example"})
@@ -284,3 +287,78 @@ def test_expired_ticket():
     assert r["expires_in"] == 1, r
     time.sleep(1.2)
     handshake_error(FAST, path(sid, r["ticket"]), 401, "invalid_ticket")
+
+
+def error_frame_then_close(shared, p, code, close_code):
+    """The upgrade succeeds (101), then one error frame and a close: spec 002's form."""
+    ws = wsclient.connect(shared.get().port, p)
+    msg = ws.recv_json()
+    assert msg == {"type": "error", "code": code}, msg
+    try:
+        got = ws.recv(10)
+        raise AssertionError("no close after %s: %r" % (code, got))
+    except wsclient.Closed as e:
+        assert e.code == close_code, e
+    ws.abort()
+
+
+def audit_of(sid, action):
+    log = D.get().client().ok("GET", "/v1/audit?sandbox_id=%s&action=%s" % (sid, action))
+    return log["data"]
+
+
+def test_paused_sandbox_answers_sandbox_paused_and_provision_resumes_it():
+    c = user(D, "paula")
+    sid = c.create_sandbox(ttl_seconds=1200)["id"]
+    c.sh(sid, "echo kept > /workspace/kept.txt")
+    c.ok("POST", "/v1/sandboxes/%s/pause" % sid)
+    # Without provision: the documented error frame after the upgrade, and it stays paused.
+    error_frame_then_close(D, path(sid, ticket(c, sid)), "SANDBOX_PAUSED", 1001)
+    error_frame_then_close(D, path(sid, ticket(c, sid), provision=0), "SANDBOX_PAUSED", 1001)
+    assert c.get_sandbox(sid)["status"] == "paused"
+    assert [e["outcome"] for e in audit_of(sid, "terminal.open")] == ["SANDBOX_PAUSED"] * 2
+    assert audit_of(sid, "sandbox.resume") == []
+    # A provision that is not 0 or 1 is a plain 400 before the upgrade.
+    handshake_error(D, path(sid, ticket(c, sid), provision="yes"), 400, "invalid_request")
+    # provision=1: resumed (audited like POST .../resume), then the terminal opens on it.
+    ws, ready = open_term(D, c, sid, provision=1)
+    assert ready["backend"] == "gvisor" and ready["pty_id"], ready
+    assert "kept" in shell(ws, "cat /workspace/kept.txt", "kept\r\n")
+    assert c.get_sandbox(sid)["status"] == "running"
+    resumed = audit_of(sid, "sandbox.resume")
+    assert [e["outcome"] for e in resumed] == ["ok"], resumed
+    ws.send_binary(b"exit\n")
+    ws.close()
+    # Running: provision=1 changes nothing more.
+    ws, _ = open_term(D, c, sid, provision=1)
+    ws.send_binary(b"exit\n")
+    ws.close()
+    assert len(audit_of(sid, "sandbox.resume")) == 1
+
+
+def test_stopped_sandbox_answers_sandbox_stopped_and_provision_restarts_it():
+    d = D.get()
+    c = user(D, "stan")
+    sid = c.create_sandbox(ttl_seconds=1200)["id"]
+    c.sh(sid, "echo survived > /workspace/s.txt")
+    kill_machine(d, sid)
+    wait_for(lambda: c.get_sandbox(sid)["status"] == "failed", 30, what="sandbox failed")
+    error_frame_then_close(D, path(sid, ticket(c, sid)), "SANDBOX_STOPPED", 1001)
+    assert c.get_sandbox(sid)["status"] == "failed"
+    ws, ready = open_term(D, c, sid, provision=1)
+    assert "survived" in shell(ws, "cat /workspace/s.txt", "survived\r\n")
+    assert c.get_sandbox(sid)["status"] == "running"
+    restarted = audit_of(sid, "sandbox.restart")
+    assert [e["outcome"] for e in restarted] == ["ok"], restarted
+    ws.send_binary(b"exit\n")
+    ws.close()
+
+
+def test_a_backend_without_lasting_ptys_answers_terminal_unsupported():
+    # v1 starts a fresh machine for each operation: a PTY would end with the op that made it.
+    c = user(D, "vic")
+    sid = c.create_sandbox(ttl_seconds=600, backend="v1")["id"]
+    error_frame_then_close(D, path(sid, ticket(c, sid)), "TERMINAL_UNSUPPORTED", 1000)
+    error_frame_then_close(D, path(sid, ticket(c, sid), provision=1), "TERMINAL_UNSUPPORTED",
+                           1000)
+    assert [e["outcome"] for e in audit_of(sid, "terminal.open")] == ["TERMINAL_UNSUPPORTED"] * 2

@@ -17,7 +17,7 @@
 #include "check.h"
 
 static const struct config_ceilings CEIL = {
-    .memory_mb = 2048, .pids = 512, .cpu_millicores = 1000, .ttl_seconds = 86400};
+    .memory_mb = 2048, .pids = 512, .cpu_millicores = 1000, .command_timeout_sec = 900};
 
 static void test_secrets(const char *dir, const char *dir2)
 {

@@ -133,18 +133,23 @@ static int parse_sandbox(const char *text, const char **code)
     return r;
 }
 
-static int parse_exec(const char *text, const char **code)
+static int parse_exec_max(const char *text, long long timeout_max, const char **code)
 {
     static struct sbx_err err;
     sbx_err_clear(&err);
     json_t *j = json_loads(text, 0, NULL);
     struct exec_params p;
-    int r = exec_params_parse(j, &p, &err);
+    int r = exec_params_parse(j, timeout_max, &p, &err);
     if (r == 0)
         exec_params_clear(&p);
     json_decref(j);
     *code = err.code;
     return r;
+}
+
+static int parse_exec(const char *text, const char **code)
+{
+    return parse_exec_max(text, EXEC_TIMEOUT_MAX, code);
 }
 
 static void test_validation(void)
@@ -198,6 +203,12 @@ static void test_validation(void)
         CHECK(parse_exec(body, &code) < 0 && !strcmp(code, "invalid_timeout"),
               "timeout %s is invalid_timeout", bad_to[i]);
     }
+    /* sandbox_bash's wider bound (spec 004: up to 3600 s). */
+    CHECK(parse_exec_max("{\"shell\":\"true\",\"timeout_seconds\":3600}", 3600, &code) == 0,
+          "3600 within a 3600 bound");
+    CHECK(parse_exec_max("{\"shell\":\"true\",\"timeout_seconds\":3601}", 3600, &code) < 0 &&
+              !strcmp(code, "invalid_timeout"),
+          "3601 past a 3600 bound");
     CHECK(parse_exec("{\"shell\":\"true\",\"cwd\":\"\"}", &code) < 0 &&
               !strcmp(code, "invalid_cwd"),
           "an empty cwd");

@@ -461,19 +461,25 @@ class Sandboxes(_Resource):
 
     def terminal_url(self, id: str, *, cols: Optional[int] = None,
                            rows: Optional[int] = None, pty_id: Optional[str] = None,
+                           provision: bool = False,
                            timeout: Optional[float] = None) -> str:
         """A ws:// URL for the terminal WebSocket (with a fresh single-use ticket), for any
-        WebSocket client."""
+        WebSocket client. provision: resume a paused (or restart a stopped) sandbox first."""
         ticket = (self.terminal_ticket(id, timeout=timeout))["ticket"]
         u = self._t.url(self._p(id, "/terminal"),
-                        {"ticket": ticket, "cols": cols, "rows": rows, "pty_id": pty_id})
+                        {"ticket": ticket, "cols": cols, "rows": rows, "pty_id": pty_id,
+                         "provision": 1 if provision else None})
         return "ws" + u[4:] if u.startswith("http") else u
 
     def terminal(self, id: str, *, cols: Optional[int] = None, rows: Optional[int] = None,
-                       pty_id: Optional[str] = None,
+                       pty_id: Optional[str] = None, provision: bool = False,
                        timeout: Optional[float] = None) -> "Terminal":
-        """An interactive shell over WebSocket (a ticket is fetched first); pty_id re-attaches."""
-        url = self.terminal_url(id, cols=cols, rows=rows, pty_id=pty_id, timeout=timeout)
+        """An interactive shell over WebSocket (a ticket is fetched first); pty_id re-attaches;
+        provision resumes a paused sandbox (or restarts a stopped one) first. A sandbox that
+        cannot open one raises SbxError with the server's code (SANDBOX_PAUSED,
+        SANDBOX_STOPPED, TERMINAL_UNSUPPORTED)."""
+        url = self.terminal_url(id, cols=cols, rows=rows, pty_id=pty_id,
+                                      provision=provision, timeout=timeout)
         return Terminal.open(url, timeout)
 
 
@@ -507,6 +513,9 @@ class Terminal:
                                              target=u.raw_path.decode())))
             t._handshake()
             first = t.recv()
+            if first and first.get("type") == "error":  # spec 002: refused after the upgrade
+                raise SbxError(0, first.get("code") or "terminal_closed",
+                               "the terminal was refused: %s" % first.get("code"), None)
             if not first or first.get("type") != "ready":
                 raise SbxError(0, "terminal_closed", "no ready message: %r" % (first,), None)
             t.ready = first

@@ -183,6 +183,21 @@ def test_terminal_over_websocket(client, sb):
     assert ei.value.code == "invalid_ticket" and ei.value.request_id
 
 
+def test_terminal_on_a_paused_sandbox_and_provision(client):
+    with client.sandbox(ttl_seconds=900) as s:
+        client.sandboxes.pause(s["id"])
+        # Refused after the upgrade with spec 002's frame: a typed error with its code.
+        with pytest.raises(sbx.SbxError) as ei:
+            client.sandboxes.terminal(s["id"])
+        assert ei.value.code == "SANDBOX_PAUSED", ei.value
+        assert client.sandboxes.get(s["id"])["status"] == "paused"
+        with client.sandboxes.terminal(s["id"], provision=True) as t:
+            assert t.ready["type"] == "ready" and t.ready["pty_id"]
+            t.write("exit\n")
+            assert [m for m in t if m["type"] == "exited"][0]["exit_code"] == 0
+        assert client.sandboxes.get(s["id"])["status"] == "running"
+
+
 def test_egress_preview_fork_pause_resume(client, sb):
     assert client.sandboxes.egress.get(sb["id"])["policy"]["mode"] == "none"
     s = client.sandboxes.egress.put(sb["id"], {"mode": "allowlist", "domains": ["example.com"]})

@@ -360,12 +360,16 @@ export class Sandboxes {
     return this.t.json({ method: 'POST', path: `/v1/sandboxes/${seg(id)}/terminal-ticket` }, opts);
   }
 
-  /** An interactive shell over WebSocket (a ticket is fetched first). `ptyId` re-attaches. */
-  async terminal(id: string, q: { cols?: number; rows?: number; ptyId?: string } = {},
+  /** An interactive shell over WebSocket (a ticket is fetched first). `ptyId` re-attaches;
+   * `provision` resumes a paused sandbox (or restarts a stopped one) first. A sandbox that
+   * cannot open one makes `ready` reject with the server's code (SANDBOX_PAUSED, …). */
+  async terminal(id: string,
+                 q: { cols?: number; rows?: number; ptyId?: string; provision?: boolean } = {},
                  opts?: CallOptions): Promise<Terminal> {
     const { ticket } = await this.terminalTicket(id, opts);
     const url = this.t.url(`/v1/sandboxes/${seg(id)}/terminal`,
-                           { ticket, cols: q.cols, rows: q.rows, pty_id: q.ptyId })
+                           { ticket, cols: q.cols, rows: q.rows, pty_id: q.ptyId,
+                             provision: q.provision ? 1 : undefined })
       .replace(/^http/, 'ws');
     return Terminal.open(url, opts?.signal);
   }

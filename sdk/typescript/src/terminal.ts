@@ -30,6 +30,9 @@ export class Terminal implements AsyncIterable<TerminalMessage> {
       if (isBinary) return this.push({ type: 'data', data });
       const m = JSON.parse(data.toString('utf8')) as TerminalMessage;
       if (m.type === 'ready') onReady(m);
+      // Refused after the upgrade (spec 002: SANDBOX_PAUSED, SANDBOX_STOPPED, …).
+      if (m.type === 'error')
+        onFail(new SbxError(0, m.code, `the terminal was refused: ${m.code}`, null));
       this.push(m);
     });
     ws.on('close', (code: number, reason: Buffer) => {

@@ -265,6 +265,25 @@ test('terminal over WebSocket', async () => {
   assert.equal(exited.exit_code, 0);
 });
 
+test('terminal on a paused sandbox, and provision', async () => {
+  const s = await client.sandboxes.create({ ttl_seconds: 900 });
+  try {
+    await client.sandboxes.pause(s.id);
+    const refused = await client.sandboxes.terminal(s.id);
+    await assert.rejects(refused.ready, (e) => e.code === 'SANDBOX_PAUSED');
+    assert.equal((await client.sandboxes.get(s.id)).status, 'paused');
+    const t = await client.sandboxes.terminal(s.id, { provision: true });
+    assert.ok((await t.ready).pty_id);
+    t.write('exit\n');
+    let exited;
+    for await (const m of t) if (m.type === 'exited') exited = m;
+    assert.equal(exited.exit_code, 0);
+    assert.equal((await client.sandboxes.get(s.id)).status, 'running');
+  } finally {
+    await client.sandboxes.delete(s.id);
+  }
+});
+
 test('egress get and put', async () => {
   const e = await client.sandboxes.egress.get(sb.id);
   assert.equal(e.policy.mode, 'none');

@@ -646,7 +646,8 @@ int config_doc_build(const struct secrets *sec, const struct config_ceilings *ce
     long long timeout, idle;
     bool desktop, priv;
     int r;
-    if ((r = get_int(in, "default_timeout_sec", 0, ceil->ttl_seconds, 0, &timeout, err)) < 0 ||
+    if ((r = get_int(in, "default_timeout_sec", 0, ceil->command_timeout_sec, 0, &timeout,
+                     err)) < 0 ||
         (r = get_int(in, "terminal_idle_disconnect_sec", 0, CONFIG_TERMINAL_IDLE_MAX, 0, &idle,
                      err)) < 0 ||
         (r = get_bool(in, "desktop_enabled", &desktop, err)) < 0 ||

@@ -26,7 +26,8 @@
 
 /* The daemon's ceilings a configuration's limits may not pass. */
 struct config_ceilings {
-    long long memory_mb, pids, cpu_millicores, ttl_seconds;
+    long long memory_mb, pids, cpu_millicores;
+    long long command_timeout_sec; /* default_timeout_sec: a command's longest default */
 };
 
 /* Check the client's config object and build the stored document in *out: defaults

@@ -7,6 +7,7 @@
 
 #include "../../common/log.h"
 #include "../../common/util.h"
+#include "../exec/exec.h"
 #include "../sandbox/params.h"
 
 #define WIDENED(...) sbx_err_set(err, EINVAL, "sandbox_config_widened", __VA_ARGS__)
@@ -173,14 +174,11 @@ int configs_apply(struct configs *c, const struct auth_identity *who, const char
     json_object_set_new(h, "template", json_string(tpl));
     json_object_set_new(h, "runtime", json_string(backend));
     json_t *limits = json_object_get(doc, "limits");
-    long long ttl = json_integer_value(json_object_get(doc, "default_timeout_sec"));
     json_t *env = NULL;
     if (p->template_given && strcmp(p->template_name, tpl)) {
         r = WIDENED("template is %s in configuration %s", tpl, id);
     } else if (p->runtime && strcmp(p->runtime, backend)) {
         r = WIDENED("runtime is %s in configuration %s", backend, id ? id : "(probe)");
-    } else if (p->ttl_given && ttl && p->ttl_seconds > ttl) {
-        r = WIDENED("ttl_seconds: the configuration allows at most %lld", ttl);
     } else if ((r = narrow_limit("memory_mb", p->memory_mb,
                                  json_integer_value(json_object_get(limits, "memory_mb")),
                                  &p->memory_mb, err)) < 0 ||
@@ -254,8 +252,10 @@ int configs_apply(struct configs *c, const struct auth_identity *who, const char
         p->config_inject = json_object_get(h, "config_inject");
         p->config_env_sealed = json_string_value(json_object_get(h, "sealed_env"));
         p->network = json_object_get(h, "network");
-        if (!p->ttl_given && ttl)
-            p->ttl_seconds = ttl;
+        /* Stored before issue 40, when it was a TTL, it may be above every command's limit. */
+        long long cmd = json_integer_value(json_object_get(doc, "default_timeout_sec"));
+        p->command_timeout_sec =
+            cmd > c->ceil.command_timeout_sec ? c->ceil.command_timeout_sec : cmd;
     }
     free(sealed);
     json_decref(inject);
@@ -332,7 +332,9 @@ int configs_new(const struct sbxd_config *cfg, struct store *st, struct manager 
     c->ceil = (struct config_ceilings){.memory_mb = cfg->memory_mb,
                                        .pids = cfg->pids_max,
                                        .cpu_millicores = cfg->cpu_millicores,
-                                       .ttl_seconds = SANDBOX_TTL_MAX};
+                                       /* the default of every command, plain exec's
+                                        * 900 s limit included (spec 000) */
+                                       .command_timeout_sec = EXEC_TIMEOUT_MAX};
     int r = secrets_open(cfg->data_dir, &c->secrets, err);
     if (r < 0) {
         free(c);

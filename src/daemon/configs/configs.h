@@ -33,6 +33,11 @@ struct configs {
      * fn adds it to p, keeping what p points to in hold. */
     int (*skills_fn)(void *data, const char *config_id, struct sandbox_params *p, json_t *hold,
                      struct sbx_err *err);
+    /* Before a configuration is deleted, its skill snapshot is moved aside (skills/):
+     * *from and *parked (malloc'd, NULL when it has none) say where it was and is, so
+     * that the delete can put it back or remove it; skill_snapshot_release_failed. */
+    int (*snapshot_park_fn)(void *data, const char *config_id, char **from, char **parked,
+                            struct sbx_err *err);
     void *skills_data;
 };
 

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../common/log.h"
 #include "../../common/text.h"
 #include "../../common/util.h"
 #include "../audit/audit.h"
@@ -122,6 +123,32 @@ static void api_configs_get(struct sbxd *d, struct http_req *req)
     config_loaded_clear(&l);
 }
 
+static void count_install(const struct store_skill_install *i, void *data)
+{
+    (void)i;
+    ++*(size_t *)data;
+}
+
+/* Spec 002: desktop_enabled cannot be switched once a skill is installed: the installs
+ * ran, and their snapshot was taken, on the template it describes. */
+static int check_desktop_switch(struct sbxd *d, const char *id, const json_t *doc,
+                                const json_t *stored, struct sbx_err *err)
+{
+    bool now = json_is_true(json_object_get(doc, "desktop_enabled"));
+    if (now == json_is_true(json_object_get(stored, "desktop_enabled")))
+        return 0;
+    size_t n = 0;
+    int r = store_skill_install_each(d->store, id, NULL, count_install, &n, err);
+    if (r < 0)
+        return r;
+    if (n)
+        return sbx_err_set(err, EBUSY, "desktop_switch_locked",
+                           "configuration %s has %zu skill install(s): desktop_enabled cannot "
+                           "be switched %s once a skill is installed (delete them first)",
+                           id, n, now ? "on" : "off");
+    return 0;
+}
+
 static int force_param(struct http_req *req, bool *force, struct sbx_err *err)
 {
     const char *f = http_req_query(req, "force");
@@ -159,6 +186,8 @@ static void api_configs_put(struct sbxd *d, struct http_req *req)
                                           json_string_value(json_object_get(l.doc, "template")));
         if (backend)
             r = configs_check_backend(d->configs, doc, &err);
+        if (r == 0)
+            r = check_desktop_switch(d, id, doc, l.doc, &err);
         if (r == 0 && identity)
             r = configs_check_inventory(d->configs, id, force, &err);
         if (r == 0) {
@@ -198,15 +227,24 @@ static void api_configs_delete(struct sbxd *d, struct http_req *req)
         http_respond_error(req, &err);
         return;
     }
+    _cleanup_free_ char *snap_from = NULL, *snap_parked = NULL;
     int r = configs_check_inventory(d->configs, id, force, &err);
-    if (r == 0)
-        r = store_config_delete(d->store, id, &err);
-    else
-        configs_unlock(d->configs, id, owner);
+    if (r == 0 && d->configs->snapshot_park_fn)
+        r = d->configs->snapshot_park_fn(d->configs->skills_data, id, &snap_from, &snap_parked,
+                                         &err);
+    if (r == 0 && (r = store_config_delete(d->store, id, &err)) < 0 && snap_parked &&
+        rename(snap_parked, snap_from) < 0)
+        log_error("configuration %s: putting its skill snapshot back to %s: %s", id, snap_from,
+                  strerror(errno));
     if (r < 0) {
+        configs_unlock(d->configs, id, owner);
         http_respond_error(req, &err);
         return;
     }
+    /* The store no longer names it: its removal cannot be refused any more, and a
+     * leftover is removed at the next start (installs_new). */
+    if (snap_parked && sbx_rm_rf(snap_parked) < 0)
+        log_warn("configuration %s: removing its skill snapshot %s failed", id, snap_parked);
     audit_config(d, req, "sandbox_config.delete", id, "ok");
     http_respond_json(
         req, 200, json_pack("{s:s,s:s,s:b}", "id", id, "object", "sandbox_config", "deleted", 1));

@@ -46,7 +46,8 @@ struct exec_run {
     struct billing_exec billing;
 };
 
-int exec_params_parse(json_t *body, struct exec_params *out, struct sbx_err *err)
+int exec_params_parse(json_t *body, long long timeout_max, struct exec_params *out,
+                      struct sbx_err *err)
 {
     json_t *shell = json_object_get(body, "shell");
     json_t *lang = json_object_get(body, "language");
@@ -109,9 +110,9 @@ int exec_params_parse(json_t *body, struct exec_params *out, struct sbx_err *err
     int r = 0;
     if ((v = json_object_get(body, "timeout_seconds")) && !json_is_null(v)) {
         if (!json_is_integer(v) || json_integer_value(v) < 1 ||
-            json_integer_value(v) > EXEC_TIMEOUT_MAX) {
+            json_integer_value(v) > timeout_max) {
             r = sbx_err_set(err, EINVAL, "invalid_timeout",
-                            "timeout_seconds must be an integer from 1 to %d", EXEC_TIMEOUT_MAX);
+                            "timeout_seconds must be an integer from 1 to %lld", timeout_max);
             goto fail;
         }
         p.timeout_s = json_integer_value(v);
@@ -395,7 +396,12 @@ int exec_start(struct sandbox *sb, const struct exec_params *p, const struct exe
     run->res.id = run->id;
     run->res.sandbox_id = run->sandbox_id;
     run->started_ms = sbx_wall_ms();
+    /* Unless the caller chose, a command gets its configuration's default_timeout_sec
+     * (spec 002), else the built-in one; a session's own timeout still comes first. */
+    long long timeout_s =
+        p->timeout_given || !sb->command_timeout_sec ? p->timeout_s : sb->command_timeout_sec;
     run->what = audit_command_details(NULL, p->command, p->command ? strlen(p->command) : 0);
+    json_object_set_new(run->what, "timeout_seconds", json_integer(timeout_s));
 
     int r = receipt_probe_new(sb, p->command, p->language, &run->probe, err);
     if (r < 0 || (r = store_exec_insert(manager_store(sb->mgr), run->id, sb->rec.id, o->who->user,
@@ -406,7 +412,7 @@ int exec_start(struct sandbox *sb, const struct exec_params *p, const struct exe
     json_t *senv = sandbox_env_object(sb);
     json_t *req = json_pack("{s:s,s:O,s:o,s:s,s:I,s:b}", "op", "exec", "argv", p->argv, "env",
                             sandbox_env_list(senv, p->env), "cwd", p->cwd, "timeout_ms",
-                            (json_int_t)(p->timeout_s * 1000), "stdin", 0);
+                            (json_int_t)(timeout_s * 1000), "stdin", 0);
     json_decref(senv);
     session_exec_request(sb, p, req);
     runas_put(req, p->user);
@@ -421,8 +427,11 @@ int exec_start(struct sandbox *sb, const struct exec_params *p, const struct exe
     }
     sb->exec_busy = true;
     billing_exec_begin(run->user, run->key_id, sb->rec.id, sb->rec.backend, &run->billing);
-    run->guard =
-        loop_timer_add(manager_loop(sb->mgr), p->timeout_s * 1000 + EXEC_GRACE_MS, on_guard, run);
+    /* A session's own timeout (at most SESSION_TIMEOUT_MS_MAX) may replace ours. */
+    long long guard_ms = timeout_s * 1000;
+    if (!p->timeout_given && guard_ms < SESSION_TIMEOUT_MS_MAX)
+        guard_ms = SESSION_TIMEOUT_MS_MAX;
+    run->guard = loop_timer_add(manager_loop(sb->mgr), guard_ms + EXEC_GRACE_MS, on_guard, run);
     if (out)
         *out = run;
     return 0;

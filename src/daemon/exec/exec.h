@@ -65,8 +65,10 @@ struct exec_origin {
     const char *action; /* "exec" or "run" */
 };
 
-/* Parse {shell} | {language, code}, timeout_seconds, cwd, env, user. */
-int exec_params_parse(json_t *body, struct exec_params *out, struct sbx_err *err);
+/* Parse {shell} | {language, code}, timeout_seconds (1..timeout_max: EXEC_TIMEOUT_MAX for
+ * exec, more for sandbox_bash, spec 004), cwd, env, user. */
+int exec_params_parse(json_t *body, long long timeout_max, struct exec_params *out,
+                      struct sbx_err *err);
 void exec_params_clear(struct exec_params *p);
 
 /* How a requester follows a command. Every callback is optional; on_done runs once,

@@ -311,7 +311,7 @@ static void api_exec(struct sbxd *d, struct http_req *req)
     struct sbx_err err = {0};
     struct exec_req *x = sbx_xcalloc(1, sizeof(*x));
     if (http_req_json(req, &x->body, &err) < 0 ||
-        exec_params_parse(x->body, &x->params, &err) < 0 ||
+        exec_params_parse(x->body, EXEC_TIMEOUT_MAX, &x->params, &err) < 0 ||
         inputs_parse(x->body, &x->inputs, &err) < 0 ||
         manager_lookup(d->mgr, http_req_identity(req), http_req_param(req, 0), &x->sb, &err) < 0) {
         exec_req_free(x);
@@ -337,7 +337,7 @@ static void api_run(struct sbxd *d, struct http_req *req)
     struct sandbox_params sp;
     x->one_shot = true;
     if (http_req_json(req, &x->body, &err) < 0 ||
-        exec_params_parse(x->body, &x->params, &err) < 0 ||
+        exec_params_parse(x->body, EXEC_TIMEOUT_MAX, &x->params, &err) < 0 ||
         sandbox_params_parse(x->body, &sp, &err) < 0 ||
         inputs_parse(x->body, &x->inputs, &err) < 0 ||
         manager_create(d->mgr, http_req_identity(req), &sp, NULL, NULL, &x->sb, &err) < 0) {

@@ -155,6 +155,8 @@ static const struct {
     {"sandbox_config_exists", 409},
     {"sandboxes_still_live", 409},
     {"sandbox_inventory_unverifiable", 409},
+    {"skill_snapshot_release_failed", 409},
+    {"desktop_switch_locked", 409},
     {"sandbox_config_locked", 423},
     {"secret_unreadable", 500},
     /* The chat gateway (docs/chat.md). */

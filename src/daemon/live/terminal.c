@@ -339,14 +339,15 @@ static const struct ws_ops ws_ops = {
     .on_closed = ws_closed,
 };
 
-void terminal_bridge(struct terminals *t, struct sandbox *sb, const char *pty_id,
-                     const char *key_id, struct http_upgraded *u, int fd, const char *extra,
-                     size_t extra_len)
+/* A connection in t's list (so that revoking its key or stopping sbxd reaches it). */
+static struct term_conn *conn_new(struct terminals *t, struct sandbox *sb, const char *pty_id,
+                                  const char *key_id, struct http_upgraded *u, int fd,
+                                  const char *extra, size_t extra_len)
 {
     struct term_conn *c = sbx_xcalloc(1, sizeof(*c));
     c->t = t;
     snprintf(c->key_id, sizeof(c->key_id), "%s", key_id);
-    snprintf(c->pty_id, sizeof(c->pty_id), "%s", pty_id);
+    snprintf(c->pty_id, sizeof(c->pty_id), "%s", pty_id ? pty_id : "");
     c->in_window = PROTO_WINDOW_INIT;
     c->idle_ms = sb && sb->terminal_idle_sec ? sb->terminal_idle_sec * t->cfg->terminal_idle_unit_ms
                                              : t->cfg->terminal_idle_ms;
@@ -357,6 +358,21 @@ void terminal_bridge(struct terminals *t, struct sandbox *sb, const char *pty_id
     t->nconns++;
     c->ws = ws_start(t->loop, u, fd, extra, extra_len, &ws_ops, c);
     conn_touch(c);
+    return c;
+}
+
+void terminal_refuse(struct terminals *t, const char *code, uint16_t close_code,
+                     const char *key_id, struct http_upgraded *u, int fd, const char *extra,
+                     size_t extra_len)
+{
+    conn_error(conn_new(t, NULL, NULL, key_id, u, fd, extra, extra_len), code, close_code);
+}
+
+void terminal_bridge(struct terminals *t, struct sandbox *sb, const char *pty_id,
+                     const char *key_id, struct http_upgraded *u, int fd, const char *extra,
+                     size_t extra_len)
+{
+    struct term_conn *c = conn_new(t, sb, pty_id, key_id, u, fd, extra, extra_len);
     struct sbx_err err = {0};
     json_t *op = json_pack("{s:s,s:s}", "op", "pty_attach", "id", pty_id);
     int r = sb && sb->chan && !sb->ended

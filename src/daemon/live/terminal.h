@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "../../common/err.h"
 #include "../../common/loop.h"
@@ -53,6 +54,11 @@ bool terminal_origin_allowed(const struct terminals *t, const char *origin);
 void terminal_bridge(struct terminals *t, struct sandbox *sb, const char *pty_id,
                      const char *key_id, struct http_upgraded *u, int fd, const char *extra,
                      size_t extra_len);
+/* Answer an upgraded WebSocket with the error frame code, then close it (close_code): a
+ * terminal the sandbox cannot open now (SANDBOX_PAUSED, SANDBOX_STOPPED,
+ * TERMINAL_UNSUPPORTED), said after the upgrade as spec 002 has it. */
+void terminal_refuse(struct terminals *t, const char *code, uint16_t close_code, const char *key_id,
+                     struct http_upgraded *u, int fd, const char *extra, size_t extra_len);
 /* Key key_id was deleted: its outstanding tickets go, and each terminal it opened gets an
  * error frame AUTH_REVOKED, then a close (1008); its shell ends. */
 void terminals_revoke(struct terminals *t, const char *key_id);

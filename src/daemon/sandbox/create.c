@@ -104,15 +104,21 @@ static int write_trust(struct sandbox *sb, const char *pem, struct sbx_err *err)
 }
 
 int sandbox_config_settings_set(struct manager *m, struct sandbox *sb, long long idle_sec,
-                                bool desktop_off, struct sbx_err *err)
+                                long long command_timeout_sec, bool desktop_off,
+                                struct sbx_err *err)
 {
     char v[24];
     int r = 0;
     sb->terminal_idle_sec = idle_sec;
+    sb->command_timeout_sec = command_timeout_sec;
     sb->desktop_disabled = desktop_off;
     snprintf(v, sizeof(v), "%lld", idle_sec);
     if (idle_sec &&
         (r = store_meta_set(m->store, sb->rec.id, STORE_META_TERMINAL_IDLE, v, err)) < 0)
+        return r;
+    snprintf(v, sizeof(v), "%lld", command_timeout_sec);
+    if (command_timeout_sec &&
+        (r = store_meta_set(m->store, sb->rec.id, STORE_META_COMMAND_TIMEOUT, v, err)) < 0)
         return r;
     if (desktop_off &&
         (r = store_meta_set(m->store, sb->rec.id, STORE_META_DESKTOP_OFF, "1", err)) < 0)
@@ -125,6 +131,8 @@ void sandbox_config_settings_load(struct manager *m, struct sandbox *sb)
     char v[24];
     if (store_meta_get(m->store, sb->rec.id, STORE_META_TERMINAL_IDLE, v, sizeof(v), NULL) == 0)
         sb->terminal_idle_sec = strtoll(v, NULL, 10);
+    if (store_meta_get(m->store, sb->rec.id, STORE_META_COMMAND_TIMEOUT, v, sizeof(v), NULL) == 0)
+        sb->command_timeout_sec = strtoll(v, NULL, 10);
     sb->desktop_disabled =
         store_meta_get(m->store, sb->rec.id, STORE_META_DESKTOP_OFF, v, sizeof(v), NULL) == 0 &&
         !strcmp(v, "1");
@@ -398,8 +406,8 @@ static int create_sandbox(struct manager *m, const struct auth_identity *who,
         if ((p->config_id && (r = store_sandbox_config_set(m->store, id, p->config_id, net,
                                                            p->config_env_sealed, err)) < 0) ||
             (r = sandbox_network_set(sb, p->network, err)) < 0 ||
-            (r = sandbox_config_settings_set(m, sb, p->terminal_idle_sec, p->desktop_disabled,
-                                             err)) < 0)
+            (r = sandbox_config_settings_set(m, sb, p->terminal_idle_sec,
+                                             p->command_timeout_sec, p->desktop_disabled, err)) < 0)
             goto fail;
     }
     if (fallback[0]) {

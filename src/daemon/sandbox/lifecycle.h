@@ -53,16 +53,20 @@ void sandbox_notify_waiters(struct sandbox *sb, const struct sbx_err *err);
 void sandbox_add_waiter(struct sandbox *sb, sandbox_ready_fn cb, void *data);
 void sandbox_paused_error(const struct sandbox *sb, struct sbx_err *err);
 bool sandbox_is_v1(const struct sandbox *sb);
+/* Can a PTY outlive the op that opened it (terminals, docs/terminals.md)? Not on v1,
+ * whose machine stops when its op ends. */
+bool sandbox_keeps_ptys(const struct sandbox *sb);
 /* After a restart or for a fork's copy: the stored egress policy; none when there is
  * none or it no longer parses. */
 void sandbox_egress_load(struct manager *m, struct sandbox *sb);
 /* The configuration's network policy (config_doc_network's form, NULL: none); one that
  * does not parse lets nothing out (-EINVAL). */
 int sandbox_network_set(struct sandbox *sb, json_t *network, struct sbx_err *err);
-/* A configuration's terminal idle limit (seconds, 0: the daemon's) and desktop refusal
- * on sb, stored beside it; ..._load reads them back (a restart). */
+/* A configuration's terminal idle limit and command timeout (seconds, 0: the daemon's)
+ * and desktop refusal on sb, stored beside it; ..._load reads them back (a restart). */
 int sandbox_config_settings_set(struct manager *m, struct sandbox *sb, long long idle_sec,
-                                bool desktop_off, struct sbx_err *err);
+                                long long command_timeout_sec, bool desktop_off,
+                                struct sbx_err *err);
 void sandbox_config_settings_load(struct manager *m, struct sandbox *sb);
 void sandbox_arm_ttl(struct manager *m, struct sandbox *sb);
 /* Run and forget the pending pause or fork callback (sb->op_cb), if any. */

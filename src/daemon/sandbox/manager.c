@@ -247,6 +247,11 @@ bool sandbox_is_v1(const struct sandbox *sb)
     return !strcmp(sb->rec.backend, "v1");
 }
 
+bool sandbox_keeps_ptys(const struct sandbox *sb)
+{
+    return !sandbox_is_v1(sb);
+}
+
 void sandbox_drop_waiter(struct sandbox *sb, void *data)
 {
     for (struct sandbox_waiter **p = &sb->waiters; *p; p = &(*p)->next) {

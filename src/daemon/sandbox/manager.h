@@ -101,9 +101,11 @@ struct sandbox {
     json_t *config_env;
     /* ... and its inject rules' headers in clear, {rule: [{header, value}]}, the same way. */
     json_t *config_inject;
-    /* ... and what it says of terminals (seconds, 0: the daemon's idle limit) and of the
-     * desktop, kept in the store's sandbox meta (STORE_META_TERMINAL_IDLE, _DESKTOP_OFF). */
+    /* ... and what it says of terminals (seconds, 0: the daemon's idle limit), of a
+     * command's default timeout (seconds, 0: the built-in one) and of the desktop, kept in
+     * the store's sandbox meta (STORE_META_TERMINAL_IDLE, _COMMAND_TIMEOUT, _DESKTOP_OFF). */
     long long terminal_idle_sec;
+    long long command_timeout_sec;
     bool desktop_disabled;
     bool from_pool;       /* handed out ready by the warm pool (templates/pool.c) */
     bool from_warm_image; /* restored from its template's warm snapshot (templates/warm.c) */

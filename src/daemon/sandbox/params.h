@@ -42,6 +42,7 @@ struct sandbox_params {
     const char *config_env_sealed; /* ... both sealed, for the store */
     const char *trust_pem;         /* a CA bundle to write to SANDBOX_TRUST_FILE in the workspace */
     long long terminal_idle_sec;   /* ... its terminals' idle limit; 0: the daemon's */
+    long long command_timeout_sec; /* ... its commands' default timeout; 0: the built-in */
     bool desktop_disabled;         /* ... no preview link to SANDBOX_DESKTOP_PORT */
     const char *runtime; /* an execution backend (docs/runtime.md), or NULL: the default */
     /* Skills installed into its configuration (docs/skills.md): the workspace to start

@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -310,6 +311,34 @@ static void exec_hook(void *data, struct sandbox *sb)
     json_decref(list);
 }
 
+/* A configuration is being deleted: its snapshot is released by moving it aside in one
+ * rename (so a refusal leaves it whole), to be removed once the store forgot it. */
+static int snapshot_park(void *data, const char *config_id, char **from, char **parked,
+                         struct sbx_err *err)
+{
+    struct installs *ins = data;
+    char snap[STORE_ID_MAX + 1];
+    *from = *parked = NULL;
+    int r = store_skill_config_snapshot_get(ins->d->store, config_id, snap, err);
+    if (r < 0 || !snap[0])
+        return r;
+    _cleanup_free_ char *dir = sbx_xasprintf("%s/snapshots/%s", ins->dir, snap);
+    _cleanup_free_ char *aside =
+        sbx_xasprintf("%s/snapshots/" INSTALL_RELEASED_PREFIX "%s", ins->dir, snap);
+    if (rename(dir, aside) < 0) {
+        if (errno == ENOENT)
+            return 0; /* nothing on disk to release */
+        return sbx_err_set(err, errno, "skill_snapshot_release_failed",
+                           "the skill snapshot %s of configuration %s cannot be released (%s): "
+                           "the configuration is kept",
+                           snap, config_id, strerror(errno));
+    }
+    *from = dir;
+    *parked = aside;
+    dir = aside = NULL;
+    return 0;
+}
+
 static void destroy_leftover(struct sandbox *sb, void *data)
 {
     struct sbx_err err = {0};
@@ -335,14 +364,18 @@ int installs_new(struct sbxd *d, struct installs **out, struct sbx_err *err)
     }
     /* What a previous daemon left: snapshots nothing names, rounds' sandboxes. */
     DIR *dir = opendir(snaps);
-    for (struct dirent *de; dir && (de = readdir(dir));)
-        if (de->d_name[0] != '.')
+    for (struct dirent *de; dir && (de = readdir(dir));) {
+        if (!strncmp(de->d_name, INSTALL_RELEASED_PREFIX, strlen(INSTALL_RELEASED_PREFIX)))
+            (void)sbx_rm_rf_at(dirfd(dir), de->d_name); /* a deleted configuration's */
+        else if (de->d_name[0] != '.')
             install_snapshot_gc(ins, de->d_name);
+    }
     if (dir)
         closedir(dir);
     manager_each(d->mgr, INSTALL_USER, destroy_leftover, NULL);
     ins->stale = json_object();
     d->configs->skills_fn = config_hook;
+    d->configs->snapshot_park_fn = snapshot_park;
     d->configs->skills_data = ins;
     manager_set_exec_hook(d->mgr, exec_hook, ins);
     *out = ins;

@@ -28,6 +28,8 @@
 #define INSTALL_SKILLS_DIR "skills" /* beneath the workspace */
 #define INSTALL_TREE_DEPTH_MAX 64
 #define INSTALL_CTL_DIR ".sbx-install"
+/* A released snapshot (its configuration deleted) waiting for removal, in snapshots/. */
+#define INSTALL_RELEASED_PREFIX ".released-"
 
 struct sbxd;
 struct http_req;

@@ -265,15 +265,15 @@ static void api_agent_skills(struct sbxd *d, struct http_req *req)
 #define SKILL "/v1/sandbox-configs/{}/skills/{}"
 
 static const struct route routes[] = {
-    {"POST", "/v1/skills/catalog/{}/install", AUTH_ADMIN, api_catalog_install, 0},
+    {"POST", "/v1/skills/catalog/{}/install", AUTH_ADMIN_FULL, api_catalog_install, 0},
     {"GET", "/v1/sandbox-configs/{}/skills", AUTH_ADMIN, api_list, 0},
     {"GET", SKILL, AUTH_ADMIN, api_get, 0},
-    {"PATCH", SKILL, AUTH_ADMIN, api_patch, 0},
-    {"DELETE", SKILL, AUTH_ADMIN, api_delete, 0},
-    {"POST", SKILL "/reinstall", AUTH_ADMIN, api_reinstall, 0},
-    {"POST", SKILL "/stop", AUTH_ADMIN, api_stop, 0},
+    {"PATCH", SKILL, AUTH_ADMIN_FULL, api_patch, 0},
+    {"DELETE", SKILL, AUTH_ADMIN_FULL, api_delete, 0},
+    {"POST", SKILL "/reinstall", AUTH_ADMIN_FULL, api_reinstall, 0},
+    {"POST", SKILL "/stop", AUTH_ADMIN_FULL, api_stop, 0},
     {"GET", SKILL "/guidance", AUTH_ADMIN, api_guidance, 0},
-    {"POST", SKILL "/guidance", AUTH_ADMIN, api_guide, 0},
+    {"POST", SKILL "/guidance", AUTH_ADMIN_FULL, api_guide, 0},
     {"GET", SKILL "/files", AUTH_ADMIN, api_files, 0},
     {"GET", SKILL "/files/content", AUTH_ADMIN, api_file_content, 0},
     {"GET", SKILL "/install-events", AUTH_ADMIN, api_events, 0},

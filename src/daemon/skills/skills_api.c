@@ -319,13 +319,14 @@ static void api_catalog_delete(struct sbxd *d, struct http_req *req)
 }
 
 static const struct route routes[] = {
-    {"POST", "/v1/skills/catalog", AUTH_ADMIN, api_catalog_add, ROUTE_STREAM_BODY},
+    {"POST", "/v1/skills/catalog", AUTH_ADMIN_FULL, api_catalog_add, ROUTE_STREAM_BODY},
     {"GET", "/v1/skills/catalog", AUTH_KEY, api_catalog_list, 0},
     {"GET", "/v1/skills/catalog/{}", AUTH_KEY, api_catalog_get, 0},
-    {"GET", "/v1/skills/catalog/{}/files", AUTH_KEY, api_catalog_files, 0},
-    {"GET", "/v1/skills/catalog/{}/files/content", AUTH_KEY, api_catalog_file_content, 0},
-    {"DELETE", "/v1/skills/catalog/{}", AUTH_ADMIN, api_catalog_delete, 0},
-    {"POST", "/v1/sandbox-configs/{}/skills", AUTH_ADMIN, api_config_skill_add, ROUTE_STREAM_BODY},
+    {"GET", "/v1/skills/catalog/{}/files", AUTH_ADMIN, api_catalog_files, 0},
+    {"GET", "/v1/skills/catalog/{}/files/content", AUTH_ADMIN, api_catalog_file_content, 0},
+    {"DELETE", "/v1/skills/catalog/{}", AUTH_ADMIN_FULL, api_catalog_delete, 0},
+    {"POST", "/v1/sandbox-configs/{}/skills", AUTH_ADMIN_FULL, api_config_skill_add,
+     ROUTE_STREAM_BODY},
 };
 
 const struct route_table skill_routes = ROUTE_TABLE(routes);

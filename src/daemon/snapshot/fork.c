@@ -129,7 +129,8 @@ static int fork_kid(struct fork_op *f, struct sandbox *parent, struct fork_child
         sandbox_egress_load(m, sb);
         sb->config_env = parent->config_env ? json_deep_copy(parent->config_env) : NULL;
         sb->config_inject = parent->config_inject ? json_deep_copy(parent->config_inject) : NULL;
-        r = sandbox_config_settings_set(m, sb, parent->terminal_idle_sec, parent->desktop_disabled,
+        r = sandbox_config_settings_set(m, sb, parent->terminal_idle_sec,
+                                        parent->command_timeout_sec, parent->desktop_disabled,
                                         err);
     }
     if (r == 0 &&

@@ -76,8 +76,8 @@ static const struct tool_def defs[] = {
      "{\"type\":\"object\",\"properties\":{" SBX_ID ",\"command\":{\"type\":\"string\","
      "\"description\":\"The shell command.\"},\"description\":{\"type\":\"string\","
      "\"description\":\"A short label of what it does.\"},"
-     "\"timeout_seconds\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":900,"
-     "\"description\":\"Default 60.\"},\"cwd\":{\"type\":\"string\","
+     "\"timeout_seconds\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":3600,"
+     "\"description\":\"Default 60 (or the sandbox configuration's default_timeout_sec).\"},\"cwd\":{\"type\":\"string\","
      "\"description\":\"Working directory (default /workspace).\"}},"
      "\"required\":[\"sandbox_id\",\"command\"]}",
      "{\"type\":\"object\",\"properties\":{\"stdout\":{\"type\":\"string\"},"

@@ -370,10 +370,17 @@ static void on_ready_exec(struct sandbox *sb, const struct sbx_err *err, void *d
 
 static int start_exec(struct tool_call *c, json_t *body, struct sbx_err *err)
 {
-    int r = exec_params_parse(body, &c->ep, err);
+    bool bash = c->def->id == TOOL_SANDBOX_BASH;
+    int r = exec_params_parse(body, bash ? TOOLS_BASH_TIMEOUT_MAX : EXEC_TIMEOUT_MAX, &c->ep, err);
     if (r < 0)
         return r;
     c->ep_set = true;
+    if (bash && !c->ep.timeout_given) {
+        /* Its own default, unless the sandbox's configuration sets one for every command. */
+        c->ep.timeout_s = c->sb->command_timeout_sec ? c->sb->command_timeout_sec
+                                                     : TOOLS_BASH_TIMEOUT_DEFAULT;
+        c->ep.timeout_given = true;
+    }
     if (c->sb->exec_busy)
         return sbx_err_set(err, EBUSY, "sandbox_busy", "sandbox %s is already running a command",
                            c->sandbox_id);
@@ -392,10 +399,8 @@ static int run_bash(struct tool_call *c, struct sbx_err *err)
         return sbx_err_set(err, EINVAL, "invalid_request", "description must be a string");
     json_t *t = json_object_get(c->args, "timeout_seconds");
     json_t *body = json_pack("{s:O}", "shell", cmd);
-    if (t && !json_is_null(t))
+    if (t)
         json_object_set(body, "timeout_seconds", t);
-    else
-        json_object_set_new(body, "timeout_seconds", json_integer(TOOLS_BASH_TIMEOUT_DEFAULT));
     json_t *cwd = json_object_get(c->args, "cwd");
     if (cwd)
         json_object_set(body, "cwd", cwd);

@@ -12,8 +12,10 @@
 
 /* sandbox_files reads at most this much inline; larger files answer a link. */
 #define TOOLS_READ_INLINE_MAX (256u * 1024u)
-/* sandbox_bash's default timeout (the exec maximum bounds it). */
+/* sandbox_bash's timeout: default and maximum (spec 004: 1..3600, default 60), beyond
+ * plain exec's EXEC_TIMEOUT_MAX (spec 000). */
 #define TOOLS_BASH_TIMEOUT_DEFAULT 60
+#define TOOLS_BASH_TIMEOUT_MAX 3600
 #define TOOLS_FILES_LIST_MAX 10000
 /* bsl_check (docs/bsl.md): diagnostics listed by default and at most (the report stays under
  * the exec output limit), and its default timeout. */

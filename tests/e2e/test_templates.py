@@ -86,9 +86,11 @@ def test_two_users_never_share_a_pooled_sandbox():
     pool_ready(bob, 1)
     b = bob.create_sandbox(template="base", env={"WHO": "bob"})
     assert b["id"] != a and b.get("from_pool") is True, b
-    out = bob.sh(b["id"], "echo $WHO; ls -A /workspace | wc -l; ls /tmp/alice.tmp /tmp/x "
-                          "2>/dev/null | wc -l; env | grep -c alice || true")
-    assert out.split() == ["bob", "0", "0", "0"], out
+    out = bob.sh(b["id"], "echo $WHO; ls -A /workspace; ls /tmp/alice.tmp /tmp/x "
+                          "2>/dev/null | wc -l; env | grep -c alice || true; "
+                          "stat -c '%U %a' /workspace/out")
+    # A fresh workspace: out/ alone, the sandbox user's.
+    assert out.split() == ["bob", "out", "0", "0", "user", "755"], out
     # And neither can reach the other's sandbox through the API.
     assert_error(bob.request("GET", "/v1/sandboxes/" + a), 404, "sandbox_not_found")
     assert_error(alice.request("POST", "/v1/sandboxes/%s/exec" % b["id"], {"shell": "true"}),
@@ -200,8 +202,9 @@ def test_office_warm_snapshot_restores_fresh_sandboxes():
     b = c.create_sandbox(template="office", env={"WHO": "b"})
     assert b["restored"] is True, b
     # Restored from one image, yet each its own: env, /tmp (memory), workspace, ids.
-    out = c.sh(b["id"], "echo $WHO; ls /tmp/a.txt /workspace/a.txt 2>/dev/null | wc -l")
-    assert out.split() == ["b", "0"], out
+    out = c.sh(b["id"], "echo $WHO; ls /tmp/a.txt /workspace/a.txt 2>/dev/null | wc -l; "
+                        "stat -c '%U' /workspace/out")
+    assert out.split() == ["b", "0", "user"], out
     assert c.sh(a["id"], "echo $WHO; cat /tmp/a.txt") == "a\nmine\n"
     # The snapshot's holder is nobody's sandbox.
     assert {s["id"] for s in c.list_sandboxes()} == {a["id"], b["id"]}

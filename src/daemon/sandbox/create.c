@@ -375,8 +375,7 @@ static int create_sandbox(struct manager *m, const struct auth_identity *who,
         return r;
     if (!template_usable(tpl.owner, tpl.shared, who->user)) {
         template_info_clear(&tpl);
-        return sbx_err_set(err, ENOENT, "invalid_template", "template %s is not built here",
-                           p->template_name);
+        return template_not_built(p->template_name, err);
     }
 
     char id[STORE_ID_MAX + 1];

@@ -249,8 +249,9 @@ def test_inputs_errors_change_nothing():
         ([{"path": "ok.txt", "content": 5}], 400, "invalid_input"),
         ([{"path": "ok.txt", "url": "http://example.com/x"}], 400, "invalid_input"),
         ([{"path": "ok.txt", "url": "not a url"}], 400, "invalid_input"),
+        # An internal name: refused before any lookup, so no test ever reaches the network.
         ([{"path": "ok.txt", "content": "x"}, {"path": "b.txt",
-                                               "url": "https://example.com/page.html"}],
+                                               "url": "https://files.internal/page.html"}],
          403, "egress_denied"),
         ("nope", 400, "invalid_input"),
         ([{"path": "x%d" % i, "content": ""} for i in range(65)], 400, "invalid_input"),
@@ -274,7 +275,7 @@ def test_inputs_on_run():
     assert names == ["out/.keep", "out/copy.html"], r.body["artifacts"]
     before = c.list_sandboxes()
     r = c.request("POST", "/v1/sandboxes/run",
-                  {"shell": "true", "inputs": [{"path": "p", "url": "https://example.com/p"}]})
+                  {"shell": "true", "inputs": [{"path": "p", "url": "https://files.internal/p"}]})
     assert_error(r, 403, "egress_denied")
     assert c.list_sandboxes() == before, "a refused run left a sandbox"
 

@@ -11,7 +11,6 @@
 #include <stddef.h>
 
 #include "../../common/err.h"
-#include "../egress/policy.h"
 
 struct egress_proxy;
 struct jobs;

@@ -6,6 +6,12 @@ BUILD    ?= build
 DATA_DIR ?= $(CURDIR)/data
 LISTEN   ?= 127.0.0.1:8787
 TEMPLATE_CACHE ?= /var/cache/sbx/templates
+# What `make run` keeps warm (docs/templates.md): office restored from its warm snapshot (its
+# creates answer restored: true, as spec 000's template table says), one such sandbox kept
+# ready. Set either empty to turn it off, e.g. `make run SBX_WARM_POOL=`; the environment's
+# values win over these.
+SBX_WARM_SNAPSHOT ?= office
+SBX_WARM_POOL ?= office:1
 
 WARN     := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wformat=2
 CFLAGS   ?= -O2 -g
@@ -147,7 +153,9 @@ template: deps
 run: deps
 	$(MAKE) build
 	@SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) scripts/build-template.sh base
-	SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) $(BUILD)/sbxd --listen $(LISTEN) --data-dir $(DATA_DIR)
+	@SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) scripts/build-template.sh office
+	SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) SBX_WARM_SNAPSHOT=$(SBX_WARM_SNAPSHOT) \
+	  SBX_WARM_POOL=$(SBX_WARM_POOL) $(BUILD)/sbxd --listen $(LISTEN) --data-dir $(DATA_DIR)
 
 # The test build: ASan + UBSan for everything that runs on the host.
 # The whole suite runs on PostgreSQL (one node, a server the run starts; test_nodes and

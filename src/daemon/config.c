@@ -268,6 +268,11 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
     /* None by default: a probe never reaches a host the operator did not name. */
     const char *ph = getenv("SBX_PROBE_HOST");
     cfg->probe_host = ph && *ph ? sbx_xstrdup(ph) : NULL;
+    if ((r = env_num("SBX_INPUT_URL_MAX_BYTES", 64LL << 20, 1, INPUT_URL_BYTES_LIMIT,
+                     &cfg->input_url_max_bytes, err)) < 0 ||
+        (r = env_num("SBX_INPUT_URL_TIMEOUT_SECONDS", 60, 1, 900, &cfg->input_url_timeout_s,
+                     err)) < 0)
+        return r;
     const char *sig = getenv("SBX_SIGNATURES");
     cfg->signatures = sig && *sig ? sbx_xstrdup(sig) : beside_self("../share/signatures/sbx.ndb");
 
@@ -334,7 +339,9 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
                    "SBX_RUNSC SBX_RUNSC_PLATFORM SBX_MEMORY_MB SBX_PIDS_MAX SBX_CPU_MILLICORES SBX_TMP_MB "
                    "SBX_MAX_PER_KEY SBX_MAX_PER_USER SBX_WORKSPACE_MB SBX_V2_CAPACITY "
                    "SBX_ARTIFACT_URL_TTL "
-                   "SBX_PUBLIC_URL SBX_CLAMAV_DB SBX_FETCH_CA_FILE SBX_PROBE_HOST SBX_SIGNATURES SBX_LLM_URL SBX_LLM_API_KEY "
+                   "SBX_PUBLIC_URL SBX_CLAMAV_DB SBX_FETCH_CA_FILE SBX_PROBE_HOST "
+                   "SBX_INPUT_URL_MAX_BYTES SBX_INPUT_URL_TIMEOUT_SECONDS SBX_SIGNATURES SBX_LLM_URL "
+                   "SBX_LLM_API_KEY "
                    "SBX_LLM_MODEL SBX_TERMINAL_ORIGINS SBX_CORS_ORIGINS SBX_SKILLS_DIR SBX_SKILL_INDEX_URL SBX_TERMINAL_IDLE_SECONDS "
                    "SBX_TERMINAL_GRACE_SECONDS SBX_PREVIEW_LISTEN SBX_PREVIEW_URL "
                    "SBX_PREVIEW_DOMAIN SBX_PREVIEW_SCHEME SBX_PREVIEW_RESERVED_PORTS "

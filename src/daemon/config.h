@@ -9,6 +9,10 @@
 /* The one value of SBX_ALLOW_LOCAL that allows the local backend: no accident sets it. */
 #define SBX_ALLOW_LOCAL_VALUE "yes-no-isolation"
 
+/* The most an operator may let one request's url inputs fetch: what sbxd holds in memory
+ * until they are written. */
+#define INPUT_URL_BYTES_LIMIT (1LL << 30)
+
 struct sbxd_config {
     char *listen;         /* --listen / SBX_LISTEN, default 127.0.0.1:8787 */
     char *data_dir;       /* --data-dir / SBX_DATA_DIR, default ./data */
@@ -35,6 +39,9 @@ struct sbxd_config {
     char *fetch_ca_file;      /* SBX_FETCH_CA_FILE, an extra CA bundle for url inputs, or NULL */
     char *probe_host; /* SBX_PROBE_HOST: what the probe reaches where allow_out names no host
                          and egress is allowed by default, or NULL */
+    /* What one request's url inputs may fetch in all (docs/files.md). */
+    long long input_url_max_bytes; /* SBX_INPUT_URL_MAX_BYTES, 64 MiB (..INPUT_URL_BYTES_LIMIT) */
+    long long input_url_timeout_s; /* SBX_INPUT_URL_TIMEOUT_SECONDS, 60 (..900) */
     char *signatures;         /* SBX_SIGNATURES, our own set, share/signatures/sbx.ndb */
     /* llm_query's OpenAI-compatible endpoint; NULL when the operator set none. The key
      * stays in sbxd: sandboxes never see it. */

@@ -21,6 +21,7 @@ import ssl
 import subprocess
 import tempfile
 import threading
+import time
 import zipfile
 import testserver
 
@@ -127,6 +128,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             while n > 0:
                 self.wfile.write(chunk[:min(n, len(chunk))])
                 n -= len(chunk)
+            return
+        if self.path.startswith("/slow/"):
+            # Headers at once, then nothing for N seconds (a fetch's time limit).
+            self.send_response(200)
+            self.send_header("Content-Length", "1")
+            self.end_headers()
+            self.wfile.flush()
+            time.sleep(int(self.path.split("/")[2]))
+            self.wfile.write(b"x")
             return
         if self.path.startswith("/headers"):
             # The request's headers as the upstream got them (configuration inject rules).

@@ -249,8 +249,9 @@ def test_inputs_errors_change_nothing():
         ([{"path": "ok.txt", "content": 5}], 400, "invalid_input"),
         ([{"path": "ok.txt", "url": "http://example.com/x"}], 400, "invalid_input"),
         ([{"path": "ok.txt", "url": "not a url"}], 400, "invalid_input"),
+        # An internal name: refused before any lookup, so no test ever reaches the network.
         ([{"path": "ok.txt", "content": "x"}, {"path": "b.txt",
-                                               "url": "https://example.com/page.html"}],
+                                               "url": "https://files.internal/page.html"}],
          403, "egress_denied"),
         ("nope", 400, "invalid_input"),
         ([{"path": "x%d" % i, "content": ""} for i in range(65)], 400, "invalid_input"),
@@ -274,7 +275,7 @@ def test_inputs_on_run():
     assert names == ["out/.keep", "out/copy.html"], r.body["artifacts"]
     before = c.list_sandboxes()
     r = c.request("POST", "/v1/sandboxes/run",
-                  {"shell": "true", "inputs": [{"path": "p", "url": "https://example.com/p"}]})
+                  {"shell": "true", "inputs": [{"path": "p", "url": "https://files.internal/p"}]})
     assert_error(r, 403, "egress_denied")
     assert c.list_sandboxes() == before, "a refused run left a sandbox"
 
@@ -328,3 +329,31 @@ def test_fork_with_quota_copies_each_workspace_image():
     finally:
         for k in kids:
             c.delete_sandbox(k)
+
+
+OUT_CHECK = "stat -c '%U %a %F' out; echo made > out/r.txt && cat out/r.txt"
+
+
+def test_a_new_workspace_has_out_owned_by_the_sandbox_user():
+    """Spec 000's examples write out/... without making it. Every new workspace has out/,
+    the sandbox user's: from the workspace pool's prepared images (and images made on the
+    spot when three creates in a row find it dry), on v1, from a v1 snapshot whose workspace
+    had no out/ (on v1 and v2), and on run, whose out/ comes back as artifacts."""
+    c = D.get().client(D.get().client().create_key("outer")["key"])
+    ids = [c.create_sandbox(ttl_seconds=600)["id"] for _ in range(3)]
+    for sid in ids:
+        assert c.sh(sid, OUT_CHECK) == "user 755 directory\nmade\n", sid
+        c.delete_sandbox(sid)
+    old = c.create_sandbox(ttl_seconds=600, backend="v1")["id"]
+    assert c.sh(old, OUT_CHECK) == "user 755 directory\nmade\n"
+    c.sh(old, "rm -r out; echo kept > k.txt")
+    r = c.request("POST", "/v1/sandboxes/%s/snapshot" % old)
+    assert r.status == 201, r
+    for backend in ("v1", "v2"):
+        n = c.create_sandbox(backend=backend, snapshot_id=r.body["id"], ttl_seconds=600)["id"]
+        assert c.sh(n, "cat k.txt; " + OUT_CHECK) == "kept\nuser 755 directory\nmade\n", n
+        c.delete_sandbox(n)
+    c.delete_sandbox(old)
+    r = c.request("POST", "/v1/sandboxes/run", {"shell": "echo doc > out/page.txt"}, timeout=120)
+    assert r.status == 200 and r.body["exit_code"] == 0, r
+    assert [a["path"] for a in r.body["artifacts"]] == ["out/page.txt"], r.body

@@ -215,7 +215,7 @@ def test_fork_copies_diverge_and_the_parent_runs_on():
                        .body["data"])
         assert "kid%d.txt" % i in names and "kid%d.txt" % (1 - i) not in names, names
     assert run_code(c, parent, "secret")["result"] == repr(token)
-    assert c.sh(parent, "ls /workspace").split() == ["w.txt"]
+    assert c.sh(parent, "ls /workspace").split() == ["out", "w.txt"]
 
     # A copy is a full sandbox: it pauses and resumes like any other.
     pause(c, kids[0])

@@ -8,10 +8,15 @@ convert documents with Romanian text to PDF.
 """
 
 import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
 import time
 
 import harness
-from harness import assert_error, wait_for
+from harness import REPO, assert_error, wait_for
 
 POOL = 2
 D = harness.Shared(extra_env={"SBX_WARM_POOL": "base:%d" % POOL, "SBX_WARM_SNAPSHOT": "office"})
@@ -86,9 +91,11 @@ def test_two_users_never_share_a_pooled_sandbox():
     pool_ready(bob, 1)
     b = bob.create_sandbox(template="base", env={"WHO": "bob"})
     assert b["id"] != a and b.get("from_pool") is True, b
-    out = bob.sh(b["id"], "echo $WHO; ls -A /workspace | wc -l; ls /tmp/alice.tmp /tmp/x "
-                          "2>/dev/null | wc -l; env | grep -c alice || true")
-    assert out.split() == ["bob", "0", "0", "0"], out
+    out = bob.sh(b["id"], "echo $WHO; ls -A /workspace; ls /tmp/alice.tmp /tmp/x "
+                          "2>/dev/null | wc -l; env | grep -c alice || true; "
+                          "stat -c '%U %a' /workspace/out")
+    # A fresh workspace: out/ alone, the sandbox user's.
+    assert out.split() == ["bob", "out", "0", "0", "user", "755"], out
     # And neither can reach the other's sandbox through the API.
     assert_error(bob.request("GET", "/v1/sandboxes/" + a), 404, "sandbox_not_found")
     assert_error(alice.request("POST", "/v1/sandboxes/%s/exec" % b["id"], {"shell": "true"}),
@@ -122,6 +129,79 @@ def test_bad_warm_settings_stop_the_daemon():
         finally:
             d.cleanup()
         assert not started, "sbxd started with %s=%r" % (var, value)
+
+
+def make_run_settings():
+    """What `make run` does, read from `make -n run`: the templates it builds and the warm
+    settings it starts sbxd with."""
+    p = subprocess.run(["make", "-s", "-n", "run"], cwd=REPO, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=60,
+                       env={k: v for k, v in os.environ.items()
+                            if not k.startswith("SBX_WARM") and not k.startswith("MAKE")})
+    text = p.stdout.decode().replace("\\\n", " ")
+    assert p.returncode == 0, text
+    built = re.findall(r"build-template\.sh (\w+)", text)
+    line = next(l for l in text.splitlines() if "sbxd --listen" in l)
+    return built, dict(re.findall(r"(SBX_WARM_\w+)=(\S*)", line))
+
+
+def test_make_run_builds_office_and_its_creates_are_restored():
+    """Spec 000's template table: office is "started already warm", and a template with a warm
+    snapshot answers restored: true. `make run` builds office beside base and starts sbxd
+    with office warm; a daemon with exactly those settings answers restored: true to office
+    creates, from its pool of one and past it."""
+    built, warm = make_run_settings()
+    assert built == ["base", "office"], built
+    assert warm == {"SBX_WARM_SNAPSHOT": "office", "SBX_WARM_POOL": "office:1"}, warm
+    d = harness.Daemon(extra_env=warm)
+    try:
+        d.start()
+        c = d.client(d.client().create_key("tpl-run")["key"])
+
+        def office_ready():
+            t = templates(c)["office"]
+            assert t["warm_snapshot"] != "failed", t
+            return t if t["warm_snapshot"] == "ready" and t["pool"]["ready"] == 1 else None
+        t = wait_for(office_ready, 300, interval=0.5, what="office warm and pooled")
+        assert t["warm"] is True and t["pool_size"] == 1, t
+        a = c.create_sandbox(template="office")
+        assert a.get("from_pool") is True and a["restored"] is True, a
+        b = c.create_sandbox(template="office")
+        assert "from_pool" not in b and b["restored"] is True, b
+        assert c.sh(b["id"], "command -v soffice >/dev/null && echo ok") == "ok\n"
+        for sb in (a, b):
+            c.delete_sandbox(sb["id"])
+    finally:
+        d.cleanup()
+
+
+def test_a_template_not_built_says_how_to_build_it():
+    """A create naming a template that is not built: 400 invalid_template, as before, with the
+    way to build it: the shipped recipes by the operator's script, other names as custom
+    templates. A daemon whose template cache holds base only."""
+    real = os.path.realpath(os.path.join(
+        os.environ.get("SBX_TEMPLATE_CACHE", "/var/cache/sbx/templates"), "base"))
+    cache = tempfile.mkdtemp(prefix="tpl-notbuilt-", dir=os.path.dirname(os.path.dirname(real)))
+    os.symlink(real, os.path.join(cache, "base"))
+    d = harness.Daemon(extra_env={"SBX_TEMPLATE_CACHE": cache})
+    try:
+        d.start()
+        c = d.client(d.client().create_key("tpl-none")["key"])
+        for name in ("office", "desktop"):
+            r = c.request("POST", "/v1/sandboxes", {"template": name})
+            assert_error(r, 400, "invalid_template")
+            msg = r.body["error"]["message"]
+            assert "scripts/build-template.sh %s" % name in msg and "make run" in msg, msg
+        r = c.request("POST", "/v1/sandboxes/run", {"template": "office", "shell": "true"})
+        assert_error(r, 400, "invalid_template")
+        assert "scripts/build-template.sh office" in r.body["error"]["message"], r.body
+        r = c.request("POST", "/v1/sandboxes", {"template": "mine"})
+        assert_error(r, 400, "invalid_template")
+        assert "POST /v1/templates" in r.body["error"]["message"], r.body
+        assert c.list_sandboxes() == []
+    finally:
+        d.cleanup()
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 BASE_TOOLS = """
@@ -200,8 +280,9 @@ def test_office_warm_snapshot_restores_fresh_sandboxes():
     b = c.create_sandbox(template="office", env={"WHO": "b"})
     assert b["restored"] is True, b
     # Restored from one image, yet each its own: env, /tmp (memory), workspace, ids.
-    out = c.sh(b["id"], "echo $WHO; ls /tmp/a.txt /workspace/a.txt 2>/dev/null | wc -l")
-    assert out.split() == ["b", "0"], out
+    out = c.sh(b["id"], "echo $WHO; ls /tmp/a.txt /workspace/a.txt 2>/dev/null | wc -l; "
+                        "stat -c '%U' /workspace/out")
+    assert out.split() == ["b", "0", "user"], out
     assert c.sh(a["id"], "echo $WHO; cat /tmp/a.txt") == "a\nmine\n"
     # The snapshot's holder is nobody's sandbox.
     assert {s["id"] for s in c.list_sandboxes()} == {a["id"], b["id"]}

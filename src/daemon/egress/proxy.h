@@ -64,13 +64,13 @@ const char *egress_proxy_ca_pem(const struct egress_proxy *px);
 /* The sandbox's policy was replaced: connections it no longer allows are cut. */
 void egress_proxy_policy_changed(struct egress_proxy *px, const char *sandbox_id);
 
-/* For anything else sbxd fetches on a sandbox's behalf (url inputs): is an https URL's
- * host allowed by the sandbox's policy and the operator's (before resolution)? Errors:
- * invalid_input (not an https URL on port 443 with a host name), egress_denied. The
- * normalised host is written to host. Its addresses are then checked with
- * egress_proxy_resolve_checked. */
-int egress_proxy_check_url(const struct egress_proxy *px, const struct egress_policy *policy,
-                           const char *url, char host[EGRESS_HOST_MAX + 1], struct sbx_err *err);
+/* For what sbxd fetches itself for a sandbox (url inputs, whatever the sandbox's own policy):
+ * is an https URL's host a public name the operator's policy allows (before resolution)?
+ * Errors: invalid_input (not an https URL on port 443 with a host name), egress_denied (an IP
+ * literal, an internal name, refused by the operator). The normalised host is written to
+ * host. Its addresses are then checked with egress_proxy_resolve_checked. */
+int egress_proxy_check_url(const struct egress_proxy *px, const char *url,
+                           char host[EGRESS_HOST_MAX + 1], struct sbx_err *err);
 /* Resolve host and pick the first address every rule allows for port; cb runs later on
  * the loop with status 0 and that address, or a negative errno and err (egress_denied),
  * unless egress_check_cancel ran first. */

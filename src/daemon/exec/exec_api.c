@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "../../common/log.h"
 #include "../../common/util.h"
 #include "../../proto/proto.h"
 #include "../audit/audit.h"
@@ -249,6 +250,27 @@ static void on_inputs_fetched(const struct sbx_err *err, void *arg)
         write_inputs_and_go(x);
 }
 
+/* Every url input sbxd fetched (or refused) for this request: logged, and audited as the
+ * caller's input.fetch on the sandbox. */
+static void on_input_fetch(const struct inputs_fetch_note *n, void *arg)
+{
+    struct exec_req *x = arg;
+    json_t *details = json_pack("{s:I,s:s,s:s,s:s,s:s,s:I,s:I}", "index", (json_int_t)n->index,
+                                "path", n->path, "url", n->url, "host", n->host, "address",
+                                n->addr, "bytes", (json_int_t)n->bytes, "ms", (json_int_t)n->ms);
+    if (n->err) {
+        json_object_set_new(details, "code", json_string(n->err->code));
+        json_object_set_new(details, "message", json_string(n->err->msg));
+        log_info("sandbox %s: url input %s (inputs[%zu]) not fetched: %s", x->sb->rec.id,
+                 n->url, n->index, n->err->msg);
+    } else {
+        log_info("sandbox %s: url input %s (inputs[%zu]) fetched from %s: %zu bytes in %lld ms",
+                 x->sb->rec.id, n->url, n->index, n->addr, n->bytes, n->ms);
+    }
+    audit_record(x->d->store, &x->who, NULL, x->request_id, "input.fetch", x->sb->rec.id,
+                 n->err ? n->err->code : "ok", details);
+}
+
 static void start(struct sbxd *d, struct http_req *req, struct exec_req *x)
 {
     x->d = d;
@@ -260,7 +282,9 @@ static void start(struct sbxd *d, struct http_req *req, struct exec_req *x)
     x->claim = idem_take(req);
     http_req_suspend(req, on_abort, x);
     if (inputs_need_fetch(x->inputs)) {
-        inputs_fetch(x->inputs, d->egress, d->jobs, x->sb->egress, d->cfg.fetch_ca_file,
+        struct inputs_limits lim = {(size_t)d->cfg.input_url_max_bytes,
+                                    d->cfg.input_url_timeout_s * 1000};
+        inputs_fetch(x->inputs, d->egress, d->jobs, d->cfg.fetch_ca_file, &lim, on_input_fetch,
                      on_inputs_fetched, x);
         return;
     }

@@ -16,10 +16,11 @@
 
 #include "../../common/err.h"
 #include "../config.h"
+#include "../sandbox/params.h"
 #include "scan.h"
 #include "workspace.h"
 
-#define ARTIFACTS_DIR "out"
+#define ARTIFACTS_DIR SANDBOX_OUT_DIR
 #define ARTIFACTS_MAX 1000
 #define ARTIFACT_MIME_MAX 128
 

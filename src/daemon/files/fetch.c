@@ -7,10 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../common/util.h"
-#include "../egress/policy.h"
-#include "../egress/proxy.h"
 #include "../../common/jobs.h"
+#include "../../common/util.h"
+#include "../egress/proxy.h"
 
 struct fetch {
     struct jobs *jobs;
@@ -19,6 +18,10 @@ struct fetch {
     char *ca_file;
     char host[EGRESS_HOST_MAX + 1];
     char resolve[EGRESS_HOST_MAX + 64]; /* "host:443:address" for CURLOPT_RESOLVE */
+    char addr[INET6_ADDRSTRLEN];        /* the address dialled, "" until resolved */
+    size_t max_bytes;
+    long long timeout_ms;
+    long long t0_ms;
     fetch_done_fn cb;
     void *arg;
     bool cancelled;
@@ -42,7 +45,7 @@ static size_t on_body(char *ptr, size_t size, size_t n, void *userdata)
 {
     struct fetch *f = userdata;
     size_t add = size * n;
-    if (f->len + add > FETCH_MAX_BYTES) {
+    if (add > f->max_bytes - f->len) {
         f->too_large = true;
         return 0; /* makes curl stop with CURLE_WRITE_ERROR */
     }
@@ -69,9 +72,9 @@ static void fetch_run(void *data)
     curl_easy_setopt(h, CURLOPT_PROXY, ""); /* never the environment's proxy */
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_FAILONERROR, 1L);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, (long)FETCH_TIMEOUT_S);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)f->timeout_ms);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
-    curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)FETCH_MAX_BYTES);
+    curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)f->max_bytes);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, f);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, f->error);
@@ -80,6 +83,8 @@ static void fetch_run(void *data)
     CURLcode rc = curl_easy_perform(h);
     if (rc == CURLE_FILESIZE_EXCEEDED)
         f->too_large = true;
+    if (rc == CURLE_OPERATION_TIMEDOUT)
+        snprintf(f->error, sizeof(f->error), "no answer within %lld ms", f->timeout_ms);
     if (rc != CURLE_OK && !f->error[0])
         snprintf(f->error, sizeof(f->error), "%s", curl_easy_strerror(rc));
     if (rc == CURLE_OK)
@@ -99,15 +104,16 @@ static void fetch_done(void *data, bool ran)
     if (!ran)
         sbx_err_set(&err, ECANCELED, "input_fetch_failed", "sbxd is stopping");
     else if (f->too_large)
-        sbx_err_set(&err, EFBIG, "input_too_large", "%s is larger than %u bytes", f->url,
-                    FETCH_MAX_BYTES);
+        sbx_err_set(&err, EFBIG, "input_too_large", "%s is larger than the %zu bytes left",
+                    f->url, f->max_bytes);
     else if (f->error[0])
         sbx_err_set(&err, EIO, "input_fetch_failed", "fetching %s: %s", f->url, f->error);
+    struct fetch_info info = {f->host, f->addr, sbx_now_ms() - f->t0_ms};
     if (err.code[0]) {
-        f->cb(NULL, 0, &err, f->arg);
+        f->cb(NULL, 0, &info, &err, f->arg);
     } else {
         unsigned char *d = TAKE_PTR(f->data);
-        f->cb(d, f->len, NULL, f->arg);
+        f->cb(d, f->len, &info, NULL, f->arg);
     }
     fetch_free(f);
 }
@@ -118,27 +124,30 @@ static void on_checked(void *data, int status, const struct egress_addr *addr,
     struct fetch *f = data;
     f->check = NULL;
     if (status < 0) {
-        f->cb(NULL, 0, err, f->arg);
+        struct fetch_info info = {f->host, "", sbx_now_ms() - f->t0_ms};
+        f->cb(NULL, 0, &info, err, f->arg);
         fetch_free(f);
         return;
     }
-    char ip[INET6_ADDRSTRLEN];
-    inet_ntop(addr->family, addr->b, ip, sizeof(ip));
+    inet_ntop(addr->family, addr->b, f->addr, sizeof(f->addr));
     snprintf(f->resolve, sizeof(f->resolve), addr->family == AF_INET6 ? "%s:443:[%s]" : "%s:443:%s",
-             f->host, ip);
+             f->host, f->addr);
     f->in_job = true;
     jobs_submit(f->jobs, fetch_run, fetch_done, f);
 }
 
-struct fetch *fetch_start(struct egress_proxy *px, struct jobs *jobs,
-                          const struct egress_policy *policy, const char *url,
-                          const char *ca_file, fetch_done_fn cb, void *arg, struct sbx_err *err)
+struct fetch *fetch_start(struct egress_proxy *px, struct jobs *jobs, const char *url,
+                          const char *ca_file, size_t max_bytes, long long timeout_ms,
+                          fetch_done_fn cb, void *arg, struct sbx_err *err)
 {
     struct fetch *f = sbx_xcalloc(1, sizeof(*f));
-    if (egress_proxy_check_url(px, policy, url, f->host, err) < 0) {
+    if (egress_proxy_check_url(px, url, f->host, err) < 0) {
         free(f);
         return NULL;
     }
+    f->max_bytes = max_bytes;
+    f->timeout_ms = timeout_ms;
+    f->t0_ms = sbx_now_ms();
     f->jobs = jobs;
     f->url = sbx_xstrdup(url);
     f->ca_file = ca_file && *ca_file ? sbx_xstrdup(ca_file) : NULL;

@@ -1,8 +1,10 @@
-/* Fetching a url input for a sandbox. The URL is held to the sandbox's egress policy
- * (egress_proxy_check_url), its host is resolved and its address validated by the
- * egress resolver like any connection from inside, and libcurl then fetches it on a
- * worker thread pinned to that address: HTTPS only, no redirects (a redirect could lead
- * anywhere), no proxy, at most FETCH_MAX_BYTES, within FETCH_TIMEOUT_S. */
+/* Fetching a url input. sbxd fetches it itself, never the sandbox, so it works whatever the
+ * sandbox's egress policy is (spec 000's run(..., inputs=[{path, url}]) in a sandbox with no
+ * network); the sandbox gets the bytes. The URL's host must pass the operator's egress policy
+ * (egress_proxy_check_url); it is resolved by the egress resolver and its address held to the
+ * proxy's address rules (public addresses only), and libcurl then fetches it on a worker
+ * thread pinned to that address: HTTPS on port 443 only, no redirects (a redirect could lead
+ * anywhere), no proxy, at most max_bytes, within timeout_ms. */
 #ifndef SBX_FETCH_H
 #define SBX_FETCH_H
 
@@ -10,25 +12,29 @@
 
 #include "../../common/err.h"
 
-#define FETCH_MAX_BYTES (64u * 1024u * 1024u)
-#define FETCH_TIMEOUT_S 60
-
 struct egress_proxy;
-struct egress_policy;
 struct jobs;
 struct fetch;
 
-/* Called once on the loop, unless fetch_cancel ran first. data (malloc'd, owned by the
- * callee) on success; err (invalid_input, egress_denied, input_too_large,
- * input_fetch_failed) otherwise. */
-typedef void (*fetch_done_fn)(unsigned char *data, size_t len, const struct sbx_err *err,
-                              void *arg);
+/* What one fetch was, for the caller's log and audit entry: host, the address dialled ("" when
+ * it never got one), and how long it took. */
+struct fetch_info {
+    const char *host;
+    const char *addr;
+    long long ms;
+};
 
-/* NULL with err filled when the URL is refused at once. ca_file (may be NULL) adds a CA
- * bundle the operator trusts for url inputs. */
-struct fetch *fetch_start(struct egress_proxy *px, struct jobs *jobs,
-                          const struct egress_policy *policy, const char *url,
-                          const char *ca_file, fetch_done_fn cb, void *arg, struct sbx_err *err);
+/* Called once on the loop, unless fetch_cancel ran first. data (malloc'd, owned by the
+ * callee) on success; err (egress_denied, input_too_large, input_fetch_failed) otherwise. */
+typedef void (*fetch_done_fn)(unsigned char *data, size_t len, const struct fetch_info *info,
+                              const struct sbx_err *err, void *arg);
+
+/* NULL with err filled when the URL is refused at once (invalid_input, egress_denied).
+ * ca_file (may be NULL) adds a CA bundle the operator trusts for url inputs. max_bytes and
+ * timeout_ms (both > 0) bound this fetch. */
+struct fetch *fetch_start(struct egress_proxy *px, struct jobs *jobs, const char *url,
+                          const char *ca_file, size_t max_bytes, long long timeout_ms,
+                          fetch_done_fn cb, void *arg, struct sbx_err *err);
 void fetch_cancel(struct fetch *f);
 
 #endif

@@ -19,13 +19,15 @@ struct input {
 struct inputs {
     struct input v[INPUTS_MAX];
     size_t n;
-    /* While fetching the url inputs, one after the other. */
+    /* While fetching the url inputs, one after the other, within one budget of bytes and time. */
     struct fetch *fetch;
     size_t next;
     struct egress_proxy *px;
     struct jobs *jobs;
-    const struct egress_policy *policy;
     const char *ca_file;
+    size_t bytes_left;
+    long long timeout_ms, deadline_ms;
+    inputs_note_fn note;
     inputs_fetched_fn cb;
     void *arg;
 };
@@ -50,18 +52,30 @@ bool inputs_need_fetch(const struct inputs *in)
 
 static void fetch_next(struct inputs *in);
 
-static void on_fetched(unsigned char *data, size_t len, const struct sbx_err *err, void *arg)
+static void on_fetched(unsigned char *data, size_t len, const struct fetch_info *info,
+                       const struct sbx_err *err, void *arg)
 {
     struct inputs *in = arg;
     in->fetch = NULL;
+    struct input *one = &in->v[in->next];
+    in->note(&(struct inputs_fetch_note){.index = in->next,
+                                         .path = one->path,
+                                         .url = one->url,
+                                         .host = info->host,
+                                         .addr = info->addr,
+                                         .bytes = len,
+                                         .ms = info->ms,
+                                         .err = err},
+             in->arg);
     if (err) {
         struct sbx_err e = *err;
         sbx_err_wrap(&e, "inputs[%zu].url", in->next);
         in->cb(&e, in->arg);
         return;
     }
-    in->v[in->next].data = data ? data : sbx_xmalloc(1);
-    in->v[in->next].len = len;
+    one->data = data ? data : sbx_xmalloc(1);
+    one->len = len;
+    in->bytes_left -= len;
     in->next++;
     fetch_next(in);
 }
@@ -75,22 +89,46 @@ static void fetch_next(struct inputs *in)
         return;
     }
     struct sbx_err err = {0};
-    in->fetch = fetch_start(in->px, in->jobs, in->policy, in->v[in->next].url, in->ca_file,
-                            on_fetched, in, &err);
+    long long left_ms = in->deadline_ms - sbx_now_ms();
+    if (left_ms <= 0) {
+        sbx_err_set(&err, ETIMEDOUT, "input_fetch_failed",
+                    "inputs[%zu].url: the url inputs took longer than %lld ms in all", in->next,
+                    in->timeout_ms);
+        in->cb(&err, in->arg);
+        return;
+    }
+    if (in->bytes_left == 0) {
+        sbx_err_set(&err, EFBIG, "input_too_large",
+                    "inputs[%zu].url: the url inputs before it used up their bytes", in->next);
+        in->cb(&err, in->arg);
+        return;
+    }
+    in->fetch = fetch_start(in->px, in->jobs, in->v[in->next].url, in->ca_file, in->bytes_left,
+                            left_ms, on_fetched, in, &err);
     if (!in->fetch) {
+        in->note(&(struct inputs_fetch_note){.index = in->next,
+                                             .path = in->v[in->next].path,
+                                             .url = in->v[in->next].url,
+                                             .host = "",
+                                             .addr = "",
+                                             .err = &err},
+                 in->arg);
         sbx_err_wrap(&err, "inputs[%zu].url", in->next);
         in->cb(&err, in->arg);
     }
 }
 
 void inputs_fetch(struct inputs *in, struct egress_proxy *px, struct jobs *jobs,
-                  const struct egress_policy *policy, const char *ca_file, inputs_fetched_fn cb,
-                  void *arg)
+                  const char *ca_file, const struct inputs_limits *lim, inputs_note_fn note,
+                  inputs_fetched_fn cb, void *arg)
 {
     in->px = px;
     in->jobs = jobs;
-    in->policy = policy;
     in->ca_file = ca_file;
+    in->bytes_left = lim->max_bytes;
+    in->timeout_ms = lim->timeout_ms;
+    in->deadline_ms = sbx_now_ms() + lim->timeout_ms;
+    in->note = note;
     in->cb = cb;
     in->arg = arg;
     in->next = 0;
@@ -139,7 +177,7 @@ static int parse_one(json_t *item, size_t i, struct input *out, struct sbx_err *
                            i);
     out->path = json_string_value(path);
     if (url) {
-        /* Whether the URL may be fetched is the egress policy's call, at fetch time. */
+        /* Whether the URL may be fetched is egress_proxy_check_url's call, at fetch time. */
         if (strncmp(json_string_value(url), "https://", 8))
             return sbx_err_set(err, EINVAL, "invalid_input", "inputs[%zu].url must be https://",
                                i);

@@ -5,12 +5,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "../../common/jobs.h"
 #include "../../common/log.h"
+#include "../../common/sbxuser.h"
 #include "../../common/text.h"
 #include "../../common/util.h"
 #include "../billing/billing.h"
@@ -101,6 +103,22 @@ static int write_trust(struct sandbox *sb, const char *pem, struct sbx_err *err)
     }
     close(dfd);
     return r;
+}
+
+/* out/ in a new workspace, the sandbox user's (a daemon that is not root cannot give it away
+ * and runs commands as itself). A workspace from a snapshot keeps whatever it holds under
+ * that name, a file or a symlink too: only a missing out/ is made. */
+static int make_out_dir(struct sandbox *sb, struct sbx_err *err)
+{
+    _cleanup_close_ int dfd = open(sb->workspace, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0)
+        return sbx_err_sys(err, errno, "opening the workspace");
+    if (mkdirat(dfd, SANDBOX_OUT_DIR, 0755) < 0)
+        return errno == EEXIST ? 0
+                               : sbx_err_sys(err, errno, "creating %s/ in the workspace",
+                                             SANDBOX_OUT_DIR);
+    (void)fchownat(dfd, SANDBOX_OUT_DIR, SBX_USER_UID, SBX_USER_GID, AT_SYMLINK_NOFOLLOW);
+    return 0;
 }
 
 int sandbox_config_settings_set(struct manager *m, struct sandbox *sb, long long idle_sec,
@@ -365,8 +383,7 @@ static int create_sandbox(struct manager *m, const struct auth_identity *who,
         return r;
     if (!template_usable(tpl.owner, tpl.shared, who->user)) {
         template_info_clear(&tpl);
-        return sbx_err_set(err, ENOENT, "invalid_template", "template %s is not built here",
-                           p->template_name);
+        return template_not_built(p->template_name, err);
     }
 
     char id[STORE_ID_MAX + 1];
@@ -429,6 +446,8 @@ static int create_sandbox(struct manager *m, const struct auth_identity *who,
     } else if (from && (r = wsimage_copy_tree(from, sb->workspace, err)) < 0) {
         goto fail;
     }
+    if ((r = make_out_dir(sb, err)) < 0)
+        goto fail;
     if (p->trust_pem && (r = write_trust(sb, p->trust_pem, err)) < 0)
         goto fail;
     if (p->workspace_fill &&

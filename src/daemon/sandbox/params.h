@@ -19,6 +19,9 @@
  * beneath the workspace, and where the sandbox sees it. */
 #define SANDBOX_TRUST_FILE ".sbx-egress-ca.pem"
 #define SANDBOX_TRUST_PATH "/workspace/" SANDBOX_TRUST_FILE
+/* The directory whose files come back as artifacts; every new workspace has it (spec 000's
+ * examples write out/... without creating it). */
+#define SANDBOX_OUT_DIR "out"
 /* The desktop template's noVNC port (docs/templates.md), which a configuration with
  * desktop_enabled false keeps closed to preview links. */
 #define SANDBOX_DESKTOP_PORT 6080

@@ -24,6 +24,23 @@ bool template_name_valid(const char *name)
     return true;
 }
 
+/* The recipes shipped in templates/ of the checkout (docs/templates.md). */
+static const char *const shipped[] = {"base", "office", "desktop"};
+
+int template_not_built(const char *name, struct sbx_err *err)
+{
+    for (size_t i = 0; i < sizeof(shipped) / sizeof(shipped[0]); i++)
+        if (!strcmp(name, shipped[i]))
+            return sbx_err_set(err, ENOENT, "invalid_template",
+                               "template %s is not built here: the operator builds it with "
+                               "scripts/build-template.sh %s (make run builds base and office)",
+                               name, name);
+    return sbx_err_set(err, ENOENT, "invalid_template",
+                       "template %s is not built here: GET /v1/templates lists those that are; "
+                       "POST /v1/templates builds a custom one (docs/templates.md)",
+                       name);
+}
+
 int template_load(const char *cache, const char *name, json_t **manifest, char **dir_out,
                   struct sbx_err *err)
 {
@@ -32,7 +49,7 @@ int template_load(const char *cache, const char *name, json_t **manifest, char *
     _cleanup_free_ char *link = sbx_xasprintf("%s/%s", cache, name);
     char dir[PATH_MAX];
     if (!realpath(link, dir))
-        return sbx_err_set(err, ENOENT, "invalid_template", "template %s is not built here", name);
+        return template_not_built(name, err);
     _cleanup_free_ char *manifest_path = sbx_xasprintf("%s/manifest.json", dir);
     _cleanup_free_ char *rootfs = sbx_xasprintf("%s/rootfs", dir);
     _cleanup_free_ char *text = NULL;

@@ -27,6 +27,10 @@ bool template_name_valid(const char *name);
  * directory the name points at now; invalid_template when it is not there. */
 int template_load(const char *cache, const char *name, json_t **manifest, char **dir,
                   struct sbx_err *err);
+/* invalid_template for a template that is not built here (or not the caller's to use: the
+ * same answer), saying how to build it: the operator's recipes in templates/ with
+ * scripts/build-template.sh, any other name as a custom template. Returns -ENOENT. */
+int template_not_built(const char *name, struct sbx_err *err);
 /* Resolve a built template; invalid_template when it is not there. */
 int template_resolve(const char *cache, const char *name, struct template_info *out,
                      struct sbx_err *err);

@@ -64,9 +64,10 @@ static bool member_ready(const struct sandbox *sb)
 struct census {
     const char *name;
     const char *digest; /* the template's current build; NULL: keep any */
+    bool warm;          /* the template's warm snapshot is ready: members are restored from it */
     int ready, starting;
     struct sandbox *idle;  /* one ready member */
-    struct sandbox *stale; /* one member booted from an older build, or paused */
+    struct sandbox *stale; /* one member booted from an older build, paused, or cold */
 };
 
 static void count_member(struct sandbox *sb, void *data)
@@ -77,7 +78,8 @@ static void count_member(struct sandbox *sb, void *data)
     if (strcmp(sb->rec.template_name, c->name))
         return;
     /* Paused: a warm snapshot's holder from before a restart (warm.c makes a new one). */
-    if (sb->paused || (c->digest && strcmp(sb->rec.template_digest, c->digest))) {
+    if (sb->paused || (c->digest && strcmp(sb->rec.template_digest, c->digest)) ||
+        (c->warm && !sb->from_warm_image)) {
         c->stale = sb;
         return;
     }
@@ -136,13 +138,19 @@ static void fill_one(struct warm_pool *p, struct pool_entry *e, long long now)
         e->retry_at = now + POOL_BACKOFF_MAX_MS;
         return;
     }
-    struct census c = {.name = e->spec.name, .digest = tpl.digest};
+    /* A template whose warm snapshot is being taken boots no member cold meanwhile: its
+     * members are restored from the snapshot, so that their creates answer restored: true
+     * (docs/templates.md); one booted cold before it was ready gives way. */
+    const char *snap = warm_images_state(p->images, e->spec.name);
+    struct census c = {.name = e->spec.name, .digest = tpl.digest, .warm = !strcmp(snap, "ready")};
     manager_each(p->mgr, "", count_member, &c);
     template_info_clear(&tpl);
     if (c.stale) {
-        destroy_member(p, c.stale, "its template was rebuilt");
+        destroy_member(p, c.stale, "its template was rebuilt or is warm now");
         return;
     }
+    if (!strcmp(snap, "warming"))
+        return;
     if (p->yielding || c.ready > e->spec.size) {
         if (c.idle)
             destroy_member(p, c.idle, p->yielding ? "memory is short" : "pool shrank");

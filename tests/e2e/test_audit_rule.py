@@ -10,8 +10,6 @@ leave an entry carrying its request id, or is on EXEMPT with the reason, or on U
 added to the router without being classified fails the test."""
 
 import hashlib
-import os
-import subprocess
 
 import harness
 import wsclient
@@ -198,14 +196,8 @@ def test_a_long_command_is_bounded_and_hashed_whole():
 # --- the rule over the router's list --------------------------------------------------------
 
 def routes():
-    out = subprocess.run([os.path.join(harness.build_dir(), "sbxd"), "--routes"],
-                         capture_output=True, text=True, check=True).stdout
-    got = set()
-    for line in out.splitlines():
-        method, pattern = line.split(" ", 1)
-        if method in STATE_CHANGING or pattern == "/v1/sandboxes/{}/terminal":
-            got.add("%s %s" % (method, pattern))
-    return got
+    return {"%s %s" % (method, pattern) for method, pattern in harness.router_routes()
+            if method in STATE_CHANGING or pattern == "/v1/sandboxes/{}/terminal"}
 
 
 def drive_all():

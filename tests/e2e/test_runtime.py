@@ -26,6 +26,8 @@ import sys
 import tempfile
 import time
 
+import harness
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HDR = struct.Struct(">IIBBH")
 HELLO, OPEN, DATA, EOF, WINDOW, EXIT, ERROR, SIGNAL, PING, PONG = range(1, 11)
@@ -382,8 +384,7 @@ def _template_rootfs():
 def test_template_with_real_agent_exec():
     agent, rootfs = _real_agent(), _template_rootfs()
     if not agent or not rootfs:
-        print("  (skipped: needs sbx-agent and the base template)")
-        return
+        raise harness.Skip("needs sbx-agent (%s) and the base template (%s)" % (agent, rootfs))
     with Sandbox(agent=agent, rootfs=rootfs) as sb:
         s = sb.connect()
         s.sendall(frame(0, HELLO, 0, json.dumps({"version": 1, "role": "daemon"}).encode()))
@@ -404,7 +405,6 @@ def test_template_with_real_agent_exec():
         assert result[0] == EXIT and result[1].get("exit_code") == 0, result
         assert out.decode().split() == ["lo", "42", "ro"], out
         s.close()
-        _state.setdefault("timings", {})["template_start_ms"] = sb.start_ms
 
 
 def assert_relays(sb, payload):
@@ -468,17 +468,13 @@ def test_an_idle_sandbox_costs_its_sandbox_and_gofer_processes_and_no_runsc_run(
         sb.__exit__()
 
 
-def test_destroy_is_fast_and_cleans_everything():
+def test_destroy_cleans_everything():
+    # How long rt_destroy takes is bench/bench_runtime.py's; here, what it leaves.
     sb = Sandbox().start()
     shim = sb.shim_pid()
-    t0 = time.time()
-    out = sb.destroy()
-    # The call itself, as the driver times it: the driver's own start (an ASan binary, slow
-    # to exec on a loaded host) is not rt_destroy's.
-    call_ms = int(out.split()[1])
-    assert call_ms < 500, "rt_destroy blocked %d ms" % call_ms
-    done = sb.wait_gone()
-    t = time.time() + 2
+    sb.destroy()
+    sb.wait_gone()
+    t = time.time() + 30
     while _pid_running(shim) and time.time() < t:  # it removes the dir last, then exits
         time.sleep(0.02)
     assert not _pid_running(shim), "the shim is still running"
@@ -486,8 +482,6 @@ def test_destroy_is_fast_and_cleans_everything():
     assert not os.path.exists(_cgroup_dir("memory", sb.id))
     ps = subprocess.run(["pgrep", "-f", "runsc.* %s$" % sb.id], capture_output=True, text=True)
     assert ps.stdout.strip() == "", "runsc processes left: %s" % ps.stdout
-    _state.setdefault("timings", {})["destroy_total_ms"] = int((done - t0) * 1000)
-    _state["timings"]["destroy_call_ms"] = int(out.split()[1])
 
 
 def test_destroy_without_shim_uses_helper():
@@ -505,8 +499,7 @@ def test_destroy_without_shim_uses_helper():
         time.sleep(0.05)
     assert not sb.alive(), "the killed shim still counts as alive"
     assert _container_exists(sb.id), "runsc container vanished with the shim"
-    out = sb.destroy()
-    assert int(out.split()[1]) < 500, "rt_destroy blocked: %s" % out
+    sb.destroy()
     sb.wait_gone()
     assert not os.path.exists(_cgroup_dir("memory", sb.id))
 
@@ -563,8 +556,7 @@ def test_start_failure_reports_runsc_log():
 def test_real_agent_hello():
     agent = _real_agent()
     if not agent:
-        print("  (skipped: no sbx-agent built)")
-        return
+        raise harness.Skip("no sbx-agent in %s" % _build_dir())
     with Sandbox(agent=agent) as sb:
         s = sb.connect()
         s.sendall(frame(0, HELLO, 0, json.dumps({"version": 1, "role": "daemon"}).encode()))
@@ -575,51 +567,6 @@ def test_real_agent_hello():
         s.sendall(frame(0, PING, 0, b"p"))
         assert recv_frame(s) == (0, PONG, 0, b"p")
         s.close()
-        _state.setdefault("timings", {})["real_agent_start_ms"] = sb.start_ms
-
-
-def test_timings():
-    """Not a check so much as the figures for docs/runtime.md."""
-    starts = []
-    for _ in range(3):
-        sb = Sandbox().start()
-        starts.append(sb.start_ms)
-        if len(starts) < 3:
-            sb.destroy()
-            sb.wait_gone()
-    s = sb.connect()
-    n = 300
-    t0 = time.perf_counter()
-    for i in range(n):
-        s.sendall(frame(0, PING, 0, b"x" * 64))
-        recv_frame(s)
-    rtt_us = (time.perf_counter() - t0) / n * 1e6
-    payload = os.urandom(256 * 1024)
-    t0 = time.perf_counter()
-    total = 0
-    for i in range(64):
-        s.sendall(frame(1, DATA, 1, payload))
-        recv_frame(s)
-        total += len(payload)
-    mbps = total / (time.perf_counter() - t0) / 1e6
-    s.close()
-    sb.destroy()
-    sb.wait_gone()
-    # The same echo without the shim and runsc: a pipe to cat on the host.
-    cat = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
-    t0 = time.perf_counter()
-    for i in range(n):
-        cat.stdin.write(frame(0, PING, 0, b"x" * 64))
-        b = b""
-        while len(b) < HDR.size + 64:
-            b += cat.stdout.read(HDR.size + 64 - len(b))
-    host_rtt_us = (time.perf_counter() - t0) / n * 1e6
-    cat.stdin.close()
-    cat.wait()
-    t = _state.setdefault("timings", {})
-    t.update(start_ms=starts, ping_rtt_us=int(rtt_us), host_pipe_rtt_us=int(host_rtt_us),
-             echo_throughput_MBps=round(mbps, 1))
-    print("  timings: %s" % json.dumps(t))
 
 
 def teardown_module():

@@ -179,6 +179,7 @@ def test_e2b_list_metrics_resume_and_context_delete():
         listed = json.loads(body)
         assert st == 200 and [s["sandboxID"] for s in listed] == [sid], listed
         assert listed[0]["state"] == "running" and listed[0]["cpuCount"] >= 1, listed
+        info = listed[0]
 
         def metrics():
             st, _, body = _raw(d.port, "GET", "/e2b/api/sandboxes/%s/metrics" % sid, api)
@@ -190,8 +191,8 @@ def test_e2b_list_metrics_resume_and_context_delete():
         m = before[0]
         assert set(m) == {"timestamp", "timestampUnix", "cpuCount", "cpuUsedPct", "memUsed",
                           "memTotal", "diskUsed", "diskTotal"}, m
-        assert m["memTotal"] == sb["memoryMB"] << 20 and 0 < m["memUsed"], (m, sb)
-        assert 0 < m["diskUsed"] < m["diskTotal"] and m["cpuCount"] == sb["cpuCount"], m
+        assert m["memTotal"] == info["memoryMB"] << 20 and 0 < m["memUsed"], (m, info)
+        assert 0 < m["diskUsed"] < m["diskTotal"] and m["cpuCount"] == info["cpuCount"], m
         assert m["timestamp"].endswith("Z") and abs(m["timestampUnix"] - time.time()) < 60, m
         # Work inside shows: CPU time, 32 MB more on its disk and in its memory.
         assert _start(d.port, sid, token,

@@ -296,12 +296,13 @@ def test_parallel_execs_are_metered_exactly():
 
 
 def _metered_exec(user, at):
-    """One exec of user's at the clock's time at, its sandbox gone before the clock moves
-    (so no running time is metered)."""
+    """One exec of user's on the v1 backend (charged by exec time) at the clock's time at,
+    past the month's free second (so it is charged), its sandbox gone before the clock
+    moves."""
     clock().set(at)
     c = member(user)
-    sid = c.create_sandbox(ttl_seconds=600)["id"]
-    c.sh(sid, "sleep 0.3")
+    sid = c.create_sandbox(backend="v1", ttl_seconds=600)["id"]
+    c.sh(sid, "sleep %.1f" % (FREE_MS / 1000 + 0.5))
     c.delete_sandbox(sid)
 
 
@@ -314,7 +315,7 @@ def test_counters_survive_kill9():
     admin = d.client()
     q = "/v1/usage?user=k9&from=2026-11-05&to=2026-11-05"
     before = admin.ok("GET", q)
-    assert before["total"]["exec_ms"] >= 300, before
+    assert before["total"]["exec_ms"] >= FREE_MS + 500, before
     ledger = admin.ok("GET", "/v1/wallet/ledger?user=k9")["data"]
     wallet = admin.ok("GET", "/v1/wallet?user=k9")["balance_micro_eur"]
     d.restart(hard=True)

@@ -3,7 +3,7 @@
 // starts the daemon and passes MCP_URL, SBX_API_KEY (alice) and SBX_OTHER_SANDBOX (bob's).
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { after, before, test } from 'node:test';
+import { after, afterEach, before, test } from 'node:test';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import {
@@ -28,19 +28,25 @@ function transport(k = key) {
 }
 
 let client;
-// Each case stands alone: one that needs a sandbox's state makes its own sandbox (fresh),
-// the others share one made on first use (shared), and none reads what another left.
+// Each case stands alone: one that needs a sandbox's state makes its own sandbox (fresh,
+// killed after the case: a key runs few at once), the others share one made on first use
+// (shared), and none reads what another left.
 const made = [];
 let sharedId;
 
-async function fresh() {
+async function create() {
   const r = await ok('sandbox_create', { ttl_seconds: 900 });
-  made.push(r.structuredContent.id);
   return r.structuredContent.id;
 }
 
+async function fresh() {
+  const id = await create();
+  made.push(id);
+  return id;
+}
+
 async function shared() {
-  if (!sharedId) sharedId = await fresh();
+  if (!sharedId) sharedId = await create();
   return sharedId;
 }
 
@@ -72,8 +78,12 @@ before(async () => {
   await client.connect(transport());
 });
 
+afterEach(async () => {
+  while (made.length) await call('sandbox_kill', { sandbox_id: made.pop() }).catch(() => {});
+});
+
 after(async () => {
-  for (const id of made) await call('sandbox_kill', { sandbox_id: id }).catch(() => {});
+  if (sharedId) await call('sandbox_kill', { sandbox_id: sharedId }).catch(() => {});
   await client.close();
 });
 

@@ -703,10 +703,6 @@ def main():
         # Not a test of its own: a clean end adds nothing to the count.
         print("sanitizers: no report or crash left over after the tests", flush=True)
 
-    if r.failed or args.keep_logs:
-        print("daemon logs kept in %s" % logdir)
-    elif not own_route_log:
-        shutil.rmtree(logdir, ignore_errors=True)
     if args.pg_again:
         again(build, args.pg_again, r, True)
     if args.sqlite_again and not args.beside:
@@ -715,7 +711,9 @@ def main():
         check_routes(r, build, os.environ["SBX_TEST_ROUTE_LOG"])
     elif own_route_log:
         print("routes: not checked (a run of some tests only)", flush=True)
-    if own_route_log and not (r.failed or args.keep_logs):
+    if r.failed or args.keep_logs:
+        print("daemon logs kept in %s" % logdir)
+    else:
         shutil.rmtree(logdir, ignore_errors=True)
     if r.recap:
         print("--- why, in short (the FAIL lines above have the whole story):")

@@ -239,10 +239,13 @@ def test_daily_limit_counts_running_execs():
     t1.start()
     t1.join()
     assert results[1].status == 200, results[1]
-    # Once the running one alone has used the limit, nothing new starts, though none of
-    # its seconds are in the store yet.
-    time.sleep(DAILY_S + 0.5)
-    assert long_run.is_alive(), "the long exec is still running"
+    # Once the running one has used the limit, nothing new starts, though none of its
+    # seconds are in the store yet: the refusal comes while it still runs (what the store
+    # holds, t1's second, is under the limit).
+    wait_for(lambda: c.request("POST", "/v1/sandboxes/%s/exec" % sbs[2],
+                               {"shell": "true"}).status == 429, DAILY_S + 30, 0.2,
+             "the daily limit to refuse a new exec")
+    assert long_run.is_alive(), "refused only once the long exec had ended"
     assert_error(c.request("POST", "/v1/sandboxes/%s/exec" % sbs[2], {"shell": "true"}), 429,
                  "sandbox_daily_limit")
     assert_error(c.request("POST", "/v1/sandboxes/%s/run_code" % sbs[2], {"code": "1"}), 429,

@@ -7,7 +7,7 @@ template when present), and the "agent" is either a shell script that writes a p
 report into /workspace, says one HELLO frame and then echoes frames back (`exec cat`),
 or the real build/sbx-agent when it has been built.
 
-    python3 tests/e2e/test_runtime.py          # prints `N passed, N failed`
+    python3 tests/e2e/test_runtime.py          # prints `N passed, N failed, N skipped`
 
 Binaries: $SBX_RT_DRIVER or $SBX_BUILD/tests/rt_driver (compiled here from the sources
 when missing), $SBX_SHIM or $SBX_BUILD/sbx-shim, $SBX_AGENT or $SBX_BUILD/sbx-agent.
@@ -598,7 +598,7 @@ def teardown_module():
 
 
 def main():
-    passed = failed = 0
+    passed = failed = skipped = 0
     tests = [(n, f) for n, f in globals().items() if n.startswith("test_") and callable(f)]
     only = sys.argv[1:]
     try:
@@ -610,12 +610,15 @@ def main():
                 fn()
                 passed += 1
                 print("PASS %s (%.1fs)" % (name, time.time() - t0), flush=True)
+            except harness.Skip as e:
+                skipped += 1
+                print("SKIP %s: %s" % (name, e), flush=True)
             except Exception as e:  # AssertionError and anything unexpected
                 failed += 1
                 print("FAIL %s: %s: %s" % (name, type(e).__name__, e), flush=True)
     finally:
         teardown_module()
-    print("%d passed, %d failed" % (passed, failed))
+    print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
     return 1 if failed else 0
 
 

@@ -378,6 +378,17 @@ def snapshot_bytes(d, sid):
     return total
 
 
+def snapshot_mark(d, sid):
+    """Where the tick's count of a paused snapshot's hours stands (0: not started)."""
+    db = harness.store_db(d)
+    try:
+        row = db.execute("SELECT upto_ms FROM usage_marks WHERE sandbox_id=? AND kind=?",
+                         (sid, "snapshot_byte_hours")).fetchone()
+    finally:
+        db.close()
+    return row[0] if row else 0
+
+
 def test_paused_snapshot_is_metered_hourly_and_charged():
     d = daemon()
     c = member("sleeper")
@@ -385,7 +396,8 @@ def test_paused_snapshot_is_metered_hourly_and_charged():
     sid = c.create_sandbox(ttl_seconds=3600)["id"]
     r = c.request("POST", "/v1/sandboxes/%s/pause" % sid, timeout=120)
     assert r.status == 200 and r.body["status"] == "paused", r
-    time.sleep(0.5)  # a tick sees it paused at 11:10
+    # A tick sees it paused at 11:10: its snapshot's hours are counted from 11:00 on.
+    wait_for(lambda: snapshot_mark(d, sid), 30, what="a tick to see the pause")
     assert c.ok("GET", "/v1/usage")["total"]["v2_running_ms"] == 0, "the clock did not move"
     clock().set("2026-11-08T13:30:00")
     wait_for(lambda: c.ok("GET", "/v1/usage")["total"]["snapshot_byte_hours"], 10,

@@ -371,14 +371,9 @@ static void test_store_nodes(struct store *s, const char *nm, const struct store
     CHECK(store_sandbox_get(s, sb->id, &back, &err) == 0 && !strcmp(back.node_id, "node-1"),
           "%s: a new sandbox is on the node that claimed the store: %s", nm, back.node_id);
     store_sandbox_clear(&back);
-    struct store_node n = {.id = "node-1",
-                           .url = "http://127.0.0.1:1",
-                           .capacity = 5,
-                           .templates = "base,office",
-                           .backends = "gvisor",
-                           .key_fingerprint = "ab",
-                           .started_at_ms = 10,
-                           .heartbeat_ms = 10};
+    struct store_node n = {.id = "node-1", .url = "http://127.0.0.1:1", .capacity = 5,
+                           .templates = "base,office", .backends = "gvisor",
+                           .key_fingerprint = "ab", .started_at_ms = 10, .heartbeat_ms = 10};
     struct store_node got;
     CHECK(store_node_register(s, &n, &err) == 0 && store_node_register(s, &n, &err) == 0 &&
               store_node_heartbeat(s, "node-1", 99, "base", &err) == 0 &&

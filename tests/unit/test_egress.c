@@ -26,48 +26,27 @@ static void test_addresses(void)
     static const struct {
         const char *in, *cls;
     } cases[] = {
-        {"127.0.0.1", "loopback"},
-        {"127.1", "loopback"},
-        {"2130706433", "loopback"},
-        {"0x7f000001", "loopback"},
-        {"0177.0.0.1", "loopback"},
-        {"0x7f.1", "loopback"},
-        {"::1", "loopback"},
-        {"[::1]", "loopback"},
-        {"::ffff:127.0.0.1", "loopback"},
-        {"[::ffff:7f00:1]", "loopback"},
-        {"64:ff9b::127.0.0.1", "loopback"},
-        {"2002:7f00:1::", "loopback"},
-        {"169.254.169.254", "metadata"},
-        {"::ffff:169.254.169.254", "metadata"},
-        {"fd00:ec2::254", "metadata"},
-        {"169.254.1.1", "link_local"},
-        {"fe80::1", "link_local"},
-        {"10.0.0.1", "private"},
-        {"172.16.0.1", "private"},
-        {"172.31.255.255", "private"},
-        {"192.168.1.1", "private"},
-        {"fc00::1", "private"},
-        {"100.64.0.1", "cgnat"},
-        {"100.127.255.255", "cgnat"},
-        {"224.0.0.1", "multicast"},
-        {"ff02::1", "multicast"},
-        {"0.0.0.0", "unspecified"},
-        {"0", "unspecified"},
-        {"::", "unspecified"},
-        {"255.255.255.255", "reserved"},
-        {"240.0.0.1", "reserved"},
-        {"192.0.2.1", "documentation"},
-        {"2001:db8::1", "documentation"},
-        {"198.18.0.1", "benchmark"},
-        {"::127.0.0.1", "reserved"},
-        {"2001::1", "reserved"},
-        {"8.8.8.8", "public"},
-        {"172.32.0.1", "public"},
-        {"100.128.0.1", "public"},
-        {"2606:4700::1111", "public"},
-        {"example.com", "not-a-literal"},
-        {"127.0.0.1.", "not-a-literal"},
+        {"127.0.0.1", "loopback"},      {"127.1", "loopback"},
+        {"2130706433", "loopback"},     {"0x7f000001", "loopback"},
+        {"0177.0.0.1", "loopback"},     {"0x7f.1", "loopback"},
+        {"::1", "loopback"},            {"[::1]", "loopback"},
+        {"::ffff:127.0.0.1", "loopback"}, {"[::ffff:7f00:1]", "loopback"},
+        {"64:ff9b::127.0.0.1", "loopback"}, {"2002:7f00:1::", "loopback"},
+        {"169.254.169.254", "metadata"}, {"::ffff:169.254.169.254", "metadata"},
+        {"fd00:ec2::254", "metadata"},  {"169.254.1.1", "link_local"},
+        {"fe80::1", "link_local"},      {"10.0.0.1", "private"},
+        {"172.16.0.1", "private"},      {"172.31.255.255", "private"},
+        {"192.168.1.1", "private"},     {"fc00::1", "private"},
+        {"100.64.0.1", "cgnat"},        {"100.127.255.255", "cgnat"},
+        {"224.0.0.1", "multicast"},     {"ff02::1", "multicast"},
+        {"0.0.0.0", "unspecified"},     {"0", "unspecified"},
+        {"::", "unspecified"},          {"255.255.255.255", "reserved"},
+        {"240.0.0.1", "reserved"},      {"192.0.2.1", "documentation"},
+        {"2001:db8::1", "documentation"}, {"198.18.0.1", "benchmark"},
+        {"::127.0.0.1", "reserved"},    {"2001::1", "reserved"},
+        {"8.8.8.8", "public"},          {"172.32.0.1", "public"},
+        {"100.128.0.1", "public"},      {"2606:4700::1111", "public"},
+        {"example.com", "not-a-literal"}, {"127.0.0.1.", "not-a-literal"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         CHECK(!strcmp(class_of(cases[i].in), cases[i].cls), "%s is %s (got %s)", cases[i].in,
@@ -116,14 +95,14 @@ static void test_hosts(void)
     strcpy(longlabel + 64, ".com");
     CHECK(egress_host_normalise(longlabel, strlen(longlabel), out, &err) < 0,
           "64-character label refused");
-    const char *ips[] = {"1.2.3.4", "127.1",    "2130706433", "0x7f000001",
-                         "::1",     "a.b.0x10", "foo.123"};
+    const char *ips[] = {"1.2.3.4", "127.1", "2130706433", "0x7f000001", "::1", "a.b.0x10",
+                         "foo.123"};
     for (size_t i = 0; i < sizeof(ips) / sizeof(ips[0]); i++)
         CHECK(egress_host_is_ip(ips[i]), "%s reads as an address", ips[i]);
     CHECK(!egress_host_is_ip("123.example.com"), "a numeric first label is a name");
-    const char *internal[] = {"localhost",   "a.localhost",           "printer.local",
-                              "db.internal", "x.localdomain",         "router.lan",
-                              "h.home.arpa", "1.0.0.10.in-addr.arpa", "intranet"};
+    const char *internal[] = {"localhost", "a.localhost", "printer.local", "db.internal",
+                              "x.localdomain", "router.lan", "h.home.arpa", "1.0.0.10.in-addr.arpa",
+                              "intranet"};
     for (size_t i = 0; i < sizeof(internal) / sizeof(internal[0]); i++)
         CHECK(egress_host_is_internal(internal[i]), "%s is internal", internal[i]);
     CHECK(!egress_host_is_internal("notlocal.com"), "notlocal.com is not internal");
@@ -151,7 +130,8 @@ static void test_policies(void)
 {
     struct egress_policy p;
     struct sbx_err err = {0};
-    CHECK(egress_policy_parse(NULL, &p, &err) == 0 && p.mode == EGRESS_MODE_NONE, "absent: none");
+    CHECK(egress_policy_parse(NULL, &p, &err) == 0 && p.mode == EGRESS_MODE_NONE,
+          "absent: none");
     json_t *j = J("{\"mode\":\"allowlist\",\"domains\":[\"A.example.COM.\",\"a.example.com\","
                   "\"b.example.org\"]}");
     CHECK(egress_policy_parse(j, &p, &err) == 0 && p.n == 2, "normalised and deduplicated");
@@ -236,8 +216,8 @@ static void test_operator(void)
     CHECK(egress_operator_addr_check(op, true, &a) == NULL, "name allowed");
     egress_operator_free(op);
     CHECK(egress_operator_host_allowed(NULL, "anything.com"), "no operator policy: allowed");
-    const char *bad[] = {"{\"deny_egress_by_default\":1}",     "{\"allow_out\":\"x\"}",
-                         "{\"allow_out\":[\"_bad\"]}",         "{\"deny_out\":[\"example.com\"]}",
+    const char *bad[] = {"{\"deny_egress_by_default\":1}", "{\"allow_out\":\"x\"}",
+                         "{\"allow_out\":[\"_bad\"]}", "{\"deny_out\":[\"example.com\"]}",
                          "{\"allow_out\":[\"127.0.0.1/40\"]}", "[]"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         j = J(bad[i]);
@@ -256,14 +236,14 @@ static size_t hello(uint8_t *b, const char *sni)
     size_t n = 0;
     body[n++] = 3, body[n++] = 3;
     memset(body + n, 0x11, 32), n += 32;
-    body[n++] = 0;                                                    /* session id */
+    body[n++] = 0;                           /* session id */
     body[n++] = 0, body[n++] = 2, body[n++] = 0x13, body[n++] = 0x01; /* one suite */
-    body[n++] = 1, body[n++] = 0;                                     /* compression: null */
+    body[n++] = 1, body[n++] = 0;            /* compression: null */
     size_t ext_len_at = n;
     n += 2;
     if (sni) {
         size_t l = strlen(sni);
-        body[n++] = 0, body[n++] = 0; /* server_name */
+        body[n++] = 0, body[n++] = 0;        /* server_name */
         body[n++] = 0, body[n++] = (uint8_t)(l + 5);
         body[n++] = 0, body[n++] = (uint8_t)(l + 3);
         body[n++] = 0;
@@ -290,7 +270,7 @@ static void test_sni(void)
     size_t cut = 0;
     while (cut < n && sni_parse(b, cut, name) == 1)
         cut++;
-    CHECK_EQ_INT(cut, n, "every prefix asks for more (the first that did not is the got)");
+    CHECK_EQ_INT(cut, n, "every prefix asks for more (got: the first that did not)");
     n = hello(b, NULL);
     CHECK(sni_parse(b, n, name) == -ENOENT, "no SNI: -ENOENT");
     CHECK(sni_parse((const uint8_t *)"GET / HTTP/1.1\r\n", 16, name) == -EPROTO,

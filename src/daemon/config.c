@@ -118,9 +118,10 @@ static int billing_config(struct sbxd_config *cfg, struct sbx_err *err)
     cfg->billing_start_s = (long long)timegm(&tm);
     cfg->data_region = env_or("SBX_DATA_REGION", "local");
     const char *ml = getenv("SBX_METRICS_LISTEN"), *cf = getenv("SBX_TEST_CLOCK_FILE"),
-               *lf = getenv("SBX_LOG_FORMAT");
+               *lf = getenv("SBX_LOG_FORMAT"), *rl = getenv("SBX_TEST_ROUTE_LOG");
     cfg->metrics_listen = ml && *ml ? sbx_xstrdup(ml) : NULL;
     cfg->test_clock_file = cf && *cf ? sbx_xstrdup(cf) : NULL;
+    cfg->test_route_log = rl && *rl ? sbx_xstrdup(rl) : NULL;
     if (lf && *lf && strcmp(lf, "json") && strcmp(lf, "text"))
         return sbx_err_set(err, EINVAL, "invalid_config", "SBX_LOG_FORMAT must be text or json");
     cfg->log_json = lf && !strcmp(lf, "json");
@@ -430,6 +431,7 @@ void config_free(struct sbxd_config *cfg)
     free(cfg->data_region);
     free(cfg->metrics_listen);
     free(cfg->test_clock_file);
+    free(cfg->test_route_log);
     free(cfg->warm_pool);
     free(cfg->warm_snapshot);
     free(cfg->store_url);

@@ -96,6 +96,8 @@ struct sbxd_config {
     char *metrics_listen;  /* SBX_METRICS_LISTEN: /metrics without a key on ADDR:PORT, or NULL */
     int log_json;          /* SBX_LOG_FORMAT=json */
     char *test_clock_file; /* SBX_TEST_CLOCK_FILE: tests only, billing's "now" in unix seconds */
+    char *test_route_log;  /* SBX_TEST_ROUTE_LOG: tests only, a file each routed request's
+                              "METHOD PATTERN" line is appended to (tests/run.py's route check) */
     long long billing_tick_ms; /* SBX_TEST_BILLING_TICK_MS: metering and settlement, 60000 */
     /* SBX_SKILL_ENV: the variables skills declare (docs/configs.md), a JSON file, until
      * skills are installed through the API; NULL when unset. */

@@ -225,7 +225,8 @@ int main(int argc, char **argv)
                                .ntables = sbxd_route_tables,
                                .store = d.store,
                                .app = &d,
-                               .hooks = cluster_hooks(d.cluster)};
+                               .hooks = cluster_hooks(d.cluster),
+                               .route_log = d.cfg.test_route_log};
     struct http_server_limits limits = {.idle_s = (unsigned)d.cfg.http_idle_s,
                                         .per_address = (unsigned)d.cfg.http_per_address};
     if (bootstrap_admin(&d, &err) < 0 ||

@@ -164,8 +164,8 @@ int rt_cgroup_dir(const struct rt_config *cfg, const char *id, const char *contr
     dir = v2 ? sbx_xasprintf("%s%s", RT_CGROUP_ROOT, rel)
              : sbx_xasprintf("%s/%s%s", RT_CGROUP_ROOT, controller, rel);
     if (!is_dir(dir))
-        return sbx_err_set(err, ENOENT, "not_found", "cgroup %s of pid %d is not mounted here",
-                           dir, pid);
+        return sbx_err_set(err, ENOENT, "not_found", "cgroup %s of pid %d is not mounted here", dir,
+                           pid);
     *out = TAKE_PTR(dir);
     return 0;
 }
@@ -200,6 +200,41 @@ int rt_cgroup_memory_limit(const struct rt_config *cfg, const char *id, uint64_t
         return r;
     const char *file = rt_cgroup_detect() == RT_CGROUP_V2 ? "memory.max" : "memory.limit_in_bytes";
     return rt_cgroup_read_u64(dir, file, out, err);
+}
+
+/* v2's cpu.stat is "key value" lines; usage_usec is the total. */
+static int read_v2_cpu_usec(const char *dir, uint64_t *out, struct sbx_err *err)
+{
+    _cleanup_free_ char *path = sbx_xasprintf("%s/cpu.stat", dir);
+    _cleanup_free_ char *data = NULL;
+    int r = sbx_read_file(path, 4096, &data, NULL);
+    if (r < 0)
+        return sbx_err_sys(err, -r, "reading %s", path);
+    const char *p = strstr(data, "usage_usec ");
+    if (!p || (p != data && p[-1] != '\n'))
+        return sbx_err_set(err, EINVAL, "internal", "%s: no usage_usec", path);
+    *out = strtoull(p + strlen("usage_usec "), NULL, 10);
+    return 0;
+}
+
+int rt_cgroup_usage(const struct rt_config *cfg, const char *id, struct rt_usage *out,
+                    struct sbx_err *err)
+{
+    *out = (struct rt_usage){0};
+    bool v2 = rt_cgroup_detect() == RT_CGROUP_V2;
+    _cleanup_free_ char *mem = NULL, *cpu = NULL;
+    int r = rt_cgroup_dir(cfg, id, "memory", &mem, err);
+    if (r < 0 || (r = rt_cgroup_read_u64(mem, v2 ? "memory.current" : "memory.usage_in_bytes",
+                                         &out->memory_bytes, err)) < 0)
+        return r;
+    if (v2)
+        return read_v2_cpu_usec(mem, &out->cpu_usec, err);
+    uint64_t ns = 0;
+    if ((r = rt_cgroup_dir(cfg, id, "cpuacct", &cpu, err)) < 0 ||
+        (r = rt_cgroup_read_u64(cpu, "cpuacct.usage", &ns, err)) < 0)
+        return r;
+    out->cpu_usec = ns / 1000;
+    return 0;
 }
 
 static int write_u64(const char *dir, const char *file, uint64_t v, struct sbx_err *err)

@@ -151,6 +151,14 @@ void rt_cgroup_prime(void);
 /* Read the memory limit actually applied to a running sandbox's cgroup. */
 int rt_cgroup_memory_limit(const struct rt_config *cfg, const char *id, uint64_t *out,
                            struct sbx_err *err);
+/* What a running sandbox's cgroups have counted: the memory its processes use now (page
+ * cache included, as the limit counts it) and the CPU time they used since it started. */
+struct rt_usage {
+    uint64_t memory_bytes;
+    uint64_t cpu_usec;
+};
+int rt_cgroup_usage(const struct rt_config *cfg, const char *id, struct rt_usage *out,
+                    struct sbx_err *err);
 /* Move a running sandbox's memory cgroup limit (and v1's memory+swap with it, so there
  * is still no swap) to bytes. */
 int rt_cgroup_memory_set(const struct rt_config *cfg, const char *id, uint64_t bytes,

@@ -27,7 +27,7 @@ struct shim {
     bool debug;
     const char *runtime;  /* "gvisor" (runsc), "namespaces" or "local" (namespaces.c) */
     const char *platform; /* runsc --platform, or NULL for runsc's default */
-    bool native;         /* not gvisor: the shim itself starts the container */
+    bool native;          /* not gvisor: the shim itself starts the container */
     int log_fd;
     int ready_fd;
     int pid_fd; /* shim.pid, flock'ed for our lifetime */
@@ -60,8 +60,9 @@ struct shim {
 
     long long t_spawn;
     unsigned long long frames_up, frames_down, frames_dropped;
+    bool drop_said;        /* the log said frames are dropped since the last client left */
     struct shim_idle idle; /* the sentry's timer slack (shim_idle.h) */
-    int exit_code; /* -1 until the container exits */
+    int exit_code;         /* -1 until the container exits */
 };
 
 /* shim.log, with a timestamp; ready_say answers the starter (--ready-fd) once. */

@@ -52,6 +52,7 @@ void shim_relay_drop_client(struct shim *s, const char *why)
     s->client_w = NULL;
     close(s->client_fd);
     s->client_fd = -1;
+    s->drop_said = false;
     proto_decoder_free(s->client_dec);
     s->client_dec = NULL;
     proto_outq_free(s->to_client);
@@ -189,6 +190,11 @@ static void pump_agent_to_client(struct shim *s)
             s->frames_up++;
         } else {
             s->frames_dropped++;
+            /* Once per detached spell: a test (and an operator) can see that the agent's
+             * output went nowhere, rather than guess it from time. */
+            if (!s->drop_said)
+                shim_log(s, "no client: dropping the agent's frames until one attaches");
+            s->drop_said = true;
         }
     }
     flush_to_client(s);

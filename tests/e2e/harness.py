@@ -11,7 +11,12 @@ Standard library only. Used by tests/e2e, tests/security and bench/.
 
 Every daemon's stderr goes to a log file; its path is recorded in DAEMON_LOGS (and, when
 the env SBX_TEST_LOG_DIR is set by tests/run.py, the log is copied there before the data
-dir is removed) so that the runner can look for sanitizer reports after the run.
+dir is removed) so that the runner can look for sanitizer reports after each test.
+
+A daemon that ends without being asked (a crash, an abort, a sanitizer's exit), or that
+exits badly on SIGTERM, is entered in CRASHES; tests/run.py fails the test during which it
+was found, naming the daemon, its exit status and its log's tail. A test that cannot run
+here raises Skip(why): the runner counts it as a skip, never as a pass.
 """
 
 import ctypes
@@ -31,9 +36,39 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-# Paths of every daemon stderr log of this process (the runner reads them at the end).
+# Paths of every daemon stderr log of this process (the runner reads them after each test).
 DAEMON_LOGS = []
 _log_lock = threading.Lock()
+# (what, why, detail) of each daemon found dead or exiting badly; the runner drains it.
+CRASHES = []
+# The daemons that have a process, so the runner can find one that died between requests.
+_RUNNING = []
+
+
+class Skip(Exception):
+    """Raised by a test that cannot run here, with the reason; tests/run.py counts it as a
+    skip (and `make test` fails on one it does not expect: EXPECTED_SKIPS there)."""
+
+
+def _status_words(rc):
+    if rc is None:
+        return "still running"
+    if rc < 0:
+        try:
+            return "killed by %s" % signal.Signals(-rc).name
+        except ValueError:
+            return "killed by signal %d" % -rc
+    return {23: "exit status 23 (LeakSanitizer's)", 1: "exit status 1 (AddressSanitizer's "
+            "default, or an error exit)"}.get(rc, "exit status %d" % rc)
+
+
+def reap_dead():
+    """Every daemon whose process ended without the harness asking goes into CRASHES (and is
+    reaped, so a Shared daemon can start afresh for the next test). The runner calls this
+    after each test."""
+    for d in list(_RUNNING):
+        if d.proc is not None and d.proc.poll() is not None:
+            d._died("ended on its own")
 
 
 def build_dir():
@@ -62,6 +97,9 @@ def sanitizer_env(env):
         "detect_leaks=1:abort_on_error=0:halt_on_error=0:strict_string_checks=1:"
         "detect_stack_use_after_return=0:check_initialization_order=1:"
         "detect_invalid_pointer_pairs=0:"
+        # abort() and a failed assert() print a report with the stack, which the runner
+        # reads, rather than ending the process with no word.
+        "handle_abort=1:"
         # A small quarantine keeps a sanitized daemon's RSS meaningful for the tests that
         # check memory stays flat under heavy output.
         "quarantine_size_mb=16",
@@ -237,6 +275,14 @@ class Client:
         return r["stdout"]
 
 
+def router_routes(build=None):
+    """The router's own list, `sbxd --routes`: (method, pattern) pairs, the one source of the
+    routes for the tests that check each (test_audit_rule.py, tests/run.py's route check)."""
+    out = subprocess.run([os.path.join(build or build_dir(), "sbxd"), "--routes"],
+                         capture_output=True, text=True, check=True).stdout
+    return [tuple(line.split(" ", 1)) for line in out.splitlines() if line.strip()]
+
+
 def test_runtime():
     """The execution backend the suites run on: SBX_TEST_RUNTIME, default gvisor."""
     return os.environ.get("SBX_TEST_RUNTIME") or "gvisor"
@@ -398,9 +444,13 @@ class Daemon:
     admin_key: a key string to preset with SBX_ADMIN_KEY (default: a generated one);
     None starts without SBX_ADMIN_KEY, so the daemon makes its own (read it from
     data_dir/admin.key).
+    listens: names of more listen settings (e.g. SBX_METRICS_LISTEN) the harness gives a
+    127.0.0.1 port of their own, picked again with the others when one was taken
+    (listen_port(name) says which).
     """
 
-    def __init__(self, admin_key="generate", extra_env=None, build=None, data_dir=None):
+    def __init__(self, admin_key="generate", extra_env=None, build=None, data_dir=None,
+                 listens=()):
         self.build = build or build_dir()
         self.binary = os.path.join(self.build, "sbxd")
         self.tmp = tempfile.mkdtemp(prefix="sbx-test-")
@@ -411,6 +461,8 @@ class Daemon:
         self.admin_key = new_admin_key() if admin_key == "generate" else admin_key
         self.preset_key = self.admin_key is not None
         self.extra_env = dict(extra_env or {})
+        self.listens = tuple(listens)
+        self._pick_listens()
         pg_store(self.extra_env)
         self.proc = None
         self.starts = 0
@@ -423,9 +475,17 @@ class Daemon:
 
     # --- process control ---------------------------------------------------------------
 
+    def _pick_listens(self):
+        for name in self.listens:
+            self.extra_env[name] = "127.0.0.1:%d" % free_port()
+
+    def listen_port(self, name):
+        return int(self.extra_env[name].rsplit(":", 1)[1])
+
     def env(self):
         env = {k: v for k, v in os.environ.items()
-               if not k.startswith("SBX_") or k in ("SBX_TEMPLATE_CACHE", "SBX_RUNSC", "SBX_RUNSC_PLATFORM")}
+               if not k.startswith("SBX_") or k in ("SBX_TEMPLATE_CACHE", "SBX_RUNSC",
+                                                    "SBX_RUNSC_PLATFORM", "SBX_TEST_ROUTE_LOG")}
         sanitizer_env(env)
         if self.preset_key:
             env["SBX_ADMIN_KEY"] = self.admin_key
@@ -438,17 +498,23 @@ class Daemon:
 
     def start(self, timeout=60):
         """Start sbxd and wait until it answers. Ports are picked free but not held, so with
-        test runs side by side another daemon may take ours first: on a first start that
-        cannot listen, new ports are tried; and only our own process's "listening" line
-        counts, never another daemon answering on the port."""
-        for attempt in range(5):
+        test runs side by side another daemon may take ours first (or, across a restart,
+        probe it for a moment): a restart tries its own ports again for a few seconds, then
+        any start moves to new ones (the clients of this daemon follow it). Only our own
+        process's "listening" line counts, never another daemon answering on the port."""
+        restart = self.starts > 0
+        for attempt in range(8):
             try:
                 return self._start(timeout)
             except _PortTaken:
-                if self.starts > 1 or attempt == 4:
-                    raise AssertionError("sbxd could not listen; log tail:\n%s" % self.log_tail())
                 self.starts -= 1
+                if attempt == 7:
+                    raise AssertionError("sbxd could not listen; log tail:\n%s" % self.log_tail())
+                if restart and attempt < 3:
+                    time.sleep(1)
+                    continue
                 self.port, self.preview_port = free_port(), free_port()
+                self._pick_listens()
 
     def _start(self, timeout):
         assert self.proc is None, "already running"
@@ -464,16 +530,18 @@ class Daemon:
             env=self.env(), stdin=subprocess.DEVNULL, stdout=self._logf, stderr=self._logf,
             cwd=self.tmp)
         self.starts += 1
+        _RUNNING.append(self)
         deadline = time.time() + timeout
         listening = b"sbxd listening on 127.0.0.1:%d " % self.port
         while True:
             if self.proc.poll() is not None:
                 rc = self.proc.returncode
-                self.proc = None
-                self._logf.close()
-                self._logf = None
+                self._forget()
                 if b"cannot listen on" in self._log_since(since):
                     raise _PortTaken()
+                if rc < 0:
+                    # A refusal to start is an exit status; a signal is a crash.
+                    self._crash("%s during start" % _status_words(rc))
                 raise AssertionError("sbxd exited with %d during start; log tail:\n%s"
                                      % (rc, self.log_tail()))
             try:
@@ -494,6 +562,25 @@ class Daemon:
                 self.admin_key = f.read().strip()
         return self
 
+    def _forget(self):
+        self.proc = None
+        if self in _RUNNING:
+            _RUNNING.remove(self)
+        if self._logf:
+            self._logf.close()
+            self._logf = None
+
+    def _crash(self, why):
+        CRASHES.append(("sbxd on port %d (data %s)" % (self.port, self.data_dir), why,
+                        self.log_tail(60)))
+
+    def _died(self, how):
+        """Its process ended though nobody asked: a crash, entered in CRASHES."""
+        rc = self.proc.returncode
+        self._forget()
+        self._crash("%s: %s" % (how, _status_words(rc)))
+        return rc
+
     def _wait(self, timeout):
         try:
             return self.proc.wait(timeout)
@@ -502,21 +589,26 @@ class Daemon:
             self.proc.wait()
             raise AssertionError("sbxd did not exit within %ds of SIGTERM" % timeout)
         finally:
-            self.proc = None
-            if self._logf:
-                self._logf.close()
-                self._logf = None
+            self._forget()
 
     def stop(self, timeout=30):
-        """SIGTERM and wait; returns the exit status."""
+        """SIGTERM and wait; returns the exit status. A daemon already dead, or one whose
+        exit status after SIGTERM is not 0, is a crash (CRASHES)."""
         if self.proc is None:
             return None
+        if self.proc.poll() is not None:
+            return self._died("found dead when asked to stop")
         self.proc.send_signal(signal.SIGTERM)
-        return self._wait(timeout)
+        rc = self._wait(timeout)
+        if rc != 0:
+            self._crash("%s after SIGTERM" % _status_words(rc))
+        return rc
 
     def kill9(self):
         if self.proc is None:
             return None
+        if self.proc.poll() is not None:
+            return self._died("found dead when about to be killed")
         self.proc.kill()
         return self._wait(10)
 
@@ -578,7 +670,7 @@ class Daemon:
                         pass
                 self.stop()
             elif self.proc is not None:
-                self._wait(1)
+                self._died("found dead at clean-up")
         finally:
             self._keep_log()
             # Sandboxes no tracked client made (forks, the chat gateway's, skill rounds, those
@@ -692,8 +784,17 @@ class _TrackingClient(Client):
     """A Client that remembers the sandboxes it created so Daemon.cleanup can delete them."""
 
     def __init__(self, daemon, port, key):
-        super().__init__(port, key)
         self.daemon = daemon
+        super().__init__(port, key)
+
+    # The daemon's port now: a restart may have moved it (Daemon.start).
+    @property
+    def port(self):
+        return self.daemon.port
+
+    @port.setter
+    def port(self, _):
+        pass
 
     def with_key(self, key):
         return _TrackingClient(self.daemon, self.port, key)
@@ -722,8 +823,14 @@ class Shared:
         self.cache = {}
 
     def get(self):
-        if self.d is not None and not self.d.alive():
-            # A previous test left it stopped or it crashed: start it again on the same dir.
+        if self.d is not None and self.d.proc is not None and self.d.proc.poll() is not None:
+            # It died on its own: that is this test's failure (and a CRASHES entry), not
+            # something to paper over with a fresh start. The next test starts it again.
+            rc = self.d._died("found dead by the next test")
+            raise AssertionError("the module's shared sbxd died (%s); log tail:\n%s"
+                                 % (_status_words(rc), self.d.log_tail()))
+        if self.d is not None and self.d.proc is None:
+            # A previous test stopped it on purpose: start it again on the same dir.
             self.d.start()
         if self.d is None:
             self.d = Daemon(**self.kw)
@@ -759,6 +866,25 @@ class Shared:
 
 
 # --- assertions ------------------------------------------------------------------------
+
+def refused_start(extra_env, timeout=30):
+    """sbxd started with extra_env must refuse to run: returns its error and log tail. Fails
+    when it started, and when it neither started nor exited (a hang is not a refusal); the
+    check of the words is the caller's, on this text, never on one of its own making."""
+    d = Daemon(extra_env=extra_env)
+    started, why = False, ""
+    try:
+        try:
+            d.start(timeout=timeout)
+            started = True
+        except AssertionError as e:
+            why = str(e)
+    finally:
+        d.cleanup()
+    assert not started, "sbxd started with %r" % (extra_env,)
+    assert "during start" in why, "sbxd did not exit with %r: %s" % (extra_env, why[-800:])
+    return why
+
 
 def assert_error(r, status, code):
     """r is an error response with this status and code (code may be a tuple of allowed

@@ -13,9 +13,7 @@ import base64
 import hashlib
 import http.client
 import json
-import os
 import struct
-import subprocess
 
 import harness
 import wsclient
@@ -200,14 +198,8 @@ def test_a_long_command_is_bounded_and_hashed_whole():
 # --- the rule over the router's list --------------------------------------------------------
 
 def routes():
-    out = subprocess.run([os.path.join(harness.build_dir(), "sbxd"), "--routes"],
-                         capture_output=True, text=True, check=True).stdout
-    got = set()
-    for line in out.splitlines():
-        method, pattern = line.split(" ", 1)
-        if method in STATE_CHANGING or pattern == "/v1/sandboxes/{}/terminal":
-            got.add("%s %s" % (method, pattern))
-    return got
+    return {"%s %s" % (method, pattern) for method, pattern in harness.router_routes()
+            if method in STATE_CHANGING or pattern == "/v1/sandboxes/{}/terminal"}
 
 
 def drive_all():

@@ -228,18 +228,24 @@ def test_daily_limit_counts_running_execs():
                                timeout=120)
 
     # A long exec runs past the limit; it is never cut.
-    long_run = threading.Thread(target=run, args=(0, "sleep %d; echo done" % (DAILY_S + 4)))
+    long_run = threading.Thread(target=run, args=(0, "touch /workspace/long; sleep %d; echo done"
+                                                  % (DAILY_S + 4)))
     long_run.start()
-    # While it runs, a second one is admitted: together they have used less than the limit.
-    time.sleep(0.5)
+    # While it runs (it said so), a second one is admitted: together they have used less
+    # than the limit.
+    wait_for(lambda: os.path.exists(os.path.join(daemon().sandbox_dir(sbs[0]), "workspace",
+                                                 "long")), 60, what="the long exec to start")
     t1 = threading.Thread(target=run, args=(1, "sleep 1"))
     t1.start()
     t1.join()
     assert results[1].status == 200, results[1]
-    # Once the running one alone has used the limit, nothing new starts, though none of
-    # its seconds are in the store yet.
-    time.sleep(DAILY_S + 0.5)
-    assert long_run.is_alive(), "the long exec is still running"
+    # Once the running one has used the limit, nothing new starts, though none of its
+    # seconds are in the store yet: the refusal comes while it still runs (what the store
+    # holds, t1's second, is under the limit).
+    wait_for(lambda: c.request("POST", "/v1/sandboxes/%s/exec" % sbs[2],
+                               {"shell": "true"}).status == 429, DAILY_S + 30, 0.2,
+             "the daily limit to refuse a new exec")
+    assert long_run.is_alive(), "refused only once the long exec had ended"
     assert_error(c.request("POST", "/v1/sandboxes/%s/exec" % sbs[2], {"shell": "true"}), 429,
                  "sandbox_daily_limit")
     assert_error(c.request("POST", "/v1/sandboxes/%s/run_code" % sbs[2], {"code": "1"}), 429,
@@ -292,22 +298,40 @@ def test_parallel_execs_are_metered_exactly():
         c.delete_sandbox(s)
 
 
+def _metered_exec(user, at):
+    """One exec of user's on the v1 backend (charged by exec time) at the clock's time at,
+    past the month's free second (so it is charged), its sandbox gone before the clock
+    moves."""
+    clock().set(at)
+    c = member(user)
+    sid = c.create_sandbox(backend="v1", ttl_seconds=600)["id"]
+    c.sh(sid, "sleep %.1f" % (FREE_MS / 1000 + 0.5))
+    c.delete_sandbox(sid)
+
+
 def test_counters_survive_kill9():
+    # Usage and a settled charge of its own, whatever ran before.
+    _metered_exec("k9", "2026-11-05T10:00:00")
+    clock().set("2026-11-05T10:10:30")
+    wait_for(lambda: charges("k9"), 10, what="k9's interval settled")
     d = daemon()
     admin = d.client()
-    before = admin.ok("GET", "/v1/usage?user=par&from=2026-11-05&to=2026-11-05")
+    q = "/v1/usage?user=k9&from=2026-11-05&to=2026-11-05"
+    before = admin.ok("GET", q)
+    assert before["total"]["exec_ms"] >= FREE_MS + 500, before
+    ledger = admin.ok("GET", "/v1/wallet/ledger?user=k9")["data"]
+    wallet = admin.ok("GET", "/v1/wallet?user=k9")["balance_micro_eur"]
     d.restart(hard=True)
-    after = admin.ok("GET", "/v1/usage?user=par&from=2026-11-05&to=2026-11-05")
-    assert after["total"] == before["total"], (before, after)
-    if "bill_ledger" in _state:
-        assert admin.ok("GET", "/v1/wallet/ledger?user=bill")["data"] == _state["bill_ledger"]
-        w = admin.ok("GET", "/v1/wallet?user=bill")
-        assert w["balance_micro_eur"] == _state["bill_wallet"], w
-    # The watermark survived too: time moving on charges nothing twice.
-    clock().set("2026-11-05T09:00:00")
-    time.sleep(0.5)
-    if "bill_ledger" in _state:
-        assert admin.ok("GET", "/v1/wallet/ledger?user=bill")["data"] == _state["bill_ledger"]
+    admin = d.client()
+    assert admin.ok("GET", q)["total"] == before["total"]
+    assert admin.ok("GET", "/v1/wallet/ledger?user=k9")["data"] == ledger
+    assert admin.ok("GET", "/v1/wallet?user=k9")["balance_micro_eur"] == wallet
+    # The watermark survived too: time moving on charges nothing twice. A witness's later
+    # interval settling shows a tick went past k9's.
+    _metered_exec("k9-witness", "2026-11-05T10:50:00")
+    clock().set("2026-11-05T11:00:30")
+    wait_for(lambda: charges("k9-witness"), 10, what="the witness's interval settled")
+    assert admin.ok("GET", "/v1/wallet/ledger?user=k9")["data"] == ledger
 
 
 def test_v2_running_time_is_metered_by_the_clock():
@@ -354,6 +378,17 @@ def snapshot_bytes(d, sid):
     return total
 
 
+def snapshot_mark(d, sid):
+    """Where the tick's count of a paused snapshot's hours stands (0: not started)."""
+    db = harness.store_db(d)
+    try:
+        row = db.execute("SELECT upto_ms FROM usage_marks WHERE sandbox_id=? AND kind=?",
+                         (sid, "snapshot_byte_hours")).fetchone()
+    finally:
+        db.close()
+    return row[0] if row else 0
+
+
 def test_paused_snapshot_is_metered_hourly_and_charged():
     d = daemon()
     c = member("sleeper")
@@ -361,7 +396,8 @@ def test_paused_snapshot_is_metered_hourly_and_charged():
     sid = c.create_sandbox(ttl_seconds=3600)["id"]
     r = c.request("POST", "/v1/sandboxes/%s/pause" % sid, timeout=120)
     assert r.status == 200 and r.body["status"] == "paused", r
-    time.sleep(0.5)  # a tick sees it paused at 11:10
+    # A tick sees it paused at 11:10: its snapshot's hours are counted from 11:00 on.
+    wait_for(lambda: snapshot_mark(d, sid), 30, what="a tick to see the pause")
     assert c.ok("GET", "/v1/usage")["total"]["v2_running_ms"] == 0, "the clock did not move"
     clock().set("2026-11-08T13:30:00")
     wait_for(lambda: c.ok("GET", "/v1/usage")["total"]["snapshot_byte_hours"], 10,

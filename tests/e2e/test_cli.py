@@ -16,6 +16,7 @@ import pty
 import re
 import select
 import shutil
+import socket
 import signal
 import struct
 import subprocess
@@ -205,7 +206,13 @@ def test_api_errors_exit_3_with_code_message_and_request_id():
 
 
 def test_connection_failure_exits_4():
-    r = sbx("ls", url="http://127.0.0.1:%d" % harness.free_port())
+    # A port bound here and never listened on: refused, and no other daemon can take it.
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", 0))
+        r = sbx("ls", url="http://127.0.0.1:%d" % s.getsockname()[1])
+    finally:
+        s.close()
     assert r.rc == 4 and "cannot reach the server" in r.err, r
 
 

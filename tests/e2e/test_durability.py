@@ -126,10 +126,15 @@ def test_an_exec_that_ends_on_a_full_disk_is_recorded_once_there_is_room():
     sid = c.create_sandbox(ttl_seconds=600)["id"]
     big = 400000  # its result needs new pages of the store, which a full disk refuses
     answer = {}
-    t = threading.Thread(target=lambda: answer.update(c.exec(
-        sid, shell="sleep 2; head -c %d /dev/zero | tr '\\0' a" % big, timeout_seconds=60)))
+    # It says it started (its record is in the store by then), waits until the data dir's
+    # disk, which its workspace is on, is full, and only then writes its output.
+    cmd = ("touch started; until [ $(stat -f -c %%a /workspace) -lt 16 ]; do sleep 0.05; done; "
+           "head -c %d /dev/zero | tr '\\0' a" % big)
+    t = threading.Thread(target=lambda: answer.update(c.exec(sid, shell=cmd,
+                                                             timeout_seconds=60)))
     t.start()
-    time.sleep(1)
+    wait_for(lambda: os.path.exists(os.path.join(d.sandbox_dir(sid), "workspace", "started")),
+             60, what="the exec to start")
     filler = fill(d)
     try:
         t.join(60)

@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import struct
+import time
 
 from harness import REPO, Daemon
 
@@ -148,3 +149,76 @@ def test_e2b_wire():
             assert st == 204
             st, _, body = _raw(d.port, "DELETE", "/e2b/api/sandboxes/" + sid, api)
             assert st == 404 and json.loads(body)["code"] == 404
+
+
+def _start(port, sid, token, cmd):
+    """A command through envd's process.Process/Start; its exit code."""
+    envd = {"E2b-Sandbox-Id": sid, "X-Access-Token": token,
+            "Content-Type": "application/connect+json", "Connect-Protocol-Version": "1"}
+    msg = json.dumps({"process": {"cmd": "/bin/sh", "args": ["-c", cmd]},
+                      "stdin": False}).encode()
+    st, _, body = _raw(port, "POST", "/e2b/sandbox/process.Process/Start", envd,
+                       b"\0" + struct.pack(">I", len(msg)) + msg)
+    assert st == 200, body
+    end = [m["event"]["end"] for f, m in _envelopes(body) if "end" in m.get("event", {})]
+    return end[0]["exitCode"] if end else None
+
+
+def test_e2b_list_metrics_resume_and_context_delete():
+    """The routes the SDK cases do not reach: the v1 list, metrics (one sample of what the
+    sandbox uses now), the resume route, and deleting the interpreter's context."""
+    with Daemon() as d:
+        key = d.client().create_key("e2b-metrics")["key"]
+        api = {"X-API-KEY": key, "Content-Type": "application/json"}
+        st, _, body = _raw(d.port, "POST", "/e2b/api/v2/sandboxes", api,
+                           b'{"templateID":"base","timeout":300}')
+        assert st == 201, body
+        sb = json.loads(body)
+        sid, token = sb["sandboxID"], sb["envdAccessToken"]
+        st, _, body = _raw(d.port, "GET", "/e2b/api/sandboxes", api)
+        listed = json.loads(body)
+        assert st == 200 and [s["sandboxID"] for s in listed] == [sid], listed
+        assert listed[0]["state"] == "running" and listed[0]["cpuCount"] >= 1, listed
+        info = listed[0]
+
+        def metrics():
+            st, _, body = _raw(d.port, "GET", "/e2b/api/sandboxes/%s/metrics" % sid, api)
+            assert st == 200, body
+            return json.loads(body)
+
+        before = metrics()
+        assert len(before) == 1, before
+        m = before[0]
+        assert set(m) == {"timestamp", "timestampUnix", "cpuCount", "cpuUsedPct", "memUsed",
+                          "memTotal", "diskUsed", "diskTotal"}, m
+        assert m["memTotal"] == info["memoryMB"] << 20 and 0 < m["memUsed"], (m, info)
+        assert 0 < m["diskUsed"] < m["diskTotal"] and m["cpuCount"] == info["cpuCount"], m
+        assert m["timestamp"].endswith("Z") and abs(m["timestampUnix"] - time.time()) < 60, m
+        # Work inside shows: CPU time, 32 MB more on its disk and in its memory.
+        assert _start(d.port, sid, token,
+                      "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; "
+                      "head -c 33554432 /dev/urandom > /workspace/blob; sync") == 0
+        after = metrics()[0]
+        assert after["cpuUsedPct"] > 0, after
+        assert after["diskUsed"] >= m["diskUsed"] + (30 << 20), (m, after)
+        # Paused, it has no machine and no sample; the resume route brings it back.
+        st, _, body = _raw(d.port, "POST", "/e2b/api/sandboxes/%s/pause" % sid, api)
+        assert st == 204, body
+        assert metrics() == []
+        st, _, body = _raw(d.port, "POST", "/e2b/api/sandboxes/%s/resume" % sid, api,
+                           b'{"timeout":300}')
+        assert st == 201 and json.loads(body)["sandboxID"] == sid, (st, body)
+        assert len(metrics()) == 1
+        assert _start(d.port, sid, token, "test -s /workspace/blob") == 0
+        st, _, body = _raw(d.port, "POST", "/e2b/api/sandboxes/%s/resume" % sid, api, b"{}")
+        assert st == 200, (st, body)  # running already: nothing to resume
+        # The interpreter's one context can be deleted (it holds nothing); no other exists.
+        ci = {"E2b-Sandbox-Id": sid, "E2b-Sandbox-Port": "49999", "X-Access-Token": token}
+        st, _, body = _raw(d.port, "DELETE", "/e2b/sandbox/contexts/python", ci)
+        assert st == 204, body
+        st, _, body = _raw(d.port, "DELETE", "/e2b/sandbox/contexts/other", ci)
+        assert st == 404, (st, body)
+        st, _, _ = _raw(d.port, "DELETE", "/e2b/api/sandboxes/" + sid, api)
+        assert st == 204
+        st, _, body = _raw(d.port, "GET", "/e2b/api/sandboxes/%s/metrics" % sid, api)
+        assert st == 404 and json.loads(body)["code"] == 404, body

@@ -7,7 +7,7 @@ template when present), and the "agent" is either a shell script that writes a p
 report into /workspace, says one HELLO frame and then echoes frames back (`exec cat`),
 or the real build/sbx-agent when it has been built.
 
-    python3 tests/e2e/test_runtime.py          # prints `N passed, N failed`
+    python3 tests/e2e/test_runtime.py          # prints `N passed, N failed, N skipped`
 
 Binaries: $SBX_RT_DRIVER or $SBX_BUILD/tests/rt_driver (compiled here from the sources
 when missing), $SBX_SHIM or $SBX_BUILD/sbx-shim, $SBX_AGENT or $SBX_BUILD/sbx-agent.
@@ -16,6 +16,7 @@ when missing), $SBX_SHIM or $SBX_BUILD/sbx-shim, $SBX_AGENT or $SBX_BUILD/sbx-ag
 import glob
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -25,6 +26,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import harness
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HDR = struct.Struct(">IIBBH")
@@ -215,17 +218,6 @@ def recv_frame(s):
     return stream, typ, flags, recv_exact(s, ln)
 
 
-def nothing_within(s, secs):
-    s.settimeout(secs)
-    try:
-        data = s.recv(65536)
-    except socket.timeout:
-        return True
-    finally:
-        s.settimeout(10)
-    return False if data else True
-
-
 def _pid_running(pid):
     """Alive and not a zombie (PID 1 here does not reap orphans)."""
     try:
@@ -267,14 +259,24 @@ def test_start_relay_whole_frames():
         s.close()
 
 
+def shim_log_has(sb, pattern):
+    """The shim's log has a line matching pattern (a regex)."""
+    try:
+        return re.search(pattern, _read(os.path.join(sb.state, "shim.log")), re.M)
+    except FileNotFoundError:
+        return None
+
+
 def test_partial_frame_never_reaches_agent():
     with Sandbox() as sb:
         a = sb.connect()
         whole = frame(7, DATA, 1, b"x" * 1000)
         a.sendall(whole[:HDR.size + 400])  # a header and part of the payload, then gone
-        time.sleep(0.2)
         a.close()
-        time.sleep(0.2)
+        # The shim has seen it leave with the torn frame, and dropped that.
+        harness.wait_for(lambda: shim_log_has(sb, r"client \d+ detached: .*\([1-9]\d* bytes of "
+                                                  r"a partial frame dropped"),
+                         30, what="the shim to drop the torn frame")
         b = sb.connect()
         b.sendall(frame(0, PING, 0, b"after"))
         assert recv_frame(b) == (0, PING, 0, b"after"), "a torn frame reached the agent"
@@ -286,9 +288,15 @@ def test_frames_discarded_without_client_and_new_client_replaces_old():
         a = sb.connect()
         a.sendall(frame(0, PING, 0, b"lost"))
         a.close()  # its echo arrives while nobody is attached: discarded
-        time.sleep(0.4)
+        # Dropped after a left (the HELLO at start was dropped too, before any client).
+        harness.wait_for(lambda: shim_log_has(sb, r"client \d+ detached:(.|\n)*no client: "
+                                                  r"dropping"), 30,
+                         what="the shim to drop the echo nobody was attached for")
         b = sb.connect()
-        assert nothing_within(b, 0.4), "a frame from before the client attached was delivered"
+        # The first frame b gets is the answer to its own: the echo from before it came is
+        # gone.
+        b.sendall(frame(0, PING, 0, b"mine"))
+        assert recv_frame(b) == (0, PING, 0, b"mine"), "a frame from before it attached came"
         c = sb.connect()  # replaces b
         assert b.recv(100) == b"", "the old client was not disconnected"
         c.sendall(frame(0, PING, 0, b"c"))
@@ -382,8 +390,7 @@ def _template_rootfs():
 def test_template_with_real_agent_exec():
     agent, rootfs = _real_agent(), _template_rootfs()
     if not agent or not rootfs:
-        print("  (skipped: needs sbx-agent and the base template)")
-        return
+        raise harness.Skip("needs sbx-agent (%s) and the base template (%s)" % (agent, rootfs))
     with Sandbox(agent=agent, rootfs=rootfs) as sb:
         s = sb.connect()
         s.sendall(frame(0, HELLO, 0, json.dumps({"version": 1, "role": "daemon"}).encode()))
@@ -404,7 +411,6 @@ def test_template_with_real_agent_exec():
         assert result[0] == EXIT and result[1].get("exit_code") == 0, result
         assert out.decode().split() == ["lo", "42", "ro"], out
         s.close()
-        _state.setdefault("timings", {})["template_start_ms"] = sb.start_ms
 
 
 def assert_relays(sb, payload):
@@ -468,17 +474,13 @@ def test_an_idle_sandbox_costs_its_sandbox_and_gofer_processes_and_no_runsc_run(
         sb.__exit__()
 
 
-def test_destroy_is_fast_and_cleans_everything():
+def test_destroy_cleans_everything():
+    # How long rt_destroy takes is bench/bench_runtime.py's; here, what it leaves.
     sb = Sandbox().start()
     shim = sb.shim_pid()
-    t0 = time.time()
-    out = sb.destroy()
-    # The call itself, as the driver times it: the driver's own start (an ASan binary, slow
-    # to exec on a loaded host) is not rt_destroy's.
-    call_ms = int(out.split()[1])
-    assert call_ms < 500, "rt_destroy blocked %d ms" % call_ms
-    done = sb.wait_gone()
-    t = time.time() + 2
+    sb.destroy()
+    sb.wait_gone()
+    t = time.time() + 30
     while _pid_running(shim) and time.time() < t:  # it removes the dir last, then exits
         time.sleep(0.02)
     assert not _pid_running(shim), "the shim is still running"
@@ -486,8 +488,6 @@ def test_destroy_is_fast_and_cleans_everything():
     assert not os.path.exists(_cgroup_dir("memory", sb.id))
     ps = subprocess.run(["pgrep", "-f", "runsc.* %s$" % sb.id], capture_output=True, text=True)
     assert ps.stdout.strip() == "", "runsc processes left: %s" % ps.stdout
-    _state.setdefault("timings", {})["destroy_total_ms"] = int((done - t0) * 1000)
-    _state["timings"]["destroy_call_ms"] = int(out.split()[1])
 
 
 def test_destroy_without_shim_uses_helper():
@@ -505,8 +505,7 @@ def test_destroy_without_shim_uses_helper():
         time.sleep(0.05)
     assert not sb.alive(), "the killed shim still counts as alive"
     assert _container_exists(sb.id), "runsc container vanished with the shim"
-    out = sb.destroy()
-    assert int(out.split()[1]) < 500, "rt_destroy blocked: %s" % out
+    sb.destroy()
     sb.wait_gone()
     assert not os.path.exists(_cgroup_dir("memory", sb.id))
 
@@ -563,8 +562,7 @@ def test_start_failure_reports_runsc_log():
 def test_real_agent_hello():
     agent = _real_agent()
     if not agent:
-        print("  (skipped: no sbx-agent built)")
-        return
+        raise harness.Skip("no sbx-agent in %s" % _build_dir())
     with Sandbox(agent=agent) as sb:
         s = sb.connect()
         s.sendall(frame(0, HELLO, 0, json.dumps({"version": 1, "role": "daemon"}).encode()))
@@ -575,51 +573,6 @@ def test_real_agent_hello():
         s.sendall(frame(0, PING, 0, b"p"))
         assert recv_frame(s) == (0, PONG, 0, b"p")
         s.close()
-        _state.setdefault("timings", {})["real_agent_start_ms"] = sb.start_ms
-
-
-def test_timings():
-    """Not a check so much as the figures for docs/runtime.md."""
-    starts = []
-    for _ in range(3):
-        sb = Sandbox().start()
-        starts.append(sb.start_ms)
-        if len(starts) < 3:
-            sb.destroy()
-            sb.wait_gone()
-    s = sb.connect()
-    n = 300
-    t0 = time.perf_counter()
-    for i in range(n):
-        s.sendall(frame(0, PING, 0, b"x" * 64))
-        recv_frame(s)
-    rtt_us = (time.perf_counter() - t0) / n * 1e6
-    payload = os.urandom(256 * 1024)
-    t0 = time.perf_counter()
-    total = 0
-    for i in range(64):
-        s.sendall(frame(1, DATA, 1, payload))
-        recv_frame(s)
-        total += len(payload)
-    mbps = total / (time.perf_counter() - t0) / 1e6
-    s.close()
-    sb.destroy()
-    sb.wait_gone()
-    # The same echo without the shim and runsc: a pipe to cat on the host.
-    cat = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
-    t0 = time.perf_counter()
-    for i in range(n):
-        cat.stdin.write(frame(0, PING, 0, b"x" * 64))
-        b = b""
-        while len(b) < HDR.size + 64:
-            b += cat.stdout.read(HDR.size + 64 - len(b))
-    host_rtt_us = (time.perf_counter() - t0) / n * 1e6
-    cat.stdin.close()
-    cat.wait()
-    t = _state.setdefault("timings", {})
-    t.update(start_ms=starts, ping_rtt_us=int(rtt_us), host_pipe_rtt_us=int(host_rtt_us),
-             echo_throughput_MBps=round(mbps, 1))
-    print("  timings: %s" % json.dumps(t))
 
 
 def teardown_module():
@@ -645,7 +598,7 @@ def teardown_module():
 
 
 def main():
-    passed = failed = 0
+    passed = failed = skipped = 0
     tests = [(n, f) for n, f in globals().items() if n.startswith("test_") and callable(f)]
     only = sys.argv[1:]
     try:
@@ -657,12 +610,15 @@ def main():
                 fn()
                 passed += 1
                 print("PASS %s (%.1fs)" % (name, time.time() - t0), flush=True)
+            except harness.Skip as e:
+                skipped += 1
+                print("SKIP %s: %s" % (name, e), flush=True)
             except Exception as e:  # AssertionError and anything unexpected
                 failed += 1
                 print("FAIL %s: %s: %s" % (name, type(e).__name__, e), flush=True)
     finally:
         teardown_module()
-    print("%d passed, %d failed" % (passed, failed))
+    print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
     return 1 if failed else 0
 
 

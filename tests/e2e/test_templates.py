@@ -385,6 +385,7 @@ def _browser_sees_the_desktop(url):
     wait for noVNC to connect, read its canvas (the desktop's background and a terminal window
     on it) and take a screenshot."""
     import base64
+    import os
     import shutil
     import subprocess
     import tempfile
@@ -394,13 +395,22 @@ def _browser_sees_the_desktop(url):
     import wsclient
     browser = shutil.which("chromium")
     assert browser, "chromium is not installed (scripts/deps.sh installs it)"
-    port = harness.free_port()
     prof = tempfile.mkdtemp(prefix="sbx-chromium-")
+    # Port 0: chromium picks its own and writes it to DevToolsActivePort, so no other
+    # process can take it between our pick and its listen.
     proc = subprocess.Popen([browser, "--headless", "--no-sandbox", "--disable-gpu",
-                             "--window-size=1280,800", "--remote-debugging-port=%d" % port,
+                             "--window-size=1280,800", "--remote-debugging-port=0",
                              "--user-data-dir=" + prof, "about:blank"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
+        def active_port():
+            try:
+                with open(os.path.join(prof, "DevToolsActivePort")) as f:
+                    return int(f.readline().strip() or 0) or None
+            except (OSError, ValueError):
+                return None
+        port = wait_for(active_port, 30, what="chromium's DevToolsActivePort")
+
         def tabs():
             try:
                 with urllib.request.urlopen("http://127.0.0.1:%d/json" % port, timeout=2) as r:

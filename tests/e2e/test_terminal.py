@@ -93,6 +93,11 @@ def test_ticket_shape_and_errors():
                  "sandbox_not_found")
 
 
+# Until the terminal has this size (rows, cols), then say so as size-<rows>x<cols>.
+WAIT_SIZE = (b'until [ "$(stty size)" = "$((%d+0)) $((%d+0))" ]; do sleep 0.05; done; '
+             b'echo size-$(stty size | tr " " x)\n')
+
+
 def test_interactive_shell_resize_and_exit():
     c, sid = sandbox(D, "main")
     ws, ready = open_term(D, c, sid, cols=100, rows=30)
@@ -103,14 +108,13 @@ def test_interactive_shell_resize_and_exit():
     out = shell(ws, "PS1='sbx$ '; stty size", "30 100")
     assert "30 100" in out, out
     ws.send_json({"type": "resize", "cols": 120, "rows": 40})
-    time.sleep(0.3)
-    # Fragmented input is reassembled by the server.
-    ws.send_binary(b"stty size\n", fragments=4)
-    out, _ = ws.read_until("40 120")
+    # Fragmented input is reassembled by the server. The shell waits for the size itself
+    # (a resize and typed input travel apart), and its answer is not in its echo.
+    ws.send_binary(WAIT_SIZE % (40, 120), fragments=4)
+    ws.read_until("size-40x120")
     # A fragmented control message too.
     ws.send_text(json.dumps({"type": "resize", "cols": 90, "rows": 20}), fragments=3)
-    time.sleep(0.3)
-    assert "20 90" in shell(ws, "stty size", "20 90")
+    shell(ws, (WAIT_SIZE % (20, 90)).decode().strip(), "size-20x90")
     # Pings are answered with the same payload.
     ws.ping(b"hello")
     shell(ws, "echo pinged", "pinged\r\n")
@@ -177,13 +181,22 @@ def test_sixth_terminal_is_429():
     terms[0].send_binary(b"exit\n")
     assert terms[0].recv_json(20)["type"] == "exited"
     terms[0].close()
-    time.sleep(0.3)
-    ws, _ = open_term(D, c, sid)
+    # Its place is freed once the server has seen it end: wait for that, not for a while.
+    ws = harness.wait_for(lambda: _open_or_none(c, sid), 30, what="the fifth place freed")
     ws.send_binary(b"exit\n")
     ws.close()
     for t in terms[1:]:
         t.send_binary(b"exit\n")
         t.close()
+
+
+def _open_or_none(c, sid):
+    try:
+        return open_term(D, c, sid)[0]
+    except wsclient.HandshakeError as e:
+        if e.status != 429:
+            raise
+        return None
 
 
 def test_origin_allowlist():

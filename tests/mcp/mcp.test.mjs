@@ -3,7 +3,7 @@
 // starts the daemon and passes MCP_URL, SBX_API_KEY (alice) and SBX_OTHER_SANDBOX (bob's).
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { after, before, test } from 'node:test';
+import { after, afterEach, before, test } from 'node:test';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import {
@@ -28,7 +28,27 @@ function transport(k = key) {
 }
 
 let client;
-let sb; // the sandbox most tests use
+// Each case stands alone: one that needs a sandbox's state makes its own sandbox (fresh,
+// killed after the case: a key runs few at once), the others share one made on first use
+// (shared), and none reads what another left.
+const made = [];
+let sharedId;
+
+async function create() {
+  const r = await ok('sandbox_create', { ttl_seconds: 900 });
+  return r.structuredContent.id;
+}
+
+async function fresh() {
+  const id = await create();
+  made.push(id);
+  return id;
+}
+
+async function shared() {
+  if (!sharedId) sharedId = await create();
+  return sharedId;
+}
 
 async function call(name, args, opts) {
   return client.callTool({ name, arguments: args }, undefined, opts);
@@ -58,7 +78,12 @@ before(async () => {
   await client.connect(transport());
 });
 
+afterEach(async () => {
+  while (made.length) await call('sandbox_kill', { sandbox_id: made.pop() }).catch(() => {});
+});
+
 after(async () => {
+  if (sharedId) await call('sandbox_kill', { sandbox_id: sharedId }).catch(() => {});
   await client.close();
 });
 
@@ -87,7 +112,8 @@ test('ping answers {}', async () => {
 
 test('sandbox_create and sandbox_list', async () => {
   const r = await ok('sandbox_create', { ttl_seconds: 900 });
-  sb = r.structuredContent.id;
+  const sb = r.structuredContent.id;
+  made.push(sb);
   assert.match(sb, /^sb_/);
   assert.equal(r.structuredContent.status, 'running');
   const l = await ok('sandbox_list', {});
@@ -95,6 +121,7 @@ test('sandbox_create and sandbox_list', async () => {
 });
 
 test('sandbox_bash returns output, exit code and the files it wrote, as links', async () => {
+  const sb = await fresh();
   const r = await ok('sandbox_bash', {
     sandbox_id: sb,
     command: 'mkdir -p out && printf report > out/r.txt && echo made && echo warn >&2; exit 3',
@@ -126,6 +153,7 @@ test('sandbox_bash returns output, exit code and the files it wrote, as links', 
 });
 
 test('sandbox_exec runs a shell line or code with a receipt', async () => {
+  const sb = await shared();
   const r = await ok('sandbox_exec', { sandbox_id: sb, language: 'python', code: 'print(6*7)' });
   assert.equal(r.structuredContent.stdout, '42\n');
   assert.equal(r.structuredContent.exit_code, 0);
@@ -133,6 +161,7 @@ test('sandbox_exec runs a shell line or code with a receipt', async () => {
 });
 
 test('repl_execute keeps state between calls', async () => {
+  const sb = await shared();
   await ok('repl_execute', { sandbox_id: sb, code: 'x = 20' });
   const r = await ok('repl_execute', { sandbox_id: sb, code: 'print("hi")\nx + 22' });
   assert.equal(r.structuredContent.result, '42');
@@ -141,6 +170,7 @@ test('repl_execute keeps state between calls', async () => {
 });
 
 test('sandbox_run_code returns a matplotlib plot as an image block', async () => {
+  const sb = await shared();
   const r = await ok('sandbox_run_code', {
     sandbox_id: sb,
     code: 'import matplotlib\nmatplotlib.use("Agg")\nimport matplotlib.pyplot as plt\n' +
@@ -156,11 +186,13 @@ test('sandbox_run_code returns a matplotlib plot as an image block', async () =>
 });
 
 test('a kernel error is a result with error, not a tool failure', async () => {
+  const sb = await shared();
   const r = await ok('repl_execute', { sandbox_id: sb, code: '1/0' });
   assert.equal(r.structuredContent.error.name, 'ZeroDivisionError');
 });
 
 test('exec_command and write_stdin drive a live PTY session', async () => {
+  const sb = await shared();
   const quick = await ok('exec_command', { sandbox_id: sb, command: 'echo quick' });
   assert.equal(quick.structuredContent.alive, false);
   assert.equal(quick.structuredContent.exit_code, 0);
@@ -178,6 +210,7 @@ test('exec_command and write_stdin drive a live PTY session', async () => {
 });
 
 test('edit_file: exact, then fuzzy; refusals come back with candidates', async () => {
+  const sb = await fresh();
   await ok('sandbox_files', {
     sandbox_id: sb, op: 'write', path: 'src/app.py',
     content: 'def total(a, b):\n    s = a + b\n    return s\n\nprint(total(1, 2))\n',
@@ -223,7 +256,10 @@ test('edit_file: exact, then fuzzy; refusals come back with candidates', async (
 });
 
 test('sandbox_files: list, read inline, a 1 MB file as a link with its SHA-256', async () => {
-  await ok('sandbox_bash', { sandbox_id: sb, command: 'head -c 1048576 /dev/urandom > out/big.bin' });
+  const sb = await fresh();
+  await ok('sandbox_bash', {
+    sandbox_id: sb, command: 'mkdir -p out && printf report > out/r.txt && head -c 1048576 /dev/urandom > out/big.bin',
+  });
   const sum = await ok('sandbox_exec', { sandbox_id: sb, shell: 'sha256sum out/big.bin' });
   const want = sum.structuredContent.stdout.split(' ')[0];
   const r = await ok('sandbox_files', { sandbox_id: sb, op: 'read', path: 'out/big.bin' });
@@ -263,6 +299,7 @@ test('a sandbox of another key is an error, as an unknown one', async () => {
 });
 
 test('bad arguments are isError results, unknown tools protocol errors', async () => {
+  const sb = await shared();
   await fails('sandbox_bash', { sandbox_id: sb, command: 5 }, 'invalid_request');
   await fails('sandbox_bash', { sandbox_id: sb, command: 'true', timeout_seconds: 100000 },
     'invalid_timeout');
@@ -272,6 +309,7 @@ test('bad arguments are isError results, unknown tools protocol errors', async (
 });
 
 test('progress notifications while a command runs, over an SSE answer', async () => {
+  const sb = await shared();
   const seen = [];
   const r = await call('sandbox_bash', { sandbox_id: sb, command: 'sleep 2.5; echo slept' },
     { onprogress: (p) => seen.push(p), resetTimeoutOnProgress: true });
@@ -281,6 +319,7 @@ test('progress notifications while a command runs, over an SSE answer', async ()
 });
 
 test('a long command without progress answers a handle to poll', async () => {
+  const sb = await shared();
   const r = await fails('sandbox_bash', { sandbox_id: sb, command: 'sleep 3; echo late' },
     'still_running');
   const h = r._meta['sbx/error'];
@@ -295,6 +334,7 @@ test('a long command without progress answers a handle to poll', async () => {
 });
 
 test('a cancelled call kills its command', async () => {
+  const sb = await fresh();
   const ac = new AbortController();
   const pending = call('sandbox_bash', {
     sandbox_id: sb, command: 'echo $$ > cancel.pid; sleep 30; echo finished > cancel.out',
@@ -317,6 +357,8 @@ test('a cancelled call kills its command', async () => {
 });
 
 test('a cancelled cell is interrupted; the kernel keeps its state', async () => {
+  const sb = await fresh();
+  await ok('repl_execute', { sandbox_id: sb, code: 'x = 20' });
   const ac = new AbortController();
   const pending = call('repl_execute', {
     sandbox_id: sb, code: 'import time\nfor i in range(300):\n    time.sleep(0.1)\nx = -1',
@@ -335,6 +377,8 @@ test('a cancelled cell is interrupted; the kernel keeps its state', async () => 
 });
 
 test('sandbox_preview, sandbox_pause, sandbox_resume, sandbox_fork', async () => {
+  const sb = await fresh();
+  await ok('repl_execute', { sandbox_id: sb, code: 'x = 20' });
   const p = await ok('sandbox_preview', { sandbox_id: sb, port: 8000 });
   assert.match(p.structuredContent.url, /^http/);
   const ps = await ok('sandbox_pause', { sandbox_id: sb });
@@ -351,6 +395,7 @@ test('sandbox_preview, sandbox_pause, sandbox_resume, sandbox_fork', async () =>
 });
 
 test('sandbox_kill, then the sandbox is gone', async () => {
+  const sb = await fresh();
   await ok('sandbox_kill', { sandbox_id: sb });
   await fails('sandbox_bash', { sandbox_id: sb, command: 'true' }, 'sandbox_not_found');
 });

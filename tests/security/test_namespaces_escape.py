@@ -92,7 +92,8 @@ def teardown_module():
 
 def test_escape_syscalls_and_writes_are_refused():
     if platform.machine() != "x86_64":
-        return  # the probe's syscall numbers are x86_64's
+        raise harness.Skip("the probe's syscall numbers are x86_64's, this is %s"
+                           % platform.machine())
     c, sid = sandbox()
     r = c.exec(sid, language="python", code=PROBES)
     assert r["exit_code"] == 0, r

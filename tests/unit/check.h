@@ -1,6 +1,7 @@
 /* Minimal checks for C unit tests. A unit test prints one line per check and ends
- * with exactly "N passed, N failed" (tests/run.py parses it), exiting non-zero on
- * any failure:
+ * with exactly "N passed, N failed, N skipped" (tests/run.py parses it), exiting non-zero on
+ * any failure. A part that cannot run here says why with SKIP(): tests/run.py reports it as
+ * a skip, and `make test` fails on a skip it does not expect (docs/architecture.md, Tests):
  *
  *     #include "check.h"
  *     int main(void) {
@@ -16,7 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int check_passed_, check_failed_;
+static int check_passed_, check_failed_, check_skipped_;
 
 static inline int check_report_(int ok, const char *file, int line, const char *what,
                                 const char *detail)
@@ -57,9 +58,19 @@ static inline int check_report_(int ok, const char *file, int line, const char *
                       "bytes differ");                                                             \
     })
 
+/* SKIP(fmt, ...): a part of the test that did not run, and why (one "SKIP <why>" line). */
+#define SKIP(...)                                                                                  \
+    ({                                                                                             \
+        check_skipped_++;                                                                          \
+        printf("SKIP ");                                                                           \
+        printf(__VA_ARGS__);                                                                       \
+        printf("\n");                                                                              \
+        fflush(stdout);                                                                            \
+    })
+
 /* Print the summary line and return the process exit status. */
 #define CHECK_DONE()                                                                               \
-    (printf("%d passed, %d failed\n", check_passed_, check_failed_), fflush(stdout),               \
-     check_failed_ ? 1 : 0)
+    (printf("%d passed, %d failed, %d skipped\n", check_passed_, check_failed_, check_skipped_),   \
+     fflush(stdout), check_failed_ ? 1 : 0)
 
 #endif

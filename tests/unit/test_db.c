@@ -602,7 +602,7 @@ int main(void)
     _cleanup_free_ char *url = pg_sh(start);
     if (!url) {
         _cleanup_free_ char *why = sbx_xasprintf("%s/pg.err", pgdir);
-        printf("SKIP postgres: scripts/pg.sh could not start a server (see %s)\n", why);
+        SKIP("postgres: scripts/pg.sh could not start a server (see %s)", why);
     } else {
         a = b = NULL;
         CHECK(db_open(url, &a, &err) == 0 && db_open(url, &b, &err) == 0,

@@ -114,7 +114,7 @@ const char *e2b_domain(struct sbxd *d, char *buf, size_t cap)
     return buf;
 }
 
-static json_t *rfc3339(long long unix_s)
+json_t *e2b_rfc3339(long long unix_s)
 {
     time_t t = (time_t)unix_s;
     struct tm tm;
@@ -135,13 +135,13 @@ json_t *e2b_sandbox_info(struct sbxd *d, const struct sandbox *sb)
     if (store_meta_get(d->store, r->id, E2B_META_METADATA, meta, sizeof(meta), &err) == 0)
         metadata = json_loads(meta, 0, NULL);
     long long cpus = (r->cpu_millicores + 999) / 1000;
-    json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:o,s:o,s:s,s:s,s:o}", "sandboxID", r->id,
-                          "templateID", tmpl, "alias", tmpl, "clientID", "sbx", "cpuCount",
-                          (json_int_t)(cpus > 0 ? cpus : 1), "memoryMB", (json_int_t)r->memory_mb,
-                          "diskSizeMB", (json_int_t)0, "startedAt", rfc3339(r->created_at), "endAt",
-                          rfc3339(r->expires_at), "state", sb->paused ? "paused" : "running",
-                          "envdVersion", E2B_ENVD_VERSION, "metadata",
-                          json_is_object(metadata) ? json_incref(metadata) : json_object());
+    json_t *o = json_pack(
+        "{s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:o,s:o,s:s,s:s,s:o}", "sandboxID", r->id, "templateID", tmpl,
+        "alias", tmpl, "clientID", "sbx", "cpuCount", (json_int_t)(cpus > 0 ? cpus : 1), "memoryMB",
+        (json_int_t)r->memory_mb, "diskSizeMB", (json_int_t)0, "startedAt",
+        e2b_rfc3339(r->created_at), "endAt", e2b_rfc3339(r->expires_at), "state",
+        sb->paused ? "paused" : "running", "envdVersion", E2B_ENVD_VERSION, "metadata",
+        json_is_object(metadata) ? json_incref(metadata) : json_object());
     json_decref(metadata);
     return o;
 }

@@ -64,6 +64,8 @@ const char *e2b_domain(struct sbxd *d, char *buf, size_t cap);
 int e2b_user(struct http_req *req, const struct sandbox *sb, const char **user,
              struct sbx_err *err);
 
+/* A unix time as RFC 3339 in UTC, E2B's timestamps ("2026-12-07T04:30:00Z"). */
+json_t *e2b_rfc3339(long long unix_s);
 /* sb as E2B's ListedSandbox / SandboxDetail (state, times, metadata, template). */
 json_t *e2b_sandbox_info(struct sbxd *d, const struct sandbox *sb);
 

@@ -5,8 +5,8 @@
  * /e2b/api/sandboxes/{id}                           kill POST   /e2b/api/sandboxes/{id}/timeout
  * {timeout}: expire that many s from now POST   /e2b/api/sandboxes/{id}/pause POST
  * /e2b/api/sandboxes/{id}/connect, /resume, /e2b/api/v2/sandboxes/{id}/connect GET
- * /e2b/api/sandboxes/{id}/metrics                   [] X-API-KEY carries an sbx key (Authorization:
- * Bearer works too). Errors are E2B's
+ * /e2b/api/sandboxes/{id}/metrics                   one sample now X-API-KEY carries an sbx key
+ * (Authorization: Bearer works too). Errors are E2B's
  * {"code": <status>, "message"}: the SDK reads code (kill answers false on 404). */
 #include <errno.h>
 #include <string.h>
@@ -401,11 +401,39 @@ static void api_get(struct sbxd *d, struct http_req *req)
     http_respond_json(req, 200, info);
 }
 
+/* E2B's SandboxMetric, one sample taken now (sbx keeps no history): CPU time over the
+ * time since the container started, at the cores it has; the memory its cgroup counts
+ * against its memory_mb; its workspace's disk. A sandbox with no running machine (paused,
+ * v1 between ops) has no sample: []. */
 static void api_metrics(struct sbxd *d, struct http_req *req)
 {
+    struct sbx_err err = {0};
     struct sandbox *sb;
-    if (lookup(d, req, &sb) == 0)
+    if (lookup(d, req, &sb) < 0)
+        return;
+    struct sandbox_usage u;
+    int r = manager_usage(sb, &u, &err);
+    if (r == -ENOENT) {
         http_respond_json(req, 200, json_array());
+        return;
+    }
+    if (r < 0) {
+        e2b_fail(req, &err);
+        return;
+    }
+    long long cpus = (sb->rec.cpu_millicores + 999) / 1000;
+    if (cpus < 1)
+        cpus = 1;
+    double pct =
+        u.running_ms > 0 ? (double)u.cpu_usec / 10.0 / (double)u.running_ms / (double)cpus : 0.0;
+    long long now = sbx_wall_ms() / 1000;
+    json_t *m =
+        json_pack("{s:o,s:I,s:I,s:f,s:I,s:I,s:I,s:I}", "timestamp", e2b_rfc3339(now),
+                  "timestampUnix", (json_int_t)now, "cpuCount", (json_int_t)cpus, "cpuUsedPct",
+                  pct > 100.0 ? 100.0 : pct, "memUsed", (json_int_t)u.memory_bytes, "memTotal",
+                  (json_int_t)((uint64_t)sb->rec.memory_mb << 20), "diskUsed",
+                  (json_int_t)u.disk_used, "diskTotal", (json_int_t)u.disk_total);
+    http_respond_json(req, 200, json_pack("[o]", m));
 }
 
 /* ---- kill, timeout, pause ---- */

@@ -1,7 +1,9 @@
 #include "router.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../../common/log.h"
 #include "../../common/util.h"
@@ -161,6 +163,20 @@ bool router_streams_body(void *app, const struct http_req *req)
     return r && (r->flags & ROUTE_STREAM_BODY);
 }
 
+/* One line, one O_APPEND write: the daemons of a run share the file. A test knob whose
+ * failure changes no answer: not reported. */
+static void note_route(const char *file, const struct route *r)
+{
+    char line[256];
+    int n = snprintf(line, sizeof(line), "%s %s\n", r->method, r->pattern);
+    int fd = open(file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return;
+    if (n > 0 && (size_t)n < sizeof(line))
+        (void)!write(fd, line, (size_t)n);
+    close(fd);
+}
+
 void router_dispatch(void *app, struct http_req *req)
 {
     const struct router *rt = app;
@@ -176,6 +192,8 @@ void router_dispatch(void *app, struct http_req *req)
         return;
     }
     (void)router_match(r->pattern, path, req);
+    if (rt->route_log)
+        note_route(rt->route_log, r);
     struct sbx_err err = {0};
     int by_node = rt->hooks ? rt->hooks->node_auth(rt->hooks->data, req, &err) : 0;
     if (by_node < 0 ||

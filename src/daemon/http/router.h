@@ -70,6 +70,9 @@ struct router {
     struct store *store; /* keys, for authentication */
     struct sbxd *app;    /* handed to every handler */
     const struct router_hooks *hooks; /* NULL: none */
+    /* Tests only (SBX_TEST_ROUTE_LOG): each routed request appends "METHOD PATTERN\n"
+     * here, so the run can tell which routes no test requested. NULL: off. */
+    const char *route_log;
 };
 
 /* Does path match pattern ("/v1/sandboxes/{}/exec": "{}" is one non-empty segment;

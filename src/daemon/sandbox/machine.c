@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "../../common/log.h"
@@ -208,8 +210,34 @@ static void memory_headroom(struct sandbox *sb)
     uint64_t extra = limit * SANDBOX_MEMORY_HEADROOM_PERCENT / 100 + SANDBOX_MEMORY_HEADROOM_MIN;
     struct sbx_err err = {0};
     if (rt_cgroup_memory_set(&sb->mgr->rt, sb->rec.id, limit + extra, &err) < 0)
-        log_warn("sandbox %s: no memory headroom for the host's cgroup: %s", sb->rec.id,
-                 err.msg);
+        log_warn("sandbox %s: no memory headroom for the host's cgroup: %s", sb->rec.id, err.msg);
+}
+
+int manager_usage(const struct sandbox *sb, struct sandbox_usage *out, struct sbx_err *err)
+{
+    *out = (struct sandbox_usage){0};
+    if (sb->paused || !rt_alive(sb->state_dir))
+        return sbx_err_set(err, ENOENT, "not_found", "sandbox %s has no running machine",
+                           sb->rec.id);
+    struct rt_usage u;
+    int r = rt_cgroup_usage(&sb->mgr->rt, sb->rec.id, &u, err);
+    if (r < 0)
+        return r;
+    out->memory_bytes = u.memory_bytes;
+    out->cpu_usec = u.cpu_usec;
+    _cleanup_free_ char *pidfile = sbx_xasprintf("%s/sandbox.pid", sb->state_dir);
+    struct stat st;
+    long long now = sbx_wall_ms();
+    long long since = stat(pidfile, &st) == 0
+                          ? (long long)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000
+                          : sb->rec.created_at * 1000;
+    out->running_ms = now > since ? now - since : 0;
+    struct statvfs vfs;
+    if (statvfs(sb->workspace, &vfs) < 0)
+        return sbx_err_sys(err, errno, "statvfs %s", sb->workspace);
+    out->disk_total = (uint64_t)vfs.f_blocks * vfs.f_frsize;
+    out->disk_used = (uint64_t)(vfs.f_blocks - vfs.f_bfree) * vfs.f_frsize;
+    return 0;
 }
 
 static void on_hello(struct channel *c, json_t *hello, void *data)

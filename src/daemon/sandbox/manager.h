@@ -185,6 +185,18 @@ typedef int (*sandbox_stream_open_fn)(struct sandbox *sb, struct chan_stream *st
                                       struct sbx_err *err);
 void manager_set_stream_open(struct manager *m, sandbox_stream_open_fn fn, void *data);
 
+/* One sample of what a running sandbox uses (E2B's metrics): its cgroups' memory in use
+ * and CPU time, over the wall time since its container started, and its workspace's disk. */
+struct sandbox_usage {
+    uint64_t memory_bytes;
+    uint64_t cpu_usec;
+    long long running_ms; /* since its container started (the shim's sandbox.pid) */
+    uint64_t disk_used;   /* bytes, of the workspace's file system (its quota image) */
+    uint64_t disk_total;
+};
+/* -ENOENT when it has no running machine (paused, or v1 between ops). */
+int manager_usage(const struct sandbox *sb, struct sandbox_usage *out, struct sbx_err *err);
+
 /* The execution backend a create gets (asked: the request's runtime, or NULL for the
  * default): one the operator enabled, else invalid_runtime (400). */
 int manager_runtime_pick(const struct manager *m, const char *asked, const char **out,

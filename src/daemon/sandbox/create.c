@@ -14,6 +14,7 @@
 #include "../../common/text.h"
 #include "../../common/util.h"
 #include "../billing/billing.h"
+#include "../volumes/volumes.h"
 #include "template.h"
 #include "wsimage.h"
 #include "wspool.h"
@@ -257,7 +258,7 @@ static int create(struct manager *m, const struct auth_identity *who,
     bool v1 = p->backend && !strcmp(p->backend, "v1");
     /* A pooled sandbox has the host's limits and nothing of a configuration's. */
     bool plain = !p->snapshot_id && !p->config_id && !p->runtime && !p->memory_mb && !p->pids &&
-                 !p->cpu_millicores;
+                 !p->cpu_millicores && !p->volumes;
     if (!v1 && plain && m->pool && (r = take_pooled(m, who, p, cb, data, out, err)) != -ENOENT)
         return r;
     char fallback[sizeof(((struct sandbox *)0)->fallback)] = "";
@@ -387,6 +388,11 @@ static int create_sandbox(struct manager *m, const struct auth_identity *who,
     if (r < 0)
         goto fail_nostore;
     if ((r = egress_init(m, sb, &p->egress, err)) < 0)
+        goto fail;
+    if (p->volumes && (r = m->volumes ? volumes_mounts_attach(m->volumes, who->user, p->volumes,
+                                                              id, err)
+                                      : sbx_err_set(err, ENOTSUP, "invalid_volume",
+                                                    "this daemon has no volumes")) < 0)
         goto fail;
     if (p->config_id) {
         _cleanup_free_ char *net = p->network ? json_dumps(p->network, JSON_COMPACT) : NULL;

@@ -63,7 +63,7 @@ def test_bad_inputs_are_400_with_codes():
     before = c.ok("GET", "/v1/volumes")["data"]
     for body in ({}, {"name": ""}, {"name": "a/b"}, {"name": "../x"}, {"name": "x" * 64},
                  {"name": 5}, {"name": "ok", "size_mb": 0}, {"name": "ok", "size_mb": "5"},
-                 {"name": "ok", "size_mb": 257}, {"name": "ok", "size_mb": 8}, []):
+                 {"name": "ok", "size_mb": 257}, {"name": "ok", "size_mb": 8}):
         assert_error(c.request("POST", "/v1/volumes", body), 400, "invalid_volume")
     assert_error(c.request("POST", "/v1/volumes", raw=b"{nope"), 400, "invalid_json")
     assert c.ok("GET", "/v1/volumes")["data"] == before
@@ -169,7 +169,7 @@ def test_files_through_the_routes_are_seen_inside():
     assert r.status == 201 and r.body["created"] is True, r
     st = c.ok("GET", "/v1/volumes/%s/stat?path=in/data.bin" % vid)
     assert st["type"] == "file" and st["size"] == len(body), st
-    assert c.ok("GET", "/v1/volumes/%s/stat?path=made" % vid)["type"] == "dir"
+    assert c.ok("GET", "/v1/volumes/%s/stat?path=made" % vid)["type"] == "directory"
     assert_error(c.request("GET", "/v1/volumes/%s/stat?path=nope" % vid), 404, "file_not_found")
     sid = mounted(c, vid)
     out = c.sh(sid, "sha256sum /data/in/data.bin; test -d /data/made/deep && echo dir")
@@ -308,3 +308,23 @@ def test_audit_entries():
     acts = [(e.get("action"), e.get("sandbox_id") or e.get("target")) for e in rows]
     for act in ("volume.create", "volume.file.upload", "volume.file.delete", "volume.delete"):
         assert any(x == act for x, _ in acts), (act, acts[:20])
+
+
+def test_configuration_volume_mount_is_honoured():
+    """Document 002's volume_mount: the creator's own volume of that name, at mount_path."""
+    a = D.get().client()
+    cfg = a.ok("POST", "/v1/sandbox-configs", {"name": "with-volume", "config": {
+        "volume_mount": {"enabled": True, "mount_path": "/cfgvol", "volume_name": "cfgvol"}}},
+        status=201)
+    assert cfg["config"]["volume_mount"]["supported"] is True, cfg
+    c = user()
+    v = volume(c, "cfgvol")
+    c.request("PUT", "/v1/volumes/%s/files/hello.txt" % v["id"], raw=b"from the config")
+    sid = c.create_sandbox(config_id=cfg["id"], ttl_seconds=600)["id"]
+    assert c.get_sandbox(sid)["volumes"][0]["path"] == "/cfgvol"
+    assert c.sh(sid, "cat /cfgvol/hello.txt") == "from the config"
+    c.delete_sandbox(sid)
+    # Another user without such a volume cannot create from it: their own is looked up.
+    assert_error(user("novol").request("POST", "/v1/sandboxes", {"config_id": cfg["id"]}),
+                 404, "volume_not_found")
+    a.ok("DELETE", "/v1/sandbox-configs/" + cfg["id"])

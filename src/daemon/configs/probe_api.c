@@ -200,8 +200,9 @@ static void shallow_checks(struct probe *p)
                   "not_probed", -1);
     json_t *vol = json_object_get(p->doc, "volume_mount");
     if (json_is_true(json_object_get(vol, "enabled")))
-        add_check(p->checks, "volume_mount", -1, "volume mounts are not supported here",
-                  "unsupported", -1);
+        add_check(p->checks, "volume_mount", -1,
+                  "mounted at create from the creator's volume of that id or name",
+                  "not_probed", -1);
 }
 
 /* The document to probe: the one sent (checked; masked values restored from config_id's)

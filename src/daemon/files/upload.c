@@ -130,6 +130,7 @@ void files_upload_serve(struct sbxd *d, struct http_req *req, int root, const ch
     }
     struct upload *u = sbx_xcalloc(1, sizeof(*u));
     u->d = d;
+    u->w.dir = u->w.fd = -1; /* nothing to close before ws_writer_open */
     u->path = sbx_xstrdup(path);
     u->action = sbx_xstrdup(t->action);
     u->target_id = sbx_xstrdup(t->target_id);

@@ -351,6 +351,10 @@ static int create_sandbox(struct manager *m, const struct auth_identity *who,
         return r;
     if (!from && p->workspace_from)
         from = sbx_xstrdup(p->workspace_from);
+    if (p->volumes && (r = m->volumes ? volumes_mounts_usable(m->volumes, who->user, p->volumes, err)
+                                      : sbx_err_set(err, ENOTSUP, "invalid_volume",
+                                                    "this daemon has no volumes")) < 0)
+        return r;
 
     struct template_info tpl;
     r = template_resolve(m->cfg->template_cache, p->template_name, &tpl, err);
@@ -389,10 +393,7 @@ static int create_sandbox(struct manager *m, const struct auth_identity *who,
         goto fail_nostore;
     if ((r = egress_init(m, sb, &p->egress, err)) < 0)
         goto fail;
-    if (p->volumes && (r = m->volumes ? volumes_mounts_attach(m->volumes, who->user, p->volumes,
-                                                              id, err)
-                                      : sbx_err_set(err, ENOTSUP, "invalid_volume",
-                                                    "this daemon has no volumes")) < 0)
+    if (p->volumes && (r = volumes_mounts_attach(m->volumes, who->user, p->volumes, id, err)) < 0)
         goto fail;
     if (p->config_id) {
         _cleanup_free_ char *net = p->network ? json_dumps(p->network, JSON_COMPACT) : NULL;

@@ -166,7 +166,7 @@ static void api_volfiles_mkdir(struct sbxd *d, struct http_req *req)
     }
     audit_file(d, req, "volume.file.mkdir", &vol, path);
     http_respond_json(req, created ? 201 : 200,
-                      json_pack("{s:s,s:s,s:s,s:b}", "object", "file", "path", path, "type", "dir",
+                      json_pack("{s:s,s:s,s:s,s:b}", "object", "file", "path", path, "type", "directory",
                                 "created", created));
     json_decref(body);
 }

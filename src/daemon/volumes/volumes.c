@@ -350,6 +350,22 @@ int volumes_mounts_check(json_t *list, struct sbx_err *err)
     return 0;
 }
 
+int volumes_mounts_usable(struct volumes *v, const char *user, json_t *list, struct sbx_err *err)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(list, i, e)
+    {
+        struct store_volume vol;
+        _cleanup_free_ char *root = NULL;
+        int r = store_volume_get(v->store, user, json_string_value(json_object_get(e, "volume")),
+                                 &vol, err);
+        if (r < 0 || (r = volumes_root(v, &vol, &root, err)) < 0)
+            return r;
+    }
+    return 0;
+}
+
 int volumes_mounts_attach(struct volumes *v, const char *user, json_t *list,
                           const char *sandbox_id, struct sbx_err *err)
 {

@@ -69,6 +69,9 @@ int volumes_path_check(const char *path, struct sbx_err *err);
 /* A create's "volumes": [{volume, path, read_only?}], checked for shape and paths, no two
  * at the same or nested paths (invalid_volume / invalid_mount_path). NULL is none. */
 int volumes_mounts_check(json_t *list, struct sbx_err *err);
+/* Can user mount each of a checked list here: volume_not_found, volume_elsewhere. Before
+ * anything of a create is written. */
+int volumes_mounts_usable(struct volumes *v, const char *user, json_t *list, struct sbx_err *err);
 /* Resolve each of a checked list among user's volumes (volume_not_found) and record them
  * as sandbox_id's mounts. */
 int volumes_mounts_attach(struct volumes *v, const char *user, json_t *list,

@@ -328,3 +328,15 @@ def test_configuration_volume_mount_is_honoured():
     assert_error(user("novol").request("POST", "/v1/sandboxes", {"config_id": cfg["id"]}),
                  404, "volume_not_found")
     a.ok("DELETE", "/v1/sandbox-configs/" + cfg["id"])
+
+
+def test_metrics_count_volumes_and_bytes():
+    c = user()
+    v = volume(c, "metered", size_mb=32)
+    c.request("PUT", "/v1/volumes/%s/files/x" % v["id"], raw=b"y" * (1 << 20))
+    text = D.get().client().request("GET", "/metrics").raw.decode()
+    got = {line.split()[0]: float(line.split()[1]) for line in text.splitlines()
+           if line.startswith("sbx_volume")}
+    assert got["sbx_volumes"] >= 1 and got["sbx_volume_size_bytes"] >= 32 << 20, got
+    assert got["sbx_volume_used_bytes"] >= 1 << 20, got
+    c.ok("DELETE", "/v1/volumes/" + v["id"])

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -14,6 +15,7 @@
 #include "../../common/sbxuser.h"
 #include "../../common/text.h"
 #include "../../common/util.h"
+#include "../billing/metrics.h"
 #include "../files/workspace.h"
 #include "../sandbox/wsimage.h"
 
@@ -26,6 +28,41 @@ struct volumes {
     long long default_mb, max_mb, per_user;
     bool images;
 };
+
+struct gauge_sums {
+    struct volumes *v;
+    long long count, size, used;
+};
+
+static void sum_one(const struct store_volume *vol, void *data)
+{
+    struct gauge_sums *g = data;
+    long long used = 0;
+    if (strcmp(vol->node_id, store_node(g->v->store)))
+        return;
+    g->count++;
+    g->size += vol->size_mb << 20;
+    if (volumes_used(g->v, vol, &used, NULL) == 0)
+        g->used += used;
+}
+
+/* /metrics: this node's volumes, what they may hold and what they hold. */
+static void volume_gauges(FILE *out, void *data)
+{
+    struct gauge_sums g = {.v = data};
+    (void)store_volume_each(g.v->store, NULL, sum_one, &g, NULL);
+    fprintf(out,
+            "# HELP sbx_volumes Volumes on this node (docs/volumes.md)\n"
+            "# TYPE sbx_volumes gauge\n"
+            "sbx_volumes %lld\n"
+            "# HELP sbx_volume_size_bytes What this node's volumes may hold (their quotas)\n"
+            "# TYPE sbx_volume_size_bytes gauge\n"
+            "sbx_volume_size_bytes %lld\n"
+            "# HELP sbx_volume_used_bytes What this node's volumes' files take\n"
+            "# TYPE sbx_volume_used_bytes gauge\n"
+            "sbx_volume_used_bytes %lld\n",
+            g.count, g.size, g.used);
+}
 
 int volumes_new(struct store *s, const struct volumes_settings *set, struct volumes **out,
                 struct sbx_err *err)
@@ -41,6 +78,7 @@ int volumes_new(struct store *s, const struct volumes_settings *set, struct volu
     v->max_mb = set->max_mb;
     v->per_user = set->per_user;
     v->images = set->images;
+    metrics_gauges_add(volume_gauges, v);
     *out = v;
     return 0;
 }
@@ -49,6 +87,7 @@ void volumes_free(struct volumes *v)
 {
     if (!v)
         return;
+    metrics_gauges_remove(volume_gauges, v);
     free(v->dir);
     free(v->data_dir);
     free(v);

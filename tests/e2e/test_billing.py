@@ -425,8 +425,13 @@ def test_volume_storage_is_metered_hourly_at_its_own_price():
     assert c.ok("GET", "/v1/usage")["total"]["volume_byte_hours"] == 2 * used
     clock().set("2026-11-20T13:40:30")
     want = 2 * used * 10 ** 9 // (10 ** 9 * 730)
+    # The two samples fall in two billing intervals: both charged.
     led = wait_for(lambda: [e for e in charges("archivist")
                             if e["details"].get("volume_byte_hours")], 10,
                    what="the volume charge")
+    wait_for(lambda: sum(e["details"].get("volume_byte_hours", 0)
+                         for e in charges("archivist")) == 2 * used, 10,
+             what="both volume hours charged")
+    led = [e for e in charges("archivist") if e["details"].get("volume_byte_hours")]
     assert sum(e["details"]["volume_micro_eur"] for e in led) == want, (led, used)
     c.ok("DELETE", "/v1/volumes/" + v["id"])

@@ -340,3 +340,22 @@ def test_metrics_count_volumes_and_bytes():
     assert got["sbx_volumes"] >= 1 and got["sbx_volume_size_bytes"] >= 32 << 20, got
     assert got["sbx_volume_used_bytes"] >= 1 << 20, got
     c.ok("DELETE", "/v1/volumes/" + v["id"])
+
+
+def test_sandbox_create_tool_takes_volumes():
+    c = user()
+    v = volume(c, "tooled")
+    c.request("PUT", "/v1/volumes/%s/files/t.txt" % v["id"], raw=b"tool")
+    tools = {t["name"]: t for t in c.ok("GET", "/v1/tools")["data"]}
+    assert "volumes" in tools["sandbox_create"]["inputSchema"]["properties"], tools
+    r = c.request("POST", "/v1/tools/sandbox_create",
+                  {"volumes": [{"volume": "tooled", "path": "/v"}], "ttl_seconds": 600},
+                  timeout=120)
+    assert r.status == 200, r
+    sid = r.body["result"]["id"]
+    assert c.sh(sid, "cat /v/t.txt") == "tool"
+    c.delete_sandbox(sid)
+    assert_error(c.request("POST", "/v1/tools/sandbox_create",
+                           {"volumes": [{"volume": "tooled", "path": "/etc"}]}),
+                 400, "invalid_mount_path")
+    c.ok("DELETE", "/v1/volumes/" + v["id"])

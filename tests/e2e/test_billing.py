@@ -421,7 +421,7 @@ def test_volume_storage_is_metered_hourly_at_its_own_price():
     clock().set("2026-11-20T13:30:00")
     wait_for(lambda: c.ok("GET", "/v1/usage")["total"].get("volume_byte_hours"), 10,
              what="volume hours metered")
-    # Two full hours sampled (11:00 and 12:00) of what its files take.
+    # Two full hours sampled (11:00-12:00 and 12:00-13:00) of what its files take.
     assert c.ok("GET", "/v1/usage")["total"]["volume_byte_hours"] == 2 * used
     clock().set("2026-11-20T13:40:30")
     want = 2 * used * 10 ** 9 // (10 ** 9 * 730)

@@ -164,7 +164,9 @@ static void meter_volume(const struct store_volume *vol, void *data)
         return;
     long long bytes = volume_bytes(b, vol->id);
     for (int n = 0; mark + BILLING_HOUR_MS <= now && n < BILLING_SETTLE_PER_TICK; n++) {
-        struct store_usage_event e = {.ts_ms = mark,
+        /* Dated at the hour's end, when it is known whole: an interval that is still to
+         * be settled (the hour's start may be settled already). */
+        struct store_usage_event e = {.ts_ms = mark + BILLING_HOUR_MS,
                                       .user = vol->user,
                                       .key_id = "",
                                       .sandbox_id = vol->id,

@@ -359,3 +359,34 @@ def test_sandbox_create_tool_takes_volumes():
                            {"volumes": [{"volume": "tooled", "path": "/etc"}]}),
                  400, "invalid_mount_path")
     c.ok("DELETE", "/v1/volumes/" + v["id"])
+
+
+def test_namespaces_and_local_mount_volumes_too():
+    """The same volume under the other backends: a plain bind mount of the host's
+    directory, so a write in one sandbox is the other's at once."""
+    with harness.Daemon(extra_env={"SBX_BACKEND": "gvisor,namespaces,local",
+                                   "SBX_ALLOW_LOCAL": "yes-no-isolation"}) as d:
+        a = d.client()
+        c = d.client(a.create_key("nsvol")["key"])
+        v = volume(c, "both", size_mb=16)
+        sids = {}
+        for rt in ("namespaces", "local", "gvisor"):
+            sids[rt] = c.create_sandbox(ttl_seconds=600, runtime=rt, volumes=[
+                {"volume": v["id"], "path": "/mnt/both"}])["id"]
+        for rt, sid in sids.items():
+            c.sh(sid, "umask 022; echo %s > /mnt/both/%s.txt" % (rt, rt))
+        for rt, sid in sids.items():
+            out = c.sh(sid, "cat /mnt/both/namespaces.txt /mnt/both/local.txt "
+                            "/mnt/both/gvisor.txt")
+            assert out == "namespaces\nlocal\ngvisor\n", (rt, out)
+        owners = {e["path"]: e for e in c.ok("GET", "/v1/volumes/%s/files" % v["id"])["data"]}
+        assert set(owners) >= {"namespaces.txt", "local.txt", "gvisor.txt"}, owners
+        # What they wrote is readable through the routes.
+        assert c.request("GET", "/v1/volumes/%s/files/namespaces.txt" % v["id"]).raw == \
+            b"namespaces\n"
+        # The quota holds under namespaces as well.
+        r = c.exec(sids["namespaces"],
+                   shell="dd if=/dev/zero of=/mnt/both/fill bs=1M count=100 2>&1; echo rc=$?")
+        assert "No space left" in r["stdout"], r
+        for sid in sids.values():
+            c.delete_sandbox(sid)

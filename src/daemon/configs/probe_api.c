@@ -67,7 +67,7 @@ static json_t *capabilities(const struct probe *p, const struct rt_backend *b)
     return json_pack("{s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b}", "pause", 1, "fork", 1,
                      "memory_snapshots", b->memory_snapshots, "terminal", 1, "preview", 1,
                      "egress_policy", b->isolated, "l7_inject", p->d->configs->trust_bundle != NULL,
-                     "volume_mount", 0, "desktop",
+                     "volume_mount", 1, "desktop",
                      json_is_true(json_object_get(p->doc, "desktop_enabled")));
 }
 

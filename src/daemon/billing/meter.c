@@ -96,30 +96,49 @@ static long long snapshot_bytes(struct billing *b, const char *id)
 }
 
 /* A paused snapshot is sampled at each full hour it is kept: its bytes for that hour. */
-static void meter_snapshot(struct billing *b, const struct store_sandbox *sb, long long now)
+/* Usage sampled at each full hour something is kept (a paused snapshot, a volume): e says
+ * whose and of what kind (its sandbox_id keys the mark), bytes what it holds now; each
+ * sample is dated at_end_ms after its hour's start. */
+static void sample_hourly(struct billing *b, struct store_usage_event e, long long now,
+                          long long (*bytes_of)(struct billing *b, const char *id),
+                          long long at_end_ms)
 {
     long long mark = 0;
-    if (store_usage_mark_get(b->store, sb->id, USAGE_SNAPSHOT_BYTE_HOURS, &mark, NULL) < 0)
+    if (store_usage_mark_get(b->store, e.sandbox_id, e.kind, &mark, NULL) < 0)
         return;
-    if (strcmp(sb->status, SANDBOX_PAUSED)) {
-        if (mark)
-            (void)store_usage_mark_set(b->store, sb->id, USAGE_SNAPSHOT_BYTE_HOURS, 0, NULL);
-        return;
-    }
     if (!mark) {
-        (void)store_usage_mark_set(b->store, sb->id, USAGE_SNAPSHOT_BYTE_HOURS,
-                                   now - now % BILLING_HOUR_MS, NULL);
+        (void)store_usage_mark_set(b->store, e.sandbox_id, e.kind, now - now % BILLING_HOUR_MS,
+                                   NULL);
         return;
     }
     if (mark + BILLING_HOUR_MS > now)
         return;
-    long long bytes = snapshot_bytes(b, sb->id);
+    long long bytes = bytes_of(b, e.sandbox_id);
     for (int n = 0; mark + BILLING_HOUR_MS <= now && n < BILLING_SETTLE_PER_TICK; n++) {
-        if (bytes > 0 && add_usage(b, sb, USAGE_SNAPSHOT_BYTE_HOURS, mark, bytes) < 0)
+        e.ts_ms = mark + at_end_ms;
+        e.amount = bytes;
+        if (bytes > 0 && store_usage_add(b->store, &e, NULL) < 0)
             return;
         mark += BILLING_HOUR_MS;
     }
-    (void)store_usage_mark_set(b->store, sb->id, USAGE_SNAPSHOT_BYTE_HOURS, mark, NULL);
+    (void)store_usage_mark_set(b->store, e.sandbox_id, e.kind, mark, NULL);
+}
+
+static void meter_snapshot(struct billing *b, const struct store_sandbox *sb, long long now)
+{
+    if (strcmp(sb->status, SANDBOX_PAUSED)) {
+        long long mark = 0;
+        if (store_usage_mark_get(b->store, sb->id, USAGE_SNAPSHOT_BYTE_HOURS, &mark, NULL) == 0 &&
+            mark)
+            (void)store_usage_mark_set(b->store, sb->id, USAGE_SNAPSHOT_BYTE_HOURS, 0, NULL);
+        return;
+    }
+    struct store_usage_event e = {.user = sb->user,
+                                  .key_id = sb->key_id,
+                                  .sandbox_id = sb->id,
+                                  .backend = sb->backend,
+                                  .kind = USAGE_SNAPSHOT_BYTE_HOURS};
+    sample_hourly(b, e, now, snapshot_bytes, 0);
 }
 
 /* What a volume's files take (docs/volumes.md): its quota image's used blocks, or a walk of
@@ -145,39 +164,20 @@ struct meter_ctx {
     long long now;
 };
 
-/* A volume is sampled at each full hour it exists, on its node, like a paused snapshot;
- * billed at SBX_PRICE_VOLUME_GB_MONTH_MICRO_EUR. */
+/* A volume is sampled at each full hour it exists, on its node, billed at
+ * SBX_PRICE_VOLUME_GB_MONTH_MICRO_EUR. Dated at the hour's end, when it is known whole: in
+ * an interval still to be settled (the hour's start may be settled already). */
 static void meter_volume(const struct store_volume *vol, void *data)
 {
     struct meter_ctx *c = data;
-    struct billing *b = c->b;
-    long long mark = 0, now = c->now;
-    if (strcmp(vol->node_id, store_node(b->store)) ||
-        store_usage_mark_get(b->store, vol->id, USAGE_VOLUME_BYTE_HOURS, &mark, NULL) < 0)
+    if (strcmp(vol->node_id, store_node(c->b->store)))
         return;
-    if (!mark) {
-        (void)store_usage_mark_set(b->store, vol->id, USAGE_VOLUME_BYTE_HOURS,
-                                   now - now % BILLING_HOUR_MS, NULL);
-        return;
-    }
-    if (mark + BILLING_HOUR_MS > now)
-        return;
-    long long bytes = volume_bytes(b, vol->id);
-    for (int n = 0; mark + BILLING_HOUR_MS <= now && n < BILLING_SETTLE_PER_TICK; n++) {
-        /* Dated at the hour's end, when it is known whole: an interval that is still to
-         * be settled (the hour's start may be settled already). */
-        struct store_usage_event e = {.ts_ms = mark + BILLING_HOUR_MS,
-                                      .user = vol->user,
-                                      .key_id = "",
-                                      .sandbox_id = vol->id,
-                                      .backend = "volume",
-                                      .kind = USAGE_VOLUME_BYTE_HOURS,
-                                      .amount = bytes};
-        if (bytes > 0 && store_usage_add(b->store, &e, NULL) < 0)
-            return;
-        mark += BILLING_HOUR_MS;
-    }
-    (void)store_usage_mark_set(b->store, vol->id, USAGE_VOLUME_BYTE_HOURS, mark, NULL);
+    struct store_usage_event e = {.user = vol->user,
+                                  .key_id = "",
+                                  .sandbox_id = vol->id,
+                                  .backend = "volume",
+                                  .kind = USAGE_VOLUME_BYTE_HOURS};
+    sample_hourly(c->b, e, c->now, volume_bytes, BILLING_HOUR_MS);
 }
 
 static void meter_one(const struct store_sandbox *sb, void *data)

@@ -390,3 +390,17 @@ def test_namespaces_and_local_mount_volumes_too():
         assert "No space left" in r["stdout"], r
         for sid in sids.values():
             c.delete_sandbox(sid)
+
+
+def test_v1_sandbox_mounts_its_volume_at_every_exec():
+    c = user()
+    v = volume(c, "every-exec")
+    sid = c.create_sandbox(backend="v1", ttl_seconds=600,
+                           volumes=[{"volume": v["id"], "path": "/data"}])["id"]
+    c.sh(sid, "echo one > /data/1.txt")
+    # A fresh machine for the next op, with the volume mounted again.
+    assert c.sh(sid, "cat /data/1.txt; echo two > /data/2.txt") == "one\n"
+    assert c.request("GET", "/v1/volumes/%s/files/2.txt" % v["id"]).raw == b"two\n"
+    assert_error(c.request("DELETE", "/v1/volumes/" + v["id"]), 409, "volume_in_use")
+    c.delete_sandbox(sid)
+    c.ok("DELETE", "/v1/volumes/" + v["id"])

@@ -44,7 +44,7 @@ struct cli_group {
     }
 
 extern const struct cli_group cli_sandbox_cmds, cli_exec_cmds, cli_files_cmds, cli_code_cmds,
-    cli_terminal_cmds, cli_admin_cmds;
+    cli_terminal_cmds, cli_admin_cmds, cli_volume_cmds;
 
 /* The client, from the config (SBX_URL, SBX_API_KEY, the config file); NULL after printing
  * why (then return CLI_FAIL). */
@@ -85,6 +85,14 @@ struct cli_progress {
 void cli_progress_init(struct cli_progress *p, const char *label);
 int cli_progress_tick(void *ud, long long done, long long total);
 void cli_progress_end(struct cli_progress *p);
+
+/* Where cp's remote side is: a sandbox's workspace ("sandboxes") or a volume ("volumes"). */
+struct cli_remote {
+    const char *collection;
+    const char *id;
+};
+/* `cp SRC DST` with ID:PATH on one side, ID naming one of collection's. */
+int cli_copy(struct cli *cli, int argc, char **argv, const char *collection);
 
 /* Download every artifact of sandbox id into dir (their paths below out/), checking each
  * one's SHA-256 against the listing; with --json the listing is printed when print_json.

@@ -54,23 +54,30 @@ static char *join(const char *dir, const char *name)
     return sbx_xasprintf("%.*s/%s", (int)n, dir, name);
 }
 
-static char *files_path(const char *id, const char *rel)
+/* "/v1/<collection>/<id>" + suffix, the id escaped. */
+static char *remote_path(const struct cli_remote *r, const char *suffix)
+{
+    _cleanup_free_ char *e = sbx_escape(r->id);
+    return sbx_xasprintf("/v1/%s/%s%s", r->collection, e, suffix);
+}
+
+static char *files_path(const struct cli_remote *id, const char *rel)
 {
     _cleanup_free_ char *e = sbx_escape_path(rel);
     _cleanup_free_ char *suffix = sbx_xasprintf("/files/%s", e);
-    return cli_sb_path(id, suffix);
+    return remote_path(id, suffix);
 }
 
 /* The listing of a remote directory, or NULL when path is not one (or on an error: then
  * *rc says which; CLI_OK means "not a directory"). */
-static json_t *remote_list(struct cli *cli, const char *id, const char *path, bool recursive,
+static json_t *remote_list(struct cli *cli, const struct cli_remote *id, const char *path, bool recursive,
                            int *rc)
 {
     *rc = CLI_OK;
     _cleanup_free_ char *q = sbx_escape(path);
     _cleanup_free_ char *suffix =
         sbx_xasprintf("/files?path=%s&recursive=%s", q, recursive ? "true" : "false");
-    _cleanup_free_ char *url = cli_sb_path(id, suffix);
+    _cleanup_free_ char *url = remote_path(id, suffix);
     struct sbx_client *c = cli_api(cli);
     if (!c) {
         *rc = CLI_FAIL;
@@ -88,7 +95,8 @@ static json_t *remote_list(struct cli *cli, const char *id, const char *path, bo
     return ans;
 }
 
-static int upload_file(struct cli *cli, const char *local, const char *id, const char *rel)
+static int upload_file(struct cli *cli, const char *local, const struct cli_remote *id,
+                       const char *rel)
 {
     bool stdin_src = !strcmp(local, "-");
     _cleanup_close_ int fd =
@@ -111,12 +119,13 @@ static int upload_file(struct cli *cli, const char *local, const char *id, const
     if (cli->json)
         cli_print_json(ans);
     else
-        printf("%s -> %s:%s\n", local, id, rel);
+        printf("%s -> %s:%s\n", local, id->id, rel);
     json_decref(ans);
     return CLI_OK;
 }
 
-static int upload_tree(struct cli *cli, const char *local, const char *id, const char *rel,
+static int upload_tree(struct cli *cli, const char *local, const struct cli_remote *id,
+                       const char *rel,
                        int depth)
 {
     if (depth > CP_MAX_DEPTH)
@@ -146,7 +155,8 @@ static int upload_tree(struct cli *cli, const char *local, const char *id, const
     return rc;
 }
 
-static int download_file(struct cli *cli, const char *id, const char *rel, const char *local)
+static int download_file(struct cli *cli, const struct cli_remote *id, const char *rel,
+                         const char *local)
 {
     _cleanup_free_ char *path = files_path(id, rel);
     bool to_stdout = !strcmp(local, "-");
@@ -172,11 +182,12 @@ static int download_file(struct cli *cli, const char *id, const char *rel, const
         return cli_error("%s: %s", local, strerror(e));
     }
     if (!to_stdout && !cli->json)
-        printf("%s:%s -> %s\n", id, rel, local);
+        printf("%s:%s -> %s\n", id->id, rel, local);
     return CLI_OK;
 }
 
-static int download_tree(struct cli *cli, const char *id, const char *rel, json_t *list,
+static int download_tree(struct cli *cli, const struct cli_remote *id, const char *rel,
+                         json_t *list,
                          const char *local)
 {
     if (mkdir(local, 0755) < 0 && errno != EEXIST)
@@ -229,7 +240,7 @@ static bool is_local_dir(const char *p)
     return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-static int cmd_cp(struct cli *cli, int argc, char **argv)
+int cli_copy(struct cli *cli, int argc, char **argv, const char *collection)
 {
     static const struct option longopts[] = {{0}};
     if (cli_getopt(cli, argc, argv, "", longopts) != -1)
@@ -244,11 +255,12 @@ static int cmd_cp(struct cli *cli, int argc, char **argv)
         return cli_usage(cli, "one of SRC and DST must be ID:PATH, the other a local path");
     if (!cli_api(cli))
         return CLI_FAIL;
+    const struct cli_remote sr = {collection, sid}, dr = {collection, did};
     int rc;
     cli_catch_sigint(true);
     if (dremote) {
         /* Into an existing remote directory (or a path ending in /): keep the name. */
-        json_t *l = remote_list(cli, did, *dpath ? dpath : ".", false, &rc);
+        json_t *l = remote_list(cli, &dr, *dpath ? dpath : ".", false, &rc);
         bool into = !*dpath || dpath[strlen(dpath) - 1] == '/' || l;
         json_decref(l);
         if (rc != CLI_OK)
@@ -259,28 +271,33 @@ static int cmd_cp(struct cli *cli, int argc, char **argv)
         }
         _cleanup_free_ char *target = into ? join(dpath, base_name(src)) : sbx_xstrdup(dpath);
         if (is_local_dir(src))
-            rc = upload_tree(cli, src, did, target, 0);
+            rc = upload_tree(cli, src, &dr, target, 0);
         else
-            rc = upload_file(cli, src, did, target);
+            rc = upload_file(cli, src, &dr, target);
     } else {
         if (!*spath) {
             rc = cli_usage(cli, "name a path in the sandbox (ID:PATH)");
             goto out;
         }
-        json_t *l = remote_list(cli, sid, spath, true, &rc);
+        json_t *l = remote_list(cli, &sr, spath, true, &rc);
         if (rc == CLI_OK && l && !strcmp(dst, "-"))
             rc = cli_usage(cli, "%s is a directory: it cannot go to stdout", spath);
         if (rc == CLI_OK) {
             bool into = is_local_dir(dst);
             _cleanup_free_ char *target = into ? join(dst, base_name(spath)) : sbx_xstrdup(dst);
-            rc = l ? download_tree(cli, sid, spath, l, target)
-                   : download_file(cli, sid, spath, target);
+            rc = l ? download_tree(cli, &sr, spath, l, target)
+                   : download_file(cli, &sr, spath, target);
         }
         json_decref(l);
     }
 out:
     cli_catch_sigint(false);
     return rc;
+}
+
+static int cmd_cp(struct cli *cli, int argc, char **argv)
+{
+    return cli_copy(cli, argc, argv, "sandboxes");
 }
 
 static int cmd_files(struct cli *cli, int argc, char **argv)

@@ -71,6 +71,23 @@ int cli_sandbox_opt(struct cli *cli, json_t *body, struct egress_opts *e, int o,
     case OPT_SNAPSHOT:
         json_object_set_new(body, "snapshot_id", json_string(arg));
         return CLI_OK;
+    case OPT_VOLUME: {
+        /* NAME:/PATH or NAME:/PATH:ro (docs/volumes.md); the server checks the rest. */
+        const char *colon = strchr(arg, ':');
+        if (!colon || colon == arg || colon[1] != '/')
+            return cli_usage(cli, "--volume: expected VOLUME:/PATH[:ro], got %s", arg);
+        size_t plen = strlen(colon + 1);
+        bool ro = plen > 3 && !strcmp(colon + 1 + plen - 3, ":ro");
+        json_t *vols = json_object_get(body, "volumes");
+        if (!vols) {
+            vols = json_array();
+            json_object_set_new(body, "volumes", vols);
+        }
+        json_array_append_new(vols, json_pack("{s:s%,s:s%,s:b}", "volume", arg,
+                                              (size_t)(colon - arg), "path", colon + 1,
+                                              ro ? plen - 3 : plen, "read_only", ro));
+        return CLI_OK;
+    }
     }
     return CLI_USAGE;
 }

@@ -14,13 +14,14 @@ struct egress_opts {
     bool none;
 };
 
-enum { OPT_BACKEND = 1000, OPT_SNAPSHOT, OPT_NO_EGRESS, OPT_TTL, OPT_CMD_BASE = 1100 };
+enum { OPT_BACKEND = 1000, OPT_SNAPSHOT, OPT_NO_EGRESS, OPT_TTL, OPT_VOLUME, OPT_CMD_BASE = 1100 };
 #define SANDBOX_SHORTOPTS "t:e:a:P:"
 #define SANDBOX_LONGOPTS                                                                           \
     {"template", required_argument, NULL, 't'}, {"ttl", required_argument, NULL, OPT_TTL},         \
         {"env", required_argument, NULL, 'e'}, {"allow", required_argument, NULL, 'a'},            \
         {"preset", required_argument, NULL, 'P'}, {"no-egress", no_argument, NULL, OPT_NO_EGRESS}, \
         {"backend", required_argument, NULL, OPT_BACKEND},                                         \
+        {"volume", required_argument, NULL, OPT_VOLUME},                                           \
     {                                                                                              \
         "snapshot", required_argument, NULL, OPT_SNAPSHOT                                          \
     }
@@ -32,7 +33,8 @@ enum { OPT_BACKEND = 1000, OPT_SNAPSHOT, OPT_NO_EGRESS, OPT_TTL, OPT_CMD_BASE = 
     "  -P, --preset NAME     egress preset: pypi, npm\n"                                           \
     "      --no-egress       no network (the default)\n"                                           \
     "      --backend v1|v2   runtime backend\n"                                                    \
-    "      --snapshot ID     start from a v1 snapshot\n"
+    "      --snapshot ID     start from a v1 snapshot\n"                                         \
+    "      --volume V:PATH[:ro]  mount volume V (id or name) at PATH (repeatable)\n"
 
 /* Apply one of SANDBOX_LONGOPTS to body (or to e for egress); returns an exit code. */
 int cli_sandbox_opt(struct cli *cli, json_t *body, struct egress_opts *e, int o, const char *arg);

@@ -101,6 +101,8 @@ static int billing_config(struct sbxd_config *cfg, struct sbx_err *err)
         (r = env_num("SBX_FREE_V2_SECONDS", 18000, 0, 31 * 86400, &cfg->free_v2_s, err)) < 0 ||
         (r = env_num("SBX_PRICE_SNAPSHOT_GB_MONTH_MICRO_EUR", 50000, 0, 1000000000000LL,
                      &cfg->price_snapshot_gb_month, err)) < 0 ||
+        (r = env_num("SBX_PRICE_VOLUME_GB_MONTH_MICRO_EUR", cfg->price_snapshot_gb_month, 0,
+                     1000000000000LL, &cfg->price_volume_gb_month, err)) < 0 ||
         /* Test knob: the tests cannot wait a minute for the meter to run. */
         (r = env_num("SBX_TEST_BILLING_TICK_MS", 60000, 10, 3600000, &cfg->billing_tick_ms, err)) <
             0)
@@ -216,6 +218,10 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
         (r = env_num("SBX_MAX_PER_USER", 5, 1, 10000, &cfg->max_per_user, err)) < 0 ||
         (r = env_num("SBX_WORKSPACE_MB", 2048, 0, 1 << 22, &cfg->workspace_mb, err)) < 0 ||
         (r = env_num("SBX_V2_CAPACITY", 0, 0, 1 << 20, &cfg->v2_capacity, err)) < 0 ||
+        (r = env_num("SBX_VOLUME_MAX_MB", 10240, 16, 1 << 22, &cfg->volume_max_mb, err)) < 0 ||
+        (r = env_num("SBX_VOLUME_MB", cfg->volume_max_mb < 1024 ? cfg->volume_max_mb : 1024, 16,
+                     cfg->volume_max_mb, &cfg->volume_mb, err)) < 0 ||
+        (r = env_num("SBX_VOLUMES_PER_USER", 100, 1, 100000, &cfg->volumes_per_user, err)) < 0 ||
         (r = env_num("SBX_ARTIFACT_URL_TTL", 3600, 1, 7 * 86400, &cfg->artifact_url_ttl, err)) <
             0)
         return r;
@@ -367,6 +373,8 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
         return sbx_err_sys(err, errno ? errno : EINVAL, "data dir %s", cfg->data_dir);
     free(cfg->data_dir);
     cfg->data_dir = sbx_xstrdup(abs);
+    const char *vd = getenv("SBX_VOLUMES_DIR");
+    cfg->volumes_dir = vd && *vd ? sbx_xstrdup(vd) : sbx_xasprintf("%s/volumes", cfg->data_dir);
     const char *pub = getenv("SBX_PUBLIC_URL");
     cfg->public_url = pub && *pub ? sbx_xstrdup(pub) : sbx_xasprintf("http://%s", cfg->listen);
     const char *pu = getenv("SBX_PREVIEW_URL");
@@ -380,6 +388,7 @@ void config_free(struct sbxd_config *cfg)
     free(cfg->node_id);
     free(cfg->node_url);
     free(cfg->shared_snapshots);
+    free(cfg->volumes_dir);
     free(cfg->listen);
     free(cfg->data_dir);
     free(cfg->template_cache);

@@ -92,6 +92,7 @@ struct sbxd_config {
     long long price_v2_hour;      /* SBX_PRICE_V2_HOUR_MICRO_EUR, 100000 */
     long long free_v2_s;          /* SBX_FREE_V2_SECONDS per user per month, 18000 */
     long long price_snapshot_gb_month; /* SBX_PRICE_SNAPSHOT_GB_MONTH_MICRO_EUR, 50000 */
+    long long price_volume_gb_month; /* SBX_PRICE_VOLUME_GB_MONTH_MICRO_EUR, the snapshot price */
     char *data_region;                 /* SBX_DATA_REGION, the x-sbx-data-region header, "local" */
     char *metrics_listen;  /* SBX_METRICS_LISTEN: /metrics without a key on ADDR:PORT, or NULL */
     int log_json;          /* SBX_LOG_FORMAT=json */
@@ -127,6 +128,11 @@ struct sbxd_config {
     /* SBX_SHARED_SNAPSHOTS: a directory every node mounts at this path; a paused sandbox's
      * image and workspace are copied there so another node may resume it. NULL: none. */
     char *shared_snapshots;
+    /* Volumes (docs/volumes.md): where they live (SBX_VOLUMES_DIR, <data>/volumes), the size
+     * of one created without size_mb (SBX_VOLUME_MB, 1024), the largest (SBX_VOLUME_MAX_MB,
+     * 10240) and how many one user may have (SBX_VOLUMES_PER_USER, 100). */
+    char *volumes_dir;
+    long long volume_mb, volume_max_mb, volumes_per_user;
     /* Retention (docs/reliability.md): days kept, 0 = forever. */
     long long retain_exec_days;   /* SBX_RETAIN_EXEC_DAYS, 30 */
     long long retain_egress_days; /* SBX_RETAIN_EGRESS_DAYS, 30 */

@@ -35,6 +35,7 @@
 #include "skills/catalog.h"
 #include "skills/installs.h"
 #include "sbxd.h"
+#include "volumes/volumes.h"
 
 static void on_signal(struct loop *l, int fd, uint32_t events, void *data)
 {
@@ -132,6 +133,27 @@ static int egress_start(struct sbxd *d, struct sbx_err *err)
 }
 
 /* sbxd backup [--data-dir DIR] DEST: an online copy of the store, while sbxd runs. */
+/* Volumes (docs/volumes.md), before the manager re-adopts sandboxes that mount them: each
+ * of this node's is mounted on the host again if a reboot took its mount. */
+static int volumes_start(struct sbxd *d, struct sbx_err *err)
+{
+    struct volumes_settings set = {.dir = d->cfg.volumes_dir,
+                                   .data_dir = d->cfg.data_dir,
+                                   .default_mb = d->cfg.volume_mb,
+                                   .max_mb = d->cfg.volume_max_mb,
+                                   .per_user = d->cfg.volumes_per_user,
+                                   /* Quota images where workspaces have them. */
+                                   .images = d->cfg.workspace_mb > 0};
+    int r = volumes_new(d->store, &set, &d->volumes, err);
+    if (r < 0)
+        return r;
+    struct sbx_err e = {0};
+    if (volumes_adopt(d->volumes, &e) < 0)
+        log_warn("volumes: not every volume could be mounted: %s", e.msg);
+    manager_set_volumes(d->mgr, d->volumes);
+    return 0;
+}
+
 static int backup(int argc, char **argv)
 {
     struct sbxd_config cfg = {0};
@@ -232,7 +254,7 @@ int main(int argc, char **argv)
     if (bootstrap_admin(&d, &err) < 0 ||
         billing_new(&d.cfg, d.loop, d.store, &d.billing, &err) < 0 ||
         manager_new(&d.cfg, d.loop, d.store, &d.mgr, &err) < 0 ||
-        manager_start(d.mgr, &err) < 0 || egress_start(&d, &err) < 0 ||
+        volumes_start(&d, &err) < 0 || manager_start(d.mgr, &err) < 0 || egress_start(&d, &err) < 0 ||
         jobs_new(d.loop, &d.jobs, &err) < 0 || artifacts_new(&d.cfg, &d.artifacts, &err) < 0 ||
         skills_new(&d.cfg, d.store, d.jobs, &d.skills, &err) < 0 ||
         ((d.cfg.llm_url || d.cfg.llm_anthropic_url) &&
@@ -297,6 +319,7 @@ out:
     llm_free(d.llm);
     billing_free(d.billing);
     retention_free(d.retention);
+    volumes_free(d.volumes);
     cluster_free(d.cluster);
     store_free(d.store);
     loop_free(d.loop);

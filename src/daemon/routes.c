@@ -50,6 +50,8 @@ const struct route_table *const sbxd_routes[] = {
     &chat_routes,
     &template_build_routes,
     &node_routes,
+    &volume_routes,
+    &volume_file_routes,
 };
 /* clang-format on */
 const size_t sbxd_route_tables = SBX_ARRAY_SIZE(sbxd_routes);

@@ -33,6 +33,7 @@ struct sbxd {
     struct retention *retention; /* pruning by age and the audit anchor (audit/retention.c) */
     struct template_builds *builds; /* custom template builds (templates/build.c) */
     struct cluster *cluster;        /* this node among the store's (cluster/) */
+    struct volumes *volumes;        /* named storage shared by sandboxes (volumes/) */
     /* A key was deleted (keys/keys_api.c): main's hook ends what it opened (terminals,
      * PTY sessions, streams). NULL: nothing to end. */
     void (*key_revoked)(struct sbxd *d, const char *key_id);

@@ -244,6 +244,16 @@ struct plan {
     int root_fd; /* the template, read-only */
 };
 
+/* A volume (docs/volumes.md): a bind mount that is not the workspace (at /workspace or
+ * /home/user) or one of sbx's binaries. With a user namespace it is idmapped like the
+ * workspace, so that the sandbox's user owns what it owns on the host. */
+static bool is_volume(const struct ns_mount *m)
+{
+    return !strcmp(m->type, "bind") && strcmp(m->dst, "/workspace") &&
+           strcmp(m->dst, "/home/user") && strcmp(m->dst, OCI_AGENT_PATH) &&
+           strcmp(m->dst, OCI_BSL_PATH);
+}
+
 static void send_why(int sock, const char *why)
 {
     (void)!write(sock, why, strlen(why));
@@ -388,6 +398,34 @@ static void harden_proc(const struct plan *p)
     }
 }
 
+/* A volume's mount point the read-only template lacks (gVisor makes one): a small tmpfs
+ * over its deepest existing ancestor, when that is an empty directory other than the root
+ * (/mnt, /srv, /media in Debian's trees), then the rest made in it. Elsewhere -ENOENT
+ * stands: docs/volumes.md says which paths these backends take. dst is root-relative. */
+static int volume_mount_point(const char *dst)
+{
+    if (sbx_mkdir_p(dst, 0755) == 0)
+        return 0; /* beneath a tmpfs made for another volume */
+    char anc[PATH_MAX];
+    snprintf(anc, sizeof(anc), "%s", dst);
+    struct stat st;
+    char *slash;
+    while ((slash = strrchr(anc, '/'))) {
+        *slash = '\0';
+        if (stat(anc, &st) == 0)
+            break;
+    }
+    if (!slash || !S_ISDIR(st.st_mode))
+        return -ENOENT;
+    /* Empty: rmdir of it fails with ENOTEMPTY otherwise (EROFS here when it is empty: the
+     * template is read-only), without reading it. */
+    if (rmdir(anc) == 0 || errno != EROFS)
+        return -ENOENT;
+    if (mount("tmpfs", anc, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k") < 0)
+        return -ENOENT;
+    return sbx_mkdir_p(dst, 0755);
+}
+
 static int mount_all(const struct plan *p, int ws_fd, bool local, char *why, size_t size)
 {
     char dst[PATH_MAX];
@@ -400,7 +438,11 @@ static int mount_all(const struct plan *p, int ws_fd, bool local, char *why, siz
         (void)mkdir(dst, 0755);
         if (!strcmp(type, "bind")) {
             int fd = !strcmp(d, "/workspace") && ws_fd >= 0 ? ws_fd : m->fd;
-            if (fd < 0 || move_mount(fd, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH) < 0) {
+            int moved = fd < 0 ? -1 : move_mount(fd, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH);
+            if (moved < 0 && fd >= 0 && errno == ENOENT && is_volume(m) &&
+                volume_mount_point(dst) == 0)
+                moved = move_mount(fd, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH);
+            if (moved < 0) {
                 /* sbx-bsl needs a mount point the read-only template may not have (gVisor
                  * makes one; here a template without it goes without bsl_check). */
                 if (errno == ENOENT && !strcmp(d, OCI_BSL_PATH))
@@ -564,12 +606,17 @@ static __attribute__((noreturn)) void child(const struct ns_run *run, struct pla
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    /* Wait for the id maps, and take the idmapped workspace. */
+    /* Wait for the id maps, and take the idmapped workspace, then the volumes. */
     int ws_fd = recv_fd(sock);
     if (ws_fd < 0 && ws_fd != -ENOENT) {
         send_why(sock, "no workspace mount from the shim");
         _exit(127);
     }
+    for (size_t i = 0; !run->local && i < p->nmounts; i++)
+        if (is_volume(&p->m[i]) && (p->m[i].fd = recv_fd(sock)) < 0) {
+            send_why(sock, "no volume mount from the shim");
+            _exit(127);
+        }
     if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) {
         send_why(sock, "dup2 of stdio");
         _exit(127);
@@ -693,7 +740,7 @@ static int open_trees(struct plan *p, bool local, char *why, size_t size)
         return r;
     for (size_t i = 0; i < p->nmounts; i++) {
         struct ns_mount *m = &p->m[i];
-        if (strcmp(m->type, "bind") || (!local && !strcmp(m->dst, "/workspace")))
+        if (strcmp(m->type, "bind") || (!local && (!strcmp(m->dst, "/workspace") || is_volume(m))))
             continue;
         if ((r = clone_tree(m->src, attr_of(m->flags), &m->fd, why, size)) < 0)
             return r;
@@ -720,9 +767,10 @@ static int write_map(pid_t pid, const char *file, const char *map)
     return write(fd, map, strlen(map)) < 0 ? -errno : 0;
 }
 
-/* The workspace as the sandbox's root sees it: its on-disk owners (the daemon writes as
- * host root) read as the namespace's own, so both sides keep working on the same files. */
-static int idmapped_workspace(const char *src, pid_t pid, int *out, char *why, size_t size)
+/* The workspace (or a volume) as the sandbox's root sees it: its on-disk owners (the daemon
+ * writes as host root) read as the namespace's own, so both sides keep working on the same
+ * files. */
+static int idmapped_tree(const char *src, pid_t pid, int *out, char *why, size_t size)
 {
     char path[64];
     snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
@@ -788,12 +836,31 @@ int ns_spawn(const struct ns_run *run, int in_fd, int out_fd, int err_fd, pid_t 
             fail(why, why_size, -r, "writing the id maps");
             goto kill_child;
         }
-        if ((r = idmapped_workspace(p.workspace_src, c, &ws, why, why_size)) < 0)
+        if ((r = idmapped_tree(p.workspace_src, c, &ws, why, why_size)) < 0)
             goto kill_child;
     }
     if ((r = send_fd(sock, ws)) < 0) {
         fail(why, why_size, -r, "handing the workspace over");
         goto kill_child;
+    }
+    /* Volumes, idmapped the same way, in the plan's order (the child takes them so). */
+    for (size_t i = 0; !run->local && i < p.nmounts; i++) {
+        if (!is_volume(&p.m[i]))
+            continue;
+        _cleanup_close_ int vfd = -1;
+        if ((r = idmapped_tree(p.m[i].src, c, &vfd, why, why_size)) < 0)
+            goto kill_child;
+        if (p.m[i].flags & MS_RDONLY) {
+            struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY};
+            if (mount_setattr(vfd, "", AT_EMPTY_PATH | AT_RECURSIVE, &ro, sizeof(ro)) < 0) {
+                r = fail(why, why_size, errno, "making %s read-only", p.m[i].dst);
+                goto kill_child;
+            }
+        }
+        if ((r = send_fd(sock, vfd)) < 0) {
+            fail(why, why_size, -r, "handing a volume over");
+            goto kill_child;
+        }
     }
     char msg[NS_WHY_MAX];
     ssize_t n;

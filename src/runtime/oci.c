@@ -166,6 +166,22 @@ int oci_build_config(const struct rt_config *cfg, const struct rt_spec *spec, ch
         json_array_append_new(mounts, mount(OCI_BSL_PATH, "bind", cfg->bsl_path,
                                             json_pack("[s,s,s]", "bind", "ro", "nosuid")));
 
+    if (spec->nmounts > RT_MOUNTS_MAX) {
+        json_decref(mounts);
+        return sbx_err_set(err, EINVAL, "internal", "more than %d mounts", RT_MOUNTS_MAX);
+    }
+    for (size_t i = 0; i < spec->nmounts; i++) {
+        const struct rt_mount *vm = &spec->mounts[i];
+        if (!host_path_ok(vm->source) || !vm->destination || vm->destination[0] != '/') {
+            json_decref(mounts);
+            return sbx_err_set(err, EINVAL, "internal", "a mount needs absolute paths");
+        }
+        json_array_append_new(mounts, mount(vm->destination, "bind", vm->source,
+                                            json_pack("[s,s,s,s]", "rbind",
+                                                      vm->read_only ? "ro" : "rw", "nosuid",
+                                                      "nodev")));
+    }
+
     json_t *resources = json_object();
     if (spec->memory_bytes) {
         /* swap == limit: memory+swap capped at the limit, i.e. no swap. */

@@ -37,6 +37,15 @@ struct rt_config {
 /* Ask runsc its version and fill cfg->resumes_in_place. */
 int rt_probe(struct rt_config *cfg, struct sbx_err *err);
 
+/* A host directory bind-mounted into a sandbox besides /workspace (a volume,
+ * docs/volumes.md): rbind, nosuid, nodev, read-only when asked. */
+#define RT_MOUNTS_MAX 8
+struct rt_mount {
+    const char *source;      /* absolute host path */
+    const char *destination; /* absolute path inside, checked by the caller */
+    bool read_only;
+};
+
 /* One sandbox to start. */
 struct rt_spec {
     const char *id;          /* [a-z0-9_-], at most RT_ID_MAX */
@@ -50,6 +59,8 @@ struct rt_spec {
     uint64_t tmp_bytes;      /* size of the /tmp tmpfs */
     const char *hostname;
     const char *runtime; /* a backend's name (rt_backend_find); NULL = "gvisor" */
+    const struct rt_mount *mounts; /* at most RT_MOUNTS_MAX */
+    size_t nmounts;
 };
 
 /* The execution backends (docs/runtime.md): gVisor (runsc), Linux namespaces, and the

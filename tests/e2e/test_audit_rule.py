@@ -291,6 +291,17 @@ def drive_all():
     yield call("POST /v1/wallet/top-up", "wallet.top_up", "POST", "/v1/wallet/top-up",
                {"user": "auditee", "amount_micro_eur": 1}, client=a, target=None)
     yield call("DELETE /v1/sandboxes/{}", "sandbox.destroy", "DELETE", base)
+    # Volumes (docs/volumes.md): the volume's id is the entry's target.
+    vol = c.ok("POST", "/v1/volumes", {"name": "rule-vol", "size_mb": 16}, status=201)["id"]
+    yield "POST /v1/volumes", last_request_id(c), "volume.create", vol
+    vbase = "/v1/volumes/" + vol
+    yield call("PUT /v1/volumes/{}/files/{*}", "volume.file.upload", "PUT",
+               vbase + "/files/r.txt", raw=b"x", target=vol)
+    yield call("POST /v1/volumes/{}/directories", "volume.file.mkdir", "POST",
+               vbase + "/directories", {"path": "d"}, status=201, target=vol)
+    yield call("DELETE /v1/volumes/{}/files/{*}", "volume.file.delete", "DELETE",
+               vbase + "/files/r.txt", target=vol)
+    yield call("DELETE /v1/volumes/{}", "volume.delete", "DELETE", vbase, target=vol)
     # Configurations and personal variables.
     cfg = a.ok("POST", "/v1/sandbox-configs", {"name": "rule-cfg", "config": {}}, status=201)
     yield "POST /v1/sandbox-configs", last_request_id(a), "sandbox_config.create", None

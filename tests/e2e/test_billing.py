@@ -47,6 +47,8 @@ def daemon():
             "SBX_PRICE_EXEC_HOUR_MICRO_EUR": str(PER_MS * 3600000),
             "SBX_DAILY_EXEC_SECONDS": str(DAILY_S),
             "SBX_DATA_REGION": "eu-test-1",
+            # Volumes' own price (docs/volumes.md), high enough to charge a few MB.
+            "SBX_PRICE_VOLUME_GB_MONTH_MICRO_EUR": str(10 ** 9),
         }).start()
         _state.update(d=d, clock=clock, tmp=tmp)
     return _state["d"]
@@ -439,3 +441,33 @@ def test_bad_billing_settings_stop_the_daemon_at_start():
             assert p.returncode == 2 and words in p.stdout.decode(), (env, p)
         finally:
             d.cleanup()
+
+
+def test_volume_storage_is_metered_hourly_at_its_own_price():
+    daemon()
+    c = member("archivist")
+    clock().set("2026-11-20T11:10:00")
+    v = c.ok("POST", "/v1/volumes", {"name": "ledger", "size_mb": 16}, status=201)
+    r = c.request("PUT", "/v1/volumes/%s/files/blob" % v["id"], raw=os.urandom(4 << 20))
+    assert r.status == 200, r
+    time.sleep(0.5)  # a tick sees it at 11:10
+    assert not c.ok("GET", "/v1/usage")["total"].get("volume_byte_hours")
+    used = c.ok("GET", "/v1/volumes/" + v["id"])["used_bytes"]
+    assert used >= 4 << 20, used
+    clock().set("2026-11-20T13:30:00")
+    wait_for(lambda: c.ok("GET", "/v1/usage")["total"].get("volume_byte_hours"), 10,
+             what="volume hours metered")
+    # Two full hours sampled (11:00-12:00 and 12:00-13:00) of what its files take.
+    assert c.ok("GET", "/v1/usage")["total"]["volume_byte_hours"] == 2 * used
+    clock().set("2026-11-20T13:40:30")
+    want = 2 * used * 10 ** 9 // (10 ** 9 * 730)
+    # The two samples fall in two billing intervals: both charged.
+    led = wait_for(lambda: [e for e in charges("archivist")
+                            if e["details"].get("volume_byte_hours")], 10,
+                   what="the volume charge")
+    wait_for(lambda: sum(e["details"].get("volume_byte_hours", 0)
+                         for e in charges("archivist")) == 2 * used, 10,
+             what="both volume hours charged")
+    led = [e for e in charges("archivist") if e["details"].get("volume_byte_hours")]
+    assert sum(e["details"]["volume_micro_eur"] for e in led) == want, (led, used)
+    c.ok("DELETE", "/v1/volumes/" + v["id"])

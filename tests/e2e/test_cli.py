@@ -705,3 +705,28 @@ def test_bash_completion():
     assert complete("logs", "--f") == ["--follow"]
     assert sid + ":" in complete("cp", "sb_")
     assert complete("keys", "") == ["ls", "create", "rm"]
+
+
+def test_volume_create_ls_cp_mount_rm():
+    """`sbx volume create|ls|rm|cp` and `sbx create --volume` (docs/volumes.md)."""
+    vid = ok("volume", "create", "cli-vol", "--size", "32").out.strip()
+    assert vid.startswith("vol_"), vid
+    assert "cli-vol" in ok("volume", "ls").out
+    src = tmpdir("sbx-cli-vol-")
+    with open(os.path.join(src, "a.txt"), "w") as f:
+        f.write("via the cli")
+    ok("volume", "cp", os.path.join(src, "a.txt"), "cli-vol:in/a.txt")
+    sid = ok("create", "--ttl", "10m", "--volume", "cli-vol:/data:ro").out.strip()
+    try:
+        r = sbx("exec", sid, "--", "cat /data/in/a.txt; touch /data/x")
+        assert "via the cli" in r.out and r.rc != 0, r  # read-only: the touch fails
+        r = sbx("volume", "rm", "cli-vol")
+        assert r.rc == 3 and "volume_in_use" in r.err, r
+    finally:
+        ok("rm", sid)
+    ok("volume", "cp", "%s:in/a.txt" % vid, os.path.join(src, "back.txt"))
+    with open(os.path.join(src, "back.txt")) as f:
+        assert f.read() == "via the cli"
+    assert sbx("volume", "frob").rc == 2
+    ok("volume", "rm", vid)
+    assert "cli-vol" not in ok("volume", "ls").out

@@ -93,7 +93,7 @@ def test_create_read_list_replace_delete_with_secrets_masked():
     assert conf["template"] == "base" and conf["backend"] == "gvisor", conf
     assert conf["terminal_idle_disconnect_sec"] == 0 and conf["default_timeout_sec"] == 0
     assert conf["skill_rollout"] == "new_session" and conf["skill_image"] is None, conf
-    assert conf["volume_mount"]["supported"] is False, conf
+    assert conf["volume_mount"]["supported"] is True, conf
     assert SECRET not in json.dumps(cfg)
     got = c.ok("GET", "/v1/sandbox-configs/" + cid)
     assert got == cfg, (got, cfg)

@@ -192,6 +192,24 @@ def test_another_users_sandbox_on_another_node_is_not_found():
                                                {"shell": "id"}), 404, "sandbox_not_found")
 
 
+def test_a_volume_lives_on_its_node_and_its_sandboxes_run_there():
+    """docs/volumes.md, "Many nodes": made through node-b, a volume is node-b's; its files
+    and the sandboxes that mount it are served there whichever node is asked."""
+    key = S["admin"].create_key("nodes-vol")["key"]
+    b, a, c = client("node-b", key), client("node-a", key), client("node-c", key)
+    vol = b.ok("POST", "/v1/volumes", {"name": "pinned", "size_mb": 16}, status=201)
+    assert vol["node"] == "node-b", vol
+    r = a.request("PUT", "/v1/volumes/%s/files/hello.txt" % vol["id"], raw=b"on b")
+    assert r.status == 200, r
+    sb = a.create_sandbox(ttl_seconds=600, volumes=[{"volume": "pinned", "path": "/data"}])
+    assert sb["node"] == "node-b", sb
+    assert a.sh(sb["id"], "cat /data/hello.txt; echo more > /data/more.txt") == "on b"
+    assert c.request("GET", "/v1/volumes/%s/files/more.txt" % vol["id"]).raw == b"more\n"
+    assert_error(c.request("DELETE", "/v1/volumes/" + vol["id"]), 409, "volume_in_use")
+    a.delete_sandbox(sb["id"])
+    assert c.ok("DELETE", "/v1/volumes/" + vol["id"])["deleted"] is True
+
+
 def test_a_forged_node_credential_is_refused():
     sid = on("node-c")
     c = nodes()["node-c"].client(None)

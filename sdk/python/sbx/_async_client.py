@@ -182,6 +182,26 @@ class _AsyncTransport:
             await res.aclose()
 
 
+async def _download(t: _AsyncTransport, url_path: str, local_path: str,
+                    timeout: Optional[float]) -> int:
+    res = await t.send("GET", url_path, stream=True, timeout=timeout)
+    tmp = "%s.sbx-%d" % (local_path, os.getpid())
+    n = 0
+    try:
+        with open(tmp, "xb") as f:
+            async for chunk in res.aiter_bytes():
+                f.write(chunk)
+                n += len(chunk)
+        os.replace(tmp, local_path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    finally:
+        await res.aclose()
+    return n
+
+
 class _AsyncResource:
     def __init__(self, t: _AsyncTransport):
         self._t = t
@@ -210,23 +230,8 @@ class AsyncFiles(_AsyncResource):
     async def download(self, id: str, path: str, local_path: str, *,
                        timeout: Optional[float] = None) -> int:
         """Stream a file into local_path (written beside it, then renamed); the bytes written."""
-        res = await self._t.send("GET", "/v1/sandboxes/%s/files/%s" % (_seg(id), _wpath(path)),
-                                 stream=True, timeout=timeout)
-        tmp = "%s.sbx-%d" % (local_path, os.getpid())
-        n = 0
-        try:
-            with open(tmp, "xb") as f:
-                async for chunk in res.aiter_bytes():
-                    f.write(chunk)
-                    n += len(chunk)
-            os.replace(tmp, local_path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-        finally:
-            await res.aclose()
-        return n
+        return await _download(self._t, "/v1/sandboxes/%s/files/%s" % (_seg(id), _wpath(path)),
+                               local_path, timeout)
 
     async def list(self, id: str, path: Optional[str] = None, recursive: Optional[bool] = None, *,
                    timeout: Optional[float] = None) -> Obj:
@@ -374,7 +379,7 @@ class AsyncSandboxes(_AsyncResource):
     async def create(self, *, idempotency_key: Optional[str] = None,
                      timeout: Optional[float] = None, **fields: Any) -> Obj:
         """fields: template, ttl_seconds, env, backend, snapshot_id, egress,
-        enable_default_session."""
+        enable_default_session, volumes ([{volume, path, read_only?}])."""
         return await self._t.json("POST", "/v1/sandboxes", body=_fields(fields),
                                   idempotency_key=idempotency_key, timeout=timeout)
 
@@ -664,6 +669,72 @@ class AsyncSandboxScope:
                     raise
 
 
+class AsyncVolumeFiles(_AsyncResource):
+    """Files on a volume without a sandbox (docs/volumes.md); id is a volume's id or name."""
+
+    def _p(self, id: str, path: str) -> str:
+        return "/v1/volumes/%s/files/%s" % (_seg(id), _wpath(path))
+
+    async def put(self, id: str, path: str, content: Content, *,
+                  timeout: Optional[float] = None) -> Obj:
+        """Upload a str, bytes or an iterator of bytes; 507 volume_full past its size."""
+        return await self._t.json("PUT", self._p(id, path), content=content, timeout=timeout)
+
+    async def put_file(self, id: str, path: str, local_path: str, *,
+                       timeout: Optional[float] = None) -> Obj:
+        os.stat(local_path)
+        return await self.put(id, path, _file_chunks(local_path), timeout=timeout)
+
+    async def get(self, id: str, path: str, *, timeout: Optional[float] = None) -> bytes:
+        res = await self._t.send("GET", self._p(id, path), timeout=timeout)
+        return res.content
+
+    async def download(self, id: str, path: str, local_path: str, *,
+                       timeout: Optional[float] = None) -> int:
+        return await _download(self._t, self._p(id, path), local_path, timeout)
+
+    async def list(self, id: str, path: Optional[str] = None, recursive: Optional[bool] = None, *,
+                   timeout: Optional[float] = None) -> Obj:
+        return await self._t.json("GET", "/v1/volumes/%s/files" % _seg(id),
+                                  query={"path": path, "recursive": recursive}, timeout=timeout)
+
+    async def stat(self, id: str, path: str = "", *, timeout: Optional[float] = None) -> Obj:
+        return await self._t.json("GET", "/v1/volumes/%s/stat" % _seg(id), query={"path": path},
+                                  timeout=timeout)
+
+    async def mkdir(self, id: str, path: str, *, timeout: Optional[float] = None) -> Obj:
+        return await self._t.json("POST", "/v1/volumes/%s/directories" % _seg(id),
+                                  body={"path": path}, timeout=timeout)
+
+    async def delete(self, id: str, path: str, *, timeout: Optional[float] = None) -> Obj:
+        return await self._t.json("DELETE", self._p(id, path), timeout=timeout)
+
+
+class AsyncVolumes(_AsyncResource):
+    """Named storage that outlives sandboxes (docs/volumes.md). Mount at create:
+    sandboxes.create(volumes=[{"volume": "data", "path": "/data"}])."""
+
+    def __init__(self, t: _AsyncTransport):
+        super().__init__(t)
+        self.files = AsyncVolumeFiles(t)
+
+    async def create(self, name: str, *, size_mb: Optional[int] = None,
+                     timeout: Optional[float] = None) -> Obj:
+        return await self._t.json("POST", "/v1/volumes",
+                                  body=_fields({"name": name, "size_mb": size_mb}),
+                                  timeout=timeout)
+
+    async def list(self, *, timeout: Optional[float] = None) -> Obj:
+        return await self._t.json("GET", "/v1/volumes", timeout=timeout)
+
+    async def get(self, id: str, *, timeout: Optional[float] = None) -> Obj:
+        return await self._t.json("GET", "/v1/volumes/%s" % _seg(id), timeout=timeout)
+
+    async def delete(self, id: str, *, timeout: Optional[float] = None) -> Obj:
+        """409 volume_in_use while a live sandbox mounts it."""
+        return await self._t.json("DELETE", "/v1/volumes/%s" % _seg(id), timeout=timeout)
+
+
 class AsyncSbx:
     """The sbx client. base_url / api_key default to the env SBX_URL / SBX_API_KEY; timeout
     (seconds, per call unless given to the call) bounds each wait for the server; max_retries
@@ -678,6 +749,7 @@ class AsyncSbx:
         self.sandboxes = AsyncSandboxes(self._t)
         self.audit = AsyncAudit(self._t)
         self.keys = AsyncKeys(self._t)
+        self.volumes = AsyncVolumes(self._t)
 
     def sandbox(self, **fields: Any) -> AsyncSandboxScope:
         return AsyncSandboxScope(self.sandboxes, fields)

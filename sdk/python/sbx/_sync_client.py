@@ -182,6 +182,26 @@ class _Transport:
             res.close()
 
 
+def _download(t: _Transport, url_path: str, local_path: str,
+                    timeout: Optional[float]) -> int:
+    res = t.send("GET", url_path, stream=True, timeout=timeout)
+    tmp = "%s.sbx-%d" % (local_path, os.getpid())
+    n = 0
+    try:
+        with open(tmp, "xb") as f:
+            for chunk in res.iter_bytes():
+                f.write(chunk)
+                n += len(chunk)
+        os.replace(tmp, local_path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    finally:
+        res.close()
+    return n
+
+
 class _Resource:
     def __init__(self, t: _Transport):
         self._t = t
@@ -210,23 +230,8 @@ class Files(_Resource):
     def download(self, id: str, path: str, local_path: str, *,
                        timeout: Optional[float] = None) -> int:
         """Stream a file into local_path (written beside it, then renamed); the bytes written."""
-        res = self._t.send("GET", "/v1/sandboxes/%s/files/%s" % (_seg(id), _wpath(path)),
-                                 stream=True, timeout=timeout)
-        tmp = "%s.sbx-%d" % (local_path, os.getpid())
-        n = 0
-        try:
-            with open(tmp, "xb") as f:
-                for chunk in res.iter_bytes():
-                    f.write(chunk)
-                    n += len(chunk)
-            os.replace(tmp, local_path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-        finally:
-            res.close()
-        return n
+        return _download(self._t, "/v1/sandboxes/%s/files/%s" % (_seg(id), _wpath(path)),
+                               local_path, timeout)
 
     def list(self, id: str, path: Optional[str] = None, recursive: Optional[bool] = None, *,
                    timeout: Optional[float] = None) -> Obj:
@@ -374,7 +379,7 @@ class Sandboxes(_Resource):
     def create(self, *, idempotency_key: Optional[str] = None,
                      timeout: Optional[float] = None, **fields: Any) -> Obj:
         """fields: template, ttl_seconds, env, backend, snapshot_id, egress,
-        enable_default_session."""
+        enable_default_session, volumes ([{volume, path, read_only?}])."""
         return self._t.json("POST", "/v1/sandboxes", body=_fields(fields),
                                   idempotency_key=idempotency_key, timeout=timeout)
 
@@ -664,6 +669,72 @@ class SandboxScope:
                     raise
 
 
+class VolumeFiles(_Resource):
+    """Files on a volume without a sandbox (docs/volumes.md); id is a volume's id or name."""
+
+    def _p(self, id: str, path: str) -> str:
+        return "/v1/volumes/%s/files/%s" % (_seg(id), _wpath(path))
+
+    def put(self, id: str, path: str, content: Content, *,
+                  timeout: Optional[float] = None) -> Obj:
+        """Upload a str, bytes or an iterator of bytes; 507 volume_full past its size."""
+        return self._t.json("PUT", self._p(id, path), content=content, timeout=timeout)
+
+    def put_file(self, id: str, path: str, local_path: str, *,
+                       timeout: Optional[float] = None) -> Obj:
+        os.stat(local_path)
+        return self.put(id, path, _file_chunks(local_path), timeout=timeout)
+
+    def get(self, id: str, path: str, *, timeout: Optional[float] = None) -> bytes:
+        res = self._t.send("GET", self._p(id, path), timeout=timeout)
+        return res.content
+
+    def download(self, id: str, path: str, local_path: str, *,
+                       timeout: Optional[float] = None) -> int:
+        return _download(self._t, self._p(id, path), local_path, timeout)
+
+    def list(self, id: str, path: Optional[str] = None, recursive: Optional[bool] = None, *,
+                   timeout: Optional[float] = None) -> Obj:
+        return self._t.json("GET", "/v1/volumes/%s/files" % _seg(id),
+                                  query={"path": path, "recursive": recursive}, timeout=timeout)
+
+    def stat(self, id: str, path: str = "", *, timeout: Optional[float] = None) -> Obj:
+        return self._t.json("GET", "/v1/volumes/%s/stat" % _seg(id), query={"path": path},
+                                  timeout=timeout)
+
+    def mkdir(self, id: str, path: str, *, timeout: Optional[float] = None) -> Obj:
+        return self._t.json("POST", "/v1/volumes/%s/directories" % _seg(id),
+                                  body={"path": path}, timeout=timeout)
+
+    def delete(self, id: str, path: str, *, timeout: Optional[float] = None) -> Obj:
+        return self._t.json("DELETE", self._p(id, path), timeout=timeout)
+
+
+class Volumes(_Resource):
+    """Named storage that outlives sandboxes (docs/volumes.md). Mount at create:
+    sandboxes.create(volumes=[{"volume": "data", "path": "/data"}])."""
+
+    def __init__(self, t: _Transport):
+        super().__init__(t)
+        self.files = VolumeFiles(t)
+
+    def create(self, name: str, *, size_mb: Optional[int] = None,
+                     timeout: Optional[float] = None) -> Obj:
+        return self._t.json("POST", "/v1/volumes",
+                                  body=_fields({"name": name, "size_mb": size_mb}),
+                                  timeout=timeout)
+
+    def list(self, *, timeout: Optional[float] = None) -> Obj:
+        return self._t.json("GET", "/v1/volumes", timeout=timeout)
+
+    def get(self, id: str, *, timeout: Optional[float] = None) -> Obj:
+        return self._t.json("GET", "/v1/volumes/%s" % _seg(id), timeout=timeout)
+
+    def delete(self, id: str, *, timeout: Optional[float] = None) -> Obj:
+        """409 volume_in_use while a live sandbox mounts it."""
+        return self._t.json("DELETE", "/v1/volumes/%s" % _seg(id), timeout=timeout)
+
+
 class Sbx:
     """The sbx client. base_url / api_key default to the env SBX_URL / SBX_API_KEY; timeout
     (seconds, per call unless given to the call) bounds each wait for the server; max_retries
@@ -678,6 +749,7 @@ class Sbx:
         self.sandboxes = Sandboxes(self._t)
         self.audit = Audit(self._t)
         self.keys = Keys(self._t)
+        self.volumes = Volumes(self._t)
 
     def sandbox(self, **fields: Any) -> SandboxScope:
         return SandboxScope(self.sandboxes, fields)

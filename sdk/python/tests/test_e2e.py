@@ -291,6 +291,30 @@ def test_list_run_artifacts_and_links(client, sb, checker):
         assert h.get(term).status_code == 426  # not a WebSocket handshake
 
 
+def test_volumes_outlive_sandboxes(client, tmp_path):
+    vol = client.volumes.create("sdk-vol", size_mb=32)
+    assert vol["object"] == "volume" and vol["size_mb"] == 32, vol
+    client.volumes.files.put(vol["id"], "in/a.txt", "from the sdk")
+    assert client.volumes.files.stat("sdk-vol", "in/a.txt")["size"] == 12
+    client.volumes.files.mkdir(vol["id"], "made")
+    names = [e["path"] for e in client.volumes.files.list(vol["id"], recursive=True)["data"]]
+    assert names == ["in", "in/a.txt", "made"], names
+    with client.sandbox(ttl_seconds=600, volumes=[{"volume": "sdk-vol", "path": "/data"}]) as s:
+        r = client.sandboxes.exec(s["id"], shell="cat /data/in/a.txt; echo x > /data/made/b")
+        assert r["stdout"] == "from the sdk", r
+        with pytest.raises(sbx.SbxError) as e:
+            client.volumes.delete(vol["id"])
+        assert e.value.code == "volume_in_use"
+    dst = str(tmp_path / "b")
+    assert client.volumes.files.download(vol["id"], "made/b", dst) == 2
+    assert open(dst).read() == "x\n"
+    client.volumes.files.delete(vol["id"], "made/b")
+    assert [v["id"] for v in client.volumes.list()["data"]].count(vol["id"]) == 1
+    client.volumes.delete(vol["id"])
+    with pytest.raises(sbx.NotFoundError):
+        client.volumes.get(vol["id"])
+
+
 def test_answers_matched_the_openapi_document(client, checker):
     """Runs last: the answers checked above (openapi_check.py) reached every operation of
     the core fragment (other features' fragments have their own tests)."""

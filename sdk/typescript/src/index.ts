@@ -1,12 +1,14 @@
 /** The sbx client: `new Sbx({ baseUrl, apiKey })` (or the env SBX_URL / SBX_API_KEY). */
 import { type CallOptions, type ClientOptions, Transport } from './http.js';
 import { Sandboxes } from './sandboxes.js';
+import { Volumes } from './volumes.js';
 import type { AuditPage, AuditQuery, Deleted, Key, KeyCreated, List } from './types.js';
 
 export { SbxError, SbxStreamError } from './errors.js';
 export type { CallOptions, ClientOptions } from './http.js';
 export type { FileContent } from './sandboxes.js';
 export { Terminal, type TerminalMessage } from './terminal.js';
+export { VolumeFiles, Volumes } from './volumes.js';
 export type * from './types.js';
 
 export class Audit {
@@ -46,6 +48,7 @@ export class Sbx {
   readonly sandboxes: Sandboxes;
   readonly audit: Audit;
   readonly keys: Keys;
+  readonly volumes: Volumes;
   private readonly transport: Transport;
 
   constructor(opts: ClientOptions = {}) {
@@ -53,6 +56,7 @@ export class Sbx {
     this.sandboxes = new Sandboxes(this.transport);
     this.audit = new Audit(this.transport);
     this.keys = new Keys(this.transport);
+    this.volumes = new Volumes(this.transport);
   }
 
   get baseUrl(): string {

@@ -18,11 +18,11 @@ const EXEC_LAST = new Set(['exit', 'error']);
 const RUN_CODE_LAST = new Set(['result', 'error']);
 const LOGS_LAST = new Set(['exit']);
 
-const seg = (s: string) => encodeURIComponent(s);
+export const seg = (s: string) => encodeURIComponent(s);
 /** A workspace path in a URL: each component escaped, the slashes kept. URLs resolve `.`
  * and `..` (even escaped) before sending, so such paths are refused here, as sbxd would
  * (status 0: no request was made). */
-function wpath(p: string): string {
+export function wpath(p: string): string {
   const parts = p.split('/');
   if (parts.some((c) => c === '.' || c === '..'))
     throw new SbxError(0, 'invalid_path', `path ${JSON.stringify(p)} has a . or .. component`, null);
@@ -38,13 +38,17 @@ function isStream(c: FileContent): c is ReadableStream<Uint8Array> | AsyncIterab
     (typeof c === 'object' && c !== null && Symbol.asyncIterator in c);
 }
 
+/** Files of a sandbox's workspace; the same routes serve a volume's (volumes.ts), under
+ * another base path. */
 export class Files {
-  constructor(private readonly t: Transport) {}
+  constructor(protected readonly t: Transport,
+              protected readonly base: (id: string) => string =
+                (id) => `/v1/sandboxes/${seg(id)}`) {}
 
   /** Upload: a string, bytes, a Blob or a stream (streams are sent as they are read). */
   async put(id: string, path: string, content: FileContent,
             opts?: CallOptions): Promise<FileWritten> {
-    const url = `/v1/sandboxes/${seg(id)}/files/${wpath(path)}`;
+    const url = `${this.base(id)}/files/${wpath(path)}`;
     if (isStream(content))
       return this.t.upload(
         'PUT', url,
@@ -59,14 +63,14 @@ export class Files {
   async putFile(id: string, path: string, localPath: string,
                 opts?: CallOptions): Promise<FileWritten> {
     const { size } = await stat(localPath); // a missing file fails here, not half-sent
-    return this.t.upload('PUT', `/v1/sandboxes/${seg(id)}/files/${wpath(path)}`,
+    return this.t.upload('PUT', `${this.base(id)}/files/${wpath(path)}`,
                          createReadStream(localPath), size, opts);
   }
 
   /** The whole file in memory: for small files (see download / getStream). */
   async get(id: string, path: string, opts?: CallOptions): Promise<Uint8Array> {
     const res = await this.t.send(
-      { method: 'GET', path: `/v1/sandboxes/${seg(id)}/files/${wpath(path)}` }, opts);
+      { method: 'GET', path: `${this.base(id)}/files/${wpath(path)}` }, opts);
     return new Uint8Array(await res.arrayBuffer());
   }
 
@@ -78,7 +82,7 @@ export class Files {
   async getStream(id: string, path: string,
                   opts?: CallOptions): Promise<ReadableStream<Uint8Array>> {
     const res = await this.t.send(
-      { method: 'GET', path: `/v1/sandboxes/${seg(id)}/files/${wpath(path)}` }, opts);
+      { method: 'GET', path: `${this.base(id)}/files/${wpath(path)}` }, opts);
     return res.body as ReadableStream<Uint8Array>;
   }
 
@@ -100,13 +104,13 @@ export class Files {
 
   list(id: string, query: { path?: string; recursive?: boolean } = {},
        opts?: CallOptions): Promise<FileList> {
-    return this.t.json({ method: 'GET', path: `/v1/sandboxes/${seg(id)}/files`, query }, opts);
+    return this.t.json({ method: 'GET', path: `${this.base(id)}/files`, query }, opts);
   }
 
   async delete(id: string, path: string,
                opts?: CallOptions): Promise<{ object: 'file'; path: string; deleted: true }> {
     return this.t.json(
-      { method: 'DELETE', path: `/v1/sandboxes/${seg(id)}/files/${wpath(path)}` }, opts);
+      { method: 'DELETE', path: `${this.base(id)}/files/${wpath(path)}` }, opts);
   }
 }
 

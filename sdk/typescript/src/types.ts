@@ -17,6 +17,32 @@ export interface SandboxCreate {
   snapshot_id?: string;
   egress?: EgressPolicy;
   enable_default_session?: boolean;
+  /** Volumes to mount (docs/volumes.md): a volume's id or name, an absolute path. */
+  volumes?: VolumeMount[];
+}
+
+export interface VolumeMount {
+  volume: string;
+  path: string;
+  read_only?: boolean;
+}
+
+export interface Volume {
+  id: string;
+  object: 'volume';
+  name: string;
+  size_mb: number;
+  size_bytes: number;
+  used_bytes: number | null;
+  created_at: number;
+  node: string;
+  mounted_in: { sandbox_id: string; path: string; read_only: boolean }[];
+  [k: string]: unknown;
+}
+
+export interface VolumeEntry extends FileEntry {
+  object: 'file';
+  target?: string;
 }
 
 export interface Sandbox {

@@ -349,3 +349,27 @@ test('keys and audit', async () => {
   assert.equal((await client.health()).status, 'ok');
   assert.equal((await client.openapi()).openapi, '3.1.0');
 });
+
+test('volumes outlive sandboxes: files without a sandbox, mounted at create, in use', async () => {
+  const vol = await client.volumes.create({ name: 'ts-vol', size_mb: 32 });
+  assert.equal(vol.object, 'volume');
+  await client.volumes.files.put(vol.id, 'in/a.txt', 'from ts');
+  assert.equal((await client.volumes.files.stat('ts-vol', 'in/a.txt')).size, 7);
+  assert.equal((await client.volumes.files.mkdir(vol.id, 'made')).created, true);
+  const s = await client.sandboxes.create({ ttl_seconds: 600,
+                                            volumes: [{ volume: 'ts-vol', path: '/data' }] });
+  try {
+    const r = await client.sandboxes.exec(s.id, { shell: 'cat /data/in/a.txt; echo y > /data/made/b' });
+    assert.equal(r.stdout, 'from ts');
+    await assert.rejects(client.volumes.delete(vol.id),
+                         (e) => e instanceof SbxError && e.code === 'volume_in_use');
+  } finally {
+    await client.sandboxes.delete(s.id);
+  }
+  assert.equal(await client.volumes.files.getText(vol.id, 'made/b'), 'y\n');
+  const names = (await client.volumes.files.list(vol.id, { recursive: true })).data.map((e) => e.path);
+  assert.deepEqual(names, ['in', 'in/a.txt', 'made', 'made/b']);
+  await client.volumes.delete(vol.id);
+  await assert.rejects(client.volumes.get(vol.id),
+                       (e) => e instanceof SbxError && e.code === 'volume_not_found');
+});

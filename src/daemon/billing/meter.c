@@ -8,10 +8,13 @@
 #include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include "../../common/util.h"
 #include "../config.h"
 #include "../store/usage.h"
+#include "../store/volumes.h"
 #include "billing.h"
 #include "billing_internal.h"
 #include "metrics.h"
@@ -93,36 +96,89 @@ static long long snapshot_bytes(struct billing *b, const char *id)
 }
 
 /* A paused snapshot is sampled at each full hour it is kept: its bytes for that hour. */
-static void meter_snapshot(struct billing *b, const struct store_sandbox *sb, long long now)
+/* Usage sampled at each full hour something is kept (a paused snapshot, a volume): e says
+ * whose and of what kind (its sandbox_id keys the mark), bytes what it holds now; each
+ * sample is dated at_end_ms after its hour's start. */
+static void sample_hourly(struct billing *b, struct store_usage_event e, long long now,
+                          long long (*bytes_of)(struct billing *b, const char *id),
+                          long long at_end_ms)
 {
     long long mark = 0;
-    if (store_usage_mark_get(b->store, sb->id, USAGE_SNAPSHOT_BYTE_HOURS, &mark, NULL) < 0)
+    if (store_usage_mark_get(b->store, e.sandbox_id, e.kind, &mark, NULL) < 0)
         return;
-    if (strcmp(sb->status, SANDBOX_PAUSED)) {
-        if (mark)
-            (void)store_usage_mark_set(b->store, sb->id, USAGE_SNAPSHOT_BYTE_HOURS, 0, NULL);
-        return;
-    }
     if (!mark) {
-        (void)store_usage_mark_set(b->store, sb->id, USAGE_SNAPSHOT_BYTE_HOURS,
-                                   now - now % BILLING_HOUR_MS, NULL);
+        (void)store_usage_mark_set(b->store, e.sandbox_id, e.kind, now - now % BILLING_HOUR_MS,
+                                   NULL);
         return;
     }
     if (mark + BILLING_HOUR_MS > now)
         return;
-    long long bytes = snapshot_bytes(b, sb->id);
+    long long bytes = bytes_of(b, e.sandbox_id);
     for (int n = 0; mark + BILLING_HOUR_MS <= now && n < BILLING_SETTLE_PER_TICK; n++) {
-        if (bytes > 0 && add_usage(b, sb, USAGE_SNAPSHOT_BYTE_HOURS, mark, bytes) < 0)
+        e.ts_ms = mark + at_end_ms;
+        e.amount = bytes;
+        if (bytes > 0 && store_usage_add(b->store, &e, NULL) < 0)
             return;
         mark += BILLING_HOUR_MS;
     }
-    (void)store_usage_mark_set(b->store, sb->id, USAGE_SNAPSHOT_BYTE_HOURS, mark, NULL);
+    (void)store_usage_mark_set(b->store, e.sandbox_id, e.kind, mark, NULL);
+}
+
+static void meter_snapshot(struct billing *b, const struct store_sandbox *sb, long long now)
+{
+    if (strcmp(sb->status, SANDBOX_PAUSED)) {
+        long long mark = 0;
+        if (store_usage_mark_get(b->store, sb->id, USAGE_SNAPSHOT_BYTE_HOURS, &mark, NULL) == 0 &&
+            mark)
+            (void)store_usage_mark_set(b->store, sb->id, USAGE_SNAPSHOT_BYTE_HOURS, 0, NULL);
+        return;
+    }
+    struct store_usage_event e = {.user = sb->user,
+                                  .key_id = sb->key_id,
+                                  .sandbox_id = sb->id,
+                                  .backend = sb->backend,
+                                  .kind = USAGE_SNAPSHOT_BYTE_HOURS};
+    sample_hourly(b, e, now, snapshot_bytes, 0);
+}
+
+/* What a volume's files take (docs/volumes.md): its quota image's used blocks, or a walk of
+ * a plain directory. */
+static long long volume_bytes(struct billing *b, const char *id)
+{
+    _cleanup_free_ char *root = sbx_xasprintf("%s/%s/data", b->cfg->volumes_dir, id);
+    _cleanup_free_ char *parent = sbx_xasprintf("%s/%s", b->cfg->volumes_dir, id);
+    struct stat a, p;
+    struct statvfs v;
+    if (stat(root, &a) < 0 || stat(parent, &p) < 0)
+        return 0;
+    if (a.st_dev != p.st_dev && statvfs(root, &v) == 0)
+        return (long long)(v.f_blocks - v.f_bfree) * (long long)v.f_frsize;
+    walk_bytes = 0;
+    if (nftw(root, add_size, 8, FTW_PHYS) < 0)
+        return 0;
+    return walk_bytes;
 }
 
 struct meter_ctx {
     struct billing *b;
     long long now;
 };
+
+/* A volume is sampled at each full hour it exists, on its node, billed at
+ * SBX_PRICE_VOLUME_GB_MONTH_MICRO_EUR. Dated at the hour's end, when it is known whole: in
+ * an interval still to be settled (the hour's start may be settled already). */
+static void meter_volume(const struct store_volume *vol, void *data)
+{
+    struct meter_ctx *c = data;
+    if (strcmp(vol->node_id, store_node(c->b->store)))
+        return;
+    struct store_usage_event e = {.user = vol->user,
+                                  .key_id = "",
+                                  .sandbox_id = vol->id,
+                                  .backend = "volume",
+                                  .kind = USAGE_VOLUME_BYTE_HOURS};
+    sample_hourly(c->b, e, c->now, volume_bytes, BILLING_HOUR_MS);
+}
 
 static void meter_one(const struct store_sandbox *sb, void *data)
 {
@@ -169,7 +225,7 @@ static int settle_user(struct billing *b, const char *user, long long a, long lo
     long long lo = a > start ? a : start;
     long long month = billing_month_start(a);
     long long from = month > start ? month : start;
-    long long exec_ms, run_ms, snap_bh, c_exec, c_run, c_snap;
+    long long exec_ms, run_ms, snap_bh, vol_bh, c_exec, c_run, c_snap, c_vol;
     int r;
     /* v1 pays its exec time; v2 pays the time it runs, which already holds its execs. */
     if ((r = charge_of(b, user, USAGE_EXEC_MS, "v1", from, lo, end, cfg->free_exec_s * 1000,
@@ -177,9 +233,11 @@ static int settle_user(struct billing *b, const char *user, long long a, long lo
         (r = charge_of(b, user, USAGE_V2_RUNNING_MS, NULL, from, lo, end, cfg->free_v2_s * 1000,
                        cfg->price_v2_hour, BILLING_HOUR_MS, &run_ms, &c_run)) < 0 ||
         (r = charge_of(b, user, USAGE_SNAPSHOT_BYTE_HOURS, NULL, from, lo, end, 0,
-                       cfg->price_snapshot_gb_month, SNAPSHOT_UNIT, &snap_bh, &c_snap)) < 0)
+                       cfg->price_snapshot_gb_month, SNAPSHOT_UNIT, &snap_bh, &c_snap)) < 0 ||
+        (r = charge_of(b, user, USAGE_VOLUME_BYTE_HOURS, NULL, from, lo, end, 0,
+                       cfg->price_volume_gb_month, SNAPSHOT_UNIT, &vol_bh, &c_vol)) < 0)
         return r;
-    long long total = c_exec + c_run + c_snap;
+    long long total = c_exec + c_run + c_snap + c_vol;
     if (total <= 0)
         return 0;
     json_t *d =
@@ -187,6 +245,10 @@ static int settle_user(struct billing *b, const char *user, long long a, long lo
                   "v1_exec_micro_eur", (json_int_t)c_exec, "v2_running_ms", (json_int_t)run_ms,
                   "v2_running_micro_eur", (json_int_t)c_run, "snapshot_byte_hours",
                   (json_int_t)snap_bh, "snapshot_micro_eur", (json_int_t)c_snap);
+    if (vol_bh) {
+        json_object_set_new(d, "volume_byte_hours", json_integer(vol_bh));
+        json_object_set_new(d, "volume_micro_eur", json_integer(c_vol));
+    }
     _cleanup_free_ char *details = json_dumps(d, JSON_COMPACT);
     json_decref(d);
     struct store_ledger_entry e = {.user = user,
@@ -238,6 +300,8 @@ void billing_run(struct billing *b, long long now)
         /* Each node meters the sandboxes it runs. */
         int r = store_sandbox_each_live(b->store, NULL, store_node(b->store), meter_one, &c,
                                         NULL);
+        if (r == 0)
+            r = store_volume_each(b->store, NULL, meter_volume, &c, NULL);
         (void)store_tx_end(b->store, r == 0, NULL);
     }
     long long iv = b->cfg->billing_interval_s * 1000, wm;

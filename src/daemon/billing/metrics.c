@@ -117,7 +117,7 @@ void metrics_label(char *dst, size_t cap, const char *name, const char *value)
 static bool names_collection(const char *seg, size_t n)
 {
     static const char *const c[] = {"sandboxes", "execs", "sessions", "processes",
-                                    "pty",       "keys",  "snapshots"};
+                                    "pty",       "keys",  "snapshots", "volumes"};
     for (size_t i = 0; i < SBX_ARRAY_SIZE(c); i++)
         if (strlen(c[i]) == n && !strncmp(seg, c[i], n))
             return true;

@@ -9,6 +9,7 @@
 #include "../sandbox/manager.h"
 #include "../sbxd.h"
 #include "../snapshot/snapshot.h"
+#include "../store/volumes.h"
 #include "cluster_internal.h"
 #include "credential.h"
 #include "forward.h"
@@ -76,6 +77,7 @@ static bool listed(const char *list, const char *name)
 struct place {
     struct cluster *c;
     const char *tpl, *runtime; /* NULL: any */
+    const char *pin;           /* the node of a volume it mounts (docs/volumes.md), or NULL */
     long long now;
     bool found;
     long long best_free;
@@ -88,7 +90,8 @@ static void consider(const struct store_node *n, void *data)
     struct place *p = data;
     bool self = !strcmp(n->id, p->c->id);
     if (!cluster_node_live(p->c, n, p->now) || strcmp(n->key_fingerprint, p->c->fingerprint) ||
-        (p->tpl && !listed(n->templates, p->tpl)) || (p->runtime && !listed(n->backends, p->runtime)))
+        (p->tpl && !listed(n->templates, p->tpl)) || (p->runtime && !listed(n->backends, p->runtime)) ||
+        (p->pin && strcmp(n->id, p->pin)))
         return;
     long long free_slots = n->capacity - n->running;
     /* Most room wins; on a tie, this node (no hop), then the lowest id. */
@@ -118,6 +121,13 @@ static bool place_create(struct cluster *c, const struct route *route, struct ht
                       .now = sbx_wall_ms()};
     struct sbx_err err = {0};
     bool relayed = false;
+    /* A volume lives on one node: its sandboxes run there. The first volume the caller
+     * owns decides; the create checks the rest (volume_elsewhere). */
+    struct store_volume vol;
+    json_t *first = json_array_get(json_object_get(j, "volumes"), 0);
+    const char *vname = json_string_value(json_object_get(first, "volume"));
+    if (vname && store_volume_get(c->store, http_req_identity(req)->user, vname, &vol, NULL) == 0)
+        p.pin = vol.node_id;
     if (store_node_each(c->store, consider, &p, &err) == 0 && p.found && strcmp(p.id, c->id)) {
         forward_to(c, route, req, p.url, true);
         relayed = true;
@@ -230,6 +240,22 @@ static bool route_to_owner(struct cluster *c, const struct route *route, struct 
     return true;
 }
 
+/* A request for one of the caller's volumes on another node (its files live there,
+ * docs/volumes.md): relayed to that node while it is reachable; else answered here, where
+ * volumes/ says volume_elsewhere. */
+static bool volume_to_owner(struct cluster *c, const struct route *route, struct http_req *req)
+{
+    const struct auth_identity *who = http_req_identity(req);
+    struct store_volume vol;
+    struct store_node n;
+    if (from_node(req) || !who->authenticated ||
+        store_volume_get(c->store, who->user, http_req_param(req, 0), &vol, NULL) < 0 ||
+        !strcmp(vol.node_id, c->id) || !node_reachable(c, vol.node_id, &n))
+        return false;
+    forward_to(c, route, req, n.url, false);
+    return true;
+}
+
 struct listing {
     struct cluster *c;
     json_t *rows;  /* [created_at, id, sandbox] */
@@ -310,6 +336,8 @@ bool cluster_intercept(void *data, const struct route *route, struct http_req *r
                                        : list_everywhere(c, req);
     if (!strncmp(p, "/v1/sandboxes/{}", 16))
         return route_to_owner(c, route, req, http_req_param(req, 0));
+    if (!strncmp(p, "/v1/volumes/{}", 14))
+        return volume_to_owner(c, route, req);
     /* E2B's data plane names its sandbox in a header (the SDK always sends it) and carries
      * its own token. Its control plane (/e2b/api) authenticates in its handlers, after
      * this: it is served by the node it reaches (docs/scale-out.md). */

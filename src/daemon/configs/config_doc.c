@@ -723,12 +723,9 @@ json_t *config_doc_masked(const json_t *stored)
         }
     }
     json_t *vol = json_object_get(o, "volume_mount");
-    if (json_is_object(vol)) {
-        json_object_set_new(vol, "supported", json_false());
-        json_object_set_new(vol, "reason",
-                            json_string("sbx's backends mount only the sandbox's own "
-                                        "workspace"));
-    }
+    /* Mounted by every backend (docs/volumes.md). */
+    if (json_is_object(vol))
+        json_object_set_new(vol, "supported", json_true());
     return o;
 }
 

@@ -9,6 +9,7 @@
 #include "../../common/util.h"
 #include "../exec/exec.h"
 #include "../sandbox/params.h"
+#include "../volumes/volumes.h"
 
 #define WIDENED(...) sbx_err_set(err, EINVAL, "sandbox_config_widened", __VA_ARGS__)
 
@@ -161,6 +162,34 @@ static int narrow_limit(const char *name, long long asked, long long cfg, long l
 /* The manager's hook for POST /v1/sandboxes {config_id}: the request may narrow the
  * configuration (a shorter TTL, lower limits, an allowlist of its own, more variables)
  * but not change what it fixes. */
+/* Document 002's volume_mount, when enabled: the creator's own volume of that id or name
+ * mounted at mount_path (docs/volumes.md), after any the request names. */
+static int apply_volume(const json_t *doc, json_t *h, struct sandbox_params *p,
+                        struct sbx_err *err)
+{
+    json_t *vm = json_object_get(doc, "volume_mount");
+    if (!json_is_true(json_object_get(vm, "enabled")))
+        return 0;
+    const char *provider = json_string_value(json_object_get(vm, "provider"));
+    const char *id = json_string_value(json_object_get(vm, "volume_id"));
+    const char *name = json_string_value(json_object_get(vm, "volume_name"));
+    const char *path = json_string_value(json_object_get(vm, "mount_path"));
+    if (provider && *provider && strcmp(provider, "sbx"))
+        return sbx_err_set(err, EINVAL, "invalid_volume",
+                           "the configuration's volume_mount.provider %.32s is not served here "
+                           "(\"sbx\" or none)",
+                           provider);
+    if (!(id && *id) && !(name && *name))
+        return sbx_err_set(err, EINVAL, "invalid_volume",
+                           "the configuration's volume_mount names no volume_id or volume_name");
+    json_t *list = p->volumes ? json_deep_copy(p->volumes) : json_array();
+    json_array_append_new(list, json_pack("{s:s,s:s}", "volume", id && *id ? id : name, "path",
+                                          path && *path ? path : "/mnt/volume"));
+    json_object_set_new(h, "volumes", list);
+    p->volumes = list;
+    return volumes_mounts_check(list, err);
+}
+
 int configs_apply(struct configs *c, const struct auth_identity *who, const char *id,
                   const json_t *doc, struct sandbox_params *p, json_t **hold, struct sbx_err *err)
 {
@@ -256,6 +285,7 @@ int configs_apply(struct configs *c, const struct auth_identity *who, const char
         long long cmd = json_integer_value(json_object_get(doc, "default_timeout_sec"));
         p->command_timeout_sec =
             cmd > c->ceil.command_timeout_sec ? c->ceil.command_timeout_sec : cmd;
+        r = apply_volume(doc, h, p, err);
     }
     free(sealed);
     json_decref(inject);

@@ -73,7 +73,7 @@ static json_t *capabilities(const struct probe *p, const struct rt_backend *b)
     return json_pack("{s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b,s:b}", "pause", 1, "fork", 1,
                      "memory_snapshots", b->memory_snapshots, "terminal", 1, "preview", 1,
                      "egress_policy", b->isolated, "l7_inject", p->d->configs->trust_bundle != NULL,
-                     "volume_mount", 0, "desktop",
+                     "volume_mount", 1, "desktop",
                      json_is_true(json_object_get(p->doc, "desktop_enabled")));
 }
 
@@ -256,8 +256,9 @@ static void shallow_checks(struct probe *p)
               tok ? NULL : err.code, sbx_now_ms() - t);
     json_t *vol = json_object_get(p->doc, "volume_mount");
     if (json_is_true(json_object_get(vol, "enabled")))
-        add_check(p->checks, "volume_mount", -1, "volume mounts are not supported here",
-                  "unsupported", -1);
+        add_check(p->checks, "volume_mount", -1,
+                  "mounted at create from the creator's volume of that id or name",
+                  "not_probed", -1);
 }
 
 /* The document to probe: the one sent (checked; masked values restored from config_id's)

@@ -16,6 +16,7 @@
 #include "../../common/text.h"
 #include "../../common/util.h"
 #include "../billing/billing.h"
+#include "../volumes/volumes.h"
 #include "template.h"
 #include "wsimage.h"
 #include "wspool.h"
@@ -283,7 +284,7 @@ static int create(struct manager *m, const struct auth_identity *who,
     bool v1 = p->backend && !strcmp(p->backend, "v1");
     /* A pooled sandbox has the host's limits and nothing of a configuration's. */
     bool plain = !p->snapshot_id && !p->config_id && !p->runtime && !p->memory_mb && !p->pids &&
-                 !p->cpu_millicores;
+                 !p->cpu_millicores && !p->volumes;
     if (!v1 && plain && m->pool && (r = take_pooled(m, who, p, cb, data, out, err)) != -ENOENT)
         return r;
     char fallback[sizeof(((struct sandbox *)0)->fallback)] = "";
@@ -376,6 +377,10 @@ static int create_sandbox(struct manager *m, const struct auth_identity *who,
         return r;
     if (!from && p->workspace_from)
         from = sbx_xstrdup(p->workspace_from);
+    if (p->volumes && (r = m->volumes ? volumes_mounts_usable(m->volumes, who->user, p->volumes, err)
+                                      : sbx_err_set(err, ENOTSUP, "invalid_volume",
+                                                    "this daemon has no volumes")) < 0)
+        return r;
 
     struct template_info tpl;
     r = template_resolve(m->cfg->template_cache, p->template_name, &tpl, err);
@@ -412,6 +417,8 @@ static int create_sandbox(struct manager *m, const struct auth_identity *who,
     if (r < 0)
         goto fail_nostore;
     if ((r = egress_init(m, sb, &p->egress, err)) < 0)
+        goto fail;
+    if (p->volumes && (r = volumes_mounts_attach(m->volumes, who->user, p->volumes, id, err)) < 0)
         goto fail;
     /* A probe's sandbox comes from a configuration that is not stored (no config_id):
      * it gets the configuration's policy all the same, only no row naming it. */

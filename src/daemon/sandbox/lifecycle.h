@@ -21,6 +21,7 @@ struct manager {
     struct sandbox *sandboxes; /* live ones, newest first */
     sandbox_stream_open_fn stream_open; /* agent-opened streams (egress) */
     void *stream_open_data;
+    struct volumes *volumes;     /* docs/volumes.md; NULL: none */
     sandbox_config_fn config_fn; /* creates from a configuration */
     void *config_data;
     sandbox_exec_hook_fn exec_hook; /* before every command */

@@ -16,6 +16,7 @@
 #include "../../common/util.h"
 #include "../audit/audit.h"
 #include "../billing/billing.h"
+#include "../volumes/volumes.h"
 #include "channel.h"
 #include "template.h"
 
@@ -442,12 +443,21 @@ int sandbox_launch(struct manager *m, struct sandbox *sb, const char *image, boo
     struct rt_spec spec;
     fill_spec(m, sb, sb->build_rootfs ? sb->build_rootfs : tpl.rootfs, &spec);
     spec.rootfs_writable = sb->build_rootfs != NULL;
+    /* Its volumes, at every start: create, resume, fork, a v1 op, a restart. */
+    struct volumes_mountset vols;
+    if ((r = volumes_mountset_load(m->volumes, sb->rec.id, &vols, err)) < 0) {
+        template_info_clear(&tpl);
+        return r;
+    }
+    spec.mounts = vols.m;
+    spec.nmounts = vols.n;
     /* The workspace is the user's (docs/security.md), also one made before that was so;
      * a daemon that is not root cannot give it away and runs commands as itself anyway. */
     (void)lchown(sb->workspace, SBX_USER_UID, SBX_USER_GID);
     r = image ? rt_restore(&m->rt, &spec, image, forked, &sb->start_fd, err)
               : rt_start(&m->rt, &spec, &sb->start_fd, err);
     template_info_clear(&tpl);
+    volumes_mountset_clear(&vols);
     if (r < 0)
         return r;
     r = loop_watch_add(m->loop, sb->start_fd, EPOLLIN, on_start_news, sb, &sb->start_watch);

@@ -13,6 +13,7 @@
 #include "../../common/util.h"
 #include "../audit/audit.h"
 #include "../billing/billing.h"
+#include "../volumes/volumes.h"
 #include "channel.h"
 #include "wsimage.h"
 #include "wspool.h"
@@ -155,6 +156,11 @@ void manager_set_config_fn(struct manager *m, sandbox_config_fn fn, void *data)
 {
     m->config_fn = fn;
     m->config_data = data;
+}
+
+void manager_set_volumes(struct manager *m, struct volumes *v)
+{
+    m->volumes = v;
 }
 
 void manager_set_exec_hook(struct manager *m, sandbox_exec_hook_fn fn, void *data)
@@ -580,6 +586,11 @@ json_t *sandbox_to_json(const struct sandbox *sb)
         json_object_set_new(j, "backend_fallback", json_string(sb->fallback));
     if (sb->config_id[0])
         json_object_set_new(j, "config_id", json_string(sb->config_id));
+    json_t *vols = volumes_mounts_json(sb->mgr->volumes, r->id);
+    if (json_array_size(vols))
+        json_object_set_new(j, "volumes", vols);
+    else
+        json_decref(vols);
     if (sb->from_pool)
         json_object_set_new(j, "from_pool", json_true());
     if (sb->failed)

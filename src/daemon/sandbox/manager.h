@@ -208,6 +208,10 @@ int manager_runtime_pick(const struct manager *m, const char *asked, const char 
 typedef int (*sandbox_config_fn)(void *data, const struct auth_identity *who,
                                  struct sandbox_params *p, json_t **hold, struct sbx_err *err);
 void manager_set_config_fn(struct manager *m, sandbox_config_fn fn, void *data);
+/* Volumes (docs/volumes.md): creates with "volumes" mount them, every start of a sandbox
+ * mounts what it has. Without, creates naming volumes are refused. */
+struct volumes;
+void manager_set_volumes(struct manager *m, struct volumes *v);
 /* Runs at the start of every command (exec_start), before it is sent: skills/ brings a
  * running sandbox's skills up to date there (docs/skills.md, skill_rollout next_turn). */
 typedef void (*sandbox_exec_hook_fn)(void *data, struct sandbox *sb);

@@ -6,6 +6,7 @@
 
 #include "../../common/util.h"
 #include "../../runtime/rt.h"
+#include "../volumes/volumes.h"
 #include "template.h"
 
 int sandbox_env_validate(json_t *env, const char *field, struct sbx_err *err)
@@ -104,6 +105,12 @@ int sandbox_params_parse(json_t *body, struct sandbox_params *out, struct sbx_er
             return sbx_err_set(err, EINVAL, "invalid_request",
                                "enable_default_session must be true or false");
         p.enable_default_session = json_is_true(v);
+    }
+    if ((v = json_object_get(body, "volumes")) && !json_is_null(v)) {
+        int r = volumes_mounts_check(v, err);
+        if (r < 0)
+            return r;
+        p.volumes = json_array_size(v) ? v : NULL;
     }
     int er = egress_policy_parse(json_object_get(body, "egress"), &p.egress, err);
     if (er < 0)

@@ -48,6 +48,7 @@ struct sandbox_params {
     long long command_timeout_sec; /* ... its commands' default timeout; 0: the built-in */
     bool desktop_disabled;         /* ... no preview link to SANDBOX_DESKTOP_PORT */
     const char *runtime; /* an execution backend (docs/runtime.md), or NULL: the default */
+    json_t *volumes;     /* [{volume, path, read_only?}] checked (docs/volumes.md), borrowed */
     /* Skills installed into its configuration (docs/skills.md): the workspace to start
      * from (an image or a tree, as snapshot_workspace_copy made it), and what writes the
      * skills into the new workspace before the sandbox starts. */

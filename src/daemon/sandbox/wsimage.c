@@ -107,6 +107,18 @@ static int attach_loop(int image_fd, int *loop_fd, char dev[32], struct sbx_err 
                        WSIMAGE_LOOP_TRIES);
 }
 
+static int attach_mount(int image_fd, const char *mountpoint, struct sbx_err *err)
+{
+    _cleanup_close_ int loop = -1;
+    char dev[32];
+    int r = attach_loop(image_fd, &loop, dev, err);
+    if (r < 0)
+        return r;
+    if (mount(dev, mountpoint, "ext4", MS_NOSUID | MS_NODEV, "noinit_itable") < 0)
+        return sbx_err_sys(err, errno, "mounting %s on %s", dev, mountpoint);
+    return 0;
+}
+
 int wsimage_mount(const char *template_path, const char *image, const char *mountpoint,
                   struct sbx_err *err)
 {
@@ -119,17 +131,20 @@ int wsimage_mount(const char *template_path, const char *image, const char *moun
     int r = sbx_copy_sparse(in, out);
     if (r < 0)
         return sbx_err_sys(err, -r, "cloning %s", template_path);
-    _cleanup_close_ int loop = -1;
-    char dev[32];
-    r = attach_loop(out, &loop, dev, err);
-    if (r < 0)
+    if ((r = attach_mount(out, mountpoint, err)) < 0)
         return r;
-    if (mount(dev, mountpoint, "ext4", MS_NOSUID | MS_NODEV, "noinit_itable") < 0)
-        return sbx_err_sys(err, errno, "mounting %s on %s", dev, mountpoint);
     /* mkfs's lost+found would show up in every listing; the workspace starts empty. */
     _cleanup_free_ char *lf = sbx_xasprintf("%s/lost+found", mountpoint);
     (void)rmdir(lf);
     return 0;
+}
+
+int wsimage_attach(const char *image, const char *mountpoint, struct sbx_err *err)
+{
+    _cleanup_close_ int fd = open(image, O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return sbx_err_sys(err, errno, "opening %s", image);
+    return attach_mount(fd, mountpoint, err);
 }
 
 int wsimage_copy_tree(const char *from, const char *to, struct sbx_err *err)

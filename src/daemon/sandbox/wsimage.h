@@ -19,6 +19,9 @@ int wsimage_prepare(const char *data_dir, long long mb, char **template_out, str
 int wsimage_mount(const char *template_path, const char *image, const char *mountpoint,
                   struct sbx_err *err);
 
+/* Mount an existing image (a volume's, docs/volumes.md) at mountpoint the same way. */
+int wsimage_attach(const char *image, const char *mountpoint, struct sbx_err *err);
+
 /* cp -a of a directory's contents: a workspace without the quota image (a fork's copy,
  * a v1 snapshot, a create from one). */
 int wsimage_copy_tree(const char *from, const char *to, struct sbx_err *err);

@@ -18,6 +18,7 @@
 #include "../../common/text.h"
 #include "../../common/util.h"
 #include "../sandbox/wsimage.h"
+#include "../store/volumes.h"
 #include "checkpoint.h"
 
 struct fork_op {
@@ -125,7 +126,9 @@ static int fork_kid(struct fork_op *f, struct sandbox *parent, struct fork_child
     (void)store_meta_set(m->store, id, STORE_META_PARENT, p->id, NULL);
     /* A copy goes out the way its parent does. */
     if ((r = store_egress_policy_copy(m->store, p->id, id, now, err)) == 0 &&
-        (r = store_sandbox_config_copy(m->store, p->id, id, err)) == 0) {
+        (r = store_sandbox_config_copy(m->store, p->id, id, err)) == 0 &&
+        /* The same volumes, not copies (docs/volumes.md). */
+        (r = store_volume_mounts_copy(m->store, p->id, id, err)) == 0) {
         sandbox_egress_load(m, sb);
         sb->config_env = parent->config_env ? json_deep_copy(parent->config_env) : NULL;
         sb->config_inject = parent->config_inject ? json_deep_copy(parent->config_inject) : NULL;

@@ -292,6 +292,23 @@ static const struct migration migrations[] = {
         NULL,
         NULL,
     },
+    {
+        4,
+        "volumes, and the volumes each sandbox mounts",
+        /* One text for both dialects. A volume's name is unique per user; a mount row
+         * stays with its sandbox's row (whether that sandbox still lives is the
+         * sandboxes table's status). */
+        "CREATE TABLE volumes("
+        "  id TEXT PRIMARY KEY, \"user\" TEXT NOT NULL, name TEXT NOT NULL,"
+        "  size_mb BIGINT NOT NULL, node_id TEXT NOT NULL, created_at BIGINT NOT NULL,"
+        "  UNIQUE(\"user\", name));"
+        "CREATE TABLE volume_mounts("
+        "  sandbox_id TEXT NOT NULL, volume_id TEXT NOT NULL, path TEXT NOT NULL,"
+        "  read_only BIGINT NOT NULL, PRIMARY KEY(sandbox_id, path));"
+        "CREATE INDEX volume_mounts_volume ON volume_mounts(volume_id);",
+        NULL,
+        NULL,
+    },
 };
 
 int store_schema_latest(void)

@@ -14,6 +14,7 @@ struct store;
 #define USAGE_EXEC_MS "exec_ms"                         /* wall time of execs, cells, tools */
 #define USAGE_V2_RUNNING_MS "v2_running_ms"             /* a v2 sandbox existing, busy or idle */
 #define USAGE_SNAPSHOT_BYTE_HOURS "snapshot_byte_hours" /* a paused snapshot, sampled hourly */
+#define USAGE_VOLUME_BYTE_HOURS "volume_byte_hours"     /* a volume's used bytes, hourly */
 
 struct store_usage_event {
     long long ts_ms; /* the time the usage belongs to (settlement interval, day, month) */

@@ -42,11 +42,15 @@
 static const struct tool_def defs[] = {
     {TOOL_SANDBOX_CREATE, "sandbox_create", "Create a sandbox",
      "Create a new isolated sandbox (a machine with a persistent /workspace) and wait until it "
-     "is ready. Returns its id, which every other tool takes as sandbox_id.",
+     "is ready. Returns its id, which every other tool takes as sandbox_id. volumes mounts the "
+     "caller's named volumes (storage that outlives sandboxes) at absolute paths.",
      "{\"type\":\"object\",\"properties\":{\"template\":{\"type\":\"string\"},"
      "\"ttl_seconds\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":86400},"
      "\"backend\":{\"type\":\"string\",\"enum\":[\"v1\",\"v2\"]},"
-     "\"env\":{\"type\":\"object\",\"additionalProperties\":{\"type\":\"string\"}}}}",
+     "\"env\":{\"type\":\"object\",\"additionalProperties\":{\"type\":\"string\"}},"
+     "\"volumes\":{\"type\":\"array\",\"maxItems\":8,\"items\":{\"type\":\"object\","
+     "\"properties\":{\"volume\":{\"type\":\"string\"},\"path\":{\"type\":\"string\"},"
+     "\"read_only\":{\"type\":\"boolean\"}},\"required\":[\"volume\",\"path\"]}}}}",
      SANDBOX_OUT, false, false, false, false},
     {TOOL_SANDBOX_LIST, "sandbox_list", "List sandboxes", "List your live sandboxes.",
      "{\"type\":\"object\",\"properties\":{}}",

@@ -49,6 +49,7 @@ const struct route_table *const sbxd_routes[] = {
     &chat_routes,
     &template_build_routes,
     &node_routes,
+    &console_routes,
 };
 /* clang-format on */
 const size_t sbxd_route_tables = SBX_ARRAY_SIZE(sbxd_routes);

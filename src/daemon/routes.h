@@ -39,6 +39,7 @@ extern const struct route_table template_routes; /* templates/templates_api.c */
 extern const struct route_table chat_routes;     /* chat/chat_api.c */
 extern const struct route_table template_build_routes; /* templates/build_api.c */
 extern const struct route_table node_routes;     /* cluster/cluster_api.c */
+extern const struct route_table console_routes;  /* console/console_api.c */
 
 /* Every table sbxd serves, /healthz first. */
 extern const struct route_table *const sbxd_routes[];

@@ -7,7 +7,11 @@ import { sandboxPage } from './sandbox.js';
 import { sandboxActions } from './actions.js';
 
 const main = document.getElementById('main');
-const ctx = { me: null, cleanup: [] };
+// Each route renders into a fresh element: a page still loading when the route changes
+// renders into its own, detached, one and is never seen.
+const ctx = { me: null, cleanup: [], view: null };
+// A page's timer or socket, stopped on the next route change (at once if it is gone already).
+ctx.keep = (root, stop) => { if (root.isConnected) ctx.cleanup.push(stop); else stop(); };
 
 const can = {
   write: () => ctx.me && ctx.me.role !== 'viewer' && ctx.me.tool_level === 'sandbox',
@@ -24,6 +28,7 @@ function header() {
 }
 
 function signinPage() {
+  const root = ctx.view;
   const input = h('input', { id: 'apikey', type: 'password', autocomplete: 'off', required: true,
                              placeholder: 'sbx_…', 'aria-describedby': 'keyhelp' });
   const form = h('form', { class: 'card signin', onsubmit: async (e) => {
@@ -40,11 +45,12 @@ function signinPage() {
   h('p', { id: 'keyhelp', class: 'muted' },
     'The key stays in this tab only (session storage) and is sent as a bearer token to this sbxd.'),
   h('button', { class: 'primary', type: 'submit' }, 'Sign in'));
-  main.replaceChildren(form);
+  root.replaceChildren(form);
   input.focus();
 }
 
 async function sandboxesPage() {
+  const root = ctx.view;
   const tbody = h('tbody');
   const templates = h('select', { id: 'template', name: 'template' }, h('option', { value: 'base' }, 'base'));
   const ttl = h('input', { id: 'ttl', type: 'number', min: 60, max: 86400, value: 3600, size: 7 });
@@ -62,7 +68,7 @@ async function sandboxesPage() {
   h('label', { for: 'template' }, 'Template', templates),
   h('label', { for: 'ttl' }, 'Time to live (s)', ttl),
   h('button', { class: 'primary', type: 'submit' }, 'Create'));
-  main.replaceChildren(h('h1', {}, 'Sandboxes'), create || '',
+  root.replaceChildren(h('h1', {}, 'Sandboxes'), create || '',
     h('table', { id: 'sandboxes' }, h('thead', {}, h('tr', {},
       ['Sandbox', 'Status', 'Runtime', 'Template', 'Created', 'Time left', ''].map((t) => h('th', { scope: 'col' }, t)))),
     tbody));
@@ -96,13 +102,14 @@ async function sandboxesPage() {
   await load();
   const t1 = setInterval(tick, 1000);
   const t2 = setInterval(load, 5000);
-  ctx.cleanup.push(() => { clearInterval(t1); clearInterval(t2); });
+  ctx.keep(root, () => { clearInterval(t1); clearInterval(t2); });
 }
 
 async function keysPage() {
+  const root = ctx.view;
   const tbody = h('tbody');
   const shown = h('div', { id: 'newkey', 'aria-live': 'polite' });
-  const user = h('input', { id: 'kuser', required: true, pattern: '[A-Za-z0-9_.@-]{1,64}' });
+  const user = h('input', { id: 'kuser', required: true, pattern: '[A-Za-z0-9_.@\\-]{1,64}' });
   const role = h('select', { id: 'krole' }, ['member', 'viewer', 'admin'].map((r) => h('option', { value: r }, r)));
   const level = h('select', { id: 'klevel' }, ['sandbox', 'basic', 'none'].map((r) => h('option', { value: r }, r)));
   const load = async () => {
@@ -118,7 +125,7 @@ async function keysPage() {
           await load();
         } }, 'Delete')))));
   };
-  main.replaceChildren(h('h1', {}, 'API keys'),
+  root.replaceChildren(h('h1', {}, 'API keys'),
     h('form', { class: 'row card', 'aria-label': 'Create a key', onsubmit: async (e) => {
       e.preventDefault();
       const k = await attempt(() => api('POST', '/v1/keys', { user: user.value, role: role.value, tool_level: level.value }));
@@ -137,6 +144,7 @@ async function keysPage() {
 }
 
 async function auditPage(query) {
+  const root = ctx.view;
   const q = new URLSearchParams(query);
   const field = (name, label) => h('label', { for: `a-${name}` }, label,
     h('input', { id: `a-${name}`, name, value: q.get(name) || '', size: 18 }));
@@ -161,7 +169,7 @@ async function auditPage(query) {
     more.hidden = !page.has_more;
   };
   more.addEventListener('click', () => load(true));
-  main.replaceChildren(h('h1', {}, 'Audit log'),
+  root.replaceChildren(h('h1', {}, 'Audit log'),
     h('form', { class: 'row card', 'aria-label': 'Filter the audit log', onsubmit: (e) => {
       e.preventDefault();
       const p = new URLSearchParams(new FormData(e.target));
@@ -182,6 +190,8 @@ async function auditPage(query) {
 async function route() {
   for (const f of ctx.cleanup.splice(0)) f();
   clearError();
+  ctx.view = h('div');
+  main.replaceChildren(ctx.view);
   if (!key.get()) { ctx.me = null; header(); signinPage(); return; }
   if (!ctx.me) {
     try { ctx.me = await api('GET', '/v1/me'); } catch (e) { key.clear(); header(); signinPage(); showError(e); return; }
@@ -193,7 +203,7 @@ async function route() {
     if (a.getAttribute('href') === `#/${parts[0] || 'sandboxes'}`) a.setAttribute('aria-current', 'page');
     else a.removeAttribute('aria-current');
   }
-  if (parts[0] === 'sandbox' && parts[1]) return sandboxPage(main, ctx, parts[1], parts[2]);
+  if (parts[0] === 'sandbox' && parts[1]) return sandboxPage(ctx.view, ctx, parts[1], parts[2]);
   if (parts[0] === 'keys') return keysPage();
   if (parts[0] === 'audit') return auditPage(query || '');
   return sandboxesPage();

@@ -7,14 +7,14 @@ import { openTerminal } from './terminal.js';
 
 const TABS = [['command', 'Command'], ['terminal', 'Terminal'], ['files', 'Files'], ['python', 'Python']];
 
-export async function sandboxPage(main, ctx, id, tab = 'command') {
+export async function sandboxPage(root, ctx, id, tab = 'command') {
   const sb = await attempt(() => api('GET', `/v1/sandboxes/${id}`));
-  if (!sb) { main.replaceChildren(h('p', {}, h('a', { href: '#/sandboxes' }, '← Sandboxes'))); return; }
+  if (!sb) { root.replaceChildren(h('p', {}, h('a', { href: '#/sandboxes' }, '← Sandboxes'))); return; }
   const left = h('span', { id: 'left' }, timeLeft(sb.expires_at));
   const t = setInterval(() => { left.textContent = timeLeft(sb.expires_at); }, 1000);
-  ctx.cleanup.push(() => clearInterval(t));
+  ctx.keep(root, () => clearInterval(t));
   const body = h('section', { id: `tab-${tab}`, role: 'tabpanel' });
-  main.replaceChildren(
+  root.replaceChildren(
     h('p', {}, h('a', { href: '#/sandboxes' }, '← Sandboxes')),
     h('h1', {}, 'Sandbox ', h('span', { class: 'mono' }, sb.id)),
     h('div', { class: 'row' },
@@ -23,13 +23,14 @@ export async function sandboxPage(main, ctx, id, tab = 'command') {
       h('span', {}, 'created ', when(sb.created_at)), h('span', {}, 'time left ', left),
       ...sandboxActions(ctx, sb, async () => {
         const still = await api('GET', `/v1/sandboxes/${id}`).catch(() => null);
-        if (!still) location.hash = '#/sandboxes'; else sandboxPage(main, ctx, id, tab);
+        // Gone: back to the list; else this page again, through the router (its cleanup).
+        if (!still) location.hash = '#/sandboxes'; else window.dispatchEvent(new HashChangeEvent('hashchange'));
       })),
     h('div', { class: 'tabs', role: 'tablist' }, TABS.map(([k, label]) => h('button', {
       type: 'button', role: 'tab', 'aria-selected': String(k === tab), id: `tabbtn-${k}`,
       onclick: () => { location.hash = `#/sandbox/${id}/${k}`; } }, label))),
     body);
-  if (tab === 'terminal') ctx.cleanup.push(openTerminal(body, id));
+  if (tab === 'terminal') ctx.keep(root, openTerminal(body, id));
   else if (tab === 'files') filesTab(body, id, ctx);
   else if (tab === 'python') pythonTab(body, id, ctx);
   else commandTab(body, id, ctx);
@@ -43,7 +44,7 @@ function commandTab(box, id, ctx) {
   const stop = h('button', { type: 'button', hidden: true }, 'Stop watching');
   let abort = null;
   stop.addEventListener('click', () => abort?.abort());
-  ctx.cleanup.push(() => abort?.abort());
+  ctx.keep(box, () => abort?.abort());
   const loadHistory = async () => {
     const page = await api('GET', `/v1/audit?sandbox_id=${id}&action=exec&limit=100`).catch((e) => { showError(e); return null; });
     if (!page) return;

@@ -146,7 +146,7 @@ test('the audit log shows what was done, filtered to the sandbox', async () => {
   await page.goto(`${CONSOLE}#/audit?sandbox_id=${sandbox}`);
   await page.waitForSelector('#audit tbody tr');
   const actions = await page.locator('#audit td.action').allTextContents();
-  for (const a of ['sandbox.create', 'exec', 'terminal.open', 'file.upload', 'file.download'])
+  for (const a of ['sandbox.create', 'exec', 'terminal.open', 'file.upload', 'file.download', 'run_code'])
     assert.ok(actions.includes(a), `${a} not in ${actions}`);
   await shot('audit');
 });

@@ -2,7 +2,7 @@
 // A sandbox's own page is sandbox.js. Pages are rebuilt on each route change; a page's
 // timers and sockets are stopped through the `cleanup` list when the route changes.
 import { api, key } from './api.js';
-import { h, attempt, clearError, showError, when, timeLeft } from './ui.js';
+import { h, attempt, clearError, showError, when, whenMs, timeLeft, details } from './ui.js';
 import { sandboxPage } from './sandbox.js';
 import { sandboxActions } from './actions.js';
 
@@ -68,7 +68,9 @@ async function sandboxesPage() {
   h('label', { for: 'template' }, 'Template', templates),
   h('label', { for: 'ttl' }, 'Time to live (s)', ttl),
   h('button', { class: 'primary', type: 'submit' }, 'Create'));
-  root.replaceChildren(h('h1', {}, 'Sandboxes'), create || '',
+  const note = ctx.me.role === 'viewer' && h('p', { class: 'card' },
+    'This is a viewer key: it reads configurations only. Sandboxes need a member or admin key.');
+  root.replaceChildren(h('h1', {}, 'Sandboxes'), create || note || '',
     h('table', { id: 'sandboxes' }, h('thead', {}, h('tr', {},
       ['Sandbox', 'Status', 'Runtime', 'Template', 'Created', 'Time left', ''].map((t) => h('th', { scope: 'col' }, t)))),
     tbody));
@@ -160,10 +162,10 @@ async function auditPage(query) {
     const page = await attempt(() => api('GET', `/v1/audit?${p}`));
     if (!page) return;
     const rows = page.data.map((a) => h('tr', {},
-      h('td', {}, a.seq), h('td', {}, new Date(a.ts_ms).toLocaleString()), h('td', {}, a.user),
+      h('td', {}, a.seq), h('td', { class: 'nowrap' }, whenMs(a.ts_ms)), h('td', {}, a.user),
       h('td', { class: 'mono action' }, a.action), h('td', { class: 'mono' }, a.sandbox_id || ''),
       h('td', {}, a.outcome), h('td', { class: 'mono' }, a.request_id || ''),
-      h('td', { class: 'mono' }, a.details ? JSON.stringify(a.details).slice(0, 200) : '')));
+      h('td', { class: 'mono details' }, details(a.details))));
     if (append) tbody.append(...rows); else tbody.replaceChildren(...rows);
     after = page.next_after ?? null;
     more.hidden = !page.has_more;

@@ -1,7 +1,7 @@
 // One sandbox: its state and actions, and tabs for a command box (streamed over SSE) with
 // the exec history, a terminal, the file browser and a Python cell runner.
 import { api, stream, upload, blob, encPath } from './api.js';
-import { h, attempt, showError, when, timeLeft, bytes, frameText } from './ui.js';
+import { h, attempt, showError, when, whenMs, timeLeft, bytes, frameText } from './ui.js';
 import { sandboxActions } from './actions.js';
 import { openTerminal } from './terminal.js';
 
@@ -49,11 +49,11 @@ function commandTab(box, id, ctx) {
     const page = await api('GET', `/v1/audit?sandbox_id=${id}&action=exec&limit=100`).catch((e) => { showError(e); return null; });
     if (!page) return;
     history.replaceChildren(...page.data.reverse().map((a) => h('tr', {},
-      h('td', {}, new Date(a.ts_ms).toLocaleString()), h('td', {}, a.user), h('td', {}, a.outcome),
-      h('td', { class: 'mono' }, a.details?.command ?? a.details?.shell ?? ''),
-      h('td', { class: 'mono' }, a.details?.exit_code ?? ''),
-      h('td', { class: 'mono' }, a.request_id || ''),
-      h('td', { class: 'mono' }, a.details ? JSON.stringify(a.details).slice(0, 160) : ''))));
+      h('td', { class: 'nowrap' }, whenMs(a.ts_ms)), h('td', {}, a.user), h('td', {}, a.outcome),
+      h('td', { class: 'mono details' }, a.details?.command ?? ''),
+      h('td', { class: 'nowrap' }, a.details?.duration_ms !== undefined ? `${a.details.duration_ms} ms` : ''),
+      h('td', { class: 'mono' }, a.details?.exec_id ?? ''),
+      h('td', { class: 'mono' }, a.request_id || ''))));
   };
   const form = h('form', { class: 'row', 'aria-label': 'Run a command', onsubmit: async (e) => {
     e.preventDefault();
@@ -71,7 +71,7 @@ function commandTab(box, id, ctx) {
           out.scrollTop = out.scrollHeight;
         } else if (ev.type === 'truncated') out.append(h('span', { class: 'stderr' }, `\n[${ev.stream} truncated at ${bytes(ev.limit_bytes)}]\n`));
         else if (ev.type === 'exit') {
-          const r = ev.receipt ? ` · receipt ${ev.receipt.hash || ev.receipt.id || ''}` : '';
+          const r = ev.receipt ? ` · receipt: exec ${ev.receipt.exec_id}, command sha256 ${(ev.receipt.command_sha256 || '').slice(0, 16)}…` : '';
           result.textContent = `exit ${ev.exit_code}${ev.duration_ms !== undefined ? ` in ${ev.duration_ms} ms` : ''}${r}`;
         } else if (ev.type === 'error') result.textContent = `error ${ev.code}: ${ev.message}`;
       }, abort.signal);
@@ -86,7 +86,7 @@ function commandTab(box, id, ctx) {
   box.replaceChildren(ctx.can.write() ? form : h('p', { class: 'muted' }, 'This key may not run commands.'),
     out, result, h('h2', {}, 'Exec history'),
     h('table', { id: 'history' }, h('thead', {}, h('tr', {},
-      ['Time', 'User', 'Outcome', 'Command', 'Exit', 'Request id', 'Details'].map((x) => h('th', { scope: 'col' }, x)))), history));
+      ['Time', 'User', 'Outcome', 'Command', 'Took', 'Exec id', 'Request id'].map((x) => h('th', { scope: 'col' }, x)))), history));
   loadHistory();
   cmd.focus();
 }

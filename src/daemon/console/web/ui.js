@@ -48,8 +48,22 @@ export async function attempt(fn) {
   }
 }
 
+// A local date and time as 2026-12-07 05:23:02 (the sv-SE locale's shape: short, sortable).
+export function whenMs(ms) {
+  return ms ? new Date(ms).toLocaleString('sv-SE') : '';
+}
+
 export function when(unixSeconds) {
-  return unixSeconds ? new Date(unixSeconds * 1000).toLocaleString() : '';
+  return whenMs(unixSeconds * 1000);
+}
+
+// An audit entry's details, a line per field, long values cut (the API has them whole).
+export function details(d) {
+  if (!d || typeof d !== 'object') return d ? String(d) : '';
+  return Object.entries(d).map(([k, v]) => {
+    const s = typeof v === 'string' ? v : JSON.stringify(v);
+    return `${k}: ${s.length > 100 ? `${s.slice(0, 100)}…` : s}`;
+  }).join('\n');
 }
 
 export function timeLeft(expiresAt) {

@@ -182,7 +182,7 @@ BESIDE_SUITES := test_backends. test_billing_surfaces. test_kernel. test_paths. 
 	test_http_strict. test_chat. test_processes. test_v1. test_terminal. test_artifacts. \
 	test_skills. test_files. test_first_contact. test_users. test_preview. test_pty. \
 	test_metrics. test_url_inputs. test_openapi. test_e2b. test_sdk. test_template_build. \
-	test_oom.
+	test_oom. test_console.
 BESIDE_TOO_SUITES := $(SQLITE_SUITES) test_cli. test_egress. test_skill_installs. test_sessions.
 # And these last, alone: fork bombs keep both cores busy for seconds at a time, and the nodes
 # suite times heartbeats.

@@ -95,9 +95,9 @@ test('a command\'s output streams in before it ends', async () => {
   await page.getByLabel('Command', { exact: true }).fill('for i in 1 2 3; do echo line-$i; sleep 1; done; echo oops >&2');
   await page.getByRole('button', { name: 'Run', exact: true }).click();
   // line-1 is on screen while the command still runs (no exit line yet).
-  await page.waitForFunction(() => document.querySelector('#command-output').textContent.includes('line-1') &&
-    document.querySelector('#command-result').textContent.startsWith('running'), null, { timeout: 30000 });
-  await page.waitForFunction(() => document.querySelector('#command-result').textContent.startsWith('exit 0'), null, { timeout: 30000 });
+  await page.waitForFunction(() => (document.querySelector('#command-output')?.textContent || '').includes('line-1') &&
+    (document.querySelector('#command-result')?.textContent || '').startsWith('running'), null, { timeout: 30000 });
+  await page.waitForFunction(() => (document.querySelector('#command-result')?.textContent || '').startsWith('exit 0'), null, { timeout: 30000 });
   const out = await page.locator('#command-output').textContent();
   assert.match(out, /line-1\nline-2\nline-3\n/);
   assert.equal(await page.locator('#command-output .stderr').textContent(), 'oops\n');
@@ -107,16 +107,16 @@ test('a command\'s output streams in before it ends', async () => {
 
 test('typing in the terminal echoes, and a reload re-attaches to the same shell', async () => {
   await page.goto(`${CONSOLE}#/sandbox/${sandbox}/terminal`);
-  await page.waitForFunction(() => /connected to/.test(document.querySelector('#term-state').textContent), null, { timeout: 30000 });
+  await page.waitForFunction(() => /connected to/.test((document.querySelector('#term-state')?.textContent || '')), null, { timeout: 30000 });
   const first = await page.locator('#term-state').textContent();
   await page.locator('#terminal').click();
   await page.keyboard.type('echo term-$((6*7))\n');
-  await page.waitForFunction(() => document.querySelector('#terminal .xterm-rows').textContent.includes('term-42'), null, { timeout: 20000 });
+  await page.waitForFunction(() => (document.querySelector('#terminal .xterm-rows')?.textContent || '').includes('term-42'), null, { timeout: 20000 });
   await shot('terminal');
   await page.reload();
-  await page.waitForFunction(() => /re-attached to/.test(document.querySelector('#term-state').textContent), null, { timeout: 30000 });
+  await page.waitForFunction(() => /re-attached to/.test((document.querySelector('#term-state')?.textContent || '')), null, { timeout: 30000 });
   assert.equal((await page.locator('#term-state').textContent()).split(' ').pop(), first.split(' ').pop());
-  await page.waitForFunction(() => document.querySelector('#terminal .xterm-rows').textContent.includes('term-42'), null, { timeout: 20000 });
+  await page.waitForFunction(() => (document.querySelector('#terminal .xterm-rows')?.textContent || '').includes('term-42'), null, { timeout: 20000 });
 });
 
 test('upload a file with progress, see it listed, download it back', async () => {
@@ -151,6 +151,13 @@ test('the audit log shows what was done, filtered to the sandbox', async () => {
   await shot('audit');
 });
 
+test('the templates page lists the base template with what it holds', async () => {
+  await page.goto(`${CONSOLE}#/templates`);
+  await page.waitForSelector('#templates tr[data-name="base"]');
+  assert.match(await page.locator('#templates tr[data-name="base"]').textContent(), /Debian packages/);
+  await shot('templates');
+});
+
 test('an admin creates a key and sees it once', async () => {
   await signOut();
   await signIn(env.SBX_ADMIN_KEY);
@@ -159,7 +166,7 @@ test('an admin creates a key and sees it once', async () => {
   await page.getByRole('button', { name: 'Create key' }).click();
   await page.waitForSelector('#newkey-secret');
   assert.match(await page.locator('#newkey-secret').textContent(), /^sbx_/);
-  await page.waitForFunction(() => document.querySelector('#keys').textContent.includes('carol'));
+  await page.waitForFunction(() => (document.querySelector('#keys')?.textContent || '').includes('carol'));
   await shot('keys');
   await page.goto(`${CONSOLE}#/sandboxes`);
   assert.equal(await page.locator('#newkey-secret').count(), 0);

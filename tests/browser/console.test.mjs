@@ -119,7 +119,7 @@ test('typing in the terminal echoes, and a reload re-attaches to the same shell'
   await page.waitForFunction(() => (document.querySelector('#terminal .xterm-rows')?.textContent || '').includes('term-42'), null, { timeout: 20000 });
 });
 
-test('upload a file with progress, see it listed, download it back', async () => {
+test('upload a file with progress, see it listed, download it back, preview its text', async () => {
   await page.goto(`${CONSOLE}#/sandbox/${sandbox}/files`);
   const content = 'hello from the console\n'.repeat(20000);
   await page.locator('#upload').setInputFiles({ name: 'note.txt', mimeType: 'text/plain', buffer: Buffer.from(content) });
@@ -130,6 +130,9 @@ test('upload a file with progress, see it listed, download it back', async () =>
   ]);
   assert.equal(dl.suggestedFilename(), 'note.txt');
   assert.equal(fs.readFileSync(await dl.path(), 'utf8'), content);
+  await page.getByRole('button', { name: 'Preview note.txt' }).click();
+  await page.waitForFunction(() => (document.querySelector('#preview pre')?.textContent || '').startsWith('hello from the console\n'));
+  assert.equal((await page.locator('#preview pre').textContent()).length, 64 * 1024);
   await shot('files');
 });
 

@@ -95,6 +95,7 @@ function filesTab(box, id, ctx) {
   let dir = '';
   const where = h('span', { id: 'cwd', class: 'mono' });
   const tbody = h('tbody');
+  const shown = h('section', { id: 'preview', 'aria-live': 'polite' });
   const progress = h('progress', { id: 'upload-progress', max: 1, value: 0, hidden: true });
   const picker = h('input', { id: 'upload', type: 'file', 'aria-label': 'Upload a file', multiple: true });
   const load = async () => {
@@ -109,7 +110,7 @@ function filesTab(box, id, ctx) {
       const name = f.path.split('/').pop();
       const nameCell = f.type === 'directory'
         ? h('a', { href: '#', onclick: (e) => { e.preventDefault(); dir = rel; load(); } }, `${name}/`)
-        : h('span', { class: 'mono' }, name);
+        : h('button', { type: 'button', class: 'link mono', 'aria-label': `Preview ${rel}`, onclick: () => preview(id, rel, f.size, shown) }, name);
       rows.push(h('tr', { 'data-path': rel },
         h('td', {}, nameCell), h('td', {}, f.type), h('td', {}, f.type === 'file' ? bytes(f.size) : ''),
         h('td', {}, when(f.mtime)),
@@ -141,8 +142,35 @@ function filesTab(box, id, ctx) {
     h('button', { type: 'button', onclick: load }, 'Refresh')),
   ctx.can.write() ? h('div', { class: 'row' }, picker, progress) : '',
   h('table', { id: 'files' }, h('thead', {}, h('tr', {},
-    ['Name', 'Type', 'Size', 'Modified', ''].map((x) => h('th', { scope: 'col' }, x)))), tbody));
+    ['Name', 'Type', 'Size', 'Modified', ''].map((x) => h('th', { scope: 'col' }, x)))), tbody), shown);
   load();
+}
+
+const IMAGES = { png: 'image/png', jpg: 'image/jpeg', jpeg: 'image/jpeg', gif: 'image/gif', webp: 'image/webp' };
+const PREVIEW_TEXT_MAX = 64 * 1024;
+
+// Images are shown whole; anything else as text, its first 64 KiB, when it decodes as
+// UTF-8 (else: no preview). PDF previews are not there yet (docs/console.md).
+async function preview(id, rel, size, box) {
+  const b = await attempt(() => blob(`/v1/sandboxes/${id}/files/${encPath(rel)}`));
+  if (!b) return;
+  const old = box.querySelector('img')?.src;
+  if (old) URL.revokeObjectURL(old);
+  const head = h('h2', {}, rel, h('span', { class: 'muted' }, ` · ${bytes(size)}`));
+  const type = IMAGES[rel.split('.').pop().toLowerCase()];
+  if (type) {
+    box.replaceChildren(head, h('img', { src: URL.createObjectURL(new Blob([b], { type })), alt: rel, class: 'preview' }));
+    return;
+  }
+  let text;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true }).decode(await b.slice(0, PREVIEW_TEXT_MAX).arrayBuffer());
+  } catch {
+    box.replaceChildren(head, h('p', { class: 'muted' }, 'Not text: download it to look inside.'));
+    return;
+  }
+  box.replaceChildren(head, h('pre', { class: 'out' }, text),
+    size > PREVIEW_TEXT_MAX ? h('p', { class: 'muted' }, `The first ${bytes(PREVIEW_TEXT_MAX)} only.`) : '');
 }
 
 async function download(id, rel) {

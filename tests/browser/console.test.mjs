@@ -119,6 +119,20 @@ test('typing in the terminal echoes, and a reload re-attaches to the same shell'
   await page.waitForFunction(() => (document.querySelector('#terminal .xterm-rows')?.textContent || '').includes('term-42'), null, { timeout: 20000 });
 });
 
+test('a background process\'s output is followed live', async () => {
+  await page.goto(`${CONSOLE}#/sandbox/${sandbox}/processes`);
+  await page.getByLabel('Background command').fill('for i in 1 2 3; do echo tick-$i; sleep 1; done');
+  await page.getByRole('button', { name: 'Start' }).click();
+  await page.waitForFunction(() => {
+    const t = document.querySelector('#proc-output')?.textContent || '';
+    return t.includes('tick-1') && !t.includes('exit');
+  }, null, { timeout: 30000 });
+  await page.waitForFunction(() => (document.querySelector('#proc-output')?.textContent || '').includes('[completed, exit 0]'), null, { timeout: 30000 });
+  assert.match(await page.locator('#proc-output').textContent(), /tick-1\ntick-2\ntick-3\n/);
+  await page.waitForFunction(() => /completed/.test(document.querySelector('#processes tbody')?.textContent || ''));
+  await shot('processes');
+});
+
 test('upload a file with progress, see it listed, download it back, preview its text', async () => {
   await page.goto(`${CONSOLE}#/sandbox/${sandbox}/files`);
   const content = 'hello from the console\n'.repeat(20000);

@@ -45,13 +45,15 @@ export async function api(method, path, body) {
   return r.status === 204 ? null : r.json();
 }
 
-// A streamed route (exec, run_code): each `data:` frame's JSON is handed to onEvent as it
-// arrives. Resolves when the stream ends.
+// A streamed route (exec, a process's logs): each `data:` frame's JSON is handed to onEvent
+// as it arrives. A POST with body, a GET without. Resolves when the stream ends.
 export async function stream(path, body, onEvent, signal) {
+  const post = body !== undefined;
   const r = await fetch(path, {
-    method: 'POST',
-    headers: headers({ 'Content-Type': 'application/json', Accept: 'text/event-stream' }),
-    body: JSON.stringify(body),
+    method: post ? 'POST' : 'GET',
+    headers: headers(post ? { 'Content-Type': 'application/json', Accept: 'text/event-stream' }
+                          : { Accept: 'text/event-stream' }),
+    body: post ? JSON.stringify(body) : undefined,
     signal,
   });
   if (!r.ok) throw await failure(r);

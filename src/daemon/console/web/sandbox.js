@@ -4,8 +4,9 @@ import { api, stream, upload, blob, encPath } from './api.js';
 import { h, attempt, showError, when, whenMs, timeLeft, bytes, frameText } from './ui.js';
 import { sandboxActions } from './actions.js';
 import { openTerminal } from './terminal.js';
+import { processesTab } from './processes.js';
 
-const TABS = [['command', 'Command'], ['terminal', 'Terminal'], ['files', 'Files'], ['python', 'Python']];
+const TABS = [['command', 'Command'], ['terminal', 'Terminal'], ['processes', 'Processes'], ['files', 'Files'], ['python', 'Python']];
 
 export async function sandboxPage(root, ctx, id, tab = 'command') {
   const sb = await attempt(() => api('GET', `/v1/sandboxes/${id}`));
@@ -31,6 +32,7 @@ export async function sandboxPage(root, ctx, id, tab = 'command') {
       onclick: () => { location.hash = `#/sandbox/${id}/${k}`; } }, label))),
     body);
   if (tab === 'terminal') ctx.keep(root, openTerminal(body, id));
+  else if (tab === 'processes') processesTab(body, id, ctx);
   else if (tab === 'files') filesTab(body, id, ctx);
   else if (tab === 'python') pythonTab(body, id, ctx);
   else commandTab(body, id, ctx);

@@ -168,6 +168,15 @@ test('the audit log shows what was done, filtered to the sandbox', async () => {
   await shot('audit');
 });
 
+test('the usage page charts today\'s exec time', async () => {
+  await page.goto(`${CONSOLE}#/usage`);
+  await page.waitForSelector('#usage-chart svg rect', { state: 'attached' });
+  assert.equal(await page.locator('#usage-chart svg rect').count(), 14);
+  // Today's bar (the last) is the commands and cells this test ran: not empty.
+  assert.ok(Number(await page.locator('#usage-chart svg rect').last().getAttribute('height')) > 0);
+  await shot('usage');
+});
+
 test('the templates page lists the base template with what it holds', async () => {
   await page.goto(`${CONSOLE}#/templates`);
   await page.waitForSelector('#templates tr[data-name="base"]');

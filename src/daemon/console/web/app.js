@@ -6,6 +6,7 @@ import { h, attempt, clearError, showError, when, whenMs, timeLeft, details } fr
 import { sandboxPage } from './sandbox.js';
 import { sandboxActions } from './actions.js';
 import { templatesPage } from './templates.js';
+import { usagePage } from './usage.js';
 
 const main = document.getElementById('main');
 // Each route renders into a fresh element: a page still loading when the route changes
@@ -209,6 +210,7 @@ async function route() {
   if (parts[0] === 'sandbox' && parts[1]) return sandboxPage(ctx.view, ctx, parts[1], parts[2]);
   if (parts[0] === 'keys') return keysPage();
   if (parts[0] === 'templates') return templatesPage(ctx.view);
+  if (parts[0] === 'usage') return usagePage(ctx.view);
   if (parts[0] === 'audit') return auditPage(query || '');
   return sandboxesPage();
 }

@@ -150,6 +150,23 @@ test('upload a file with progress, see it listed, download it back, preview its 
   await shot('files');
 });
 
+test('an artifact under out/ is listed with its MIME, SHA-256 and a clean scan', async () => {
+  await page.goto(`${CONSOLE}#/sandbox/${sandbox}/command`);
+  await page.getByLabel('Command', { exact: true }).fill('mkdir -p out && printf artifact > out/result.txt');
+  await page.getByRole('button', { name: 'Run', exact: true }).click();
+  await page.waitForFunction(() => (document.querySelector('#command-result')?.textContent || '').startsWith('exit 0'), null, { timeout: 30000 });
+  await page.getByRole('tab', { name: 'Artifacts' }).click();
+  const row = page.locator('#artifacts tr[data-path="result.txt"], #artifacts tr[data-path="out/result.txt"]');
+  await row.waitFor({ timeout: 120000 });
+  const text = await row.textContent();
+  assert.match(text, /text\/plain/);
+  assert.match(text, /clean/);
+  // sha256("artifact")
+  assert.equal(await row.locator('td[title]').getAttribute('title'),
+    'c7c5c1d70c5dec4416ab6158afd0b223ef40c29b1dc1f97ed9428b94d4cadb1c');
+  await shot('artifacts');
+});
+
 test('a matplotlib cell shows its plot as an image', async () => {
   await page.goto(`${CONSOLE}#/sandbox/${sandbox}/python`);
   await page.getByRole('button', { name: 'Run cell' }).click();

@@ -51,24 +51,35 @@ function signinPage() {
   input.focus();
 }
 
+// The create form's egress choice as the API's policy (nothing: the operator's default).
+function egressPolicy(choice) {
+  if (choice === 'none') return { egress: { mode: 'none' } };
+  if (choice) return { egress: { mode: 'preset', preset: choice } };
+  return {};
+}
+
 async function sandboxesPage() {
   const root = ctx.view;
   const tbody = h('tbody');
   const templates = h('select', { id: 'template', name: 'template' }, h('option', { value: 'base' }, 'base'));
   const ttl = h('input', { id: 'ttl', type: 'number', min: 60, max: 86400, value: 3600, size: 7 });
+  const egress = h('select', { id: 'egress' }, h('option', { value: '' }, 'the default'),
+    h('option', { value: 'none' }, 'none'), h('option', { value: 'pypi' }, 'PyPI only'),
+    h('option', { value: 'npm' }, 'npm only'));
   const create = can.write() && h('form', { class: 'row card', 'aria-label': 'Create a sandbox', onsubmit: async (e) => {
     e.preventDefault();
     const btn = e.target.querySelector('button');
     btn.disabled = true;
     btn.textContent = 'Creating…';
     const sb = await attempt(() => api('POST', '/v1/sandboxes',
-      { template: templates.value, ttl_seconds: Number(ttl.value) }));
+      { template: templates.value, ttl_seconds: Number(ttl.value), ...egressPolicy(egress.value) }));
     btn.disabled = false;
     btn.textContent = 'Create';
     if (sb) location.hash = `#/sandbox/${sb.id}`;
   } },
   h('label', { for: 'template' }, 'Template', templates),
   h('label', { for: 'ttl' }, 'Time to live (s)', ttl),
+  h('label', { for: 'egress' }, 'Network egress', egress),
   h('button', { class: 'primary', type: 'submit' }, 'Create'));
   const note = ctx.me.role === 'viewer' && h('p', { class: 'card' },
     'This is a viewer key: it reads configurations only. Sandboxes need a member or admin key.');

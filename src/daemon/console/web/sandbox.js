@@ -5,8 +5,10 @@ import { h, attempt, showError, when, whenMs, timeLeft, bytes, frameText } from 
 import { sandboxActions } from './actions.js';
 import { openTerminal } from './terminal.js';
 import { processesTab } from './processes.js';
+import { artifactsTab } from './artifacts.js';
 
-const TABS = [['command', 'Command'], ['terminal', 'Terminal'], ['processes', 'Processes'], ['files', 'Files'], ['python', 'Python']];
+const TABS = [['command', 'Command'], ['terminal', 'Terminal'], ['processes', 'Processes'], ['files', 'Files'],
+  ['artifacts', 'Artifacts'], ['python', 'Python']];
 
 export async function sandboxPage(root, ctx, id, tab = 'command') {
   const sb = await attempt(() => api('GET', `/v1/sandboxes/${id}`));
@@ -34,6 +36,7 @@ export async function sandboxPage(root, ctx, id, tab = 'command') {
   if (tab === 'terminal') ctx.keep(root, openTerminal(body, id));
   else if (tab === 'processes') processesTab(body, id, ctx);
   else if (tab === 'files') filesTab(body, id, ctx);
+  else if (tab === 'artifacts') artifactsTab(body, id);
   else if (tab === 'python') pythonTab(body, id, ctx);
   else commandTab(body, id, ctx);
 }

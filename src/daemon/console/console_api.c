@@ -46,8 +46,8 @@ static void api_me(struct sbxd *d, struct http_req *req)
     const struct auth_identity *k = http_req_identity(req);
     http_respond_json(req, 200,
                       json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "object", "me", "user", k->user,
-                                "key_id", k->key_id, "role", auth_role_name(k->role),
-                                "tool_level", auth_tool_level_name(k->tool_level), "scope",
+                                "key_id", k->key_id, "role", auth_role_name(k->role), "tool_level",
+                                auth_tool_level_name(k->tool_level), "scope",
                                 auth_scope_name(k->scope)));
 }
 

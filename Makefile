@@ -53,6 +53,13 @@ AGENT_OBJ  += $(BUILD)/agent-obj/gen/kernel_src.o
 # compiled into sbxd as one NUL-terminated string.
 OPENAPI_GEN := $(BUILD)/gen/openapi_json.c
 DAEMON_OBJ += $(BUILD)/obj/gen/openapi_json.o
+# The web console (docs/console.md): its pages and the pinned npm packages they use
+# (src/daemon/console/package-lock.json, installed by scripts/npm-deps.sh), compiled into sbxd.
+CONSOLE_DIR := src/daemon/console
+CONSOLE_WEB := $(wildcard $(CONSOLE_DIR)/web/*)
+CONSOLE_NPM := $(CONSOLE_DIR)/node_modules/@xterm
+CONSOLE_GEN := $(BUILD)/gen/console_assets.c
+DAEMON_OBJ += $(BUILD)/obj/gen/console_assets.o
 
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
@@ -100,6 +107,17 @@ $(OPENAPI_GEN): docs/openapi.yaml scripts/openapi.py
 $(BUILD)/obj/gen/openapi_json.o: $(OPENAPI_GEN)
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu17 -O2 -c $< -o $@
+
+$(CONSOLE_GEN): $(CONSOLE_WEB) $(CONSOLE_DIR)/package-lock.json scripts/console-assets.py
+	@mkdir -p $(dir $@)
+	@scripts/npm-deps.sh $(CONSOLE_DIR)
+	/usr/bin/python3 scripts/console-assets.py $@ $(foreach f,$(CONSOLE_WEB),$(notdir $(f))=$(f)) \
+	  xterm.mjs=$(CONSOLE_NPM)/xterm/lib/xterm.mjs xterm.css=$(CONSOLE_NPM)/xterm/css/xterm.css \
+	  addon-fit.mjs=$(CONSOLE_NPM)/addon-fit/lib/addon-fit.mjs
+
+$(BUILD)/obj/gen/console_assets.o: $(CONSOLE_GEN)
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu17 -O2 -I. -c $< -o $@
 
 $(NSF_GEN): $(NSF_SRC) src/runtime/syscalls.h
 	@mkdir -p $(dir $@)
@@ -172,7 +190,7 @@ BESIDE_SUITES := test_backends. test_billing_surfaces. test_kernel. test_paths. 
 	test_http_strict. test_chat. test_processes. test_v1. test_terminal. test_artifacts. \
 	test_skills. test_files. test_first_contact. test_users. test_preview. test_pty. \
 	test_metrics. test_url_inputs. test_openapi. test_e2b. test_sdk. test_template_build. \
-	test_oom.
+	test_oom. test_console.
 BESIDE_TOO_SUITES := $(SQLITE_SUITES) test_cli. test_egress. test_skill_installs. test_sessions.
 # And these last, alone: fork bombs keep both cores busy for seconds at a time, and the nodes
 # suite times heartbeats.

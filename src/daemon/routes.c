@@ -52,6 +52,7 @@ const struct route_table *const sbxd_routes[] = {
     &node_routes,
     &volume_routes,
     &volume_file_routes,
+    &console_routes,
 };
 /* clang-format on */
 const size_t sbxd_route_tables = SBX_ARRAY_SIZE(sbxd_routes);

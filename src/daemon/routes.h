@@ -42,6 +42,7 @@ extern const struct route_table template_build_routes; /* templates/build_api.c 
 extern const struct route_table node_routes;     /* cluster/cluster_api.c */
 extern const struct route_table volume_routes;   /* volumes/volumes_api.c */
 extern const struct route_table volume_file_routes; /* volumes/volfiles_api.c */
+extern const struct route_table console_routes;  /* console/console_api.c */
 
 /* Every table sbxd serves, /healthz first. */
 extern const struct route_table *const sbxd_routes[];

@@ -304,6 +304,20 @@ void http_respond_text(struct http_req *r, unsigned status, const char *json_tex
     http_req_resume(r);
 }
 
+void http_respond_bytes(struct http_req *r, unsigned status, const void *body, size_t len,
+                        const char *content_type)
+{
+    if (r->has_resp)
+        return;
+    r->status = status;
+    r->resp = sbx_xmalloc(len ? len : 1);
+    memcpy(r->resp, body, len);
+    r->resp_len = len;
+    r->resp_type = sbx_xstrdup(content_type);
+    r->has_resp = true;
+    http_req_resume(r);
+}
+
 void http_respond_fd(struct http_req *r, unsigned status, int fd, uint64_t size,
                      const char *content_type)
 {

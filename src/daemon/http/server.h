@@ -139,6 +139,9 @@ void http_req_add_header(struct http_req *r, const char *name, const char *value
 
 /* Answer with a JSON document already serialised. */
 void http_respond_text(struct http_req *r, unsigned status, const char *json_text);
+/* Answer with a copy of len bytes of body, of that Content-Type (the console's pages). */
+void http_respond_bytes(struct http_req *r, unsigned status, const void *body, size_t len,
+                        const char *content_type);
 /* Answer with the first size bytes of fd (taking ownership of fd). */
 void http_respond_fd(struct http_req *r, unsigned status, int fd, uint64_t size,
                      const char *content_type);

@@ -46,8 +46,9 @@ int terminal_ticket_issue(struct terminals *t, const struct auth_identity *who,
 int terminal_ticket_redeem(struct terminals *t, const char *ticket, struct terminal_ticket *out,
                            struct sbx_err *err);
 
-/* Is this Origin header (NULL when absent) allowed? */
-bool terminal_origin_allowed(const struct terminals *t, const char *origin);
+/* Is this Origin header (NULL when absent) allowed? A page of sbxd's own origin (the
+ * console, docs/console.md: Origin is http://<the request's Host>) always is. */
+bool terminal_origin_allowed(const struct terminals *t, const char *origin, const char *host);
 
 /* Bridge an upgraded WebSocket to PTY pty_id of sb (which answered pty_open or a
  * pty_resize just now). */

@@ -203,7 +203,8 @@ static void api_terminal_connect(struct sbxd *d, struct http_req *req)
     struct sandbox *sb;
     const char *ticket = http_req_query(req, "ticket");
     const char *pty_id = http_req_query(req, "pty_id");
-    if (!terminal_origin_allowed(d->terminals, http_req_header(req, "Origin"))) {
+    if (!terminal_origin_allowed(d->terminals, http_req_header(req, "Origin"),
+                                 http_req_header(req, "Host"))) {
         sbx_err_set(&err, EACCES, "origin_not_allowed",
                     "this Origin is not allowed to open terminals (SBX_TERMINAL_ORIGINS)");
         goto fail;

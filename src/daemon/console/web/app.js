@@ -1,0 +1,236 @@
+// The console's shell: sign-in, the hash router and the list pages (sandboxes, keys, audit).
+// A sandbox's own page is sandbox.js. Pages are rebuilt on each route change; a page's
+// timers and sockets are stopped through the `cleanup` list when the route changes.
+import { api, key } from './api.js';
+import { h, attempt, clearError, showError, when, whenMs, timeLeft, details } from './ui.js';
+import { sandboxPage } from './sandbox.js';
+import { sandboxActions } from './actions.js';
+import { templatesPage } from './templates.js';
+import { usagePage } from './usage.js';
+
+const main = document.getElementById('main');
+// Each route renders into a fresh element: a page still loading when the route changes
+// renders into its own, detached, one and is never seen.
+const ctx = { me: null, cleanup: [], view: null };
+// A page's timer or socket, stopped on the next route change (at once if it is gone already).
+ctx.keep = (root, stop) => { if (root.isConnected) ctx.cleanup.push(stop); else stop(); };
+
+const can = {
+  write: () => ctx.me && ctx.me.role !== 'viewer' && ctx.me.tool_level === 'sandbox',
+  admin: () => ctx.me && ctx.me.role === 'admin',
+};
+ctx.can = can;
+
+function header() {
+  const signedIn = !!ctx.me;
+  document.getElementById('nav').hidden = !signedIn;
+  document.getElementById('signout').hidden = !signedIn;
+  document.getElementById('who').textContent = signedIn ? `${ctx.me.user} · ${ctx.me.role}` : '';
+  for (const a of document.querySelectorAll('#nav [data-role="admin"]')) a.hidden = !can.admin();
+}
+
+function signinPage() {
+  const root = ctx.view;
+  const input = h('input', { id: 'apikey', type: 'password', autocomplete: 'off', required: true,
+                             placeholder: 'sbx_…', 'aria-describedby': 'keyhelp' });
+  const form = h('form', { class: 'card signin', onsubmit: async (e) => {
+    e.preventDefault();
+    key.set(input.value.trim());
+    const me = await attempt(() => api('GET', '/v1/me'));
+    if (!me) { key.clear(); return; }
+    ctx.me = me;
+    header();
+    location.hash = '#/sandboxes';
+  } },
+  h('h1', {}, 'Sign in'),
+  h('label', { for: 'apikey' }, 'API key', input),
+  h('p', { id: 'keyhelp', class: 'muted' },
+    'The key stays in this tab only (session storage) and is sent as a bearer token to this sbxd.'),
+  h('button', { class: 'primary', type: 'submit' }, 'Sign in'));
+  root.replaceChildren(form);
+  input.focus();
+}
+
+// The create form's egress choice as the API's policy (nothing: the operator's default).
+function egressPolicy(choice) {
+  if (choice === 'none') return { egress: { mode: 'none' } };
+  if (choice) return { egress: { mode: 'preset', preset: choice } };
+  return {};
+}
+
+async function sandboxesPage() {
+  const root = ctx.view;
+  const tbody = h('tbody');
+  const templates = h('select', { id: 'template', name: 'template' }, h('option', { value: 'base' }, 'base'));
+  const ttl = h('input', { id: 'ttl', type: 'number', min: 60, max: 86400, value: 3600, size: 7 });
+  const egress = h('select', { id: 'egress' }, h('option', { value: '' }, 'the default'),
+    h('option', { value: 'none' }, 'none'), h('option', { value: 'pypi' }, 'PyPI only'),
+    h('option', { value: 'npm' }, 'npm only'));
+  const create = can.write() && h('form', { class: 'row card', 'aria-label': 'Create a sandbox', onsubmit: async (e) => {
+    e.preventDefault();
+    const btn = e.target.querySelector('button');
+    btn.disabled = true;
+    btn.textContent = 'Creating…';
+    const sb = await attempt(() => api('POST', '/v1/sandboxes',
+      { template: templates.value, ttl_seconds: Number(ttl.value), ...egressPolicy(egress.value) }));
+    btn.disabled = false;
+    btn.textContent = 'Create';
+    if (sb) location.hash = `#/sandbox/${sb.id}`;
+  } },
+  h('label', { for: 'template' }, 'Template', templates),
+  h('label', { for: 'ttl' }, 'Time to live (s)', ttl),
+  h('label', { for: 'egress' }, 'Network egress', egress),
+  h('button', { class: 'primary', type: 'submit' }, 'Create'));
+  const note = ctx.me.role === 'viewer' && h('p', { class: 'card' },
+    'This is a viewer key: it reads configurations only. Sandboxes need a member or admin key.');
+  root.replaceChildren(h('h1', {}, 'Sandboxes'), create || note || '',
+    h('table', { id: 'sandboxes' }, h('thead', {}, h('tr', {},
+      ['Sandbox', 'Status', 'Runtime', 'Template', 'Created', 'Time left', ''].map((t) => h('th', { scope: 'col' }, t)))),
+    tbody));
+  if (can.write()) {
+    api('GET', '/v1/templates').then((t) => {
+      templates.replaceChildren(...t.data.map((x) => h('option', { value: x.name, selected: x.name === 'base' }, x.name)));
+    }).catch(() => { /* a member may not list templates: base stays */ });
+  }
+  let rows = [];
+  const tick = () => {
+    for (const { sb, left } of rows) left.textContent = timeLeft(sb.expires_at);
+  };
+  const load = async () => {
+    let list;
+    try { list = await api('GET', '/v1/sandboxes'); } catch (e) { showError(e); return; }
+    rows = [];
+    tbody.replaceChildren(...list.data.map((sb) => {
+      const left = h('td', { class: 'left' }, timeLeft(sb.expires_at));
+      rows.push({ sb, left });
+      return h('tr', { 'data-id': sb.id },
+        h('td', {}, h('a', { href: `#/sandbox/${sb.id}`, class: 'mono' }, sb.id)),
+        h('td', { class: `status-${sb.status}` }, sb.status),
+        h('td', {}, `${sb.runtime} (${sb.backend})`),
+        h('td', {}, sb.template),
+        h('td', {}, when(sb.created_at)),
+        left,
+        h('td', { class: 'actions' }, sandboxActions(ctx, sb, load)));
+    }));
+    if (!list.data.length) tbody.append(h('tr', {}, h('td', { colspan: 7, class: 'muted' }, 'No live sandboxes.')));
+  };
+  await load();
+  const t1 = setInterval(tick, 1000);
+  const t2 = setInterval(load, 5000);
+  ctx.keep(root, () => { clearInterval(t1); clearInterval(t2); });
+}
+
+async function keysPage() {
+  const root = ctx.view;
+  const tbody = h('tbody');
+  const shown = h('div', { id: 'newkey', 'aria-live': 'polite' });
+  const user = h('input', { id: 'kuser', required: true, pattern: '[A-Za-z0-9_.@\\-]{1,64}' });
+  const role = h('select', { id: 'krole' }, ['member', 'viewer', 'admin'].map((r) => h('option', { value: r }, r)));
+  const level = h('select', { id: 'klevel' }, ['sandbox', 'basic', 'none'].map((r) => h('option', { value: r }, r)));
+  const load = async () => {
+    const list = await attempt(() => api('GET', '/v1/keys'));
+    if (!list) return;
+    tbody.replaceChildren(...list.data.map((k) => h('tr', {},
+      h('td', { class: 'mono' }, k.id), h('td', {}, k.user), h('td', {}, k.role), h('td', {}, k.tool_level),
+      h('td', {}, k.scope || ''), h('td', {}, when(k.created_at)),
+      h('td', {}, k.id === ctx.me.key_id ? h('span', { class: 'muted' }, 'this key')
+        : h('button', { type: 'button', class: 'danger', 'aria-label': `Delete key ${k.id}`, onclick: async () => {
+          if (!confirm(`Delete key ${k.id} of ${k.user}? What it opened ends.`)) return;
+          await attempt(() => api('DELETE', `/v1/keys/${k.id}`));
+          await load();
+        } }, 'Delete')))));
+  };
+  root.replaceChildren(h('h1', {}, 'API keys'),
+    h('form', { class: 'row card', 'aria-label': 'Create a key', onsubmit: async (e) => {
+      e.preventDefault();
+      const k = await attempt(() => api('POST', '/v1/keys', { user: user.value, role: role.value, tool_level: level.value }));
+      if (!k) return;
+      shown.replaceChildren(h('div', { class: 'newkey' },
+        h('strong', {}, `New key for ${k.user} (${k.role}). It is shown only now: copy it.`), h('br'),
+        h('code', { id: 'newkey-secret' }, k.key)));
+      user.value = '';
+      await load();
+    } }, h('label', { for: 'kuser' }, 'User', user), h('label', { for: 'krole' }, 'Role', role),
+    h('label', { for: 'klevel' }, 'Tool level', level), h('button', { class: 'primary', type: 'submit' }, 'Create key')),
+    shown,
+    h('table', { id: 'keys' }, h('thead', {}, h('tr', {},
+      ['Key id', 'User', 'Role', 'Tool level', 'Scope', 'Created', ''].map((t) => h('th', { scope: 'col' }, t)))), tbody));
+  await load();
+}
+
+async function auditPage(query) {
+  const root = ctx.view;
+  const q = new URLSearchParams(query);
+  const field = (name, label) => h('label', { for: `a-${name}` }, label,
+    h('input', { id: `a-${name}`, name, value: q.get(name) || '', size: 18 }));
+  const tbody = h('tbody');
+  const more = h('button', { type: 'button', hidden: true }, 'Older entries…');
+  const verify = h('span', { id: 'verify', class: 'muted' });
+  let after = null;
+  const load = async (append) => {
+    const p = new URLSearchParams();
+    for (const n of ['sandbox_id', 'user', 'action']) if (q.get(n)) p.set(n, q.get(n));
+    p.set('limit', '100');
+    if (append && after !== null) p.set('after', after);
+    const page = await attempt(() => api('GET', `/v1/audit?${p}`));
+    if (!page) return;
+    const rows = page.data.map((a) => h('tr', {},
+      h('td', {}, a.seq), h('td', { class: 'nowrap' }, whenMs(a.ts_ms)), h('td', {}, a.user),
+      h('td', { class: 'mono action' }, a.action), h('td', { class: 'mono' }, a.sandbox_id || ''),
+      h('td', {}, a.outcome), h('td', { class: 'mono' }, a.request_id || ''),
+      h('td', { class: 'mono details' }, details(a.details))));
+    if (append) tbody.append(...rows); else tbody.replaceChildren(...rows);
+    after = page.next_after ?? null;
+    more.hidden = !page.has_more;
+  };
+  more.addEventListener('click', () => load(true));
+  root.replaceChildren(h('h1', {}, 'Audit log'),
+    h('form', { class: 'row card', 'aria-label': 'Filter the audit log', onsubmit: (e) => {
+      e.preventDefault();
+      const p = new URLSearchParams(new FormData(e.target));
+      for (const [k, v] of [...p]) if (!v) p.delete(k);
+      location.hash = `#/audit?${p}`;
+    } }, field('sandbox_id', 'Sandbox'), field('user', 'User'), field('action', 'Action'),
+    h('button', { class: 'primary', type: 'submit' }, 'Filter'),
+    can.admin() && h('button', { type: 'button', onclick: async () => {
+      const v = await attempt(() => api('GET', '/v1/audit/verify'));
+      if (v) verify.textContent = v.ok ? `Chain verified: ${v.checked} entries` : `Chain broken at #${v.first_bad_seq}: ${v.reason}`;
+    } }, 'Verify the chain'), verify),
+    h('table', { id: 'audit' }, h('thead', {}, h('tr', {},
+      ['#', 'Time', 'User', 'Action', 'Sandbox', 'Outcome', 'Request id', 'Details'].map((t) => h('th', { scope: 'col' }, t)))), tbody),
+    more);
+  await load(false);
+}
+
+async function route() {
+  for (const f of ctx.cleanup.splice(0)) f();
+  clearError();
+  ctx.view = h('div');
+  main.replaceChildren(ctx.view);
+  if (!key.get()) { ctx.me = null; header(); signinPage(); return; }
+  if (!ctx.me) {
+    try { ctx.me = await api('GET', '/v1/me'); } catch (e) { key.clear(); header(); signinPage(); showError(e); return; }
+  }
+  header();
+  const [path, query] = location.hash.replace(/^#/, '').split('?');
+  const parts = path.split('/').filter(Boolean);
+  for (const a of document.querySelectorAll('#nav a')) {
+    if (a.getAttribute('href') === `#/${parts[0] || 'sandboxes'}`) a.setAttribute('aria-current', 'page');
+    else a.removeAttribute('aria-current');
+  }
+  if (parts[0] === 'sandbox' && parts[1]) return sandboxPage(ctx.view, ctx, parts[1], parts[2]);
+  if (parts[0] === 'keys') return keysPage();
+  if (parts[0] === 'templates') return templatesPage(ctx.view);
+  if (parts[0] === 'usage') return usagePage(ctx.view);
+  if (parts[0] === 'audit') return auditPage(query || '');
+  return sandboxesPage();
+}
+
+document.getElementById('signout').addEventListener('click', () => {
+  key.clear();
+  ctx.me = null;
+  location.hash = '#/';
+  route();
+});
+window.addEventListener('hashchange', route);
+route();

@@ -1,0 +1,236 @@
+// The web console (docs/console.md) in Debian's headless Chromium against a real sbxd, as a
+// new user meets it: sign in with a key, create a sandbox, run a command and watch its output
+// stream in, type into the terminal and re-attach after a reload, upload and download a
+// file, run a matplotlib cell and see its image, find all of it in the audit log, create a
+// key (shown once), and a viewer key that is offered no delete and is refused one anyway.
+// Started by tests/e2e/test_console.py, which passes everything through the environment;
+// a screenshot of each page goes to SBX_SHOTS.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { chromium } from 'playwright-core';
+
+const env = process.env;
+const API = env.SBX_API;
+const CONSOLE = `${API}/console`;
+const SHOTS = env.SBX_SHOTS;
+
+let browser;
+let page;
+let sandbox;
+const pageErrors = [];
+
+before(async () => {
+  fs.mkdirSync(SHOTS, { recursive: true });
+  browser = await chromium.launch({
+    executablePath: env.SBX_CHROMIUM || '/usr/bin/chromium',
+    args: ['--no-sandbox', '--disable-gpu'],
+  });
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, acceptDownloads: true });
+  page = await context.newPage();
+  // A CSP violation or a script error shows up here and fails the last test.
+  page.on('console', (m) => { if (m.type() === 'error') pageErrors.push(m.text()); });
+  page.on('pageerror', (e) => pageErrors.push(String(e)));
+  page.on('dialog', (d) => d.accept());
+});
+
+after(async () => {
+  await browser?.close();
+});
+
+const shot = (name) => page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true });
+
+async function signIn(key) {
+  await page.goto(CONSOLE);
+  await page.getByLabel('API key').fill(key);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.waitForSelector('#who:not(:empty)');
+}
+
+async function signOut() {
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await page.waitForSelector('#apikey');
+}
+
+test('the console is served with a strict Content-Security-Policy and no inline script', async () => {
+  const r = await page.goto(CONSOLE);
+  assert.equal(r.status(), 200);
+  const csp = r.headers()['content-security-policy'];
+  assert.match(csp, /default-src 'self'/);
+  assert.match(csp, /script-src 'self'(;|$)/);
+  assert.equal(await page.locator('script:not([src])').count(), 0);
+  await page.waitForSelector('#apikey');
+  await shot('signin');
+});
+
+test('a wrong key is refused with the API\'s code and request id', async () => {
+  await page.getByLabel('API key').fill('sbx_not_a_key_at_all_000000000000');
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.waitForSelector('#error:not([hidden])');
+  const text = await page.locator('#error').textContent();
+  assert.match(text, /invalid_api_key/);
+  assert.match(text, /req_/);
+});
+
+test('sign in keeps the key in session storage only, then create a sandbox', async () => {
+  await signIn(env.SBX_MEMBER_KEY);
+  assert.equal(await page.evaluate(() => sessionStorage.getItem('sbx.console.key')), env.SBX_MEMBER_KEY);
+  assert.equal(await page.evaluate(() => document.cookie), '');
+  assert.equal(await page.evaluate(() => localStorage.length), 0);
+  assert.ok(!page.url().includes(env.SBX_MEMBER_KEY));
+  await page.getByLabel('Time to live (s)').fill('900');
+  await page.getByRole('button', { name: 'Create' }).click();
+  await page.waitForURL(/#\/sandbox\/sbx_|#\/sandbox\//, { timeout: 120000 });
+  sandbox = page.url().split('#/sandbox/')[1].split('/')[0];
+  assert.ok(sandbox);
+  await page.goto(`${CONSOLE}#/sandboxes`);
+  await page.waitForSelector(`#sandboxes tr[data-id="${sandbox}"]`);
+  assert.match(await page.locator(`tr[data-id="${sandbox}"]`).textContent(), /running/);
+  await shot('sandboxes');
+});
+
+test('a command\'s output streams in before it ends', async () => {
+  await page.goto(`${CONSOLE}#/sandbox/${sandbox}/command`);
+  await page.getByLabel('Command', { exact: true }).fill('for i in 1 2 3; do echo line-$i; sleep 1; done; echo oops >&2');
+  await page.getByRole('button', { name: 'Run', exact: true }).click();
+  // line-1 is on screen while the command still runs (no exit line yet).
+  await page.waitForFunction(() => (document.querySelector('#command-output')?.textContent || '').includes('line-1') &&
+    (document.querySelector('#command-result')?.textContent || '').startsWith('running'), null, { timeout: 30000 });
+  await page.waitForFunction(() => (document.querySelector('#command-result')?.textContent || '').startsWith('exit 0'), null, { timeout: 30000 });
+  const out = await page.locator('#command-output').textContent();
+  assert.match(out, /line-1\nline-2\nline-3\n/);
+  assert.equal(await page.locator('#command-output .stderr').textContent(), 'oops\n');
+  await page.waitForFunction(() => document.querySelectorAll('#history tbody tr').length >= 1);
+  await shot('command');
+});
+
+test('typing in the terminal echoes, and a reload re-attaches to the same shell', async () => {
+  await page.goto(`${CONSOLE}#/sandbox/${sandbox}/terminal`);
+  await page.waitForFunction(() => /connected to/.test((document.querySelector('#term-state')?.textContent || '')), null, { timeout: 30000 });
+  const first = await page.locator('#term-state').textContent();
+  await page.locator('#terminal').click();
+  await page.keyboard.type('echo term-$((6*7))\n');
+  await page.waitForFunction(() => (document.querySelector('#terminal .xterm-rows')?.textContent || '').includes('term-42'), null, { timeout: 20000 });
+  await shot('terminal');
+  await page.reload();
+  await page.waitForFunction(() => /re-attached to/.test((document.querySelector('#term-state')?.textContent || '')), null, { timeout: 30000 });
+  assert.equal((await page.locator('#term-state').textContent()).split(' ').pop(), first.split(' ').pop());
+  await page.waitForFunction(() => (document.querySelector('#terminal .xterm-rows')?.textContent || '').includes('term-42'), null, { timeout: 20000 });
+});
+
+test('a background process\'s output is followed live', async () => {
+  await page.goto(`${CONSOLE}#/sandbox/${sandbox}/processes`);
+  await page.getByLabel('Background command').fill('for i in 1 2 3; do echo tick-$i; sleep 1; done');
+  await page.getByRole('button', { name: 'Start' }).click();
+  await page.waitForFunction(() => {
+    const t = document.querySelector('#proc-output')?.textContent || '';
+    return t.includes('tick-1') && !t.includes('exit');
+  }, null, { timeout: 30000 });
+  await page.waitForFunction(() => (document.querySelector('#proc-output')?.textContent || '').includes('[completed, exit 0]'), null, { timeout: 30000 });
+  assert.match(await page.locator('#proc-output').textContent(), /tick-1\ntick-2\ntick-3\n/);
+  await page.waitForFunction(() => /completed/.test(document.querySelector('#processes tbody')?.textContent || ''));
+  await shot('processes');
+});
+
+test('upload a file with progress, see it listed, download it back, preview its text', async () => {
+  await page.goto(`${CONSOLE}#/sandbox/${sandbox}/files`);
+  const content = 'hello from the console\n'.repeat(20000);
+  await page.locator('#upload').setInputFiles({ name: 'note.txt', mimeType: 'text/plain', buffer: Buffer.from(content) });
+  await page.waitForSelector('#files tr[data-path="note.txt"]', { timeout: 30000 });
+  const [dl] = await Promise.all([
+    page.waitForEvent('download'),
+    page.getByRole('button', { name: 'Download note.txt' }).click(),
+  ]);
+  assert.equal(dl.suggestedFilename(), 'note.txt');
+  assert.equal(fs.readFileSync(await dl.path(), 'utf8'), content);
+  await page.getByRole('button', { name: 'Preview note.txt' }).click();
+  await page.waitForFunction(() => (document.querySelector('#preview pre')?.textContent || '').startsWith('hello from the console\n'));
+  assert.equal((await page.locator('#preview pre').textContent()).length, 64 * 1024);
+  await shot('files');
+});
+
+test('an artifact under out/ is listed with its MIME, SHA-256 and a clean scan', async () => {
+  await page.goto(`${CONSOLE}#/sandbox/${sandbox}/command`);
+  await page.getByLabel('Command', { exact: true }).fill('mkdir -p out && printf artifact > out/result.txt');
+  await page.getByRole('button', { name: 'Run', exact: true }).click();
+  await page.waitForFunction(() => (document.querySelector('#command-result')?.textContent || '').startsWith('exit 0'), null, { timeout: 30000 });
+  await page.getByRole('tab', { name: 'Artifacts' }).click();
+  const row = page.locator('#artifacts tr[data-path="result.txt"], #artifacts tr[data-path="out/result.txt"]');
+  await row.waitFor({ timeout: 120000 });
+  const text = await row.textContent();
+  assert.match(text, /text\/plain/);
+  assert.match(text, /clean/);
+  // sha256("artifact")
+  assert.equal(await row.locator('td[title]').getAttribute('title'),
+    'c7c5c1d70c5dec4416ab6158afd0b223ef40c29b1dc1f97ed9428b94d4cadb1c');
+  await shot('artifacts');
+});
+
+test('a matplotlib cell shows its plot as an image', async () => {
+  await page.goto(`${CONSOLE}#/sandbox/${sandbox}/python`);
+  await page.getByRole('button', { name: 'Run cell' }).click();
+  await page.waitForSelector('#cells img', { timeout: 120000 });
+  const size = await page.locator('#cells img').evaluate((img) => img.decode().then(() => [img.naturalWidth, img.naturalHeight]));
+  assert.ok(size[0] > 100 && size[1] > 100, `image ${size}`);
+  await shot('python');
+});
+
+test('the audit log shows what was done, filtered to the sandbox', async () => {
+  await page.goto(`${CONSOLE}#/audit?sandbox_id=${sandbox}`);
+  await page.waitForSelector('#audit tbody tr');
+  const actions = await page.locator('#audit td.action').allTextContents();
+  for (const a of ['sandbox.create', 'exec', 'terminal.open', 'file.upload', 'file.download', 'run_code'])
+    assert.ok(actions.includes(a), `${a} not in ${actions}`);
+  await shot('audit');
+});
+
+test('the usage page charts today\'s exec time', async () => {
+  await page.goto(`${CONSOLE}#/usage`);
+  await page.waitForSelector('#usage-chart svg rect', { state: 'attached' });
+  assert.equal(await page.locator('#usage-chart svg rect').count(), 14);
+  // Today's bar (the last) is the commands and cells this test ran: not empty.
+  assert.ok(Number(await page.locator('#usage-chart svg rect').last().getAttribute('height')) > 0);
+  await shot('usage');
+});
+
+test('the templates page lists the base template with what it holds', async () => {
+  await page.goto(`${CONSOLE}#/templates`);
+  await page.waitForSelector('#templates tr[data-name="base"]');
+  assert.match(await page.locator('#templates tr[data-name="base"]').textContent(), /Debian packages/);
+  await shot('templates');
+});
+
+test('an admin creates a key and sees it once', async () => {
+  await signOut();
+  await signIn(env.SBX_ADMIN_KEY);
+  await page.goto(`${CONSOLE}#/keys`);
+  await page.getByLabel('User').fill('carol');
+  await page.getByRole('button', { name: 'Create key' }).click();
+  await page.waitForSelector('#newkey-secret');
+  assert.match(await page.locator('#newkey-secret').textContent(), /^sbx_/);
+  await page.waitForFunction(() => (document.querySelector('#keys')?.textContent || '').includes('carol'));
+  await shot('keys');
+  await page.goto(`${CONSOLE}#/sandboxes`);
+  assert.equal(await page.locator('#newkey-secret').count(), 0);
+});
+
+test('a viewer key is offered no create or delete, and the API refuses a delete', async () => {
+  await signOut();
+  await signIn(env.SBX_VIEWER_KEY);
+  await page.goto(`${CONSOLE}#/sandboxes`);
+  await page.waitForSelector('#sandboxes');
+  assert.equal(await page.getByRole('button', { name: /^Delete/ }).count(), 0);
+  assert.equal(await page.getByRole('button', { name: 'Create' }).count(), 0);
+  const r = await page.evaluate(async (id) => {
+    const res = await fetch(`/v1/sandboxes/${id}`, { method: 'DELETE',
+      headers: { Authorization: `Bearer ${sessionStorage.getItem('sbx.console.key')}` } });
+    return [res.status, (await res.json()).error.code];
+  }, sandbox);
+  assert.deepEqual(r, [403, 'member_required']);
+  await shot('viewer');
+});
+
+test('no page error or CSP violation on the way', () => {
+  assert.deepEqual(pageErrors.filter((e) => !/status of 40[13]/.test(e)), []);
+});

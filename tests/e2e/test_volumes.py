@@ -204,7 +204,7 @@ def test_quota_holds_on_the_routes_and_inside():
     r = c.request("PUT", "/v1/volumes/%s/files/more" % vid, raw=b"x" * (2 << 20))
     assert r.status == 200, r
     # The workspace's quota is its own: the sandbox's workspace was never touched.
-    assert c.sh(sid, "ls /workspace") == ""
+    assert c.sh(sid, "ls -A /workspace /workspace/out") == "/workspace:\nout\n\n/workspace/out:\n"
     c.delete_sandbox(sid)
 
 

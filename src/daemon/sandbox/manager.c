@@ -101,6 +101,7 @@ int manager_new(const struct sbxd_config *cfg, struct loop *l, struct store *st,
         /* Mounted when it is there (a tree built before sbx-bsl existed has none). */
         .bsl_path = cfg->bsl_path && access(cfg->bsl_path, X_OK) == 0 ? cfg->bsl_path : NULL,
         .cgroup_parent = m->cgroup_parent,
+        .docker_host = cfg->docker_host,
     };
     struct sbx_err perr = {0};
     if (rt_probe(&m->rt, &perr) < 0) /* forks then stop their parent, as older runsc needs */

@@ -38,6 +38,7 @@ extern const struct route_table e2b_sandbox_routes; /* e2b/envd_api.c */
 extern const struct route_table template_routes; /* templates/templates_api.c */
 extern const struct route_table chat_routes;     /* chat/chat_api.c */
 extern const struct route_table template_build_routes; /* templates/build_api.c */
+extern const struct route_table template_docker_routes; /* templates/docker_export.c */
 extern const struct route_table node_routes;     /* cluster/cluster_api.c */
 
 /* Every table sbxd serves, /healthz first. */

@@ -401,6 +401,8 @@ static void fill_spec(const struct manager *m, const struct sandbox *sb, const c
         .hostname = "sandbox",
         .runtime = sb->rec.runtime[0] ? sb->rec.runtime : NULL,
         .template_name = sb->rec.template_name,
+        /* Unset after a daemon restart: the container's first docker.json holds. */
+        .docker = sb->docker_doc ? &sb->docker : NULL,
     };
 }
 

@@ -68,6 +68,7 @@ void sandbox_free(struct sandbox *sb)
     free(sb->state_dir);
     free(sb->workspace);
     free(sb->build_rootfs);
+    json_decref(sb->docker_doc);
     free(sb);
 }
 

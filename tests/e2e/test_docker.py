@@ -234,12 +234,12 @@ def test_runsc_runtime_through_a_configuration():
     assert cfg["sandbox_type"] == "docker", cfg
     assert cfg["config"]["docker"]["runtime"] == "runsc", cfg
     sb = a.create_sandbox(config_id=cfg["id"], ttl_seconds=600)
-    # gVisor's own kernel answers, not the host's.
-    out = a.sh(sb["id"], "uname -r")
-    assert out.strip() == "4.4.0" and out.strip() != os.uname().release, out
     hc = json.loads(engine_get("/containers/sbx-%s/json" % sb["id"]))["HostConfig"]
     assert hc["Runtime"] == "runsc" and hc["Memory"] == 512 << 20, hc
     assert hc["PidsLimit"] == 128 and hc["NanoCpus"] == 10 ** 9, hc
+    # gVisor's own kernel answers, not the host's.
+    out = a.sh(sb["id"], "uname -r")
+    assert out.strip() == "4.4.0" and out.strip() != os.uname().release, out
     a.delete_sandbox(sb["id"])
 
 

@@ -211,7 +211,10 @@ int configs_apply(struct configs *c, const struct auth_identity *who, const char
         p->config_inject = json_object_get(h, "config_inject");
         p->config_env_sealed = json_string_value(json_object_get(h, "sealed_env"));
         p->network = json_object_get(h, "network");
-        p->docker = json_object_get(doc, "docker");
+        /* Held with the rest: the loaded document goes before the create reads it. */
+        if (json_object_get(doc, "docker"))
+            json_object_set(h, "docker", json_object_get(doc, "docker"));
+        p->docker = json_object_get(h, "docker");
         if (!p->ttl_given && ttl)
             p->ttl_seconds = ttl;
     }

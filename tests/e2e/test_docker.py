@@ -254,3 +254,19 @@ def test_remote_engines_are_refused_clearly():
     r = a.request("POST", "/v1/sandbox-configs", {
         "name": "docker-noimage", "config": {"backend": "docker", "docker": {}}})
     assert_error(r, 400, "invalid_sandbox_config")
+
+
+def test_probe_reports_the_engine_and_its_runtime():
+    a = admin()
+    conf = {"backend": "docker", "docker": {"image": "sbx-base", "runtime": "runsc"}}
+    r = a.ok("POST", "/v1/system/sandbox-check", {"config": conf})
+    d = [x for x in r["checks"] if x["name"] == "docker"]
+    assert len(d) == 1 and d[0]["ok"] is True, r
+    version = json.loads(engine_get("/version"))["Version"]
+    assert ("engine %s" % version) in d[0]["message"], d
+    assert "runtime runsc present" in d[0]["message"], d
+    conf["docker"]["runtime"] = "nosuch"
+    r = a.ok("POST", "/v1/system/sandbox-check", {"config": conf})
+    d = [x for x in r["checks"] if x["name"] == "docker"][0]
+    assert d["ok"] is False and d["reason"] == "docker_runtime_missing", d
+    assert r["ok"] is False, r

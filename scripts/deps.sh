@@ -23,6 +23,8 @@ PACKAGES=(
 	# runtimes: gVisor (default backend, at least RUNSC_MIN below); bubblewrap, the namespaces
 	# backend's bench baseline
 	runsc bubblewrap
+	# the docker backend's tests start a private dockerd (tests/e2e/test_docker.py)
+	docker.io
 	# templates: debootstrap builds root filesystems; the keyring verifies the archive
 	debootstrap debian-archive-keyring
 	# tests and tooling: Python's and Node's stdlib test clients, network namespaces, PDF checks,

@@ -144,7 +144,8 @@ static int backend_list(struct sbxd_config *cfg, struct sbx_err *err)
     for (char **p = cfg->backends; *p; p++) {
         if (!rt_backend_find(*p))
             return sbx_err_set(err, EINVAL, "invalid_config",
-                               "SBX_BACKEND: unknown backend '%.32s' (gvisor, namespaces, local)",
+                               "SBX_BACKEND: unknown backend '%.32s' (gvisor, namespaces, local, "
+                               "docker)",
                                *p);
         if (!strcmp(*p, "local") && !cfg->allow_local)
             return sbx_err_set(err, EPERM, "invalid_config",
@@ -176,6 +177,11 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
      * ptrace. Its idle polling, which kept 4.7 % of a host core busy per sandbox, is
      * coalesced by the shim while nothing runs (docs/runtime.md, "Idle sandboxes"). */
     cfg->runsc_platform = env_or("SBX_RUNSC_PLATFORM", "systrap");
+    /* The local engine's socket: a remote (TCP) engine is not supported (docs/runtime.md). */
+    cfg->docker_host = env_or("SBX_DOCKER_HOST", "/var/run/docker.sock");
+    if (cfg->docker_host[0] != '/')
+        return sbx_err_set(err, EINVAL, "invalid_config",
+                           "SBX_DOCKER_HOST must be the path of the engine's unix socket");
     const char *a = getenv("SBX_AGENT"), *s = getenv("SBX_SHIM");
     cfg->agent_path = a && *a ? sbx_xstrdup(a) : beside_self("sbx-agent");
     cfg->shim_path = s && *s ? sbx_xstrdup(s) : beside_self("sbx-shim");
@@ -343,7 +349,7 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
         case 'h':
             printf("usage: sbxd [--listen ADDR:PORT] [--data-dir DIR] [--verbose]\n"
                    "environment: SBX_LISTEN SBX_DATA_DIR SBX_ADMIN_KEY SBX_TEMPLATE_CACHE "
-                   "SBX_RUNSC SBX_RUNSC_PLATFORM SBX_MEMORY_MB SBX_PIDS_MAX SBX_CPU_MILLICORES SBX_TMP_MB "
+                   "SBX_RUNSC SBX_RUNSC_PLATFORM SBX_DOCKER_HOST SBX_MEMORY_MB SBX_PIDS_MAX SBX_CPU_MILLICORES SBX_TMP_MB "
                    "SBX_MAX_PER_KEY SBX_MAX_PER_USER SBX_WORKSPACE_MB SBX_V2_CAPACITY "
                    "SBX_ARTIFACT_URL_TTL "
                    "SBX_PUBLIC_URL SBX_CLAMAV_DB SBX_FETCH_CA_FILE SBX_PROBE_HOST "
@@ -394,6 +400,7 @@ void config_free(struct sbxd_config *cfg)
     free(cfg->template_cache);
     free(cfg->runsc);
     free(cfg->runsc_platform);
+    free(cfg->docker_host);
     for (char **p = cfg->backends; p && *p; p++)
         free(*p);
     free(cfg->backends);

@@ -19,6 +19,7 @@ struct sbxd_config {
     char *template_cache; /* SBX_TEMPLATE_CACHE, default /var/cache/sbx/templates */
     char *runsc;          /* SBX_RUNSC, default "runsc" */
     char *runsc_platform; /* SBX_RUNSC_PLATFORM: ptrace (default), systrap or kvm */
+    char *docker_host;    /* SBX_DOCKER_HOST: the docker backend's engine socket */
     char *agent_path;     /* SBX_AGENT, default sbx-agent beside sbxd */
     char *bsl_path;       /* SBX_BSL, default sbx-bsl beside sbxd (docs/bsl.md) */
     char *shim_path;      /* SBX_SHIM, default sbx-shim beside sbxd */

@@ -49,6 +49,7 @@ const struct route_table *const sbxd_routes[] = {
     &template_routes,
     &chat_routes,
     &template_build_routes,
+    &template_docker_routes,
     &node_routes,
     &volume_routes,
     &volume_file_routes,

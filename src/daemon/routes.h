@@ -39,6 +39,7 @@ extern const struct route_table e2b_sandbox_routes; /* e2b/envd_api.c */
 extern const struct route_table template_routes; /* templates/templates_api.c */
 extern const struct route_table chat_routes;     /* chat/chat_api.c */
 extern const struct route_table template_build_routes; /* templates/build_api.c */
+extern const struct route_table template_docker_routes; /* templates/docker_export.c */
 extern const struct route_table node_routes;     /* cluster/cluster_api.c */
 extern const struct route_table volume_routes;   /* volumes/volumes_api.c */
 extern const struct route_table volume_file_routes; /* volumes/volfiles_api.c */

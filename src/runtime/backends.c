@@ -12,6 +12,9 @@ static const struct rt_backend backends[] = {
     {.name = "gvisor", .memory_snapshots = true, .isolated = true},
     {.name = "namespaces", .memory_snapshots = false, .isolated = true},
     {.name = "local", .memory_snapshots = false, .isolated = false},
+    /* Containers on a Docker Engine (shim_docker.c); isolated as its runtime is (runc,
+     * runsc). */
+    {.name = "docker", .memory_snapshots = false, .isolated = true},
 };
 
 const struct rt_backend *rt_backend_find(const char *name)

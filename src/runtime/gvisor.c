@@ -250,6 +250,26 @@ static int install_file(const char *src, const char *dst, int mode)
     return sbx_copy_sparse(in, out);
 }
 
+/* The docker backend's container, as the shim creates it: <state_dir>/docker.json. A
+ * start without options (spec->docker NULL: a resume after a daemon restart) keeps the
+ * one its first start wrote, so the image and engine runtime stay the sandbox's. */
+static int write_docker_config(const struct rt_config *cfg, const struct rt_spec *spec,
+                               struct sbx_err *err)
+{
+    if (!cfg->docker_host || cfg->docker_host[0] != '/')
+        return sbx_err_set(err, EINVAL, "internal", "the docker backend has no engine socket");
+    _cleanup_free_ char *path = sbx_xasprintf("%s/docker.json", spec->state_dir);
+    if (!spec->docker && access(path, F_OK) == 0)
+        return 0;
+    _cleanup_free_ char *json = NULL;
+    int r = oci_build_docker(cfg, spec, &json, err);
+    if (r < 0)
+        return r;
+    if ((r = sbx_write_file_replace(path, json, strlen(json), 0600)) < 0)
+        return sbx_err_sys(err, -r, "writing %s", path);
+    return 0;
+}
+
 /* rt_start and rt_restore: restore_dir NULL boots the container, else restores it. */
 static int launch(const struct rt_config *cfg, const struct rt_spec *spec, const char *restore_dir,
                   bool forked, int *ready_fd, struct sbx_err *err)
@@ -316,6 +336,9 @@ static int launch(const struct rt_config *cfg, const struct rt_spec *spec, const
      * crash ends both, its cgroups too (a cleanup then finds nothing to do). */
     if ((r = sbx_write_file_replace(config, json, strlen(json), 0600)) < 0)
         return sbx_err_sys(err, -r, "writing %s", config);
+    bool docker = !strcmp(backend->name, "docker");
+    if (docker && (r = write_docker_config(&pinned, spec, err)) < 0)
+        return sbx_err_wrap(err, "sandbox %s", spec->id);
     unlink_in(spec->state_dir, "exit_status");
     unlink_in(spec->state_dir, "destroy");
     unlink_in(spec->state_dir, RT_HELD_FILE);
@@ -341,7 +364,7 @@ static int launch(const struct rt_config *cfg, const struct rt_spec *spec, const
     }
     char fdbuf[16];
     snprintf(fdbuf, sizeof(fdbuf), "%d", ready_w);
-    char *argv[22];
+    char *argv[24];
     int i = 0;
     argv[i++] = (char *)cfg->shim_path;
     argv[i++] = "--runtime";
@@ -363,6 +386,10 @@ static int launch(const struct rt_config *cfg, const struct rt_spec *spec, const
     }
     if (cfg->debug)
         argv[i++] = "--debug";
+    if (docker) {
+        argv[i++] = "--docker-host";
+        argv[i++] = (char *)cfg->docker_host;
+    }
     if (cfg->runsc_platform) {
         argv[i++] = "--platform";
         argv[i++] = (char *)cfg->runsc_platform;
@@ -823,7 +850,7 @@ int rt_destroy(const struct rt_config *cfg, const char *id, const char *state_di
     /* No shim: a detached helper does the same, so the caller never waits on runsc. */
     if (!abs_path_ok(cfg->shim_path) || !abs_path_ok(cfg->runsc_root))
         return sbx_err_set(err, EINVAL, "internal", "shim_path and runsc_root must be absolute");
-    char *argv[18];
+    char *argv[20];
     int i = 0;
     argv[i++] = (char *)cfg->shim_path;
     argv[i++] = "--cleanup";
@@ -845,6 +872,10 @@ int rt_destroy(const struct rt_config *cfg, const char *id, const char *state_di
     if (remove_dir) {
         argv[i++] = "--remove";
         argv[i++] = (char *)remove_dir;
+    }
+    if (!strcmp(argv[3], "docker") && cfg->docker_host) {
+        argv[i++] = "--docker-host";
+        argv[i++] = (char *)cfg->docker_host;
     }
     argv[i] = NULL;
     int r = spawn_detached(argv, -1);

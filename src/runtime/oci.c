@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../common/util.h"
+#include "docker_api.h"
 
 /* Docker's default set minus CAP_MKNOD and CAP_NET_RAW (no devices to make, no network). */
 static const char *const oci_caps[] = {
@@ -215,6 +216,72 @@ int oci_build_config(const struct rt_config *cfg, const struct rt_spec *spec, ch
     char *s = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
     if (!s)
         return sbx_err_set(err, ENOMEM, "internal", "serialising config.json");
+    *out = s;
+    return 0;
+}
+
+int oci_build_docker(const struct rt_config *cfg, const struct rt_spec *spec, char **out,
+                     struct sbx_err *err)
+{
+    *out = NULL;
+    if (!oci_id_valid(spec->id))
+        return sbx_err_set(err, EINVAL, "invalid_request", "invalid sandbox id");
+    if (!host_path_ok(spec->workspace) || !host_path_ok(cfg->agent_path))
+        return sbx_err_set(err, EINVAL, "internal",
+                           "workspace and agent_path must be absolute paths");
+    const struct rt_docker none = {0};
+    const struct rt_docker *d = spec->docker ? spec->docker : &none;
+    const char *net = d->network_mode ? d->network_mode : "none";
+    if (strcmp(net, "none") && strcmp(net, "bridge"))
+        return sbx_err_set(err, EINVAL, "invalid_request",
+                           "network_mode must be \"none\" or \"bridge\"");
+    _cleanup_free_ char *image =
+        d->image ? sbx_xstrdup(d->image)
+                 : sbx_xasprintf("sbx-%s", spec->template_name ? spec->template_name : "base");
+    const char *hostname = spec->hostname && *spec->hostname ? spec->hostname : "sbx";
+
+    /* The same mounts as the OCI bundle's: the workspace twice (E2B's home), the agent
+     * read-only over the template's empty file, sbx-bsl beside it. */
+    json_t *binds = json_array();
+    json_array_append_new(binds, json_sprintf("%s:/workspace:rw", spec->workspace));
+    json_array_append_new(binds, json_sprintf("%s:/home/user:rw", spec->workspace));
+    json_array_append_new(binds, json_sprintf("%s:" OCI_AGENT_PATH ":ro", cfg->agent_path));
+    if (cfg->bsl_path && host_path_ok(cfg->bsl_path))
+        json_array_append_new(binds, json_sprintf("%s:" OCI_BSL_PATH ":ro", cfg->bsl_path));
+    _cleanup_free_ char *tmp =
+        spec->tmp_bytes ? sbx_xasprintf("rw,nosuid,nodev,mode=1777,size=%llu",
+                                        (unsigned long long)spec->tmp_bytes)
+                        : sbx_xstrdup("rw,nosuid,nodev,mode=1777");
+    /* The open-files limit stays the engine's: a raise past the engine's own hard limit
+     * fails the start. */
+    json_t *host = json_pack("{s:o, s:{s:s}, s:b, s:s, s:[s,s], s:[s], s:I, s:b}", "Binds",
+                             binds, "Tmpfs", "/tmp", tmp, "ReadonlyRootfs", 1, "NetworkMode", net,
+                             "CapDrop", "MKNOD", "NET_RAW", "SecurityOpt", "no-new-privileges",
+                             "ShmSize", (json_int_t)OCI_SHM_BYTES, "Init", 0);
+    if (!host)
+        return sbx_err_set(err, ENOMEM, "internal", "building the container's HostConfig");
+    if (spec->memory_bytes) {
+        json_object_set_new(host, "Memory", json_integer((json_int_t)spec->memory_bytes));
+        json_object_set_new(host, "MemorySwap", json_integer((json_int_t)spec->memory_bytes));
+    }
+    if (spec->pids_max)
+        json_object_set_new(host, "PidsLimit", json_integer((json_int_t)spec->pids_max));
+    if (spec->cpu_millicores)
+        json_object_set_new(host, "NanoCpus",
+                            json_integer((json_int_t)spec->cpu_millicores * 1000000));
+    if (d->runtime)
+        json_object_set_new(host, "Runtime", json_string(d->runtime));
+    _cleanup_json_ json_t *root = json_pack(
+        "{s:s, s:[s], s:[], s:o, s:s, s:s, s:s, s:b, s:b, s:b, s:b, s:b, s:b, s:{s:s}, s:o}",
+        "Image", image, "Entrypoint", OCI_AGENT_PATH, "Cmd", "Env",
+        str_array(oci_env, SBX_ARRAY_SIZE(oci_env)), "Hostname", hostname, "User", "0:0",
+        "WorkingDir", "/", "AttachStdin", 1, "AttachStdout", 1, "AttachStderr", 1, "OpenStdin",
+        1, "StdinOnce", 0, "Tty", 0, "Labels", DOCKER_LABEL_ID, spec->id, "HostConfig", host);
+    if (!root)
+        return sbx_err_set(err, ENOMEM, "internal", "building the container's config");
+    char *s = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
+    if (!s)
+        return sbx_err_set(err, ENOMEM, "internal", "serialising the container's config");
     *out = s;
     return 0;
 }

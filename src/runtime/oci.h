@@ -42,4 +42,10 @@ uint64_t oci_cpu_quota_us(uint64_t millicores);
 int oci_build_config(const struct rt_config *cfg, const struct rt_spec *spec, char **out,
                      struct sbx_err *err);
 
+/* The docker backend's POST /containers/create body for the same sandbox: the image
+ * (spec->docker's, else "sbx-<template>"), the agent as entrypoint speaking over the
+ * attached stdio, the same mounts, the limits as the engine's (docs/runtime.md "Docker"). */
+int oci_build_docker(const struct rt_config *cfg, const struct rt_spec *spec, char **out,
+                     struct sbx_err *err);
+
 #endif

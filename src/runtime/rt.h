@@ -24,6 +24,7 @@ struct rt_config {
     bool debug;                 /* keep runsc debug logs in the sandbox's state dir */
     unsigned start_timeout_ms;  /* rt_start_wait's bound on the agent's first frame; 0 = 10000 */
     bool resumes_in_place;      /* runsc keeps a sandbox running after a checkpoint (rt_probe) */
+    const char *docker_host;    /* the docker backend's engine: its unix socket's path */
 };
 
 /* runsc releases from this date on resume the very sandbox after `checkpoint
@@ -61,6 +62,16 @@ struct rt_spec {
     const char *runtime; /* a backend's name (rt_backend_find); NULL = "gvisor" */
     const struct rt_mount *mounts; /* at most RT_MOUNTS_MAX */
     size_t nmounts;
+    const char *template_name;     /* the docker backend's default image: "sbx-<name>" */
+    const struct rt_docker *docker; /* the docker backend's options; NULL: those of the
+                                       sandbox's last start (its docker.json), else defaults */
+};
+
+/* A docker sandbox's container options (docs/runtime.md "Docker"). */
+struct rt_docker {
+    const char *image;        /* NULL: the template's image, "sbx-<template>" */
+    const char *runtime;      /* the engine's runtime (runc, runsc); NULL: the engine's default */
+    const char *network_mode; /* "none" (NULL) or "bridge" */
 };
 
 /* The execution backends (docs/runtime.md): gVisor (runsc), Linux namespaces, and the

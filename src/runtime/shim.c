@@ -72,6 +72,7 @@
 #include "namespaces.h"
 #include "rt.h"
 #include "shim.h"
+#include "shim_docker.h"
 
 void shim_log(struct shim *s, const char *fmt, ...)
 {
@@ -174,6 +175,11 @@ static int run_wait(struct shim *s, char *const argv[], int out_fd, int timeout_
 
 static void runsc_cmd(struct shim *s, const char *what, int timeout_ms)
 {
+    if (s->docker) {
+        if (strcmp(what, "resume"))
+            shim_docker_cmd(s, what);
+        return;
+    }
     if (s->native) {
         /* The container's init is our child: killing it ends its pid namespace. */
         if (!strcmp(what, "kill") && s->run_pid > 0)
@@ -295,7 +301,11 @@ static int spawn_runsc(struct shim *s)
                              .local = !strcmp(s->runtime, "local")};
         char why[512];
         pid_t pid = -1;
-        int r = ns_spawn(&run, in[0], out[1], errfd >= 0 ? errfd : 2, &pid, why, sizeof(why));
+        int r = s->docker ? shim_docker_spawn(s, in[0], out[1], errfd, &pid)
+                          : ns_spawn(&run, in[0], out[1], errfd >= 0 ? errfd : 2, &pid, why,
+                                     sizeof(why));
+        if (r < 0 && s->docker)
+            snprintf(why, sizeof(why), "fork: %s", strerror(-r));
         close(in[0]);
         close(out[1]);
         if (r < 0) {
@@ -684,7 +694,7 @@ static void usage(void)
     fprintf(stderr, "usage: sbx-shim --id ID --state-dir DIR --runsc PATH --root DIR "
                     "--ready-fd N [--cgroup PATH] [--debug] [--platform NAME] "
                     "[--restore DIR [--forked]] "
-                    "[--runtime gvisor|namespaces|local]\n"
+                    "[--runtime gvisor|namespaces|local|docker] [--docker-host SOCKET]\n"
                     "       sbx-shim --cleanup --id ID --state-dir DIR --runsc PATH --root DIR "
                     "[--cgroup PATH] [--remove DIR] [--runtime NAME]\n");
     exit(2);
@@ -704,6 +714,7 @@ int main(int argc, char **argv)
         {"cgroup", required_argument, NULL, 'G'},
         {"restore", required_argument, NULL, 'B'}, {"forked", no_argument, NULL, 'F'},
         {"runtime", required_argument, NULL, 'T'}, {"platform", required_argument, NULL, 'P'},
+        {"docker-host", required_argument, NULL, 'D'},
         {NULL, 0, NULL, 0},
     };
     int c;
@@ -724,6 +735,7 @@ int main(int argc, char **argv)
         case 'F': s.forked = true; break;
         case 'T': s.runtime = optarg; break;
         case 'P': s.platform = optarg; break;
+        case 'D': s.docker_host = optarg; break;
         default: usage();
         }
     }
@@ -732,9 +744,12 @@ int main(int argc, char **argv)
     if (!s.runtime)
         s.runtime = "gvisor";
     if (strcmp(s.runtime, "gvisor") && strcmp(s.runtime, "namespaces") &&
-        strcmp(s.runtime, "local"))
+        strcmp(s.runtime, "local") && strcmp(s.runtime, "docker"))
         usage();
     s.native = strcmp(s.runtime, "gvisor") != 0;
+    s.docker = !strcmp(s.runtime, "docker");
+    if (s.docker && (!s.docker_host || s.docker_host[0] != '/'))
+        usage();
     if (s.native && s.restore) {
         fprintf(stderr, "sbx-shim: the %s runtime has no memory snapshots\n", s.runtime);
         exit(2);

@@ -27,7 +27,9 @@ struct shim {
     bool debug;
     const char *runtime;  /* "gvisor" (runsc), "namespaces" or "local" (namespaces.c) */
     const char *platform; /* runsc --platform, or NULL for runsc's default */
-    bool native;          /* not gvisor: the shim itself starts the container */
+    bool native;         /* not gvisor: the shim itself starts the container */
+    bool docker;         /* the docker backend: the container is the engine's (shim_docker.c) */
+    const char *docker_host; /* its engine's unix socket */
     int log_fd;
     int ready_fd;
     int pid_fd; /* shim.pid, flock'ed for our lifetime */

@@ -324,6 +324,9 @@ def drive_all():
     yield "POST /v1/templates", last_request_id(c), "template.build", None
     yield call("DELETE /v1/templates/{}", "template.delete", "DELETE", "/v1/templates/rule-none",
                status=404, target=None)
+    # A template into the docker engine: refused ones write their entry too.
+    yield call("POST /v1/templates/{}/docker-image", "template.docker_export", "POST",
+               "/v1/templates/rule-none/docker-image", client=a, status=404, target=None)
     # The E2B control plane, with the key as E2B's X-API-KEY.
     e2b = D.get().client(None)
     hk = {"X-API-KEY": key["key"]}

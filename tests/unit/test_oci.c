@@ -116,6 +116,53 @@ static void check_host_paths(json_t *root, const struct rt_spec *s)
     free(dump);
 }
 
+/* The docker backend's container: the same limits and mounts, said the engine's way. */
+static void test_docker(void)
+{
+    struct rt_spec s = base_spec();
+    s.template_name = "office";
+    char *out = NULL;
+    struct sbx_err e = {0};
+    CHECK(oci_build_docker(&cfg, &s, &out, &e) == 0 && out, "docker config builds");
+    json_t *c = out ? json_loads(out, 0, NULL) : NULL;
+    free(out);
+    out = NULL;
+    json_t *h = json_object_get(c, "HostConfig");
+    CHECK(!strcmp(str_at(c, "Image", NULL), "sbx-office"), "the template's image by default");
+    CHECK(!strcmp(json_string_value(json_array_get(json_object_get(c, "Entrypoint"), 0)),
+                  OCI_AGENT_PATH),
+          "the agent is the entrypoint");
+    CHECK(json_is_true(json_object_get(c, "OpenStdin")) &&
+              json_is_false(json_object_get(c, "StdinOnce")) &&
+              json_is_false(json_object_get(c, "Tty")),
+          "stdin stays open, no TTY: the framed channel");
+    CHECK(!strcmp(str_at(h, "NetworkMode", NULL), "none"), "network none by default");
+    CHECK(json_is_true(json_object_get(h, "ReadonlyRootfs")), "read-only root");
+    CHECK(json_integer_value(json_object_get(h, "Memory")) == 512 << 20 &&
+              json_integer_value(json_object_get(h, "MemorySwap")) == 512 << 20,
+          "memory without swap");
+    CHECK(json_integer_value(json_object_get(h, "PidsLimit")) == 256, "pids limit");
+    CHECK(json_integer_value(json_object_get(h, "NanoCpus")) == 1500000000LL, "NanoCpus");
+    CHECK(!json_object_get(h, "Runtime"), "the engine's default runtime unless asked");
+    CHECK(json_array_size(json_object_get(h, "Binds")) == 3, "workspace twice and the agent");
+    CHECK(!strcmp(json_string_value(json_array_get(json_object_get(h, "Binds"), 2)),
+                  "/usr/lib/sbx/sbx-agent:" OCI_AGENT_PATH ":ro"),
+          "the agent read-only");
+    json_decref(c);
+    struct rt_docker d = {.image = "reg/img:1", .runtime = "runsc", .network_mode = "none"};
+    s.docker = &d;
+    CHECK(oci_build_docker(&cfg, &s, &out, &e) == 0, "with options");
+    c = out ? json_loads(out, 0, NULL) : NULL;
+    free(out);
+    out = NULL;
+    CHECK(!strcmp(str_at(c, "Image", NULL), "reg/img:1") &&
+              !strcmp(str_at(json_object_get(c, "HostConfig"), "Runtime", NULL), "runsc"),
+          "the configuration's image and runtime");
+    json_decref(c);
+    d.network_mode = "host";
+    CHECK(oci_build_docker(&cfg, &s, &out, &e) == -EINVAL && !out, "network host refused");
+}
+
 int main(void)
 {
     struct rt_spec s = base_spec();
@@ -279,5 +326,6 @@ int main(void)
     s = base_spec();
     s.hostname = "a/b";
     CHECK(oci_build_config(&cfg, &s, &out, &e) < 0, "hostname with / refused");
+    test_docker();
     return CHECK_DONE();
 }

@@ -26,6 +26,7 @@ static const char *const known_fields[] = {
     "network",
     "volume_mount",
     "skill_image",
+    "docker",
 };
 
 char *config_doc_env_context(const char *id, const char *name)
@@ -626,7 +627,7 @@ int config_doc_build(const struct secrets *sec, const struct config_ceilings *ce
     const char *backend = "gvisor";
     if (v && !json_is_null(v)) {
         if (!rt_backend_find(json_string_value(v)))
-            return BAD("backend must be \"gvisor\", \"namespaces\" or \"local\"");
+            return BAD("backend must be \"gvisor\", \"namespaces\", \"local\" or \"docker\"");
         backend = rt_backend_find(json_string_value(v))->name;
     }
     v = json_object_get(in, "template");
@@ -659,14 +660,16 @@ int config_doc_build(const struct secrets *sec, const struct config_ceilings *ce
         return BAD("terminal_idle_disconnect_sec must be 0 (%d) or from %d to %d",
                    CONFIG_TERMINAL_IDLE_DEFAULT, CONFIG_TERMINAL_IDLE_MIN,
                    CONFIG_TERMINAL_IDLE_MAX);
-    json_t *limits = NULL, *env = NULL, *net = NULL, *vol = NULL;
+    json_t *limits = NULL, *env = NULL, *net = NULL, *vol = NULL, *docker = NULL;
     if ((r = build_limits(in, ceil, &limits, err)) < 0 ||
+        (r = config_doc_docker(in, backend, ceil, limits, &docker, err)) < 0 ||
         (r = build_env(sec, id, in, stored, &env, err)) < 0 ||
         (r = build_network(sec, id, in, stored, &net, err)) < 0 ||
         (r = build_volume(in, &vol, err)) < 0) {
         json_decref(limits);
         json_decref(env);
         json_decref(net);
+        json_decref(docker);
         return r;
     }
     if (!strcmp(backend, "local") &&
@@ -681,6 +684,7 @@ int config_doc_build(const struct secrets *sec, const struct config_ceilings *ce
         json_decref(env);
         json_decref(net);
         json_decref(vol);
+        json_decref(docker);
         return BAD("backend local has the host's network: a network policy cannot be applied");
     }
     json_t *image = json_object_get(stored, "skill_image");
@@ -690,6 +694,8 @@ int config_doc_build(const struct secrets *sec, const struct config_ceilings *ce
                   "terminal_idle_disconnect_sec", (json_int_t)idle, "desktop_enabled", desktop,
                   "allow_private_endpoints", priv, "env_vars", env, "skill_rollout", rollout,
                   "network", net, "volume_mount", vol, "skill_image", image ? image : json_null());
+    if (*out && docker)
+        json_object_set_new(*out, "docker", docker);
     return 0;
 }
 

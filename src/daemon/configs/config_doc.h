@@ -40,6 +40,10 @@ int config_doc_build(const struct secrets *sec, const struct config_ceilings *ce
  * unsupported. */
 json_t *config_doc_masked(const json_t *stored);
 /* The configuration's env_vars in clear (a new object), for a sandbox made from it. */
+/* config_docker.c: the docker object of a backend docker configuration, normalised into
+ * *out (NULL for other backends); its limits go into limits. */
+int config_doc_docker(json_t *in, const char *backend, const struct config_ceilings *ceil,
+                      json_t *limits, json_t **out, struct sbx_err *err);
 int config_doc_env(const struct secrets *sec, const char *id, const json_t *stored, json_t **out,
                    struct sbx_err *err);
 /* What a sandbox made from it gets for egress, without secrets: {policy: the network

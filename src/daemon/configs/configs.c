@@ -286,6 +286,10 @@ int configs_apply(struct configs *c, const struct auth_identity *who, const char
         p->command_timeout_sec =
             cmd > c->ceil.command_timeout_sec ? c->ceil.command_timeout_sec : cmd;
         r = apply_volume(doc, h, p, err);
+        /* Held with the rest: the loaded document goes before the create reads it. */
+        if (json_object_get(doc, "docker"))
+            json_object_set(h, "docker", json_object_get(doc, "docker"));
+        p->docker = json_object_get(h, "docker");
     }
     free(sealed);
     json_decref(inject);

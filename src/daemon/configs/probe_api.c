@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "../../common/util.h"
+#include "../../runtime/docker_image.h"
 #include "../../runtime/rt.h"
 #include "../exec/exec.h"
 #include "../http/server.h"
@@ -233,6 +234,30 @@ static void on_probe_abort(struct http_req *req, void *data)
     }
 }
 
+/* The docker backend's engine: reachable, its version, the configuration's runtime
+ * registered there. One GET /info on the local socket (milliseconds; bounded). */
+static void docker_check(struct probe *p)
+{
+    const char *runtime =
+        json_string_value(json_object_get(json_object_get(p->doc, "docker"), "runtime"));
+    _cleanup_free_ char *version = NULL;
+    bool has = false;
+    struct sbx_err err = {0};
+    long long t = sbx_now_ms();
+    int r = docker_engine_info(p->d->cfg.docker_host, &version, &has, runtime, &err);
+    long long ms = sbx_now_ms() - t;
+    if (r < 0) {
+        add_check(p->checks, "docker", 0, err.msg, "docker_unreachable", ms);
+        return;
+    }
+    _cleanup_free_ char *msg =
+        sbx_xasprintf("engine %s at %s; runtime %s %s", version, p->d->cfg.docker_host,
+                      runtime ? runtime : "(the engine's default)",
+                      !runtime || has ? "present" : "not registered");
+    add_check(p->checks, "docker", !runtime || has, msg,
+              !runtime || has ? NULL : "docker_runtime_missing", ms);
+}
+
 static void shallow_checks(struct probe *p)
 {
     const struct sbxd_config *cfg = &p->d->cfg;
@@ -245,6 +270,8 @@ static void shallow_checks(struct probe *p)
         add_check(p->checks, "runtime", 0, "runsc is not on this host", "runtime_missing", -1);
     else
         add_check(p->checks, "runtime", 1, "the backend is enabled on this host", NULL, -1);
+    if (!strcmp(backend, "docker"))
+        docker_check(p);
     struct template_info tpl;
     memset(&err, 0, sizeof(err));
     long long t = sbx_now_ms();

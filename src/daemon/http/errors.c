@@ -94,6 +94,10 @@ static const struct {
     {"process_not_found", 404},
     {"pty_not_found", 404},
     {"template_not_found", 404},
+    /* the docker backend (docs/runtime.md "Docker"): its engine, and what it answered */
+    {"docker_unreachable", 502},
+    {"docker_error", 502},
+    {"docker_remote_unsupported", 400},
     /* templates/build.c: custom templates */
     {"invalid_recipe", 400},
     {"template_not_owner", 403},

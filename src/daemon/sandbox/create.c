@@ -396,6 +396,14 @@ static int create_sandbox(struct manager *m, const struct auth_identity *who,
     struct sandbox *sb = sandbox_alloc(m, id);
     if (p->build_rootfs)
         sb->build_rootfs = sbx_xstrdup(p->build_rootfs);
+    if (p->docker && !strcmp(runtime, "docker")) {
+        sb->docker_doc = json_deep_copy(p->docker);
+        sb->docker = (struct rt_docker){
+            .image = json_string_value(json_object_get(sb->docker_doc, "image")),
+            .runtime = json_string_value(json_object_get(sb->docker_doc, "runtime")),
+            .network_mode = json_string_value(json_object_get(sb->docker_doc, "network_mode")),
+        };
+    }
     struct store_sandbox *rec = &sb->rec;
     snprintf(rec->id, sizeof(rec->id), "%s", id);
     set_owner(rec, who, p);

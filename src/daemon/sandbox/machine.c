@@ -429,6 +429,9 @@ static void fill_spec(const struct manager *m, const struct sandbox *sb, const c
         .tmp_bytes = (uint64_t)m->cfg->tmp_mb << 20,
         .hostname = "sandbox",
         .runtime = sb->rec.runtime[0] ? sb->rec.runtime : NULL,
+        .template_name = sb->rec.template_name,
+        /* Unset after a daemon restart: the container's first docker.json holds. */
+        .docker = sb->docker_doc ? &sb->docker : NULL,
     };
 }
 

@@ -69,6 +69,7 @@ void sandbox_free(struct sandbox *sb)
     free(sb->state_dir);
     free(sb->workspace);
     free(sb->build_rootfs);
+    json_decref(sb->docker_doc);
     free(sb);
 }
 
@@ -102,6 +103,7 @@ int manager_new(const struct sbxd_config *cfg, struct loop *l, struct store *st,
         /* Mounted when it is there (a tree built before sbx-bsl existed has none). */
         .bsl_path = cfg->bsl_path && access(cfg->bsl_path, X_OK) == 0 ? cfg->bsl_path : NULL,
         .cgroup_parent = m->cgroup_parent,
+        .docker_host = cfg->docker_host,
     };
     struct sbx_err perr = {0};
     if (rt_probe(&m->rt, &perr) < 0) /* forks then stop their parent, as older runsc needs */

@@ -119,6 +119,10 @@ struct sandbox {
     /* A custom template's build (templates/build.c) runs in a sandbox of nobody booted from
      * its own writable copy of the parent's tree; NULL for every other sandbox. */
     char *build_rootfs;
+    /* A docker sandbox's container options from its configuration (docs/runtime.md
+     * "Docker"), pointing into docker_doc; unset: the image of its template. */
+    json_t *docker_doc;
+    struct rt_docker docker;
     /* PTY sessions opened through exec_command: {session id: key id} (live/ptycall.c), so
      * that deleting a key ends them. */
     json_t *pty_owners;

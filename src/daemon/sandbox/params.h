@@ -49,6 +49,7 @@ struct sandbox_params {
     bool desktop_disabled;         /* ... no preview link to SANDBOX_DESKTOP_PORT */
     const char *runtime; /* an execution backend (docs/runtime.md), or NULL: the default */
     json_t *volumes;     /* [{volume, path, read_only?}] checked (docs/volumes.md), borrowed */
+    json_t *docker;      /* the configuration's docker object (config_docker.c), borrowed */
     /* Skills installed into its configuration (docs/skills.md): the workspace to start
      * from (an image or a tree, as snapshot_workspace_copy made it), and what writes the
      * skills into the new workspace before the sandbox starts. */

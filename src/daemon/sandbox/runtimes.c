@@ -11,6 +11,7 @@
 
 #include "../../common/log.h"
 #include "../../common/util.h"
+#include "../../runtime/docker_image.h"
 #include "template.h"
 
 #define PROBE_MEMORY_BYTES (256ull << 20)
@@ -19,6 +20,16 @@
 
 static int probe(struct manager *m, const char *name, struct sbx_err *err)
 {
+    if (!strcmp(name, "docker")) {
+        /* The engine answers: its images (sbx-base among them) may come later, through
+         * POST /v1/templates/{name}/docker-image (docs/runtime.md "Docker"). */
+        _cleanup_free_ char *version = NULL;
+        bool has = false;
+        int r = docker_engine_info(m->rt.docker_host, &version, &has, NULL, err);
+        if (r == 0)
+            log_info("backend docker: engine %s at %s", version, m->rt.docker_host);
+        return r;
+    }
     struct template_info tpl;
     int r = template_resolve(m->cfg->template_cache, "base", &tpl, err);
     if (r < 0)

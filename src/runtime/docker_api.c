@@ -1,0 +1,277 @@
+/* The Docker Engine API over its unix socket with libcurl (docker_api.h). */
+#include "docker_api.h"
+
+#include <curl/curl.h>
+#include <stdbool.h>
+#include <errno.h>
+#include <jansson.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../common/util.h"
+
+#define DOCKER_HEAD_MAX 8192 /* a hijack answer's status line and headers */
+#define DOCKER_HIJACK_TIMEOUT_MS 10000
+
+struct body {
+    char *data;
+    size_t len;
+    bool over;
+};
+
+static size_t on_body(char *ptr, size_t size, size_t n, void *data)
+{
+    struct body *b = data;
+    size_t len = size * n;
+    if (b->len + len > DOCKER_RESP_MAX) {
+        b->over = true;
+        return len; /* keep reading, drop the rest: the status still counts */
+    }
+    b->data = sbx_xrealloc(b->data, b->len + len + 1);
+    memcpy(b->data + b->len, ptr, len);
+    b->len += len;
+    b->data[b->len] = '\0';
+    return len;
+}
+
+static size_t on_upload(char *buf, size_t size, size_t n, void *data)
+{
+    int fd = *(int *)data;
+    for (;;) {
+        ssize_t r = read(fd, buf, size * n);
+        if (r >= 0)
+            return (size_t)r;
+        if (errno != EINTR)
+            return CURL_READFUNC_ABORT;
+    }
+}
+
+static void curl_cleanup(CURL **c)
+{
+    if (*c)
+        curl_easy_cleanup(*c);
+}
+
+static void slist_cleanup(struct curl_slist **l)
+{
+    curl_slist_free_all(*l);
+}
+
+static int request(const char *socket, long timeout_ms, const char *method, const char *path,
+                   const char *body, int upload_fd, long *status, char **resp,
+                   struct sbx_err *err)
+{
+    *status = 0;
+    if (resp)
+        *resp = NULL;
+    __attribute__((cleanup(curl_cleanup))) CURL *c = curl_easy_init();
+    if (!c)
+        return sbx_err_set(err, ENOMEM, "internal", "curl_easy_init failed");
+    _cleanup_free_ char *url = sbx_xasprintf("http://docker" DOCKER_API_PREFIX "%s", path);
+    __attribute__((cleanup(slist_cleanup))) struct curl_slist *hdrs = NULL;
+    struct body b = {0};
+    curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, socket);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    if (timeout_ms > 0)
+        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
+    if (upload_fd >= 0) {
+        hdrs = curl_slist_append(hdrs, "Content-Type: application/x-tar");
+        hdrs = curl_slist_append(hdrs, "Transfer-Encoding: chunked");
+        curl_easy_setopt(c, CURLOPT_POST, 1L);
+        curl_easy_setopt(c, CURLOPT_READFUNCTION, on_upload);
+        curl_easy_setopt(c, CURLOPT_READDATA, &upload_fd);
+    } else if (body) {
+        hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    } else if (!strcmp(method, "POST")) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
+    }
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+    CURLcode rc = curl_easy_perform(c);
+    if (rc != CURLE_OK) {
+        free(b.data);
+        return sbx_err_set(err, rc == CURLE_OPERATION_TIMEDOUT ? ETIMEDOUT : ECONNREFUSED,
+                           "docker_unreachable", "docker engine at %s: %s %s: %s", socket,
+                           method, path, curl_easy_strerror(rc));
+    }
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
+    if (resp)
+        *resp = b.data ? b.data : sbx_xstrdup("");
+    else
+        free(b.data);
+    return 0;
+}
+
+int docker_call(const char *socket, long timeout_ms, const char *method, const char *path,
+                const char *body, long *status, char **resp, struct sbx_err *err)
+{
+    return request(socket, timeout_ms, method, path, body, -1, status, resp, err);
+}
+
+int docker_upload(const char *socket, long timeout_ms, const char *path, int fd, long *status,
+                  char **resp, struct sbx_err *err)
+{
+    return request(socket, timeout_ms, "POST", path, NULL, fd, status, resp, err);
+}
+
+const char *docker_message(char *resp)
+{
+    if (!resp)
+        return "";
+    json_t *j = json_loads(resp, 0, NULL);
+    const char *m = json_string_value(json_object_get(j, "message"));
+    if (m)
+        memmove(resp, m, strlen(m) + 1); /* never longer than the document holding it */
+    json_decref(j);
+    resp[strcspn(resp, "\r\n")] = '\0';
+    return resp;
+}
+
+struct docker_stream {
+    CURL *c;
+    int fd;
+    char *pending; /* stream bytes read together with the answer's head */
+    size_t pending_len, pending_off;
+};
+
+static int wait_fd(int fd, short ev)
+{
+    struct pollfd p = {.fd = fd, .events = ev};
+    int r = poll(&p, 1, DOCKER_HIJACK_TIMEOUT_MS);
+    return r > 0 ? 0 : r == 0 ? -ETIMEDOUT : -errno;
+}
+
+int docker_hijack(const char *socket, const char *path, struct docker_stream **out,
+                  struct sbx_err *err)
+{
+    *out = NULL;
+    struct docker_stream *s = sbx_xcalloc(1, sizeof(*s));
+    s->c = curl_easy_init();
+    if (!s->c) {
+        free(s);
+        return sbx_err_set(err, ENOMEM, "internal", "curl_easy_init failed");
+    }
+    curl_easy_setopt(s->c, CURLOPT_UNIX_SOCKET_PATH, socket);
+    curl_easy_setopt(s->c, CURLOPT_URL, "http://docker/");
+    curl_easy_setopt(s->c, CURLOPT_CONNECT_ONLY, 1L);
+    curl_easy_setopt(s->c, CURLOPT_NOSIGNAL, 1L);
+    CURLcode rc = curl_easy_perform(s->c);
+    curl_socket_t sock = CURL_SOCKET_BAD;
+    if (rc == CURLE_OK)
+        rc = curl_easy_getinfo(s->c, CURLINFO_ACTIVESOCKET, &sock);
+    if (rc != CURLE_OK || sock == CURL_SOCKET_BAD) {
+        docker_stream_free(s);
+        return sbx_err_set(err, ECONNREFUSED, "docker_unreachable", "docker engine at %s: %s",
+                           socket, curl_easy_strerror(rc));
+    }
+    s->fd = (int)sock;
+    _cleanup_free_ char *req = sbx_xasprintf(
+        "POST " DOCKER_API_PREFIX "%s HTTP/1.1\r\nHost: docker\r\nContent-Length: 0\r\n"
+        "Connection: Upgrade\r\nUpgrade: tcp\r\n\r\n",
+        path);
+    size_t off = 0, len = strlen(req);
+    while (off < len) {
+        size_t n = 0;
+        rc = curl_easy_send(s->c, req + off, len - off, &n);
+        if (rc == CURLE_AGAIN && wait_fd(s->fd, POLLOUT) == 0)
+            continue;
+        if (rc != CURLE_OK) {
+            docker_stream_free(s);
+            return sbx_err_set(err, EIO, "docker_unreachable", "attach request: %s",
+                               curl_easy_strerror(rc));
+        }
+        off += n;
+    }
+    char head[DOCKER_HEAD_MAX + 1];
+    size_t got = 0;
+    char *end = NULL;
+    while (!end) {
+        if (got == DOCKER_HEAD_MAX) {
+            docker_stream_free(s);
+            return sbx_err_set(err, EPROTO, "internal", "attach answer head too long");
+        }
+        size_t n = 0;
+        rc = curl_easy_recv(s->c, head + got, DOCKER_HEAD_MAX - got, &n);
+        if (rc == CURLE_AGAIN) {
+            int r = wait_fd(s->fd, POLLIN);
+            if (r < 0) {
+                docker_stream_free(s);
+                return sbx_err_sys(err, -r, "waiting for the attach answer");
+            }
+            continue;
+        }
+        if (rc != CURLE_OK || n == 0) {
+            docker_stream_free(s);
+            return sbx_err_set(err, EIO, "internal", "attach answer: %s",
+                               rc ? curl_easy_strerror(rc) : "connection closed");
+        }
+        got += n;
+        head[got] = '\0';
+        end = strstr(head, "\r\n\r\n");
+    }
+    int code = 0;
+    if (sscanf(head, "HTTP/1.%*d %d", &code) != 1 || (code != 101 && code != 200)) {
+        int r = sbx_err_set(err, EIO, "internal", "attach: HTTP %d %s", code,
+                            docker_message(end + 4));
+        docker_stream_free(s);
+        return r;
+    }
+    size_t rest = got - (size_t)(end + 4 - head);
+    if (rest) {
+        s->pending = sbx_xmalloc(rest);
+        memcpy(s->pending, end + 4, rest);
+        s->pending_len = rest;
+    }
+    *out = s;
+    return 0;
+}
+
+int docker_stream_fd(const struct docker_stream *s)
+{
+    return s->fd;
+}
+
+long docker_stream_recv(struct docker_stream *s, void *buf, size_t len)
+{
+    if (s->pending_off < s->pending_len) {
+        size_t n = s->pending_len - s->pending_off;
+        n = n < len ? n : len;
+        memcpy(buf, s->pending + s->pending_off, n);
+        s->pending_off += n;
+        return (long)n;
+    }
+    size_t n = 0;
+    CURLcode rc = curl_easy_recv(s->c, buf, len, &n);
+    if (rc == CURLE_AGAIN)
+        return -EAGAIN;
+    if (rc != CURLE_OK)
+        return -EIO;
+    return (long)n;
+}
+
+long docker_stream_send(struct docker_stream *s, const void *buf, size_t len)
+{
+    size_t n = 0;
+    CURLcode rc = curl_easy_send(s->c, buf, len, &n);
+    if (rc == CURLE_AGAIN)
+        return -EAGAIN;
+    if (rc != CURLE_OK)
+        return -EIO;
+    return (long)n;
+}
+
+void docker_stream_free(struct docker_stream *s)
+{
+    if (!s)
+        return;
+    if (s->c)
+        curl_easy_cleanup(s->c);
+    free(s->pending);
+    free(s);
+}

@@ -1,0 +1,50 @@
+/* A Docker Engine HTTP API client over the engine's unix socket (libcurl,
+ * CURLOPT_UNIX_SOCKET_PATH): the requests the docker backend makes (docs/runtime.md
+ * "Docker"). Shared by sbxd (probe, image import) and sbx-shim (create, attach, kill,
+ * remove). Library code: never logs, never exits. */
+#ifndef SBX_RUNTIME_DOCKER_API_H
+#define SBX_RUNTIME_DOCKER_API_H
+
+#include <stddef.h>
+
+#include "../common/err.h"
+
+/* Engine API version every request names: Docker 20.10 and later speak it. */
+#define DOCKER_API_PREFIX "/v1.41"
+/* The most of an answer's body kept (errors, inspect, create). */
+#define DOCKER_RESP_MAX (256u * 1024u)
+/* Container names: "sbx-<sandbox id>". */
+#define DOCKER_NAME_PREFIX "sbx-"
+/* The label every sbx container carries: the sandbox's id (the inventory's filter). */
+#define DOCKER_LABEL_ID "sbx.id"
+
+/* One request to the engine at socket: method on path (below DOCKER_API_PREFIX), with a
+ * JSON body or none. *status is the HTTP status; *resp (may be NULL) the body, at most
+ * DOCKER_RESP_MAX. A transport failure (the engine unreachable) is an error; any status
+ * is not: the caller judges it. */
+int docker_call(const char *socket, long timeout_ms, const char *method, const char *path,
+                const char *body, long *status, char **resp, struct sbx_err *err);
+
+/* POST path with the body read from fd until EOF (an image import's tar stream), typed
+ * application/x-tar. Status and answer as for docker_call. */
+int docker_upload(const char *socket, long timeout_ms, const char *path, int fd, long *status,
+                  char **resp, struct sbx_err *err);
+
+/* The engine's message in an error answer ({"message":...}), or the raw text's first
+ * line: rewritten in place in resp, which it returns ("" for NULL). */
+const char *docker_message(char *resp);
+
+/* A hijacked connection to the engine: after docker_hijack the socket carries the raw
+ * stream of the request (an attach's multiplexed stdio). */
+struct docker_stream;
+/* POST path with "Upgrade: tcp"; succeeds on 101 or 200 and hands over the connection. */
+int docker_hijack(const char *socket, const char *path, struct docker_stream **out,
+                  struct sbx_err *err);
+/* The socket to poll. */
+int docker_stream_fd(const struct docker_stream *s);
+/* Like read(2)/write(2) on the non-blocking socket: bytes, 0 at EOF (recv), -EAGAIN. */
+long docker_stream_recv(struct docker_stream *s, void *buf, size_t len);
+long docker_stream_send(struct docker_stream *s, const void *buf, size_t len);
+void docker_stream_free(struct docker_stream *s);
+
+#endif

@@ -1,0 +1,26 @@
+/* sbx templates as Docker images (docs/runtime.md "Docker"): a built template's root
+ * filesystem imported into the engine, so the docker backend runs the same userland as
+ * the others. Blocks for the whole transfer: call it on a worker thread. */
+#ifndef SBX_RUNTIME_DOCKER_IMAGE_H
+#define SBX_RUNTIME_DOCKER_IMAGE_H
+
+#include <stdbool.h>
+
+#include "../common/err.h"
+
+/* The image name a template gets: "sbx-<template>" (tag latest), the docker backend's
+ * default image for a sandbox of that template. */
+#define DOCKER_IMAGE_PREFIX "sbx-"
+/* How long an import may take (a 1.3 GB tree takes about 30 s on a loaded host). */
+#define DOCKER_IMPORT_TIMEOUT_MS (30L * 60 * 1000)
+
+/* Stream rootfs as a tar (libarchive) into the engine at socket (POST /images/create
+ * ?fromSrc=-) as <image>:latest. *id is the engine's image id. */
+int docker_image_import(const char *socket, const char *rootfs, const char *image, char **id,
+                        struct sbx_err *err);
+
+/* The engine's version and whether it has runtime (NULL: not asked) registered. */
+int docker_engine_info(const char *socket, char **version, bool *has_runtime,
+                       const char *runtime, struct sbx_err *err);
+
+#endif

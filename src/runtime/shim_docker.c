@@ -1,0 +1,218 @@
+/* sbx-shim's docker backend (docs/runtime.md "Docker"): the container on a Docker Engine
+ * instead of runsc's. The shim forks one child, the attach relay, which creates the
+ * container from <state_dir>/docker.json, attaches to its stdio (a hijacked connection to
+ * the engine), starts it, and then copies bytes: the shim's pipe to the container's
+ * stdin, the container's stdout (demultiplexed from the engine's 8-byte stream frames) to
+ * the shim's pipe, its stderr to runsc.log. To the shim the relay is what the native init
+ * is for the namespaces backend: its pipes are the agent's stdio, its exit (with the
+ * container's status) is the container's. The engine keeps the container whatever sbxd
+ * does; the shim and its relay, detached from sbxd, keep the attach, so the sandbox
+ * survives an sbxd restart as on the other backends. */
+#include <errno.h>
+#include <jansson.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../common/util.h"
+#include "docker_api.h"
+#include "shim.h"
+#include "shim_docker.h"
+
+#define DOCKER_CALL_TIMEOUT_MS 30000
+#define DOCKER_CONFIG_MAX (64u * 1024u)
+#define DOCKER_RELAY_CHUNK 65536u
+#define DOCKER_FRAME_HEAD 8 /* stream type, 3 zero bytes, payload length (big endian) */
+
+static void relay_die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+static void relay_die(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "sbx-shim docker: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    _exit(code);
+}
+
+static int write_all_fd(int fd, const char *p, size_t n)
+{
+    return sbx_write_all(fd, p, n) < 0 ? -1 : 0;
+}
+
+/* Send all of buf on the non-blocking engine socket. */
+static int stream_send_all(struct docker_stream *st, const char *buf, size_t len)
+{
+    size_t off = 0;
+    while (off < len) {
+        long n = docker_stream_send(st, buf + off, len - off);
+        if (n == -EAGAIN) {
+            struct pollfd p = {.fd = docker_stream_fd(st), .events = POLLOUT};
+            (void)poll(&p, 1, -1);
+            continue;
+        }
+        if (n < 0)
+            return -1;
+        off += (size_t)n;
+    }
+    return 0;
+}
+
+/* The engine's multiplexed stdout/stderr: whole frames out of the bytes received. */
+struct demux {
+    unsigned char head[DOCKER_FRAME_HEAD];
+    size_t head_len;
+    size_t left; /* payload bytes of the current frame still to come */
+    int to;      /* its destination fd */
+};
+
+static int demux_feed(struct demux *d, const char *p, size_t n)
+{
+    while (n) {
+        if (d->left == 0) {
+            size_t take = DOCKER_FRAME_HEAD - d->head_len;
+            take = take < n ? take : n;
+            memcpy(d->head + d->head_len, p, take);
+            d->head_len += take, p += take, n -= take;
+            if (d->head_len < DOCKER_FRAME_HEAD)
+                return 0;
+            d->head_len = 0;
+            d->left = (size_t)d->head[4] << 24 | (size_t)d->head[5] << 16 |
+                      (size_t)d->head[6] << 8 | d->head[7];
+            d->to = d->head[0] == 1 ? 1 : 2;
+            continue;
+        }
+        size_t take = d->left < n ? d->left : n;
+        if (write_all_fd(d->to, p, take) < 0 && d->to == 1)
+            return -1;
+        d->left -= take, p += take, n -= take;
+    }
+    return 0;
+}
+
+/* The engine's path for the sandbox's container: what, then its name, then rest. */
+static char *name_path(const char *id, const char *what, const char *rest)
+{
+    return sbx_xasprintf("%s" DOCKER_NAME_PREFIX "%s%s", what, id, rest);
+}
+
+/* The relay's whole life, in the forked child: fds 0 and 1 are the shim's pipes, 2 is
+ * runsc.log. Exits with the container's status. */
+static void relay_main(const char *sock, const char *id, const char *state_dir)
+{
+    struct sbx_err err = {0};
+    _cleanup_free_ char *cfg_path = sbx_xasprintf("%s/docker.json", state_dir);
+    _cleanup_free_ char *body = NULL;
+    if (sbx_read_file(cfg_path, DOCKER_CONFIG_MAX, &body, NULL) < 0)
+        relay_die(125, "reading %s: %s", cfg_path, strerror(errno));
+    long status = 0;
+    _cleanup_free_ char *rm = name_path(id, "/containers/", "?force=1");
+    /* A container of the same name is a leftover of an earlier start of this sandbox. */
+    if (docker_call(sock, DOCKER_CALL_TIMEOUT_MS, "DELETE", rm, NULL, &status, NULL, &err) < 0)
+        relay_die(125, "%s", err.msg);
+    _cleanup_free_ char *create = name_path(id, "/containers/create?name=", "");
+    _cleanup_free_ char *resp = NULL;
+    if (docker_call(sock, DOCKER_CALL_TIMEOUT_MS, "POST", create, body, &status, &resp, &err) < 0)
+        relay_die(125, "%s", err.msg);
+    if (status != 201)
+        relay_die(125, "creating the container: HTTP %ld %s", status, docker_message(resp));
+    /* Attached before the start, so not one byte the agent writes first is lost. */
+    _cleanup_free_ char *attach =
+        name_path(id, "/containers/", "/attach?stream=1&stdin=1&stdout=1&stderr=1");
+    struct docker_stream *st = NULL;
+    if (docker_hijack(sock, attach, &st, &err) < 0)
+        relay_die(125, "%s", err.msg);
+    _cleanup_free_ char *start = name_path(id, "/containers/", "/start");
+    free(resp);
+    resp = NULL;
+    if (docker_call(sock, DOCKER_CALL_TIMEOUT_MS, "POST", start, NULL, &status, &resp, &err) < 0)
+        relay_die(125, "%s", err.msg);
+    if (status != 204 && status != 304)
+        relay_die(125, "starting the container: HTTP %ld %s", status, docker_message(resp));
+    fprintf(stderr, "sbx-shim docker: container " DOCKER_NAME_PREFIX "%s started\n", id);
+
+    _cleanup_free_ char *buf = sbx_xmalloc(DOCKER_RELAY_CHUNK);
+    struct demux d = {0};
+    bool in_open = true;
+    for (;;) {
+        struct pollfd p[2] = {{.fd = docker_stream_fd(st), .events = POLLIN},
+                              {.fd = in_open ? 0 : -1, .events = POLLIN}};
+        if (poll(p, 2, -1) < 0 && errno != EINTR)
+            break;
+        if (p[1].revents) {
+            ssize_t n = read(0, buf, DOCKER_RELAY_CHUNK);
+            if (n > 0 && stream_send_all(st, buf, (size_t)n) < 0)
+                break;
+            if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
+                in_open = false; /* the shim is going: the container's end follows */
+        }
+        if (p[0].revents) {
+            long n;
+            bool eof = false;
+            while ((n = docker_stream_recv(st, buf, DOCKER_RELAY_CHUNK)) > 0)
+                if (demux_feed(&d, buf, (size_t)n) < 0)
+                    eof = true;
+            if (n == 0 || (n < 0 && n != -EAGAIN) || eof)
+                break;
+        }
+    }
+    docker_stream_free(st);
+    /* The stream ended: the container has stopped (or is stopping); its status is ours. */
+    _cleanup_free_ char *wait = name_path(id, "/containers/", "/wait");
+    free(resp);
+    resp = NULL;
+    if (docker_call(sock, 0, "POST", wait, NULL, &status, &resp, &err) < 0 || status != 200)
+        relay_die(255, "waiting for the container: %s", err.msg[0] ? err.msg : docker_message(resp));
+    json_t *j = json_loads(resp, 0, NULL);
+    int code = (int)json_integer_value(json_object_get(j, "StatusCode"));
+    json_decref(j);
+    fprintf(stderr, "sbx-shim docker: container exited with %d\n", code);
+    _exit(code & 0xff);
+}
+
+int shim_docker_spawn(struct shim *s, int in_r, int out_w, int errfd, pid_t *pid)
+{
+    pid_t p = fork();
+    if (p < 0)
+        return -errno;
+    if (p == 0) {
+        sigset_t all;
+        sigemptyset(&all);
+        sigprocmask(SIG_SETMASK, &all, NULL);
+        if (dup2(in_r, 0) < 0 || dup2(out_w, 1) < 0 || (errfd >= 0 && dup2(errfd, 2) < 0))
+            _exit(125);
+        /* Not the shim's: its pid file's and state dir's locks say whether the shim lives
+         * (rt_alive, rt_busy), and its listening socket is its own. */
+        (void)close_range(3, ~0u, 0);
+        relay_main(s->docker_host, s->id, s->state_dir);
+    }
+    *pid = p;
+    return 0;
+}
+
+void shim_docker_cmd(struct shim *s, const char *what)
+{
+    struct sbx_err err = {0};
+    long status = 0;
+    _cleanup_free_ char *resp = NULL;
+    _cleanup_free_ char *path =
+        !strcmp(what, "kill") ? name_path(s->id, "/containers/", "/kill?signal=KILL")
+                              : name_path(s->id, "/containers/", "?force=1");
+    long long t0 = sbx_now_ms();
+    int r = docker_call(s->docker_host, DOCKER_CALL_TIMEOUT_MS,
+                        !strcmp(what, "kill") ? "POST" : "DELETE", path, NULL, &status, &resp,
+                        &err);
+    /* 404: no such container, 409: not running: both mean done. */
+    if (r < 0)
+        shim_log(s, "docker %s: %s", what, err.msg);
+    else
+        shim_log(s, "docker %s: HTTP %ld%s%s in %lld ms", what, status,
+                 status >= 300 ? " " : "", status >= 300 ? docker_message(resp) : "",
+                 sbx_now_ms() - t0);
+}

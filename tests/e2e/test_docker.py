@@ -1,0 +1,272 @@
+"""The docker backend (docs/runtime.md "Docker") against a private dockerd from Debian's
+docker.io: its own data root, exec root and socket in a temp dir, --bridge=none
+--iptables=false (nothing on the machine changes), runsc registered as a runtime with
+--network=none; stopped at the end. The base template goes into it through
+POST /v1/templates/base/docker-image; sandboxes are then made on it through the API and
+used: exec, files, artifacts, a terminal, the egress proxy as the only way out, a kill -9
+of sbxd in the middle, runc and runsc.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+
+import egress_upstream as eu
+import harness
+import wsclient
+from harness import assert_error, wait_for
+
+ENGINE = {}
+D = harness.Shared()
+
+
+def engine():
+    """The private dockerd: its socket path (started once per module)."""
+    if "sock" in ENGINE:
+        return ENGINE["sock"]
+    dockerd = shutil.which("dockerd")
+    assert dockerd, "dockerd is missing: scripts/deps.sh installs docker.io"
+    tmp = tempfile.mkdtemp(prefix="sbx-dockerd-", dir="/tmp")
+    sock = os.path.join(tmp, "docker.sock")
+    conf = os.path.join(tmp, "daemon.json")
+    with open(conf, "w") as f:
+        json.dump({"runtimes": {"runsc": {"path": shutil.which("runsc") or "/usr/bin/runsc",
+                                          "runtimeArgs": ["--network=none"]}}}, f)
+    log = open(os.path.join(tmp, "dockerd.log"), "ab")
+    proc = subprocess.Popen(
+        [dockerd, "--data-root", os.path.join(tmp, "data"), "--exec-root",
+         os.path.join(tmp, "exec"), "--host", "unix://" + sock, "--pidfile",
+         os.path.join(tmp, "dockerd.pid"), "--config-file", conf, "--bridge=none",
+         "--iptables=false", "--ip6tables=false"],
+        stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+    ENGINE.update(tmp=tmp, proc=proc, sock=sock)
+    wait_for(lambda: engine_get("/_ping") == b"OK", timeout=60, what="dockerd answering")
+    D.kw["extra_env"] = dict(up().env(), SBX_BACKEND="docker", SBX_DOCKER_HOST=sock)
+    return sock
+
+
+def engine_get(path):
+    import socket
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect(ENGINE["sock"])
+        s.sendall(b"GET %s HTTP/1.0\r\nHost: d\r\n\r\n" % path.encode())
+        data = b""
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            data += b
+        return data.split(b"\r\n\r\n", 1)[1]
+    except OSError:
+        return None
+    finally:
+        s.close()
+
+
+def containers():
+    return json.loads(engine_get("/containers/json?all=1"))
+
+
+def up():
+    if "u" not in ENGINE:
+        ENGINE["u"] = eu.Upstreams()
+    return ENGINE["u"]
+
+
+def teardown_module():
+    D.close()
+    if "u" in ENGINE:
+        ENGINE.pop("u").close()
+    proc = ENGINE.get("proc")
+    if proc:
+        # Containers sbxd left (a failed test's) go with the engine's data root.
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        subprocess.run(["umount", "-R", ENGINE["tmp"]], stderr=subprocess.DEVNULL)
+        shutil.rmtree(ENGINE["tmp"], ignore_errors=True)
+
+
+def admin():
+    engine()
+    return D.get().client()
+
+
+def imported():
+    """The base template, imported into the engine once."""
+    def make(d):
+        c = d.client()
+        r = c.request("POST", "/v1/templates/base/docker-image", timeout=600)
+        assert r.status == 200, r
+        return r.body
+    engine()
+    return D.once("image", make)
+
+
+def client():
+    imported()
+    return D.once("alice", lambda d: d.client(d.client().create_key("alice")["key"]))
+
+
+def sandbox(name="main", **fields):
+    c = client()
+    return c, D.once("sb:" + name, lambda d: c.create_sandbox(ttl_seconds=1800, **fields))["id"]
+
+
+def test_template_imported_as_image():
+    img = imported()
+    assert img["object"] == "docker_image" and img["template"] == "base", img
+    assert img["image"] == "sbx-base" and img["id"].startswith("sha256:"), img
+    assert img["digest"].startswith("sha256:"), img
+    tags = [t for i in json.loads(engine_get("/images/json")) for t in i["RepoTags"] or []]
+    assert "sbx-base:latest" in tags, tags
+    c = client()
+    assert_error(c.request("POST", "/v1/templates/base/docker-image"), 403, "admin_required")
+    assert_error(admin().request("POST", "/v1/templates/nosuch/docker-image"), 404,
+                 "template_not_found")
+
+
+def test_exec_runs_in_a_container_with_the_agent_as_init():
+    c, sid = sandbox()
+    sb = c.get_sandbox(sid)
+    assert sb["runtime"] == "docker", sb
+    out = c.sh(sid, "cat /proc/1/cmdline | tr '\\0' ' '; echo; id -un; hostname")
+    assert out.splitlines() == ["/opt/sbx/sbx-agent ", "user", "sandbox"], out
+    mine = [x for x in containers() if x["Labels"].get("sbx.id") == sid]
+    assert len(mine) == 1 and mine[0]["Names"] == ["/sbx-" + sid], mine
+    assert mine[0]["Image"] == "sbx-base" and mine[0]["State"] == "running", mine
+    r = c.exec(sid, shell="exit 3")
+    assert r["exit_code"] == 3, r
+
+
+def test_limits_are_the_engines():
+    c, sid = sandbox()
+    info = json.loads(engine_get("/containers/sbx-%s/json" % sid))
+    hc = info["HostConfig"]
+    sb = c.get_sandbox(sid)
+    assert hc["Memory"] == sb["limits"]["memory_mb"] << 20, (hc["Memory"], sb["limits"])
+    assert hc["MemorySwap"] == hc["Memory"], hc
+    assert hc["PidsLimit"] == sb["limits"]["pids"], hc
+    assert hc["NetworkMode"] == "none" and hc["ReadonlyRootfs"] is True, hc
+
+
+def test_files_and_artifacts():
+    c, sid = sandbox()
+    body = "ș ț ă\n".encode()
+    r = c.request("PUT", "/v1/sandboxes/%s/files/in/a.txt" % sid, raw=body)
+    assert r.status == 200, r
+    assert c.sh(sid, "cat /workspace/in/a.txt").encode() == body
+    c.sh(sid, "mkdir -p /workspace/out && printf 'hello' > /workspace/out/notes.txt")
+    assert c.request("GET", "/v1/sandboxes/%s/files/out/notes.txt" % sid).raw == b"hello"
+    r = c.request("GET", "/v1/sandboxes/%s/artifacts" % sid)
+    assert r.status == 200, r
+    arts = {a["path"]: a for a in r.body["data"]}
+    assert arts["out/notes.txt"]["size"] == 5, arts
+
+
+def test_terminal():
+    c, sid = sandbox()
+    tk = c.ok("POST", "/v1/sandboxes/%s/terminal-ticket" % sid)["ticket"]
+    ws = wsclient.connect(D.get().port, "/v1/sandboxes/%s/terminal?ticket=%s&cols=80&rows=24"
+                          % (sid, tk))
+    ready = ws.recv_json()
+    assert ready["type"] == "ready" and ready["backend"] == "docker", ready
+    ws.send_binary(b"echo $((6*7))x\n")
+    out, _ = ws.read_until("42x", 20)
+    ws.close()
+
+
+def test_no_route_out_but_the_egress_proxy_reaches_allowed_hosts():
+    c, sid = sandbox("egress", egress={"mode": "allowlist", "domains": ["allowed.example.com"]})
+    up().install(c, sid)
+    # No interface but loopback, no route: a direct connection cannot leave.
+    out = c.sh(sid, "cat /proc/net/route | wc -l; ls /sys/class/net")
+    assert out.split() == ["1", "lo"], out
+    connect = "python3 -c \"import socket; socket.create_connection(('%s', %d), 3)\""
+    r = c.exec(sid, shell=connect % ("1.1.1.1", 443))
+    assert r["exit_code"] != 0 and "Network is unreachable" in r["stderr"], r
+    # The upstream's 127.x address is the container's own loopback: nothing listens there.
+    r = c.exec(sid, shell=connect % (up().addr, 443))
+    assert r["exit_code"] != 0 and "Connection refused" in r["stderr"], r
+    r = eu.probe(c, sid, "fetch", "https://allowed.example.com/x")
+    assert r == {"ok": True, "status": 200,
+                 "body": "hello from allowed.example.com via https"}, r
+    r = eu.probe(c, sid, "connect", "other.example.com:443")
+    assert r["status_line"].startswith("HTTP/1.1 403"), r
+
+
+def test_sandbox_survives_kill9_of_sbxd():
+    c, sid = sandbox("restart")
+    c.sh(sid, "echo before > /workspace/mark; sleep 600 >/dev/null 2>&1 &")
+    D.get().restart(hard=True)
+    c2 = D.get().client(c.key)
+    out = c2.sh(sid, "cat /workspace/mark; pgrep -c sleep")
+    assert out.split() == ["before", "1"], out
+    assert c2.get_sandbox(sid)["status"] == "running"
+    c2.delete_sandbox(sid)  # at most 3 running per key
+
+
+def test_delete_removes_the_container():
+    c, sid = sandbox("gone")
+    assert any(x["Labels"].get("sbx.id") == sid for x in containers())
+    c.delete_sandbox(sid)
+    wait_for(lambda: not any(x["Labels"].get("sbx.id") == sid for x in containers()),
+             timeout=30, what="the container removed")
+
+
+def test_runsc_runtime_through_a_configuration():
+    info = json.loads(engine_get("/info"))
+    assert "runsc" in info["Runtimes"], info["Runtimes"]
+    a = admin()
+    cfg = a.ok("POST", "/v1/sandbox-configs", {
+        "name": "docker-runsc", "config": {
+            "backend": "docker",
+            "docker": {"image": "sbx-base", "runtime": "runsc", "network_mode": "none",
+                       "memory_limit_mb": 512, "pids_limit": 128, "cpu_limit": 1}}},
+        status=201)
+    assert cfg["sandbox_type"] == "docker", cfg
+    assert cfg["config"]["docker"]["runtime"] == "runsc", cfg
+    sb = a.create_sandbox(config_id=cfg["id"], ttl_seconds=600)
+    hc = json.loads(engine_get("/containers/sbx-%s/json" % sb["id"]))["HostConfig"]
+    assert hc["Runtime"] == "runsc" and hc["Memory"] == 512 << 20, hc
+    assert hc["PidsLimit"] == 128 and hc["NanoCpus"] == 10 ** 9, hc
+    # gVisor's own kernel answers, not the host's.
+    out = a.sh(sb["id"], "uname -r")
+    assert out.strip() == "4.4.0" and out.strip() != os.uname().release, out
+    a.delete_sandbox(sb["id"])
+
+
+def test_remote_engines_are_refused_clearly():
+    a = admin()
+    r = a.request("POST", "/v1/sandbox-configs", {
+        "name": "docker-remote", "config": {
+            "backend": "docker",
+            "docker": {"image": "sbx-base", "host": "tcp://10.0.0.5:2376",
+                       "tls_cert_path": "/etc/sbx/docker-certs"}}})
+    assert_error(r, 400, "docker_remote_unsupported")
+    r = a.request("POST", "/v1/sandbox-configs", {
+        "name": "docker-noimage", "config": {"backend": "docker", "docker": {}}})
+    assert_error(r, 400, "invalid_sandbox_config")
+
+
+def test_probe_reports_the_engine_and_its_runtime():
+    a = admin()
+    conf = {"backend": "docker", "docker": {"image": "sbx-base", "runtime": "runsc"}}
+    r = a.ok("POST", "/v1/system/sandbox-check", {"config": conf})
+    d = [x for x in r["checks"] if x["name"] == "docker"]
+    assert len(d) == 1 and d[0]["ok"] is True, r
+    version = json.loads(engine_get("/version"))["Version"]
+    assert ("engine %s" % version) in d[0]["message"], d
+    assert "runtime runsc present" in d[0]["message"], d
+    conf["docker"]["runtime"] = "nosuch"
+    r = a.ok("POST", "/v1/system/sandbox-check", {"config": conf})
+    d = [x for x in r["checks"] if x["name"] == "docker"][0]
+    assert d["ok"] is False and d["reason"] == "docker_runtime_missing", d
+    assert r["ok"] is False, r

@@ -12,11 +12,13 @@
 #include <string.h>
 
 #include "../../common/log.h"
+#include "../../common/text.h"
 #include "../../common/util.h"
 #include "../audit/audit.h"
 #include "../http/errors.h"
 #include "../http/server.h"
 #include "../http/router.h"
+#include "../live/preview.h"
 #include "../sbxd.h"
 #include "../snapshot/snapshot.h"
 #include "e2b.h"
@@ -130,14 +132,19 @@ static void answer_sandbox(struct sbx_op *x)
             e2b_fail(x->req, &err);
         } else {
             json_t *info = e2b_sandbox_info(x->d, x->sb);
+            char traffic[PREVIEW_TRAFFIC_TOKEN_MAX + 1];
+            struct sbx_err terr = {0};
+            bool has_traffic = store_meta_get(x->d->store, x->sb->rec.id,
+                                              PREVIEW_META_TRAFFIC_TOKEN, traffic,
+                                              sizeof(traffic), &terr) == 0;
             http_respond_json(x->req, x->status,
-                              json_pack("{s:O,s:O,s:O,s:s,s:s,s:s,s:s,s:n}", "sandboxID",
+                              json_pack("{s:O,s:O,s:O,s:s,s:s,s:s,s:s,s:s?}", "sandboxID",
                                         json_object_get(info, "sandboxID"), "templateID",
                                         json_object_get(info, "templateID"), "alias",
                                         json_object_get(info, "alias"), "clientID", "sbx",
                                         "envdVersion", E2B_ENVD_VERSION, "envdAccessToken", token,
                                         "domain", e2b_domain(x->d, dom, sizeof(dom)),
-                                        "trafficAccessToken"));
+                                        "trafficAccessToken", has_traffic ? traffic : NULL));
             json_decref(info);
         }
     }
@@ -200,6 +207,15 @@ static int check_metadata(json_t *m, struct sbx_err *err)
     return 0;
 }
 
+static int traffic_set(struct sbxd *d, const struct sandbox *sb, bool public, struct sbx_err *err)
+{
+    if (public)
+        return store_meta_set(d->store, sb->rec.id, PREVIEW_META_PUBLIC, "1", err);
+    char tok[E2B_TOKEN_HEX_LEN + 1];
+    sbx_random_id("", E2B_TOKEN_HEX_LEN / 2, tok, sizeof(tok));
+    return store_meta_set(d->store, sb->rec.id, PREVIEW_META_TRAFFIC_TOKEN, tok, err);
+}
+
 static void api_create(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
@@ -233,6 +249,13 @@ static void api_create(struct sbxd *d, struct http_req *req)
             goto fail;
         }
     }
+    /* network.allowPublicTraffic (E2B's default true): getHost(port) names reach the
+     * sandbox's ports without a token; false: only with the answer's trafficAccessToken. */
+    json_t *pub = json_object_get(json_object_get(body, "network"), "allowPublicTraffic");
+    if (pub && !json_is_boolean(pub) && !json_is_null(pub)) {
+        sbx_err_set(&err, EINVAL, "invalid_request", "network.allowPublicTraffic must be a boolean");
+        goto fail;
+    }
     json_t *env = json_object_get(body, "envVars");
     params = json_pack("{s:s,s:I,s:O?}", "template", map_template(tmpl), "ttl_seconds",
                        (json_int_t)ttl, "env", json_is_null(env) ? NULL : env);
@@ -246,7 +269,8 @@ static void api_create(struct sbxd *d, struct http_req *req)
     x->sb = sb;
     struct sbx_err merr = {0};
     if (store_meta_set(d->store, sb->rec.id, E2B_META_TEMPLATE, tmpl, &merr) < 0 ||
-        (meta && store_meta_set(d->store, sb->rec.id, E2B_META_METADATA, meta, &merr) < 0))
+        (meta && store_meta_set(d->store, sb->rec.id, E2B_META_METADATA, meta, &merr) < 0) ||
+        traffic_set(d, sb, !json_is_false(pub), &merr) < 0)
         log_warn("sandbox %s: storing its e2b facts: %s", sb->rec.id, merr.msg);
     json_decref(params);
     json_decref(body);
@@ -496,6 +520,20 @@ static void api_pause(struct sbxd *d, struct http_req *req)
     http_req_suspend(req, on_pause_gone, x);
 }
 
+/* Parts of E2B's API sbx does not serve yet (docs/e2b.md): a clear E2B-shaped answer, so
+ * the SDK says what is missing instead of "not found". */
+static void api_unsupported(struct sbxd *d, struct http_req *req)
+{
+    if (authenticate(d, req) < 0)
+        return;
+    struct sbx_err err = {0};
+    const char *path = http_req_path(req);
+    sbx_err_set(&err, ENOSYS, "e2b_not_supported",
+                "%s %.200s is not supported by this sbx server yet (see docs/e2b.md)",
+                http_req_method(req), path + strlen("/e2b/api"));
+    e2b_fail(req, &err);
+}
+
 static const struct route routes[] = {
     {"POST", "/e2b/api/sandboxes", AUTH_PUBLIC, api_create, 0},
     {"POST", "/e2b/api/v2/sandboxes", AUTH_PUBLIC, api_create, 0},
@@ -509,6 +547,25 @@ static const struct route routes[] = {
     {"POST", "/e2b/api/sandboxes/{}/connect", AUTH_PUBLIC, api_connect, 0},
     {"POST", "/e2b/api/sandboxes/{}/resume", AUTH_PUBLIC, api_connect, 0},
     {"POST", "/e2b/api/v2/sandboxes/{}/connect", AUTH_PUBLIC, api_connect, 0},
+    {"POST", "/e2b/api/sandboxes/{}/fork", AUTH_PUBLIC, api_unsupported, 0},
+    {"POST", "/e2b/api/sandboxes/{}/snapshots", AUTH_PUBLIC, api_unsupported, 0},
+    {"GET", "/e2b/api/snapshots", AUTH_PUBLIC, api_unsupported, 0},
+    {"PUT", "/e2b/api/sandboxes/{}/network", AUTH_PUBLIC, api_unsupported, 0},
+    {"GET", "/e2b/api/secrets", AUTH_PUBLIC, api_unsupported, 0},
+    {"POST", "/e2b/api/secrets", AUTH_PUBLIC, api_unsupported, 0},
+    {"GET", "/e2b/api/secrets/{}", AUTH_PUBLIC, api_unsupported, 0},
+    {"PATCH", "/e2b/api/secrets/{}", AUTH_PUBLIC, api_unsupported, 0},
+    {"DELETE", "/e2b/api/secrets/{}", AUTH_PUBLIC, api_unsupported, 0},
+    {"POST", "/e2b/api/v3/templates", AUTH_PUBLIC, api_unsupported, 0},
+    {"POST", "/e2b/api/v2/templates/{}/builds/{}", AUTH_PUBLIC, api_unsupported, 0},
+    {"GET", "/e2b/api/templates/{}/builds/{}/status", AUTH_PUBLIC, api_unsupported, 0},
+    {"GET", "/e2b/api/templates/{}/files/{}", AUTH_PUBLIC, api_unsupported, 0},
+    {"GET", "/e2b/api/templates/aliases/{}", AUTH_PUBLIC, api_unsupported, 0},
+    {"POST", "/e2b/api/templates/tags", AUTH_PUBLIC, api_unsupported, 0},
+    {"DELETE", "/e2b/api/templates/tags", AUTH_PUBLIC, api_unsupported, 0},
+    {"GET", "/e2b/api/templates/{}/tags", AUTH_PUBLIC, api_unsupported, 0},
+    {"GET", "/e2b/api/templates/{}", AUTH_PUBLIC, api_unsupported, 0},
+    {"DELETE", "/e2b/api/templates/{}", AUTH_PUBLIC, api_unsupported, 0},
 };
 
 const struct route_table e2b_api_routes = ROUTE_TABLE(routes);

@@ -4,6 +4,7 @@ import assert from 'node:assert/strict'
 import http from 'node:http'
 import { after, before, describe, test } from 'node:test'
 
+import { Sandbox as CodeSandbox } from '@e2b/code-interpreter'
 import { Sandbox } from 'e2b'
 
 const SBX = process.env.SBX_URL
@@ -117,6 +118,35 @@ describe('getHost', () => {
       assert.equal((await getByHost(host, { 'e2b-traffic-access-token': 'f'.repeat(48) })).status, 403)
     } finally {
       await p.kill()
+    }
+  })
+})
+
+describe('code contexts', () => {
+  test('createCodeContext gives separate globals per context; the default keeps its own', async () => {
+    const ci = await CodeSandbox.create()
+    try {
+      await ci.runCode('x = "default"')
+      const a = await ci.createCodeContext()
+      const b = await ci.createCodeContext({ language: 'python', cwd: '/tmp' })
+      assert.notEqual(a.id, b.id)
+      assert.equal(b.cwd, '/tmp')
+      await ci.runCode('x = "a"', { context: a })
+      assert.equal((await ci.runCode('x', { context: a })).text, 'a')
+      const none = await ci.runCode('x', { context: b })
+      assert.equal(none.error.name, 'NameError')
+      assert.equal((await ci.runCode('x')).text, 'default')
+      assert.equal((await ci.runCode('x', { language: 'python' })).text, 'default')
+      const ids = (await ci.listCodeContexts()).map((c) => c.id)
+      assert.deepEqual(ids, ['python', a.id, b.id])
+      await ci.removeCodeContext(b)
+      assert.deepEqual((await ci.listCodeContexts()).map((c) => c.id), ['python', a.id])
+      // A short timer: the SDK leaves its request timer running after an error answer.
+      const quick = { requestTimeoutMs: 5000 }
+      await assert.rejects(ci.runCode('1', { ...quick, context: b }), { name: 'NotFoundError' })
+      await assert.rejects(ci.createCodeContext({ ...quick, language: 'r' }), /400/)
+    } finally {
+      await ci.kill()
     }
   })
 })

@@ -176,3 +176,33 @@ describe('not supported yet', () => {
     await assert.rejects(sb.fork(), (e) => /not supported/.test(e.message))
   })
 })
+
+describe('signed file URLs', () => {
+  test('uploadUrl and downloadUrl work from a plain HTTP client until they expire', async () => {
+    const up = await sb.uploadUrl('/home/user/signed.txt', { useSignatureExpiration: 60 })
+    assert.match(up, /signature=v1_/)
+    const form = new FormData()
+    form.append('file', new Blob(['signed bytes']), 'signed.txt')
+    let r = await fetch(up, { method: 'POST', body: form })
+    assert.equal(r.status, 200, await r.clone().text())
+    assert.equal(await sb.files.read('/home/user/signed.txt'), 'signed bytes')
+    const down = await sb.downloadUrl('/home/user/signed.txt', { useSignatureExpiration: 60 })
+    r = await fetch(down)
+    assert.equal(r.status, 200)
+    assert.equal(await r.text(), 'signed bytes')
+    // Outside the workspace too, as the sandbox user.
+    r = await fetch(await sb.downloadUrl('/etc/hostname'))
+    assert.equal(r.status, 200)
+    // The signature covers the path, the direction and the expiry.
+    const other = new URL(down)
+    other.searchParams.set('path', '/home/user/other.txt')
+    assert.equal((await fetch(other)).status, 401)
+    assert.equal((await fetch(down, { method: 'POST', body: form })).status, 401)
+    const stale = new URL(down)
+    stale.searchParams.set('signature_expiration', String(Math.floor(Date.now() / 1000) - 5))
+    assert.equal((await fetch(stale)).status, 401)
+    const noSig = new URL(down)
+    noSig.searchParams.delete('signature')
+    assert.equal((await fetch(noSig)).status, 401)
+  })
+})

@@ -66,6 +66,9 @@ UNCHECKED = {
     "POST /v1/sandbox-configs/{}/skills/{}/guidance",
     "PUT /v1/me/env-vars/skill", "DELETE /v1/me/env-vars/skill",
     "DELETE /e2b/sandbox/{*}", "POST /v1/chat/completions", "POST /v1/messages",
+    # The E2B SDK's signed uploadUrl(): the same handler as POST /e2b/sandbox/files, which
+    # writes file.upload; tests/e2b/surface.test.mjs drives it, this test does not yet.
+    "POST /files",
 }
 
 

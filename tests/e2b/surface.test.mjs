@@ -151,11 +151,42 @@ describe('code contexts', () => {
   })
 })
 
+describe('fork', () => {
+  test('sandbox.fork() makes a running copy with the files and memory of the moment', async () => {
+    // A parent of its own: a listening server (getHost's) cannot be checkpointed by gVisor.
+    const sb = await Sandbox.create()
+    await sb.files.write('/home/user/before-fork.txt', 'parent')
+    const sleeper = await sb.commands.run('sleep 600', { background: true })
+    const kids = await sb.fork()
+    assert.equal(kids.length, 1)
+    const [kid] = kids
+    assert.ok(kid instanceof Sandbox, String(kid))
+    try {
+      assert.notEqual(kid.sandboxId, sb.sandboxId)
+      assert.match(kid.sandboxId, /^sb_[0-9a-f]{20}$/)
+      assert.equal(await kid.files.read('/home/user/before-fork.txt'), 'parent')
+      // The memory too: the background process runs on in the copy.
+      assert.ok((await kid.commands.list()).some((p) => p.pid === sleeper.pid))
+      // Each has its own workspace from now on.
+      await kid.files.write('/home/user/before-fork.txt', 'kid')
+      assert.equal(await sb.files.read('/home/user/before-fork.txt'), 'parent')
+      assert.equal((await kid.getInfo()).state, 'running')
+      assert.equal(await sb.isRunning(), true)
+      const entries = (await sbx('GET', `/v1/audit?sandbox_id=${sb.sandboxId}&action=sandbox.fork`)).body.data
+      assert.equal(entries.length, 1)
+    } finally {
+      await kid.kill()
+      await sb.kill()
+    }
+    await assert.rejects(Sandbox.fork('sb_00000000000000000000'), { name: 'SandboxNotFoundError' })
+  })
+})
+
 describe('not supported yet', () => {
   const API = process.env.E2B_API_URL
-  test('fork, snapshots, network, secrets and template builds answer 501 with a message', async () => {
+  test('snapshots, network, secrets and template builds answer 501 with a message', async () => {
     const routes = [
-      ['POST', `/sandboxes/${sb.sandboxId}/fork`], ['POST', `/sandboxes/${sb.sandboxId}/snapshots`],
+      ['POST', `/sandboxes/${sb.sandboxId}/snapshots`],
       ['GET', '/snapshots'], ['PUT', `/sandboxes/${sb.sandboxId}/network`], ['GET', '/secrets'],
       ['POST', '/secrets'], ['DELETE', '/secrets/s1'], ['POST', '/v3/templates'],
       ['GET', '/templates/t1/builds/b1/status'],
@@ -173,7 +204,6 @@ describe('not supported yet', () => {
     // Without a key: 401 as everywhere, not 501.
     assert.equal((await fetch(API + '/secrets')).status, 401)
     await assert.rejects(sb.createSnapshot(), (e) => /not supported/.test(e.message))
-    await assert.rejects(sb.fork(), (e) => /not supported/.test(e.message))
   })
 })
 

@@ -47,7 +47,7 @@ EXEMPT = {
         "as the other connect",
 }
 # E2B routes sbx does not serve yet: each answers 501 e2b_not_supported and changes nothing.
-for _route in ("POST /e2b/api/sandboxes/{}/fork", "POST /e2b/api/sandboxes/{}/snapshots",
+for _route in ("POST /e2b/api/sandboxes/{}/snapshots",
                "PUT /e2b/api/sandboxes/{}/network", "POST /e2b/api/secrets",
                "PATCH /e2b/api/secrets/{}", "DELETE /e2b/api/secrets/{}",
                "POST /e2b/api/v3/templates", "POST /e2b/api/v2/templates/{}/builds/{}",
@@ -69,6 +69,9 @@ UNCHECKED = {
     # The E2B SDK's signed uploadUrl(): the same handler as POST /e2b/sandbox/files, which
     # writes file.upload; tests/e2b/surface.test.mjs drives it, this test does not yet.
     "POST /files",
+    # E2B's fork: the same snapcall_fork as POST /v1/sandboxes/{id}/fork (sandbox.fork);
+    # driven by tests/e2b/surface.test.mjs, which checks the entry.
+    "POST /e2b/api/sandboxes/{}/fork",
 }
 
 

@@ -20,6 +20,7 @@
 #include "../http/router.h"
 #include "../live/preview.h"
 #include "../sbxd.h"
+#include "../snapshot/snapcall.h"
 #include "../snapshot/snapshot.h"
 #include "e2b.h"
 
@@ -123,30 +124,36 @@ struct sbx_op {
     unsigned status;
 };
 
+/* E2B's Sandbox object for sb (its access token made on first use), or NULL and err. */
+static json_t *sandbox_json(struct sbxd *d, struct sandbox *sb, struct sbx_err *err)
+{
+    char token[E2B_TOKEN_HEX_LEN + 1], dom[256], traffic[PREVIEW_TRAFFIC_TOKEN_MAX + 1];
+    if (e2b_access_token(d, sb, token, err) < 0)
+        return NULL;
+    json_t *info = e2b_sandbox_info(d, sb);
+    struct sbx_err terr = {0};
+    bool has_traffic = store_meta_get(d->store, sb->rec.id, PREVIEW_META_TRAFFIC_TOKEN, traffic,
+                                      sizeof(traffic), &terr) == 0;
+    json_t *o = json_pack("{s:O,s:O,s:O,s:s,s:s,s:s,s:s,s:s?}", "sandboxID",
+                          json_object_get(info, "sandboxID"), "templateID",
+                          json_object_get(info, "templateID"), "alias",
+                          json_object_get(info, "alias"), "clientID", "sbx", "envdVersion",
+                          E2B_ENVD_VERSION, "envdAccessToken", token, "domain",
+                          e2b_domain(d, dom, sizeof(dom)), "trafficAccessToken",
+                          has_traffic ? traffic : NULL);
+    json_decref(info);
+    return o;
+}
+
 static void answer_sandbox(struct sbx_op *x)
 {
     if (x->req) {
-        char token[E2B_TOKEN_HEX_LEN + 1], dom[256];
         struct sbx_err err = {0};
-        if (e2b_access_token(x->d, x->sb, token, &err) < 0) {
+        json_t *o = sandbox_json(x->d, x->sb, &err);
+        if (!o)
             e2b_fail(x->req, &err);
-        } else {
-            json_t *info = e2b_sandbox_info(x->d, x->sb);
-            char traffic[PREVIEW_TRAFFIC_TOKEN_MAX + 1];
-            struct sbx_err terr = {0};
-            bool has_traffic = store_meta_get(x->d->store, x->sb->rec.id,
-                                              PREVIEW_META_TRAFFIC_TOKEN, traffic,
-                                              sizeof(traffic), &terr) == 0;
-            http_respond_json(x->req, x->status,
-                              json_pack("{s:O,s:O,s:O,s:s,s:s,s:s,s:s,s:s?}", "sandboxID",
-                                        json_object_get(info, "sandboxID"), "templateID",
-                                        json_object_get(info, "templateID"), "alias",
-                                        json_object_get(info, "alias"), "clientID", "sbx",
-                                        "envdVersion", E2B_ENVD_VERSION, "envdAccessToken", token,
-                                        "domain", e2b_domain(x->d, dom, sizeof(dom)),
-                                        "trafficAccessToken", has_traffic ? traffic : NULL));
-            json_decref(info);
-        }
+        else
+            http_respond_json(x->req, x->status, o);
     }
     free(x);
 }
@@ -520,6 +527,110 @@ static void api_pause(struct sbxd *d, struct http_req *req)
     http_req_suspend(req, on_pause_gone, x);
 }
 
+/* ---- fork (snapshot/snapcall.c, the same call as POST /v1/sandboxes/{id}/fork) ---- */
+
+struct fork_op {
+    struct sbxd *d;
+    struct http_req *req; /* NULL once the client went away */
+    struct snap_call *call;
+    struct auth_identity who;
+    char parent[STORE_ID_MAX + 1];
+};
+
+/* A copy's E2B facts: the parent's template name, and its traffic rule. */
+static int fork_facts(struct sbxd *d, const char *parent, struct sandbox *kid, struct sbx_err *err)
+{
+    char v[STORE_NAME_MAX + 1];
+    struct sbx_err e = {0};
+    if (store_meta_get(d->store, parent, E2B_META_TEMPLATE, v, sizeof(v), &e) == 0 &&
+        store_meta_set(d->store, kid->rec.id, E2B_META_TEMPLATE, v, err) < 0)
+        return -EIO;
+    bool public = store_meta_get(d->store, parent, PREVIEW_META_PUBLIC, v, sizeof(v), &e) == 0 &&
+                  !strcmp(v, "1");
+    return traffic_set(d, kid, public, err);
+}
+
+/* One entry per copy: {"sandbox": Sandbox} or {"error": {code, message}}, as E2B's. */
+static json_t *fork_entry(struct fork_op *x, json_t *kid)
+{
+    struct sbx_err err = {0};
+    json_t *e = json_object_get(kid, "error");
+    struct sandbox *sb;
+    json_t *o = NULL;
+    if (e) {
+        snprintf(err.code, sizeof(err.code), "%s", json_string_value(json_object_get(e, "code")) ?: "internal");
+        snprintf(err.msg, sizeof(err.msg), "%s", json_string_value(json_object_get(e, "message")) ?: "");
+    } else if (manager_lookup(x->d->mgr, &x->who, json_string_value(json_object_get(kid, "id")),
+                              &sb, &err) == 0 &&
+               fork_facts(x->d, x->parent, sb, &err) == 0) {
+        o = sandbox_json(x->d, sb, &err);
+    }
+    if (o)
+        return json_pack("{s:o}", "sandbox", o);
+    unsigned status = http_status_for_code(err.code[0] ? err.code : "internal");
+    return json_pack("{s:{s:i,s:s}}", "error", "code", (int)status, "message",
+                     err.msg[0] ? err.msg : err.code);
+}
+
+static void on_fork_answer(json_t *answer, const struct sbx_err *err, void *data)
+{
+    struct fork_op *x = data;
+    if (err) {
+        e2b_fail(x->req, err);
+    } else {
+        json_t *out = json_array(), *kid;
+        size_t i;
+        json_array_foreach(json_object_get(answer, "data"), i, kid)
+            json_array_append_new(out, fork_entry(x, kid));
+        http_respond_json(x->req, 200, out);
+    }
+    free(x);
+}
+
+static void on_fork_gone(struct http_req *req, void *data)
+{
+    struct fork_op *x = data;
+    snapcall_forget(x->call); /* the fork goes on, and is audited */
+    free(x);
+}
+
+static void api_fork(struct sbxd *d, struct http_req *req)
+{
+    struct sbx_err err = {0};
+    struct sandbox *sb;
+    json_t *body;
+    long long ttl;
+    if (lookup(d, req, &sb) < 0 || optional_body(req, &body) < 0)
+        return;
+    if (timeout_field(req, body, 0, &ttl) < 0) {
+        json_decref(body);
+        return;
+    }
+    json_t *v = json_object_get(body, "count");
+    json_t *args = json_pack("{s:O?}", "count", json_is_null(v) ? NULL : v);
+    if (ttl)
+        json_object_set_new(args, "ttl_seconds", json_integer(ttl));
+    json_decref(body);
+    struct fork_op *x = sbx_xcalloc(1, sizeof(*x));
+    x->d = d;
+    x->req = req;
+    x->who = *http_req_identity(req);
+    snprintf(x->parent, sizeof(x->parent), "%s", sb->rec.id);
+    struct snap_origin o = {.mgr = d->mgr,
+                            .jobs = d->jobs,
+                            .store = d->store,
+                            .who = http_req_identity(req),
+                            .request_id = http_req_id(req)};
+    int r = snapcall_fork(&o, sb, args, on_fork_answer, x, &x->call, &err);
+    json_decref(args);
+    if (r < 0) {
+        free(x);
+        e2b_fail(req, &err);
+        return;
+    }
+    http_req_suspend(req, on_fork_gone, x);
+}
+
 /* Parts of E2B's API sbx does not serve yet (docs/e2b.md): a clear E2B-shaped answer, so
  * the SDK says what is missing instead of "not found". */
 static void api_unsupported(struct sbxd *d, struct http_req *req)
@@ -547,7 +658,7 @@ static const struct route routes[] = {
     {"POST", "/e2b/api/sandboxes/{}/connect", AUTH_PUBLIC, api_connect, 0},
     {"POST", "/e2b/api/sandboxes/{}/resume", AUTH_PUBLIC, api_connect, 0},
     {"POST", "/e2b/api/v2/sandboxes/{}/connect", AUTH_PUBLIC, api_connect, 0},
-    {"POST", "/e2b/api/sandboxes/{}/fork", AUTH_PUBLIC, api_unsupported, 0},
+    {"POST", "/e2b/api/sandboxes/{}/fork", AUTH_PUBLIC, api_fork, 0},
     {"POST", "/e2b/api/sandboxes/{}/snapshots", AUTH_PUBLIC, api_unsupported, 0},
     {"GET", "/e2b/api/snapshots", AUTH_PUBLIC, api_unsupported, 0},
     {"PUT", "/e2b/api/sandboxes/{}/network", AUTH_PUBLIC, api_unsupported, 0},

@@ -182,12 +182,41 @@ describe('fork', () => {
   })
 })
 
+describe('network', () => {
+  test('allowOut at create and updateNetwork are the sandbox egress policy', async () => {
+    const policy = async (id) => (await sbx('GET', `/v1/sandboxes/${id}/egress`)).body.policy
+    const n = await Sandbox.create({ network: { allowOut: ['example.com', 'pypi.org'], denyOut: ['0.0.0.0/0'] } })
+    try {
+      assert.deepEqual(await policy(n.sandboxId), { mode: 'allowlist', domains: ['example.com', 'pypi.org'] })
+      await n.updateNetwork({ allowOut: ['registry.npmjs.org'] })
+      assert.deepEqual(await policy(n.sandboxId), { mode: 'allowlist', domains: ['registry.npmjs.org'] })
+      await n.updateNetwork({ denyOut: ['0.0.0.0/0'] })
+      assert.deepEqual(await policy(n.sandboxId), { mode: 'none' })
+      const entries = (await sbx('GET', `/v1/audit?sandbox_id=${n.sandboxId}&action=sandbox.egress`)).body.data
+      assert.equal(entries.length, 2)
+      // sbx's own rules for names hold: no addresses in an allowlist.
+      await assert.rejects(n.updateNetwork({ allowOut: ['10.0.0.1'] }), (e) => /400: .*IP address/.test(e.message))
+      const r = await fetch(`${process.env.E2B_API_URL}/sandboxes/${n.sandboxId}/network`, {
+        method: 'PUT', headers: { 'X-API-KEY': KEY, 'Content-Type': 'application/json' },
+        body: JSON.stringify({ rules: { 'api.example.com': [{ transform: { headers: { a: 'b' } } }] } }),
+      })
+      assert.equal(r.status, 501)
+      assert.match((await r.json()).message, /rules/)
+      assert.deepEqual(await policy(n.sandboxId), { mode: 'none' })
+    } finally {
+      await n.kill()
+    }
+    // Without a network, nothing is allowed: sbx's default.
+    assert.deepEqual(await policy(sb.sandboxId), { mode: 'none' })
+  })
+})
+
 describe('not supported yet', () => {
   const API = process.env.E2B_API_URL
-  test('snapshots, network, secrets and template builds answer 501 with a message', async () => {
+  test('snapshots, secrets and template builds answer 501 with a message', async () => {
     const routes = [
       ['POST', `/sandboxes/${sb.sandboxId}/snapshots`],
-      ['GET', '/snapshots'], ['PUT', `/sandboxes/${sb.sandboxId}/network`], ['GET', '/secrets'],
+      ['GET', '/snapshots'], ['GET', '/secrets'],
       ['POST', '/secrets'], ['DELETE', '/secrets/s1'], ['POST', '/v3/templates'],
       ['GET', '/templates/t1/builds/b1/status'],
     ]
@@ -227,7 +256,7 @@ describe('signed file URLs', () => {
     const other = new URL(down)
     other.searchParams.set('path', '/home/user/other.txt')
     assert.equal((await fetch(other)).status, 401)
-    assert.equal((await fetch(down, { method: 'POST', body: form })).status, 401)
+    assert.equal((await fetch(up)).status, 401) // an upload's signature does not read
     const stale = new URL(down)
     stale.searchParams.set('signature_expiration', String(Math.floor(Date.now() / 1000) - 5))
     assert.equal((await fetch(stale)).status, 401)

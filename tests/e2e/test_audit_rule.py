@@ -48,7 +48,7 @@ EXEMPT = {
 }
 # E2B routes sbx does not serve yet: each answers 501 e2b_not_supported and changes nothing.
 for _route in ("POST /e2b/api/sandboxes/{}/snapshots",
-               "PUT /e2b/api/sandboxes/{}/network", "POST /e2b/api/secrets",
+               "POST /e2b/api/secrets",
                "PATCH /e2b/api/secrets/{}", "DELETE /e2b/api/secrets/{}",
                "POST /e2b/api/v3/templates", "POST /e2b/api/v2/templates/{}/builds/{}",
                "POST /e2b/api/templates/tags", "DELETE /e2b/api/templates/tags",
@@ -72,6 +72,9 @@ UNCHECKED = {
     # E2B's fork: the same snapcall_fork as POST /v1/sandboxes/{id}/fork (sandbox.fork);
     # driven by tests/e2b/surface.test.mjs, which checks the entry.
     "POST /e2b/api/sandboxes/{}/fork",
+    # E2B's updateNetwork: egress_replace, as PUT /v1/sandboxes/{id}/egress (sandbox.egress);
+    # driven by tests/e2b/surface.test.mjs, which checks the entries.
+    "PUT /e2b/api/sandboxes/{}/network",
 }
 
 

@@ -18,6 +18,7 @@
 #include "../http/errors.h"
 #include "../http/server.h"
 #include "../http/router.h"
+#include "../egress/egress_api.h"
 #include "../live/preview.h"
 #include "../sbxd.h"
 #include "../snapshot/snapcall.h"
@@ -214,6 +215,32 @@ static int check_metadata(json_t *m, struct sbx_err *err)
     return 0;
 }
 
+/* E2B's network (allowOut, denyOut, rules) as an sbx egress policy (docs/e2b.md): allowOut's
+ * names are the allowlist; without allowOut nothing is allowed (sbx's default), which
+ * already refuses whatever denyOut names; per-host rules are not served. */
+static int e2b_egress(json_t *network, struct egress_policy *out, struct sbx_err *err)
+{
+    json_t *allow = json_object_get(network, "allowOut");
+    json_t *deny = json_object_get(network, "denyOut");
+    json_t *rules = json_object_get(network, "rules");
+    if (network && !json_is_null(network) && !json_is_object(network))
+        return sbx_err_set(err, EINVAL, "invalid_request", "network must be an object");
+    if ((allow && !json_is_null(allow) && !json_is_array(allow)) ||
+        (deny && !json_is_null(deny) && !json_is_array(deny)))
+        return sbx_err_set(err, EINVAL, "invalid_request",
+                           "network.allowOut and network.denyOut must be lists");
+    if (rules && !json_is_null(rules) && json_object_size(rules))
+        return sbx_err_set(err, ENOSYS, "e2b_not_supported",
+                           "network.rules (per-host header transforms) are not supported by "
+                           "this sbx server yet (see docs/e2b.md)");
+    json_t *p = json_array_size(allow)
+                    ? json_pack("{s:s,s:O}", "mode", "allowlist", "domains", allow)
+                    : json_pack("{s:s}", "mode", "none");
+    int r = egress_policy_parse(p, out, err);
+    json_decref(p);
+    return r;
+}
+
 static int traffic_set(struct sbxd *d, const struct sandbox *sb, bool public, struct sbx_err *err)
 {
     if (public)
@@ -264,8 +291,14 @@ static void api_create(struct sbxd *d, struct http_req *req)
         goto fail;
     }
     json_t *env = json_object_get(body, "envVars");
+    struct egress_policy egress;
+    json_t *net = json_object_get(body, "network");
+    if (e2b_egress(net, &egress, &err) < 0)
+        goto fail;
     params = json_pack("{s:s,s:I,s:O?}", "template", map_template(tmpl), "ttl_seconds",
                        (json_int_t)ttl, "env", json_is_null(env) ? NULL : env);
+    if (json_array_size(json_object_get(net, "allowOut")))
+        json_object_set_new(params, "egress", egress_policy_to_json(&egress));
     if (sandbox_params_parse(params, &p, &err) < 0)
         goto fail;
     struct sbx_op *x = op_new(d, req, "sandbox.create", 201);
@@ -631,6 +664,26 @@ static void api_fork(struct sbxd *d, struct http_req *req)
     http_req_suspend(req, on_fork_gone, x);
 }
 
+/* PUT /sandboxes/{id}/network: the sandbox's egress policy replaced (as PUT
+ * /v1/sandboxes/{id}/egress; audited sandbox.egress). */
+static void api_network(struct sbxd *d, struct http_req *req)
+{
+    struct sbx_err err = {0};
+    struct sandbox *sb;
+    json_t *body;
+    struct egress_policy pol;
+    if (lookup(d, req, &sb) < 0 || optional_body(req, &body) < 0)
+        return;
+    if (e2b_egress(body, &pol, &err) < 0 ||
+        egress_replace(d, sb, http_req_identity(req), http_req_id(req), &pol, &err) < 0) {
+        json_decref(body);
+        e2b_fail(req, &err);
+        return;
+    }
+    json_decref(body);
+    http_respond_text(req, 204, "");
+}
+
 /* Parts of E2B's API sbx does not serve yet (docs/e2b.md): a clear E2B-shaped answer, so
  * the SDK says what is missing instead of "not found". */
 static void api_unsupported(struct sbxd *d, struct http_req *req)
@@ -661,7 +714,7 @@ static const struct route routes[] = {
     {"POST", "/e2b/api/sandboxes/{}/fork", AUTH_PUBLIC, api_fork, 0},
     {"POST", "/e2b/api/sandboxes/{}/snapshots", AUTH_PUBLIC, api_unsupported, 0},
     {"GET", "/e2b/api/snapshots", AUTH_PUBLIC, api_unsupported, 0},
-    {"PUT", "/e2b/api/sandboxes/{}/network", AUTH_PUBLIC, api_unsupported, 0},
+    {"PUT", "/e2b/api/sandboxes/{}/network", AUTH_PUBLIC, api_network, 0},
     {"GET", "/e2b/api/secrets", AUTH_PUBLIC, api_unsupported, 0},
     {"POST", "/e2b/api/secrets", AUTH_PUBLIC, api_unsupported, 0},
     {"GET", "/e2b/api/secrets/{}", AUTH_PUBLIC, api_unsupported, 0},

@@ -390,12 +390,21 @@ def main():
         pass
     _send({"t": "ready", "pid": os.getpid()})
     count = 0
+    # Separate namespaces by name (E2B's code contexts; the daemon bounds how many): each is
+    # a fresh __main__-like dict with the helpers, made on first use.
+    spaces = {}
     while True:
         msg = _recv()
         if msg.get("t") != "run" or not isinstance(msg.get("code"), str):
             continue  # e.g. a late llm_reply for an interrupted llm_query
         count += 1
-        _send(_run(ns, msg["code"], count))
+        ctx = msg.get("ctx")
+        space = ns
+        if isinstance(ctx, str) and ctx:
+            space = spaces.get(ctx)
+            if space is None:
+                space = spaces[ctx] = dict(HELPERS, __name__="__main__", __builtins__=builtins)
+        _send(_run(space, msg["code"], count))
 
 
 main()

@@ -627,9 +627,12 @@ int kernel_run_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *e
 {
     json_t *code = json_object_get(req, "code");
     json_t *env = json_object_get(req, "env");
+    json_t *ctx = json_object_get(req, "context");
     long long timeout_ms;
     if (!json_is_string(code))
         return sbx_err_set(err, EINVAL, "bad_request", "code must be a string");
+    if (ctx && (!json_is_string(ctx) || json_string_length(ctx) > KERNEL_CONTEXT_MAX))
+        return sbx_err_set(err, EINVAL, "bad_request", "context must be a short string");
     int r = parse_timeout(req, &timeout_ms, err);
     if (r < 0)
         return r;
@@ -638,7 +641,7 @@ int kernel_run_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *e
         return sbx_err_set(err, EBUSY, "kernel_busy", "the kernel is running another cell");
     if (k->pid == 0 && (r = k_spawn(k, env, err)) < 0)
         return r;
-    json_t *msg = json_pack("{s:s,s:O}", "t", "run", "code", code);
+    json_t *msg = json_pack("{s:s,s:O,s:O?}", "t", "run", "code", code, "ctx", ctx);
     char *line = json_dumps(msg, JSON_COMPACT);
     json_decref(msg);
     if (!line)

@@ -12,6 +12,9 @@
 #ifndef SBX_AGENT_KERNEL_H
 #define SBX_AGENT_KERNEL_H
 
+/* Longest name of a separate namespace (kernel_run "context"). */
+#define KERNEL_CONTEXT_MAX 64
+
 #include <jansson.h>
 #include <stdint.h>
 #include <sys/types.h>

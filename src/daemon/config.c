@@ -267,6 +267,11 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
     const char *pd = getenv("SBX_PREVIEW_DOMAIN");
     cfg->preview_domain = pd && *pd ? sbx_xstrdup(pd) : NULL;
     cfg->preview_scheme = env_or("SBX_PREVIEW_SCHEME", "https");
+    const char *ed = getenv("SBX_E2B_DOMAIN");
+    const char *lport = strrchr(cfg->preview_listen, ':');
+    cfg->e2b_domain = ed && *ed       ? sbx_xstrdup(ed)
+                      : pd && *pd     ? sbx_xstrdup(pd)
+                                      : sbx_xasprintf("sbx.localhost:%s", lport ? lport + 1 : "80");
     if ((r = preview_ports(cfg, err)) < 0 || (r = billing_config(cfg, err)) < 0)
         return r;
     if ((r = backend_list(cfg, err)) < 0)
@@ -357,7 +362,7 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
                    "SBX_LLM_API_KEY "
                    "SBX_LLM_MODEL SBX_TERMINAL_ORIGINS SBX_CORS_ORIGINS SBX_SKILLS_DIR SBX_SKILL_INDEX_URL SBX_TERMINAL_IDLE_SECONDS "
                    "SBX_TERMINAL_GRACE_SECONDS SBX_PREVIEW_LISTEN SBX_PREVIEW_URL "
-                   "SBX_PREVIEW_DOMAIN SBX_PREVIEW_SCHEME SBX_PREVIEW_RESERVED_PORTS "
+                   "SBX_PREVIEW_DOMAIN SBX_E2B_DOMAIN SBX_PREVIEW_SCHEME SBX_PREVIEW_RESERVED_PORTS "
                    "SBX_DAILY_EXEC_SECONDS SBX_BILLING_START SBX_BILLING_INTERVAL_SECONDS "
                    "SBX_PRICE_EXEC_HOUR_MICRO_EUR SBX_FREE_EXEC_SECONDS SBX_PRICE_V2_HOUR_MICRO_EUR "
                    "SBX_FREE_V2_SECONDS SBX_PRICE_SNAPSHOT_GB_MONTH_MICRO_EUR SBX_DATA_REGION "
@@ -442,6 +447,7 @@ void config_free(struct sbxd_config *cfg)
     free(cfg->preview_listen);
     free(cfg->preview_url);
     free(cfg->preview_domain);
+    free(cfg->e2b_domain);
     free(cfg->preview_scheme);
     free(cfg->preview_reserved);
     free(cfg->data_region);

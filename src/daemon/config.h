@@ -81,6 +81,11 @@ struct sbxd_config {
     char *preview_listen;  /* SBX_PREVIEW_LISTEN, default 127.0.0.1:8788 */
     char *preview_url;     /* SBX_PREVIEW_URL, base of path-style links, http://<preview_listen> */
     char *preview_domain;  /* SBX_PREVIEW_DOMAIN: links by host name {port}-{id}.<domain>; or NULL */
+    /* SBX_E2B_DOMAIN: the domain the E2B SDK is told, so its getHost(port) names
+     * {port}-{id}.<domain>, which the preview listener routes by name; default the
+     * preview domain, else sbx.localhost:<preview listener's port> (browsers resolve
+     * *.localhost to loopback by themselves). */
+    char *e2b_domain;
     char *preview_scheme;  /* SBX_PREVIEW_SCHEME, of host-name links, default https */
     unsigned *preview_reserved; /* SBX_PREVIEW_RESERVED_PORTS, default 8080 */
     size_t npreview_reserved;

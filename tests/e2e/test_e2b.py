@@ -20,6 +20,15 @@ PER_KEY = 3
 
 
 def suite_e2b(ext):
+    _node_suite(ext, "sdk.test.mjs")
+
+
+def suite_e2b_surface(ext):
+    """The newer SDK surface (issue 42): files anywhere, getHost, contexts, ..."""
+    _node_suite(ext, "surface.test.mjs")
+
+
+def _node_suite(ext, script):
     node = shutil.which("node")
     assert node, "node is needed for the E2B SDK tests (scripts/deps.sh installs it)"
     assert os.path.isdir(os.path.join(E2B_DIR, "node_modules", "e2b")), \
@@ -29,7 +38,7 @@ def suite_e2b(ext):
         k = admin.create_key("e2b-user")
         basic = admin.create_key("e2b-basic", tool_level="basic")
         base = "http://127.0.0.1:%d" % d.port
-        ext.tap([node, "--test", "--test-reporter=tap", "--test-concurrency=1", "sdk.test.mjs"],
+        ext.tap([node, "--test", "--test-reporter=tap", "--test-concurrency=1", script],
                 cwd=E2B_DIR,
                 env={
                     "E2B_API_URL": base + "/e2b/api",

@@ -104,13 +104,7 @@ char *e2b_ws_to_path(const char *rel)
 
 const char *e2b_domain(struct sbxd *d, char *buf, size_t cap)
 {
-    if (d->cfg.preview_domain && *d->cfg.preview_domain)
-        return d->cfg.preview_domain;
-    const char *u = d->cfg.public_url;
-    const char *h = strstr(u, "://");
-    h = h ? h + 3 : u;
-    size_t n = strcspn(h, "/");
-    snprintf(buf, cap, "%.*s", (int)n, h);
+    snprintf(buf, cap, "%s", d->cfg.e2b_domain);
     return buf;
 }
 

@@ -12,12 +12,16 @@
 #include <string.h>
 
 #include "../../common/log.h"
+#include "../../common/text.h"
 #include "../../common/util.h"
 #include "../audit/audit.h"
 #include "../http/errors.h"
 #include "../http/server.h"
 #include "../http/router.h"
+#include "../egress/egress_api.h"
+#include "../live/preview.h"
 #include "../sbxd.h"
+#include "../snapshot/snapcall.h"
 #include "../snapshot/snapshot.h"
 #include "e2b.h"
 
@@ -121,25 +125,36 @@ struct sbx_op {
     unsigned status;
 };
 
+/* E2B's Sandbox object for sb (its access token made on first use), or NULL and err. */
+static json_t *sandbox_json(struct sbxd *d, struct sandbox *sb, struct sbx_err *err)
+{
+    char token[E2B_TOKEN_HEX_LEN + 1], dom[256], traffic[PREVIEW_TRAFFIC_TOKEN_MAX + 1];
+    if (e2b_access_token(d, sb, token, err) < 0)
+        return NULL;
+    json_t *info = e2b_sandbox_info(d, sb);
+    struct sbx_err terr = {0};
+    bool has_traffic = store_meta_get(d->store, sb->rec.id, PREVIEW_META_TRAFFIC_TOKEN, traffic,
+                                      sizeof(traffic), &terr) == 0;
+    json_t *o = json_pack("{s:O,s:O,s:O,s:s,s:s,s:s,s:s,s:s?}", "sandboxID",
+                          json_object_get(info, "sandboxID"), "templateID",
+                          json_object_get(info, "templateID"), "alias",
+                          json_object_get(info, "alias"), "clientID", "sbx", "envdVersion",
+                          E2B_ENVD_VERSION, "envdAccessToken", token, "domain",
+                          e2b_domain(d, dom, sizeof(dom)), "trafficAccessToken",
+                          has_traffic ? traffic : NULL);
+    json_decref(info);
+    return o;
+}
+
 static void answer_sandbox(struct sbx_op *x)
 {
     if (x->req) {
-        char token[E2B_TOKEN_HEX_LEN + 1], dom[256];
         struct sbx_err err = {0};
-        if (e2b_access_token(x->d, x->sb, token, &err) < 0) {
+        json_t *o = sandbox_json(x->d, x->sb, &err);
+        if (!o)
             e2b_fail(x->req, &err);
-        } else {
-            json_t *info = e2b_sandbox_info(x->d, x->sb);
-            http_respond_json(x->req, x->status,
-                              json_pack("{s:O,s:O,s:O,s:s,s:s,s:s,s:s,s:n}", "sandboxID",
-                                        json_object_get(info, "sandboxID"), "templateID",
-                                        json_object_get(info, "templateID"), "alias",
-                                        json_object_get(info, "alias"), "clientID", "sbx",
-                                        "envdVersion", E2B_ENVD_VERSION, "envdAccessToken", token,
-                                        "domain", e2b_domain(x->d, dom, sizeof(dom)),
-                                        "trafficAccessToken"));
-            json_decref(info);
-        }
+        else
+            http_respond_json(x->req, x->status, o);
     }
     free(x);
 }
@@ -200,6 +215,41 @@ static int check_metadata(json_t *m, struct sbx_err *err)
     return 0;
 }
 
+/* E2B's network (allowOut, denyOut, rules) as an sbx egress policy (docs/e2b.md): allowOut's
+ * names are the allowlist; without allowOut nothing is allowed (sbx's default), which
+ * already refuses whatever denyOut names; per-host rules are not served. */
+static int e2b_egress(json_t *network, struct egress_policy *out, struct sbx_err *err)
+{
+    json_t *allow = json_object_get(network, "allowOut");
+    json_t *deny = json_object_get(network, "denyOut");
+    json_t *rules = json_object_get(network, "rules");
+    if (network && !json_is_null(network) && !json_is_object(network))
+        return sbx_err_set(err, EINVAL, "invalid_request", "network must be an object");
+    if ((allow && !json_is_null(allow) && !json_is_array(allow)) ||
+        (deny && !json_is_null(deny) && !json_is_array(deny)))
+        return sbx_err_set(err, EINVAL, "invalid_request",
+                           "network.allowOut and network.denyOut must be lists");
+    if (rules && !json_is_null(rules) && json_object_size(rules))
+        return sbx_err_set(err, ENOSYS, "e2b_not_supported",
+                           "network.rules (per-host header transforms) are not supported by "
+                           "this sbx server yet (see docs/e2b.md)");
+    json_t *p = json_array_size(allow)
+                    ? json_pack("{s:s,s:O}", "mode", "allowlist", "domains", allow)
+                    : json_pack("{s:s}", "mode", "none");
+    int r = egress_policy_parse(p, out, err);
+    json_decref(p);
+    return r;
+}
+
+static int traffic_set(struct sbxd *d, const struct sandbox *sb, bool public, struct sbx_err *err)
+{
+    if (public)
+        return store_meta_set(d->store, sb->rec.id, PREVIEW_META_PUBLIC, "1", err);
+    char tok[E2B_TOKEN_HEX_LEN + 1];
+    sbx_random_id("", E2B_TOKEN_HEX_LEN / 2, tok, sizeof(tok));
+    return store_meta_set(d->store, sb->rec.id, PREVIEW_META_TRAFFIC_TOKEN, tok, err);
+}
+
 static void api_create(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
@@ -233,9 +283,22 @@ static void api_create(struct sbxd *d, struct http_req *req)
             goto fail;
         }
     }
+    /* network.allowPublicTraffic (E2B's default true): getHost(port) names reach the
+     * sandbox's ports without a token; false: only with the answer's trafficAccessToken. */
+    json_t *pub = json_object_get(json_object_get(body, "network"), "allowPublicTraffic");
+    if (pub && !json_is_boolean(pub) && !json_is_null(pub)) {
+        sbx_err_set(&err, EINVAL, "invalid_request", "network.allowPublicTraffic must be a boolean");
+        goto fail;
+    }
     json_t *env = json_object_get(body, "envVars");
+    struct egress_policy egress;
+    json_t *net = json_object_get(body, "network");
+    if (e2b_egress(net, &egress, &err) < 0)
+        goto fail;
     params = json_pack("{s:s,s:I,s:O?}", "template", map_template(tmpl), "ttl_seconds",
                        (json_int_t)ttl, "env", json_is_null(env) ? NULL : env);
+    if (json_array_size(json_object_get(net, "allowOut")))
+        json_object_set_new(params, "egress", egress_policy_to_json(&egress));
     if (sandbox_params_parse(params, &p, &err) < 0)
         goto fail;
     struct sbx_op *x = op_new(d, req, "sandbox.create", 201);
@@ -246,7 +309,8 @@ static void api_create(struct sbxd *d, struct http_req *req)
     x->sb = sb;
     struct sbx_err merr = {0};
     if (store_meta_set(d->store, sb->rec.id, E2B_META_TEMPLATE, tmpl, &merr) < 0 ||
-        (meta && store_meta_set(d->store, sb->rec.id, E2B_META_METADATA, meta, &merr) < 0))
+        (meta && store_meta_set(d->store, sb->rec.id, E2B_META_METADATA, meta, &merr) < 0) ||
+        traffic_set(d, sb, !json_is_false(pub), &merr) < 0)
         log_warn("sandbox %s: storing its e2b facts: %s", sb->rec.id, merr.msg);
     json_decref(params);
     json_decref(body);
@@ -524,6 +588,144 @@ static void api_pause(struct sbxd *d, struct http_req *req)
     http_req_suspend(req, on_pause_gone, x);
 }
 
+/* ---- fork (snapshot/snapcall.c, the same call as POST /v1/sandboxes/{id}/fork) ---- */
+
+struct fork_op {
+    struct sbxd *d;
+    struct http_req *req; /* NULL once the client went away */
+    struct snap_call *call;
+    struct auth_identity who;
+    char parent[STORE_ID_MAX + 1];
+};
+
+/* A copy's E2B facts: the parent's template name, and its traffic rule. */
+static int fork_facts(struct sbxd *d, const char *parent, struct sandbox *kid, struct sbx_err *err)
+{
+    char v[STORE_NAME_MAX + 1];
+    struct sbx_err e = {0};
+    if (store_meta_get(d->store, parent, E2B_META_TEMPLATE, v, sizeof(v), &e) == 0 &&
+        store_meta_set(d->store, kid->rec.id, E2B_META_TEMPLATE, v, err) < 0)
+        return -EIO;
+    bool public = store_meta_get(d->store, parent, PREVIEW_META_PUBLIC, v, sizeof(v), &e) == 0 &&
+                  !strcmp(v, "1");
+    return traffic_set(d, kid, public, err);
+}
+
+/* One entry per copy: {"sandbox": Sandbox} or {"error": {code, message}}, as E2B's. */
+static json_t *fork_entry(struct fork_op *x, json_t *kid)
+{
+    struct sbx_err err = {0};
+    json_t *e = json_object_get(kid, "error");
+    struct sandbox *sb;
+    json_t *o = NULL;
+    if (e) {
+        snprintf(err.code, sizeof(err.code), "%s", json_string_value(json_object_get(e, "code")) ?: "internal");
+        snprintf(err.msg, sizeof(err.msg), "%s", json_string_value(json_object_get(e, "message")) ?: "");
+    } else if (manager_lookup(x->d->mgr, &x->who, json_string_value(json_object_get(kid, "id")),
+                              &sb, &err) == 0 &&
+               fork_facts(x->d, x->parent, sb, &err) == 0) {
+        o = sandbox_json(x->d, sb, &err);
+    }
+    if (o)
+        return json_pack("{s:o}", "sandbox", o);
+    unsigned status = http_status_for_code(err.code[0] ? err.code : "internal");
+    return json_pack("{s:{s:i,s:s}}", "error", "code", (int)status, "message",
+                     err.msg[0] ? err.msg : err.code);
+}
+
+static void on_fork_answer(json_t *answer, const struct sbx_err *err, void *data)
+{
+    struct fork_op *x = data;
+    if (err) {
+        e2b_fail(x->req, err);
+    } else {
+        json_t *out = json_array(), *kid;
+        size_t i;
+        json_array_foreach(json_object_get(answer, "data"), i, kid)
+            json_array_append_new(out, fork_entry(x, kid));
+        http_respond_json(x->req, 200, out);
+    }
+    free(x);
+}
+
+static void on_fork_gone(struct http_req *req, void *data)
+{
+    struct fork_op *x = data;
+    snapcall_forget(x->call); /* the fork goes on, and is audited */
+    free(x);
+}
+
+static void api_fork(struct sbxd *d, struct http_req *req)
+{
+    struct sbx_err err = {0};
+    struct sandbox *sb;
+    json_t *body;
+    long long ttl;
+    if (lookup(d, req, &sb) < 0 || optional_body(req, &body) < 0)
+        return;
+    if (timeout_field(req, body, 0, &ttl) < 0) {
+        json_decref(body);
+        return;
+    }
+    json_t *v = json_object_get(body, "count");
+    json_t *args = json_pack("{s:O?}", "count", json_is_null(v) ? NULL : v);
+    if (ttl)
+        json_object_set_new(args, "ttl_seconds", json_integer(ttl));
+    json_decref(body);
+    struct fork_op *x = sbx_xcalloc(1, sizeof(*x));
+    x->d = d;
+    x->req = req;
+    x->who = *http_req_identity(req);
+    snprintf(x->parent, sizeof(x->parent), "%s", sb->rec.id);
+    struct snap_origin o = {.mgr = d->mgr,
+                            .jobs = d->jobs,
+                            .store = d->store,
+                            .who = http_req_identity(req),
+                            .request_id = http_req_id(req)};
+    int r = snapcall_fork(&o, sb, args, on_fork_answer, x, &x->call, &err);
+    json_decref(args);
+    if (r < 0) {
+        free(x);
+        e2b_fail(req, &err);
+        return;
+    }
+    http_req_suspend(req, on_fork_gone, x);
+}
+
+/* PUT /sandboxes/{id}/network: the sandbox's egress policy replaced (as PUT
+ * /v1/sandboxes/{id}/egress; audited sandbox.egress). */
+static void api_network(struct sbxd *d, struct http_req *req)
+{
+    struct sbx_err err = {0};
+    struct sandbox *sb;
+    json_t *body;
+    struct egress_policy pol;
+    if (lookup(d, req, &sb) < 0 || optional_body(req, &body) < 0)
+        return;
+    if (e2b_egress(body, &pol, &err) < 0 ||
+        egress_replace(d, sb, http_req_identity(req), http_req_id(req), &pol, &err) < 0) {
+        json_decref(body);
+        e2b_fail(req, &err);
+        return;
+    }
+    json_decref(body);
+    http_respond_text(req, 204, "");
+}
+
+/* Parts of E2B's API sbx does not serve yet (docs/e2b.md): a clear E2B-shaped answer, so
+ * the SDK says what is missing instead of "not found". */
+static void api_unsupported(struct sbxd *d, struct http_req *req)
+{
+    if (authenticate(d, req) < 0)
+        return;
+    struct sbx_err err = {0};
+    const char *path = http_req_path(req);
+    sbx_err_set(&err, ENOSYS, "e2b_not_supported",
+                "%s %.200s is not supported by this sbx server yet (see docs/e2b.md)",
+                http_req_method(req), path + strlen("/e2b/api"));
+    e2b_fail(req, &err);
+}
+
 static const struct route routes[] = {
     {"POST", "/e2b/api/sandboxes", AUTH_PUBLIC, api_create, 0},
     {"POST", "/e2b/api/v2/sandboxes", AUTH_PUBLIC, api_create, 0},
@@ -537,6 +739,25 @@ static const struct route routes[] = {
     {"POST", "/e2b/api/sandboxes/{}/connect", AUTH_PUBLIC, api_connect, 0},
     {"POST", "/e2b/api/sandboxes/{}/resume", AUTH_PUBLIC, api_connect, 0},
     {"POST", "/e2b/api/v2/sandboxes/{}/connect", AUTH_PUBLIC, api_connect, 0},
+    {"POST", "/e2b/api/sandboxes/{}/fork", AUTH_PUBLIC, api_fork, 0},
+    {"POST", "/e2b/api/sandboxes/{}/snapshots", AUTH_PUBLIC, api_unsupported, 0},
+    {"GET", "/e2b/api/snapshots", AUTH_PUBLIC, api_unsupported, 0},
+    {"PUT", "/e2b/api/sandboxes/{}/network", AUTH_PUBLIC, api_network, 0},
+    {"GET", "/e2b/api/secrets", AUTH_PUBLIC, api_unsupported, 0},
+    {"POST", "/e2b/api/secrets", AUTH_PUBLIC, api_unsupported, 0},
+    {"GET", "/e2b/api/secrets/{}", AUTH_PUBLIC, api_unsupported, 0},
+    {"PATCH", "/e2b/api/secrets/{}", AUTH_PUBLIC, api_unsupported, 0},
+    {"DELETE", "/e2b/api/secrets/{}", AUTH_PUBLIC, api_unsupported, 0},
+    {"POST", "/e2b/api/v3/templates", AUTH_PUBLIC, api_unsupported, 0},
+    {"POST", "/e2b/api/v2/templates/{}/builds/{}", AUTH_PUBLIC, api_unsupported, 0},
+    {"GET", "/e2b/api/templates/{}/builds/{}/status", AUTH_PUBLIC, api_unsupported, 0},
+    {"GET", "/e2b/api/templates/{}/files/{}", AUTH_PUBLIC, api_unsupported, 0},
+    {"GET", "/e2b/api/templates/aliases/{}", AUTH_PUBLIC, api_unsupported, 0},
+    {"POST", "/e2b/api/templates/tags", AUTH_PUBLIC, api_unsupported, 0},
+    {"DELETE", "/e2b/api/templates/tags", AUTH_PUBLIC, api_unsupported, 0},
+    {"GET", "/e2b/api/templates/{}/tags", AUTH_PUBLIC, api_unsupported, 0},
+    {"GET", "/e2b/api/templates/{}", AUTH_PUBLIC, api_unsupported, 0},
+    {"DELETE", "/e2b/api/templates/{}", AUTH_PUBLIC, api_unsupported, 0},
 };
 
 const struct route_table e2b_api_routes = ROUTE_TABLE(routes);

@@ -65,6 +65,7 @@ const char *rpc_code(const struct sbx_err *err)
         {"unimplemented", "unimplemented"},
         {"too_large", "resource_exhausted"},
         {"not_allowed", "permission_denied"},
+        {"permission_denied", "permission_denied"},
     };
     const char *c = err->code;
     size_t n = strlen(c);

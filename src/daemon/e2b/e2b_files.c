@@ -4,6 +4,8 @@
  * through the atomic writer (files/workspace.c). Errors are envd's {"code", "message"}. */
 #include <errno.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "../../common/util.h"
 #include "../audit/audit.h"
@@ -11,6 +13,7 @@
 #include "../http/errors.h"
 #include "../http/server.h"
 #include "../sbxd.h"
+#include "agentfs.h"
 #include "e2b.h"
 #include "envd.h"
 
@@ -30,11 +33,78 @@ static void envd_sbx_error(struct http_req *req, const struct sbx_err *err, cons
         envd_error(req, 404, msg);
         return;
     }
+    if (!strcmp(err->code, "path_permission_denied")) {
+        snprintf(msg, sizeof(msg), "permission denied: '%.400s'", path);
+        envd_error(req, 403, msg);
+        return;
+    }
     if (!strcmp(err->code, "workspace_too_large")) {
         envd_error(req, 507, err->msg);
         return;
     }
     envd_error(req, http_status_for_code(err->code), err->msg[0] ? err->msg : err->code);
+}
+
+struct sandbox_read {
+    struct envd_ctx c;
+    struct agentfs *f;
+    char *path;
+};
+
+static void sandbox_read_done(json_t *ok, const uint8_t *raw, size_t len,
+                              const struct sbx_err *err, void *data)
+{
+    struct sandbox_read *r = data;
+    if (err) {
+        envd_sbx_error(r->c.req, err, r->path);
+    } else {
+        audit_record(r->c.d->store, &r->c.who, NULL, http_req_id(r->c.req), "file.download",
+                     r->c.sb->rec.id, "ok",
+                     json_pack("{s:s,s:I,s:s}", "path", r->path, "size", (json_int_t)len, "via",
+                               "e2b"));
+        /* A memfd, so the bytes go out as a workspace file does (http_respond_fd). */
+        int fd = memfd_create("e2b-read", MFD_CLOEXEC);
+        if (fd < 0 || (len && pwrite(fd, raw, len, 0) != (ssize_t)len)) {
+            if (fd >= 0)
+                close(fd);
+            envd_error(r->c.req, 500, "could not hold the file's bytes");
+        } else {
+            http_respond_fd(r->c.req, 200, fd, len, "application/octet-stream");
+        }
+    }
+    free(r->path);
+    free(r);
+}
+
+static void sandbox_read_gone(struct http_req *req, void *data)
+{
+    struct sandbox_read *r = data;
+    agentfs_cancel(r->f);
+    free(r->path);
+    free(r);
+}
+
+/* A path outside the workspace: read inside the sandbox as the request's user (agentfs.c),
+ * so the user's permissions decide, as in envd. */
+static void read_in_sandbox(const struct envd_ctx *c, const char *path)
+{
+    struct sbx_err err = {0};
+    const char *user;
+    if (e2b_user(c->req, c->sb, &user, &err) < 0) {
+        envd_sbx_error(c->req, &err, path);
+        return;
+    }
+    struct sandbox_read *r = sbx_xcalloc(1, sizeof(*r));
+    r->c = *c;
+    r->path = sbx_xstrdup(path);
+    if (agentfs_start(c->sb, user, json_pack("{s:s,s:s}", "op", "read", "path", path),
+                      sandbox_read_done, r, &r->f, &err) < 0) {
+        envd_sbx_error(c->req, &err, path);
+        free(r->path);
+        free(r);
+        return;
+    }
+    http_req_suspend(c->req, sandbox_read_gone, r);
 }
 
 void envd_files_get(const struct envd_ctx *c)
@@ -49,8 +119,14 @@ void envd_files_get(const struct envd_ctx *c)
         envd_error(c->req, 400, "path query parameter is required");
         return;
     }
-    if (e2b_path_to_ws(path, rel, sizeof(rel), &err) < 0 ||
-        ws_open_root(c->sb->workspace, &root, &err) < 0 ||
+    if (e2b_path_to_ws(path, rel, sizeof(rel), &err) < 0) {
+        if (!strcmp(err.code, "invalid_path") && path[0] == '/')
+            read_in_sandbox(c, path);
+        else
+            envd_sbx_error(c->req, &err, path);
+        return;
+    }
+    if (ws_open_root(c->sb->workspace, &root, &err) < 0 ||
         ws_open_file(root, rel, &fd, &size, &err) < 0) {
         envd_sbx_error(c->req, &err, path);
         return;

@@ -1,103 +1,93 @@
-/* envd's filesystem.Filesystem service on the host side of the workspace (files/workspace.c:
- * every path is resolved beneath the workspace fd, as for /v1/.../files). E2B's home
- * /home/user is the workspace; other absolute paths are refused (invalid_argument). */
+/* envd's filesystem.Filesystem service. Stat, ListDir, MakeDir, Move and Remove run inside
+ * the sandbox as the request's user (agentfs.c), on any path that user can reach, with the
+ * user's own permission errors; WatchDir watches the workspace from the host (e2b_watch.c). */
 #include <errno.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "../../common/util.h"
-#include "../files/workspace.h"
 #include "../http/server.h"
 #include "../sbxd.h"
+#include "agentfs.h"
 #include "e2b.h"
 #include "e2b_connect.h"
 #include "envd.h"
 
-#define FS_LIST_MAX 10000
 #define FS_DEPTH_MAX 16
 
-/* The workspace-relative path of msg[key], with the workspace's fd. */
-static int fs_path(const struct envd_ctx *c, json_t *msg, const char *key, char *rel, size_t cap,
-                   int *root, struct sbx_err *err)
-{
-    const char *p = json_string_value(json_object_get(msg, key));
-    if (!p || !*p)
-        return sbx_err_set(err, EINVAL, "invalid_request", "%s is required", key);
-    int r = e2b_path_to_ws(p, rel, cap, err);
-    if (r < 0)
-        return r;
-    return *root >= 0 ? 0 : ws_open_root(c->sb->workspace, root, err);
-}
-
-static json_t *stat_entry(int root, const char *rel, struct sbx_err *err)
-{
-    struct stat st;
-    char target[WS_PATH_MAX + 1];
-    if (ws_lstat(root, rel, &st, target, sizeof(target), err) < 0)
-        return NULL;
-    return e2b_entry_json(rel, &st, target);
-}
-
-struct list_ctx {
-    json_t *entries;
-    size_t base_depth;
-    unsigned depth;
+struct fscall {
+    struct http_req *req;
+    struct agentfs *f;
+    char method[16];
 };
 
-static unsigned depth_of(const char *p)
+static void fs_done(json_t *ok, const uint8_t *raw, size_t len, const struct sbx_err *err,
+                    void *data)
 {
-    unsigned n = *p ? 1 : 0;
-    for (; *p; p++)
-        n += *p == '/';
-    return n;
+    struct fscall *x = data;
+    json_t *answer = NULL;
+    if (err) {
+        rpc_reply_sbx_error(x->req, err);
+    } else if (!strcmp(x->method, "ListDir")) {
+        answer = json_pack("{s:[]}", "entries");
+        size_t i;
+        json_t *row;
+        json_array_foreach(ok, i, row)
+            json_array_append_new(json_object_get(answer, "entries"), agentfs_entry(row));
+    } else if (!strcmp(x->method, "Remove")) {
+        answer = json_object();
+    } else {
+        answer = json_pack("{s:o}", "entry", agentfs_entry(ok));
+    }
+    if (answer)
+        rpc_reply(x->req, answer);
+    free(x);
 }
 
-static int list_one(const struct ws_entry *e, void *data, struct sbx_err *err)
+static void fs_gone(struct http_req *req, void *data)
 {
-    struct list_ctx *l = data;
-    if (depth_of(e->path) - l->base_depth > l->depth)
-        return 0;
-    char target[WS_PATH_MAX + 1] = "";
-    if (e->type == WS_SYMLINK) {
-        ssize_t n = readlinkat(e->dir, e->name, target, sizeof(target) - 1);
-        target[n > 0 ? n : 0] = '\0';
-    }
-    json_array_append_new(l->entries, e2b_entry_json(e->path, e->st, target));
-    return 0;
+    struct fscall *x = data;
+    agentfs_cancel(x->f);
+    free(x);
 }
 
-static int fs_list(int root, const char *rel, json_t *msg, json_t **out, struct sbx_err *err)
+/* The helper's request for method and the RPC's message. */
+static int fs_request(const char *method, json_t *msg, json_t **out, struct sbx_err *err)
 {
-    json_t *d = json_object_get(msg, "depth");
-    long long depth = json_is_integer(d) ? json_integer_value(d) : 1;
-    if (depth < 1)
-        depth = 1;
-    if (depth > FS_DEPTH_MAX)
-        depth = FS_DEPTH_MAX;
-    struct stat st;
-    if (ws_lstat(root, rel, &st, NULL, 0, err) < 0)
-        return -ENOENT;
-    if (!S_ISDIR(st.st_mode))
-        return sbx_err_set(err, ENOTDIR, "invalid_request", "path is not a directory");
-    struct list_ctx l = {
-        .entries = json_array(), .base_depth = depth_of(rel), .depth = (unsigned)depth};
-    bool truncated;
-    if (ws_walk(root, rel, depth > 1, FS_LIST_MAX, list_one, &l, &truncated, err) < 0) {
-        json_decref(l.entries);
-        return -EIO;
+    static const struct {
+        const char *method, *op;
+    } ops[] = {{"Stat", "stat"},   {"ListDir", "list"}, {"MakeDir", "mkdir"},
+               {"Move", "move"},   {"Remove", "remove"}};
+    const char *op = NULL;
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(ops); i++)
+        if (!strcmp(method, ops[i].method))
+            op = ops[i].op;
+    if (!op)
+        return sbx_err_set(err, ENOSYS, "unimplemented", "no such method of filesystem.Filesystem");
+    bool move = !strcmp(op, "move");
+    const char *path = json_string_value(json_object_get(msg, move ? "source" : "path"));
+    const char *to = json_string_value(json_object_get(msg, "destination"));
+    if (!path || !*path || (move && (!to || !*to)))
+        return sbx_err_set(err, EINVAL, "invalid_request", "%s is required",
+                           move ? "source and destination" : "path");
+    if (strlen(path) > 4096 || (to && strlen(to) > 4096))
+        return sbx_err_set(err, ENAMETOOLONG, "invalid_path", "the path is too long");
+    *out = json_pack("{s:s,s:s}", "op", op, "path", path);
+    if (move)
+        json_object_set_new(*out, "to", json_string(to));
+    if (!strcmp(op, "list")) {
+        json_t *d = json_object_get(msg, "depth");
+        long long depth = json_is_integer(d) ? json_integer_value(d) : 1;
+        json_object_set_new(*out, "depth",
+                            json_integer(depth < 1 ? 1 : depth > FS_DEPTH_MAX ? FS_DEPTH_MAX : depth));
     }
-    *out = json_pack("{s:o}", "entries", l.entries);
     return 0;
 }
 
 void envd_fs(const struct envd_ctx *c, const char *method)
 {
     struct sbx_err err = {0};
-    json_t *msg = NULL, *answer = NULL;
-    char rel[WS_PATH_MAX + 1], to[WS_PATH_MAX + 1];
-    _cleanup_close_ int root = -1;
+    json_t *msg = NULL, *req = NULL;
+    const char *user;
     if (!strcmp(method, "WatchDir")) {
         if (rpc_read(c->req, true, &msg, &err) < 0) {
             /* The SDK reads a stream call's errors from its end-stream message. */
@@ -115,54 +105,22 @@ void envd_fs(const struct envd_ctx *c, const char *method)
         rpc_reply_error(c->req, "unimplemented", "polled watchers are not supported by sbx");
         return;
     }
-    if (rpc_read(c->req, false, &msg, &err) < 0)
+    if (rpc_read(c->req, false, &msg, &err) < 0 || fs_request(method, msg, &req, &err) < 0 ||
+        e2b_user(c->req, c->sb, &user, &err) < 0)
         goto fail;
-    bool created;
-    if (!strcmp(method, "Stat")) {
-        json_t *e;
-        if (fs_path(c, msg, "path", rel, sizeof(rel), &root, &err) < 0 ||
-            !(e = stat_entry(root, rel, &err)))
-            goto fail;
-        answer = json_pack("{s:o}", "entry", e);
-    } else if (!strcmp(method, "ListDir")) {
-        if (fs_path(c, msg, "path", rel, sizeof(rel), &root, &err) < 0 ||
-            fs_list(root, rel, msg, &answer, &err) < 0)
-            goto fail;
-    } else if (!strcmp(method, "MakeDir")) {
-        json_t *e;
-        if (fs_path(c, msg, "path", rel, sizeof(rel), &root, &err) < 0 ||
-            ws_mkdirs(root, rel, &created, &err) < 0)
-            goto fail;
-        if (!created) {
-            sbx_err_set(&err, EEXIST, "dir_exists", "directory %.200s already exists",
-                        json_string_value(json_object_get(msg, "path")));
-            goto fail;
-        }
-        if (!(e = stat_entry(root, rel, &err)))
-            goto fail;
-        answer = json_pack("{s:o}", "entry", e);
-    } else if (!strcmp(method, "Move")) {
-        json_t *e;
-        if (fs_path(c, msg, "source", rel, sizeof(rel), &root, &err) < 0 ||
-            fs_path(c, msg, "destination", to, sizeof(to), &root, &err) < 0 ||
-            ws_rename(root, rel, to, &err) < 0 || !(e = stat_entry(root, to, &err)))
-            goto fail;
-        answer = json_pack("{s:o}", "entry", e);
-    } else if (!strcmp(method, "Remove")) {
-        if (fs_path(c, msg, "path", rel, sizeof(rel), &root, &err) < 0)
-            goto fail;
-        /* envd removes with os.RemoveAll: a missing path is no error. */
-        if (ws_remove(root, rel, &err) < 0 && strcmp(err.code, "file_not_found"))
-            goto fail;
-        answer = json_object();
-    } else {
-        sbx_err_set(&err, ENOSYS, "unimplemented", "no such method of filesystem.Filesystem");
-        goto fail;
-    }
     json_decref(msg);
-    rpc_reply(c->req, answer);
+    struct fscall *x = sbx_xcalloc(1, sizeof(*x));
+    x->req = c->req;
+    snprintf(x->method, sizeof(x->method), "%s", method);
+    if (agentfs_start(c->sb, user, TAKE_PTR(req), fs_done, x, &x->f, &err) < 0) {
+        free(x);
+        rpc_reply_sbx_error(c->req, &err);
+        return;
+    }
+    http_req_suspend(c->req, fs_gone, x);
     return;
 fail:
     json_decref(msg);
+    json_decref(req);
     rpc_reply_sbx_error(c->req, &err);
 }

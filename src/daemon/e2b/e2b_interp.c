@@ -2,18 +2,23 @@
  * sandbox's persistent Python kernel (live/kernel.c): POST /execute streams one JSON
  * object per line (number_of_executions, stdout, stderr, result, error, keepalive, and
  * end_of_execution last), ASCII only and never a blank line, as the SDK's line reader
- * needs. There is one Python context, "python"; /contexts lists it, restart resets it. */
+ * needs. The default context is "python" (the kernel's main namespace); POST /contexts makes
+ * more, each a separate namespace of the same kernel (separate globals), kept in the store
+ * beside the sandbox; restart resets the kernel. */
 #include <errno.h>
 #include <string.h>
 #include <time.h>
 
+#include "../../common/jsonfind.h"
 #include "../../common/loop.h"
+#include "../../common/text.h"
 #include "../../common/util.h"
 #include "../../proto/proto.h"
 #include "../exec/textchunk.h"
 #include "../http/server.h"
 #include "../live/kernel.h"
 #include "../sbxd.h"
+#include "../store/store.h"
 #include "e2b.h"
 #include "e2b_connect.h"
 #include "envd.h"
@@ -21,6 +26,11 @@
 #define CONTEXT_ID "python"
 #define INTERP_LINE_MAX (64u * 1024u)
 #define INTERP_LINE_WAIT_MS 50
+/* The contexts made by POST /contexts: [{id, language, cwd}] in the sandbox's meta. */
+#define E2B_META_CONTEXTS "e2b_code_contexts"
+#define CONTEXTS_MAX 16
+#define CONTEXT_CWD_MAX 512
+#define CONTEXTS_META_MAX (CONTEXTS_MAX * (CONTEXT_CWD_MAX + 128))
 
 /* The upstream server answers its errors as a bare JSON string. */
 static void text_error(struct http_req *req, unsigned status, const char *msg)
@@ -34,6 +44,95 @@ static void text_error(struct http_req *req, unsigned status, const char *msg)
 static json_t *context_json(void)
 {
     return json_pack("{s:s,s:s,s:s}", "id", CONTEXT_ID, "language", "python", "cwd", E2B_HOME);
+}
+
+/* The sandbox's extra contexts (a new array; empty when none). */
+static json_t *contexts_load(const struct envd_ctx *c)
+{
+    _cleanup_free_ char *buf = sbx_xmalloc(CONTEXTS_META_MAX);
+    struct sbx_err err = {0};
+    json_t *a = NULL;
+    if (store_meta_get(c->d->store, c->sb->rec.id, E2B_META_CONTEXTS, buf, CONTEXTS_META_MAX,
+                       &err) == 0)
+        a = json_loads(buf, 0, NULL);
+    if (!json_is_array(a)) {
+        json_decref(a);
+        a = json_array();
+    }
+    return a;
+}
+
+static int contexts_save(const struct envd_ctx *c, json_t *a, struct sbx_err *err)
+{
+    _cleanup_free_ char *s = json_dumps(a, JSON_COMPACT);
+    return store_meta_set(c->d->store, c->sb->rec.id, E2B_META_CONTEXTS, s ? s : "[]", err);
+}
+
+/* POST /contexts {language?, cwd?}: a new Python namespace. */
+static void context_create(const struct envd_ctx *c)
+{
+    json_t *body = NULL;
+    struct sbx_err err = {0};
+    size_t n;
+    http_req_body(c->req, &n);
+    if (n && http_req_json(c->req, &body, &err) < 0) {
+        text_error(c->req, 400, err.msg);
+        return;
+    }
+    json_t *lang = json_object_get(body, "language");
+    json_t *cwd = json_object_get(body, "cwd");
+    if (lang && !json_is_null(lang) &&
+        (!json_is_string(lang) || strcasecmp(json_string_value(lang), "python"))) {
+        text_error(c->req, 400, "sbx's code interpreter runs Python only");
+    } else if (cwd && !json_is_null(cwd) &&
+               (!json_is_string(cwd) || json_string_length(cwd) > CONTEXT_CWD_MAX)) {
+        text_error(c->req, 400, "cwd must be a path");
+    } else {
+        json_t *all = contexts_load(c);
+        if (json_array_size(all) >= CONTEXTS_MAX) {
+            text_error(c->req, 429, "at most 16 code contexts per sandbox");
+        } else {
+            char id[40];
+            sbx_random_id("ctx_", 12, id, sizeof(id));
+            json_t *ctx = json_pack("{s:s,s:s,s:s}", "id", id, "language", "python", "cwd",
+                                    json_is_string(cwd) ? json_string_value(cwd) : E2B_HOME);
+            json_array_append(all, ctx);
+            if (contexts_save(c, all, &err) < 0)
+                text_error(c->req, 500, err.msg);
+            else
+                http_respond_json(c->req, 200, json_incref(ctx));
+            json_decref(ctx);
+        }
+        json_decref(all);
+    }
+    json_decref(body);
+}
+
+/* DELETE /contexts/{id}: forgotten (its namespace goes with the kernel's next restart). */
+static void context_delete(const struct envd_ctx *c, const char *id)
+{
+    struct sbx_err err = {0};
+    json_t *all = contexts_load(c);
+    json_t *ctx = sbx_json_find(all, "id", id);
+    char msg[128];
+    if (!strcmp(id, CONTEXT_ID)) {
+        http_respond_text(c->req, 204, "");
+    } else if (!ctx) {
+        snprintf(msg, sizeof(msg), "Context %.64s not found", id);
+        text_error(c->req, 404, msg);
+    } else {
+        size_t i;
+        json_t *v;
+        json_array_foreach(all, i, v) if (v == ctx) {
+            json_array_remove(all, i);
+            break;
+        }
+        if (contexts_save(c, all, &err) < 0)
+            text_error(c->req, 500, err.msg);
+        else
+            http_respond_text(c->req, 204, "");
+    }
+    json_decref(all);
 }
 
 struct exec_req {
@@ -247,6 +346,10 @@ static void on_ready(struct sandbox *sb, const struct sbx_err *err, void *data)
                               .who = &x->who,
                               .request_id = x->request_id,
                               .via = "e2b"};
+    /* The default context is the kernel's main namespace; any other its own. */
+    const char *ctx = json_string_value(json_object_get(x->body, "context_id"));
+    if (ctx && strcmp(ctx, CONTEXT_ID))
+        p.context = ctx;
     if (!err && kernel_run_start(sb, x->d->llm, &p, &observer, x, &x->run, &e) == 0) {
         x->out = rpc_stream_begin(x->req, x->d->loop, true, json_pack("{s:s}", "type", "keepalive"),
                                   on_gone, x);
@@ -255,6 +358,14 @@ static void on_ready(struct sandbox *sb, const struct sbx_err *err, void *data)
     err = err ? err : &e;
     text_error(x->req, !strcmp(err->code, "kernel_busy") ? 409 : 500, err->msg);
     exec_free(x);
+}
+
+static bool known_context(const struct envd_ctx *c, const char *id)
+{
+    json_t *all = contexts_load(c);
+    bool found = sbx_json_find(all, "id", id) != NULL;
+    json_decref(all);
+    return found;
 }
 
 static void do_execute(const struct envd_ctx *c)
@@ -274,7 +385,8 @@ static void do_execute(const struct envd_ctx *c)
         text_error(c->req, 400, "code must be a string");
     } else if (json_is_string(ctx) && json_is_string(lang)) {
         text_error(c->req, 400, "Only one of context_id or language can be provided");
-    } else if (json_is_string(ctx) && strcmp(json_string_value(ctx), CONTEXT_ID)) {
+    } else if (json_is_string(ctx) && strcmp(json_string_value(ctx), CONTEXT_ID) &&
+               !known_context(c, json_string_value(ctx))) {
         snprintf(msg, sizeof(msg), "Context %.64s not found", json_string_value(ctx));
         text_error(c->req, 404, msg);
     } else if (json_is_string(lang) && strcasecmp(json_string_value(lang), "python")) {
@@ -325,22 +437,14 @@ void envd_interp(const struct envd_ctx *c, const char *rest)
     if (post && !strcmp(rest, "execute")) {
         do_execute(c);
     } else if (!strcmp(rest, "contexts") && !strcmp(m, "GET")) {
-        http_respond_json(c->req, 200, json_pack("[o]", context_json()));
+        json_t *all = contexts_load(c);
+        json_array_insert_new(all, 0, context_json());
+        http_respond_json(c->req, 200, all);
     } else if (!strcmp(rest, "contexts") && post) {
-        json_t *body = NULL;
-        struct sbx_err err = {0};
-        size_t n;
-        http_req_body(c->req, &n);
-        const char *lang = NULL;
-        if (n && http_req_json(c->req, &body, &err) == 0)
-            lang = json_string_value(json_object_get(body, "language"));
-        if (lang && strcasecmp(lang, "python"))
-            text_error(c->req, 400, "sbx's code interpreter runs Python only");
-        else
-            http_respond_json(c->req, 200, context_json());
-        json_decref(body);
-    } else if (!strcmp(rest, "contexts/" CONTEXT_ID) && !strcmp(m, "DELETE")) {
-        http_respond_text(c->req, 204, "");
+        context_create(c);
+    } else if (!strncmp(rest, "contexts/", 9) && !strchr(rest + 9, '/') &&
+               !strcmp(m, "DELETE")) {
+        context_delete(c, rest + 9);
     } else if (!strcmp(rest, "contexts/" CONTEXT_ID "/restart") && post) {
         struct sbx_err err = {0};
         struct restart *r = sbx_xcalloc(1, sizeof(*r));

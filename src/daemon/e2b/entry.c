@@ -30,7 +30,8 @@ static void permissions(mode_t m, char out[11])
     out[10] = '\0';
 }
 
-json_t *e2b_entry_json(const char *rel, const struct stat *st, const char *target)
+json_t *e2b_entry_at(const char *path, const struct stat *st, const char *target,
+                     const char *owner)
 {
     char perms[11], when[64], sz[24];
     permissions(st->st_mode, perms);
@@ -39,13 +40,19 @@ json_t *e2b_entry_json(const char *rel, const struct stat *st, const char *targe
     size_t n = strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
     snprintf(when + n, sizeof(when) - n, ".%09ldZ", st->st_mtim.tv_nsec);
     snprintf(sz, sizeof(sz), "%lld", (long long)st->st_size);
-    const char *slash = strrchr(rel, '/');
-    _cleanup_free_ char *path = e2b_ws_to_path(rel);
-    json_t *o = json_pack(
-        "{s:s,s:s,s:s,s:s,s:i,s:s,s:s,s:s,s:s}", "name", *rel ? (slash ? slash + 1 : rel) : "user",
-        "type", type_name(st->st_mode), "path", path, "size", sz, "mode", (int)(st->st_mode & 0777),
-        "permissions", perms, "owner", "user", "group", "user", "modifiedTime", when);
+    const char *slash = strrchr(path, '/');
+    const char *name = slash && slash[1] ? slash + 1 : path;
+    json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:i,s:s,s:s,s:s,s:s}", "name", name, "type",
+                          type_name(st->st_mode), "path", path, "size", sz, "mode",
+                          (int)(st->st_mode & 0777), "permissions", perms, "owner", owner,
+                          "group", owner, "modifiedTime", when);
     if (target && *target)
         json_object_set_new(o, "symlinkTarget", json_string(target));
     return o;
+}
+
+json_t *e2b_entry_json(const char *rel, const struct stat *st, const char *target)
+{
+    _cleanup_free_ char *path = e2b_ws_to_path(rel);
+    return e2b_entry_at(path, st, target, "user");
 }

@@ -29,6 +29,9 @@ void envd_watch(const struct envd_ctx *c, json_t *msg);
 /* envd's EntryInfo for a workspace-relative path (e2b_fs.c). */
 struct stat;
 json_t *e2b_entry_json(const char *rel, const struct stat *st, const char *target);
+/* The same for an absolute path in the sandbox, owned by owner (entry.c). */
+json_t *e2b_entry_at(const char *path, const struct stat *st, const char *target,
+                     const char *owner);
 /* GET /files and the streamed POST /files (e2b_files.c). */
 void envd_files_get(const struct envd_ctx *c);
 void envd_files_post(const struct envd_ctx *c);

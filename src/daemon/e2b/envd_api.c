@@ -11,11 +11,16 @@
  * The sandbox: the E2b-Sandbox-Id header (E2b-Sandbox-Port picks the service), else a
  * Host of {port}-{id}.{domain} (a reverse proxy in front). Unknown, ended or paused:
  * 502, which the SDK reads as "the sandbox is gone". Every call but /health and the
- * code interpreter's /contexts (but a restart) needs the sandbox's X-Access-Token. */
+ * code interpreter's /contexts (but a restart) needs the sandbox's X-Access-Token.
+ *   GET|POST /files?path=&signature=…   the SDK's uploadUrl()/downloadUrl(): it keeps only
+ *                                       the data plane's origin, so these are at the root. */
 #include <errno.h>
+#include <openssl/crypto.h>
+#include <openssl/sha.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../common/text.h"
 #include "../../common/util.h"
 #include "../http/server.h"
 #include "../http/router.h"
@@ -139,6 +144,86 @@ static void api_any(struct sbxd *d, struct http_req *req)
     }
 }
 
+/* ---- signed file URLs ---- */
+
+/* envd's v1 signature: "v1_" + base64(sha256("path:op:user:token[:expiration]")), no '='. */
+static void signature_of(const char *path, const char *op, const char *user, const char *token,
+                         const char *exp, char *out, size_t cap)
+{
+    _cleanup_free_ char *raw = sbx_xasprintf("%s:%s:%s:%s%s%s", path, op, user, token,
+                                             exp ? ":" : "", exp ? exp : "");
+    unsigned char md[SHA256_DIGEST_LENGTH];
+    SHA256((const unsigned char *)raw, strlen(raw), md);
+    _cleanup_free_ char *b64 = sbx_base64_encode(md, sizeof(md));
+    size_t n = strcspn(b64, "=");
+    snprintf(out, cap, "v1_%.*s", (int)n, b64);
+}
+
+struct signed_find {
+    struct sbxd *d;
+    const char *path, *op, *user, *exp, *sig;
+    struct sandbox *sb;
+};
+
+static void signed_one(struct sandbox *sb, void *data)
+{
+    struct signed_find *f = data;
+    char token[E2B_TOKEN_HEX_LEN + 1], want[64];
+    struct sbx_err err = {0};
+    if (f->sb || sb->ended || sb->paused ||
+        store_meta_get(f->d->store, sb->rec.id, E2B_META_TOKEN, token, sizeof(token), &err) < 0)
+        return;
+    signature_of(f->path, f->op, f->user, token, f->exp, want, sizeof(want));
+    if (strlen(want) == strlen(f->sig) && CRYPTO_memcmp(want, f->sig, strlen(want)) == 0)
+        f->sb = sb;
+}
+
+static void signed_error(struct http_req *req, unsigned status, const char *msg)
+{
+    http_respond_json(req, status, json_pack("{s:i,s:s}", "code", (int)status, "message", msg));
+}
+
+/* The URL is the credential: the signature names the sandbox (the one whose access token
+ * made it), the path, the direction and the user, and the expiration when one was asked. */
+static void api_signed_files(struct sbxd *d, struct http_req *req)
+{
+    bool get = !strcmp(http_req_method(req), "GET");
+    struct signed_find f = {.d = d,
+                            .path = http_req_query(req, "path") ?: "",
+                            .op = get ? "read" : "write",
+                            .user = http_req_query(req, "username") ?: "",
+                            .exp = http_req_query(req, "signature_expiration"),
+                            .sig = http_req_query(req, "signature")};
+    if (!f.sig || strlen(f.sig) > 64) {
+        signed_error(req, 401, "a signature is required: use the SDK's uploadUrl() or downloadUrl()");
+        return;
+    }
+    if (f.exp) {
+        char *end;
+        errno = 0;
+        long long e = strtoll(f.exp, &end, 10);
+        if (errno || *end || !*f.exp || e * 1000 < sbx_wall_ms()) {
+            signed_error(req, 401, "the signature has expired");
+            return;
+        }
+    }
+    if (*f.user && strcmp(f.user, "user")) {
+        signed_error(req, 403, "signed URLs act as the sandbox's user only");
+        return;
+    }
+    manager_each(d->mgr, NULL, signed_one, &f);
+    if (!f.sb) {
+        signed_error(req, 401, "invalid signature");
+        return;
+    }
+    struct envd_ctx c = {.d = d, .req = req, .sb = f.sb};
+    e2b_owner_identity(f.sb, &c.who);
+    if (get)
+        envd_files_get(&c);
+    else
+        envd_files_post(&c);
+}
+
 static const struct route routes[] = {
     {"GET", "/e2b/sandbox/health", AUTH_PUBLIC, api_health, 0},
     {"GET", "/e2b/sandbox/files", AUTH_PUBLIC, api_files_get, 0},
@@ -146,6 +231,8 @@ static const struct route routes[] = {
     {"POST", "/e2b/sandbox/{*}", AUTH_PUBLIC, api_any, 0},
     {"GET", "/e2b/sandbox/{*}", AUTH_PUBLIC, api_any, 0},
     {"DELETE", "/e2b/sandbox/{*}", AUTH_PUBLIC, api_any, 0},
+    {"GET", "/files", AUTH_PUBLIC, api_signed_files, 0},
+    {"POST", "/files", AUTH_PUBLIC, api_signed_files, ROUTE_STREAM_BODY},
 };
 
 const struct route_table e2b_sandbox_routes = ROUTE_TABLE(routes);

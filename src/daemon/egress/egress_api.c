@@ -9,6 +9,7 @@
 #include "../http/server.h"
 #include "../http/router.h"
 #include "../sbxd.h"
+#include "egress_api.h"
 #include "proxy.h"
 
 #define EGRESS_PAGE_DEFAULT 100
@@ -62,6 +63,27 @@ static void api_egress_get(struct sbxd *d, struct http_req *req)
                                 "policy", policy, "data", p.data, "has_more", more));
 }
 
+int egress_replace(struct sbxd *d, struct sandbox *sb, const struct auth_identity *who,
+                   const char *request_id, const struct egress_policy *pol, struct sbx_err *err)
+{
+    json_t *j = egress_policy_to_json(pol);
+    char *text = json_dumps(j, JSON_COMPACT);
+    int r = store_egress_policy_set(d->store, sb->rec.id, text, sbx_wall_ms() / 1000, err);
+    free(text);
+    if (r < 0) {
+        json_decref(j);
+        return r;
+    }
+    if (!sb->egress)
+        sb->egress = sbx_xmalloc(sizeof(*sb->egress));
+    *sb->egress = *pol;
+    audit_record(d->store, who, NULL, request_id, "sandbox.egress", sb->rec.id, "ok",
+                 json_pack("{s:o}", "policy", j));
+    if (d->egress)
+        egress_proxy_policy_changed(d->egress, sb->rec.id);
+    return 0;
+}
+
 static void api_egress_put(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
@@ -69,28 +91,13 @@ static void api_egress_put(struct sbxd *d, struct http_req *req)
     json_t *body = NULL;
     struct egress_policy pol;
     if (manager_lookup(d->mgr, http_req_identity(req), http_req_param(req, 0), &sb, &err) < 0 ||
-        http_req_json(req, &body, &err) < 0 || egress_policy_parse(body, &pol, &err) < 0) {
+        http_req_json(req, &body, &err) < 0 || egress_policy_parse(body, &pol, &err) < 0 ||
+        egress_replace(d, sb, http_req_identity(req), http_req_id(req), &pol, &err) < 0) {
         json_decref(body);
         http_respond_error(req, &err);
         return;
     }
     json_decref(body);
-    json_t *j = egress_policy_to_json(&pol);
-    char *text = json_dumps(j, JSON_COMPACT);
-    int r = store_egress_policy_set(d->store, sb->rec.id, text, sbx_wall_ms() / 1000, &err);
-    free(text);
-    if (r < 0) {
-        json_decref(j);
-        http_respond_error(req, &err);
-        return;
-    }
-    if (!sb->egress)
-        sb->egress = sbx_xmalloc(sizeof(*sb->egress));
-    *sb->egress = pol;
-    audit_record(d->store, http_req_identity(req), NULL, http_req_id(req), "sandbox.egress",
-                 sb->rec.id, "ok", json_pack("{s:o}", "policy", j));
-    if (d->egress)
-        egress_proxy_policy_changed(d->egress, sb->rec.id);
     http_respond_json(req, 200, sandbox_to_json(sb));
 }
 

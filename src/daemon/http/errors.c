@@ -75,6 +75,8 @@ static const struct {
     {"insufficient_tool_level", 403},
     {"admin_required", 403},
     {"egress_denied", 403},
+    {"path_permission_denied", 403},
+    {"e2b_not_supported", 501},
     {"invalid_signature", 403},
     {"link_expired", 403},
     {"preview_expired", 410},

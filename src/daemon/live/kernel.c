@@ -392,6 +392,8 @@ int kernel_run_start(struct sandbox *sb, struct llm *llm, const struct kernel_pa
         return sbx_err_ret(err);
     json_t *req = json_pack("{s:s,s:s,s:I,s:o}", "op", "kernel_run", "code", p->code, "timeout_ms",
                             (json_int_t)(p->timeout_s * 1000), "env", sandbox_env(sb));
+    if (p->context)
+        json_object_set_new(req, "context", json_string(p->context));
     struct kernel_run *run = sbx_xcalloc(1, sizeof(*run));
     run->sb = sb;
     run->llm = llm;

@@ -35,6 +35,9 @@ struct kernel_params {
     const struct auth_identity *who;
     const char *request_id;
     const char *via; /* "rest", "tool", "e2b" */
+    /* NULL: the kernel's main namespace; else the name of a namespace of its own (E2B's code
+     * contexts), made on first use and kept until the kernel restarts. */
+    const char *context;
 };
 
 /* Parse {code, timeout_seconds}. */

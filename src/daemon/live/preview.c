@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <http_parser.h>
+#include <openssl/crypto.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -24,6 +25,7 @@
 #include "../http/server.h"
 #include "../sandbox/channel.h"
 #include "../sandbox/params.h"
+#include "../store/store.h"
 
 enum conn_state {
     PS_HEAD,   /* reading the first request head */
@@ -379,23 +381,51 @@ static bool parse_label(const char *s, size_t len, unsigned *port, char id[STORE
     return p > 0 && p <= 65535;
 }
 
-/* Host: {port}-{id}.<preview domain>[:port]. */
-static bool route_by_host(const struct preview_conn *c, unsigned *port, char id[STORE_ID_MAX + 1])
+/* Whether the host name (no port) is {label}.<domain>, domain's own port ignored. */
+static bool under_domain(const char *v, size_t len, const char *domain)
 {
-    const char *domain = c->pv->cfg->preview_domain;
+    if (!domain || !*domain)
+        return false;
+    size_t dlen = strcspn(domain, ":");
+    const char *dot = memchr(v, '.', len);
+    return dot && len - (size_t)(dot - v) - 1 == dlen && !strncasecmp(dot + 1, domain, dlen);
+}
+
+/* Host: {port}-{id}.<preview domain or E2B domain>[:port]; *e2b when it was the E2B one. */
+static bool route_by_host(const struct preview_conn *c, unsigned *port,
+                          char id[STORE_ID_MAX + 1], bool *e2b)
+{
     const struct reqhead_header *h = find_header(c, "Host");
-    if (!domain || !h)
+    if (!h)
         return false;
     const char *v = c->head + h->value_off;
     size_t len = h->value_len;
     const char *colon = memchr(v, ':', len);
     if (colon)
         len = (size_t)(colon - v);
-    const char *dot = memchr(v, '.', len);
-    size_t dlen = strlen(domain);
-    if (!dot || len - (size_t)(dot - v) - 1 != dlen || strncasecmp(dot + 1, domain, dlen))
+    *e2b = false;
+    if (!under_domain(v, len, c->pv->cfg->preview_domain)) {
+        if (!under_domain(v, len, c->pv->cfg->e2b_domain))
+            return false;
+        *e2b = true;
+    }
+    return parse_label(v, (size_t)(memchr(v, '.', len) - (const void *)v), port, id);
+}
+
+/* A request by E2B name alone: the sandbox is public, or the request has its traffic token. */
+static bool public_by_name(const struct preview_conn *c)
+{
+    struct store *st = manager_store(c->pv->mgr);
+    struct sbx_err err = {0};
+    char v[PREVIEW_TRAFFIC_TOKEN_MAX + 1];
+    if (store_meta_get(st, c->sandbox_id, PREVIEW_META_PUBLIC, v, sizeof(v), &err) == 0 &&
+        !strcmp(v, "1"))
+        return true;
+    const struct reqhead_header *h = find_header(c, PREVIEW_TRAFFIC_HEADER);
+    if (!h || store_meta_get(st, c->sandbox_id, PREVIEW_META_TRAFFIC_TOKEN, v, sizeof(v), &err) < 0)
         return false;
-    return parse_label(v, (size_t)(dot - v), port, id);
+    size_t n = strlen(v);
+    return n && h->value_len == n && CRYPTO_memcmp(c->head + h->value_off, v, n) == 0;
 }
 
 /* Path /p/{id}/{port}[/rest]: the prefix is taken off what the server sees. */
@@ -590,8 +620,8 @@ static void route(struct preview_conn *c, size_t body_off)
     }
     unsigned port = 0;
     size_t prefix = 0;
-    bool by_path = false;
-    if (!route_by_host(c, &port, c->sandbox_id)) {
+    bool by_path = false, e2b = false;
+    if (!route_by_host(c, &port, c->sandbox_id, &e2b)) {
         by_path = route_by_path(path, path_len, &port, c->sandbox_id, &prefix);
         if (!by_path) {
             answer(c, "preview_not_found",
@@ -613,8 +643,17 @@ static void route(struct preview_conn *c, size_t body_off)
                         &tok, &tok_len, &unused_off, &unused_len);
     long long expires = 0;
     char sig[SIGNURL_SIG_HEX_LEN + 1];
-    if (!tok || !parse_token(tok, tok_len, &expires, sig) ||
-        !verify(pv, c->sandbox_id, port, expires, sig)) {
+    bool signed_ok = tok && parse_token(tok, tok_len, &expires, sig) &&
+                     verify(pv, c->sandbox_id, port, expires, sig);
+    /* E2B's getHost(port) names carry no token: a sandbox made public through E2B
+     * (allowPublicTraffic, E2B's default) is reached by name alone, or with its traffic
+     * token in e2b-traffic-access-token. */
+    if (!signed_ok && e2b && public_by_name(c)) {
+        signed_ok = true;
+        tok = NULL;
+        expires = sbx_wall_ms() / 1000 + PREVIEW_PUBLIC_HOLD_S;
+    }
+    if (!signed_ok) {
         answer(c, "invalid_signature", "this preview link is not signed for port %u of sandbox %s",
                port, c->sandbox_id);
         return;

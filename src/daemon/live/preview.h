@@ -29,6 +29,15 @@
 /* "<expires>.<signature>" in ?sbx_preview= or the sbx_preview cookie. */
 #define PREVIEW_TOKEN_PARAM "sbx_preview"
 #define PREVIEW_URL_MAX 1024
+/* Sandbox meta (store_meta_*) set by the E2B surface: "1" when the sandbox's ports are
+ * public by host name on the E2B domain (E2B's allowPublicTraffic), else the token a
+ * request by that name must carry in PREVIEW_TRAFFIC_HEADER. */
+#define PREVIEW_META_PUBLIC "preview_public_by_name"
+#define PREVIEW_META_TRAFFIC_TOKEN "preview_traffic_token"
+#define PREVIEW_TRAFFIC_HEADER "e2b-traffic-access-token"
+#define PREVIEW_TRAFFIC_TOKEN_MAX 64
+/* How long a connection by name alone is kept (it has no link expiry of its own). */
+#define PREVIEW_PUBLIC_HOLD_S 86400
 
 struct previews;
 

@@ -711,3 +711,22 @@ int ws_lstat(int root, const char *path, struct stat *st, char *target, size_t c
     return 0;
 }
 
+
+int ws_mkdirs(int root, const char *path, bool *created, struct sbx_err *err)
+{
+    struct stat st;
+    int r = ws_lstat(root, path, &st, NULL, 0, err);
+    if (r == 0) {
+        *created = false;
+        return S_ISDIR(st.st_mode) ? 0
+                                   : sbx_err_set(err, EEXIST, "invalid_path",
+                                                 "%.200s exists and is not a directory", path);
+    }
+    if (strcmp(err->code, "file_not_found"))
+        return r;
+    _cleanup_close_ int fd = -1;
+    if ((r = mkdirs_beneath(root, path, &fd, err)) < 0)
+        return r;
+    *created = true;
+    return 0;
+}

@@ -69,6 +69,9 @@ int ws_write_file(int root, const char *path, const void *buf, size_t len, mode_
  * target when given. */
 int ws_lstat(int root, const char *path, struct stat *st, char *target, size_t cap,
              struct sbx_err *err);
+/* mkdir -p beneath root (a volume's mkdir route); *created says whether it was missing.
+ * invalid_path when it is a file. */
+int ws_mkdirs(int root, const char *path, bool *created, struct sbx_err *err);
 
 /* Remove a file, a symlink (not what it points to) or a directory tree. */
 int ws_remove(int root, const char *path, struct sbx_err *err);

@@ -1,6 +1,7 @@
-/* Import circle with shim_relay.c (allowed inside a folder, docs/architecture.md#layering):
- * the shim's main loop (shim.c) drives the frame relay (shim_relay.c), which reports
- * through the shim's log and its ready line (shim_log, ready_say). Both are sbx-shim's;
+/* Import circle with shim_relay.c and shim_docker.c (allowed inside a folder,
+ * docs/architecture.md#layering): the shim's main loop (shim.c) drives the frame relay
+ * (shim_relay.c) and the docker backend's attach relay (shim_docker.c), which report
+ * through the shim's log and its ready line (shim_log, ready_say). All are sbx-shim's;
  * nothing outside sees the loop. */
 /* sbx-shim: one per sandbox, detached from the daemon (rt_start double-forks it
  * into its own session). It starts the container with `runsc run --detach` (or

@@ -1,3 +1,7 @@
+/* Import circle with shim.c and shim_relay.c (allowed inside a folder,
+ * docs/architecture.md#layering): the shim's main loop (shim.c) spawns and commands the
+ * attach relay here, which reports through the shim's log (shim_log); all three are
+ * sbx-shim's, and nothing outside sees them. */
 /* sbx-shim's docker backend (docs/runtime.md "Docker"): the container on a Docker Engine
  * instead of runsc's. The shim forks one child, the attach relay, which creates the
  * container from <state_dir>/docker.json, attaches to its stdio (a hijacked connection to

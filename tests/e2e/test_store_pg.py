@@ -213,6 +213,9 @@ def test_a_sqlite_data_dir_from_before_migration_2_takes_it_as_it_is():
         db.execute("DROP INDEX sandboxes_node")
         db.execute("ALTER TABLE sandboxes DROP COLUMN node_id")
         db.execute("ALTER TABLE idempotency DROP COLUMN node_id")
+        # And what migration 4 (volumes) added.
+        db.execute("DROP TABLE volume_mounts")
+        db.execute("DROP TABLE volumes")
         db.commit()
         db.close()
         d.start()
@@ -223,7 +226,7 @@ def test_a_sqlite_data_dir_from_before_migration_2_takes_it_as_it_is():
         try:
             versions = [r[0] for r in db.execute("SELECT version FROM schema_version ORDER BY 1")]
             idx = db.execute("SELECT count(*) FROM sqlite_master WHERE name='execs_started'")
-            assert versions == [1, 2, 3] and idx.fetchone()[0] == 1, versions
+            assert versions == [1, 2, 3, 4] and idx.fetchone()[0] == 1, versions
             assert db.execute("SELECT count(*) FROM nodes").fetchone()[0] == 1
         finally:
             db.close()

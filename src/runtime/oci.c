@@ -248,6 +248,23 @@ int oci_build_docker(const struct rt_config *cfg, const struct rt_spec *spec, ch
     json_array_append_new(binds, json_sprintf("%s:" OCI_AGENT_PATH ":ro", cfg->agent_path));
     if (cfg->bsl_path && host_path_ok(cfg->bsl_path))
         json_array_append_new(binds, json_sprintf("%s:" OCI_BSL_PATH ":ro", cfg->bsl_path));
+    /* The sandbox's volumes (docs/volumes.md), as in the OCI bundle. A bind is written
+     * "source:destination:mode", so neither path may hold a colon. */
+    if (spec->nmounts > RT_MOUNTS_MAX) {
+        json_decref(binds);
+        return sbx_err_set(err, EINVAL, "internal", "more than %d mounts", RT_MOUNTS_MAX);
+    }
+    for (size_t i = 0; i < spec->nmounts; i++) {
+        const struct rt_mount *vm = &spec->mounts[i];
+        if (!host_path_ok(vm->source) || !vm->destination || vm->destination[0] != '/' ||
+            strchr(vm->source, ':') || strchr(vm->destination, ':')) {
+            json_decref(binds);
+            return sbx_err_set(err, EINVAL, "internal",
+                               "a volume mount needs absolute paths without a colon");
+        }
+        json_array_append_new(binds, json_sprintf("%s:%s:%s", vm->source, vm->destination,
+                                                  vm->read_only ? "ro" : "rw"));
+    }
     _cleanup_free_ char *tmp =
         spec->tmp_bytes ? sbx_xasprintf("rw,nosuid,nodev,mode=1777,size=%llu",
                                         (unsigned long long)spec->tmp_bytes)

@@ -171,6 +171,27 @@ def test_files_and_artifacts():
     assert arts["out/notes.txt"]["size"] == 5, arts
 
 
+def test_a_volume_is_mounted_in_the_container():
+    """A volume on the docker backend: the container binds it where the create says, a
+    write inside is read through the volume's routes, and read_only holds."""
+    c = client()
+    vid = c.ok("POST", "/v1/volumes", {"name": "dock-vol"}, status=201)["id"]
+    sid = c.create_sandbox(ttl_seconds=600, volumes=[{"volume": vid, "path": "/data"},
+                                                     {"volume": vid, "path": "/ro",
+                                                      "read_only": True}])["id"]
+    try:
+        assert c.sh(sid, "echo from-docker > /data/d.txt && cat /ro/d.txt") == "from-docker\n"
+        assert c.request("GET", "/v1/volumes/%s/files/d.txt" % vid).raw == b"from-docker\n"
+        r = c.exec(sid, shell="touch /ro/x")
+        assert r["exit_code"] != 0 and "Read-only" in r["stderr"], r
+        binds = json.loads(engine_get("/containers/sbx-%s/json" % sid))["HostConfig"]["Binds"]
+        assert any(b.endswith(":/data:rw") for b in binds), binds
+        assert any(b.endswith(":/ro:ro") for b in binds), binds
+    finally:
+        c.delete_sandbox(sid)
+        c.ok("DELETE", "/v1/volumes/" + vid)
+
+
 def test_terminal():
     c, sid = sandbox()
     tk = c.ok("POST", "/v1/sandboxes/%s/terminal-ticket" % sid)["ticket"]

@@ -100,7 +100,9 @@ def test_e2b_wire():
         assert st == 201, body
         sb = json.loads(body)
         sid, token = sb["sandboxID"], sb["envdAccessToken"]
-        assert sb["envdVersion"] == "0.6.13" and sb["domain"] == "127.0.0.1:%d" % d.port
+        # getHost(port) is {port}-{id}.{domain}: the preview listener's name (docs/e2b.md).
+        assert sb["envdVersion"] == "0.6.13", sb
+        assert sb["domain"] == "sbx.localhost:%d" % d.preview_port, sb
         try:
             # Host routing: {port}-{id}.{domain}, no E2b-Sandbox-Id header.
             st, _, _ = _raw(d.port, "GET", "/e2b/sandbox/health", {},
@@ -231,3 +233,40 @@ def test_e2b_list_metrics_resume_and_context_delete():
         assert st == 204
         st, _, body = _raw(d.port, "GET", "/e2b/api/sandboxes/%s/metrics" % sid, api)
         assert st == 404 and json.loads(body)["code"] == 404, body
+
+
+UNSUPPORTED = [
+    ("GET", "/secrets"), ("POST", "/secrets"), ("GET", "/secrets/sec_1"),
+    ("PATCH", "/secrets/sec_1"), ("DELETE", "/secrets/sec_1"), ("POST", "/v3/templates"),
+    ("POST", "/v2/templates/t1/builds/b1"), ("GET", "/templates/t1/builds/b1/status"),
+    ("GET", "/templates/t1/files/h1"), ("GET", "/templates/aliases/a1"),
+    ("POST", "/templates/tags"), ("DELETE", "/templates/tags"), ("GET", "/templates/t1/tags"),
+    ("GET", "/templates/t1"), ("DELETE", "/templates/t1"),
+]
+
+
+def test_e2b_routes_not_served_yet_answer_e2b_errors_and_v1_connect_works():
+    """What docs/e2b.md lists as not supported answers 501 in E2B's error shape (after the
+    key is checked), never a 404 the SDK would read as "not found"; and the first
+    connect route reaches a running sandbox as the v2 one does."""
+    with Daemon() as d:
+        key = d.client().create_key("e2b-unsupported")["key"]
+        api = {"X-API-KEY": key, "Content-Type": "application/json"}
+        for method, path in UNSUPPORTED:
+            st, _, body = _raw(d.port, method, "/e2b/api" + path, {"Content-Type": "application/json"},
+                               b"{}" if method in ("POST", "PATCH") else None)
+            assert st == 401, (method, path, st, body)
+            st, _, body = _raw(d.port, method, "/e2b/api" + path, api,
+                               b"{}" if method in ("POST", "PATCH") else None)
+            err = json.loads(body)
+            assert st == 501 and err["code"] == 501, (method, path, st, body)
+            assert "not supported" in err["message"] and path in err["message"], err
+        st, _, body = _raw(d.port, "POST", "/e2b/api/v2/sandboxes", api,
+                           b'{"templateID":"base","timeout":120}')
+        assert st == 201, body
+        sid = json.loads(body)["sandboxID"]
+        st, _, body = _raw(d.port, "POST", "/e2b/api/sandboxes/%s/connect" % sid, api,
+                           b'{"timeout":120}')
+        assert st in (200, 201) and json.loads(body)["sandboxID"] == sid, (st, body)
+        st, _, _ = _raw(d.port, "DELETE", "/e2b/api/sandboxes/" + sid, api)
+        assert st == 204

@@ -39,7 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     sbx_err_clear(&err);
     struct exec_params ep;
-    if (exec_params_parse(body, &ep, &err) == 0) {
+    if (exec_params_parse(body, EXEC_TIMEOUT_MAX, &ep, &err) == 0) {
         REQUIRE(json_is_array(ep.argv) && json_array_size(ep.argv) == 3);
         REQUIRE(ep.timeout_s >= 1 && ep.timeout_s <= EXEC_TIMEOUT_MAX);
         REQUIRE(ep.cwd && *ep.cwd);

@@ -1,3 +1,6 @@
+/* Import circle with config_docker.c (allowed inside a folder,
+ * docs/architecture.md#layering): the `docker` object of the document is parsed there,
+ * apart for its size, with the ceilings this file's header defines. */
 #include "config_doc.h"
 
 #include <errno.h>

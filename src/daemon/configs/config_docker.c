@@ -1,3 +1,6 @@
+/* Import circle with config_doc.c (allowed inside a folder, docs/architecture.md#layering):
+ * this is the docker part of the configuration document's parser, apart for its size;
+ * config_doc.c calls it for `docker`, and it takes the ceilings config_doc.h defines. */
 /* A configuration's `docker` object (document 002's docker sandbox_type, docs/configs.md):
  * the container options of its sandboxes on the docker backend (docs/runtime.md "Docker"),
  * and its limits as the configuration's. */

@@ -169,8 +169,8 @@ static void pending_end(void *data)
     if (template_build_ended(p->tb, &ready)) {
         struct sbx_err err = {0};
         int r = ready ? 0
-                      : sbx_err_set(&err, EIO, "template_build_failed",
-                                    "the build of %s failed", p->tpl);
+                      : sbx_err_set(&err, EIO, "template_build_failed", "the build of %s failed",
+                                    p->tpl);
         char owner[96];
         snprintf(owner, sizeof(owner), "templates_query:%s", template_build_id(p->tb));
         if (r == 0)
@@ -178,8 +178,8 @@ static void pending_end(void *data)
         if (r < 0)
             log_warn("templates/query %s: replacing %s's template by %s: %s", p->req_id,
                      p->config_id, p->tpl, err.msg);
-        audit_record(p->d->store, &p->who, NULL, p->req_id, "sandbox_config.templates_query",
-                     NULL, r < 0 ? err.code : "replaced",
+        audit_record(p->d->store, &p->who, NULL, p->req_id, "sandbox_config.templates_query", NULL,
+                     r < 0 ? err.code : "replaced",
                      json_pack("{s:s,s:s,s:s}", "config_id", p->config_id, "template", p->tpl,
                                "build_id", template_build_id(p->tb)));
     }
@@ -251,29 +251,28 @@ static void api_templates_query(struct sbxd *d, struct http_req *req)
     bool done = q.replace && !wait;
     const char *tpl = done ? q.replace : json_string_value(json_object_get(doc, "template"));
     const char *replacing = q.replace && wait ? (q.want[1] ? "standard" : "desktop") : NULL;
-    json_t *details = json_pack("{s:s?,s:b,s:b,s:b,s:b,s:s?,s:s?}", "config_id", q.id,
-                                "ensure_standard", q.want[0], "replace_standard", q.want[1],
-                                "ensure_desktop", q.want[2], "replace_desktop", q.want[3],
-                                "template", done ? q.replace : NULL, "replacing",
-                                replacing ? q.replace : NULL);
+    json_t *details = json_pack(
+        "{s:s?,s:b,s:b,s:b,s:b,s:s?,s:s?}", "config_id", q.id, "ensure_standard", q.want[0],
+        "replace_standard", q.want[1], "ensure_desktop", q.want[2], "replace_desktop", q.want[3],
+        "template", done ? q.replace : NULL, "replacing", replacing ? q.replace : NULL);
     audit_record(d->store, http_req_identity(req), NULL, http_req_id(req),
                  "sandbox_config.templates_query", NULL, tb[0] || tb[1] ? "building" : "ok",
                  details);
-    json_t *answer = json_pack(
-        "{s:s,s:s?,s:s,s:s,s:o,s:o,s:o,s:s?,s:s?}", "object", "template_query", "config_id", q.id,
-        "backend", json_string_value(json_object_get(doc, "backend")), "template", tpl,
-        "templates", templates_list(d, user), "standard",
-        slot(d, CONFIG_STANDARD_TEMPLATE, q.want[0] || q.want[1], tb[0]), "desktop",
-        slot(d, CONFIG_DESKTOP_TEMPLATE, q.want[2] || q.want[3], tb[1]), "replaced",
-        done ? (q.want[1] ? "standard" : "desktop") : NULL, "replacing", replacing);
+    json_t *answer =
+        json_pack("{s:s,s:s?,s:s,s:s,s:o,s:o,s:o,s:s?,s:s?}", "object", "template_query",
+                  "config_id", q.id, "backend", json_string_value(json_object_get(doc, "backend")),
+                  "template", tpl, "templates", templates_list(d, user), "standard",
+                  slot(d, CONFIG_STANDARD_TEMPLATE, q.want[0] || q.want[1], tb[0]), "desktop",
+                  slot(d, CONFIG_DESKTOP_TEMPLATE, q.want[2] || q.want[3], tb[1]), "replaced",
+                  done ? (q.want[1] ? "standard" : "desktop") : NULL, "replacing", replacing);
     if (config)
         json_object_set_new(answer, "sandbox_config", config);
     json_decref(body);
     json_decref(doc);
     if (tb[0] || tb[1]) {
         /* Building: the build to follow (GET /v1/templates/NAME/build, build-events). */
-        const char *name = tb[1] && (!tb[0] || q.want[3]) ? CONFIG_DESKTOP_TEMPLATE
-                                                            : CONFIG_STANDARD_TEMPLATE;
+        const char *name =
+            tb[1] && (!tb[0] || q.want[3]) ? CONFIG_DESKTOP_TEMPLATE : CONFIG_STANDARD_TEMPLATE;
         _cleanup_free_ char *loc = sbx_xasprintf("/v1/templates/%s/build", name);
         http_req_add_header(req, "Location", loc);
     }

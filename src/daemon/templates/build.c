@@ -491,9 +491,9 @@ static void seal_done(void *data, bool ran)
     log_info("template build %s: %s ready for %s (%lld bytes, %lld s)", tb->id, tb->name, tb->owner,
              (long long)json_integer_value(json_object_get(tb->manifest, "bytes")),
              tb->finished_at - tb->started_at);
-    build_emit(tb, json_pack("{s:s,s:s,s:i,s:I,s:o}", "type", "done", "status", "ready", "percent", 100,
-                       "elapsed_ms", (json_int_t)(sbx_now_ms() - tb->t0_ms), "build",
-                       template_build_json(tb)));
+    build_emit(tb, json_pack("{s:s,s:s,s:i,s:I,s:o}", "type", "done", "status", "ready", "percent",
+                             100, "elapsed_ms", (json_int_t)(sbx_now_ms() - tb->t0_ms), "build",
+                             template_build_json(tb)));
     build_end_watchers(tb);
 }
 
@@ -571,8 +571,8 @@ static struct template_build *cached_record(struct template_builds *b, struct te
     tb->manifest = manifest;
     plan(tb);
     tb->cur = tb->nsteps;
-    build_emit(tb, json_pack("{s:s,s:s,s:b,s:i,s:o}", "type", "done", "status", "ready", "cached", 1,
-                       "percent", 100, "build", template_build_json(tb)));
+    build_emit(tb, json_pack("{s:s,s:s,s:b,s:i,s:o}", "type", "done", "status", "ready", "cached",
+                             1, "percent", 100, "build", template_build_json(tb)));
     template_build_forget(b, tb->name);
     build_remember(b, tb);
     return tb;

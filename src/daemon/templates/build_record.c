@@ -46,12 +46,12 @@ static void log_line(struct template_build *tb, unsigned ch, const char *s, size
     if (tb->log_bytes + n > TEMPLATE_BUILD_LOG_MAX) {
         tb->log_truncated = true;
         build_emit(tb, json_pack("{s:s,s:I}", "type", "log_truncated", "kept_bytes",
-                           (json_int_t)tb->log_bytes));
+                                 (json_int_t)tb->log_bytes));
         return;
     }
     tb->log_bytes += n;
     build_emit(tb, json_pack("{s:s,s:s,s:s,s:o}", "type", "log", "step", tb->steps[tb->cur].label,
-                       "stream", ch ? "stderr" : "stdout", "line", build_text_json(s, n)));
+                             "stream", ch ? "stderr" : "stdout", "line", build_text_json(s, n)));
 }
 
 void build_flush_lines(struct template_build *tb)
@@ -82,10 +82,10 @@ void build_output(struct template_build *tb, unsigned ch, const uint8_t *buf, si
 void build_step_event(struct template_build *tb)
 {
     const struct step *s = &tb->steps[tb->cur];
-    build_emit(tb, json_pack("{s:s,s:s,s:I,s:I,s:i,s:I}", "type", "step", "step", s->label,
-                             "index", (json_int_t)tb->cur + 1, "total", (json_int_t)tb->nsteps,
-                             "percent", build_percent(tb), "elapsed_ms",
-                             (json_int_t)(sbx_now_ms() - tb->t0_ms)));
+    build_emit(tb,
+               json_pack("{s:s,s:s,s:I,s:I,s:i,s:I}", "type", "step", "step", s->label, "index",
+                         (json_int_t)tb->cur + 1, "total", (json_int_t)tb->nsteps, "percent",
+                         build_percent(tb), "elapsed_ms", (json_int_t)(sbx_now_ms() - tb->t0_ms)));
 }
 
 void build_free(struct template_build *tb)
@@ -111,11 +111,11 @@ static const char *status_name(enum tb_status s)
 
 json_t *template_build_json(const struct template_build *tb)
 {
-    json_t *j =
-        json_pack("{s:s,s:s,s:s,s:s,s:s,s:b,s:s?,s:i,s:s,s:I}", "object", "template_build", "id",
-                  tb->id, "name", tb->name, "status", status_name(tb->status), "owner", tb->owner,
-                  "public", tb->shared, "from", tb->recipe.from, "percent", build_percent(tb),
-                  "recipe_digest", tb->digest, "started_at", (json_int_t)tb->started_at);
+    json_t *j = json_pack(
+        "{s:s,s:s,s:s,s:s,s:s,s:b,s:s?,s:i,s:s?,s:I}", "object", "template_build", "id", tb->id,
+        "name", tb->name, "status", status_name(tb->status), "owner", tb->owner, "public",
+        tb->shared, "from", tb->recipe.from, "percent", build_percent(tb), "recipe_digest",
+        tb->digest[0] ? tb->digest : NULL, "started_at", (json_int_t)tb->started_at);
     if (!j)
         return NULL;
     if (tb->status == TB_BUILDING && tb->cur < tb->nsteps)

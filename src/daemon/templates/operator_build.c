@@ -32,7 +32,7 @@ struct operator_run {
     pid_t pid; /* its process group too (POSIX_SPAWN_SETPGROUP) */
     int fd[2]; /* the script's stdout and stderr; -1 once closed */
     struct loop_watch *w[2];
-    struct loop_timer *timer; /* TEMPLATE_BUILD_TTL_S */
+    struct loop_timer *timer;     /* TEMPLATE_BUILD_TTL_S */
     char tail[TEMPLATE_LOG_TAIL]; /* the last stderr bytes, for the error */
     size_t tail_len;
 };
@@ -94,12 +94,11 @@ static void finish(struct operator_run *op)
                                  template_build_json(tb)));
     } else {
         tb->status = TB_FAILED;
-        tb->error = json_pack("{s:s,s:s,s:s+}", "step", "check", "code", "template_build_failed",
-                              "message", "scripts/build-template.sh ended without building ",
-                              tb->name);
+        tb->error =
+            json_pack("{s:s,s:s,s:s+}", "step", "check", "code", "template_build_failed", "message",
+                      "scripts/build-template.sh ended without building ", tb->name);
         if (op->tail_len)
-            json_object_set_new(tb->error, "stderr_tail",
-                                build_text_json(op->tail, op->tail_len));
+            json_object_set_new(tb->error, "stderr_tail", build_text_json(op->tail, op->tail_len));
         log_warn("template build %s: the operator's %s failed", tb->id, tb->name);
         build_emit(tb, json_pack("{s:s,s:s,s:O,s:I}", "type", "error", "status", "failed", "error",
                                  tb->error, "elapsed_ms", (json_int_t)elapsed));

@@ -307,6 +307,9 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
     cfg->template_npm_registry = env_or("SBX_TEMPLATE_NPM_REGISTRY", "https://registry.npmjs.org/");
     if ((r = env_num("SBX_TEMPLATE_BUILDS_MAX", 2, 1, 16, &cfg->template_builds_max, err)) < 0)
         return r;
+    const char *ts = getenv("SBX_TEMPLATE_SCRIPT");
+    cfg->template_script =
+        ts && *ts ? sbx_xstrdup(ts) : beside_self("../scripts/build-template.sh");
 
     if ((r = env_num("SBX_NODE_CAPACITY", 100, 1, 1000000, &cfg->node_capacity, err)) < 0 ||
         (r = env_num("SBX_NODE_HEARTBEAT_MS", 2000, 100, 60000, &cfg->node_heartbeat_ms, err)) <
@@ -403,6 +406,7 @@ void config_free(struct sbxd_config *cfg)
     free(cfg->listen);
     free(cfg->data_dir);
     free(cfg->template_cache);
+    free(cfg->template_script);
     free(cfg->runsc);
     free(cfg->runsc_platform);
     free(cfg->docker_host);

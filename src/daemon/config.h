@@ -118,6 +118,9 @@ struct sbxd_config {
     char *template_apt_sources;  /* SBX_TEMPLATE_APT_SOURCES: sources.list for builds, or NULL */
     char *template_npm_registry; /* SBX_TEMPLATE_NPM_REGISTRY, https://registry.npmjs.org/ */
     long long template_builds_max; /* SBX_TEMPLATE_BUILDS_MAX, 2: builds at once */
+    /* SBX_TEMPLATE_SCRIPT: the operator's build script (scripts/build-template.sh beside the
+     * checkout sbxd runs from), which templates/query runs for base and desktop. */
+    char *template_script;
     /* Execution backends (docs/runtime.md). */
     char **backends;    /* SBX_BACKEND, comma-separated, in order of preference; "gvisor" */
     int probe_backends; /* SBX_BACKEND was set: start one sandbox on each at start-up */

@@ -12,6 +12,7 @@ effects, so tests/run.py can call them too.
 import json
 import os
 import select
+import shutil
 import signal
 import struct
 import subprocess
@@ -450,18 +451,23 @@ def test_output_backpressure_when_daemon_stops_reading():
 
 def test_concurrent_streams():
     n = 20
-    with Agent() as a:
-        ids = [a.open({"op": "exec", "argv": ["/bin/sh", "-c",
-                                              "echo start %d; sleep 0.3; echo end %d >&2; exit %d"
-                                              % (i, i, i)]}) for i in range(n)]
-        t0 = time.monotonic()
-        for i, s in enumerate(ids):
-            r = a.collect(s)
-            e = exit_of(r)
-            assert e["exit_code"] == i, (i, e)
-            assert r["out"] == b"start %d\n" % i and r["err"] == b"end %d\n" % i, (i, r)
-        # They ran side by side, not one after another.
-        assert time.monotonic() - t0 < 3, time.monotonic() - t0
+    # They run side by side, not one after another: each one ends only once all n have
+    # started (a barrier of files), so run one at a time the first would never end.
+    bar = tempfile.mkdtemp(prefix="sbx-agent-bar-")
+    try:
+        with Agent() as a:
+            ids = [a.open({"op": "exec", "argv": [
+                "/bin/sh", "-c",
+                "echo start %d; touch %s/%d; while [ $(ls %s | wc -l) -lt %d ]; do sleep 0.01; "
+                "done; echo end %d >&2; exit %d" % (i, bar, i, bar, n, i, i)]})
+                for i in range(n)]
+            for i, s in enumerate(ids):
+                r = a.collect(s, timeout=60)
+                e = exit_of(r)
+                assert e["exit_code"] == i, (i, e)
+                assert r["out"] == b"start %d\n" % i and r["err"] == b"end %d\n" % i, (i, r)
+    finally:
+        shutil.rmtree(bar, ignore_errors=True)
 
 
 def test_too_many_streams():

@@ -336,12 +336,33 @@ def test_counters_survive_kill9():
     assert admin.ok("GET", "/v1/wallet/ledger?user=k9")["data"] == ledger
 
 
+def usage_mark(d, key, kind):
+    """Where the meter's count of kind for key (a sandbox's or a volume's id) stands (0: not
+    started)."""
+    db = harness.store_db(d)
+    try:
+        row = db.execute("SELECT upto_ms FROM usage_marks WHERE sandbox_id=? AND kind=?",
+                         (key, kind)).fetchone()
+    finally:
+        db.close()
+    return row[0] if row else 0
+
+
+def settled_past(at):
+    """Has a tick settled the billing interval that ends at `at` (the clock's text)? A tick
+    meters before it settles, so one that did has metered at `at` or later."""
+    w = daemon().client().ok("GET", "/v1/wallet?user=nobody")
+    return w["settled_until_ms"] >= ts(at) * 1000
+
+
 def test_v2_running_time_is_metered_by_the_clock():
     c = member("runner")
     clock().set("2026-11-06T10:00:00")
     sb = c.create_sandbox(ttl_seconds=3600)
     assert sb["backend"] == "v2", sb
-    time.sleep(0.5)
+    # Its running time is counted from the clock's 10:00: the meter's mark says so.
+    assert wait_for(lambda: usage_mark(daemon(), sb["id"], "v2_running_ms"), 10,
+                    what="the running time's mark") == ts("2026-11-06T10:00:00") * 1000
     clock().set("2026-11-06T10:25:00")
     wait_for(lambda: c.ok("GET", "/v1/usage")["total"]["v2_running_ms"] >= 25 * 60 * 1000, 10,
              what="25 minutes of running time metered")
@@ -352,7 +373,8 @@ def test_v2_running_time_is_metered_by_the_clock():
     u = c.ok("GET", "/v1/usage")
     assert u["total"]["v2_running_ms"] == 40 * 60 * 1000, u
     clock().set("2026-11-06T11:00:00")
-    time.sleep(0.5)
+    # A tick at 11:00 or later has come and gone: still the same 40 minutes.
+    wait_for(lambda: settled_past("2026-11-06T11:00:00"), 10, what="a tick at 11:00")
     assert c.ok("GET", "/v1/usage")["total"]["v2_running_ms"] == 40 * 60 * 1000
 
 
@@ -380,17 +402,6 @@ def snapshot_bytes(d, sid):
     return total
 
 
-def snapshot_mark(d, sid):
-    """Where the tick's count of a paused snapshot's hours stands (0: not started)."""
-    db = harness.store_db(d)
-    try:
-        row = db.execute("SELECT upto_ms FROM usage_marks WHERE sandbox_id=? AND kind=?",
-                         (sid, "snapshot_byte_hours")).fetchone()
-    finally:
-        db.close()
-    return row[0] if row else 0
-
-
 def test_paused_snapshot_is_metered_hourly_and_charged():
     d = daemon()
     c = member("sleeper")
@@ -399,7 +410,8 @@ def test_paused_snapshot_is_metered_hourly_and_charged():
     r = c.request("POST", "/v1/sandboxes/%s/pause" % sid, timeout=120)
     assert r.status == 200 and r.body["status"] == "paused", r
     # A tick sees it paused at 11:10: its snapshot's hours are counted from 11:00 on.
-    wait_for(lambda: snapshot_mark(d, sid), 30, what="a tick to see the pause")
+    wait_for(lambda: usage_mark(d, sid, "snapshot_byte_hours"), 30,
+             what="a tick to see the pause")
     assert c.ok("GET", "/v1/usage")["total"]["v2_running_ms"] == 0, "the clock did not move"
     clock().set("2026-11-08T13:30:00")
     wait_for(lambda: c.ok("GET", "/v1/usage")["total"]["snapshot_byte_hours"], 10,
@@ -450,7 +462,9 @@ def test_volume_storage_is_metered_hourly_at_its_own_price():
     v = c.ok("POST", "/v1/volumes", {"name": "ledger", "size_mb": 16}, status=201)
     r = c.request("PUT", "/v1/volumes/%s/files/blob" % v["id"], raw=os.urandom(4 << 20))
     assert r.status == 200, r
-    time.sleep(0.5)  # a tick sees it at 11:10
+    # A tick sees it at 11:10: its hours are counted from 11:00 on.
+    assert wait_for(lambda: usage_mark(daemon(), v["id"], "volume_byte_hours"), 10,
+                    what="a tick to see the volume") == ts("2026-11-20T11:00:00") * 1000
     assert not c.ok("GET", "/v1/usage")["total"].get("volume_byte_hours")
     used = c.ok("GET", "/v1/volumes/" + v["id"])["used_bytes"]
     assert used >= 4 << 20, used

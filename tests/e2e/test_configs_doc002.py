@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 
 
@@ -364,24 +365,134 @@ def test_templates_query_refusals():
                  "full_access_required")
 
 
-def test_templates_query_a_template_not_built_is_409():
-    # A template cache holding base only: the desktop is not built here.
-    cache = os.environ.get("SBX_TEMPLATE_CACHE", "/var/cache/sbx/templates")
+def script_digest(name):
+    """The recipe digest scripts/build-template.sh gives NAME now."""
+    p = subprocess.run([os.path.join(harness.REPO, "scripts", "build-template.sh"), "--digest",
+                        name], stdout=subprocess.PIPE, check=True, timeout=60)
+    return p.stdout.decode().strip()
+
+
+def cache_without_desktop():
+    """A template cache in which desktop is not built: base as the operator's script leaves
+    it (base-<digest> and the base link), and beside it desktop-<digest>, the tree of the
+    current desktop recipe that `make test` built in the real cache, but no desktop link.
+    scripts/build-template.sh desktop run in it is a real run of the operator's script that
+    finds its recipe's build and links it (its fast path): seconds, where debootstrap and
+    apt would take minutes under the test budget."""
+    real = os.environ.get("SBX_TEMPLATE_CACHE", "/var/cache/sbx/templates")
     tmp = tempfile.mkdtemp(prefix="sbx-tq-")
-    os.symlink(os.path.realpath(os.path.join(cache, "base")), os.path.join(tmp, "base"))
+    for name in ("base", "desktop"):
+        built = "%s-%s" % (name, script_digest(name))
+        assert os.path.exists(os.path.join(real, built, "manifest.json")), \
+            "%s is not in %s (make test builds it)" % (built, real)
+        os.symlink(os.path.join(real, built), os.path.join(tmp, built))
+    os.symlink("base-" + script_digest("base"), os.path.join(tmp, "base"))
+    return real, tmp
+
+
+def query_audit(c, action):
+    return c.ok("GET", "/v1/audit?action=" + action)["data"]
+
+
+def test_templates_query_builds_a_missing_desktop_then_sets_it():
+    real, tmp = cache_without_desktop()
     d = harness.Daemon(extra_env={"SBX_TEMPLATE_CACHE": tmp})
     try:
         d.start()
         c = d.client()
-        cfg = create_config(c, "tq-missing", {"desktop_enabled": True})
-        r = c.ok("POST", QUERY, {"config_id": cfg["id"], "ensure_standard": True})
-        assert [t["name"] for t in r["templates"]] == ["base"], r
-        assert r["desktop"] == {"name": "desktop", "built": False, "ensured": False}, r
-        for flag in ("ensure_desktop", "replace_desktop"):
-            r = c.request("POST", QUERY, {"config_id": cfg["id"], flag: True})
-            assert_error(r, 409, "template_not_built")
-            assert "scripts/build-template.sh desktop" in r.body["error"]["message"], r.body
+        cfg = create_config(c, "tq-build", {"desktop_enabled": True})
+        plain = create_config(c, "tq-plain", {})
+        # The standard template is built: 200, nothing to build.
+        r = c.request("POST", QUERY, {"config_id": cfg["id"], "ensure_standard": True})
+        assert r.status == 200, r
+        assert [t["name"] for t in r.body["templates"]] == ["base"], r.body
+        assert r.body["standard"] == {"name": "base", "built": True, "ensured": True}, r.body
+        assert r.body["desktop"] == {"name": "desktop", "built": False, "ensured": False}, r.body
+        # A replace that could never be done is refused before anything is built.
+        assert_error(c.request("POST", QUERY, {"config_id": plain["id"], "replace_desktop": True}),
+                     400, "invalid_sandbox_config")
+        assert_error(c.request("GET", "/v1/templates/desktop/build"), 404,
+                     "template_build_not_found")
+        # Document 002's body: ensure the desktop template, and make it the configuration's.
+        r = c.request("POST", QUERY, {"config_id": cfg["id"], "ensure_desktop": True,
+                                      "replace_desktop": True})
+        assert r.status == 202, r
+        assert r.headers["location"] == "/v1/templates/desktop/build", r.headers
+        q = r.body
+        assert q["replaced"] is None and q["replacing"] == "desktop", q
+        assert q["template"] == "base" and "sandbox_config" not in q, q
+        b = q["desktop"]["build"]
+        assert q["desktop"]["built"] is False and q["desktop"]["ensured"] is True, q
+        assert b["object"] == "template_build" and b["name"] == "desktop", b
+        assert b["steps"] == ["script", "check"] and b["public"] is True, b
+        assert b["events_url"] == "/v1/templates/desktop/build-events", b
+        # Its progress, as any template build's: step and log events, then done.
+        events = [ev for ev in c.stream("GET", b["events_url"], timeout=300)][1:]
+        kinds = [e[1]["type"] for e in events]
+        assert kinds[0] == "step" and kinds[-1] == "done", kinds
+        assert [e[1]["step"] for e in events if e[1]["type"] == "step"] == ["script", "check"]
+        logs = [e[1]["line"] for e in events if e[1]["type"] == "log"]
+        # The script's own last line: the template dir it made current.
+        assert os.path.join(tmp, "desktop-" + script_digest("desktop")) in logs, logs
+        done = events[-1][1]
+        with open(os.path.join(real, "desktop", "manifest.json")) as f:
+            want = json.load(f)
+        assert done["status"] == "ready" and done["percent"] == 100, done
+        assert done["build"]["id"] == b["id"], done
+        assert done["build"]["digest"] == "sha256:" + want["content_digest"], done
+        assert os.readlink(os.path.join(tmp, "desktop")) == "desktop-" + script_digest("desktop")
+        got = c.ok("GET", "/v1/templates/desktop/build")
+        assert got["status"] == "ready" and got["id"] == b["id"], got
+        assert c.ok("GET", "/v1/templates/desktop")["name"] == "desktop"
+        # The replace was done once the build was ready.
+        assert c.ok("GET", "/v1/sandbox-configs/" + cfg["id"])["config"]["template"] == "desktop"
+        entries = query_audit(c, "sandbox_config.templates_query")
+        outcomes = [e["outcome"] for e in entries if cfg["id"] in json.dumps(e)]
+        assert "building" in outcomes and "replaced" in outcomes, entries
+        built = [e for e in query_audit(c, "template.build") if b["id"] in json.dumps(e)]
+        assert len(built) == 1 and built[0]["outcome"] == "started", built
+        # Now built: 200 and no build.
+        r = c.request("POST", QUERY, {"config_id": cfg["id"], "ensure_desktop": True})
+        assert r.status == 200 and r.body["desktop"] == {
+            "name": "desktop", "built": True, "ensured": True}, r
+        # A sandbox of the configuration runs the desktop it got.
+        sb = c.create_sandbox(config_id=cfg["id"])
+        assert sb["template"] == "desktop", sb
+        assert c.sh(sb["id"], "command -v Xvfb x11vnc websockify") != "", sb
+        c.delete_sandbox(sb["id"])
+    finally:
+        d.cleanup()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_templates_query_a_failed_build_replaces_nothing():
+    """The operator's script fails (a stand-in for it that says why and exits 1): the build
+    is failed, with its stderr, and the configuration keeps its template."""
+    _, tmp = cache_without_desktop()
+    script = os.path.join(tmp, "failing-build.sh")
+    with open(script, "w") as f:
+        f.write("#!/bin/sh\necho \"build-template: cannot build $1 here\" >&2\nexit 1\n")
+    os.chmod(script, 0o755)
+    d = harness.Daemon(extra_env={"SBX_TEMPLATE_CACHE": tmp, "SBX_TEMPLATE_SCRIPT": script})
+    try:
+        d.start()
+        c = d.client()
+        cfg = create_config(c, "tq-fail", {"desktop_enabled": True})
+        r = c.request("POST", QUERY, {"config_id": cfg["id"], "ensure_desktop": True,
+                                      "replace_desktop": True})
+        assert r.status == 202, r
+        events = [ev[1] for ev in list(c.stream(
+            "GET", r.body["desktop"]["build"]["events_url"], timeout=60))[1:]]
+        end = events[-1]
+        assert end["type"] == "error" and end["status"] == "failed", events
+        assert end["error"]["code"] == "template_build_failed", end
+        assert "cannot build desktop here" in end["error"]["stderr_tail"], end
+        assert c.ok("GET", "/v1/templates/desktop/build")["status"] == "failed"
+        assert_error(c.request("GET", "/v1/templates/desktop"), 404, "template_not_found")
         assert c.ok("GET", "/v1/sandbox-configs/" + cfg["id"])["config"]["template"] == "base"
+        outcomes = [e["outcome"] for e in query_audit(c, "sandbox_config.templates_query")
+                    if cfg["id"] in json.dumps(e)]
+        assert "template_build_failed" in outcomes, outcomes
     finally:
         d.cleanup()
         shutil.rmtree(tmp, ignore_errors=True)

@@ -11,7 +11,7 @@ import socket
 import time
 
 import harness
-from harness import assert_error
+from harness import assert_error, wait_for
 
 QUOTA_MB = 96
 D = harness.Shared(extra_env={"SBX_WORKSPACE_MB": str(QUOTA_MB)})
@@ -290,10 +290,23 @@ def test_kill9_mid_upload_leaves_old_or_new():
     s.sendall(("PUT %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
                "Content-Length: %d\r\n\r\n" % (fpath(sid, "atomic.bin"), c.key, size)).encode())
     s.sendall(b"n" * (size // 2))
-    time.sleep(0.3)
+    ws = os.path.join(d.sandbox_dir(sid), "workspace")
+
+    def writing():
+        """sbxd holds the upload's unnamed file (O_TMPFILE) in the workspace, with data."""
+        fds = "/proc/%d/fd" % d.proc.pid
+        for fd in os.listdir(fds):
+            try:
+                if os.readlink(os.path.join(fds, fd)).startswith(ws + "/#") and \
+                        os.stat(os.path.join(fds, fd)).st_size > 0:
+                    return True
+            except OSError:
+                pass
+        return False
+    # The daemon is writing the upload when it is killed.
+    wait_for(writing, 30, 0.05, "the upload being written")
     d.kill9()
     s.close()
-    ws = os.path.join(d.sandbox_dir(sid), "workspace")
     with open(os.path.join(ws, "atomic.bin"), "rb") as f:
         got = f.read()
     assert got == old, "after kill -9 mid-upload the file is %d bytes, not the old one" % len(got)

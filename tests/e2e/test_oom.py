@@ -11,7 +11,6 @@ leaves the sandbox failed with a state_reason; its files stay readable, and POST
 import os
 import signal
 import threading
-import time
 
 import harness
 from harness import assert_error, wait_for
@@ -250,8 +249,11 @@ def test_machine_lost_while_the_daemon_was_down_is_kept_failed():
     c = d.client()
     sid = sandbox_with_file(c)
     d.stop()
+    with open(os.path.join(d.sandbox_dir(sid), "state", "shim.pid")) as f:
+        shim = int(f.read().split()[0])
     kill_machine(d, sid)
-    time.sleep(1)
+    # The kill has landed (the shim has nothing left under it) before the daemon looks.
+    wait_for(lambda: not descendants(shim), 10, 0.1, "the machine's processes gone")
     d.start()
     c = d.client()
     # Found dead at start-up (lost), or its shim outlived it and said so (runtime_exited).

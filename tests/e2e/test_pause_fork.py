@@ -258,7 +258,10 @@ def test_a_fork_holds_its_parent_in_place_and_each_copy_is_consistent():
     wait_for(lambda: int(c.sh(parent, "wc -l < /workspace/log")) > n, 30,
              what="the parent's loop goes on")
     for kid in kids:
-        time.sleep(0.3)  # the copy's loop runs on from its memory
+        # The copy's loop runs on from its memory: its log grows past where it was.
+        m = int(c.sh(kid, "wc -l < /workspace/log"))
+        wait_for(lambda: int(c.sh(kid, "wc -l < /workspace/log")) > m, 30,
+                 what="the copy's loop goes on")
         c.sh(kid, "kill %d" % loop)
         out = c.sh(kid, "awk 'NR != $1 { print \"line \" NR \": \" $1; exit 1 }' "
                         "/workspace/log && wc -l < /workspace/log")

@@ -227,7 +227,8 @@ def test_signal_by_name_and_number():
 def test_delete_kills_the_process_group():
     a, sid = main_sandbox()
     p = start(a, sid, "sleep 300 & sleep 300 & wait")
-    time.sleep(0.3)
+    wait_for(lambda: a.exec(sid, shell="pgrep -c -x sleep || true")["stdout"] == "2\n", 10, 0.1,
+             "both sleeps running")
     r = a.request("DELETE", path(sid, "/" + p["id"]))
     assert r.status == 200, r
     assert r.body["status"] == "killed" and r.body["exit_code"] == 137, r.body

@@ -1,6 +1,7 @@
 """sbxd restarts lose nothing: sandboxes keep running and are re-attached; what died or
 expired while the daemon was down is reconciled away; deleted stays deleted."""
 
+import json
 import os
 import signal
 import subprocess
@@ -135,13 +136,22 @@ def test_runtime_died_while_daemon_down_is_reconciled():
         p = subprocess.run(["runsc", "--root", root, "kill", a["id"], "KILL"],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=30)
         assert p.returncode == 0, "runsc kill failed: %s" % p.stdout.decode()
+
+        def a_stopped():
+            p = subprocess.run(["runsc", "--root", root, "state", a["id"]],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=30)
+            return p.returncode != 0 or json.loads(p.stdout)["status"] != "running"
     else:  # the shim's own child is the container's init
         with open("/proc/%d/task/%d/children" % (shim_a, shim_a)) as f:
-            os.kill(int(f.read().split()[0]), signal.SIGKILL)
+            init = int(f.read().split()[0])
+        os.kill(init, signal.SIGKILL)
+
+        def a_stopped():
+            return not pid_alive(init)
     os.kill(shim_b, signal.SIGKILL)
-    # Let the kill land before the daemon looks.
+    # The kills have landed before the daemon looks.
     wait_for(lambda: not pid_alive(shim_b), 10, 0.1, "shim of b dead")
-    time.sleep(0.5)
+    wait_for(a_stopped, 10, 0.1, "the container of a stopped")
 
     d.start()
     # Their workspaces are never deleted (docs/runtime.md, "When a machine dies"): both are
@@ -177,7 +187,9 @@ def test_expired_while_daemon_down():
     # The ttl runs from the create, which can take seconds on a loaded host.
     sb = c.create_sandbox(ttl_seconds=6)
     d.kill9()
-    time.sleep(7)
+    # Its life ends while sbxd is down: the time it says it expires at passes.
+    while time.time() <= sb["expires_at"] + 1:
+        time.sleep(0.1)
     d.start()
     wait_for(lambda: c.request("GET", "/v1/sandboxes/" + sb["id"]).status == 404, 10, 0.3,
              "sandbox that expired while sbxd was down reported 404")

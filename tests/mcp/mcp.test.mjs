@@ -333,13 +333,25 @@ test('a long command without progress answers a handle to poll', async () => {
   assert.equal(rec.stdout, 'late\n');
 });
 
+// Wait until a command or cell that is still running has written path in its workspace
+// (a file read is not an exec: it is served while the sandbox is busy).
+async function started(sb, path) {
+  for (let i = 0; i < 300; i++) {
+    const r = await call('sandbox_files', { sandbox_id: sb, op: 'read', path });
+    if (!r.isError) return;
+    assert.match(r.content[0].text, /^file_not_found:/);
+    await new Promise((res) => setTimeout(res, 100));
+  }
+  assert.fail(`${path} never appeared`);
+}
+
 test('a cancelled call kills its command', async () => {
   const sb = await fresh();
   const ac = new AbortController();
   const pending = call('sandbox_bash', {
     sandbox_id: sb, command: 'echo $$ > cancel.pid; sleep 30; echo finished > cancel.out',
   }, { signal: ac.signal, onprogress: () => {} });
-  await new Promise((res) => setTimeout(res, 1500));
+  await started(sb, 'cancel.pid'); // the command runs: it wrote its pid
   ac.abort('user abort'); // the SDK posts notifications/cancelled
   await assert.rejects(pending);
   // The sandbox is free again within moments (not after 30 s), and the command never ended.
@@ -361,9 +373,11 @@ test('a cancelled cell is interrupted; the kernel keeps its state', async () => 
   await ok('repl_execute', { sandbox_id: sb, code: 'x = 20' });
   const ac = new AbortController();
   const pending = call('repl_execute', {
-    sandbox_id: sb, code: 'import time\nfor i in range(300):\n    time.sleep(0.1)\nx = -1',
+    sandbox_id: sb,
+    code: "import time\nopen('/workspace/cell.started', 'w').close()\n"
+      + 'for i in range(300):\n    time.sleep(0.1)\nx = -1',
   }, { signal: ac.signal });
-  await new Promise((res) => setTimeout(res, 1500));
+  await started(sb, 'cell.started'); // the cell runs: it made its file
   ac.abort('user abort');
   await assert.rejects(pending);
   let r;

@@ -48,7 +48,7 @@ try:
     while True:
         threading.Thread(target=time.sleep, args=(8,), daemon=True).start()
 except RuntimeError:
-    pass
+    print("full", flush=True)
 time.sleep(8)
 '"""
 
@@ -201,7 +201,10 @@ def test_a_bomb_in_a_kernel_cell_restarts_the_kernel_and_says_why():
 def _at_the_limit(shared, c, sid):
     """A process holding every task the user may have; the next command is refused."""
     p = c.ok("POST", "/v1/sandboxes/%s/processes" % sid, {"command": THREAD_HOG}, status=201)
-    time.sleep(3)
+    # It holds them all once a thread more cannot start: it says so.
+    harness.wait_for(lambda: "full" in c.ok(
+        "GET", "/v1/sandboxes/%s/processes/%s/logs" % (sid, p["id"]))["stdout"], 60, 0.1,
+        what="the hog to hold every task")
     r = c.request("POST", "/v1/sandboxes/%s/exec" % sid, {"shell": "ls /"})
     c.ok("DELETE", "/v1/sandboxes/%s/processes/%s" % (sid, p["id"]))
     return r

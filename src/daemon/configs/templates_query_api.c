@@ -2,19 +2,23 @@
  * replace_standard?, ensure_desktop?, replace_desktop?} (document 002, docs/configs.md):
  * the templates the configuration's backend can start here, whether the standard (base)
  * and desktop templates are built, and with replace_* the stored configuration's
- * template set to one of them. Templates are built by the operator on the host
- * (scripts/build-template.sh); a template asked for that is not built is a 409 naming how
- * to build it, never a configuration pointing at nothing. */
+ * template set to one of them. A template asked for that is not built is built: the
+ * operator's build of it (templates/operator_build.c) is started or joined, the answer is
+ * 202 with the build to follow, and a replace_* is done when that build is ready, never
+ * a configuration pointing at nothing. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../common/log.h"
 #include "../../common/util.h"
 #include "../audit/audit.h"
 #include "../http/router.h"
 #include "../http/server.h"
 #include "../sandbox/template.h"
 #include "../sbxd.h"
+#include "../templates/build.h"
 #include "../templates/listing.h"
 #include "configs.h"
 
@@ -84,25 +88,31 @@ static bool built(struct sbxd *d, const char *name)
     return true;
 }
 
-/* ensure_* and replace_* need the template built here. */
-static int ensure(struct sbxd *d, const char *name, const char *flag, struct sbx_err *err)
+/* ensure_* and replace_*: the template built here, or its build started (or the one
+ * under way joined) in *tb, audited as a template build. */
+static int ensure(struct sbxd *d, struct http_req *req, const char *name,
+                  struct template_build **tb, struct sbx_err *err)
 {
+    *tb = NULL;
     if (built(d, name))
         return 0;
-    return sbx_err_set(err, EBUSY, "template_not_built",
-                       "%s: template %s is not built on this host; the operator builds it with "
-                       "scripts/build-template.sh %s (docs/templates.md)",
-                       flag, name, name);
+    int r = template_build_operator(d->builds, name, tb, err);
+    audit_record(d->store, http_req_identity(req), NULL, http_req_id(req), "template.build", NULL,
+                 r < 0 ? err->code : "started",
+                 json_pack("{s:s,s:s,s:s?}", "name", name, "by", "sandbox_config.templates_query",
+                           "build_id", *tb ? template_build_id(*tb) : NULL));
+    return r;
 }
 
-/* The stored configuration with its template replaced, under its lock: 409 while
- * sandboxes of it live (the template is what they run), 423 while another request holds
- * it. *out: the configuration as answers show it. */
-static int replace_template(struct sbxd *d, struct http_req *req, const char *id, const char *tpl,
-                            json_t **out, struct sbx_err *err)
+/* The stored configuration with its template replaced, under its lock (owner: who holds
+ * it): 409 while sandboxes of it live (the template is what they run), 423 while another
+ * request holds it. With store false, only the checks of the document (a replace that
+ * waits for a build is refused at once when it could never be done). *out: the
+ * configuration as answers show it. */
+static int replace_template(struct sbxd *d, const char *owner, const char *id, const char *tpl,
+                            bool store, json_t **out, struct sbx_err *err)
 {
-    const char *owner = http_req_id(req);
-    int r = configs_lock(d->configs, id, owner, err);
+    int r = store ? configs_lock(d->configs, id, owner, err) : 0;
     if (r < 0)
         return r;
     struct config_loaded l = {0};
@@ -115,7 +125,7 @@ static int replace_template(struct sbxd *d, struct http_req *req, const char *id
         r = config_doc_build(d->configs->secrets, &d->configs->ceil, id, in, l.doc, &doc, err);
         json_decref(in);
     }
-    if (r == 0 && strcmp(json_string_value(json_object_get(l.doc, "template")), tpl)) {
+    if (store && r == 0 && strcmp(json_string_value(json_object_get(l.doc, "template")), tpl)) {
         if ((r = configs_check_inventory(d->configs, id, false, err)) == 0) {
             free(l.rec.config_json);
             l.rec.config_json = json_dumps(doc, JSON_COMPACT);
@@ -126,17 +136,86 @@ static int replace_template(struct sbxd *d, struct http_req *req, const char *id
             r = store_config_update(d->store, &l.rec, err);
         }
     }
-    configs_unlock(d->configs, id, owner);
-    if (r == 0)
+    if (store)
+        configs_unlock(d->configs, id, owner);
+    if (r == 0 && out)
         *out = configs_to_json(&l);
     json_decref(doc);
     config_loaded_clear(&l);
     return r;
 }
 
-static json_t *slot(struct sbxd *d, const char *name, bool ensured)
+/* A replace_* waiting for its template's build: done when the build is ready, audited as
+ * the query that asked for it. */
+struct pending {
+    struct sbxd *d;
+    struct auth_identity who;
+    char req_id[64];
+    char config_id[STORE_ID_MAX + 1];
+    const char *tpl; /* CONFIG_STANDARD_TEMPLATE or CONFIG_DESKTOP_TEMPLATE */
+    struct template_build *tb;
+};
+
+static void pending_event(json_t *ev, void *data)
 {
-    return json_pack("{s:s,s:b,s:b}", "name", name, "built", built(d, name), "ensured", ensured);
+    json_decref(ev);
+}
+
+static void pending_end(void *data)
+{
+    struct pending *p = data;
+    bool ready;
+    /* Not ended: the daemon stops (its builds end with it), nothing is recorded. */
+    if (template_build_ended(p->tb, &ready)) {
+        struct sbx_err err = {0};
+        int r = ready ? 0
+                      : sbx_err_set(&err, EIO, "template_build_failed", "the build of %s failed",
+                                    p->tpl);
+        char owner[96];
+        snprintf(owner, sizeof(owner), "templates_query:%s", template_build_id(p->tb));
+        if (r == 0)
+            r = replace_template(p->d, owner, p->config_id, p->tpl, true, NULL, &err);
+        if (r < 0)
+            log_warn("templates/query %s: replacing %s's template by %s: %s", p->req_id,
+                     p->config_id, p->tpl, err.msg);
+        audit_record(p->d->store, &p->who, NULL, p->req_id, "sandbox_config.templates_query", NULL,
+                     r < 0 ? err.code : "replaced",
+                     json_pack("{s:s,s:s,s:s}", "config_id", p->config_id, "template", p->tpl,
+                               "build_id", template_build_id(p->tb)));
+    }
+    free(p);
+}
+
+static const struct template_watch_ops pending_ops = {.on_event = pending_event,
+                                                      .on_end = pending_end};
+
+static int replace_later(struct sbxd *d, struct http_req *req, const struct query *q,
+                         struct template_build *tb, struct sbx_err *err)
+{
+    struct pending *p = sbx_xcalloc(1, sizeof(*p));
+    p->d = d;
+    p->who = *http_req_identity(req);
+    snprintf(p->req_id, sizeof(p->req_id), "%s", http_req_id(req));
+    snprintf(p->config_id, sizeof(p->config_id), "%s", q->id);
+    p->tpl = q->replace;
+    p->tb = tb;
+    if (template_build_watch(tb, &pending_ops, p) < 0) {
+        free(p);
+        return sbx_err_set(err, EAGAIN, "template_build_limit",
+                           "the build of %s has as many followers as it takes: retry once it "
+                           "is ready",
+                           q->replace);
+    }
+    return 0;
+}
+
+static json_t *slot(struct sbxd *d, const char *name, bool ensured, struct template_build *tb)
+{
+    json_t *j =
+        json_pack("{s:s,s:b,s:b}", "name", name, "built", built(d, name), "ensured", ensured);
+    if (tb)
+        json_object_set_new(j, "build", template_build_json(tb));
+    return j;
 }
 
 static void api_templates_query(struct sbxd *d, struct http_req *req)
@@ -144,19 +223,24 @@ static void api_templates_query(struct sbxd *d, struct http_req *req)
     struct sbx_err err = {0};
     json_t *body = NULL, *doc = NULL, *config = NULL;
     struct query q;
+    struct template_build *tb[2] = {NULL, NULL}; /* standard, desktop: builds under way */
     int r = http_req_json(req, &body, &err);
     if (r == 0)
         r = read_query(body, &q, &err);
     if (r == 0)
         r = configs_doc_of(d->configs, q.config, q.id, &doc, &err);
-    if (r == 0 && (q.want[0] || q.want[1]))
-        r = ensure(d, CONFIG_STANDARD_TEMPLATE, q.want[0] ? "ensure_standard" : "replace_standard",
-                   &err);
-    if (r == 0 && (q.want[2] || q.want[3]))
-        r = ensure(d, CONFIG_DESKTOP_TEMPLATE, q.want[2] ? "ensure_desktop" : "replace_desktop",
-                   &err);
+    /* A replace that could never be done is refused before anything is built. */
     if (r == 0 && q.replace)
-        r = replace_template(d, req, q.id, q.replace, &config, &err);
+        r = replace_template(d, NULL, q.id, q.replace, false, NULL, &err);
+    if (r == 0 && (q.want[0] || q.want[1]))
+        r = ensure(d, req, CONFIG_STANDARD_TEMPLATE, &tb[0], &err);
+    if (r == 0 && (q.want[2] || q.want[3]))
+        r = ensure(d, req, CONFIG_DESKTOP_TEMPLATE, &tb[1], &err);
+    struct template_build *wait = q.want[1] ? tb[0] : q.want[3] ? tb[1] : NULL;
+    if (r == 0 && q.replace && wait)
+        r = replace_later(d, req, &q, wait, &err);
+    else if (r == 0 && q.replace)
+        r = replace_template(d, http_req_id(req), q.id, q.replace, true, &config, &err);
     if (r < 0) {
         json_decref(body);
         json_decref(doc);
@@ -164,24 +248,35 @@ static void api_templates_query(struct sbxd *d, struct http_req *req)
         return;
     }
     const char *user = http_req_identity(req)->user;
-    const char *tpl = q.replace ? q.replace : json_string_value(json_object_get(doc, "template"));
-    json_t *details = json_pack("{s:s?,s:b,s:b,s:b,s:b,s:s?}", "config_id", q.id, "ensure_standard",
-                                q.want[0], "replace_standard", q.want[1], "ensure_desktop",
-                                q.want[2], "replace_desktop", q.want[3], "template", q.replace);
+    bool done = q.replace && !wait;
+    const char *tpl = done ? q.replace : json_string_value(json_object_get(doc, "template"));
+    const char *replacing = q.replace && wait ? (q.want[1] ? "standard" : "desktop") : NULL;
+    json_t *details = json_pack(
+        "{s:s?,s:b,s:b,s:b,s:b,s:s?,s:s?}", "config_id", q.id, "ensure_standard", q.want[0],
+        "replace_standard", q.want[1], "ensure_desktop", q.want[2], "replace_desktop", q.want[3],
+        "template", done ? q.replace : NULL, "replacing", replacing ? q.replace : NULL);
     audit_record(d->store, http_req_identity(req), NULL, http_req_id(req),
-                 "sandbox_config.templates_query", NULL, "ok", details);
+                 "sandbox_config.templates_query", NULL, tb[0] || tb[1] ? "building" : "ok",
+                 details);
     json_t *answer =
-        json_pack("{s:s,s:s?,s:s,s:s,s:o,s:o,s:o,s:s?}", "object", "template_query", "config_id",
-                  q.id, "backend", json_string_value(json_object_get(doc, "backend")), "template",
-                  tpl, "templates", templates_list(d, user), "standard",
-                  slot(d, CONFIG_STANDARD_TEMPLATE, q.want[0] || q.want[1]), "desktop",
-                  slot(d, CONFIG_DESKTOP_TEMPLATE, q.want[2] || q.want[3]), "replaced",
-                  q.replace ? (q.want[1] ? "standard" : "desktop") : NULL);
+        json_pack("{s:s,s:s?,s:s,s:s,s:o,s:o,s:o,s:s?,s:s?}", "object", "template_query",
+                  "config_id", q.id, "backend", json_string_value(json_object_get(doc, "backend")),
+                  "template", tpl, "templates", templates_list(d, user), "standard",
+                  slot(d, CONFIG_STANDARD_TEMPLATE, q.want[0] || q.want[1], tb[0]), "desktop",
+                  slot(d, CONFIG_DESKTOP_TEMPLATE, q.want[2] || q.want[3], tb[1]), "replaced",
+                  done ? (q.want[1] ? "standard" : "desktop") : NULL, "replacing", replacing);
     if (config)
         json_object_set_new(answer, "sandbox_config", config);
     json_decref(body);
     json_decref(doc);
-    http_respond_json(req, 200, answer);
+    if (tb[0] || tb[1]) {
+        /* Building: the build to follow (GET /v1/templates/NAME/build, build-events). */
+        const char *name =
+            tb[1] && (!tb[0] || q.want[3]) ? CONFIG_DESKTOP_TEMPLATE : CONFIG_STANDARD_TEMPLATE;
+        _cleanup_free_ char *loc = sbx_xasprintf("/v1/templates/%s/build", name);
+        http_req_add_header(req, "Location", loc);
+    }
+    http_respond_json(req, tb[0] || tb[1] ? 202 : 200, answer);
 }
 
 static const struct route routes[] = {

@@ -108,7 +108,6 @@ static const struct {
     {"template_building", 409},
     {"template_builtin", 409},
     {"template_in_use", 409},
-    {"template_not_built", 409},
     {"template_build_limit", 429},
     {"template_limit", 429},
     {"template_build_failed", 500},

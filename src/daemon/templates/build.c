@@ -22,135 +22,13 @@
 #include "recipe.h"
 #include "tree.h"
 
-/* Where the build's inputs wait in the build sandbox's workspace (host-written before any
- * step runs; the workspace is not part of the tree). */
-#define STEPS_MAX (RECIPE_RUN_MAX + 8)
-
-enum tb_status { TB_BUILDING, TB_READY, TB_FAILED };
-
-struct watcher {
-    const struct template_watch_ops *ops;
-    void *data;
-};
-
-struct step {
-    char label[48]; /* "prepare", "boot", "apt", "npm", "files", "run 2/5", "ready", ... */
-    enum { S_PREPARE, S_BOOT, S_APT, S_NPM, S_FILES, S_RUN, S_READY, S_FINISH, S_SEAL } kind;
-    size_t run_index;
-};
-
-struct line_buf {
-    char buf[TEMPLATE_LOG_LINE_MAX];
-    size_t len;
-};
-
-struct template_build {
-    struct template_builds *b;
-    char id[TEMPLATE_BUILD_ID_LEN + 1];
-    char name[TEMPLATE_NAME_MAX + 1];
-    char owner[TEMPLATE_OWNER_MAX + 1];
-    bool shared;
-    char digest[65];
-    struct recipe recipe;
-    json_t *parent; /* the parent template's manifest */
-    char from_digest[TEMPLATE_DIGEST_MAX + 1];
-    enum tb_status status;
-    long long started_at, finished_at;
-    long long t0_ms; /* monotonic, at the start */
-    struct step steps[STEPS_MAX];
-    size_t nsteps, cur;
-    json_t *events;
-    size_t log_bytes;
-    bool log_truncated;
-    struct watcher watchers[TEMPLATE_BUILD_WATCHERS_MAX];
-    size_t nwatchers;
-    char *tmp;    /* <cache>/.build-<name>-<digest>.XXXXXX */
-    char *rootfs; /* tmp/rootfs */
-    char sandbox_id[STORE_ID_MAX + 1];
-    struct exec_run *run;
-    struct line_buf lines[2];
-    json_t *installed; /* dpkg's list, from the finish step */
-    json_t *npm_list;
-    json_t *error;    /* {step, code, message, exit_code?, log_tail?} once failed */
-    json_t *manifest; /* once ready */
-    /* The seal job's outcome. */
-    char why[TREE_ERR_MAX];
-    int job_r;
-    struct template_build *next;
-};
-
 /* --- events ----------------------------------------------------------------------------- */
-
-static void emit(struct template_build *tb, json_t *ev)
-{
-    if (!ev)
-        return;
-    json_array_append(tb->events, ev);
-    for (size_t i = 0; i < tb->nwatchers; i++)
-        tb->watchers[i].ops->on_event(json_incref(ev), tb->watchers[i].data);
-    json_decref(ev);
-}
-
-static void end_watchers(struct template_build *tb)
-{
-    while (tb->nwatchers) {
-        struct watcher w = tb->watchers[--tb->nwatchers];
-        w.ops->on_end(w.data);
-    }
-}
-
-static int percent(const struct template_build *tb)
-{
-    if (tb->status == TB_READY)
-        return 100;
-    return tb->nsteps ? (int)(tb->cur * 100 / tb->nsteps) : 0;
-}
-
-static json_t *text_json(const char *s, size_t n)
-{
-    json_t *j = json_stringn(s, sbx_utf8_prefix(s, n));
-    return j ? j : json_string("");
-}
-
-static void log_line(struct template_build *tb, unsigned ch, const char *s, size_t n)
-{
-    if (tb->log_truncated)
-        return;
-    if (tb->log_bytes + n > TEMPLATE_BUILD_LOG_MAX) {
-        tb->log_truncated = true;
-        emit(tb, json_pack("{s:s,s:I}", "type", "log_truncated", "kept_bytes",
-                           (json_int_t)tb->log_bytes));
-        return;
-    }
-    tb->log_bytes += n;
-    emit(tb, json_pack("{s:s,s:s,s:s,s:o}", "type", "log", "step", tb->steps[tb->cur].label,
-                       "stream", ch ? "stderr" : "stdout", "line", text_json(s, n)));
-}
-
-static void flush_lines(struct template_build *tb)
-{
-    for (unsigned ch = 0; ch < 2; ch++) {
-        if (tb->lines[ch].len)
-            log_line(tb, ch, tb->lines[ch].buf, tb->lines[ch].len);
-        tb->lines[ch].len = 0;
-    }
-}
 
 static void on_output(unsigned ch, const uint8_t *buf, size_t len, void *data)
 {
     struct template_build *tb = data;
-    if (ch > 1 || tb->steps[tb->cur].kind == S_FINISH)
-        return;
-    struct line_buf *lb = &tb->lines[ch];
-    for (size_t i = 0; i < len; i++) {
-        if (buf[i] == '\n' || lb->len == sizeof(lb->buf)) {
-            log_line(tb, ch, lb->buf, lb->len);
-            lb->len = 0;
-            if (buf[i] == '\n')
-                continue;
-        }
-        lb->buf[lb->len++] = (char)buf[i];
-    }
+    if (tb->steps[tb->cur].kind != S_FINISH) /* the finish step's output is data, not log */
+        build_output(tb, ch, buf, len);
 }
 
 /* --- the build sandbox ------------------------------------------------------------------ */
@@ -214,13 +92,13 @@ static void tail_of(json_t *o, const char *key, const struct exec_output *out)
         s++;
         n--;
     }
-    json_object_set_new(o, key, text_json(s, n));
+    json_object_set_new(o, key, build_text_json(s, n));
 }
 
 static void fail(struct template_build *tb, const char *code, const char *msg,
                  const struct exec_result *res)
 {
-    flush_lines(tb);
+    build_flush_lines(tb);
     const char *label = tb->steps[tb->cur].label;
     tb->error = json_pack("{s:s,s:s,s:s}", "step", label, "code", code, "message", msg);
     if (res) {
@@ -234,12 +112,12 @@ static void fail(struct template_build *tb, const char *code, const char *msg,
              msg);
     json_t *ev = json_pack("{s:s,s:s,s:O,s:I}", "type", "error", "status", "failed", "error",
                            tb->error, "elapsed_ms", (json_int_t)(sbx_now_ms() - tb->t0_ms));
-    emit(tb, ev);
+    build_emit(tb, ev);
     tb->run = NULL;
     stop_sandbox(tb);
     if (tb->tmp)
         build_remove_later(tb->b, tb->tmp);
-    end_watchers(tb);
+    build_end_watchers(tb);
 }
 
 /* --- steps ------------------------------------------------------------------------------ */
@@ -250,7 +128,7 @@ static void step_done(const struct exec_result *res, const struct sbx_err *err, 
 {
     struct template_build *tb = data;
     tb->run = NULL;
-    flush_lines(tb);
+    build_flush_lines(tb);
     if (err) {
         fail(tb, "template_build_failed", err->msg, NULL);
         return;
@@ -336,9 +214,7 @@ static void next_step(struct template_build *tb)
     if (tb->cur >= tb->nsteps)
         return;
     const struct step *s = &tb->steps[tb->cur];
-    emit(tb, json_pack("{s:s,s:s,s:I,s:I,s:i,s:I}", "type", "step", "step", s->label, "index",
-                       (json_int_t)tb->cur + 1, "total", (json_int_t)tb->nsteps, "percent",
-                       percent(tb), "elapsed_ms", (json_int_t)(sbx_now_ms() - tb->t0_ms)));
+    build_step_event(tb);
     const struct recipe *r = &tb->recipe;
     json_t *argv;
     size_t i;
@@ -346,6 +222,9 @@ static void next_step(struct template_build *tb)
     switch (s->kind) {
     case S_PREPARE:
         break; /* started with the build */
+    case S_SCRIPT:
+    case S_CHECK:
+        break; /* an operator build's steps: never in a custom build */
     case S_BOOT: {
         struct sandbox *sb;
         struct sbx_err err = {0};
@@ -612,10 +491,10 @@ static void seal_done(void *data, bool ran)
     log_info("template build %s: %s ready for %s (%lld bytes, %lld s)", tb->id, tb->name, tb->owner,
              (long long)json_integer_value(json_object_get(tb->manifest, "bytes")),
              tb->finished_at - tb->started_at);
-    emit(tb, json_pack("{s:s,s:s,s:i,s:I,s:o}", "type", "done", "status", "ready", "percent", 100,
-                       "elapsed_ms", (json_int_t)(sbx_now_ms() - tb->t0_ms), "build",
-                       template_build_json(tb)));
-    end_watchers(tb);
+    build_emit(tb, json_pack("{s:s,s:s,s:i,s:I,s:o}", "type", "done", "status", "ready", "percent",
+                             100, "elapsed_ms", (json_int_t)(sbx_now_ms() - tb->t0_ms), "build",
+                             template_build_json(tb)));
+    build_end_watchers(tb);
 }
 
 static void seal(struct template_build *tb)
@@ -626,59 +505,6 @@ static void seal(struct template_build *tb)
     j->tb = tb;
     tb->why[0] = '\0';
     jobs_submit(tb->b->jobs, seal_run, seal_done, j);
-}
-
-/* --- records ---------------------------------------------------------------------------- */
-
-static void build_free(struct template_build *tb)
-{
-    if (!tb)
-        return;
-    recipe_clear(&tb->recipe);
-    json_decref(tb->parent);
-    json_decref(tb->events);
-    json_decref(tb->installed);
-    json_decref(tb->npm_list);
-    json_decref(tb->error);
-    json_decref(tb->manifest);
-    free(tb->tmp);
-    free(tb->rootfs);
-    free(tb);
-}
-
-static const char *status_name(enum tb_status s)
-{
-    return s == TB_READY ? "ready" : s == TB_FAILED ? "failed" : "building";
-}
-
-json_t *template_build_json(const struct template_build *tb)
-{
-    json_t *j =
-        json_pack("{s:s,s:s,s:s,s:s,s:s,s:b,s:s,s:i,s:s,s:I}", "object", "template_build", "id",
-                  tb->id, "name", tb->name, "status", status_name(tb->status), "owner", tb->owner,
-                  "public", tb->shared, "from", tb->recipe.from, "percent", percent(tb),
-                  "recipe_digest", tb->digest, "started_at", (json_int_t)tb->started_at);
-    if (!j)
-        return NULL;
-    if (tb->status == TB_BUILDING && tb->cur < tb->nsteps)
-        json_object_set_new(j, "step", json_string(tb->steps[tb->cur].label));
-    if (tb->status == TB_BUILDING && tb->sandbox_id[0])
-        json_object_set_new(j, "sandbox_id", json_string(tb->sandbox_id));
-    json_t *steps = json_array();
-    for (size_t i = 0; i < tb->nsteps; i++)
-        json_array_append_new(steps, json_string(tb->steps[i].label));
-    json_object_set_new(j, "steps", steps);
-    json_object_set_new(j, "finished_at",
-                        tb->finished_at ? json_integer(tb->finished_at) : json_null());
-    if (tb->error)
-        json_object_set(j, "error", tb->error);
-    if (tb->manifest) {
-        const char *cd = json_string_value(json_object_get(tb->manifest, "content_digest"));
-        json_object_set_new(j, "digest", json_sprintf("sha256:%s", cd));
-        json_object_set(j, "size_bytes", json_object_get(tb->manifest, "bytes"));
-    }
-    json_object_set_new(j, "events_url", json_sprintf("/v1/templates/%s/build-events", tb->name));
-    return j;
 }
 
 /* --- starting --------------------------------------------------------------------------- */
@@ -735,55 +561,6 @@ static size_t owned_by(const char *cache, const char *user, const char *except)
     return n;
 }
 
-static size_t running(const struct template_builds *b)
-{
-    size_t n = 0;
-    for (const struct template_build *tb = b->list; tb; tb = tb->next)
-        n += tb->status == TB_BUILDING;
-    return n;
-}
-
-static struct template_build *by_name(struct template_builds *b, const char *name)
-{
-    for (struct template_build *tb = b->list; tb; tb = tb->next)
-        if (!strcmp(tb->name, name))
-            return tb;
-    return NULL;
-}
-
-void template_build_forget(struct template_builds *b, const char *name)
-{
-    for (struct template_build **p = &b->list; *p;) {
-        struct template_build *tb = *p;
-        if (!strcmp(tb->name, name) && tb->status != TB_BUILDING) {
-            *p = tb->next;
-            build_free(tb);
-        } else {
-            p = &tb->next;
-        }
-    }
-}
-
-/* Every name's last build is remembered, failed ones too: at most
- * TEMPLATE_BUILD_RECORDS_MAX, the oldest finished ones forgotten first. */
-static void remember(struct template_builds *b, struct template_build *tb)
-{
-    tb->next = b->list;
-    b->list = tb;
-    size_t n = 0;
-    struct template_build **oldest = NULL;
-    for (struct template_build **p = &b->list; *p; p = &(*p)->next) {
-        n++;
-        if ((*p)->status != TB_BUILDING)
-            oldest = p;
-    }
-    if (n > TEMPLATE_BUILD_RECORDS_MAX && oldest) {
-        struct template_build *old = *oldest;
-        *oldest = old->next;
-        build_free(old);
-    }
-}
-
 /* The finished record a cached recipe answers with. */
 static struct template_build *cached_record(struct template_builds *b, struct template_build *tb,
                                             json_t *manifest)
@@ -794,10 +571,10 @@ static struct template_build *cached_record(struct template_builds *b, struct te
     tb->manifest = manifest;
     plan(tb);
     tb->cur = tb->nsteps;
-    emit(tb, json_pack("{s:s,s:s,s:b,s:i,s:o}", "type", "done", "status", "ready", "cached", 1,
-                       "percent", 100, "build", template_build_json(tb)));
+    build_emit(tb, json_pack("{s:s,s:s,s:b,s:i,s:o}", "type", "done", "status", "ready", "cached",
+                             1, "percent", 100, "build", template_build_json(tb)));
     template_build_forget(b, tb->name);
-    remember(b, tb);
+    build_remember(b, tb);
     return tb;
 }
 
@@ -852,7 +629,7 @@ int template_build_start(struct template_builds *b, const struct auth_identity *
     recipe_digest(rc, tb->from_digest, b->cfg->template_apt_sources, b->cfg->template_npm_registry,
                   tb->digest);
 
-    struct template_build *cur = by_name(b, rc->name);
+    struct template_build *cur = build_by_name(b, rc->name);
     if (cur && cur->status == TB_BUILDING) {
         if (!strcmp(cur->digest, tb->digest) && !strcmp(cur->owner, tb->owner)) {
             build_free(tb);
@@ -890,7 +667,7 @@ int template_build_start(struct template_builds *b, const struct auth_identity *
         json_decref(m);
     }
 
-    if (running(b) >= (size_t)b->cfg->template_builds_max) {
+    if (build_running(b) >= (size_t)b->cfg->template_builds_max) {
         r = sbx_err_set(err, EAGAIN, "template_build_limit",
                         "at most %lld template builds run at once here (SBX_TEMPLATE_BUILDS_MAX): "
                         "retry later",
@@ -917,7 +694,7 @@ int template_build_start(struct template_builds *b, const struct auth_identity *
     tb->t0_ms = sbx_now_ms();
     plan(tb);
     template_build_forget(b, tb->name);
-    remember(b, tb);
+    build_remember(b, tb);
     log_info("template build %s: %s from %s for %s (recipe %.16s, %zu steps)", tb->id, tb->name,
              rc->from, tb->owner, tb->digest, tb->nsteps);
     next_step(tb); /* the copy's step event */
@@ -928,50 +705,6 @@ int template_build_start(struct template_builds *b, const struct auth_identity *
 fail:
     build_free(tb);
     return r < 0 ? r : -EINVAL;
-}
-
-struct template_build *template_build_find(struct template_builds *b, const char *name,
-                                           const char *user)
-{
-    struct template_build *tb = by_name(b, name);
-    if (!tb || !template_usable(tb->owner, tb->shared, user))
-        return NULL;
-    return tb;
-}
-
-bool template_build_running(struct template_builds *b, const char *name)
-{
-    for (struct template_build *tb = b->list; tb; tb = tb->next)
-        if (tb->status == TB_BUILDING &&
-            (!strcmp(tb->name, name) || !strcmp(tb->recipe.from, name)))
-            return true;
-    return false;
-}
-
-int template_build_watch(struct template_build *tb, const struct template_watch_ops *ops,
-                         void *data)
-{
-    if (tb->status == TB_BUILDING && tb->nwatchers == TEMPLATE_BUILD_WATCHERS_MAX)
-        return -EBUSY;
-    size_t i;
-    json_t *ev;
-    json_array_foreach(tb->events, i, ev) ops->on_event(json_incref(ev), data);
-    if (tb->status != TB_BUILDING) {
-        ops->on_end(data);
-        return 0;
-    }
-    tb->watchers[tb->nwatchers++] = (struct watcher){ops, data};
-    return 0;
-}
-
-void template_build_unwatch(struct template_build *tb, void *data)
-{
-    for (size_t i = 0; i < tb->nwatchers; i++) {
-        if (tb->watchers[i].data == data) {
-            tb->watchers[i] = tb->watchers[--tb->nwatchers];
-            return;
-        }
-    }
 }
 
 static void drop_leftover(struct sandbox *sb, void *data)
@@ -1027,9 +760,11 @@ void template_builds_free(struct template_builds *b)
     while (b->list) {
         struct template_build *tb = b->list;
         b->list = tb->next;
-        end_watchers(tb);
+        build_end_watchers(tb);
         if (tb->run)
             exec_abandon(tb->run);
+        if (tb->op)
+            operator_run_abandon(tb->op);
         build_free(tb);
     }
     free(b);

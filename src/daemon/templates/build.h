@@ -42,6 +42,16 @@ void template_builds_free(struct template_builds *b);
  * (another recipe of the name is being built), template_build_limit, template_limit. */
 int template_build_start(struct template_builds *b, const struct auth_identity *who, json_t *body,
                          struct template_build **out, bool *cached, struct sbx_err *err);
+/* The operator's templates (templates/NAME: base, office, desktop) as `make run` builds
+ * them: scripts/build-template.sh NAME (SBX_TEMPLATE_SCRIPT) run on the host, followed as a
+ * build record (steps "script", its output as log lines, and "check", the template read
+ * back), or the one under way joined. Errors: template_building (a custom build of the
+ * name runs), template_build_limit, template_build_failed (the script cannot start). */
+int template_build_operator(struct template_builds *b, const char *name,
+                            struct template_build **out, struct sbx_err *err);
+const char *template_build_id(const struct template_build *tb);
+/* Has the build ended (*ready: with its template built)? */
+bool template_build_ended(const struct template_build *tb, bool *ready);
 /* The last build of a template name that user may see, or NULL. */
 struct template_build *template_build_find(struct template_builds *b, const char *name,
                                            const char *user);

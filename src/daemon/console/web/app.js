@@ -1,4 +1,5 @@
-// The console's shell: sign-in, the hash router and the list pages (sandboxes, keys, audit).
+// The console's shell: sign-in, the hash router and the list pages (sandboxes, keys, audit);
+// the other pages have a module each.
 // A sandbox's own page is sandbox.js. Pages are rebuilt on each route change; a page's
 // timers and sockets are stopped through the `cleanup` list when the route changes.
 import { api, key } from './api.js';
@@ -7,6 +8,10 @@ import { sandboxPage } from './sandbox.js';
 import { sandboxActions } from './actions.js';
 import { templatesPage } from './templates.js';
 import { usagePage } from './usage.js';
+import { walletPage } from './wallet.js';
+import { nodesPage } from './nodes.js';
+import { configsPage, configPage } from './configs.js';
+import { volumesPage, volumePage } from './volumes.js';
 
 const main = document.getElementById('main');
 // Each route renders into a fresh element: a page still loading when the route changes
@@ -215,13 +220,20 @@ async function route() {
   const [path, query] = location.hash.replace(/^#/, '').split('?');
   const parts = path.split('/').filter(Boolean);
   for (const a of document.querySelectorAll('#nav a')) {
-    if (a.getAttribute('href') === `#/${parts[0] || 'sandboxes'}`) a.setAttribute('aria-current', 'page');
+    const section = { sandbox: 'sandboxes', config: 'configs', volume: 'volumes' }[parts[0]] || parts[0] || 'sandboxes';
+    if (a.getAttribute('href') === `#/${section}`) a.setAttribute('aria-current', 'page');
     else a.removeAttribute('aria-current');
   }
   if (parts[0] === 'sandbox' && parts[1]) return sandboxPage(ctx.view, ctx, parts[1], parts[2]);
   if (parts[0] === 'keys') return keysPage();
-  if (parts[0] === 'templates') return templatesPage(ctx.view);
-  if (parts[0] === 'usage') return usagePage(ctx.view);
+  if (parts[0] === 'configs') return configsPage(ctx.view, ctx);
+  if (parts[0] === 'config' && parts[1]) return configPage(ctx.view, ctx, parts[1]);
+  if (parts[0] === 'templates') return templatesPage(ctx.view, ctx);
+  if (parts[0] === 'volumes') return volumesPage(ctx.view, ctx);
+  if (parts[0] === 'volume' && parts[1]) return volumePage(ctx.view, ctx, parts[1]);
+  if (parts[0] === 'usage') return usagePage(ctx.view, ctx, query || '');
+  if (parts[0] === 'wallet') return walletPage(ctx.view, ctx, query || '');
+  if (parts[0] === 'nodes') return nodesPage(ctx.view);
   if (parts[0] === 'audit') return auditPage(query || '');
   return sandboxesPage();
 }

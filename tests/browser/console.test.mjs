@@ -227,7 +227,7 @@ test('the egress log shows a connection the policy refused', async () => {
 test('a template build\'s log streams in, step by step, to its end', async () => {
   await page.goto(`${CONSOLE}#/templates`);
   await page.getByLabel('Name', { exact: true }).fill('console-demo');
-  await page.getByLabel('Run', { exact: true }).fill('echo built-by-the-console > /etc/console-demo\ncat /etc/console-demo');
+  await page.getByLabel('Run', { exact: true }).fill('echo built-by-the-console > /etc/console-demo\ncat /etc/console-demo; echo a-warning >&2');
   await page.getByRole('button', { name: 'Build', exact: true }).click();
   // A step is on screen while the build runs, then its end.
   await page.waitForFunction(() => /\(\d+\/\d+\)/.test(document.querySelector('#build-step')?.textContent || ''), null, { timeout: 60000 });
@@ -235,6 +235,8 @@ test('a template build\'s log streams in, step by step, to its end', async () =>
   assert.match(await page.locator('#build-end').textContent(), /^Built/);
   const log = await page.locator('#build-log').textContent();
   assert.match(log, /── run 1\/2[\s\S]*built-by-the-console/);
+  // Each line under its own stream: stderr in red, stdout not.
+  assert.deepEqual(await page.locator('#build-log span.stderr').allTextContents(), ['a-warning\n']);
   await page.waitForSelector('#templates tr[data-name="console-demo"]');
   await shot('template-build');
   await page.getByRole('button', { name: 'Delete template console-demo' }).click();
@@ -257,7 +259,7 @@ test('a volume is created, gets a file and a directory, and is deleted', async (
   await shot('volume');
   await page.goto(`${CONSOLE}#/volumes`);
   await page.waitForSelector('#volumes tr[data-name="console-vol"]');
-  assert.match(await page.locator('#volumes tr[data-name="console-vol"]').textContent(), /of 1\.0 GiB/);
+  assert.match(await page.locator('#volumes tr[data-name="console-vol"]').textContent(), /of 1\.00 GiB/);
   await shot('volumes');
   await page.getByRole('button', { name: 'Delete volume console-vol' }).click();
   await page.waitForSelector('#volumes tr[data-name="console-vol"]', { state: 'detached' });
@@ -346,9 +348,21 @@ test('a skill bundle installs into the configuration, its progress and transcrip
   assert.equal(await page.locator('#install-progress').evaluate((p) => p.value), 100);
   assert.match(await page.locator('#install-log').textContent(), /install-step-1\ninstall-step-2\ninstall-step-3/);
   await page.waitForFunction(() => /install-step-3/.test(document.querySelector('#install-transcript')?.textContent || ''));
+  assert.equal(await page.locator('#install-transcript .stderr').count(), 0);
+  assert.match(await page.locator('#install').textContent(), /^Installing console-demo/);
   await page.waitForFunction(() => /ready/.test(document.querySelector('#config-skills tr[data-name="console-demo"]')?.textContent || ''));
   assert.match(await page.locator('#config-skills tr[data-name="console-demo"]').textContent(), /DEMO_TOKEN: not set/);
   await shot('skills');
+  // A sandbox made from the configuration has the skill and what its install script left.
+  await page.goto(`${CONSOLE}#/sandboxes`);
+  await page.waitForSelector('#config option:nth-child(2)', { state: 'attached' });
+  await page.getByLabel('Configuration').selectOption({ label: 'console-cfg' });
+  await page.getByRole('button', { name: 'Create' }).click();
+  await page.waitForURL(/#\/sandbox\//, { timeout: 120000 });
+  await page.getByLabel('Command', { exact: true }).fill('cat /workspace/skills/console-demo/installed.marker; echo "token ${#CFG_TOKEN}"');
+  await page.getByRole('button', { name: 'Run', exact: true }).click();
+  await page.waitForFunction(() => (document.querySelector('#command-result')?.textContent || '').startsWith('exit 0'), null, { timeout: 30000 });
+  assert.equal(await page.locator('#command-output').textContent(), 'done\ntoken 15\n');
 });
 
 test('an admin tops up a wallet and sees it charted per day', async () => {

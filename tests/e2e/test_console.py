@@ -66,8 +66,9 @@ def suite_console(ext):
                      "SBX_CHROMIUM": chromium})
     finally:
         # The browser's sandboxes are not the harness's to know: delete them here.
-        for sb in (alice.list_sandboxes() if alice else []):
-            alice.delete_sandbox(sb["id"])
+        for c in ([alice, d.client()] if alice else []):
+            for sb in c.list_sandboxes():
+                c.delete_sandbox(sb["id"])
         d.cleanup()
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(cache, ignore_errors=True)

@@ -14,6 +14,7 @@
 #include "../../common/text.h"
 #include "../../common/util.h"
 #include "../egress/policy.h"
+#include "../../proto/proto.h"
 #include "../exec/exec.h"
 #include "../sandbox/runas.h"
 #include "../sandbox/template.h"
@@ -112,7 +113,7 @@ static json_t *text_json(const char *s, size_t n)
     return j ? j : json_string("");
 }
 
-static void log_line(struct template_build *tb, unsigned ch, const char *s, size_t n)
+static void log_line(struct template_build *tb, unsigned stream, const char *s, size_t n)
 {
     if (tb->log_truncated)
         return;
@@ -124,27 +125,30 @@ static void log_line(struct template_build *tb, unsigned ch, const char *s, size
     }
     tb->log_bytes += n;
     emit(tb, json_pack("{s:s,s:s,s:s,s:o}", "type", "log", "step", tb->steps[tb->cur].label,
-                       "stream", ch ? "stderr" : "stdout", "line", text_json(s, n)));
+                       "stream", stream ? "stderr" : "stdout", "line", text_json(s, n)));
 }
 
 static void flush_lines(struct template_build *tb)
 {
-    for (unsigned ch = 0; ch < 2; ch++) {
-        if (tb->lines[ch].len)
-            log_line(tb, ch, tb->lines[ch].buf, tb->lines[ch].len);
-        tb->lines[ch].len = 0;
+    for (unsigned stream = 0; stream < 2; stream++) {
+        if (tb->lines[stream].len)
+            log_line(tb, stream, tb->lines[stream].buf, tb->lines[stream].len);
+        tb->lines[stream].len = 0;
     }
 }
 
+/* ch is the channel's (PROTO_CH_STDOUT or PROTO_CH_STDERR); lines[] and log_line count
+ * the streams from 0, stdout first. */
 static void on_output(unsigned ch, const uint8_t *buf, size_t len, void *data)
 {
     struct template_build *tb = data;
-    if (ch > 1 || tb->steps[tb->cur].kind == S_FINISH)
+    if ((ch != PROTO_CH_STDOUT && ch != PROTO_CH_STDERR) || tb->steps[tb->cur].kind == S_FINISH)
         return;
-    struct line_buf *lb = &tb->lines[ch];
+    unsigned stream = ch - PROTO_CH_STDOUT;
+    struct line_buf *lb = &tb->lines[stream];
     for (size_t i = 0; i < len; i++) {
         if (buf[i] == '\n' || lb->len == sizeof(lb->buf)) {
-            log_line(tb, ch, lb->buf, lb->len);
+            log_line(tb, stream, lb->buf, lb->len);
             lb->len = 0;
             if (buf[i] == '\n')
                 continue;

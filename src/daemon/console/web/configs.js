@@ -136,7 +136,7 @@ function skillsSection(box, c, admin, ctx) {
   ctx.keep(box, () => follow?.abort());
   const load = async () => {
     const list = await attempt(() => api('GET', base));
-    if (!list) return;
+    if (!list) return [];
     tbody.replaceChildren(...list.data.map((s) => h('tr', { 'data-name': s.name },
       h('td', { class: 'mono' }, s.name), h('td', {}, s.version), h('td', { class: `status-${s.status === 'ready' ? 'running' : s.status}` }, s.status),
       h('td', {}, s.enabled ? 'yes' : 'no'), h('td', {}, s.served?.version || ''),
@@ -161,6 +161,7 @@ function skillsSection(box, c, admin, ctx) {
           load();
         } }, 'Remove')))));
     if (!list.data.length) tbody.append(h('tr', {}, h('td', { colspan: 9, class: 'muted' }, 'No skills installed.')));
+    return list.data;
   };
 
   // An install's round live: its events (percent, stage, the script's output) and its
@@ -193,7 +194,8 @@ function skillsSection(box, c, admin, ctx) {
       await stream(`${base}/${s.id}/install-events`, undefined, (ev) => {
         if (ev.percent !== undefined) bar.value = ev.percent;
         if (ev.stage) stage.textContent = `${ev.stage}${ev.percent !== undefined ? ` · ${ev.percent}%` : ''}`;
-        if (ev.log) { log.append(ev.log); log.scrollTop = log.scrollHeight; }
+        // The script's output comes as it was written; sbxd's own notes are lines of their own.
+        if (ev.log) { log.append(ev.stage === 'install' || ev.log.endsWith('\n') ? ev.log : `${ev.log}\n`); log.scrollTop = log.scrollHeight; }
         if (!transcriptStarted && ev.stage && ev.stage !== 'queued') followTranscript();
         if (ev.done) {
           stage.textContent = `${ev.status || ev.stage} · done`;
@@ -230,8 +232,8 @@ function skillsSection(box, c, admin, ctx) {
     progress.hidden = true;
     picker.value = '';
     if (!r) return;
-    await load();
-    watch({ id: r.skill_id, name: f.name });
+    const installs = await load();
+    watch({ id: r.skill_id, name: installs.find((s) => s.id === r.skill_id)?.name || f.name });
   });
   box.replaceChildren(h('h2', {}, 'Skills'), add || '',
     h('table', { id: 'config-skills' }, h('thead', {}, h('tr', {},

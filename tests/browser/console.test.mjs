@@ -184,11 +184,14 @@ test('a matplotlib cell shows its plot as an image', async () => {
 test('the exec history opens a command\'s receipt', async () => {
   await page.goto(`${CONSOLE}#/sandbox/${sandbox}/command`);
   await page.waitForSelector('#history tbody tr button');
-  await page.locator('#history tbody tr button').last().click();
+  // The newest: the command that wrote out/result.txt (the artifacts test).
+  await page.locator('#history tbody tr button').first().click();
   await page.waitForSelector('#receipt table');
   const text = await page.locator('#receipt').textContent();
   assert.match(text, /command_sha256[0-9a-f]{64}/);
   assert.match(text, /workspace generation\d+ → \d+/);
+  // sha256("artifact"), as the artifacts tab showed it.
+  assert.match(text, /out\/result\.txt 8 B c7c5c1d70c5dec4416ab6158afd0b223ef40c29b1dc1f97ed9428b94d4cadb1c/);
   await shot('receipt');
 });
 
@@ -412,6 +415,7 @@ test('a viewer reads configurations but is offered no change, and the API refuse
   for (const name of ['Save', 'Run the probe', 'Delete configuration', 'Install'])
     assert.equal(await page.getByRole('button', { name, exact: true }).count(), 0, name);
   assert.match(await page.locator('#skills').textContent(), /admins only/);
+  await shot('viewer-config');
   const r = await page.evaluate(async (id) => {
     const res = await fetch(`/v1/sandbox-configs/${id}`, { method: 'PUT',
       headers: { Authorization: `Bearer ${sessionStorage.getItem('sbx.console.key')}`, 'Content-Type': 'application/json' },
@@ -428,7 +432,6 @@ test('a viewer reads configurations but is offered no change, and the API refuse
   await page.goto(`${CONSOLE}#/wallet`);
   await page.waitForSelector('#wallet');
   assert.equal(await page.getByRole('button', { name: 'Add', exact: true }).count(), 0);
-  await shot('viewer-config');
 });
 
 test('no page error or CSP violation on the way', () => {

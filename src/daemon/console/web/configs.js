@@ -59,27 +59,34 @@ export async function configPage(root, ctx, id) {
   const vars = Object.keys(c.config.env_vars || {});
   const skills = h('section', { id: 'skills' });
   const probe = h('section', { id: 'probe' });
-  root.replaceChildren(back,
-    h('h1', {}, 'Configuration ', h('span', { class: 'mono' }, c.name)),
-    h('p', { class: 'muted' }, `${c.id} · ${c.sandbox_type} · template ${c.config.template || 'base'} · updated ${when(c.updated_at)}`),
-    c.description ? h('p', {}, c.description) : '',
+  const title = h('span', { class: 'mono' });
+  const meta = h('p', { class: 'muted' });
+  const about = h('p', { id: 'cfg-about' });
+  const show = (x) => {
+    title.textContent = x.name;
+    meta.textContent = `${x.id} · ${x.sandbox_type} · template ${x.config.template || 'base'} · updated ${when(x.updated_at)}`;
+    about.textContent = x.description || '';
+  };
+  show(c);
+  root.replaceChildren(back, h('h1', {}, 'Configuration ', title), meta, about,
     h('h2', {}, 'Environment variables'),
     h('table', { id: 'env-vars' }, h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Name'), h('th', { scope: 'col' }, 'Value'))),
       h('tbody', {}, vars.length ? vars.map((n) => h('tr', {}, h('td', { class: 'mono' }, n),
         h('td', { class: 'mono muted', title: 'Sealed in the store; no answer ever carries the value' }, c.config.env_vars[n] === MASK ? '•••••••• (masked)' : c.config.env_vars[n])))
         : h('tr', {}, h('td', { colspan: 2, class: 'muted' }, 'None.')))),
-    editor(c, admin), probe, skills);
+    editor(c, admin, show), probe, skills);
   probeSection(probe, c, admin);
   if (ctx.can.admin()) skillsSection(skills, c, admin, ctx);
   else skills.replaceChildren(h('h2', {}, 'Skills'), h('p', { class: 'muted' }, 'A configuration\'s skills are shown to admins only.'));
 }
 
-function editor(c, admin) {
+// saved(c): what the page shows of the configuration, after a save.
+function editor(c, admin, saved) {
   const name = h('input', { id: 'cfg-name', required: true, maxlength: 128, size: 24, value: c.name });
   const desc = h('input', { id: 'cfg-desc', maxlength: 1024, size: 40, value: c.description || '' });
   const doc = h('textarea', { id: 'cfg-doc', class: 'code small', spellcheck: 'false', readonly: !admin });
   doc.value = JSON.stringify(c.config, null, 2);
-  const saved = h('span', { id: 'cfg-saved', class: 'muted', 'aria-live': 'polite' });
+  const note = h('span', { id: 'cfg-saved', class: 'muted', 'aria-live': 'polite' });
   if (!admin) return h('details', { class: 'card' }, h('summary', {}, 'The configuration document'), doc);
   return h('form', { class: 'card', 'aria-label': 'Edit the configuration', onsubmit: async (e) => {
     e.preventDefault();
@@ -87,8 +94,9 @@ function editor(c, admin) {
     if (!config) return;
     const r = await attempt(() => api('PUT', `/v1/sandbox-configs/${c.id}`, { name: name.value, description: desc.value, config }));
     if (r) {
-      saved.textContent = `Saved at ${whenMs(Date.now())}.`;
-      setTimeout(() => window.dispatchEvent(new HashChangeEvent('hashchange')), 600);
+      note.textContent = `Saved at ${whenMs(Date.now())}.`;
+      doc.value = JSON.stringify(r.config, null, 2);
+      saved(r);
     }
   } }, h('h2', {}, 'Edit'),
   h('div', { class: 'row' }, h('label', { for: 'cfg-name' }, 'Name', name), h('label', { for: 'cfg-desc' }, 'Description', desc)),
@@ -97,7 +105,7 @@ function editor(c, admin) {
     h('button', { type: 'button', class: 'danger', onclick: async () => {
       if (!confirm(`Delete configuration ${c.name}?`)) return;
       if (await attempt(() => api('DELETE', `/v1/sandbox-configs/${c.id}`))) location.hash = '#/configs';
-    } }, 'Delete configuration'), saved));
+    } }, 'Delete configuration'), note));
 }
 
 // The probe: the configuration checked by sbxd (deep: a sandbox made, a script run in it,

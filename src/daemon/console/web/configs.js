@@ -202,8 +202,9 @@ function skillsSection(box, c, admin, ctx) {
       await stream(`${base}/${s.id}/install-events`, undefined, (ev) => {
         if (ev.percent !== undefined) bar.value = ev.percent;
         if (ev.stage) stage.textContent = `${ev.stage}${ev.percent !== undefined ? ` · ${ev.percent}%` : ''}`;
-        // The script's output comes as it was written; sbxd's own notes are lines of their own.
-        if (ev.log) { log.append(ev.stage === 'install' || ev.log.endsWith('\n') ? ev.log : `${ev.log}\n`); log.scrollTop = log.scrollHeight; }
+        // Each event's log on lines of its own: sbxd's notes end with no newline. (A line of the
+        // script's output split across two reads shows as two; the transcript has it whole.)
+        if (ev.log) { log.append(ev.log.endsWith('\n') ? ev.log : `${ev.log}\n`); log.scrollTop = log.scrollHeight; }
         if (!transcriptStarted && ev.stage && ev.stage !== 'queued') followTranscript();
         if (ev.done) {
           stage.textContent = `${ev.status || ev.stage} · done`;

@@ -1,8 +1,12 @@
 // The web console (docs/console.md) in Debian's headless Chromium against a real sbxd, as a
 // new user meets it: sign in with a key, create a sandbox, run a command and watch its output
-// stream in, type into the terminal and re-attach after a reload, upload and download a
-// file, run a matplotlib cell and see its image, find all of it in the audit log, create a
-// key (shown once), and a viewer key that is offered no delete and is refused one anyway.
+// stream in and read its receipt, type into the terminal and re-attach after a reload, upload
+// and download a file, run a matplotlib cell and see its image, issue a preview link to a
+// server in the sandbox, read the egress log, build a template and follow its log, use a
+// volume, find all of it in the audit log; as an admin create a key (shown once), a
+// configuration (variables masked, the probe's checks) with a skill whose install is followed
+// live to the end, top up a wallet, list the nodes; and a viewer key that is offered no
+// changes and is refused them anyway.
 // Started by tests/e2e/test_console.py, which passes everything through the environment;
 // a screenshot of each page goes to SBX_SHOTS.
 import { test, before, after } from 'node:test';
@@ -19,6 +23,7 @@ const SHOTS = env.SBX_SHOTS;
 let browser;
 let page;
 let sandbox;
+let config;
 const pageErrors = [];
 
 before(async () => {
@@ -176,21 +181,109 @@ test('a matplotlib cell shows its plot as an image', async () => {
   await shot('python');
 });
 
+test('the exec history opens a command\'s receipt', async () => {
+  await page.goto(`${CONSOLE}#/sandbox/${sandbox}/command`);
+  await page.waitForSelector('#history tbody tr button');
+  // The newest: the command that wrote out/result.txt (the artifacts test).
+  await page.locator('#history tbody tr button').first().click();
+  await page.waitForSelector('#receipt table');
+  const text = await page.locator('#receipt').textContent();
+  assert.match(text, /command_sha256[0-9a-f]{64}/);
+  assert.match(text, /workspace generation\d+ → \d+/);
+  // sha256("artifact"), as the artifacts tab showed it.
+  assert.match(text, /out\/result\.txt 8 B c7c5c1d70c5dec4416ab6158afd0b223ef40c29b1dc1f97ed9428b94d4cadb1c/);
+  await shot('receipt');
+});
+
+test('a preview link reaches a server started in the sandbox', async () => {
+  await page.goto(`${CONSOLE}#/sandbox/${sandbox}/processes`);
+  await page.getByLabel('Background command').fill('mkdir -p site && echo preview-from-the-console > site/index.html && cd site && python3 -m http.server 8000');
+  await page.getByRole('button', { name: 'Start' }).click();
+  await page.waitForFunction(() => /running/.test(document.querySelector('#processes tbody')?.textContent || ''));
+  await page.getByRole('tab', { name: 'Preview links' }).click();
+  await page.getByLabel('Port').fill('8000');
+  await page.getByRole('button', { name: 'Issue link' }).click();
+  const link = page.locator('#preview-links li[data-port="8000"] a');
+  await link.waitFor({ timeout: 30000 });
+  const r = await fetch(await link.getAttribute('href'));
+  assert.equal(r.status, 200);
+  assert.match(await r.text(), /preview-from-the-console/);
+  await page.waitForFunction(() => /8000/.test(document.querySelector('#previews tbody')?.textContent || ''));
+  await shot('preview');
+});
+
+test('the egress log shows a connection the policy refused', async () => {
+  await page.goto(`${CONSOLE}#/sandbox/${sandbox}/command`);
+  await page.getByLabel('Command', { exact: true }).fill(
+    'python3 -c "import urllib.request as u; u.urlopen(\'http://blocked.example.com/\', timeout=10)" 2>&1 | tail -1');
+  await page.getByRole('button', { name: 'Run', exact: true }).click();
+  await page.waitForFunction(() => (document.querySelector('#command-result')?.textContent || '').startsWith('exit'), null, { timeout: 30000 });
+  await page.getByRole('tab', { name: 'Egress log' }).click();
+  await page.waitForSelector('#egress tbody tr[data-id]');
+  const row = await page.locator('#egress tbody tr[data-id]').first().textContent();
+  assert.match(row, /blocked\.example\.com/);
+  assert.match(row, /denied/);
+  assert.match(await page.locator('#egress-policy').textContent(), /none/);
+  await shot('egress');
+});
+
+test('a template build\'s log streams in, step by step, to its end', async () => {
+  await page.goto(`${CONSOLE}#/templates`);
+  await page.getByLabel('Name', { exact: true }).fill('console-demo');
+  await page.getByLabel('Run', { exact: true }).fill('echo built-by-the-console > /etc/console-demo\ncat /etc/console-demo; echo a-warning >&2');
+  await page.getByRole('button', { name: 'Build', exact: true }).click();
+  // A step is on screen while the build runs, then its end.
+  await page.waitForFunction(() => /\(\d+\/\d+\)/.test(document.querySelector('#build-step')?.textContent || ''), null, { timeout: 60000 });
+  await page.waitForFunction(() => (document.querySelector('#build-end')?.textContent || '') !== '', null, { timeout: 400000 });
+  assert.match(await page.locator('#build-end').textContent(), /^Built/);
+  const log = await page.locator('#build-log').textContent();
+  assert.match(log, /── run 1\/2[\s\S]*built-by-the-console/);
+  // Each line under its own stream: stderr in red, stdout not.
+  assert.deepEqual(await page.locator('#build-log span.stderr').allTextContents(), ['a-warning\n']);
+  await page.waitForSelector('#templates tr[data-name="console-demo"]');
+  await shot('template-build');
+  await page.getByRole('button', { name: 'Delete template console-demo' }).click();
+  await page.waitForSelector('#templates tr[data-name="console-demo"]', { state: 'detached' });
+});
+
+test('a volume is created, gets a file and a directory, and is deleted', async () => {
+  await page.goto(`${CONSOLE}#/volumes`);
+  await page.getByLabel('Name').fill('console-vol');
+  await page.getByRole('button', { name: 'Create volume' }).click();
+  await page.locator('#volumes tr[data-name="console-vol"] a').click();
+  await page.waitForSelector('#volume-files #files');
+  await page.locator('#upload').setInputFiles({ name: 'data.csv', mimeType: 'text/csv', buffer: Buffer.from('a,b\n1,2\n') });
+  await page.waitForSelector('#files tr[data-path="data.csv"]', { timeout: 30000 });
+  await page.getByLabel('New directory').fill('results');
+  await page.getByRole('button', { name: 'Make directory' }).click();
+  await page.waitForSelector('#files tr[data-path="results"]');
+  await page.getByRole('button', { name: 'Preview data.csv' }).click();
+  await page.waitForFunction(() => (document.querySelector('#preview pre')?.textContent || '') === 'a,b\n1,2\n');
+  await shot('volume');
+  await page.goto(`${CONSOLE}#/volumes`);
+  await page.waitForSelector('#volumes tr[data-name="console-vol"]');
+  assert.match(await page.locator('#volumes tr[data-name="console-vol"]').textContent(), /of 1\.00 GiB/);
+  await shot('volumes');
+  await page.getByRole('button', { name: 'Delete volume console-vol' }).click();
+  await page.waitForSelector('#volumes tr[data-name="console-vol"]', { state: 'detached' });
+});
+
 test('the audit log shows what was done, filtered to the sandbox', async () => {
   await page.goto(`${CONSOLE}#/audit?sandbox_id=${sandbox}`);
   await page.waitForSelector('#audit tbody tr');
   const actions = await page.locator('#audit td.action').allTextContents();
-  for (const a of ['sandbox.create', 'exec', 'terminal.open', 'file.upload', 'file.download', 'run_code'])
+  for (const a of ['sandbox.create', 'exec', 'terminal.open', 'file.upload', 'file.download', 'run_code', 'sandbox.preview'])
     assert.ok(actions.includes(a), `${a} not in ${actions}`);
   await shot('audit');
 });
 
 test('the usage page charts today\'s exec time', async () => {
   await page.goto(`${CONSOLE}#/usage`);
-  await page.waitForSelector('#usage-chart svg rect', { state: 'attached' });
-  assert.equal(await page.locator('#usage-chart svg rect').count(), 14);
+  const bars = page.locator('#usage-chart svg rect[data-series="exec"]');
+  await bars.first().waitFor({ state: 'attached' });
+  assert.equal(await bars.count(), 14);
   // Today's bar (the last) is the commands and cells this test ran: not empty.
-  assert.ok(Number(await page.locator('#usage-chart svg rect').last().getAttribute('height')) > 0);
+  assert.ok(Number(await bars.last().getAttribute('height')) > 0);
   await shot('usage');
 });
 
@@ -215,6 +308,88 @@ test('an admin creates a key and sees it once', async () => {
   assert.equal(await page.locator('#newkey-secret').count(), 0);
 });
 
+test('an admin makes a configuration: variables masked, edited, probed; a taken name is an error with its request id', async () => {
+  await page.goto(`${CONSOLE}#/configs`);
+  await page.getByLabel('Name', { exact: true }).fill('console-cfg');
+  await page.getByLabel('Description').fill('made in the console');
+  await page.getByLabel(/^Configuration \(JSON/).fill(JSON.stringify({ template: 'base', env_vars: { CFG_TOKEN: 's3cret-value-42' } }));
+  await page.getByRole('button', { name: 'Create configuration' }).click();
+  await page.waitForURL(/#\/config\//);
+  config = page.url().split('#/config/')[1];
+  await page.waitForSelector('#env-vars');
+  assert.match(await page.locator('#env-vars').textContent(), /CFG_TOKEN.*masked/);
+  assert.ok(!(await page.content()).includes('s3cret-value-42'), 'a secret reached the page');
+  await page.getByLabel('Description').fill('made and edited in the console');
+  await page.getByRole('button', { name: 'Save' }).click();
+  await page.waitForFunction(() => /^Saved/.test(document.querySelector('#cfg-saved')?.textContent || ''));
+  await page.getByRole('button', { name: 'Run the probe' }).click();
+  await page.waitForSelector('#probe-checks tr[data-check="template"]', { timeout: 60000 });
+  assert.match(await page.locator('#probe-checks tr[data-check="config"]').textContent(), /✓ ok/);
+  assert.match(await page.locator('#probe-checks tr[data-check="template"]').textContent(), /✓ ok/);
+  await shot('config');
+  await page.goto(`${CONSOLE}#/configs`);
+  await page.waitForSelector('#configs tr[data-name="console-cfg"]');
+  assert.match(await page.locator('#configs tr[data-name="console-cfg"]').textContent(), /made and edited/);
+  await shot('configs');
+  await page.getByLabel('Name', { exact: true }).fill('console-cfg');
+  await page.getByRole('button', { name: 'Create configuration' }).click();
+  await page.waitForSelector('#error:not([hidden])');
+  const err = await page.locator('#error').textContent();
+  assert.match(err, /sandbox_config_exists/);
+  assert.match(err, /request id req_/);
+});
+
+test('a skill bundle installs into the configuration, its progress and transcript followed live to the end', async () => {
+  await page.goto(`${CONSOLE}#/config/${config}`);
+  await page.waitForSelector('#config-skills');
+  await page.locator('#skill-bundle').setInputFiles(env.SBX_SKILL_BUNDLE);
+  await page.waitForSelector('#install-progress');
+  // Part way: a stage past queued with its percent, before the end.
+  await page.waitForFunction(() => /^(sandbox|unpack|install|snapshot) · \d+%/.test(document.querySelector('#install-stage')?.textContent || ''), null, { timeout: 120000 });
+  await page.waitForFunction(() => /done$/.test(document.querySelector('#install-stage')?.textContent || ''), null, { timeout: 240000 });
+  assert.equal(await page.locator('#install-stage').textContent(), 'ready · done');
+  assert.equal(await page.locator('#install-progress').evaluate((p) => p.value), 100);
+  assert.match(await page.locator('#install-log').textContent(), /install-step-1\ninstall-step-2\ninstall-step-3/);
+  await page.waitForFunction(() => /install-step-3/.test(document.querySelector('#install-transcript')?.textContent || ''));
+  assert.equal(await page.locator('#install-transcript .stderr').count(), 0);
+  assert.match(await page.locator('#install').textContent(), /^Installing console-demo/);
+  await page.waitForFunction(() => /ready/.test(document.querySelector('#config-skills tr[data-name="console-demo"]')?.textContent || ''));
+  assert.match(await page.locator('#config-skills tr[data-name="console-demo"]').textContent(), /DEMO_TOKEN: not set/);
+  await shot('skills');
+  // A sandbox made from the configuration has the skill and what its install script left.
+  await page.goto(`${CONSOLE}#/sandboxes`);
+  await page.waitForSelector('#config option:nth-child(2)', { state: 'attached' });
+  await page.getByLabel('Configuration').selectOption({ label: 'console-cfg' });
+  await page.getByRole('button', { name: 'Create' }).click();
+  await page.waitForURL(/#\/sandbox\//, { timeout: 120000 });
+  await page.getByLabel('Command', { exact: true }).fill('cat /workspace/skills/console-demo/installed.marker; echo "token ${#CFG_TOKEN}"');
+  await page.getByRole('button', { name: 'Run', exact: true }).click();
+  await page.waitForFunction(() => (document.querySelector('#command-result')?.textContent || '').startsWith('exit 0'), null, { timeout: 30000 });
+  assert.equal(await page.locator('#command-output').textContent(), 'done\ntoken 15\n');
+});
+
+test('an admin tops up a wallet and sees it charted per day', async () => {
+  await page.goto(`${CONSOLE}#/wallet?user=alice`);
+  await page.waitForSelector('#wallet');
+  await page.getByLabel('Amount (€)').fill('5');
+  await page.getByLabel('Note').fill('from the console test');
+  await page.getByRole('button', { name: 'Add', exact: true }).click();
+  await page.waitForFunction(() => (document.querySelector('#balance')?.textContent || '').startsWith('5.00'));
+  assert.match(await page.locator('#ledger tbody').textContent(), /top_up.*5\.00 €/);
+  const bar = page.locator('#wallet-chart svg rect[data-series="added"]').last();
+  assert.ok(Number(await bar.getAttribute('height')) > 0);
+  await shot('wallet');
+});
+
+test('an admin lists the nodes', async () => {
+  await page.goto(`${CONSOLE}#/nodes`);
+  await page.waitForSelector('#nodes tbody tr');
+  const row = await page.locator('#nodes tbody tr').first().textContent();
+  assert.match(row, /this one/);
+  assert.match(row, /live/);
+  await shot('nodes');
+});
+
 test('a viewer key is offered no create or delete, and the API refuses a delete', async () => {
   await signOut();
   await signIn(env.SBX_VIEWER_KEY);
@@ -231,6 +406,35 @@ test('a viewer key is offered no create or delete, and the API refuses a delete'
   await shot('viewer');
 });
 
+test('a viewer reads configurations but is offered no change, and the API refuses one', async () => {
+  await page.goto(`${CONSOLE}#/configs`);
+  await page.waitForSelector('#configs tr[data-name="console-cfg"]');
+  assert.equal(await page.getByRole('button', { name: 'Create configuration' }).count(), 0);
+  await page.goto(`${CONSOLE}#/config/${config}`);
+  await page.waitForSelector('#env-vars');
+  for (const name of ['Save', 'Run the probe', 'Delete configuration', 'Install'])
+    assert.equal(await page.getByRole('button', { name, exact: true }).count(), 0, name);
+  assert.match(await page.locator('#skills').textContent(), /admins only/);
+  await shot('viewer-config');
+  const r = await page.evaluate(async (id) => {
+    const res = await fetch(`/v1/sandbox-configs/${id}`, { method: 'PUT',
+      headers: { Authorization: `Bearer ${sessionStorage.getItem('sbx.console.key')}`, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ name: 'taken-over', config: {} }) });
+    return [res.status, (await res.json()).error.code];
+  }, config);
+  assert.deepEqual(r, [403, 'admin_required']);
+  await page.goto(`${CONSOLE}#/templates`);
+  await page.waitForSelector('#templates');
+  assert.equal(await page.getByRole('button', { name: 'Build', exact: true }).count(), 0);
+  await page.goto(`${CONSOLE}#/volumes`);
+  await page.waitForSelector('#volumes');
+  assert.equal(await page.getByRole('button', { name: 'Create volume' }).count(), 0);
+  await page.goto(`${CONSOLE}#/wallet`);
+  await page.waitForSelector('#wallet');
+  assert.equal(await page.getByRole('button', { name: 'Add', exact: true }).count(), 0);
+});
+
 test('no page error or CSP violation on the way', () => {
-  assert.deepEqual(pageErrors.filter((e) => !/status of 40[13]/.test(e)), []);
+  // The refusals this test provokes (a wrong key, a viewer, a taken name) log their status.
+  assert.deepEqual(pageErrors.filter((e) => !/status of 40[139]/.test(e)), []);
 });

@@ -1,23 +1,54 @@
 """The web console at /console (docs/console.md) in Debian's headless Chromium against a
-real sbxd (tests/browser/console.test.mjs): sign-in, a sandbox created, a command streamed,
-the terminal, files up and down, a plot, the audit log, keys, a viewer. Each node test
-case counts as one test; the screenshots are kept with the run's logs (console-shots/)."""
+real sbxd (tests/browser/console.test.mjs): sign-in, a sandbox created, a command streamed
+and its receipt, the terminal, files up and down, a plot, a preview link, the egress log,
+configurations with a skill installed live and the probe, a template build's live log,
+volumes, the audit log, usage and the wallet, keys, nodes, a viewer. Each node test case
+counts as one test; the screenshots are kept with the run's logs (console-shots/)."""
 
+import io
 import os
 import shutil
 import tempfile
+import zipfile
 
 import harness
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BROWSER_DIR = os.path.join(REPO, "tests", "browser")
 
+# A skill whose install script prints as it goes, so the page has progress to follow; it is
+# uploaded as a bundle from the page (no skill index or registry: tests/e2e/test_skill_installs.py).
+SKILL_MD = ("---\nname: console-demo\ndescription: A skill installed from the console's test.\n"
+            "version: 1.0.0\ninstall: install.sh\nenvs:\n  - name: DEMO_TOKEN\n"
+            "    description: a token\n---\n# console-demo\nSay hello.\n")
+INSTALL_SH = ("echo installing $SKILL_NAME $SKILL_VERSION\n"
+              "for i in 1 2 3; do echo install-step-$i; sleep 0.3; done\n"
+              "echo done > installed.marker\n")
+
+
+def skill_zip(path):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("console-demo/SKILL.md", SKILL_MD)
+        z.writestr("console-demo/install.sh", INSTALL_SH)
+    with open(path, "wb") as f:
+        f.write(buf.getvalue())
+
 
 def suite_console(ext):
     chromium = shutil.which("chromium")
     assert chromium, "Debian's chromium is not installed (scripts/deps.sh installs it)"
     logdir = os.environ.get("SBX_TEST_LOG_DIR") or tempfile.mkdtemp()
-    d = harness.Daemon()
+    # A template cache of its own holding base (a link to the real build), so the template
+    # the page builds lands nowhere another test looks (as in test_template_build.py).
+    real = os.path.realpath(os.path.join(
+        os.environ.get("SBX_TEMPLATE_CACHE", "/var/cache/sbx/templates"), "base"))
+    cache = tempfile.mkdtemp(prefix="console-test-", dir=os.path.dirname(os.path.dirname(real)))
+    os.symlink(real, os.path.join(cache, "base"))
+    tmp = tempfile.mkdtemp(prefix="console-test-")
+    bundle = os.path.join(tmp, "console-demo.zip")
+    skill_zip(bundle)
+    d = harness.Daemon(extra_env={"SBX_TEMPLATE_CACHE": cache})
     alice = None
     try:
         d.start()
@@ -30,11 +61,14 @@ def suite_console(ext):
                 cwd=BROWSER_DIR,
                 env={"SBX_API": "http://127.0.0.1:%d" % d.port, "SBX_ADMIN_KEY": d.admin_key,
                      "SBX_MEMBER_KEY": member, "SBX_VIEWER_KEY": viewer,
+                     "SBX_SKILL_BUNDLE": bundle,
                      "SBX_SHOTS": os.path.join(logdir, "console-shots"),
-                     "SBX_CHROMIUM": chromium},
-                timeout=600)
+                     "SBX_CHROMIUM": chromium})
     finally:
         # The browser's sandboxes are not the harness's to know: delete them here.
-        for sb in (alice.list_sandboxes() if alice else []):
-            alice.delete_sandbox(sb["id"])
+        for c in ([alice, d.client()] if alice else []):
+            for sb in c.list_sandboxes():
+                c.delete_sandbox(sb["id"])
         d.cleanup()
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(cache, ignore_errors=True)

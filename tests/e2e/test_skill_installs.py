@@ -212,6 +212,8 @@ def test_install_into_two_configurations_follows_events_to_ready():
     assert kinds[0] == "step" and kinds[-1] == "result" and "exit" in kinds, kinds
     assert any(t["kind"] == "output" and t["stream"] == "stderr" and "to-stderr" in t["text"]
                for t in tr), tr
+    assert any(t["kind"] == "output" and t["stream"] == "stdout" and "installing" in t["text"]
+               and "to-stderr" not in t["text"] for t in tr), tr
     assert [t["seq"] for t in tr] == list(range(len(tr))), tr
     lst = admin().ok("GET", path(s["a"]))
     assert lst["object"] == "list" and [x["id"] for x in lst["data"]] == [s["greet_a"]], lst

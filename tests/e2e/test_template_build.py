@@ -336,7 +336,12 @@ def test_a_failing_step_fails_the_build_with_its_log():
     it = c.stream("GET", "/v1/templates/broken/build-events", timeout=600)
     assert next(it).status == 200
     events = [ev for _, ev in it]
-    assert any(e["type"] == "log" and e["line"] == "before-the-failure" for e in events), events
+    # Each line under its stream: stdout, and stderr (which was once dropped, and stdout
+    # labelled stderr, by a channel number read as a stream index).
+    assert any(e["type"] == "log" and e["line"] == "before-the-failure" and e["stream"] == "stdout"
+               for e in events), events
+    assert any(e["type"] == "log" and e["line"] == "oops" and e["stream"] == "stderr"
+               for e in events), events
     last = events[-1]
     assert last["type"] == "error" and last["status"] == "failed", last
     e = last["error"]

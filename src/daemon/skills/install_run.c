@@ -14,6 +14,7 @@
 #include "../../common/log.h"
 #include "../../common/text.h"
 #include "../../common/util.h"
+#include "../../proto/proto.h"
 #include "../exec/exec.h"
 #include "../http/server.h"
 #include "../sandbox/manager.h"
@@ -309,7 +310,7 @@ static void on_output(unsigned ch, const uint8_t *buf, size_t len, void *data)
     for (size_t off = 0; off < len;) {
         size_t n = len - off > INSTALL_LOG_CHUNK_MAX ? INSTALL_LOG_CHUNK_MAX : len - off;
         const char *p = (const char *)buf + off;
-        note(run, "output", text_of(p, n), ch ? "stderr" : "stdout");
+        note(run, "output", text_of(p, n), ch == PROTO_CH_STDERR ? "stderr" : "stdout");
         emit(run, run->percent < 88 ? run->percent + 1 : 88, "install", text_of(p, n), NULL, false);
         off += n;
     }

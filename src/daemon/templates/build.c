@@ -14,6 +14,7 @@
 #include "../../common/text.h"
 #include "../../common/util.h"
 #include "../egress/policy.h"
+#include "../../proto/proto.h"
 #include "../exec/exec.h"
 #include "../sandbox/runas.h"
 #include "../sandbox/template.h"
@@ -24,11 +25,15 @@
 
 /* --- events ----------------------------------------------------------------------------- */
 
+/* ch is the channel's (PROTO_CH_STDOUT or PROTO_CH_STDERR); build_output counts the streams
+ * from 0, stdout first. */
 static void on_output(unsigned ch, const uint8_t *buf, size_t len, void *data)
 {
     struct template_build *tb = data;
+    if (ch != PROTO_CH_STDOUT && ch != PROTO_CH_STDERR)
+        return;
     if (tb->steps[tb->cur].kind != S_FINISH) /* the finish step's output is data, not log */
-        build_output(tb, ch, buf, len);
+        build_output(tb, ch - PROTO_CH_STDOUT, buf, len);
 }
 
 /* --- the build sandbox ------------------------------------------------------------------ */

@@ -45,8 +45,9 @@ export async function api(method, path, body) {
   return r.status === 204 ? null : r.json();
 }
 
-// A streamed route (exec, a process's logs): each `data:` frame's JSON is handed to onEvent
-// as it arrives. A POST with body, a GET without. Resolves when the stream ends.
+// A streamed route (exec, a process's logs, an install's or a build's events): each `data:`
+// frame's JSON is handed to onEvent as it arrives. A POST with body, a GET without. Resolves
+// with the HTTP status when the stream ends (204: nothing to stream yet).
 export async function stream(path, body, onEvent, signal) {
   const post = body !== undefined;
   const r = await fetch(path, {
@@ -57,6 +58,7 @@ export async function stream(path, body, onEvent, signal) {
     signal,
   });
   if (!r.ok) throw await failure(r);
+  if (r.status === 204 || !r.body) return r.status;
   const reader = r.body.getReader();
   const dec = new TextDecoder();
   let buf = '';
@@ -73,15 +75,17 @@ export async function stream(path, body, onEvent, signal) {
       if (data) onEvent(JSON.parse(data));
     }
   }
+  return r.status;
 }
 
-// A raw upload with progress (fetch cannot report an upload's progress; XHR can).
-export function upload(path, file, onProgress) {
+// A raw upload with progress (fetch cannot report an upload's progress; XHR can): a file's
+// bytes PUT (the default), or a skill bundle POSTed as application/zip.
+export function upload(path, file, onProgress, { method = 'PUT', type = 'application/octet-stream' } = {}) {
   return new Promise((resolve, reject) => {
     const x = new XMLHttpRequest();
-    x.open('PUT', path);
+    x.open(method, path);
     x.setRequestHeader('Authorization', `Bearer ${key.get()}`);
-    x.setRequestHeader('Content-Type', 'application/octet-stream');
+    x.setRequestHeader('Content-Type', type);
     x.upload.onprogress = (e) => e.lengthComputable && onProgress(e.loaded, e.total);
     x.onerror = () => reject(new ApiError(0, 'network_error', 'the upload did not reach sbxd', null));
     x.onload = () => {

@@ -1,4 +1,5 @@
-// The console's shell: sign-in, the hash router and the list pages (sandboxes, keys, audit).
+// The console's shell: sign-in, the hash router and the list pages (sandboxes, keys, audit);
+// the other pages have a module each.
 // A sandbox's own page is sandbox.js. Pages are rebuilt on each route change; a page's
 // timers and sockets are stopped through the `cleanup` list when the route changes.
 import { api, key } from './api.js';
@@ -7,6 +8,10 @@ import { sandboxPage } from './sandbox.js';
 import { sandboxActions } from './actions.js';
 import { templatesPage } from './templates.js';
 import { usagePage } from './usage.js';
+import { walletPage } from './wallet.js';
+import { nodesPage } from './nodes.js';
+import { configsPage, configPage } from './configs.js';
+import { volumesPage, volumePage } from './volumes.js';
 
 const main = document.getElementById('main');
 // Each route renders into a fresh element: a page still loading when the route changes
@@ -52,8 +57,9 @@ function signinPage() {
 }
 
 // The create form's egress choice as the API's policy (nothing: the operator's default).
-function egressPolicy(choice) {
+function egressPolicy(choice, domains) {
   if (choice === 'none') return { egress: { mode: 'none' } };
+  if (choice === 'allowlist') return { egress: { mode: 'allowlist', domains: domains.split(/[\s,]+/).filter(Boolean) } };
   if (choice) return { egress: { mode: 'preset', preset: choice } };
   return {};
 }
@@ -65,21 +71,30 @@ async function sandboxesPage() {
   const ttl = h('input', { id: 'ttl', type: 'number', min: 60, max: 86400, value: 3600, size: 7 });
   const egress = h('select', { id: 'egress' }, h('option', { value: '' }, 'the default'),
     h('option', { value: 'none' }, 'none'), h('option', { value: 'pypi' }, 'PyPI only'),
-    h('option', { value: 'npm' }, 'npm only'));
+    h('option', { value: 'npm' }, 'npm only'), h('option', { value: 'allowlist' }, 'these domains…'));
+  const domains = h('input', { id: 'egress-domains', size: 28, placeholder: 'pypi.org github.com' });
+  const domainsLabel = h('label', { for: 'egress-domains', hidden: true }, 'Allowed domains', domains);
+  egress.addEventListener('change', () => { domainsLabel.hidden = egress.value !== 'allowlist'; });
+  // A configuration fills in the template (and limits, variables, network policy): the
+  // template choice is then left out, as the API refuses another one.
+  const config = h('select', { id: 'config' }, h('option', { value: '' }, 'none'));
+  config.addEventListener('change', () => { templates.disabled = !!config.value; });
   const create = can.write() && h('form', { class: 'row card', 'aria-label': 'Create a sandbox', onsubmit: async (e) => {
     e.preventDefault();
     const btn = e.target.querySelector('button');
     btn.disabled = true;
     btn.textContent = 'Creating…';
     const sb = await attempt(() => api('POST', '/v1/sandboxes',
-      { template: templates.value, ttl_seconds: Number(ttl.value), ...egressPolicy(egress.value) }));
+      { ...(config.value ? { config_id: config.value } : { template: templates.value }),
+        ttl_seconds: Number(ttl.value), ...egressPolicy(egress.value, domains.value) }));
     btn.disabled = false;
     btn.textContent = 'Create';
     if (sb) location.hash = `#/sandbox/${sb.id}`;
   } },
   h('label', { for: 'template' }, 'Template', templates),
+  h('label', { for: 'config' }, 'Configuration', config),
   h('label', { for: 'ttl' }, 'Time to live (s)', ttl),
-  h('label', { for: 'egress' }, 'Network egress', egress),
+  h('label', { for: 'egress' }, 'Network egress', egress), domainsLabel,
   h('button', { class: 'primary', type: 'submit' }, 'Create'));
   const note = ctx.me.role === 'viewer' && h('p', { class: 'card' },
     'This is a viewer key: it reads configurations only. Sandboxes need a member or admin key.');
@@ -91,6 +106,9 @@ async function sandboxesPage() {
     api('GET', '/v1/templates').then((t) => {
       templates.replaceChildren(...t.data.map((x) => h('option', { value: x.name, selected: x.name === 'base' }, x.name)));
     }).catch(() => { /* a member may not list templates: base stays */ });
+    api('GET', '/v1/sandbox-configs').then((c) => {
+      config.append(...c.data.map((x) => h('option', { value: x.id }, x.name)));
+    }).catch(() => { /* a restricted key lists no configurations: none stays */ });
   }
   let rows = [];
   const tick = () => {
@@ -215,13 +233,20 @@ async function route() {
   const [path, query] = location.hash.replace(/^#/, '').split('?');
   const parts = path.split('/').filter(Boolean);
   for (const a of document.querySelectorAll('#nav a')) {
-    if (a.getAttribute('href') === `#/${parts[0] || 'sandboxes'}`) a.setAttribute('aria-current', 'page');
+    const section = { sandbox: 'sandboxes', config: 'configs', volume: 'volumes' }[parts[0]] || parts[0] || 'sandboxes';
+    if (a.getAttribute('href') === `#/${section}`) a.setAttribute('aria-current', 'page');
     else a.removeAttribute('aria-current');
   }
   if (parts[0] === 'sandbox' && parts[1]) return sandboxPage(ctx.view, ctx, parts[1], parts[2]);
   if (parts[0] === 'keys') return keysPage();
-  if (parts[0] === 'templates') return templatesPage(ctx.view);
-  if (parts[0] === 'usage') return usagePage(ctx.view);
+  if (parts[0] === 'configs') return configsPage(ctx.view, ctx);
+  if (parts[0] === 'config' && parts[1]) return configPage(ctx.view, ctx, parts[1]);
+  if (parts[0] === 'templates') return templatesPage(ctx.view, ctx);
+  if (parts[0] === 'volumes') return volumesPage(ctx.view, ctx);
+  if (parts[0] === 'volume' && parts[1]) return volumePage(ctx.view, ctx, parts[1]);
+  if (parts[0] === 'usage') return usagePage(ctx.view, ctx, query || '');
+  if (parts[0] === 'wallet') return walletPage(ctx.view, ctx, query || '');
+  if (parts[0] === 'nodes') return nodesPage(ctx.view);
   if (parts[0] === 'audit') return auditPage(query || '');
   return sandboxesPage();
 }

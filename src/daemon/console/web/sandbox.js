@@ -1,14 +1,17 @@
 // One sandbox: its state and actions, and tabs for a command box (streamed over SSE) with
-// the exec history, a terminal, the file browser and a Python cell runner.
-import { api, stream, upload, blob, encPath } from './api.js';
+// the exec history and each exec's receipt, a terminal, background processes, the file
+// browser, artifacts, a Python cell runner, preview links and the egress log.
+import { api, stream } from './api.js';
 import { h, attempt, showError, when, whenMs, timeLeft, bytes, frameText } from './ui.js';
 import { sandboxActions } from './actions.js';
 import { openTerminal } from './terminal.js';
 import { processesTab } from './processes.js';
 import { artifactsTab } from './artifacts.js';
+import { fileBrowser } from './files.js';
+import { previewTab, egressTab } from './network.js';
 
 const TABS = [['command', 'Command'], ['terminal', 'Terminal'], ['processes', 'Processes'], ['files', 'Files'],
-  ['artifacts', 'Artifacts'], ['python', 'Python']];
+  ['artifacts', 'Artifacts'], ['python', 'Python'], ['preview', 'Preview links'], ['network', 'Egress log']];
 
 export async function sandboxPage(root, ctx, id, tab = 'command') {
   const sb = await attempt(() => api('GET', `/v1/sandboxes/${id}`));
@@ -35,9 +38,11 @@ export async function sandboxPage(root, ctx, id, tab = 'command') {
     body);
   if (tab === 'terminal') ctx.keep(root, openTerminal(body, id));
   else if (tab === 'processes') processesTab(body, id, ctx);
-  else if (tab === 'files') filesTab(body, id, ctx);
+  else if (tab === 'files') fileBrowser(body, `/v1/sandboxes/${id}`, ctx.can.write(), { root: '/workspace' });
   else if (tab === 'artifacts') artifactsTab(body, id);
   else if (tab === 'python') pythonTab(body, id, ctx);
+  else if (tab === 'preview') previewTab(body, id, ctx);
+  else if (tab === 'network') egressTab(body, id);
   else commandTab(body, id, ctx);
 }
 
@@ -57,8 +62,27 @@ function commandTab(box, id, ctx) {
       h('td', { class: 'nowrap' }, whenMs(a.ts_ms)), h('td', {}, a.user), h('td', {}, a.outcome),
       h('td', { class: 'mono details' }, a.details?.command ?? ''),
       h('td', { class: 'nowrap' }, a.details?.duration_ms !== undefined ? `${a.details.duration_ms} ms` : ''),
-      h('td', { class: 'mono' }, a.details?.exec_id ?? ''),
+      h('td', { class: 'mono' }, a.details?.exec_id ? h('button', { type: 'button', class: 'link mono',
+        'aria-label': `Receipt of ${a.details.exec_id}`, onclick: () => showReceipt(a.details.exec_id) }, a.details.exec_id) : ''),
       h('td', { class: 'mono' }, a.request_id || ''))));
+  };
+  // An exec's record, kept by sbxd: its receipt says what ran on what (the template's
+  // digest, the command's SHA-256), what it wrote under out/ and the workspace's generations.
+  const receipt = h('section', { id: 'receipt', 'aria-live': 'polite' });
+  const showReceipt = async (execId) => {
+    const r = await attempt(() => api('GET', `/v1/sandboxes/${id}/execs/${execId}`));
+    if (!r) return;
+    const rc = r.receipt || {};
+    const row = (k, v) => h('tr', {}, h('th', { scope: 'row' }, k), h('td', { class: 'mono details' }, v ?? ''));
+    receipt.replaceChildren(h('h2', {}, `Receipt of ${execId}`), h('table', { class: 'kv' }, h('tbody', {},
+      row('status', `${r.status}${r.exit_code !== undefined && r.exit_code !== null ? `, exit ${r.exit_code}` : ''}${r.duration_ms !== undefined ? ` in ${r.duration_ms} ms` : ''}`),
+      row('template', `${rc.template || ''} ${rc.image_digest || ''}`), row('language', rc.language),
+      row('command_sha256', rc.command_sha256),
+      row('workspace generation', rc.workspace_generation_before !== undefined ? `${rc.workspace_generation_before} → ${rc.workspace_generation_after}` : ''),
+      row('inputs', (rc.inputs || []).map((f) => `${f.path} ${f.sha256 || ''}`).join('\n')),
+      row('outputs', (rc.outputs || []).map((f) => `${f.path} ${bytes(f.size)} ${f.sha256}`).join('\n')),
+      rc.oom_killed ? row('killed', 'out of memory') : '', rc.process_limit_killed ? row('killed', 'process limit') : '')));
+    receipt.scrollIntoView({ block: 'nearest' });
   };
   const form = h('form', { class: 'row', 'aria-label': 'Run a command', onsubmit: async (e) => {
     e.preventDefault();
@@ -91,102 +115,10 @@ function commandTab(box, id, ctx) {
   box.replaceChildren(ctx.can.write() ? form : h('p', { class: 'muted' }, 'This key may not run commands.'),
     out, result, h('h2', {}, 'Exec history'),
     h('table', { id: 'history' }, h('thead', {}, h('tr', {},
-      ['Time', 'User', 'Outcome', 'Command', 'Took', 'Exec id', 'Request id'].map((x) => h('th', { scope: 'col' }, x)))), history));
+      ['Time', 'User', 'Outcome', 'Command', 'Took', 'Exec id (its receipt)', 'Request id'].map((x) => h('th', { scope: 'col' }, x)))), history),
+    receipt);
   loadHistory();
   cmd.focus();
-}
-
-function filesTab(box, id, ctx) {
-  let dir = '';
-  const where = h('span', { id: 'cwd', class: 'mono' });
-  const tbody = h('tbody');
-  const shown = h('section', { id: 'preview', 'aria-live': 'polite' });
-  const progress = h('progress', { id: 'upload-progress', max: 1, value: 0, hidden: true });
-  const picker = h('input', { id: 'upload', type: 'file', 'aria-label': 'Upload a file', multiple: true });
-  const load = async () => {
-    where.textContent = `/workspace/${dir}`;
-    const q = dir ? `?path=${encodeURIComponent(dir)}` : '';
-    const list = await attempt(() => api('GET', `/v1/sandboxes/${id}/files${q}`));
-    if (!list) return;
-    const rows = [];
-    if (dir) rows.push(h('tr', {}, h('td', {}, h('a', { href: '#', onclick: (e) => { e.preventDefault(); dir = dir.split('/').slice(0, -1).join('/'); load(); } }, '..')), h('td', {}, ''), h('td', {}, ''), h('td', {}, ''), h('td', {}, '')));
-    for (const f of list.data) {
-      const rel = dir ? `${dir}/${f.path.split('/').pop()}` : f.path.split('/').pop();
-      const name = f.path.split('/').pop();
-      const nameCell = f.type === 'directory'
-        ? h('a', { href: '#', onclick: (e) => { e.preventDefault(); dir = rel; load(); } }, `${name}/`)
-        : h('button', { type: 'button', class: 'link mono', 'aria-label': `Preview ${rel}`, onclick: () => preview(id, rel, f.size, shown) }, name);
-      rows.push(h('tr', { 'data-path': rel },
-        h('td', {}, nameCell), h('td', {}, f.type), h('td', {}, f.type === 'file' ? bytes(f.size) : ''),
-        h('td', {}, when(f.mtime)),
-        h('td', { class: 'actions' },
-          f.type === 'file' && h('button', { type: 'button', 'aria-label': `Download ${rel}`, onclick: () => download(id, rel) }, 'Download'), ' ',
-          ctx.can.write() && h('button', { type: 'button', class: 'danger', 'aria-label': `Delete ${rel}`, onclick: async () => {
-            if (!confirm(`Delete /workspace/${rel}?`)) return;
-            await attempt(() => api('DELETE', `/v1/sandboxes/${id}/files/${encPath(rel)}`));
-            load();
-          } }, 'Delete'))));
-    }
-    tbody.replaceChildren(...rows);
-  };
-  picker.addEventListener('change', async () => {
-    for (const file of picker.files) {
-      const rel = dir ? `${dir}/${file.name}` : file.name;
-      progress.hidden = false;
-      progress.value = 0;
-      await attempt(() => upload(`/v1/sandboxes/${id}/files/${encPath(rel)}`, file, (done, total) => {
-        progress.max = total;
-        progress.value = done;
-      }));
-      progress.hidden = true;
-    }
-    picker.value = '';
-    load();
-  });
-  box.replaceChildren(h('div', { class: 'row' }, h('strong', {}, 'Directory '), where,
-    h('button', { type: 'button', onclick: load }, 'Refresh')),
-  ctx.can.write() ? h('div', { class: 'row' }, picker, progress) : '',
-  h('table', { id: 'files' }, h('thead', {}, h('tr', {},
-    ['Name', 'Type', 'Size', 'Modified', ''].map((x) => h('th', { scope: 'col' }, x)))), tbody), shown);
-  load();
-}
-
-const IMAGES = { png: 'image/png', jpg: 'image/jpeg', jpeg: 'image/jpeg', gif: 'image/gif', webp: 'image/webp' };
-const PREVIEW_TEXT_MAX = 64 * 1024;
-
-// Images are shown whole; anything else as text, its first 64 KiB, when it decodes as
-// UTF-8 (else: no preview). PDF previews are not there yet (docs/console.md).
-async function preview(id, rel, size, box) {
-  const b = await attempt(() => blob(`/v1/sandboxes/${id}/files/${encPath(rel)}`));
-  if (!b) return;
-  const old = box.querySelector('img')?.src;
-  if (old) URL.revokeObjectURL(old);
-  const head = h('h2', {}, rel, h('span', { class: 'muted' }, ` · ${bytes(size)}`));
-  const type = IMAGES[rel.split('.').pop().toLowerCase()];
-  if (type) {
-    box.replaceChildren(head, h('img', { src: URL.createObjectURL(new Blob([b], { type })), alt: rel, class: 'preview' }));
-    return;
-  }
-  let text;
-  try {
-    text = new TextDecoder('utf-8', { fatal: true }).decode(await b.slice(0, PREVIEW_TEXT_MAX).arrayBuffer());
-  } catch {
-    box.replaceChildren(head, h('p', { class: 'muted' }, 'Not text: download it to look inside.'));
-    return;
-  }
-  box.replaceChildren(head, h('pre', { class: 'out' }, text),
-    size > PREVIEW_TEXT_MAX ? h('p', { class: 'muted' }, `The first ${bytes(PREVIEW_TEXT_MAX)} only.`) : '');
-}
-
-async function download(id, rel) {
-  const b = await attempt(() => blob(`/v1/sandboxes/${id}/files/${encPath(rel)}`));
-  if (!b) return;
-  const url = URL.createObjectURL(b);
-  const a = h('a', { href: url, download: rel.split('/').pop(), hidden: true });
-  document.body.append(a);
-  a.click();
-  a.remove();
-  setTimeout(() => URL.revokeObjectURL(url), 60000);
 }
 
 const SAMPLE = `import matplotlib

@@ -496,3 +496,27 @@ def test_core_checks_under_runc():
 
 def test_core_checks_under_runsc():
     core_checks("runsc")
+
+
+def test_a_fork_runs_its_parents_image_and_runtime():
+    """A docker sandbox has no memory snapshots: a fork is a cold copy over the copied
+    workspace, in a container of the parent's configuration (runsc here), not the
+    defaults."""
+    a = admin()
+    cfg = docker_config("docker-fork", runtime="runsc")
+    sid = a.create_sandbox(config_id=cfg, ttl_seconds=600)["id"]
+    kid = None
+    try:
+        a.sh(sid, "echo parent > /workspace/who")
+        fork = a.ok("POST", "/v1/sandboxes/%s/fork" % sid, {}, timeout=180)["data"][0]
+        kid = fork["id"]
+        assert fork["restored"] is False and not fork.get("error"), fork
+        assert a.sh(kid, "cat /workspace/who; uname -r").split() == ["parent", "4.4.0"]
+        info = json.loads(engine_get("/containers/sbx-%s/json" % kid))
+        assert info["HostConfig"]["Runtime"] == "runsc", info["HostConfig"]
+        assert info["Config"]["Image"] == "sbx-base", info["Config"]
+        assert a.sh(sid, "cat /workspace/who") == "parent\n"
+    finally:
+        if kid:
+            a.delete_sandbox(kid)
+        a.delete_sandbox(sid)

@@ -339,7 +339,9 @@ static void on_channel_idle(struct channel *c, void *data)
 static void on_channel_closed(struct channel *c, const struct sbx_err *why, void *data)
 {
     struct sandbox *sb = data;
-    if (sb->ended)
+    /* A failed sandbox's machine was stopped on purpose (its channel goes on the next
+     * turn): its close, when it comes first, changes nothing, the reason included. */
+    if (sb->ended || sb->failed)
         return;
     if (sb->pausing) {
         /* The checkpoint stops the container: expected. Its outcome decides. */

@@ -44,7 +44,7 @@ struct cli_group {
     }
 
 extern const struct cli_group cli_sandbox_cmds, cli_exec_cmds, cli_files_cmds, cli_code_cmds,
-    cli_terminal_cmds, cli_admin_cmds, cli_volume_cmds;
+    cli_terminal_cmds, cli_admin_cmds, cli_volume_cmds, cli_template_cmds;
 
 /* The client, from the config (SBX_URL, SBX_API_KEY, the config file); NULL after printing
  * why (then return CLI_FAIL). */

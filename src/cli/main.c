@@ -8,7 +8,7 @@
 static const struct cli_group *const groups[] = {
     &cli_sandbox_cmds, &cli_exec_cmds,     &cli_files_cmds,
     &cli_code_cmds,    &cli_terminal_cmds, &cli_admin_cmds,
-    &cli_volume_cmds,
+    &cli_volume_cmds,  &cli_template_cmds,
 };
 
 static const struct cli_cmd *find(const char *name)

@@ -13,7 +13,6 @@
 #include "../common/util.h"
 
 #define DOCKER_HEAD_MAX 8192 /* a hijack answer's status line and headers */
-#define DOCKER_HIJACK_TIMEOUT_MS 10000
 
 struct body {
     char *data;
@@ -140,15 +139,15 @@ struct docker_stream {
     size_t pending_len, pending_off;
 };
 
-static int wait_fd(int fd, short ev)
+static int wait_fd(int fd, short ev, long timeout_ms)
 {
     struct pollfd p = {.fd = fd, .events = ev};
-    int r = poll(&p, 1, DOCKER_HIJACK_TIMEOUT_MS);
+    int r = poll(&p, 1, (int)timeout_ms);
     return r > 0 ? 0 : r == 0 ? -ETIMEDOUT : -errno;
 }
 
-int docker_hijack(const char *socket, const char *path, struct docker_stream **out,
-                  struct sbx_err *err)
+int docker_hijack(const char *socket, long timeout_ms, const char *path,
+                  struct docker_stream **out, struct sbx_err *err)
 {
     *out = NULL;
     struct docker_stream *s = sbx_xcalloc(1, sizeof(*s));
@@ -161,6 +160,7 @@ int docker_hijack(const char *socket, const char *path, struct docker_stream **o
     curl_easy_setopt(s->c, CURLOPT_URL, "http://docker/");
     curl_easy_setopt(s->c, CURLOPT_CONNECT_ONLY, 1L);
     curl_easy_setopt(s->c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(s->c, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
     CURLcode rc = curl_easy_perform(s->c);
     curl_socket_t sock = CURL_SOCKET_BAD;
     if (rc == CURLE_OK)
@@ -179,7 +179,7 @@ int docker_hijack(const char *socket, const char *path, struct docker_stream **o
     while (off < len) {
         size_t n = 0;
         rc = curl_easy_send(s->c, req + off, len - off, &n);
-        if (rc == CURLE_AGAIN && wait_fd(s->fd, POLLOUT) == 0)
+        if (rc == CURLE_AGAIN && wait_fd(s->fd, POLLOUT, timeout_ms) == 0)
             continue;
         if (rc != CURLE_OK) {
             docker_stream_free(s);
@@ -199,7 +199,7 @@ int docker_hijack(const char *socket, const char *path, struct docker_stream **o
         size_t n = 0;
         rc = curl_easy_recv(s->c, head + got, DOCKER_HEAD_MAX - got, &n);
         if (rc == CURLE_AGAIN) {
-            int r = wait_fd(s->fd, POLLIN);
+            int r = wait_fd(s->fd, POLLIN, timeout_ms);
             if (r < 0) {
                 docker_stream_free(s);
                 return sbx_err_sys(err, -r, "waiting for the attach answer");

@@ -15,8 +15,15 @@
 #define DOCKER_RESP_MAX (256u * 1024u)
 /* Container names: "sbx-<sandbox id>". */
 #define DOCKER_NAME_PREFIX "sbx-"
+/* Each engine request's bound unless the configuration's http_timeout_sec says otherwise. */
+#define DOCKER_TIMEOUT_DEFAULT_MS 30000L
+/* In a docker sandbox's state dir: the engine's options for its holder (rt_start writes
+ * it, sbx-shim reads it): {"timeout_ms": N}. */
+#define DOCKER_ENGINE_FILE "docker-engine.json"
 /* The label every sbx container carries: the sandbox's id (the inventory's filter). */
 #define DOCKER_LABEL_ID "sbx.id"
+/* ... and, made from a configuration, that configuration's id (its inventory's check). */
+#define DOCKER_LABEL_CONFIG "sbx.config"
 
 /* One request to the engine at socket: method on path (below DOCKER_API_PREFIX), with a
  * JSON body or none. *status is the HTTP status; *resp (may be NULL) the body, at most
@@ -37,9 +44,10 @@ const char *docker_message(char *resp);
 /* A hijacked connection to the engine: after docker_hijack the socket carries the raw
  * stream of the request (an attach's multiplexed stdio). */
 struct docker_stream;
-/* POST path with "Upgrade: tcp"; succeeds on 101 or 200 and hands over the connection. */
-int docker_hijack(const char *socket, const char *path, struct docker_stream **out,
-                  struct sbx_err *err);
+/* POST path with "Upgrade: tcp"; succeeds on 101 or 200 and hands over the connection.
+ * timeout_ms bounds each wait for the engine until then. */
+int docker_hijack(const char *socket, long timeout_ms, const char *path,
+                  struct docker_stream **out, struct sbx_err *err);
 /* The socket to poll. */
 int docker_stream_fd(const struct docker_stream *s);
 /* Like read(2)/write(2) on the non-blocking socket: bytes, 0 at EOF (recv), -EAGAIN. */

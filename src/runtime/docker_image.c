@@ -16,7 +16,6 @@
 #include "../common/util.h"
 #include "docker_api.h"
 
-#define DOCKER_INFO_TIMEOUT_MS 10000
 
 struct tar_writer {
     const char *rootfs;
@@ -140,14 +139,16 @@ int docker_image_import(const char *socket, const char *rootfs, const char *imag
     return 0;
 }
 
-int docker_engine_info(const char *socket, char **version, bool *has_runtime,
+int docker_engine_info(const char *socket, long timeout_ms, char **version, bool *has_runtime,
                        const char *runtime, struct sbx_err *err)
 {
+    if (timeout_ms <= 0 || timeout_ms > DOCKER_INFO_TIMEOUT_MS)
+        timeout_ms = DOCKER_INFO_TIMEOUT_MS;
     *version = NULL;
     *has_runtime = false;
     long status = 0;
     _cleanup_free_ char *resp = NULL;
-    int r = docker_call(socket, DOCKER_INFO_TIMEOUT_MS, "GET", "/info", NULL, &status, &resp, err);
+    int r = docker_call(socket, timeout_ms, "GET", "/info", NULL, &status, &resp, err);
     if (r < 0)
         return r;
     json_t *j = status == 200 ? json_loads(resp, 0, NULL) : NULL;
@@ -158,5 +159,31 @@ int docker_engine_info(const char *socket, char **version, bool *has_runtime,
     *version = sbx_xstrdup(v ? v : "");
     *has_runtime = runtime && json_object_get(json_object_get(j, "Runtimes"), runtime);
     json_decref(j);
+    return 0;
+}
+
+int docker_engine_containers(const char *socket, long timeout_ms, const char *label,
+                             json_t **out, struct sbx_err *err)
+{
+    *out = NULL;
+    if (timeout_ms <= 0 || timeout_ms > DOCKER_INFO_TIMEOUT_MS)
+        timeout_ms = DOCKER_INFO_TIMEOUT_MS;
+    /* filters={"label":["<label>"]}, URL-encoded; labels are sbx's own names. */
+    _cleanup_free_ char *path =
+        sbx_xasprintf("/containers/json?all=1&filters=%%7B%%22label%%22%%3A%%5B%%22%s%%22%%5D%%7D",
+                      label);
+    long status = 0;
+    _cleanup_free_ char *resp = NULL;
+    int r = docker_call(socket, timeout_ms, "GET", path, NULL, &status, &resp, err);
+    if (r < 0)
+        return r;
+    json_t *j = status == 200 ? json_loads(resp, 0, NULL) : NULL;
+    if (!json_is_array(j)) {
+        json_decref(j);
+        return sbx_err_set(err, EIO, "docker_unreachable",
+                           "docker engine at %s: listing containers: HTTP %ld %s", socket, status,
+                           docker_message(resp));
+    }
+    *out = j;
     return 0;
 }

@@ -4,6 +4,7 @@
 #ifndef SBX_RUNTIME_DOCKER_IMAGE_H
 #define SBX_RUNTIME_DOCKER_IMAGE_H
 
+#include <jansson.h>
 #include <stdbool.h>
 
 #include "../common/err.h"
@@ -19,8 +20,16 @@
 int docker_image_import(const char *socket, const char *rootfs, const char *image, char **id,
                         struct sbx_err *err);
 
-/* The engine's version and whether it has runtime (NULL: not asked) registered. */
-int docker_engine_info(const char *socket, char **version, bool *has_runtime,
+/* The engine's version and whether it has runtime (NULL: not asked) registered, asked
+ * within timeout_ms (0 or more than DOCKER_INFO_TIMEOUT_MS: that). */
+#define DOCKER_INFO_TIMEOUT_MS 10000L
+int docker_engine_info(const char *socket, long timeout_ms, char **version, bool *has_runtime,
                        const char *runtime, struct sbx_err *err);
+
+/* The engine's containers that carry label (GET /containers/json?all=1 filtered on it), as
+ * the engine lists them (an array of {Id, Names, Labels, State, ...}), within timeout_ms
+ * (0: DOCKER_INFO_TIMEOUT_MS). */
+int docker_engine_containers(const char *socket, long timeout_ms, const char *label,
+                             json_t **out, struct sbx_err *err);
 
 #endif

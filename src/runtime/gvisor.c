@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "../common/util.h"
+#include "docker_api.h"
 #include "oci.h"
 #include "rt.h"
 
@@ -267,6 +268,12 @@ static int write_docker_config(const struct rt_config *cfg, const struct rt_spec
         return r;
     if ((r = sbx_write_file_replace(path, json, strlen(json), 0600)) < 0)
         return sbx_err_sys(err, -r, "writing %s", path);
+    /* The holder's own options: the engine's, not the container's. */
+    _cleanup_free_ char *epath = sbx_xasprintf("%s/" DOCKER_ENGINE_FILE, spec->state_dir);
+    _cleanup_free_ char *engine = sbx_xasprintf(
+        "{\"timeout_ms\": %lld}\n", spec->docker ? spec->docker->http_timeout_ms : 0LL);
+    if ((r = sbx_write_file_replace(epath, engine, strlen(engine), 0600)) < 0)
+        return sbx_err_sys(err, -r, "writing %s", epath);
     return 0;
 }
 

@@ -296,6 +296,9 @@ int oci_build_docker(const struct rt_config *cfg, const struct rt_spec *spec, ch
         1, "StdinOnce", 0, "Tty", 0, "Labels", DOCKER_LABEL_ID, spec->id, "HostConfig", host);
     if (!root)
         return sbx_err_set(err, ENOMEM, "internal", "building the container's config");
+    if (d->config_id && *d->config_id)
+        json_object_set_new(json_object_get(root, "Labels"), DOCKER_LABEL_CONFIG,
+                            json_string(d->config_id));
     char *s = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
     if (!s)
         return sbx_err_set(err, ENOMEM, "internal", "serialising the container's config");

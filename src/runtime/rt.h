@@ -72,6 +72,8 @@ struct rt_docker {
     const char *image;        /* NULL: the template's image, "sbx-<template>" */
     const char *runtime;      /* the engine's runtime (runc, runsc); NULL: the engine's default */
     const char *network_mode; /* "none" (NULL) or "bridge" */
+    long long http_timeout_ms; /* the bound on each engine request; 0: the built-in one */
+    const char *config_id;     /* its configuration's, labelled DOCKER_LABEL_CONFIG; NULL or "" */
 };
 
 /* The execution backends (docs/runtime.md): gVisor (runsc), Linux namespaces, and the

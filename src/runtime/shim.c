@@ -773,6 +773,8 @@ int main(int argc, char **argv)
     s.sock_path = sbx_xasprintf("%s/shim.sock", s.state_dir);
     s.pid_path = sbx_xasprintf("%s/shim.pid", s.state_dir);
     s.runsc_log = sbx_xasprintf("%s/runsc.log", s.state_dir);
+    if (s.docker)
+        shim_docker_load(&s);
     if (cleanup) {
         int rc = cleanup_main(&s, remove);
         shim_free(&s);

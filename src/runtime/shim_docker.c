@@ -28,7 +28,7 @@
 #include "shim.h"
 #include "shim_docker.h"
 
-#define DOCKER_CALL_TIMEOUT_MS 30000
+#define DOCKER_ENGINE_FILE_MAX 4096
 #define DOCKER_CONFIG_MAX (64u * 1024u)
 #define DOCKER_RELAY_CHUNK 65536u
 #define DOCKER_FRAME_HEAD 8 /* stream type, 3 zero bytes, payload length (big endian) */
@@ -108,21 +108,22 @@ static char *name_path(const char *id, const char *what, const char *rest)
 
 /* The relay's whole life, in the forked child: fds 0 and 1 are the shim's pipes, 2 is
  * runsc.log. Exits with the container's status. */
-static void relay_main(const char *sock, const char *id, const char *state_dir)
+static void relay_main(const char *sock, long timeout, const char *id, const char *state_dir)
 {
     struct sbx_err err = {0};
     _cleanup_free_ char *cfg_path = sbx_xasprintf("%s/docker.json", state_dir);
     _cleanup_free_ char *body = NULL;
-    if (sbx_read_file(cfg_path, DOCKER_CONFIG_MAX, &body, NULL) < 0)
-        relay_die(125, "reading %s: %s", cfg_path, strerror(errno));
+    int rr = sbx_read_file(cfg_path, DOCKER_CONFIG_MAX, &body, NULL);
+    if (rr < 0)
+        relay_die(125, "reading %s: %s", cfg_path, strerror(-rr));
     long status = 0;
     _cleanup_free_ char *rm = name_path(id, "/containers/", "?force=1");
     /* A container of the same name is a leftover of an earlier start of this sandbox. */
-    if (docker_call(sock, DOCKER_CALL_TIMEOUT_MS, "DELETE", rm, NULL, &status, NULL, &err) < 0)
+    if (docker_call(sock, timeout, "DELETE", rm, NULL, &status, NULL, &err) < 0)
         relay_die(125, "%s", err.msg);
     _cleanup_free_ char *create = name_path(id, "/containers/create?name=", "");
     _cleanup_free_ char *resp = NULL;
-    if (docker_call(sock, DOCKER_CALL_TIMEOUT_MS, "POST", create, body, &status, &resp, &err) < 0)
+    if (docker_call(sock, timeout, "POST", create, body, &status, &resp, &err) < 0)
         relay_die(125, "%s", err.msg);
     if (status != 201)
         relay_die(125, "creating the container: HTTP %ld %s", status, docker_message(resp));
@@ -130,12 +131,12 @@ static void relay_main(const char *sock, const char *id, const char *state_dir)
     _cleanup_free_ char *attach =
         name_path(id, "/containers/", "/attach?stream=1&stdin=1&stdout=1&stderr=1");
     struct docker_stream *st = NULL;
-    if (docker_hijack(sock, attach, &st, &err) < 0)
+    if (docker_hijack(sock, timeout, attach, &st, &err) < 0)
         relay_die(125, "%s", err.msg);
     _cleanup_free_ char *start = name_path(id, "/containers/", "/start");
     free(resp);
     resp = NULL;
-    if (docker_call(sock, DOCKER_CALL_TIMEOUT_MS, "POST", start, NULL, &status, &resp, &err) < 0)
+    if (docker_call(sock, timeout, "POST", start, NULL, &status, &resp, &err) < 0)
         relay_die(125, "%s", err.msg);
     if (status != 204 && status != 304)
         relay_die(125, "starting the container: HTTP %ld %s", status, docker_message(resp));
@@ -180,6 +181,24 @@ static void relay_main(const char *sock, const char *id, const char *state_dir)
     _exit(code & 0xff);
 }
 
+void shim_docker_load(struct shim *s)
+{
+    s->docker_timeout_ms = DOCKER_TIMEOUT_DEFAULT_MS;
+    _cleanup_free_ char *path = sbx_xasprintf("%s/" DOCKER_ENGINE_FILE, s->state_dir);
+    _cleanup_free_ char *text = NULL;
+    int r = sbx_read_file(path, DOCKER_ENGINE_FILE_MAX, &text, NULL);
+    if (r < 0) {
+        if (r != -ENOENT)
+            shim_log(s, "docker: reading %s: %s; the defaults apply", path, strerror(-r));
+        return;
+    }
+    json_t *j = json_loads(text, 0, NULL);
+    json_int_t ms = json_integer_value(json_object_get(j, "timeout_ms"));
+    json_decref(j);
+    if (ms > 0)
+        s->docker_timeout_ms = (long)ms;
+}
+
 int shim_docker_spawn(struct shim *s, int in_r, int out_w, int errfd, pid_t *pid)
 {
     pid_t p = fork();
@@ -194,7 +213,7 @@ int shim_docker_spawn(struct shim *s, int in_r, int out_w, int errfd, pid_t *pid
         /* Not the shim's: its pid file's and state dir's locks say whether the shim lives
          * (rt_alive, rt_busy), and its listening socket is its own. */
         (void)close_range(3, ~0u, 0);
-        relay_main(s->docker_host, s->id, s->state_dir);
+        relay_main(s->docker_host, s->docker_timeout_ms, s->id, s->state_dir);
     }
     *pid = p;
     return 0;
@@ -209,7 +228,7 @@ void shim_docker_cmd(struct shim *s, const char *what)
         !strcmp(what, "kill") ? name_path(s->id, "/containers/", "/kill?signal=KILL")
                               : name_path(s->id, "/containers/", "?force=1");
     long long t0 = sbx_now_ms();
-    int r = docker_call(s->docker_host, DOCKER_CALL_TIMEOUT_MS,
+    int r = docker_call(s->docker_host, s->docker_timeout_ms,
                         !strcmp(what, "kill") ? "POST" : "DELETE", path, NULL, &status, &resp,
                         &err);
     /* 404: no such container, 409: not running: both mean done. */

@@ -7,6 +7,9 @@
 
 struct shim;
 
+/* The engine's options the sandbox's configuration gave (<state_dir>/docker-engine.json,
+ * written by rt_start): its request timeout. Defaults when the file is absent. */
+void shim_docker_load(struct shim *s);
 /* Fork the relay with in_r as its stdin (frames to the agent), out_w as its stdout
  * (frames from it) and errfd as its stderr; *pid is the child's, whose exit is the
  * container's. */

@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 
 import egress_upstream as eu
 import harness
@@ -67,8 +68,50 @@ def engine_get(path):
         s.close()
 
 
+def engine_req(method, path, body=None):
+    """One request to the private engine: (status, parsed body or None)."""
+    import http.client
+    import socket
+
+    class Conn(http.client.HTTPConnection):
+        def connect(self):
+            self.sock = socket.socket(socket.AF_UNIX)
+            self.sock.connect(ENGINE["sock"])
+    c = Conn("docker", timeout=60)
+    try:
+        data = json.dumps(body).encode() if body is not None else None
+        c.request(method, path, body=data,
+                  headers={"Content-Type": "application/json"} if data else {})
+        r = c.getresponse()
+        raw = r.read()
+        return r.status, json.loads(raw) if raw.strip() else None
+    finally:
+        c.close()
+
+
 def containers():
     return json.loads(engine_get("/containers/json?all=1"))
+
+
+def docker_config(name, **docker):
+    """A stored docker configuration on sbx-base with these docker fields."""
+    a = admin()
+    imported()
+    return a.ok("POST", "/v1/sandbox-configs", {
+        "name": name, "config": {"backend": "docker",
+                                 "docker": dict({"image": "sbx-base"}, **docker)}},
+        status=201)["id"]
+
+
+class engine_paused:
+    """The private dockerd stopped (SIGSTOP) for the with-block: it accepts connections
+    (the kernel does) and answers nothing, as a hung engine."""
+
+    def __enter__(self):
+        os.kill(ENGINE["proc"].pid, signal.SIGSTOP)
+
+    def __exit__(self, *exc):
+        os.kill(ENGINE["proc"].pid, signal.SIGCONT)
 
 
 def up():
@@ -100,14 +143,24 @@ def admin():
 
 
 def imported():
-    """The base template, imported into the engine once."""
+    """The base template, imported into the engine once, as an operator does it: with the
+    CLI's `sbx template export --docker base` (POST /v1/templates/base/docker-image)."""
     def make(d):
-        c = d.client()
-        r = c.request("POST", "/v1/templates/base/docker-image", timeout=600)
-        assert r.status == 200, r
-        return r.body
+        p = cli(d.client().key, "--json", "template", "export", "--docker", "base")
+        assert p.returncode == 0, p
+        return json.loads(p.stdout)
     engine()
     return D.once("image", make)
+
+
+def cli(key, *args):
+    """The sbx CLI against the shared daemon with key."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SBX_")}
+    harness.sanitizer_env(env)
+    env.update(SBX_URL="http://127.0.0.1:%d" % D.get().port, SBX_API_KEY=key,
+               HOME=ENGINE["tmp"])
+    return subprocess.run([os.path.join(harness.build_dir(), "sbx")] + list(args), env=env,
+                          capture_output=True, text=True, timeout=600)
 
 
 def client():
@@ -131,6 +184,10 @@ def test_template_imported_as_image():
     assert_error(c.request("POST", "/v1/templates/base/docker-image"), 403, "admin_required")
     assert_error(admin().request("POST", "/v1/templates/nosuch/docker-image"), 404,
                  "template_not_found")
+    p = cli(c.key, "template", "export", "--docker", "base")
+    assert p.returncode == 3 and "admin_required" in p.stderr, p
+    p = cli(c.key, "template", "export", "base")
+    assert p.returncode == 2 and "--docker" in p.stderr, p
 
 
 def test_exec_runs_in_a_container_with_the_agent_as_init():
@@ -291,3 +348,175 @@ def test_probe_reports_the_engine_and_its_runtime():
     d = [x for x in r["checks"] if x["name"] == "docker"][0]
     assert d["ok"] is False and d["reason"] == "docker_runtime_missing", d
     assert r["ok"] is False, r
+
+
+def test_idle_ttl_stops_an_idle_container_and_the_next_exec_starts_it_again():
+    """idle_ttl_seconds: a sandbox with no stream open to its agent that long has its
+    container stopped (kept as failed, state_reason idle, its files kept); a command that
+    runs longer than the TTL is not idle; the next exec starts the container again."""
+    a = admin()
+    cfg = docker_config("docker-idle", idle_ttl_seconds=2)
+    sid = a.create_sandbox(config_id=cfg, ttl_seconds=600)["id"]
+    try:
+        a.sh(sid, "echo kept > /workspace/mark")
+        r = a.exec(sid, shell="sleep 3; echo slept")
+        assert r["exit_code"] == 0 and r["stdout"] == "slept\n", r
+        wait_for(lambda: a.get_sandbox(sid)["status"] == "failed", timeout=30,
+                 what="the idle sandbox stopped")
+        sb = a.get_sandbox(sid)
+        assert sb["state_reason"] == "idle", sb
+        wait_for(lambda: not any(x["Labels"].get("sbx.id") == sid for x in containers()),
+                 timeout=30, what="its container gone")
+        assert a.sh(sid, "cat /workspace/mark") == "kept\n"
+        assert a.get_sandbox(sid)["status"] == "running"
+        assert any(x["Labels"].get("sbx.id") == sid and x["State"] == "running"
+                   for x in containers())
+        audit = a.ok("GET", "/v1/audit?action=sandbox.failed&sandbox_id=" + sid)["data"]
+        assert [e["outcome"] for e in audit] == ["idle"], audit
+    finally:
+        a.delete_sandbox(sid)
+
+
+def test_http_timeout_bounds_each_engine_request():
+    """http_timeout_sec: the probe's engine check and the holder's requests give up on an
+    engine that does not answer after that long, not after the built-in 10 s / 30 s."""
+    a = admin()
+    cfg = docker_config("docker-timeout", http_timeout_sec=1)
+    conf = {"backend": "docker", "docker": {"image": "sbx-base", "http_timeout_sec": 1}}
+    with engine_paused():
+        r = a.ok("POST", "/v1/system/sandbox-check", {"config": conf}, timeout=30)
+        d = [x for x in r["checks"] if x["name"] == "docker"][0]
+        assert d["ok"] is False and d["reason"] == "docker_unreachable", d
+        assert "Timeout" in d["message"] and d["latency_ms"] < 5000, d
+        t0 = time.monotonic()
+        r = a.request("POST", "/v1/sandboxes", {"config_id": cfg, "ttl_seconds": 60},
+                      timeout=120)
+        took = time.monotonic() - t0
+    assert r.status >= 400 and took < 20, (r, took)
+    assert "Timeout" in json.dumps(r.body) or "timed out" in json.dumps(r.body), r
+
+
+def test_inventory_is_checked_against_the_engines_containers():
+    a = admin()
+    cfg = docker_config("docker-inv")
+    sid = a.create_sandbox(config_id=cfg, ttl_seconds=600)["id"]
+    try:
+        inv = a.ok("GET", "/v1/sandbox-configs/%s/sandboxes" % cfg)
+        assert inv["verified"] is True and inv["engine"] == {"reachable": True,
+                                                             "unclaimed": []}, inv
+        row = [x for x in inv["data"] if x["id"] == sid][0]
+        assert row["engine"] == {"container": "/sbx-" + sid, "state": "running"}, row
+        info = json.loads(engine_get("/containers/sbx-%s/json" % sid))
+        assert info["Config"]["Labels"] == {"sbx.id": sid, "sbx.config": cfg}, info["Config"]
+        # A container of this configuration the engine runs with no sandbox behind it.
+        st, made = engine_req("POST", "/containers/create?name=sbx-stray-" + sid, {
+            "Image": "sbx-base", "Cmd": ["/bin/true"],
+            "Labels": {"sbx.id": "stray-" + sid, "sbx.config": cfg}})
+        assert st == 201, made
+        try:
+            inv = a.ok("GET", "/v1/sandbox-configs/%s/sandboxes" % cfg)
+            assert inv["verified"] is False, inv
+            assert inv["engine"]["unclaimed"] == [
+                {"id": "stray-" + sid, "container": "/sbx-stray-" + sid, "state": "created"}], inv
+        finally:
+            engine_req("DELETE", "/containers/%s?force=1" % made["Id"])
+    finally:
+        a.delete_sandbox(sid)
+
+
+def test_deep_probe_runs_a_container_on_the_engine():
+    a = admin()
+    imported()
+    since = int(time.time()) - 1
+    conf = {"backend": "docker", "docker": {"image": "sbx-base", "runtime": "runc"}}
+    r = a.ok("POST", "/v1/system/sandbox-check", {"config": conf, "deep": True}, timeout=180)
+    by = {c["name"]: c for c in r["checks"]}
+    assert by["docker"]["ok"] is True and by["sandbox_create"]["ok"] is True, r
+    assert by["script"]["ok"] is True and by["sandbox_destroy"]["ok"] is True, r
+    until = int(time.time()) + 1
+    flt = json.dumps({"type": ["container"], "event": ["create"]})
+    import urllib.parse
+    raw = engine_get("/events?since=%d&until=%d&filters=%s"
+                     % (since, until, urllib.parse.quote(flt)))
+    events = [json.loads(x) for x in raw.decode().splitlines() if x.strip().startswith("{")]
+    made = [e for e in events if e["Actor"]["Attributes"].get("image") == "sbx-base"
+            and e["Actor"]["Attributes"].get("sbx.id")]
+    assert made, events
+
+
+def core_checks(runtime):
+    """The backend suites' core checks on a docker sandbox whose engine runtime is
+    runtime, made from a configuration whose network lets one host out: exec and its exit
+    code, files in and out, artifacts, and the egress suite's bypass checks (no interface
+    but loopback, no route, no DNS, direct connections refused, the proxy the only way out
+    and its policy held)."""
+    a = admin()
+    cfg = a.ok("POST", "/v1/sandbox-configs", {
+        "name": "docker-core-" + runtime, "config": {
+            "backend": "docker", "docker": {"image": "sbx-base", "runtime": runtime},
+            "network": {"deny_egress_by_default": True,
+                        "allow_out": ["allowed.example.com"]}}}, status=201)["id"]
+    imported()
+    sid = a.create_sandbox(config_id=cfg, ttl_seconds=600)["id"]
+    try:
+        hc = json.loads(engine_get("/containers/sbx-%s/json" % sid))["HostConfig"]
+        assert hc["Runtime"] == runtime and hc["NetworkMode"] == "none", hc
+        r = a.exec(sid, shell="echo out; echo err >&2; exit 7")
+        assert (r["exit_code"], r["stdout"], r["stderr"]) == (7, "out\n", "err\n"), r
+        assert a.request("PUT", "/v1/sandboxes/%s/files/in.txt" % sid, raw=b"in").status == 200
+        a.sh(sid, "mkdir -p /workspace/out && tr a-z A-Z < /workspace/in.txt "
+                  "> /workspace/out/up.txt")
+        assert a.request("GET", "/v1/sandboxes/%s/files/out/up.txt" % sid).raw == b"IN"
+        arts = a.ok("GET", "/v1/sandboxes/%s/artifacts" % sid)["data"]
+        assert [x["path"] for x in arts] == ["out/up.txt"], arts
+        up().install(a, sid)
+        # /proc/net, which gVisor fills too (its /sys/class/net is empty).
+        out = a.sh(sid, "tail -n +3 /proc/net/dev | cut -d: -f1; cat /proc/net/route | wc -l")
+        assert out.split() == ["lo", "1"], out
+        py = "python3 -c \"import socket; %s\""
+        for what in ("socket.create_connection(('1.1.1.1', 443), 3)",
+                     "socket.create_connection(('%s', 443), 3)" % up().addr,
+                     "socket.socket(socket.AF_INET, socket.SOCK_DGRAM)"
+                     ".sendto(b'x', ('8.8.8.8', 53))",
+                     "socket.getaddrinfo('allowed.example.com', 443)"):
+            r = a.exec(sid, shell=py % what)
+            assert r["exit_code"] != 0, (what, r)
+        r = eu.probe(a, sid, "fetch", "https://allowed.example.com/x")
+        assert r == {"ok": True, "status": 200,
+                     "body": "hello from allowed.example.com via https"}, r
+        r = eu.probe(a, sid, "connect", "other.example.com:443")
+        assert r["status_line"].startswith("HTTP/1.1 403"), r
+    finally:
+        a.delete_sandbox(sid)
+
+
+def test_core_checks_under_runc():
+    core_checks("runc")
+
+
+def test_core_checks_under_runsc():
+    core_checks("runsc")
+
+
+def test_a_fork_runs_its_parents_image_and_runtime():
+    """A docker sandbox has no memory snapshots: a fork is a cold copy over the copied
+    workspace, in a container of the parent's configuration (runsc here), not the
+    defaults."""
+    a = admin()
+    cfg = docker_config("docker-fork", runtime="runsc")
+    sid = a.create_sandbox(config_id=cfg, ttl_seconds=600)["id"]
+    kid = None
+    try:
+        a.sh(sid, "echo parent > /workspace/who")
+        fork = a.ok("POST", "/v1/sandboxes/%s/fork" % sid, {}, timeout=180)["data"][0]
+        kid = fork["id"]
+        assert fork["restored"] is False and not fork.get("error"), fork
+        assert a.sh(kid, "cat /workspace/who; uname -r").split() == ["parent", "4.4.0"]
+        info = json.loads(engine_get("/containers/sbx-%s/json" % kid))
+        assert info["HostConfig"]["Runtime"] == "runsc", info["HostConfig"]
+        assert info["Config"]["Image"] == "sbx-base", info["Config"]
+        assert a.sh(sid, "cat /workspace/who") == "parent\n"
+    finally:
+        if kid:
+            a.delete_sandbox(kid)
+        a.delete_sandbox(sid)

@@ -7,6 +7,8 @@
 
 #include "../../common/log.h"
 #include "../../common/util.h"
+#include "../../runtime/docker_api.h"
+#include "../../runtime/docker_image.h"
 #include "../exec/exec.h"
 #include "../sandbox/params.h"
 #include "../volumes/volumes.h"
@@ -50,7 +52,33 @@ struct inventory {
     struct configs *c;
     json_t *data;
     bool verified;
+    /* A docker configuration's: the engine's containers labelled with it, by sandbox id
+     * (taken out as rows claim them: what is left runs on the engine with no live row);
+     * NULL when the engine was not asked or did not answer. */
+    json_t *engine;
 };
+
+/* What the engine says of a docker sandbox's container: {container, state}, or null when
+ * it has none. A running sandbox without one, or any when the engine did not answer, is
+ * not verified. */
+static void add_engine(struct inventory *inv, const struct sandbox *sb, json_t *o)
+{
+    json_t *ct = inv->engine ? json_object_get(inv->engine, sb->rec.id) : NULL;
+    if (!ct) {
+        json_object_set_new(o, "engine", json_null());
+        /* Stopped (failed, idle) sandboxes have no container; a running one must. */
+        if (!inv->engine || (!sb->failed && !sb->paused)) {
+            inv->verified = false;
+            json_object_set_new(o, "verified", json_false());
+        }
+        return;
+    }
+    json_object_set_new(o, "engine",
+                        json_pack("{s:O?,s:O?}", "container",
+                                  json_array_get(json_object_get(ct, "Names"), 0), "state",
+                                  json_object_get(ct, "State")));
+    json_object_del(inv->engine, sb->rec.id);
+}
 
 static void add_live(const struct store_sandbox *row, void *arg)
 {
@@ -80,17 +108,81 @@ static void add_live(const struct store_sandbox *row, void *arg)
         json_object_set_new(o, "busy_with", why);
         json_object_set_new(o, "created_at", json_integer(sb->rec.created_at));
         json_object_set_new(o, "verified", json_true());
+        if (!strcmp(sb->rec.runtime, "docker"))
+            add_engine(inv, sb, o);
     }
     json_array_append_new(inv->data, o);
 }
 
-json_t *configs_inventory(struct configs *c, const char *id, bool *verified, struct sbx_err *err)
+/* The engine's containers of configuration id, by their sbx.id label, into inv->engine;
+ * *why says why not when the engine does not answer. */
+static void engine_list(struct inventory *inv, const char *id, json_t **why)
 {
+    _cleanup_free_ char *label = sbx_xasprintf(DOCKER_LABEL_CONFIG "=%s", id);
+    json_t *list = NULL;
+    struct sbx_err err = {0};
+    if (docker_engine_containers(inv->c->docker_host, 0, label, &list, &err) < 0) {
+        *why = json_string(err.msg);
+        return;
+    }
+    inv->engine = json_object();
+    size_t i;
+    json_t *ct;
+    json_array_foreach(list, i, ct)
+    {
+        const char *sid = json_string_value(json_object_get(json_object_get(ct, "Labels"),
+                                                            DOCKER_LABEL_ID));
+        if (sid)
+            json_object_set(inv->engine, sid, ct);
+    }
+    json_decref(list);
+}
+
+json_t *configs_inventory(struct configs *c, const char *id, bool *verified, json_t **engine,
+                          struct sbx_err *err)
+{
+    if (engine)
+        *engine = NULL;
+    struct config_loaded l;
+    int r = configs_load(c, id, &l, err);
+    if (r < 0)
+        return NULL;
+    bool docker = !strcmp(json_string_value(json_object_get(l.doc, "backend")) ?: "", "docker");
+    config_loaded_clear(&l);
     struct inventory inv = {.c = c, .data = json_array(), .verified = true};
+    json_t *why = NULL;
+    if (docker)
+        engine_list(&inv, id, &why);
     if (store_config_live_sandboxes(c->store, id, add_live, &inv, err) < 0) {
         json_decref(inv.data);
+        json_decref(inv.engine);
+        json_decref(why);
         return NULL;
     }
+    /* Containers of this configuration the engine runs with no live sandbox behind them:
+     * sbx lost track of them (or another daemon made them), so nothing is certain. */
+    json_t *only = json_array();
+    const char *sid;
+    json_t *ct;
+    json_object_foreach(inv.engine, sid, ct)
+    {
+        json_array_append_new(only, json_pack("{s:s,s:O?,s:O?}", "id", sid, "container",
+                                              json_array_get(json_object_get(ct, "Names"), 0),
+                                              "state", json_object_get(ct, "State")));
+    }
+    if (json_array_size(only))
+        inv.verified = false;
+    if (docker && engine)
+        *engine = inv.engine ? json_pack("{s:b,s:o}", "reachable", 1, "unclaimed", only)
+                             : json_pack("{s:b,s:o,s:o}", "reachable", 0, "error", why,
+                                         "unclaimed", only);
+    else {
+        json_decref(only);
+        json_decref(why);
+    }
+    if (docker && !inv.engine)
+        inv.verified = false;
+    json_decref(inv.engine);
     *verified = inv.verified;
     return inv.data;
 }
@@ -98,7 +190,7 @@ json_t *configs_inventory(struct configs *c, const char *id, bool *verified, str
 int configs_check_inventory(struct configs *c, const char *id, bool force, struct sbx_err *err)
 {
     bool verified = true;
-    json_t *inv = configs_inventory(c, id, &verified, err);
+    json_t *inv = configs_inventory(c, id, &verified, NULL, err);
     if (!inv)
         return -EIO;
     size_t n = json_array_size(inv), confirmed = 0;
@@ -363,6 +455,7 @@ int configs_new(const struct sbxd_config *cfg, struct store *st, struct manager 
     struct configs *c = sbx_xcalloc(1, sizeof(*c));
     c->store = st;
     c->mgr = mgr;
+    c->docker_host = sbx_xstrdup(cfg->docker_host);
     c->ceil = (struct config_ceilings){.memory_mb = cfg->memory_mb,
                                        .pids = cfg->pids_max,
                                        .cpu_millicores = cfg->cpu_millicores,
@@ -388,5 +481,6 @@ void configs_free(struct configs *c)
         return;
     secrets_free(c->secrets);
     free(c->trust_bundle);
+    free(c->docker_host);
     free(c);
 }

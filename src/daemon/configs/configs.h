@@ -28,6 +28,7 @@ struct configs {
     struct manager *mgr;
     struct secrets *secrets;
     struct config_ceilings ceil;
+    char *docker_host;  /* the docker backend's engine (SBX_DOCKER_HOST): the inventory's */
     char *trust_bundle; /* the host's roots and the egress CA, or NULL without a CA */
     /* What skills installed into a configuration give its sandboxes (skills/installs.c):
      * fn adds it to p, keeping what p points to in hold. */
@@ -58,8 +59,14 @@ void config_loaded_clear(struct config_loaded *l);
 json_t *configs_to_json(const struct config_loaded *l);
 
 /* The live sandboxes made from a configuration (all users), as the inventory shows
- * them; *verified false when a live row has no sandbox this daemon holds. */
-json_t *configs_inventory(struct configs *c, const char *id, bool *verified, struct sbx_err *err);
+ * them; *verified false when a live row has no sandbox this daemon holds. A docker
+ * configuration's are checked against the engine's own list of the containers labelled
+ * with it (docs/runtime.md "Docker"): each row gets "engine" ({container, state} or
+ * null), *engine (NULL: not wanted) {reachable, error?, unclaimed: [containers with no
+ * live row]}; a running sandbox without its container, an unclaimed container or an
+ * engine that does not answer leave the inventory unverified. */
+json_t *configs_inventory(struct configs *c, const char *id, bool *verified, json_t **engine,
+                          struct sbx_err *err);
 
 /* Live or paused sandboxes stop a change of what they run, and a delete:
  * sandboxes_still_live (409); an inventory that cannot be verified too

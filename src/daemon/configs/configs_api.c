@@ -254,21 +254,18 @@ static void api_configs_inventory(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     const char *id = http_req_param(req, 0);
-    struct config_loaded l;
-    if (configs_load(d->configs, id, &l, &err) < 0) {
-        http_respond_error(req, &err);
-        return;
-    }
-    config_loaded_clear(&l);
     bool verified = true;
-    json_t *inv = configs_inventory(d->configs, id, &verified, &err);
+    json_t *engine = NULL;
+    json_t *inv = configs_inventory(d->configs, id, &verified, &engine, &err);
     if (!inv) {
         http_respond_error(req, &err);
         return;
     }
-    http_respond_json(req, 200,
-                      json_pack("{s:s,s:s,s:b,s:o}", "object", "list", "config_id", id, "verified",
-                                verified, "data", inv));
+    json_t *out = json_pack("{s:s,s:s,s:b,s:o}", "object", "list", "config_id", id, "verified",
+                            verified, "data", inv);
+    if (engine)
+        json_object_set_new(out, "engine", engine);
+    http_respond_json(req, 200, out);
 }
 
 static void api_workspace_policy(struct sbxd *d, struct http_req *req)

@@ -235,16 +235,19 @@ static void on_probe_abort(struct http_req *req, void *data)
 }
 
 /* The docker backend's engine: reachable, its version, the configuration's runtime
- * registered there. One GET /info on the local socket (milliseconds; bounded). */
+ * registered there. One GET /info on the local socket (milliseconds), bounded by the
+ * configuration's http_timeout_sec, at most DOCKER_INFO_TIMEOUT_MS: it runs on the
+ * daemon's loop. */
 static void docker_check(struct probe *p)
 {
-    const char *runtime =
-        json_string_value(json_object_get(json_object_get(p->doc, "docker"), "runtime"));
+    json_t *docker = json_object_get(p->doc, "docker");
+    const char *runtime = json_string_value(json_object_get(docker, "runtime"));
+    long timeout_ms = (long)json_integer_value(json_object_get(docker, "http_timeout_sec")) * 1000;
     _cleanup_free_ char *version = NULL;
     bool has = false;
     struct sbx_err err = {0};
     long long t = sbx_now_ms();
-    int r = docker_engine_info(p->d->cfg.docker_host, &version, &has, runtime, &err);
+    int r = docker_engine_info(p->d->cfg.docker_host, timeout_ms, &version, &has, runtime, &err);
     long long ms = sbx_now_ms() - t;
     if (r < 0) {
         add_check(p->checks, "docker", 0, err.msg, "docker_unreachable", ms);

@@ -145,8 +145,42 @@ int sandbox_config_settings_set(struct manager *m, struct sandbox *sb, long long
     return 0;
 }
 
+/* sb->docker from sb->docker_doc, which it points into. */
+static void docker_from_doc(struct sandbox *sb)
+{
+    json_t *d = sb->docker_doc;
+    sb->docker = (struct rt_docker){
+        .image = json_string_value(json_object_get(d, "image")),
+        .runtime = json_string_value(json_object_get(d, "runtime")),
+        .network_mode = json_string_value(json_object_get(d, "network_mode")),
+        .http_timeout_ms = json_integer_value(json_object_get(d, "http_timeout_sec")) * 1000,
+        .config_id = sb->config_id, /* read at each start: set by then after a restart */
+    };
+}
+
+int sandbox_docker_set(struct manager *m, struct sandbox *sb, json_t *docker, struct sbx_err *err)
+{
+    _cleanup_free_ char *text = json_dumps(docker, JSON_COMPACT);
+    if (!text || strlen(text) >= SANDBOX_DOCKER_DOC_MAX)
+        return sbx_err_set(err, EINVAL, "internal", "the docker object does not fit");
+    int r = store_meta_set(m->store, sb->rec.id, STORE_META_DOCKER, text, err);
+    if (r < 0)
+        return r;
+    json_decref(sb->docker_doc);
+    sb->docker_doc = json_deep_copy(docker);
+    docker_from_doc(sb);
+    return 0;
+}
+
 void sandbox_config_settings_load(struct manager *m, struct sandbox *sb)
 {
+    _cleanup_free_ char *doc = sbx_xmalloc(SANDBOX_DOCKER_DOC_MAX);
+    if (store_meta_get(m->store, sb->rec.id, STORE_META_DOCKER, doc, SANDBOX_DOCKER_DOC_MAX,
+                       NULL) == 0) {
+        sb->docker_doc = json_loads(doc, 0, NULL);
+        if (json_is_object(sb->docker_doc))
+            docker_from_doc(sb);
+    }
     char v[24];
     if (store_meta_get(m->store, sb->rec.id, STORE_META_TERMINAL_IDLE, v, sizeof(v), NULL) == 0)
         sb->terminal_idle_sec = strtoll(v, NULL, 10);
@@ -396,14 +430,6 @@ static int create_sandbox(struct manager *m, const struct auth_identity *who,
     struct sandbox *sb = sandbox_alloc(m, id);
     if (p->build_rootfs)
         sb->build_rootfs = sbx_xstrdup(p->build_rootfs);
-    if (p->docker && !strcmp(runtime, "docker")) {
-        sb->docker_doc = json_deep_copy(p->docker);
-        sb->docker = (struct rt_docker){
-            .image = json_string_value(json_object_get(sb->docker_doc, "image")),
-            .runtime = json_string_value(json_object_get(sb->docker_doc, "runtime")),
-            .network_mode = json_string_value(json_object_get(sb->docker_doc, "network_mode")),
-        };
-    }
     struct store_sandbox *rec = &sb->rec;
     snprintf(rec->id, sizeof(rec->id), "%s", id);
     set_owner(rec, who, p);
@@ -442,6 +468,9 @@ static int create_sandbox(struct manager *m, const struct auth_identity *who,
                                              p->command_timeout_sec, p->desktop_disabled, err)) < 0)
             goto fail;
     }
+    if (p->docker && !strcmp(runtime, "docker") &&
+        (r = sandbox_docker_set(m, sb, p->docker, err)) < 0)
+        goto fail;
     if (fallback[0]) {
         snprintf(sb->fallback, sizeof(sb->fallback), "%s", fallback);
         (void)store_meta_set(m->store, id, STORE_META_FALLBACK, fallback, NULL);

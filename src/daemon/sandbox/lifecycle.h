@@ -69,6 +69,14 @@ int sandbox_config_settings_set(struct manager *m, struct sandbox *sb, long long
                                 long long command_timeout_sec, bool desktop_off,
                                 struct sbx_err *err);
 void sandbox_config_settings_load(struct manager *m, struct sandbox *sb);
+/* A docker sandbox's container options (its configuration's docker object, copied), kept
+ * in the store beside it so a restarted daemon starts it again the same way; loaded back
+ * by sandbox_config_settings_load. */
+int sandbox_docker_set(struct manager *m, struct sandbox *sb, json_t *docker, struct sbx_err *err);
+/* (Re)arm a docker sandbox's idle timer (docs/runtime.md "Docker", idle_ttl_seconds): it
+ * runs while the sandbox has no stream open to its agent, and stops the container when it
+ * ends. No-op for other sandboxes. */
+void sandbox_idle_arm(struct sandbox *sb);
 void sandbox_arm_ttl(struct manager *m, struct sandbox *sb);
 /* Run and forget the pending pause or fork callback (sb->op_cb), if any. */
 void sandbox_op_finish(struct sandbox *sb, const struct sbx_err *err);

@@ -286,6 +286,7 @@ static void on_hello(struct channel *c, json_t *hello, void *data)
         log_info("sandbox %s: agent ready", sb->rec.id);
     sb->v1_starting = false;
     sb->ready = true;
+    sandbox_idle_arm(sb);
     sandbox_notify_waiters(sb, NULL);
     if (sb->expire_when_ready && !sb->ended && !sb->ttl_timer) {
         sb->expire_when_ready = false;
@@ -295,9 +296,38 @@ static void on_hello(struct channel *c, json_t *hello, void *data)
 
 static void v1_stop(struct loop *l, void *data);
 
+/* idle_ttl_seconds passed with no stream open to the agent (no command, terminal, file
+ * transfer through it, egress connection): the container stops. The sandbox is kept as
+ * failed with end_reason "idle" and its workspace, as after any lost machine, so the
+ * next exec (or a restart) starts it cold again. */
+static void on_idle_ttl(struct loop *l, void *data)
+{
+    struct sandbox *sb = data;
+    sb->idle_timer = NULL;
+    if (sb->ended || sb->failed || !sb->ready || !sb->chan || channel_stream_count(sb->chan))
+        return; /* busy again: the next idle moment re-arms it */
+    long long ttl = json_integer_value(json_object_get(sb->docker_doc, "idle_ttl_seconds"));
+    log_info("sandbox %s: idle for %lld s: stopping its container", sb->rec.id, ttl);
+    struct sbx_err why = {0};
+    sbx_err_set(&why, ETIMEDOUT, "sandbox_idle", "no activity for %lld s (idle_ttl_seconds)",
+                ttl);
+    sandbox_machine_lost(sb, "idle", &why);
+}
+
+void sandbox_idle_arm(struct sandbox *sb)
+{
+    long long ttl = json_integer_value(json_object_get(sb->docker_doc, "idle_ttl_seconds"));
+    if (ttl <= 0 || sb->ended)
+        return;
+    if (sb->idle_timer)
+        loop_timer_cancel(sb->mgr->loop, sb->idle_timer);
+    sb->idle_timer = loop_timer_add(sb->mgr->loop, ttl * 1000, on_idle_ttl, sb);
+}
+
 static void on_channel_idle(struct channel *c, void *data)
 {
     struct sandbox *sb = data;
+    sandbox_idle_arm(sb);
     if (!sandbox_is_v1(sb) || sb->ended || sb->machine_timer)
         return;
     /* The op is over: this machine is spent. Stopped on the next turn, outside the
@@ -309,7 +339,9 @@ static void on_channel_idle(struct channel *c, void *data)
 static void on_channel_closed(struct channel *c, const struct sbx_err *why, void *data)
 {
     struct sandbox *sb = data;
-    if (sb->ended)
+    /* A failed sandbox's machine was stopped on purpose (its channel goes on the next
+     * turn): its close, when it comes first, changes nothing, the reason included. */
+    if (sb->ended || sb->failed)
         return;
     if (sb->pausing) {
         /* The checkpoint stops the container: expected. Its outcome decides. */
@@ -430,7 +462,7 @@ static void fill_spec(const struct manager *m, const struct sandbox *sb, const c
         .hostname = "sandbox",
         .runtime = sb->rec.runtime[0] ? sb->rec.runtime : NULL,
         .template_name = sb->rec.template_name,
-        /* Unset after a daemon restart: the container's first docker.json holds. */
+        /* Unset for a docker sandbox of no configuration: its first docker.json holds. */
         .docker = sb->docker_doc ? &sb->docker : NULL,
     };
 }

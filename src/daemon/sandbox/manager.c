@@ -52,6 +52,8 @@ void sandbox_free(struct sandbox *sb)
         return;
     sandbox_stop_start_watch(sb);
     sandbox_stop_ckpt_watch(sb);
+    if (sb->idle_timer)
+        loop_timer_cancel(sb->mgr->loop, sb->idle_timer);
     free(sb->image_dir);
     channel_free(sb->chan);
     while (sb->waiters) {
@@ -464,7 +466,9 @@ int sandbox_destroy(struct manager *m, struct sandbox *sb, const char *reason,
         loop_timer_cancel(m->loop, sb->ttl_timer);
     if (sb->ready_timer)
         loop_timer_cancel(m->loop, sb->ready_timer);
-    sb->ttl_timer = sb->ready_timer = NULL;
+    if (sb->idle_timer)
+        loop_timer_cancel(m->loop, sb->idle_timer);
+    sb->ttl_timer = sb->ready_timer = sb->idle_timer = NULL;
     const char *status = !strcmp(reason, "deleted") || !strcmp(reason, "expired") ||
                                  !strcmp(reason, "run_finished") || !strcmp(reason, "pool_yield")
                              ? SANDBOX_DESTROYED

@@ -19,6 +19,8 @@
 #include "params.h"
 
 #define SANDBOX_READY_TIMEOUT_MS 60000
+/* The most a docker sandbox's configuration object takes in the store. */
+#define SANDBOX_DOCKER_DOC_MAX 4096
 #define SANDBOX_SHIM_GONE_MS 30000 /* a stopped sandbox's shim finishes runsc delete by then */
 /* A sandbox's host memory cgroup is its memory_mb + this share of it + this much
  * (machine.c): for a 256 MiB sandbox, 768 MiB. */
@@ -120,9 +122,11 @@ struct sandbox {
      * its own writable copy of the parent's tree; NULL for every other sandbox. */
     char *build_rootfs;
     /* A docker sandbox's container options from its configuration (docs/runtime.md
-     * "Docker"), pointing into docker_doc; unset: the image of its template. */
+     * "Docker"), pointing into docker_doc (kept in the store's STORE_META_DOCKER); unset:
+     * the image of its template. */
     json_t *docker_doc;
     struct rt_docker docker;
+    struct loop_timer *idle_timer; /* its idle_ttl_seconds running (sandbox_idle_arm) */
     /* PTY sessions opened through exec_command: {session id: key id} (live/ptycall.c), so
      * that deleting a key ends them. */
     json_t *pty_owners;

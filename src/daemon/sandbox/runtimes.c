@@ -25,7 +25,7 @@ static int probe(struct manager *m, const char *name, struct sbx_err *err)
          * POST /v1/templates/{name}/docker-image (docs/runtime.md "Docker"). */
         _cleanup_free_ char *version = NULL;
         bool has = false;
-        int r = docker_engine_info(m->rt.docker_host, &version, &has, NULL, err);
+        int r = docker_engine_info(m->rt.docker_host, 0, &version, &has, NULL, err);
         if (r == 0)
             log_info("backend docker: engine %s at %s", version, m->rt.docker_host);
         return r;

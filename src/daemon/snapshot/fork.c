@@ -135,6 +135,9 @@ static int fork_kid(struct fork_op *f, struct sandbox *parent, struct fork_child
         r = sandbox_config_settings_set(m, sb, parent->terminal_idle_sec,
                                         parent->command_timeout_sec, parent->desktop_disabled,
                                         err);
+        /* A docker copy runs its parent's image, engine runtime and settings. */
+        if (r == 0 && parent->docker_doc)
+            r = sandbox_docker_set(m, sb, parent->docker_doc, err);
     }
     if (r == 0 &&
         ((r = sbx_mkdir_p(sb->state_dir, 0700)) < 0 || (r = sbx_mkdir_p(sb->workspace, 0755)) < 0))

@@ -132,6 +132,7 @@ int store_sandbox_count_live(struct store *s, const char *user, const char *key_
 #define STORE_META_TERMINAL_IDLE "terminal_idle_sec" /* its terminals' idle limit, seconds */
 #define STORE_META_COMMAND_TIMEOUT "command_timeout_sec" /* its commands' default timeout */
 #define STORE_META_DESKTOP_OFF "desktop_disabled"    /* "1": no preview of the desktop port */
+#define STORE_META_DOCKER "docker" /* its configuration's docker object (JSON), docker only */
 
 int store_meta_set(struct store *s, const char *sandbox_id, const char *name, const char *value,
                    struct sbx_err *err);

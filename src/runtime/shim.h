@@ -30,6 +30,7 @@ struct shim {
     bool native;         /* not gvisor: the shim itself starts the container */
     bool docker;         /* the docker backend: the container is the engine's (shim_docker.c) */
     const char *docker_host; /* its engine's unix socket */
+    bool provider;       /* e2b, cube: the sandbox is a provider's (shim_provider.c) */
     int log_fd;
     int ready_fd;
     int pid_fd; /* shim.pid, flock'ed for our lifetime */

@@ -110,6 +110,16 @@ def test_files_written_by_a_command_are_read_by_a_command():
     assert c.sh(sid, "wc -c < /workspace/d/f").strip() == "1000"
 
 
+def test_the_files_api_says_it_does_not_reach_a_provider_sandbox():
+    """Not done yet: the host-side files routes would touch a directory that is not the
+    sandbox's /workspace, so they refuse rather than answer from it."""
+    c, sid = sandbox()
+    r = c.request("PUT", "/v1/sandboxes/%s/files/a.txt" % sid, raw=b"x")
+    assert_error(r, 409, "not_supported_on_provider")
+    assert_error(c.request("GET", "/v1/sandboxes/%s/files?path=" % sid), 409,
+                 "not_supported_on_provider")
+
+
 def test_background_process_and_a_kill9_of_the_outer_sbxd():
     c, sid = sandbox("restart")
     c.sh(sid, "echo before > /workspace/mark; sleep 600 >/dev/null 2>&1 &")

@@ -106,6 +106,7 @@ static const struct {
     {"provider_error", 502},
     {"provider_rate_limited", 503},
     {"provider_timeout", 504},
+    {"not_supported_on_provider", 409},
     /* templates/build.c: custom templates */
     {"invalid_recipe", 400},
     {"template_not_owner", 403},

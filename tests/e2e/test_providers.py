@@ -6,6 +6,7 @@ environment (SBX_E2B_*): its sandboxes are the inner's, reached through the cont
 """
 
 import json
+import os
 import urllib.request
 
 import harness
@@ -144,6 +145,61 @@ def test_delete_removes_the_provider_sandbox():
              what="the provider sandbox deleted")
     r = inner().client(provider_key()["key"]).request("GET", "/v1/sandboxes/" + p["sandboxID"])
     assert r.status == 404 or r.body.get("status") in ("destroyed", "deleted"), r
+
+
+def e2b_object(key, **more):
+    d = inner()
+    o = {"api_key": key, "template_id": "base",
+         "api_url": "http://127.0.0.1:%d/e2b/api" % d.port,
+         "proxy_url": "http://127.0.0.1:%d/e2b/sandbox" % d.port,
+         "http_timeout_sec": 20, "e2b_sandbox_ttl_seconds": 1200}
+    o.update(more)
+    return o
+
+
+def test_a_configuration_of_document_002s_e2b_shape():
+    """{"sandbox_type": "e2b", "e2b": {api_key, template_id, ...}}: the key sealed in the
+    store, masked in answers, kept by a masked PUT; its sandboxes run at that provider."""
+    a = outer().client()
+    key = provider_key()["key"]
+    cfg = a.ok("POST", "/v1/sandbox-configs", {"name": "e2b-provider", "config": {
+        "sandbox_type": "e2b", "e2b": e2b_object(key)}}, status=201)
+    assert cfg["sandbox_type"] == "e2b" and cfg["config"]["backend"] == "e2b", cfg
+    assert cfg["config"]["e2b"]["api_key"] == "********", cfg
+    assert cfg["config"]["e2b"]["template_id"] == "base", cfg
+    assert key not in json.dumps(cfg) and key not in json.dumps(
+        a.ok("GET", "/v1/sandbox-configs/" + cfg["id"]))
+    put = a.ok("PUT", "/v1/sandbox-configs/" + cfg["id"], {"name": "e2b-provider", "config": {
+        "sandbox_type": "e2b", "e2b": e2b_object("********", e2b_sandbox_ttl_seconds=900)}})
+    assert put["config"]["e2b"]["e2b_sandbox_ttl_seconds"] == 900, put
+    import glob
+    for f in glob.glob(os.path.join(outer().data_dir, "*.db*")):
+        with open(f, "rb") as fh:
+            assert key.encode() not in fh.read(), f
+    sid = a.create_sandbox(config_id=cfg["id"], ttl_seconds=600)["id"]
+    assert a.get_sandbox(sid)["runtime"] == "e2b"
+    assert a.sh(sid, "echo from-config") == "from-config\n"
+    assert provider_sandbox_of(sid), provider_list()
+    a.delete_sandbox(sid)
+    # A wrong key in a configuration: the provider's 401 as 502, said clearly.
+    bad = a.ok("POST", "/v1/sandbox-configs", {"name": "e2b-bad", "config": {
+        "sandbox_type": "e2b", "e2b": e2b_object("sbx_wrong_key")}}, status=201)
+    r = a.request("POST", "/v1/sandboxes", {"config_id": bad["id"], "ttl_seconds": 300})
+    assert_error(r, 502, "provider_auth_failed")
+
+
+def test_bad_e2b_configurations_are_400():
+    a = outer().client()
+    for conf in ({"sandbox_type": "e2b"},
+                 {"sandbox_type": "e2b", "e2b": {"api_key": "k"}},
+                 {"sandbox_type": "e2b", "e2b": {"template_id": "base"}},
+                 {"sandbox_type": "e2b", "e2b": e2b_object("k", api_url="ftp://x")},
+                 {"sandbox_type": "e2b", "e2b": e2b_object("k", nosuch=1)},
+                 {"sandbox_type": "e2b", "e2b": e2b_object("********")},
+                 {"sandbox_type": "e2b", "backend": "gvisor", "e2b": e2b_object("k")},
+                 {"backend": "gvisor", "e2b": e2b_object("k")}):
+        r = a.request("POST", "/v1/sandbox-configs", {"name": "bad", "config": conf})
+        assert_error(r, 400, "invalid_sandbox_config")
 
 
 def test_runtime_named_on_create_and_the_fallback():

@@ -15,6 +15,7 @@
 #include "../../common/sbxuser.h"
 #include "../../common/text.h"
 #include "../../common/util.h"
+#include "../../runtime/provider.h"
 #include "../billing/billing.h"
 #include "../volumes/volumes.h"
 #include "template.h"
@@ -402,6 +403,22 @@ static int create_sandbox(struct manager *m, const struct auth_identity *who,
             .image = json_string_value(json_object_get(sb->docker_doc, "image")),
             .runtime = json_string_value(json_object_get(sb->docker_doc, "runtime")),
             .network_mode = json_string_value(json_object_get(sb->docker_doc, "network_mode")),
+        };
+    }
+    if (p->provider && rt_is_provider(runtime)) {
+        json_t *d = sb->provider_doc = json_deep_copy(p->provider);
+        const char *kind = json_string_value(json_object_get(d, "kind"));
+        bool cube = kind && !strcmp(kind, "cube");
+        sb->provider = (struct rt_provider){
+            .api_url = json_string_value(json_object_get(d, "api_url")),
+            .api_key = json_string_value(json_object_get(d, "api_key")),
+            .sandbox_url = json_string_value(json_object_get(d, "proxy_url")),
+            .domain = json_string_value(json_object_get(d, "sandbox_domain")),
+            .template_id = json_string_value(json_object_get(d, "template_id")),
+            .http_timeout_ms =
+                (long)json_integer_value(json_object_get(d, "http_timeout_sec")) * 1000,
+            .ttl_s = (long)json_integer_value(json_object_get(
+                d, cube ? "cube_sandbox_ttl_seconds" : "e2b_sandbox_ttl_seconds")),
         };
     }
     struct store_sandbox *rec = &sb->rec;

@@ -70,6 +70,7 @@ void sandbox_free(struct sandbox *sb)
     free(sb->workspace);
     free(sb->build_rootfs);
     json_decref(sb->docker_doc);
+    json_decref(sb->provider_doc);
     free(sb);
 }
 

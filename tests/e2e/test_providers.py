@@ -121,6 +121,16 @@ def test_the_files_api_says_it_does_not_reach_a_provider_sandbox():
                  "not_supported_on_provider")
 
 
+def test_pause_and_fork_are_refused_with_a_code():
+    c, sid = sandbox()
+    for verb in ("pause", "fork"):
+        r = c.request("POST", "/v1/sandboxes/%s/%s" % (sid, verb), {})
+        assert_error(r, 409, "not_supported_on_provider")
+        assert verb in r.body["error"]["message"], r.body
+    assert c.get_sandbox(sid)["status"] == "running"
+    assert c.sh(sid, "echo still") == "still\n"
+
+
 def test_background_process_and_a_kill9_of_the_outer_sbxd():
     c, sid = sandbox("restart")
     c.sh(sid, "echo before > /workspace/mark; sleep 600 >/dev/null 2>&1 &")
@@ -180,6 +190,15 @@ def test_a_configuration_of_document_002s_e2b_shape():
     assert a.get_sandbox(sid)["runtime"] == "e2b"
     assert a.sh(sid, "echo from-config") == "from-config\n"
     assert provider_sandbox_of(sid), provider_list()
+    a.delete_sandbox(sid)
+    # Its network policy becomes the provider's network configuration.
+    net = a.ok("POST", "/v1/sandbox-configs", {"name": "e2b-net", "config": {
+        "sandbox_type": "e2b", "e2b": e2b_object(key),
+        "network": {"deny_egress_by_default": True, "allow_out": ["pypi.org"]}}}, status=201)
+    sid = a.create_sandbox(config_id=net["id"], ttl_seconds=600)["id"]
+    p = provider_sandbox_of(sid)
+    got = inner().client(key).get_sandbox(p["sandboxID"])["egress"]
+    assert got["mode"] == "allowlist" and got["domains"] == ["pypi.org"], got
     a.delete_sandbox(sid)
     # A wrong key in a configuration: the provider's 401 as 502, said clearly.
     bad = a.ok("POST", "/v1/sandbox-configs", {"name": "e2b-bad", "config": {

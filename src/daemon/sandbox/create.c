@@ -420,6 +420,28 @@ static int create_sandbox(struct manager *m, const struct auth_identity *who,
             .ttl_s = (long)json_integer_value(json_object_get(
                 d, cube ? "cube_sandbox_ttl_seconds" : "e2b_sandbox_ttl_seconds")),
         };
+        /* The configuration's egress policy as the provider's network configuration (E2B's
+         * allowOut/denyOut; "0.0.0.0/0" denies everything else): sbx's egress proxy is not
+         * in a provider sandbox's path. Header injection (e2b_host_rules) is not passed on:
+         * its secrets would leave sbx. */
+        json_t *pol = json_object_get(p->network, "policy");
+        if (json_is_object(pol)) {
+            json_t *allow = json_object_get(pol, "allow_out");
+            json_t *deny = json_deep_copy(json_object_get(pol, "deny_out"));
+            if (!json_is_array(deny)) {
+                json_decref(deny);
+                deny = json_array();
+            }
+            if (json_is_true(json_object_get(pol, "deny_egress_by_default")))
+                json_array_append_new(deny, json_string("0.0.0.0/0"));
+            json_t *net = json_pack("{s:O,s:o}", "allowOut", json_is_array(allow) ? allow : json_null(),
+                                    "denyOut", deny);
+            char *text = json_dumps(net, JSON_COMPACT);
+            json_decref(net);
+            json_object_set_new(d, "network_text", json_string(text ? text : "{}"));
+            free(text);
+            sb->provider.network = json_string_value(json_object_get(d, "network_text"));
+        }
     }
     struct store_sandbox *rec = &sb->rec;
     snprintf(rec->id, sizeof(rec->id), "%s", id);

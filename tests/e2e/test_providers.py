@@ -186,6 +186,18 @@ def test_a_configuration_of_document_002s_e2b_shape():
     for f in glob.glob(os.path.join(outer().data_dir, "*.db*")):
         with open(f, "rb") as fh:
             assert key.encode() not in fh.read(), f
+    # The probe: shallow (reachable, the key accepted), then deep (a provider sandbox made,
+    # the script run in it, destroyed), each check with its latency.
+    pr = a.ok("POST", "/v1/system/sandbox-check", {"config_id": cfg["id"]})
+    chk = {x["name"]: x for x in pr["checks"]}
+    assert chk["provider"]["ok"] is True and chk["provider"]["latency_ms"] >= 0, pr
+    n = len(provider_list())
+    pr = a.ok("POST", "/v1/system/sandbox-check", {"config_id": cfg["id"], "deep": True},
+              timeout=180)
+    chk = {x["name"]: x for x in pr["checks"]}
+    for name in ("provider", "sandbox_create", "script", "sandbox_destroy"):
+        assert chk[name]["ok"] is True and chk[name]["latency_ms"] is not None, (name, pr)
+    wait_for(lambda: len(provider_list()) == n, timeout=30, what="the probe's provider sandbox gone")
     sid = a.create_sandbox(config_id=cfg["id"], ttl_seconds=600)["id"]
     assert a.get_sandbox(sid)["runtime"] == "e2b"
     assert a.sh(sid, "echo from-config") == "from-config\n"
@@ -205,6 +217,9 @@ def test_a_configuration_of_document_002s_e2b_shape():
         "sandbox_type": "e2b", "e2b": e2b_object("sbx_wrong_key")}}, status=201)
     r = a.request("POST", "/v1/sandboxes", {"config_id": bad["id"], "ttl_seconds": 300})
     assert_error(r, 502, "provider_auth_failed")
+    pr = a.ok("POST", "/v1/system/sandbox-check", {"config_id": bad["id"]})
+    chk = {x["name"]: x for x in pr["checks"]}
+    assert chk["provider"]["ok"] is False and chk["provider"]["reason"] == "provider_auth_failed", pr
 
 
 def test_bad_e2b_configurations_are_400():

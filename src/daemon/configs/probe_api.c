@@ -9,6 +9,8 @@
 
 #include "../../common/util.h"
 #include "../../runtime/docker_image.h"
+#include "../../runtime/provider.h"
+#include "../../runtime/provider_api.h"
 #include "../../runtime/rt.h"
 #include "../exec/exec.h"
 #include "../http/server.h"
@@ -258,6 +260,45 @@ static void docker_check(struct probe *p)
               !runtime || has ? NULL : "docker_runtime_missing", ms);
 }
 
+/* A provider backend (docs/providers.md): reachable and the credentials accepted, by one
+ * GET /sandboxes with the configuration's key (or the platform's SBX_E2B_* one). */
+static void provider_check(struct probe *p, const char *backend)
+{
+    struct sbx_err err = {0};
+    json_t *prov = NULL;
+    int r = config_doc_provider_open(p->d->configs->secrets,
+                                     p->config_id[0] ? p->config_id : CONFIGS_PROBE_ID, p->doc,
+                                     &prov, &err);
+    const struct rt_provider *env = !strcmp(backend, "cube") ? &p->d->cfg.cube : &p->d->cfg.e2b;
+    struct provider_conn c = {.kind = backend};
+    if (prov) {
+        c.api_url = json_string_value(json_object_get(prov, "api_url"));
+        c.api_key = json_string_value(json_object_get(prov, "api_key"));
+        c.http_timeout_ms = (long)json_integer_value(json_object_get(prov, "http_timeout_sec")) * 1000;
+    } else if (env->api_url) {
+        c.api_url = env->api_url, c.api_key = env->api_key, c.http_timeout_ms = env->http_timeout_ms;
+    }
+    long long t = sbx_now_ms();
+    json_t *list = NULL;
+    if (r == 0 && !c.api_url)
+        r = sbx_err_set(&err, EINVAL, "provider_error", "no %s connection: the configuration "
+                        "has no %s object and SBX_%s_API_URL is unset", backend, backend,
+                        !strcmp(backend, "cube") ? "CUBE" : "E2B");
+    if (r == 0)
+        r = provider_sandbox_list(&c, &list, &err);
+    long long ms = sbx_now_ms() - t;
+    if (r < 0) {
+        add_check(p->checks, "provider", 0, err.msg, err.code, ms);
+    } else {
+        _cleanup_free_ char *msg = sbx_xasprintf("the provider at %s answers with these "
+                                                 "credentials (%zu sandboxes listed)",
+                                                 c.api_url, json_array_size(list));
+        add_check(p->checks, "provider", 1, msg, NULL, ms);
+    }
+    json_decref(list);
+    json_decref(prov);
+}
+
 static void shallow_checks(struct probe *p)
 {
     const struct sbxd_config *cfg = &p->d->cfg;
@@ -272,6 +313,8 @@ static void shallow_checks(struct probe *p)
         add_check(p->checks, "runtime", 1, "the backend is enabled on this host", NULL, -1);
     if (!strcmp(backend, "docker"))
         docker_check(p);
+    if (rt_is_provider(backend))
+        provider_check(p, backend);
     struct template_info tpl;
     memset(&err, 0, sizeof(err));
     long long t = sbx_now_ms();

@@ -8,53 +8,13 @@
 #include <unistd.h>
 
 #include "../common/util.h"
+#include "curlx.h"
 
 #define ENVELOPE_HEAD 5 /* Connect: flags, then the length (big endian) */
 #define ENVELOPE_END_STREAM 0x02
 /* A stream's keepalives come this often; twice that without a byte means the provider died. */
 #define STREAM_KEEPALIVE_S 30
 #define STREAM_DEAD_S (2 * STREAM_KEEPALIVE_S)
-
-struct body {
-    char *data;
-    size_t len;
-};
-
-static size_t on_body(char *ptr, size_t size, size_t n, void *data)
-{
-    struct body *b = data;
-    size_t len = size * n;
-    if (b->len + len > PROVIDER_RESP_MAX)
-        return len; /* the rest is dropped: the status still counts */
-    b->data = sbx_xrealloc(b->data, b->len + len + 1);
-    memcpy(b->data + b->len, ptr, len);
-    b->len += len;
-    b->data[b->len] = '\0';
-    return len;
-}
-
-static size_t on_upload(char *buf, size_t size, size_t n, void *data)
-{
-    int fd = *(int *)data;
-    for (;;) {
-        ssize_t r = read(fd, buf, size * n);
-        if (r >= 0)
-            return (size_t)r;
-        if (errno != EINTR)
-            return CURL_READFUNC_ABORT;
-    }
-}
-
-static void curl_cleanup(CURL **c)
-{
-    if (*c)
-        curl_easy_cleanup(*c);
-}
-
-static void slist_cleanup(struct curl_slist **l)
-{
-    curl_slist_free_all(*l);
-}
 
 int provider_conn_from_json(json_t *obj, struct provider_conn *out, struct sbx_err *err)
 {
@@ -125,15 +85,15 @@ static int perform(const struct provider_conn *c, const char *method, const char
     *status = 0;
     if (resp)
         *resp = NULL;
-    __attribute__((cleanup(slist_cleanup))) struct curl_slist *h = hdrs;
-    __attribute__((cleanup(curl_cleanup))) CURL *e = curl_easy_init();
+    _cleanup_slist_ struct curl_slist *h = hdrs;
+    _cleanup_curl_ CURL *e = curl_easy_init();
     if (!e)
         return sbx_err_set(err, ENOMEM, "internal", "curl_easy_init failed");
-    struct body b = {0};
+    struct curlx_body b = {.max = PROVIDER_RESP_MAX};
     curl_easy_setopt(e, CURLOPT_URL, url);
     curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, curlx_body_cb);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, &b);
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_of(c));
@@ -141,7 +101,7 @@ static int perform(const struct provider_conn *c, const char *method, const char
         h = curl_slist_append(h, "Content-Type: application/octet-stream");
         h = curl_slist_append(h, "Transfer-Encoding: chunked");
         curl_easy_setopt(e, CURLOPT_POST, 1L);
-        curl_easy_setopt(e, CURLOPT_READFUNCTION, on_upload);
+        curl_easy_setopt(e, CURLOPT_READFUNCTION, curlx_fd_read_cb);
         curl_easy_setopt(e, CURLOPT_READDATA, &upload_fd);
         curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 10 * timeout_of(c));
     } else if (body) {
@@ -277,7 +237,7 @@ static struct curl_slist *envd_headers(const struct provider_sandbox *sb)
 int provider_upload(const struct provider_conn *c, const struct provider_sandbox *sb,
                     const char *path, int fd, struct sbx_err *err)
 {
-    __attribute__((cleanup(curl_cleanup))) CURL *e = curl_easy_init();
+    _cleanup_curl_ CURL *e = curl_easy_init();
     if (!e)
         return sbx_err_set(err, ENOMEM, "internal", "curl_easy_init failed");
     char *q = curl_easy_escape(e, path, 0);
@@ -382,7 +342,7 @@ int provider_stream(const struct provider_conn *c, const struct provider_sandbox
                     const char *method, json_t *msg, provider_msg_fn on_msg, void *data,
                     struct sbx_err *err)
 {
-    __attribute__((cleanup(curl_cleanup))) CURL *e = curl_easy_init();
+    _cleanup_curl_ CURL *e = curl_easy_init();
     if (!e)
         return sbx_err_set(err, ENOMEM, "internal", "curl_easy_init failed");
     _cleanup_free_ char *rel = sbx_xasprintf("/%s", method);
@@ -394,7 +354,7 @@ int provider_stream(const struct provider_conn *c, const struct provider_sandbox
     req[1] = (unsigned char)(n >> 24), req[2] = (unsigned char)(n >> 16);
     req[3] = (unsigned char)(n >> 8), req[4] = (unsigned char)n;
     memcpy(req + ENVELOPE_HEAD, text, n);
-    __attribute__((cleanup(slist_cleanup))) struct curl_slist *h = envd_headers(sb);
+    _cleanup_slist_ struct curl_slist *h = envd_headers(sb);
     h = curl_slist_append(h, "Content-Type: application/connect+json");
     h = curl_slist_append(h, "Connect-Protocol-Version: 1");
     char ka[64];

@@ -175,6 +175,29 @@ static int run_wait(struct shim *s, char *const argv[], int out_fd, int timeout_
     }
 }
 
+int shim_spawn_relay(struct shim *s, int in_r, int out_w, int errfd,
+                     void (*relay)(struct shim *s), pid_t *pid)
+{
+    pid_t p = fork();
+    if (p < 0)
+        return -errno;
+    if (p == 0) {
+        sigset_t all;
+        sigemptyset(&all);
+        sigprocmask(SIG_SETMASK, &all, NULL);
+        /* A write to a shim that went away fails (EPIPE) and ends the relay cleanly. */
+        signal(SIGPIPE, SIG_IGN);
+        if (dup2(in_r, 0) < 0 || dup2(out_w, 1) < 0 || (errfd >= 0 && dup2(errfd, 2) < 0))
+            _exit(125);
+        /* Not the shim's: its pid file's and state dir's locks say whether the shim lives
+         * (rt_alive, rt_busy), and its listening socket is its own. */
+        (void)close_range(3, ~0u, 0);
+        relay(s);
+    }
+    *pid = p;
+    return 0;
+}
+
 static void runsc_cmd(struct shim *s, const char *what, int timeout_ms)
 {
     if (s->provider) {
@@ -307,8 +330,8 @@ static int spawn_runsc(struct shim *s)
                              .local = !strcmp(s->runtime, "local")};
         char why[512];
         pid_t pid = -1;
-        int r = s->provider ? shim_provider_spawn(s, in[0], out[1], errfd, &pid)
-                : s->docker ? shim_docker_spawn(s, in[0], out[1], errfd, &pid)
+        int r = s->provider ? shim_spawn_relay(s, in[0], out[1], errfd, shim_provider_relay, &pid)
+                : s->docker ? shim_spawn_relay(s, in[0], out[1], errfd, shim_docker_relay, &pid)
                           : ns_spawn(&run, in[0], out[1], errfd >= 0 ? errfd : 2, &pid, why,
                                      sizeof(why));
         if (r < 0 && (s->docker || s->provider))

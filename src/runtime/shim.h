@@ -72,6 +72,12 @@ struct shim {
 void shim_log(struct shim *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ready_say(struct shim *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Fork a backend's relay (shim_docker_relay, shim_provider_relay) with in_r as its stdin
+ * (frames to the agent), out_w as its stdout (frames from it) and errfd as its stderr;
+ * *pid is the child's, whose exit is the sandbox's. */
+int shim_spawn_relay(struct shim *s, int in_r, int out_w, int errfd,
+                     void (*relay)(struct shim *s), pid_t *pid);
+
 /* shim_relay.c. The listening socket's callback: the new client replaces the old one. */
 void shim_relay_accept(struct loop *l, int fd, uint32_t events, void *data);
 /* Watch the agent's stdio (s->agent_in, s->agent_out). */

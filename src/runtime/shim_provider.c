@@ -21,12 +21,10 @@
 #include <jansson.h>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -191,6 +189,7 @@ static int send_input(struct relay *rl, const char *buf, size_t n, struct sbx_er
     return r;
 }
 
+static void relay_main(const char *id, const char *state_dir) __attribute__((noreturn));
 static void relay_main(const char *id, const char *state_dir)
 {
     struct relay rl = {.state_dir = state_dir, .exit_code = -1};
@@ -293,25 +292,9 @@ static void relay_main(const char *id, const char *state_dir)
     _exit(rl.exit_code & 0xff);
 }
 
-int shim_provider_spawn(struct shim *s, int in_r, int out_w, int errfd, pid_t *pid)
+void shim_provider_relay(struct shim *s)
 {
-    pid_t p = fork();
-    if (p < 0)
-        return -errno;
-    if (p == 0) {
-        sigset_t all;
-        sigemptyset(&all);
-        sigprocmask(SIG_SETMASK, &all, NULL);
-        signal(SIGPIPE, SIG_IGN);
-        if (dup2(in_r, 0) < 0 || dup2(out_w, 1) < 0 || (errfd >= 0 && dup2(errfd, 2) < 0))
-            _exit(125);
-        /* Not the shim's: its pid file's and state dir's locks say whether the shim lives
-         * (rt_alive, rt_busy), and its listening socket is its own. */
-        (void)close_range(3, ~0u, 0);
-        relay_main(s->id, s->state_dir);
-    }
-    *pid = p;
-    return 0;
+    relay_main(s->id, s->state_dir);
 }
 
 void shim_provider_cmd(struct shim *s, const char *what)

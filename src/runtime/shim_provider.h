@@ -8,10 +8,9 @@
 
 struct shim;
 
-/* Fork the relay with in_r as its stdin (frames to the agent), out_w as its stdout
- * (frames from it) and errfd as its stderr; *pid is the child's, whose exit is the
- * remote agent's. */
-int shim_provider_spawn(struct shim *s, int in_r, int out_w, int errfd, pid_t *pid);
+/* The provider relay's whole life, in the child shim_spawn_relay forked: exits with the
+ * remote agent's status. */
+void shim_provider_relay(struct shim *s) __attribute__((noreturn));
 /* "kill" and "delete" both delete the provider sandbox (logged); anything else: nothing. */
 void shim_provider_cmd(struct shim *s, const char *what);
 

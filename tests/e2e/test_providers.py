@@ -267,10 +267,20 @@ def test_a_revoked_provider_key_is_a_clear_error():
 
 
 def test_provider_down_is_a_clear_error():
-    """Last: stops the inner sbxd. A create answers 502 provider_unreachable; a sandbox whose
-    provider went away fails with its files' message, not a hang."""
+    """Last: kills the inner sbxd mid-exec. The running exec ends with 409
+    sandbox_not_running (its provider went away), the sandbox is failed, and a create
+    answers 502 provider_unreachable."""
     c, sid = sandbox()
+    gen = c.stream("POST", "/v1/sandboxes/%s/exec" % sid, {"shell": "echo started; sleep 60"},
+                   timeout=60)
+    assert next(gen).status == 200
+    first = next(e for _, e in gen if e["type"] == "stdout")
+    assert "started" in first.get("data", first.get("text", "")), first
     inner().kill9()
+    ends = [e for _, e in gen if e["type"] in ("exit", "error")]
+    assert len(ends) == 1 and ends[0]["type"] == "error", ends
+    assert ends[0]["code"] == "sandbox_not_running", ends
+    assert c.get_sandbox(sid)["status"] == "failed", c.get_sandbox(sid)
     r = c.request("POST", "/v1/sandboxes", {"ttl_seconds": 300})
     assert_error(r, 502, "provider_unreachable")
     assert "127.0.0.1" in r.body["error"]["message"], r.body

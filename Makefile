@@ -25,7 +25,7 @@ COMMON_SRC := $(wildcard src/common/*.c)
 PROTO_SRC  := $(wildcard src/proto/*.c)
 DAEMON_SRC := $(wildcard src/daemon/*.c src/daemon/*/*.c)
 # The namespaces backend's container code runs in the shim only (docs/runtime.md).
-SHIM_ONLY  := src/runtime/shim.c src/runtime/shim_relay.c src/runtime/shim_idle.c src/runtime/namespaces.c src/runtime/shim_docker.c
+SHIM_ONLY  := src/runtime/shim.c src/runtime/shim_relay.c src/runtime/shim_idle.c src/runtime/namespaces.c src/runtime/shim_docker.c src/runtime/shim_provider.c
 # Its seccomp filter is made into BPF by libseccomp at build time, by a generator that
 # holds the rules (syscalls.c): a container start then loads a finished program.
 NSF_SRC    := src/runtime/ns_filter_gen.c src/runtime/syscalls.c
@@ -35,7 +35,7 @@ AGENT_SRC  := $(wildcard src/agent/*.c)
 # bind-mounted read-only into every sandbox. Its modules (all but main.c) are also linked into
 # the unit tests and the fuzz targets.
 BSL_SRC    := $(filter-out src/bsl/main.c,$(wildcard src/bsl/*.c))
-SHIM_SRC   := $(SHIM_ONLY) src/runtime/cgroup.c src/runtime/oci.c src/runtime/docker_api.c
+SHIM_SRC   := $(SHIM_ONLY) src/runtime/cgroup.c src/runtime/oci.c src/runtime/docker_api.c src/runtime/provider_api.c src/runtime/curlx.c
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 aobj = $(patsubst %.c,$(BUILD)/agent-obj/%.o,$(1))
@@ -139,7 +139,7 @@ $(BUILD)/sbxd: $(DAEMON_OBJ)
 	$(CC) $(SAN) -o $@ $^ $(shell pkg-config --libs $(PKGS)) $(NOPC_LIBS) -lpthread
 
 $(BUILD)/sbx-shim: $(SHIM_OBJ)
-	$(CC) $(SAN) -o $@ $^ -ljansson -lcurl
+	$(CC) $(SAN) -o $@ $^ -ljansson -lcurl -lpthread
 
 # MCP over stdio for desktop clients, bridged to sbxd's /mcp (docs/mcp.md).
 $(BUILD)/sbx-mcp: src/bridge/sbx_mcp.c

@@ -54,6 +54,12 @@ struct process {
     bool logs_done; /* both pipes closed: no more output */
     struct log_stream *streams;
     int in_fd;                     /* the write end of its stdin pipe, -1 without or closed */
+    /* Input accepted but not yet taken by the pipe (a busy reader): written when the pipe
+     * has room, so an accepted process_input is never cut short (PROCESS_INPUT_PENDING_MAX). */
+    char *in_pending;
+    size_t in_len;
+    bool in_close;                 /* close stdin once in_pending is written */
+    struct loop_watch *in_w;
     char *label;                   /* the starter's own description of it, or NULL */
     struct loop_timer *deadline_t; /* kills it at its timeout_ms, if it has one */
 };
@@ -118,9 +124,47 @@ static void process_close_pipe(struct process *p, int ch)
 
 static void process_close_stdin(struct process *p)
 {
+    if (p->in_w)
+        loop_watch_del(p->agent->loop, p->in_w);
+    p->in_w = NULL;
     if (p->in_fd >= 0)
         close(p->in_fd);
     p->in_fd = -1;
+    free(p->in_pending);
+    p->in_pending = NULL;
+    p->in_len = 0;
+}
+
+/* Write what the pipe takes of in_pending: 0, or -errno when the reader is gone. */
+static int process_flush_stdin(struct process *p)
+{
+    size_t off = 0;
+    while (off < p->in_len) {
+        ssize_t w = write(p->in_fd, p->in_pending + off, p->in_len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && errno == EAGAIN)
+            break;
+        if (w < 0)
+            return -errno;
+        off += (size_t)w;
+    }
+    memmove(p->in_pending, p->in_pending + off, p->in_len - off);
+    p->in_len -= off;
+    return 0;
+}
+
+static void process_stdin_writable(struct loop *l, int fd, uint32_t events, void *data)
+{
+    struct process *p = data;
+    if (process_flush_stdin(p) < 0 || (p->in_len == 0 && p->in_close)) {
+        process_close_stdin(p);
+        return;
+    }
+    if (p->in_len == 0) {
+        loop_watch_del(l, p->in_w);
+        p->in_w = NULL;
+    }
 }
 
 static void process_free(struct process *p)
@@ -614,20 +658,33 @@ int process_input_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err
         _cleanup_free_ unsigned char *buf = sbx_xmalloc(json_string_length(data) / 4 * 3 + 3);
         if (sbx_base64_decode(json_string_value(data), json_string_length(data), buf, &n) < 0)
             return sbx_err_set(err, EINVAL, "bad_request", "data is not base64");
-        size_t off = 0;
-        while (off < n) {
-            ssize_t w = write(p->in_fd, buf + off, n - off);
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w < 0)
-                return sbx_err_set(err, errno,
-                                   errno == EAGAIN ? "process_stdin_full" : "process_stdin_closed",
-                                   "writing to the stdin of %s: %s", p->id, strerror(errno));
-            off += (size_t)w;
+        /* All or nothing: what the pipe does not take now waits in in_pending, and input
+         * past PROCESS_INPUT_PENDING_MAX waiting is refused whole, so a caller that retries
+         * process_stdin_full never sends a byte twice. */
+        if (p->in_len + n > PROCESS_INPUT_PENDING_MAX)
+            return sbx_err_set(err, EAGAIN, "process_stdin_full",
+                               "the stdin of %s is full (%zu bytes not read yet)", p->id,
+                               p->in_len);
+        p->in_pending = sbx_xrealloc(p->in_pending, p->in_len + n);
+        memcpy(p->in_pending + p->in_len, buf, n);
+        p->in_len += n;
+        int fr = process_flush_stdin(p);
+        if (fr < 0) {
+            int e = -fr;
+            process_close_stdin(p);
+            return sbx_err_set(err, e, "process_stdin_closed", "writing to the stdin of %s: %s",
+                               p->id, strerror(e));
         }
+        if (p->in_len && !p->in_w &&
+            loop_watch_add(a->loop, p->in_fd, EPOLLOUT, process_stdin_writable, p, &p->in_w) < 0)
+            return sbx_err_set(err, ENOMEM, "internal", "watching the stdin of %s", p->id);
     }
-    if (json_is_true(close_it))
-        process_close_stdin(p);
+    if (json_is_true(close_it)) {
+        if (p->in_len)
+            p->in_close = true; /* once the waiting input is written */
+        else
+            process_close_stdin(p);
+    }
     conn_send_json(a, id, PROTO_EXIT, process_json(p));
     return 0;
 }

@@ -25,6 +25,8 @@
 #define PROCESS_LABEL_MAX (16u * 1024u)
 /* Base64 characters of one process_input. */
 #define PROCESS_INPUT_MAX (256u * 1024u)
+/* Input a process has not read yet that the agent holds for it; more is process_stdin_full. */
+#define PROCESS_INPUT_PENDING_MAX (1024u * 1024u)
 
 struct agent;
 

@@ -130,6 +130,52 @@ static int billing_config(struct sbxd_config *cfg, struct sbx_err *err)
     return 0;
 }
 
+/* A provider backend's connection from SBX_<P>_API_URL, _API_KEY, _SANDBOX_URL,
+ * _SANDBOX_DOMAIN, _TEMPLATE_ID, _HTTP_TIMEOUT_SEC, _SANDBOX_TTL_SECONDS. */
+static int provider_env(const char *p, struct rt_provider *out, struct sbx_err *err)
+{
+    char name[64];
+    const char *v;
+#define PV(suffix) (snprintf(name, sizeof(name), "SBX_%s_%s", p, suffix), v = getenv(name), v && *v)
+    if (PV("API_URL")) {
+        if (strncmp(v, "http://", 7) && strncmp(v, "https://", 8))
+            return sbx_err_set(err, EINVAL, "invalid_config", "%s must be an http(s) URL", name);
+        out->api_url = sbx_xstrdup(v);
+    }
+    if (PV("API_KEY"))
+        out->api_key = sbx_xstrdup(v);
+    if (PV("SANDBOX_URL")) {
+        if (strncmp(v, "http://", 7) && strncmp(v, "https://", 8))
+            return sbx_err_set(err, EINVAL, "invalid_config", "%s must be an http(s) URL", name);
+        out->sandbox_url = sbx_xstrdup(v);
+    }
+    if (PV("SANDBOX_DOMAIN"))
+        out->domain = sbx_xstrdup(v);
+    out->template_id = sbx_xstrdup(PV("TEMPLATE_ID") ? v : "base");
+#undef PV
+    long long t, ttl;
+    snprintf(name, sizeof(name), "SBX_%s_HTTP_TIMEOUT_SEC", p);
+    int r = env_num(name, 30, 1, 600, &t, err);
+    if (r < 0)
+        return r;
+    snprintf(name, sizeof(name), "SBX_%s_SANDBOX_TTL_SECONDS", p);
+    if ((r = env_num(name, RT_PROVIDER_TTL_DEFAULT_S, 60, 30 * 86400, &ttl, err)) < 0)
+        return r;
+    out->http_timeout_ms = (long)t * 1000;
+    out->ttl_s = (long)ttl;
+    return 0;
+}
+
+static void provider_free(struct rt_provider *p)
+{
+    free((char *)p->api_url);
+    free((char *)p->api_key);
+    free((char *)p->sandbox_url);
+    free((char *)p->domain);
+    free((char *)p->template_id);
+    free((char *)p->network);
+}
+
 /* SBX_BACKEND: known names only; local (no isolation) only when the operator says so
  * in a second, separate setting. */
 static int backend_list(struct sbxd_config *cfg, struct sbx_err *err)
@@ -145,13 +191,18 @@ static int backend_list(struct sbxd_config *cfg, struct sbx_err *err)
         if (!rt_backend_find(*p))
             return sbx_err_set(err, EINVAL, "invalid_config",
                                "SBX_BACKEND: unknown backend '%.32s' (gvisor, namespaces, local, "
-                               "docker)",
+                               "docker, e2b, cube)",
                                *p);
         if (!strcmp(*p, "local") && !cfg->allow_local)
             return sbx_err_set(err, EPERM, "invalid_config",
                                "SBX_BACKEND names local, which runs untrusted code on this host "
                                "without isolation; set SBX_ALLOW_LOCAL=" SBX_ALLOW_LOCAL_VALUE
                                " to allow it");
+        if ((!strcmp(*p, "e2b") && !cfg->e2b.api_url) || (!strcmp(*p, "cube") && !cfg->cube.api_url))
+            return sbx_err_set(err, EINVAL, "invalid_config",
+                               "SBX_BACKEND names %s without its provider: set SBX_%s_API_URL "
+                               "(docs/providers.md)",
+                               *p, !strcmp(*p, "e2b") ? "E2B" : "CUBE");
     }
     return 0;
 }
@@ -274,7 +325,8 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
                                       : sbx_xasprintf("sbx.localhost:%s", lport ? lport + 1 : "80");
     if ((r = preview_ports(cfg, err)) < 0 || (r = billing_config(cfg, err)) < 0)
         return r;
-    if ((r = backend_list(cfg, err)) < 0)
+    if ((r = provider_env("E2B", &cfg->e2b, err)) < 0 ||
+        (r = provider_env("CUBE", &cfg->cube, err)) < 0 || (r = backend_list(cfg, err)) < 0)
         return r;
     const char *ar = getenv("SBX_ALLOW_ROOT");
     if (ar && *ar && strcmp(ar, "0") && strcmp(ar, "1"))
@@ -357,7 +409,7 @@ int config_load(struct sbxd_config *cfg, int argc, char **argv, struct sbx_err *
         case 'h':
             printf("usage: sbxd [--listen ADDR:PORT] [--data-dir DIR] [--verbose]\n"
                    "environment: SBX_LISTEN SBX_DATA_DIR SBX_ADMIN_KEY SBX_TEMPLATE_CACHE "
-                   "SBX_RUNSC SBX_RUNSC_PLATFORM SBX_DOCKER_HOST SBX_MEMORY_MB SBX_PIDS_MAX SBX_CPU_MILLICORES SBX_TMP_MB "
+                   "SBX_RUNSC SBX_RUNSC_PLATFORM SBX_DOCKER_HOST SBX_E2B_API_URL SBX_E2B_API_KEY SBX_CUBE_API_URL SBX_MEMORY_MB SBX_PIDS_MAX SBX_CPU_MILLICORES SBX_TMP_MB "
                    "SBX_MAX_PER_KEY SBX_MAX_PER_USER SBX_WORKSPACE_MB SBX_V2_CAPACITY "
                    "SBX_ARTIFACT_URL_TTL "
                    "SBX_PUBLIC_URL SBX_CLAMAV_DB SBX_FETCH_CA_FILE SBX_PROBE_HOST "
@@ -410,6 +462,8 @@ void config_free(struct sbxd_config *cfg)
     free(cfg->runsc);
     free(cfg->runsc_platform);
     free(cfg->docker_host);
+    provider_free(&cfg->e2b);
+    provider_free(&cfg->cube);
     for (char **p = cfg->backends; p && *p; p++)
         free(*p);
     free(cfg->backends);

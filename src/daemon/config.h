@@ -5,6 +5,7 @@
 #include <stddef.h>
 
 #include "../common/err.h"
+#include "../runtime/rt.h"
 
 /* The one value of SBX_ALLOW_LOCAL that allows the local backend: no accident sets it. */
 #define SBX_ALLOW_LOCAL_VALUE "yes-no-isolation"
@@ -20,6 +21,9 @@ struct sbxd_config {
     char *runsc;          /* SBX_RUNSC, default "runsc" */
     char *runsc_platform; /* SBX_RUNSC_PLATFORM: ptrace (default), systrap or kvm */
     char *docker_host;    /* SBX_DOCKER_HOST: the docker backend's engine socket */
+    /* The provider backends' platform connections (SBX_E2B_API_URL, SBX_CUBE_API_URL, ...,
+     * docs/providers.md); api_url NULL when unset. Strings owned. */
+    struct rt_provider e2b, cube;
     char *agent_path;     /* SBX_AGENT, default sbx-agent beside sbxd */
     char *bsl_path;       /* SBX_BSL, default sbx-bsl beside sbxd (docs/bsl.md) */
     char *shim_path;      /* SBX_SHIM, default sbx-shim beside sbxd */

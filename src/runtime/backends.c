@@ -15,6 +15,10 @@ static const struct rt_backend backends[] = {
     /* Containers on a Docker Engine (shim_docker.c); isolated as its runtime is (runc,
      * runsc). */
     {.name = "docker", .memory_snapshots = false, .isolated = true},
+    /* Sandboxes of E2B-protocol services (shim_provider.c, docs/providers.md): isolated
+     * as the provider's are (E2B's are Firecracker microVMs). */
+    {.name = "e2b", .memory_snapshots = false, .isolated = true},
+    {.name = "cube", .memory_snapshots = false, .isolated = true},
 };
 
 const struct rt_backend *rt_backend_find(const char *name)

@@ -11,52 +11,9 @@
 #include <unistd.h>
 
 #include "../common/util.h"
+#include "curlx.h"
 
 #define DOCKER_HEAD_MAX 8192 /* a hijack answer's status line and headers */
-
-struct body {
-    char *data;
-    size_t len;
-    bool over;
-};
-
-static size_t on_body(char *ptr, size_t size, size_t n, void *data)
-{
-    struct body *b = data;
-    size_t len = size * n;
-    if (b->len + len > DOCKER_RESP_MAX) {
-        b->over = true;
-        return len; /* keep reading, drop the rest: the status still counts */
-    }
-    b->data = sbx_xrealloc(b->data, b->len + len + 1);
-    memcpy(b->data + b->len, ptr, len);
-    b->len += len;
-    b->data[b->len] = '\0';
-    return len;
-}
-
-static size_t on_upload(char *buf, size_t size, size_t n, void *data)
-{
-    int fd = *(int *)data;
-    for (;;) {
-        ssize_t r = read(fd, buf, size * n);
-        if (r >= 0)
-            return (size_t)r;
-        if (errno != EINTR)
-            return CURL_READFUNC_ABORT;
-    }
-}
-
-static void curl_cleanup(CURL **c)
-{
-    if (*c)
-        curl_easy_cleanup(*c);
-}
-
-static void slist_cleanup(struct curl_slist **l)
-{
-    curl_slist_free_all(*l);
-}
 
 static int request(const char *socket, long timeout_ms, const char *method, const char *path,
                    const char *body, int upload_fd, long *status, char **resp,
@@ -65,17 +22,17 @@ static int request(const char *socket, long timeout_ms, const char *method, cons
     *status = 0;
     if (resp)
         *resp = NULL;
-    __attribute__((cleanup(curl_cleanup))) CURL *c = curl_easy_init();
+    _cleanup_curl_ CURL *c = curl_easy_init();
     if (!c)
         return sbx_err_set(err, ENOMEM, "internal", "curl_easy_init failed");
     _cleanup_free_ char *url = sbx_xasprintf("http://docker" DOCKER_API_PREFIX "%s", path);
-    __attribute__((cleanup(slist_cleanup))) struct curl_slist *hdrs = NULL;
-    struct body b = {0};
+    _cleanup_slist_ struct curl_slist *hdrs = NULL;
+    struct curlx_body b = {.max = DOCKER_RESP_MAX};
     curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, socket);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, curlx_body_cb);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
     if (timeout_ms > 0)
         curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
@@ -83,7 +40,7 @@ static int request(const char *socket, long timeout_ms, const char *method, cons
         hdrs = curl_slist_append(hdrs, "Content-Type: application/x-tar");
         hdrs = curl_slist_append(hdrs, "Transfer-Encoding: chunked");
         curl_easy_setopt(c, CURLOPT_POST, 1L);
-        curl_easy_setopt(c, CURLOPT_READFUNCTION, on_upload);
+        curl_easy_setopt(c, CURLOPT_READFUNCTION, curlx_fd_read_cb);
         curl_easy_setopt(c, CURLOPT_READDATA, &upload_fd);
     } else if (body) {
         hdrs = curl_slist_append(hdrs, "Content-Type: application/json");

@@ -21,6 +21,7 @@
 #include "../common/util.h"
 #include "docker_api.h"
 #include "oci.h"
+#include "provider.h"
 #include "rt.h"
 
 #define RT_START_TIMEOUT_DEFAULT_MS 10000
@@ -345,6 +346,8 @@ static int launch(const struct rt_config *cfg, const struct rt_spec *spec, const
         return sbx_err_sys(err, -r, "writing %s", config);
     bool docker = !strcmp(backend->name, "docker");
     if (docker && (r = write_docker_config(&pinned, spec, err)) < 0)
+        return sbx_err_wrap(err, "sandbox %s", spec->id);
+    if (rt_is_provider(backend->name) && (r = rt_provider_write(cfg, spec, backend->name, err)) < 0)
         return sbx_err_wrap(err, "sandbox %s", spec->id);
     unlink_in(spec->state_dir, "exit_status");
     unlink_in(spec->state_dir, "destroy");
@@ -768,6 +771,9 @@ static int start_outcome(const char *id, const char *state_dir, int r, const cha
                            tail[0] ? tail : "(empty)");
     }
     if (!strncmp(line, "exited", 6)) {
+        int pr = rt_provider_failure(state_dir, err);
+        if (pr < 0)
+            return pr;
         log_tail(runsc_log, tail, sizeof(tail));
         return sbx_err_set(err, ECHILD, "internal",
                            "sandbox %s: runsc %s before the agent spoke; runsc.log: %s", id, line,

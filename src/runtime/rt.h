@@ -5,6 +5,7 @@
 #define SBX_RT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "../common/err.h"
@@ -25,7 +26,25 @@ struct rt_config {
     unsigned start_timeout_ms;  /* rt_start_wait's bound on the agent's first frame; 0 = 10000 */
     bool resumes_in_place;      /* runsc keeps a sandbox running after a checkpoint (rt_probe) */
     const char *docker_host;    /* the docker backend's engine: its unix socket's path */
+    /* The provider backends' connections from the environment (SBX_E2B_*, SBX_CUBE_*);
+     * a sandbox of a configuration brings its own (rt_spec.provider). NULL: none. */
+    const struct rt_provider *e2b;
+    const struct rt_provider *cube;
 };
+
+/* How a provider backend (e2b, cube) reaches its service and makes its sandboxes
+ * (docs/providers.md). Strings are borrowed. */
+struct rt_provider {
+    const char *api_url;     /* control plane (/sandboxes) */
+    const char *api_key;     /* X-API-KEY; NULL or "": none */
+    const char *sandbox_url; /* envd through one proxy (proxy_url), or NULL: by host name */
+    const char *domain;      /* sandbox_domain, or NULL: the create's answer */
+    const char *template_id; /* the provider's template */
+    long http_timeout_ms;    /* 0: the default */
+    long ttl_s;              /* the provider sandbox's timeout; 0: RT_PROVIDER_TTL_DEFAULT_S */
+    const char *network;     /* the provider's network configuration (JSON text), or NULL */
+};
+#define RT_PROVIDER_TTL_DEFAULT_S 3600
 
 /* runsc releases from this date on resume the very sandbox after `checkpoint
  * --leave-running` (older ones restore it behind a new runsc process no shim holds). */
@@ -65,6 +84,8 @@ struct rt_spec {
     const char *template_name;     /* the docker backend's default image: "sbx-<name>" */
     const struct rt_docker *docker; /* the docker backend's options; NULL: those of the
                                        sandbox's last start (its docker.json), else defaults */
+    const struct rt_provider *provider; /* e2b/cube: the configuration's connection; NULL:
+                                           the last start's (provider.json), else cfg's */
 };
 
 /* A docker sandbox's container options (docs/runtime.md "Docker"). */

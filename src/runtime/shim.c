@@ -1,4 +1,4 @@
-/* Import circle with shim_relay.c and shim_docker.c (allowed inside a folder,
+/* Import circle with shim_relay.c, shim_docker.c and shim_provider.c (allowed inside a folder,
  * docs/architecture.md#layering): the shim's main loop (shim.c) drives the frame relay
  * (shim_relay.c) and the docker backend's attach relay (shim_docker.c), which report
  * through the shim's log and its ready line (shim_log, ready_say). All are sbx-shim's;
@@ -74,6 +74,7 @@
 #include "rt.h"
 #include "shim.h"
 #include "shim_docker.h"
+#include "shim_provider.h"
 
 void shim_log(struct shim *s, const char *fmt, ...)
 {
@@ -174,8 +175,35 @@ static int run_wait(struct shim *s, char *const argv[], int out_fd, int timeout_
     }
 }
 
+int shim_spawn_relay(struct shim *s, int in_r, int out_w, int errfd,
+                     void (*relay)(struct shim *s), pid_t *pid)
+{
+    pid_t p = fork();
+    if (p < 0)
+        return -errno;
+    if (p == 0) {
+        sigset_t all;
+        sigemptyset(&all);
+        sigprocmask(SIG_SETMASK, &all, NULL);
+        /* A write to a shim that went away fails (EPIPE) and ends the relay cleanly. */
+        signal(SIGPIPE, SIG_IGN);
+        if (dup2(in_r, 0) < 0 || dup2(out_w, 1) < 0 || (errfd >= 0 && dup2(errfd, 2) < 0))
+            _exit(125);
+        /* Not the shim's: its pid file's and state dir's locks say whether the shim lives
+         * (rt_alive, rt_busy), and its listening socket is its own. */
+        (void)close_range(3, ~0u, 0);
+        relay(s);
+    }
+    *pid = p;
+    return 0;
+}
+
 static void runsc_cmd(struct shim *s, const char *what, int timeout_ms)
 {
+    if (s->provider) {
+        shim_provider_cmd(s, what);
+        return;
+    }
     if (s->docker) {
         if (strcmp(what, "resume"))
             shim_docker_cmd(s, what);
@@ -302,10 +330,11 @@ static int spawn_runsc(struct shim *s)
                              .local = !strcmp(s->runtime, "local")};
         char why[512];
         pid_t pid = -1;
-        int r = s->docker ? shim_docker_spawn(s, in[0], out[1], errfd, &pid)
+        int r = s->provider ? shim_spawn_relay(s, in[0], out[1], errfd, shim_provider_relay, &pid)
+                : s->docker ? shim_spawn_relay(s, in[0], out[1], errfd, shim_docker_relay, &pid)
                           : ns_spawn(&run, in[0], out[1], errfd >= 0 ? errfd : 2, &pid, why,
                                      sizeof(why));
-        if (r < 0 && s->docker)
+        if (r < 0 && (s->docker || s->provider))
             snprintf(why, sizeof(why), "fork: %s", strerror(-r));
         close(in[0]);
         close(out[1]);
@@ -695,7 +724,7 @@ static void usage(void)
     fprintf(stderr, "usage: sbx-shim --id ID --state-dir DIR --runsc PATH --root DIR "
                     "--ready-fd N [--cgroup PATH] [--debug] [--platform NAME] "
                     "[--restore DIR [--forked]] "
-                    "[--runtime gvisor|namespaces|local|docker] [--docker-host SOCKET]\n"
+                    "[--runtime gvisor|namespaces|local|docker|e2b|cube] [--docker-host SOCKET]\n"
                     "       sbx-shim --cleanup --id ID --state-dir DIR --runsc PATH --root DIR "
                     "[--cgroup PATH] [--remove DIR] [--runtime NAME]\n");
     exit(2);
@@ -745,10 +774,12 @@ int main(int argc, char **argv)
     if (!s.runtime)
         s.runtime = "gvisor";
     if (strcmp(s.runtime, "gvisor") && strcmp(s.runtime, "namespaces") &&
-        strcmp(s.runtime, "local") && strcmp(s.runtime, "docker"))
+        strcmp(s.runtime, "local") && strcmp(s.runtime, "docker") && strcmp(s.runtime, "e2b") &&
+        strcmp(s.runtime, "cube"))
         usage();
     s.native = strcmp(s.runtime, "gvisor") != 0;
     s.docker = !strcmp(s.runtime, "docker");
+    s.provider = !strcmp(s.runtime, "e2b") || !strcmp(s.runtime, "cube");
     if (s.docker && (!s.docker_host || s.docker_host[0] != '/'))
         usage();
     if (s.native && s.restore) {

@@ -31,6 +31,7 @@ struct shim {
     bool docker;         /* the docker backend: the container is the engine's (shim_docker.c) */
     const char *docker_host; /* its engine's unix socket */
     long docker_timeout_ms;  /* each engine request's bound (shim_docker_load) */
+    bool provider;       /* e2b, cube: the sandbox is a provider's (shim_provider.c) */
     int log_fd;
     int ready_fd;
     int pid_fd; /* shim.pid, flock'ed for our lifetime */
@@ -71,6 +72,12 @@ struct shim {
 /* shim.log, with a timestamp; ready_say answers the starter (--ready-fd) once. */
 void shim_log(struct shim *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ready_say(struct shim *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Fork a backend's relay (shim_docker_relay, shim_provider_relay) with in_r as its stdin
+ * (frames to the agent), out_w as its stdout (frames from it) and errfd as its stderr;
+ * *pid is the child's, whose exit is the sandbox's. */
+int shim_spawn_relay(struct shim *s, int in_r, int out_w, int errfd,
+                     void (*relay)(struct shim *s), pid_t *pid);
 
 /* shim_relay.c. The listening socket's callback: the new client replaces the old one. */
 void shim_relay_accept(struct loop *l, int fd, uint32_t events, void *data);

@@ -109,6 +109,8 @@ static char *name_path(const char *id, const char *what, const char *rest)
 /* The relay's whole life, in the forked child: fds 0 and 1 are the shim's pipes, 2 is
  * runsc.log. Exits with the container's status. */
 static void relay_main(const char *sock, long timeout, const char *id, const char *state_dir)
+    __attribute__((noreturn));
+static void relay_main(const char *sock, long timeout, const char *id, const char *state_dir)
 {
     struct sbx_err err = {0};
     _cleanup_free_ char *cfg_path = sbx_xasprintf("%s/docker.json", state_dir);
@@ -199,24 +201,9 @@ void shim_docker_load(struct shim *s)
         s->docker_timeout_ms = (long)ms;
 }
 
-int shim_docker_spawn(struct shim *s, int in_r, int out_w, int errfd, pid_t *pid)
+void shim_docker_relay(struct shim *s)
 {
-    pid_t p = fork();
-    if (p < 0)
-        return -errno;
-    if (p == 0) {
-        sigset_t all;
-        sigemptyset(&all);
-        sigprocmask(SIG_SETMASK, &all, NULL);
-        if (dup2(in_r, 0) < 0 || dup2(out_w, 1) < 0 || (errfd >= 0 && dup2(errfd, 2) < 0))
-            _exit(125);
-        /* Not the shim's: its pid file's and state dir's locks say whether the shim lives
-         * (rt_alive, rt_busy), and its listening socket is its own. */
-        (void)close_range(3, ~0u, 0);
-        relay_main(s->docker_host, s->docker_timeout_ms, s->id, s->state_dir);
-    }
-    *pid = p;
-    return 0;
+    relay_main(s->docker_host, s->docker_timeout_ms, s->id, s->state_dir);
 }
 
 void shim_docker_cmd(struct shim *s, const char *what)

@@ -10,10 +10,9 @@ struct shim;
 /* The engine's options the sandbox's configuration gave (<state_dir>/docker-engine.json,
  * written by rt_start): its request timeout. Defaults when the file is absent. */
 void shim_docker_load(struct shim *s);
-/* Fork the relay with in_r as its stdin (frames to the agent), out_w as its stdout
- * (frames from it) and errfd as its stderr; *pid is the child's, whose exit is the
- * container's. */
-int shim_docker_spawn(struct shim *s, int in_r, int out_w, int errfd, pid_t *pid);
+/* The attach relay's whole life, in the child shim_spawn_relay forked: exits with the
+ * container's status. */
+void shim_docker_relay(struct shim *s) __attribute__((noreturn));
 /* "kill": SIGKILL to the container; anything else: remove it (force). Logged. */
 void shim_docker_cmd(struct shim *s, const char *what);
 

@@ -30,6 +30,9 @@ static const char *const known_fields[] = {
     "volume_mount",
     "skill_image",
     "docker",
+    "sandbox_type", /* document 002's name of backend */
+    "e2b",
+    "cube",
 };
 
 char *config_doc_env_context(const char *id, const char *name)
@@ -111,8 +114,9 @@ static int keep_masked(const char *what, const char *stored, char **out, struct 
     return 0;
 }
 
-static int seal_or_keep(const struct secrets *sec, const char *context, const char *what,
-                        const char *value, const char *stored, char **out, struct sbx_err *err)
+int config_doc_seal_or_keep(const struct secrets *sec, const char *context, const char *what,
+                            const char *value, const char *stored, char **out,
+                            struct sbx_err *err)
 {
     if (!strcmp(value, SECRETS_MASK))
         return keep_masked(what, stored, out, err);
@@ -139,7 +143,7 @@ static int build_env(const struct secrets *sec, const char *id, json_t *in, cons
         _cleanup_free_ char *ctx = config_doc_env_context(id, k);
         _cleanup_free_ char *what = sbx_xasprintf("env_vars.%.64s", k);
         char *sealed = NULL;
-        r = seal_or_keep(sec, ctx, what, json_string_value(v),
+        r = config_doc_seal_or_keep(sec, ctx, what, json_string_value(v),
                          json_string_value(json_object_get(old, k)), &sealed, err);
         if (r < 0) {
             json_decref(o);
@@ -249,7 +253,7 @@ static int build_inject(const struct secrets *sec, const char *id, json_t *rule,
         _cleanup_free_ char *ctx = inject_context(id, name, header);
         _cleanup_free_ char *what = sbx_xasprintf("network.%s[%zu].inject[%zu].secret", list, i, j);
         char *sealed = NULL;
-        int r = seal_or_keep(sec, ctx, what, secret, old_secret, &sealed, err);
+        int r = config_doc_seal_or_keep(sec, ctx, what, secret, old_secret, &sealed, err);
         if (r < 0)
             return r;
         json_array_append_new(sealed_list, json_pack("{s:s,s:s,s:s}", "header", header, "secret",
@@ -446,7 +450,7 @@ static int build_e2b_rule(const struct secrets *sec, const char *id, json_t *rul
         _cleanup_free_ char *what =
             sbx_xasprintf("network.e2b_host_rules[%zu].headers.%.64s", i, k);
         char *sealed = NULL;
-        if ((r = seal_or_keep(sec, ctx, what, secret, old_secret, &sealed, err)) < 0) {
+        if ((r = config_doc_seal_or_keep(sec, ctx, what, secret, old_secret, &sealed, err)) < 0) {
             json_decref(o);
             return r;
         }
@@ -627,10 +631,17 @@ int config_doc_build(const struct secrets *sec, const struct config_ceilings *ce
             return BAD("config.%.64s is not a configuration field", k);
     }
     v = json_object_get(in, "backend");
+    json_t *st = json_object_get(in, "sandbox_type");
+    if (st && !json_is_null(st)) {
+        if (v && !json_is_null(v) && !json_equal(v, st))
+            return BAD("backend and sandbox_type name two backends");
+        v = st;
+    }
     const char *backend = "gvisor";
     if (v && !json_is_null(v)) {
         if (!rt_backend_find(json_string_value(v)))
-            return BAD("backend must be \"gvisor\", \"namespaces\", \"local\" or \"docker\"");
+            return BAD("backend must be \"gvisor\", \"namespaces\", \"local\", \"docker\", "
+                       "\"e2b\" or \"cube\"");
         backend = rt_backend_find(json_string_value(v))->name;
     }
     v = json_object_get(in, "template");
@@ -663,9 +674,10 @@ int config_doc_build(const struct secrets *sec, const struct config_ceilings *ce
         return BAD("terminal_idle_disconnect_sec must be 0 (%d) or from %d to %d",
                    CONFIG_TERMINAL_IDLE_DEFAULT, CONFIG_TERMINAL_IDLE_MIN,
                    CONFIG_TERMINAL_IDLE_MAX);
-    json_t *limits = NULL, *env = NULL, *net = NULL, *vol = NULL, *docker = NULL;
+    json_t *limits = NULL, *env = NULL, *net = NULL, *vol = NULL, *docker = NULL, *prov = NULL;
     if ((r = build_limits(in, ceil, &limits, err)) < 0 ||
         (r = config_doc_docker(in, backend, ceil, limits, &docker, err)) < 0 ||
+        (r = config_doc_provider(sec, id, in, stored, backend, &prov, err)) < 0 ||
         (r = build_env(sec, id, in, stored, &env, err)) < 0 ||
         (r = build_network(sec, id, in, stored, &net, err)) < 0 ||
         (r = build_volume(in, &vol, err)) < 0) {
@@ -673,6 +685,7 @@ int config_doc_build(const struct secrets *sec, const struct config_ceilings *ce
         json_decref(env);
         json_decref(net);
         json_decref(docker);
+        json_decref(prov);
         return r;
     }
     if (!strcmp(backend, "local") &&
@@ -688,6 +701,7 @@ int config_doc_build(const struct secrets *sec, const struct config_ceilings *ce
         json_decref(net);
         json_decref(vol);
         json_decref(docker);
+        json_decref(prov);
         return BAD("backend local has the host's network: a network policy cannot be applied");
     }
     json_t *image = json_object_get(stored, "skill_image");
@@ -699,6 +713,8 @@ int config_doc_build(const struct secrets *sec, const struct config_ceilings *ce
                   "network", net, "volume_mount", vol, "skill_image", image ? image : json_null());
     if (*out && docker)
         json_object_set_new(*out, "docker", docker);
+    if (*out && prov)
+        json_object_set_new(*out, backend, prov);
     return 0;
 }
 
@@ -731,6 +747,7 @@ json_t *config_doc_masked(const json_t *stored)
             json_string_set(v, SECRETS_MASK);
         }
     }
+    config_doc_provider_mask(o);
     json_t *vol = json_object_get(o, "volume_mount");
     /* Mounted by every backend (docs/volumes.md). */
     if (json_is_object(vol))

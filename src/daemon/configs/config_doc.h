@@ -44,6 +44,21 @@ json_t *config_doc_masked(const json_t *stored);
  * *out (NULL for other backends); its limits go into limits. */
 int config_doc_docker(json_t *in, const char *backend, const struct config_ceilings *ceil,
                       json_t *limits, json_t **out, struct sbx_err *err);
+/* config_provider.c: the e2b or cube object of a sandbox_type e2b|cube configuration,
+ * normalised into *out with its api_key sealed (NULL for other backends). */
+int config_doc_provider(const struct secrets *sec, const char *id, json_t *in, const json_t *stored,
+                        const char *backend, json_t **out, struct sbx_err *err);
+/* The e2b/cube object's api_key masked, in place. */
+void config_doc_provider_mask(json_t *doc);
+/* The provider object with its api_key in clear and its "kind" (a new object), or NULL
+ * when the configuration has none. */
+int config_doc_provider_open(const struct secrets *sec, const char *id, const json_t *stored,
+                             json_t **out, struct sbx_err *err);
+char *config_doc_provider_context(const char *id);
+/* value sealed under context, or the stored sealed value when value is the mask. */
+int config_doc_seal_or_keep(const struct secrets *sec, const char *context, const char *what,
+                            const char *value, const char *stored, char **out,
+                            struct sbx_err *err);
 int config_doc_env(const struct secrets *sec, const char *id, const json_t *stored, json_t **out,
                    struct sbx_err *err);
 /* What a sandbox made from it gets for egress, without secrets: {policy: the network

@@ -382,6 +382,15 @@ int configs_apply(struct configs *c, const struct auth_identity *who, const char
         if (json_object_get(doc, "docker"))
             json_object_set(h, "docker", json_object_get(doc, "docker"));
         p->docker = json_object_get(h, "docker");
+        /* The provider connection with its key opened (docs/providers.md): held in memory
+         * for this create only, written to the sandbox's state dir for its relay. */
+        json_t *prov = NULL;
+        if (r == 0 &&
+            (r = config_doc_provider_open(c->secrets, id ? id : CONFIGS_PROBE_ID, doc, &prov,
+                                          err)) == 0 &&
+            prov)
+            json_object_set_new(h, "provider", prov);
+        p->provider = json_object_get(h, "provider");
     }
     free(sealed);
     json_decref(inject);

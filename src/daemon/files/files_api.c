@@ -12,6 +12,7 @@
 #include "../audit/audit.h"
 #include "../http/server.h"
 #include "../http/router.h"
+#include "../../runtime/provider.h"
 #include "../sbxd.h"
 #include "listing.h"
 #include "upload.h"
@@ -25,6 +26,13 @@ static int open_workspace(struct sbxd *d, struct http_req *req, int *root, struc
     int r = manager_lookup(d->mgr, http_req_identity(req), http_req_param(req, 0), &sb, err);
     if (r < 0)
         return r;
+    /* A provider's sandbox (e2b, cube) has its /workspace at the provider: the host dir
+     * here is not it (docs/providers.md, "Not done yet"). */
+    if (rt_is_provider(sb->rec.runtime))
+        return sbx_err_set(err, ENOTSUP, "not_supported_on_provider",
+                           "sandbox %s runs at a provider (%s): its files are reached by commands "
+                           "(exec), not by the files API yet",
+                           sb->rec.id, sb->rec.runtime);
     return ws_open_root(sb->workspace, root, err);
 }
 

@@ -100,6 +100,13 @@ static const struct {
     {"docker_unreachable", 502},
     {"docker_error", 502},
     {"docker_remote_unsupported", 400},
+    /* the provider backends (docs/providers.md): the provider's own answer in the message */
+    {"provider_unreachable", 502},
+    {"provider_auth_failed", 502},
+    {"provider_error", 502},
+    {"provider_rate_limited", 503},
+    {"provider_timeout", 504},
+    {"not_supported_on_provider", 409},
     /* templates/build.c: custom templates */
     {"invalid_recipe", 400},
     {"template_not_owner", 403},

@@ -15,6 +15,7 @@
 #include "../../common/sbxuser.h"
 #include "../../common/text.h"
 #include "../../common/util.h"
+#include "../../runtime/provider.h"
 #include "../billing/billing.h"
 #include "../volumes/volumes.h"
 #include "template.h"
@@ -430,6 +431,44 @@ static int create_sandbox(struct manager *m, const struct auth_identity *who,
     struct sandbox *sb = sandbox_alloc(m, id);
     if (p->build_rootfs)
         sb->build_rootfs = sbx_xstrdup(p->build_rootfs);
+    if (p->provider && rt_is_provider(runtime)) {
+        json_t *d = sb->provider_doc = json_deep_copy(p->provider);
+        const char *kind = json_string_value(json_object_get(d, "kind"));
+        bool cube = kind && !strcmp(kind, "cube");
+        sb->provider = (struct rt_provider){
+            .api_url = json_string_value(json_object_get(d, "api_url")),
+            .api_key = json_string_value(json_object_get(d, "api_key")),
+            .sandbox_url = json_string_value(json_object_get(d, "proxy_url")),
+            .domain = json_string_value(json_object_get(d, "sandbox_domain")),
+            .template_id = json_string_value(json_object_get(d, "template_id")),
+            .http_timeout_ms =
+                (long)json_integer_value(json_object_get(d, "http_timeout_sec")) * 1000,
+            .ttl_s = (long)json_integer_value(json_object_get(
+                d, cube ? "cube_sandbox_ttl_seconds" : "e2b_sandbox_ttl_seconds")),
+        };
+        /* The configuration's egress policy as the provider's network configuration (E2B's
+         * allowOut/denyOut; "0.0.0.0/0" denies everything else): sbx's egress proxy is not
+         * in a provider sandbox's path. Header injection (e2b_host_rules) is not passed on:
+         * its secrets would leave sbx. */
+        json_t *pol = json_object_get(p->network, "policy");
+        if (json_is_object(pol)) {
+            json_t *allow = json_object_get(pol, "allow_out");
+            json_t *deny = json_deep_copy(json_object_get(pol, "deny_out"));
+            if (!json_is_array(deny)) {
+                json_decref(deny);
+                deny = json_array();
+            }
+            if (json_is_true(json_object_get(pol, "deny_egress_by_default")))
+                json_array_append_new(deny, json_string("0.0.0.0/0"));
+            json_t *net = json_pack("{s:O,s:o}", "allowOut", json_is_array(allow) ? allow : json_null(),
+                                    "denyOut", deny);
+            char *text = json_dumps(net, JSON_COMPACT);
+            json_decref(net);
+            json_object_set_new(d, "network_text", json_string(text ? text : "{}"));
+            free(text);
+            sb->provider.network = json_string_value(json_object_get(d, "network_text"));
+        }
+    }
     struct store_sandbox *rec = &sb->rec;
     snprintf(rec->id, sizeof(rec->id), "%s", id);
     set_owner(rec, who, p);

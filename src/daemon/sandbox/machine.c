@@ -464,6 +464,7 @@ static void fill_spec(const struct manager *m, const struct sandbox *sb, const c
         .template_name = sb->rec.template_name,
         /* Unset for a docker sandbox of no configuration: its first docker.json holds. */
         .docker = sb->docker_doc ? &sb->docker : NULL,
+        .provider = sb->provider_doc ? &sb->provider : NULL,
     };
 }
 

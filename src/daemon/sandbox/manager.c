@@ -72,6 +72,7 @@ void sandbox_free(struct sandbox *sb)
     free(sb->workspace);
     free(sb->build_rootfs);
     json_decref(sb->docker_doc);
+    json_decref(sb->provider_doc);
     free(sb);
 }
 
@@ -106,6 +107,8 @@ int manager_new(const struct sbxd_config *cfg, struct loop *l, struct store *st,
         .bsl_path = cfg->bsl_path && access(cfg->bsl_path, X_OK) == 0 ? cfg->bsl_path : NULL,
         .cgroup_parent = m->cgroup_parent,
         .docker_host = cfg->docker_host,
+        .e2b = cfg->e2b.api_url ? &cfg->e2b : NULL,
+        .cube = cfg->cube.api_url ? &cfg->cube : NULL,
     };
     struct sbx_err perr = {0};
     if (rt_probe(&m->rt, &perr) < 0) /* forks then stop their parent, as older runsc needs */
@@ -488,7 +491,9 @@ int sandbox_destroy(struct manager *m, struct sandbox *sb, const char *reason,
     struct sbx_err gone = {0};
     if (cause) {
         gone = *cause;
-        snprintf(gone.code, sizeof(gone.code), "sandbox_start_failed");
+        /* A provider's failure keeps its own code (502/503/504, docs/providers.md). */
+        if (strncmp(gone.code, "provider_", 9))
+            snprintf(gone.code, sizeof(gone.code), "sandbox_start_failed");
     } else {
         sbx_err_set(&gone, ECANCELED, "sandbox_start_failed", "sandbox %s did not start (%s)",
                     sb->rec.id, reason);

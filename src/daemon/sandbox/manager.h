@@ -127,6 +127,10 @@ struct sandbox {
     json_t *docker_doc;
     struct rt_docker docker;
     struct loop_timer *idle_timer; /* its idle_ttl_seconds running (sandbox_idle_arm) */
+    /* A provider sandbox's connection from its configuration (docs/providers.md), pointing
+     * into provider_doc; unset: the platform's (SBX_E2B_*), or its first start's. */
+    json_t *provider_doc;
+    struct rt_provider provider;
     /* PTY sessions opened through exec_command: {session id: key id} (live/ptycall.c), so
      * that deleting a key ends them. */
     json_t *pty_owners;

@@ -50,6 +50,8 @@ struct sandbox_params {
     const char *runtime; /* an execution backend (docs/runtime.md), or NULL: the default */
     json_t *volumes;     /* [{volume, path, read_only?}] checked (docs/volumes.md), borrowed */
     json_t *docker;      /* the configuration's docker object (config_docker.c), borrowed */
+    json_t *provider;    /* its e2b/cube connection, api_key in clear (config_provider.c),
+                            borrowed */
     /* Skills installed into its configuration (docs/skills.md): the workspace to start
      * from (an image or a tree, as snapshot_workspace_copy made it), and what writes the
      * skills into the new workspace before the sandbox starts. */

@@ -12,6 +12,7 @@
 #include "../../common/log.h"
 #include "../../common/util.h"
 #include "../../runtime/docker_image.h"
+#include "../../runtime/provider_api.h"
 #include "template.h"
 
 #define PROBE_MEMORY_BYTES (256ull << 20)
@@ -28,6 +29,20 @@ static int probe(struct manager *m, const char *name, struct sbx_err *err)
         int r = docker_engine_info(m->rt.docker_host, 0, &version, &has, NULL, err);
         if (r == 0)
             log_info("backend docker: engine %s at %s", version, m->rt.docker_host);
+        return r;
+    }
+    if (!strcmp(name, "e2b") || !strcmp(name, "cube")) {
+        /* Reachable and the credentials good: the provider's list answers. A sandbox is
+         * made only by the configurations' deep probe (docs/providers.md). */
+        const struct rt_provider *p = !strcmp(name, "e2b") ? m->rt.e2b : m->rt.cube;
+        struct provider_conn c = {.kind = name, .api_url = p->api_url, .api_key = p->api_key,
+                                  .http_timeout_ms = p->http_timeout_ms};
+        json_t *list = NULL;
+        int r = provider_sandbox_list(&c, &list, err);
+        if (r == 0)
+            log_info("backend %s: the provider at %s answers (%zu sandboxes)", name, p->api_url,
+                     json_array_size(list));
+        json_decref(list);
         return r;
     }
     struct template_info tpl;

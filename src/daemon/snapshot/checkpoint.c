@@ -8,6 +8,7 @@
 #include "../../common/jobs.h"
 #include "../../common/log.h"
 #include "../../common/util.h"
+#include "../../runtime/provider.h"
 #include "../billing/billing.h"
 #include "../sandbox/agentcall.h"
 #include "../sandbox/channel.h"
@@ -21,6 +22,12 @@ int checkpoint_check(const struct sandbox *sb, const char *verb, struct sbx_err 
                            "sandbox %s runs on v1, which has no memory snapshots: use "
                            "POST /v1/sandboxes/%s/snapshot",
                            sb->rec.id, sb->rec.id);
+    /* A provider's checkpoint would stop its sandbox, whose files live there
+     * (docs/providers.md): refused until it maps to the provider's own pause. */
+    if (rt_is_provider(sb->rec.runtime))
+        return sbx_err_set(err, ENOTSUP, "not_supported_on_provider",
+                           "sandbox %s runs at a provider (%s): %s is not offered for it yet",
+                           sb->rec.id, sb->rec.runtime, verb);
     if (sb->paused)
         return sbx_err_set(err, ECONNRESET, "sandbox_not_running", "sandbox %s is paused",
                            sb->rec.id);

@@ -1,0 +1,17 @@
+/* sbx-shim's provider backends (e2b, cube): the relay between the shim's pipes and a
+ * provider sandbox's envd process stream, and the provider's delete (shim_provider.c,
+ * docs/providers.md). Part of the sbx-shim program. */
+#ifndef SBX_RUNTIME_SHIM_PROVIDER_H
+#define SBX_RUNTIME_SHIM_PROVIDER_H
+
+#include <sys/types.h>
+
+struct shim;
+
+/* The provider relay's whole life, in the child shim_spawn_relay forked: exits with the
+ * remote agent's status. */
+void shim_provider_relay(struct shim *s) __attribute__((noreturn));
+/* "kill" and "delete" both delete the provider sandbox (logged); anything else: nothing. */
+void shim_provider_cmd(struct shim *s, const char *what);
+
+#endif

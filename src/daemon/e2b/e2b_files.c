@@ -161,7 +161,8 @@ struct upload {
     bool failed;
     struct sbx_err err; /* what stopped the upload */
     /* Targets outside the workspace: the file being written is for target (else NULL);
-     * committed ones wait in moves, [[temporary rel, target, size]], until the body is
+     * committed ones wait in moves, [[temporary rel, target, size, index in results]],
+     * until the body is
      * complete and the agent copies them one after the other. */
     char *target;
     json_t *moves;
@@ -238,8 +239,10 @@ static int file_commit(struct upload *u, struct sbx_err *err)
     ws_writer_close(&u->w);
     u->open = false;
     if (r == 0 && u->target) {
-        /* Audited once the agent has copied it. */
-        json_array_append_new(u->moves, json_pack("[s,s,I]", u->rel, u->target, (json_int_t)size));
+        /* Audited once the agent has copied it; its answer keeps its place among them. */
+        json_array_append_new(u->moves, json_pack("[s,s,I,I]", u->rel, u->target, (json_int_t)size,
+                                                  (json_int_t)json_array_size(u->results)));
+        json_array_append_new(u->results, json_null());
         return 0;
     }
     audit_record(
@@ -337,8 +340,9 @@ static void move_done(json_t *ok, const uint8_t *raw, size_t len, const struct s
         u->failed = true;
     } else {
         const char *slash = strrchr(target, '/');
-        json_array_append_new(u->results, json_pack("{s:s,s:s,s:s}", "name", slash + 1, "type",
-                                                    "file", "path", target));
+        json_array_set_new(u->results, (size_t)json_integer_value(json_array_get(m, 3)),
+                           json_pack("{s:s,s:s,s:s}", "name", slash + 1, "type", "file", "path",
+                                     target));
     }
     move_drop(u);
     if (u->failed || !json_array_size(u->moves))

@@ -632,9 +632,9 @@ int kernel_run_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *e
     long long timeout_ms;
     if (!json_is_string(code))
         return sbx_err_set(err, EINVAL, "bad_request", "code must be a string");
-    if (lang && (!json_is_string(lang) || (strcmp(json_string_value(lang), "python") &&
-                                           strcmp(json_string_value(lang), "js") &&
-                                           strcmp(json_string_value(lang), "ts"))))
+    if (lang && (!json_is_string(lang) ||
+                 (strcmp(json_string_value(lang), "python") &&
+                  strcmp(json_string_value(lang), "js") && strcmp(json_string_value(lang), "ts"))))
         return sbx_err_set(err, EINVAL, "bad_request",
                            "language must be \"python\", \"js\" or \"ts\"");
     if (ctx && (!json_is_string(ctx) || json_string_length(ctx) > KERNEL_CONTEXT_MAX))
@@ -647,7 +647,8 @@ int kernel_run_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *e
         return sbx_err_set(err, EBUSY, "kernel_busy", "the kernel is running another cell");
     if (k->pid == 0 && (r = k_spawn(k, env, err)) < 0)
         return r;
-    json_t *msg = json_pack("{s:s,s:O,s:O?,s:O?}", "t", "run", "code", code, "ctx", ctx, "lang", lang);
+    json_t *msg =
+        json_pack("{s:s,s:O,s:O?,s:O?}", "t", "run", "code", code, "ctx", ctx, "lang", lang);
     char *line = json_dumps(msg, JSON_COMPACT);
     json_decref(msg);
     if (!line)

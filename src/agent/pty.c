@@ -16,8 +16,8 @@
 #include "../common/util.h"
 #include "../proto/proto.h"
 #include "agent.h"
-#include "fatal.h"
 #include "env.h"
+#include "fatal.h"
 #include "ring.h"
 #include "spawn.h"
 #include "stream.h"
@@ -417,8 +417,7 @@ int pty_open_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err
         return sbx_err_set(err, EINVAL, "bad_request", "grace_ms must be a non-negative integer");
     json_t *tmo = json_object_get(req, "timeout_ms");
     if (tmo && (!json_is_integer(tmo) || json_integer_value(tmo) < 0))
-        return sbx_err_set(err, EINVAL, "bad_request",
-                           "timeout_ms must be a non-negative integer");
+        return sbx_err_set(err, EINVAL, "bad_request", "timeout_ms must be a non-negative integer");
     bool terminal = !strcmp(kind, "terminal");
     if (terminal && pty_live_terminals(a) >= PTY_TERMINALS_MAX)
         return sbx_err_set(err, EBUSY, "too_many_terminals",
@@ -811,8 +810,8 @@ int pty_input_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *er
         return -ENOENT;
     json_t *data = json_object_get(req, "data");
     if (!json_is_string(data) || json_string_length(data) > PTY_INPUT_MAX / 3 * 4)
-        return sbx_err_set(err, EINVAL, "bad_request",
-                           "data must be base64 of at most %u bytes", PTY_INPUT_MAX);
+        return sbx_err_set(err, EINVAL, "bad_request", "data must be base64 of at most %u bytes",
+                           PTY_INPUT_MAX);
     size_t n;
     _cleanup_free_ unsigned char *buf = sbx_xmalloc(json_string_length(data) / 4 * 3 + 3);
     if (sbx_base64_decode(json_string_value(data), json_string_length(data), buf, &n) < 0)
@@ -832,8 +831,8 @@ int pty_kill_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err
     if (!p)
         return -ENOENT;
     json_t *sig = json_object_get(req, "signal");
-    if (sig && (!json_is_integer(sig) || json_integer_value(sig) < 1 ||
-                json_integer_value(sig) > 64))
+    if (sig &&
+        (!json_is_integer(sig) || json_integer_value(sig) < 1 || json_integer_value(sig) > 64))
         return sbx_err_set(err, EINVAL, "bad_request", "signal must be an integer in 1..64");
     if (sig && json_integer_value(sig) != SIGKILL) {
         /* Any other signal is only delivered: the PTY stays as it was. */

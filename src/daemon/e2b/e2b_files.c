@@ -330,19 +330,19 @@ static void move_done(json_t *ok, const uint8_t *raw, size_t len, const struct s
     json_t *m = json_array_get(u->moves, 0);
     const char *target = json_string_value(json_array_get(m, 1));
     u->f = NULL;
-    audit_record(u->d->store, &u->who, NULL, u->request_id, "file.upload", u->sandbox_id,
-                 err ? err->code : "ok",
-                 json_pack("{s:s,s:O,s:s}", "path", target, "size", json_array_get(m, 2), "via",
-                           "e2b"));
+    audit_record(
+        u->d->store, &u->who, NULL, u->request_id, "file.upload", u->sandbox_id,
+        err ? err->code : "ok",
+        json_pack("{s:s,s:O,s:s}", "path", target, "size", json_array_get(m, 2), "via", "e2b"));
     if (err) {
         u->err = *err;
         snprintf(u->rel, sizeof(u->rel), "%s", target); /* the path the error names */
         u->failed = true;
     } else {
         const char *slash = strrchr(target, '/');
-        json_array_set_new(u->results, (size_t)json_integer_value(json_array_get(m, 3)),
-                           json_pack("{s:s,s:s,s:s}", "name", slash + 1, "type", "file", "path",
-                                     target));
+        json_array_set_new(
+            u->results, (size_t)json_integer_value(json_array_get(m, 3)),
+            json_pack("{s:s,s:s,s:s}", "name", slash + 1, "type", "file", "path", target));
     }
     move_drop(u);
     if (u->failed || !json_array_size(u->moves))
@@ -369,8 +369,8 @@ static void move_next(struct upload *u)
     if (!sb) {
         sbx_err_set(&err, ENOENT, "sandbox_not_running", "the sandbox has ended");
     } else if (agentfs_start(sb, u->user,
-                             json_pack("{s:s,s:O,s:s}", "op", "write", "path",
-                                       json_array_get(m, 1), "from", from),
+                             json_pack("{s:s,s:O,s:s}", "op", "write", "path", json_array_get(m, 1),
+                                       "from", from),
                              move_done, u, &u->f, &err) == 0) {
         return;
     }

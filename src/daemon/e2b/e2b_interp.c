@@ -315,11 +315,11 @@ static void on_done(json_t *answer, const struct sbx_err *err, void *data)
                                               "execution_count", count));
         json_t *result = json_object_get(answer, "result");
         if (json_is_string(result))
-            rpc_stream_send(x->out,
-                            json_pack("{s:s,s:o,s:b}", "type", "result", "text",
-                                      strcmp(x->lang, "python") ? json_incref(result)
-                                                                : main_text(json_string_value(result)),
-                                      "is_main_result", 1));
+            rpc_stream_send(x->out, json_pack("{s:s,s:o,s:b}", "type", "result", "text",
+                                              strcmp(x->lang, "python")
+                                                  ? json_incref(result)
+                                                  : main_text(json_string_value(result)),
+                                              "is_main_result", 1));
         json_t *e = json_object_get(answer, "error");
         if (err)
             rpc_stream_send(x->out, json_pack("{s:s,s:s,s:s,s:s}", "type", "error", "name",

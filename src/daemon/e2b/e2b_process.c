@@ -556,12 +556,11 @@ void envd_process(const struct envd_ctx *c, const char *method)
             rpc_reply_error(c->req, "invalid_argument",
                             "input.stdin or input.pty must be base64 bytes");
         else
-            unary_audited(
-                c, json_pack("{s:s,s:s,s:O}", "op", "process_input", "id", ref, "data", in), NULL,
-                NULL, "process.input", input_details(ref, in));
+            unary_audited(c,
+                          json_pack("{s:s,s:s,s:O}", "op", "process_input", "id", ref, "data", in),
+                          NULL, NULL, "process.input", input_details(ref, in));
     } else if (!strcmp(method, "CloseStdin")) {
-        unary_audited(c,
-                      json_pack("{s:s,s:s,s:b}", "op", "process_input", "id", ref, "close", 1),
+        unary_audited(c, json_pack("{s:s,s:s,s:b}", "op", "process_input", "id", ref, "close", 1),
                       NULL, NULL, "process.close_stdin", input_details(ref, NULL));
     } else if (!strcmp(method, "SendSignal")) {
         int sig = signal_of(json_object_get(msg, "signal"));

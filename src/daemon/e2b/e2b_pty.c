@@ -38,8 +38,7 @@ int e2b_pty_size(json_t *size, json_t *op, struct sbx_err *err)
         if (!json_is_integer(v) || json_integer_value(v) < 0 ||
             json_integer_value(v) > E2B_PTY_DIM_MAX)
             return sbx_err_set(err, EINVAL, "invalid_pty_size",
-                               "pty.size.%s must be an integer in 1..%d", dims[i],
-                               E2B_PTY_DIM_MAX);
+                               "pty.size.%s must be an integer in 1..%d", dims[i], E2B_PTY_DIM_MAX);
         json_object_set(op, dims[i], v);
     }
     return 0;
@@ -195,10 +194,10 @@ void envd_pty_start(const struct envd_ctx *c, json_t *op)
     {
         off += (size_t)snprintf(command + off, n - off, "%s%s", i ? " " : "", json_string_value(a));
     }
-    s->details = audit_command_details(
-        json_pack("{s:s,s:{s:O,s:O}}", "via", "e2b", "pty", "cols", json_object_get(op, "cols"),
-                  "rows", json_object_get(op, "rows")),
-        command, off);
+    s->details = audit_command_details(json_pack("{s:s,s:{s:O,s:O}}", "via", "e2b", "pty", "cols",
+                                                 json_object_get(op, "cols"), "rows",
+                                                 json_object_get(op, "rows")),
+                                       command, off);
     if (agentcall_start(c->sb, op, &open_ops, s, &s->call, &err) < 0) {
         audit_record(c->d->store, &c->who, NULL, s->request_id, "process.start", c->sb->rec.id,
                      err.code, TAKE_PTR(s->details));
@@ -218,8 +217,7 @@ static void found(json_t *result, const struct sbx_err *err, void *data)
         /* Neither a background process nor a PTY has that pid. */
         struct sbx_err e = *err;
         if (!strcmp(e.code, "pty_not_found"))
-            sbx_err_set(&e, ENOENT, "process_not_found", "process with pid %s not found",
-                        s->ref);
+            sbx_err_set(&e, ENOENT, "process_not_found", "process with pid %s not found", s->ref);
         fail(s, &e);
         return;
     }

@@ -7,24 +7,7 @@ import { after, before, describe, test } from 'node:test'
 import { Sandbox as CodeSandbox } from '@e2b/code-interpreter'
 import { Sandbox } from 'e2b'
 
-const SBX = process.env.SBX_URL
-const KEY = process.env.SBX_KEY
-
-async function sbx(method, path, body) {
-  const res = await fetch(SBX + path, {
-    method,
-    headers: { Authorization: `Bearer ${KEY}`, 'Content-Type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  })
-  const text = await res.text()
-  return { status: res.status, body: text ? JSON.parse(text) : null }
-}
-
-async function audit(sandboxId, action) {
-  const r = await sbx('GET', `/v1/audit?sandbox_id=${sandboxId}&action=${action}`)
-  assert.equal(r.status, 200)
-  return r.body.data
-}
+import { audit, sbx } from './sbxapi.mjs'
 
 // Resolves once the text seen so far matches re (the terminal's output arrives in pieces).
 function screen() {

@@ -200,9 +200,26 @@ struct proc_stream {
     char ref[32];
 };
 
-static json_t *keepalive_msg(void)
+json_t *e2b_keepalive_msg(void)
 {
     return json_pack("{s:{s:{}}}", "event", "keepalive");
+}
+
+char *e2b_argv_text(json_t *argv)
+{
+    size_t i, n = 1;
+    json_t *a;
+    json_array_foreach(argv, i, a) n += json_string_length(a) + 1;
+    char *text = sbx_xcalloc(1, n);
+    size_t off = 0;
+    json_array_foreach(argv, i, a)
+    {
+        if (i)
+            text[off++] = ' ';
+        memcpy(text + off, json_string_value(a), json_string_length(a));
+        off += json_string_length(a);
+    }
+    return text;
 }
 
 static void ps_free(struct proc_stream *s)
@@ -293,7 +310,7 @@ static const struct agentcall_ops logs_ops = {.on_data = ps_data, .on_done = ps_
 static void ps_follow(struct proc_stream *s, json_t *result)
 {
     struct sbx_err err = {0};
-    s->out = rpc_stream_begin(s->req, s->d->loop, false, keepalive_msg(), ps_gone, s);
+    s->out = rpc_stream_begin(s->req, s->d->loop, false, e2b_keepalive_msg(), ps_gone, s);
     rpc_stream_send(s->out, json_pack("{s:{s:{s:O}}}", "event", "start", "pid",
                                       json_object_get(result, "pid")));
     snprintf(s->ref, sizeof(s->ref), "%s", json_string_value(json_object_get(result, "id")) ?: "");
@@ -324,7 +341,7 @@ static void ps_started(json_t *result, const struct sbx_err *err, void *data)
     }
     if (err) {
         /* Errors of a stream call travel in its end-stream message. */
-        s->out = rpc_stream_begin(s->req, s->d->loop, false, keepalive_msg(), NULL, NULL);
+        s->out = rpc_stream_begin(s->req, s->d->loop, false, e2b_keepalive_msg(), NULL, NULL);
         rpc_stream_end(s->out, rpc_code(err), err->msg);
         ps_free(s);
         return;
@@ -347,29 +364,14 @@ static struct proc_stream *ps_new(const struct envd_ctx *c)
 static void ps_run(struct proc_stream *s, const struct auth_identity *who, json_t *op)
 {
     struct sbx_err err = {0};
-    /* What ran, for the audit entry: the argv joined by spaces. */
-    _cleanup_free_ char *command = NULL;
-    if (who) {
-        json_t *argv = json_object_get(op, "argv");
-        size_t i, n = 1;
-        json_t *a;
-        json_array_foreach(argv, i, a) n += json_string_length(a) + 1;
-        command = sbx_xcalloc(1, n);
-        size_t off = 0;
-        json_array_foreach(argv, i, a)
-        {
-            if (i)
-                command[off++] = ' ';
-            memcpy(command + off, json_string_value(a), json_string_length(a));
-            off += json_string_length(a);
-        }
-    }
+    /* What ran, for the audit entry. */
+    _cleanup_free_ char *command = who ? e2b_argv_text(json_object_get(op, "argv")) : NULL;
     struct procmeter_origin o = {
         .who = who, .request_id = http_req_id(s->req), .action = "process.start",
         .command = command};
     if ((who ? procmeter_start(s->sb, &o, op, ps_started, s, &s->meter, &err)
              : agentcall_start(s->sb, op, &start_ops, s, &s->call, &err)) < 0) {
-        s->out = rpc_stream_begin(s->req, s->d->loop, false, keepalive_msg(), NULL, NULL);
+        s->out = rpc_stream_begin(s->req, s->d->loop, false, e2b_keepalive_msg(), NULL, NULL);
         rpc_stream_end(s->out, rpc_code(&err), err.msg);
         ps_free(s);
         return;
@@ -380,7 +382,7 @@ static void ps_run(struct proc_stream *s, const struct auth_identity *who, json_
 static void stream_error(const struct envd_ctx *c, const struct sbx_err *err)
 {
     struct rpc_stream *out =
-        rpc_stream_begin(c->req, c->d->loop, false, keepalive_msg(), NULL, NULL);
+        rpc_stream_begin(c->req, c->d->loop, false, e2b_keepalive_msg(), NULL, NULL);
     rpc_stream_end(out, rpc_code(err), err->msg);
 }
 

@@ -58,11 +58,6 @@ struct pty_stream {
     json_t *details;
 };
 
-static json_t *keepalive_msg(void)
-{
-    return json_pack("{s:{s:{}}}", "event", "keepalive");
-}
-
 static void pty_stream_free(struct pty_stream *s)
 {
     json_decref(s->details);
@@ -73,7 +68,7 @@ static void pty_stream_free(struct pty_stream *s)
 static void fail(struct pty_stream *s, const struct sbx_err *err)
 {
     if (!s->out)
-        s->out = rpc_stream_begin(s->req, s->d->loop, false, keepalive_msg(), NULL, NULL);
+        s->out = rpc_stream_begin(s->req, s->d->loop, false, e2b_keepalive_msg(), NULL, NULL);
     rpc_stream_end(s->out, rpc_code(err), err->msg[0] ? err->msg : err->code);
     pty_stream_free(s);
 }
@@ -126,7 +121,7 @@ static const struct agentcall_ops attach_ops = {.on_data = on_data, .on_done = a
 static void follow(struct pty_stream *s, json_t *pid)
 {
     struct sbx_err err = {0};
-    s->out = rpc_stream_begin(s->req, s->d->loop, false, keepalive_msg(), on_gone, s);
+    s->out = rpc_stream_begin(s->req, s->d->loop, false, e2b_keepalive_msg(), on_gone, s);
     rpc_stream_send(s->out, json_pack("{s:{s:{s:O}}}", "event", "start", "pid", pid));
     json_t *op = json_pack("{s:s,s:s,s:b}", "op", "pty_attach", "id", s->ref, "tail", s->tail);
     if (agentcall_start(s->sb, op, &attach_ops, s, &s->call, &err) < 0)
@@ -183,21 +178,11 @@ void envd_pty_start(const struct envd_ctx *c, json_t *op)
     }
     s->who = c->who;
     snprintf(s->request_id, sizeof(s->request_id), "%s", http_req_id(c->req) ?: "");
-    /* What ran, as envd's config shows it: the argv joined by spaces. */
-    json_t *argv = json_object_get(op, "argv");
-    size_t i, n = 1;
-    json_t *a;
-    json_array_foreach(argv, i, a) n += json_string_length(a) + 1;
-    _cleanup_free_ char *command = sbx_xcalloc(1, n);
-    size_t off = 0;
-    json_array_foreach(argv, i, a)
-    {
-        off += (size_t)snprintf(command + off, n - off, "%s%s", i ? " " : "", json_string_value(a));
-    }
+    _cleanup_free_ char *command = e2b_argv_text(json_object_get(op, "argv"));
     s->details = audit_command_details(json_pack("{s:s,s:{s:O,s:O}}", "via", "e2b", "pty", "cols",
                                                  json_object_get(op, "cols"), "rows",
                                                  json_object_get(op, "rows")),
-                                       command, off);
+                                       command, strlen(command));
     if (agentcall_start(c->sb, op, &open_ops, s, &s->call, &err) < 0) {
         audit_record(c->d->store, &c->who, NULL, s->request_id, "process.start", c->sb->rec.id,
                      err.code, TAKE_PTR(s->details));

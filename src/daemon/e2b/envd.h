@@ -22,6 +22,10 @@ struct envd_ctx {
 
 /* process.Process/<method> (e2b_process.c). */
 void envd_process(const struct envd_ctx *c, const char *method);
+/* envd's KeepAlive event of a process stream; an argv array as one line, joined by spaces
+ * (what ran, for audit entries). */
+json_t *e2b_keepalive_msg(void);
+char *e2b_argv_text(json_t *argv);
 /* envd's EndEvent for an agent's exit record ({exit_code, signal}) (e2b_process.c). */
 json_t *e2b_end_event(json_t *proc);
 /* A Start with "pty": op is its pty_open (stolen), answered as a stream (e2b_pty.c). */

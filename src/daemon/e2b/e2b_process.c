@@ -1,3 +1,6 @@
+/* Import circle with e2b_pty.c (allowed inside a folder, docs/architecture.md#layering): a
+ * Start with "pty" and a Connect to a PTY's pid go there, and its streams use this file's
+ * end and keepalive events; both are one service, envd's process.Process. */
 /* envd's process.Process service on the agent's background processes (src/agent/process.c)
  * and, for a Start with "pty", on the agent's PTYs (e2b_pty.c):
  * each Start is a process_start (with a stdin pipe unless stdin:false, Connect-Timeout-Ms

@@ -1,3 +1,6 @@
+/* Import circle with e2b_process.c (allowed inside a folder, docs/architecture.md#layering):
+ * that file hands PTY Starts and Connects here, and this one uses its end and keepalive
+ * events; both are one service, envd's process.Process. */
 /* envd's PTYs (a process.Start with "pty", Connect to its pid, SendInput's "pty" bytes,
  * Update's size) on the agent's PTY records (src/agent/pty.c, docs/terminals.md): the
  * Start is a pty_open of kind "exec" (Connect-Timeout-Ms its lifetime, as for every

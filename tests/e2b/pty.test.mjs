@@ -89,8 +89,9 @@ describe('PTYs', () => {
   test('disconnect leaves it running; connect follows its live output', async () => {
     const first = screen()
     const h = await sb.pty.create({ cols: 80, rows: 24, onData: first.onData, timeoutMs: 0 })
-    await sb.pty.sendInput(h.pid, enc.encode('echo one\n'))
-    await first.until(/one/)
+    // The output, not the echo of what was typed (which arrives first).
+    await sb.pty.sendInput(h.pid, enc.encode('echo o""ne\n'))
+    await first.until(/\rone\r\n/)
     await h.disconnect()
     const s = screen()
     const c = await sb.pty.connect(h.pid, { onData: s.onData })

@@ -46,7 +46,8 @@ NSF_GEN    := $(BUILD)/gen/ns_filter_gen
 # The agent runs inside the sandbox's root filesystem, so it is static and never sanitized.
 AGENT_OBJ  := $(call aobj,$(AGENT_SRC) $(COMMON_SRC) $(PROTO_SRC))
 # The Python kernel (kernel/sbx_kernel.py) is compiled into the agent as one NUL-terminated
-# string for `python3 -c`: it reaches every sandbox without another mount or a template rebuild.
+# string for `python3 -c`, its node side (kernel/sbx_kernel.js) as another for `node -e`: they
+# reach every sandbox without another mount or a template rebuild.
 KERNEL_GEN := $(BUILD)/gen/kernel_src.c
 AGENT_OBJ  += $(BUILD)/agent-obj/gen/kernel_src.o
 # GET /openapi.json serves docs/openapi.yaml as JSON, converted once here (python3-yaml) and
@@ -89,10 +90,12 @@ $(BUILD)/agent-obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu17 -O2 -g $(WARN) -D_GNU_SOURCE -MMD -MP -c $< -o $@
 
-$(KERNEL_GEN): kernel/sbx_kernel.py
+$(KERNEL_GEN): kernel/sbx_kernel.py kernel/sbx_kernel.js
 	@mkdir -p $(dir $@)
-	{ echo '/* Generated from $< by make. */'; echo 'const char sbx_kernel_src[] = {'; \
-	  xxd -i < $<; echo ', 0x00};'; } > $@.tmp && mv $@.tmp $@
+	{ echo '/* Generated from $^ by make. */'; echo 'const char sbx_kernel_src[] = {'; \
+	  xxd -i < kernel/sbx_kernel.py; echo ', 0x00};'; \
+	  echo 'const char sbx_kernel_js_src[] = {'; \
+	  xxd -i < kernel/sbx_kernel.js; echo ', 0x00};'; } > $@.tmp && mv $@.tmp $@
 
 $(BUILD)/agent-obj/gen/kernel_src.o: $(KERNEL_GEN)
 	@mkdir -p $(dir $@)

@@ -1,9 +1,12 @@
 # sbx kernel: the one long-lived Python process of a sandbox (docs/kernel.md).
 #
-# sbx-agent starts it as `python3 -u -c <this file> <fd>` (the file is compiled into the agent,
-# so nothing is mounted and the template is not rebuilt) with <fd> a unix socket to the agent,
-# fds 1 and 2 pipes the agent reads and stdin /dev/null. Over the socket go lines of JSON:
-#   agent -> kernel  {"t":"run","code":...}   {"t":"llm_reply","id":n,"text"|"error":...}
+# sbx-agent starts it as `python3 -u -c <this file> <fd> <js>` (the file is compiled into the
+# agent, so nothing is mounted and the template is not rebuilt) with <fd> a unix socket to the
+# agent, <js> the source of sbx_kernel.js (the node process that runs JavaScript and
+# TypeScript cells), fds 1 and 2 pipes the agent reads and stdin /dev/null. Over the socket go
+# lines of JSON:
+#   agent -> kernel  {"t":"run","code":...,"ctx"?,"lang"?}
+#                    {"t":"llm_reply","id":n,"text"|"error":...}
 #   kernel -> agent  {"t":"ready"}  {"t":"output","mime","data"}  {"t":"llm","id":n,...}
 #                    {"t":"done","execution_count","duration_ms","result","error","final"?}
 # User output is never framed: print() writes to fd 1 and the agent streams it, so output of
@@ -19,6 +22,7 @@ import os
 import re
 import signal
 import socket
+import subprocess
 import sys
 import time
 import traceback
@@ -35,6 +39,8 @@ _ctl_in = None
 _in_cell = False
 _final = None
 _llm_seq = 0
+_js_src = ""
+_node = None  # (Popen, answers file) of the node process, started by the first JS cell
 
 
 # --- the control socket -------------------------------------------------------------------
@@ -350,6 +356,54 @@ def _run(ns, code, count):
     return done
 
 
+def _node_proc():
+    global _node
+    if _node is not None and _node[0].poll() is None:
+        return _node
+    r, w = os.pipe()
+    try:
+        # In the kernel's process group: an interrupt, a timeout's kill or a reset reach it.
+        proc = subprocess.Popen(["node", "--disable-warning=ExperimentalWarning", "-e", _js_src,
+                                 str(w)], stdin=subprocess.PIPE, pass_fds=(w,))
+    finally:
+        os.close(w)
+    _node = (proc, os.fdopen(r, "rb"))
+    return _node
+
+
+def _run_js(lang, ctx, code, count):
+    """A JavaScript (lang "js") or TypeScript ("ts") cell on the node process, in the vm
+    context of its own named ctx."""
+    global _in_cell, _node
+    t0 = time.monotonic()
+    result = error = None
+    try:
+        _in_cell = True
+        proc, answers = _node_proc()
+        proc.stdin.write(json.dumps({"id": count, "code": code, "ctx": ctx or "",
+                                     "lang": lang}).encode() + b"\n")
+        proc.stdin.flush()
+        while True:
+            line = answers.readline(LINE_MAX)
+            if not line:
+                _node = None
+                raise RuntimeError("node exited (exit status %s)" % proc.wait())
+            msg = json.loads(line)
+            # The answer of an interrupted cell may still come: it is not this one's.
+            if msg.get("id") == count:
+                break
+        result, error = msg.get("result"), msg.get("error")
+    except FileNotFoundError:
+        error = {"name": "Error", "value": "node is not installed in this sandbox's template",
+                 "traceback": ""}
+    except BaseException as e:  # KeyboardInterrupt too: the kernel lives on
+        error = _error(e)
+    finally:
+        _in_cell = False
+    return {"t": "done", "execution_count": count, "result": result, "error": error,
+            "duration_ms": int((time.monotonic() - t0) * 1000)}
+
+
 def _on_sigint(signum, frame):
     # Only a running cell is interrupted; between cells the kernel's own loop must not be.
     if _in_cell:
@@ -370,8 +424,9 @@ def _on_forked(signum, frame):
 
 
 def main():
-    global _ctl, _ctl_in
+    global _ctl, _ctl_in, _js_src
     fd = int(sys.argv[1])
+    _js_src = sys.argv[2] if len(sys.argv) > 2 else ""
     os.set_inheritable(fd, False)  # user subprocesses never see the control socket
     _ctl = socket.socket(fileno=fd)
     _ctl_in = _ctl.makefile("rb")
@@ -399,6 +454,9 @@ def main():
             continue  # e.g. a late llm_reply for an interrupted llm_query
         count += 1
         ctx = msg.get("ctx")
+        if msg.get("lang") in ("js", "ts"):
+            _send(_run_js(msg["lang"], ctx, msg["code"], count))
+            continue
         space = ns
         if isinstance(ctx, str) and ctx:
             space = spaces.get(ctx)

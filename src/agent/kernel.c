@@ -173,7 +173,7 @@ static int k_spawn(struct kernel *k, json_t *env, struct sbx_err *err)
     }
     char fdarg[16];
     snprintf(fdarg, sizeof(fdarg), "%d", SPAWN_EXTRA_FD_MIN);
-    const char *argv[] = {"python3", "-u", "-c", sbx_kernel_src, fdarg, NULL};
+    const char *argv[] = {"python3", "-u", "-c", sbx_kernel_src, fdarg, sbx_kernel_js_src, NULL};
     struct spawn_req req = {.argv = argv, .envp = e.v, .cwd = "/", .extra = {theirs, -1}};
     struct spawn_fds fds;
     pid_t pid;
@@ -628,9 +628,15 @@ int kernel_run_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *e
     json_t *code = json_object_get(req, "code");
     json_t *env = json_object_get(req, "env");
     json_t *ctx = json_object_get(req, "context");
+    json_t *lang = json_object_get(req, "language");
     long long timeout_ms;
     if (!json_is_string(code))
         return sbx_err_set(err, EINVAL, "bad_request", "code must be a string");
+    if (lang && (!json_is_string(lang) ||
+                 (strcmp(json_string_value(lang), "python") &&
+                  strcmp(json_string_value(lang), "js") && strcmp(json_string_value(lang), "ts"))))
+        return sbx_err_set(err, EINVAL, "bad_request",
+                           "language must be \"python\", \"js\" or \"ts\"");
     if (ctx && (!json_is_string(ctx) || json_string_length(ctx) > KERNEL_CONTEXT_MAX))
         return sbx_err_set(err, EINVAL, "bad_request", "context must be a short string");
     int r = parse_timeout(req, &timeout_ms, err);
@@ -641,7 +647,8 @@ int kernel_run_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *e
         return sbx_err_set(err, EBUSY, "kernel_busy", "the kernel is running another cell");
     if (k->pid == 0 && (r = k_spawn(k, env, err)) < 0)
         return r;
-    json_t *msg = json_pack("{s:s,s:O,s:O?}", "t", "run", "code", code, "ctx", ctx);
+    json_t *msg =
+        json_pack("{s:s,s:O,s:O?,s:O?}", "t", "run", "code", code, "ctx", ctx, "lang", lang);
     char *line = json_dumps(msg, JSON_COMPACT);
     json_decref(msg);
     if (!line)

@@ -80,6 +80,7 @@ static const struct agent_op {
     {"pty_attach", pty_attach_open},
     {"pty_read", pty_read_open},
     {"pty_resize", pty_resize_open},
+    {"pty_input", pty_input_open},
     {"pty_kill", pty_kill_open},
     {"tcp_connect", tcpconn_open},
 };

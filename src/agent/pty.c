@@ -12,11 +12,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/text.h"
 #include "../common/util.h"
 #include "../proto/proto.h"
 #include "agent.h"
-#include "fatal.h"
 #include "env.h"
+#include "fatal.h"
 #include "ring.h"
 #include "spawn.h"
 #include "stream.h"
@@ -46,6 +47,7 @@ struct pty {
     unsigned cols, rows;
     long long grace_ms;
     struct loop_timer *grace_t, *drain_t;
+    struct loop_timer *deadline_t; /* timeout_ms: the command's lifetime */
     uint64_t read_cursor; /* where the last pty_read ended: the next one's default */
     struct pty_attach *att;
     struct pty_reader *readers;
@@ -76,6 +78,8 @@ static long long wall_s(void)
 
 /* ---- the record table ---- */
 
+/* id is "pty_N", or a pid in decimal (the newest PTY whose command has that pid: E2B's
+ * clients name PTYs by pid). */
 static struct pty *pty_find(struct agent *a, json_t *req, struct sbx_err *err)
 {
     const char *id = json_string_value(json_object_get(req, "id"));
@@ -83,8 +87,12 @@ static struct pty *pty_find(struct agent *a, json_t *req, struct sbx_err *err)
         sbx_err_set(err, EINVAL, "bad_request", "id must be a string");
         return NULL;
     }
-    for (unsigned i = 0; i < a->nptys; i++)
-        if (!a->ptys[i]->deleted && !strcmp(a->ptys[i]->id, id))
+    char *end;
+    long pid = strtol(id, &end, 10);
+    bool by_pid = *id >= '0' && *id <= '9' && !*end && pid > 0;
+    for (unsigned i = a->nptys; i-- > 0;)
+        if (!a->ptys[i]->deleted &&
+            (by_pid ? a->ptys[i]->pgid == (pid_t)pid : !strcmp(a->ptys[i]->id, id)))
             return a->ptys[i];
     sbx_err_set(err, ENOENT, "pty_not_found", "no terminal %.64s", id);
     return NULL;
@@ -112,6 +120,8 @@ static void pty_free(struct pty *p)
         loop_timer_cancel(a->loop, p->grace_t);
     if (p->drain_t)
         loop_timer_cancel(a->loop, p->drain_t);
+    if (p->deadline_t)
+        loop_timer_cancel(a->loop, p->deadline_t);
     ring_free(&p->out);
     for (unsigned i = 0; i < a->nptys; i++) {
         if (a->ptys[i] == p) {
@@ -190,6 +200,10 @@ static void pty_done(struct pty *p)
     if (p->grace_t) {
         loop_timer_cancel(p->agent->loop, p->grace_t);
         p->grace_t = NULL;
+    }
+    if (p->deadline_t) {
+        loop_timer_cancel(p->agent->loop, p->deadline_t);
+        p->deadline_t = NULL;
     }
     pty_close_master(p);
     if (p->att) {
@@ -345,6 +359,14 @@ static void pty_grace_cb(struct loop *l, void *data)
         (void)kill(-p->pgid, SIGKILL);
 }
 
+static void pty_deadline_cb(struct loop *l, void *data)
+{
+    struct pty *p = data;
+    p->deadline_t = NULL;
+    if (!p->exited)
+        (void)kill(-p->pgid, SIGKILL);
+}
+
 static void pty_detached(struct pty *p)
 {
     p->att = NULL;
@@ -393,6 +415,9 @@ int pty_open_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err
     json_t *g = json_object_get(req, "grace_ms");
     if (g && (!json_is_integer(g) || json_integer_value(g) < 0))
         return sbx_err_set(err, EINVAL, "bad_request", "grace_ms must be a non-negative integer");
+    json_t *tmo = json_object_get(req, "timeout_ms");
+    if (tmo && (!json_is_integer(tmo) || json_integer_value(tmo) < 0))
+        return sbx_err_set(err, EINVAL, "bad_request", "timeout_ms must be a non-negative integer");
     bool terminal = !strcmp(kind, "terminal");
     if (terminal && pty_live_terminals(a) >= PTY_TERMINALS_MAX)
         return sbx_err_set(err, EBUSY, "too_many_terminals",
@@ -462,6 +487,8 @@ int pty_open_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err
     /* Until someone attaches, a terminal is already in its grace period. */
     if (terminal)
         p->grace_t = loop_timer_add(a->loop, p->grace_ms, pty_grace_cb, p);
+    if (tmo && json_integer_value(tmo) > 0)
+        p->deadline_t = loop_timer_add(a->loop, json_integer_value(tmo), pty_deadline_cb, p);
     pty_update_read(p);
     conn_send_json(a, id, PROTO_EXIT,
                    json_pack("{s:s,s:i,s:i,s:i}", "id", p->id, "pid", (int)pid, "cols", (int)cols,
@@ -571,8 +598,9 @@ int pty_attach_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *e
         p->grace_t = NULL;
     }
     p->att = t;
-    /* The recent screen first; the ring is smaller than the window. */
-    uint64_t off = ring_start(&p->out);
+    /* The recent screen first (unless tail: live output only); the ring is smaller than
+     * the window. */
+    uint64_t off = json_is_true(json_object_get(req, "tail")) ? p->out.total : ring_start(&p->out);
     while (off < p->out.total) {
         const uint8_t *buf;
         size_t n = ring_peek(&p->out, off, &buf, AGENT_READ_CHUNK);
@@ -775,11 +803,44 @@ int pty_resize_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *e
     return 0;
 }
 
+int pty_input_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err)
+{
+    struct pty *p = pty_find(a, req, err);
+    if (!p)
+        return -ENOENT;
+    json_t *data = json_object_get(req, "data");
+    if (!json_is_string(data) || json_string_length(data) > PTY_INPUT_MAX / 3 * 4)
+        return sbx_err_set(err, EINVAL, "bad_request", "data must be base64 of at most %u bytes",
+                           PTY_INPUT_MAX);
+    size_t n;
+    _cleanup_free_ unsigned char *buf = sbx_xmalloc(json_string_length(data) / 4 * 3 + 3);
+    if (sbx_base64_decode(json_string_value(data), json_string_length(data), buf, &n) < 0)
+        return sbx_err_set(err, EINVAL, "bad_request", "data is not base64");
+    if (p->done || p->exited)
+        return sbx_err_set(err, EPIPE, "pty_not_running", "%s has exited", p->id);
+    if (pty_in_pending(p) + n > PTY_INPUT_MAX)
+        return sbx_err_set(err, ENOBUFS, "pty_input_full", "%s is not reading its input", p->id);
+    pty_queue_input(p, buf, n);
+    conn_send_json(a, id, PROTO_EXIT, json_pack("{s:s,s:I}", "id", p->id, "queued", (json_int_t)n));
+    return 0;
+}
+
 int pty_kill_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err)
 {
     struct pty *p = pty_find(a, req, err);
     if (!p)
         return -ENOENT;
+    json_t *sig = json_object_get(req, "signal");
+    if (sig &&
+        (!json_is_integer(sig) || json_integer_value(sig) < 1 || json_integer_value(sig) > 64))
+        return sbx_err_set(err, EINVAL, "bad_request", "signal must be an integer in 1..64");
+    if (sig && json_integer_value(sig) != SIGKILL) {
+        /* Any other signal is only delivered: the PTY stays as it was. */
+        if (!p->exited)
+            (void)kill(-p->pgid, (int)json_integer_value(sig));
+        conn_send_json(a, id, PROTO_EXIT, json_pack("{s:s,s:b}", "id", p->id, "deleted", 0));
+        return 0;
+    }
     if (!p->exited)
         (void)kill(-p->pgid, SIGKILL);
     p->deleted = true;

@@ -37,6 +37,7 @@ int pty_open_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err
 int pty_attach_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err);
 int pty_read_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err);
 int pty_resize_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err);
+int pty_input_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err);
 int pty_kill_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err);
 
 /* pid was reaped: returns true when it was a PTY's command. */

@@ -28,6 +28,11 @@ def suite_e2b_surface(ext):
     _node_suite(ext, "surface.test.mjs")
 
 
+def suite_e2b_pty(ext):
+    """PTYs, JavaScript and TypeScript cells, writes anywhere the user may (issue 42)."""
+    _node_suite(ext, "pty.test.mjs")
+
+
 def _node_suite(ext, script):
     node = shutil.which("node")
     assert node, "node is needed for the E2B SDK tests (scripts/deps.sh installs it)"

@@ -1,6 +1,7 @@
 /* The helper that agentfs.c runs in the sandbox (python3 -c) as the request's user, so a
  * path's reach and its permission errors are the sandbox user's own. argv[1] is the JSON
- * request {op, path, ...}; stdout is {"ok": result} (exit 0), the file's bytes for "read"
+ * request {op, path, ...} ("write" copies the file at "from" to path, making its parents, as
+ * envd's upload does); stdout is {"ok": result} (exit 0), the file's bytes for "read"
  * (exit 0), or {"errno", "message"} (exit 3). An entry is [path, mode, size, mtime_ns, uid,
  * gid, symlink target]. */
 #ifndef SBX_E2B_AGENTFS_SRC_H
@@ -58,6 +59,11 @@ static const char agentfs_src[] =
     "        else:\n"
     "            os.remove(p)\n"
     "        return None\n"
+    "    if op == 'write':\n"
+    "        os.makedirs(os.path.dirname(p), exist_ok=True)\n"
+    "        with open(a['from'], 'rb') as src, open(p, 'wb') as dst:\n"
+    "            shutil.copyfileobj(src, dst, 1 << 20)\n"
+    "        return info(p)\n"
     "    if op == 'read':\n"
     "        if os.path.isdir(p):\n"
     "            raise IsADirectoryError(21, 'path is a directory')\n"

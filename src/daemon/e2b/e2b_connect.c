@@ -58,6 +58,7 @@ const char *rpc_code(const struct sbx_err *err)
         {"not_running", "not_found"},
         {"stdin_closed", "failed_precondition"},
         {"stdin_full", "resource_exhausted"},
+        {"input_full", "resource_exhausted"},
         {"_limit", "resource_exhausted"},
         {"insufficient_balance", "resource_exhausted"},
         {"busy", "unavailable"},

@@ -1,17 +1,22 @@
 /* envd's /files on the workspace: GET answers a file's bytes (sendfile), POST takes
  * multipart/form-data (one part named "file" per file, its filename the target path unless
  * ?path= names it) or a raw application/octet-stream body for ?path=, streamed to disk
- * through the atomic writer (files/workspace.c). Errors are envd's {"code", "message"}. */
+ * through the atomic writer (files/workspace.c). A target outside the workspace is streamed
+ * the same way to a temporary name in the workspace, which the agent then copies to the
+ * target inside the sandbox as the request's user (agentfs.c), so that user's permissions
+ * decide, as in envd. Errors are envd's {"code", "message"}. */
 #include <errno.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "../../common/text.h"
 #include "../../common/util.h"
 #include "../audit/audit.h"
 #include "../files/workspace.h"
 #include "../http/errors.h"
 #include "../http/server.h"
+#include "../sandbox/lifecycle.h"
 #include "../sbxd.h"
 #include "agentfs.h"
 #include "e2b.h"
@@ -155,18 +160,41 @@ struct upload {
     json_t *results;
     bool failed;
     struct sbx_err err; /* what stopped the upload */
+    /* Targets outside the workspace: the file being written is for target (else NULL);
+     * committed ones wait in moves, [[temporary rel, target, size, index in results]],
+     * until the body is
+     * complete and the agent copies them one after the other. */
+    char *target;
+    json_t *moves;
+    struct http_req *req; /* while the copies run */
+    const char *user;
+    struct agentfs *f;
 };
+
+/* The first waiting copy's temporary file is not needed any more. */
+static void move_drop(struct upload *u)
+{
+    struct sbx_err err = {0};
+    /* Already gone is fine: a kill of the sandbox took the workspace's contents. */
+    (void)ws_remove(u->root, json_string_value(json_array_get(json_array_get(u->moves, 0), 0)),
+                    &err);
+    json_array_remove(u->moves, 0);
+}
 
 static void upload_free(struct upload *u)
 {
     if (u->open)
         ws_writer_close(&u->w);
     http_form_free(u->form);
+    while (json_array_size(u->moves))
+        move_drop(u);
     if (u->root >= 0)
         close(u->root);
     free(u->query_path);
     free(u->filename);
+    free(u->target);
     json_decref(u->results);
+    json_decref(u->moves);
     free(u);
 }
 
@@ -175,7 +203,18 @@ static int file_open(struct upload *u, const char *target, struct sbx_err *err)
     if (json_array_size(u->results) >= E2B_UPLOAD_FILES_MAX)
         return sbx_err_set(err, EINVAL, "invalid_request", "at most %d files per upload",
                            E2B_UPLOAD_FILES_MAX);
+    free(TAKE_PTR(u->target));
     int r = e2b_path_to_ws(target, u->rel, sizeof(u->rel), err);
+    if (r < 0 && !strcmp(err->code, "invalid_path") && target[0] == '/') {
+        /* Outside the workspace: a temporary name of the writer's own form (WatchDir does
+         * not report it, a restart sweeps it), copied to target once complete. */
+        if (strlen(target) > WS_PATH_MAX)
+            return sbx_err_set(err, ENAMETOOLONG, "invalid_path", "the path is too long");
+        sbx_random_id(WS_TMP_PREFIX, 8, u->rel, sizeof(u->rel));
+        u->target = sbx_xstrdup(target);
+        memset(err, 0, sizeof(*err));
+        r = 0;
+    }
     if (r < 0 || (r = ws_writer_open(u->root, u->rel, 0644, &u->w, err)) < 0)
         return r;
     u->open = true;
@@ -199,6 +238,13 @@ static int file_commit(struct upload *u, struct sbx_err *err)
     uint64_t size = u->w.written;
     ws_writer_close(&u->w);
     u->open = false;
+    if (r == 0 && u->target) {
+        /* Audited once the agent has copied it; its answer keeps its place among them. */
+        json_array_append_new(u->moves, json_pack("[s,s,I,I]", u->rel, u->target, (json_int_t)size,
+                                                  (json_int_t)json_array_size(u->results)));
+        json_array_append_new(u->results, json_null());
+        return 0;
+    }
     audit_record(
         u->d->store, &u->who, NULL, u->request_id, "file.upload", u->sandbox_id, r < 0 ? err->code : "ok",
         json_pack("{s:s,s:I,s:s}", "path", u->rel, "size", (json_int_t)size, "via", "e2b"));
@@ -264,6 +310,73 @@ static int upload_data(struct http_req *req, const char *buf, size_t len, void *
     return 0;
 }
 
+static void upload_answer(struct http_req *req, struct upload *u)
+{
+    if (u->failed)
+        envd_sbx_error(req, &u->err, u->query_path ? u->query_path : u->rel);
+    else if (json_array_size(u->results) == 0)
+        envd_error(req, 400, "no file in the upload");
+    else
+        http_respond_json(req, 200, json_incref(u->results));
+    upload_free(u);
+}
+
+static void move_next(struct upload *u);
+
+static void move_done(json_t *ok, const uint8_t *raw, size_t len, const struct sbx_err *err,
+                      void *data)
+{
+    struct upload *u = data;
+    json_t *m = json_array_get(u->moves, 0);
+    const char *target = json_string_value(json_array_get(m, 1));
+    u->f = NULL;
+    audit_record(
+        u->d->store, &u->who, NULL, u->request_id, "file.upload", u->sandbox_id,
+        err ? err->code : "ok",
+        json_pack("{s:s,s:O,s:s}", "path", target, "size", json_array_get(m, 2), "via", "e2b"));
+    if (err) {
+        u->err = *err;
+        snprintf(u->rel, sizeof(u->rel), "%s", target); /* the path the error names */
+        u->failed = true;
+    } else {
+        const char *slash = strrchr(target, '/');
+        json_array_set_new(
+            u->results, (size_t)json_integer_value(json_array_get(m, 3)),
+            json_pack("{s:s,s:s,s:s}", "name", slash + 1, "type", "file", "path", target));
+    }
+    move_drop(u);
+    if (u->failed || !json_array_size(u->moves))
+        upload_answer(u->req, u);
+    else
+        move_next(u);
+}
+
+static void move_gone(struct http_req *req, void *data)
+{
+    struct upload *u = data;
+    if (u->f)
+        agentfs_cancel(u->f);
+    upload_free(u);
+}
+
+/* The next temporary file to its target, by the agent as the request's user. */
+static void move_next(struct upload *u)
+{
+    struct sbx_err err = {0};
+    struct sandbox *sb = manager_find_live(u->d->mgr, u->sandbox_id);
+    json_t *m = json_array_get(u->moves, 0);
+    _cleanup_free_ char *from = e2b_ws_to_path(json_string_value(json_array_get(m, 0)));
+    if (!sb) {
+        sbx_err_set(&err, ENOENT, "sandbox_not_running", "the sandbox has ended");
+    } else if (agentfs_start(sb, u->user,
+                             json_pack("{s:s,s:O,s:s}", "op", "write", "path", json_array_get(m, 1),
+                                       "from", from),
+                             move_done, u, &u->f, &err) == 0) {
+        return;
+    }
+    move_done(NULL, NULL, 0, &err, u);
+}
+
 static void upload_end(struct http_req *req, void *data)
 {
     struct upload *u = data;
@@ -272,13 +385,13 @@ static void upload_end(struct http_req *req, void *data)
         upload_fail(u, u->err.code[0] ? &u->err : NULL);
     if (!u->failed && file_commit(u, &err) < 0)
         upload_fail(u, &err);
-    if (u->failed)
-        envd_sbx_error(req, &u->err, u->query_path ? u->query_path : u->rel);
-    else if (json_array_size(u->results) == 0)
-        envd_error(req, 400, "no file in the upload");
-    else
-        http_respond_json(req, 200, json_incref(u->results));
-    upload_free(u);
+    if (u->failed || !json_array_size(u->moves)) {
+        upload_answer(req, u);
+        return;
+    }
+    u->req = req;
+    http_req_suspend(req, move_gone, u);
+    move_next(u);
 }
 
 /* The body failed or the client left: what was written is dropped. */
@@ -312,9 +425,12 @@ void envd_files_post(const struct envd_ctx *c)
     snprintf(u->sandbox_id, sizeof(u->sandbox_id), "%s", c->sb->rec.id);
     snprintf(u->request_id, sizeof(u->request_id), "%s", http_req_id(c->req) ?: "");
     u->results = json_array();
+    u->moves = json_array();
     u->query_path = path && *path ? sbx_xstrdup(path) : NULL;
     if (enc && *enc && strcasecmp(enc, "identity"))
         sbx_err_set(&err, EINVAL, "invalid_request", "compressed uploads are not supported");
+    else if (e2b_user(c->req, c->sb, &u->user, &err) < 0)
+        ;
     else if (!multipart && !u->query_path)
         sbx_err_set(&err, EINVAL, "invalid_request",
                     "path query parameter is required for raw body upload");

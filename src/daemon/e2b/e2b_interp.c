@@ -4,7 +4,9 @@
  * end_of_execution last), ASCII only and never a blank line, as the SDK's line reader
  * needs. The default context is "python" (the kernel's main namespace); POST /contexts makes
  * more, each a separate namespace of the same kernel (separate globals), kept in the store
- * beside the sandbox; restart resets the kernel. */
+ * beside the sandbox; restart resets the kernel. JavaScript and TypeScript cells (language
+ * "js"/"ts", or a context made with it) run on the kernel's node process, each context in
+ * a vm context of its own. */
 #include <errno.h>
 #include <string.h>
 #include <time.h>
@@ -31,6 +33,25 @@
 #define CONTEXTS_MAX 16
 #define CONTEXT_CWD_MAX 512
 #define CONTEXTS_META_MAX (CONTEXTS_MAX * (CONTEXT_CWD_MAX + 128))
+
+/* E2B's language names as the kernel's ("python", "js", "ts"), or NULL. */
+static const char *lang_of(json_t *v)
+{
+    static const struct {
+        const char *name, *lang;
+    } map[] = {
+        {"python", "python"}, {"python3", "python"}, {"js", "js"},
+        {"javascript", "js"}, {"ts", "ts"},          {"typescript", "ts"},
+    };
+    if (!v || json_is_null(v))
+        return "python";
+    for (size_t i = 0; json_is_string(v) && i < SBX_ARRAY_SIZE(map); i++)
+        if (!strcasecmp(json_string_value(v), map[i].name))
+            return map[i].lang;
+    return NULL;
+}
+
+#define LANGS_MSG "sbx's code interpreter runs python, js (javascript) and ts (typescript)"
 
 /* The upstream server answers its errors as a bare JSON string. */
 static void text_error(struct http_req *req, unsigned status, const char *msg)
@@ -68,7 +89,7 @@ static int contexts_save(const struct envd_ctx *c, json_t *a, struct sbx_err *er
     return store_meta_set(c->d->store, c->sb->rec.id, E2B_META_CONTEXTS, s ? s : "[]", err);
 }
 
-/* POST /contexts {language?, cwd?}: a new Python namespace. */
+/* POST /contexts {language?, cwd?}: a new namespace (Python) or vm context (js, ts). */
 static void context_create(const struct envd_ctx *c)
 {
     json_t *body = NULL;
@@ -79,11 +100,10 @@ static void context_create(const struct envd_ctx *c)
         text_error(c->req, 400, err.msg);
         return;
     }
-    json_t *lang = json_object_get(body, "language");
+    const char *lang = lang_of(json_object_get(body, "language"));
     json_t *cwd = json_object_get(body, "cwd");
-    if (lang && !json_is_null(lang) &&
-        (!json_is_string(lang) || strcasecmp(json_string_value(lang), "python"))) {
-        text_error(c->req, 400, "sbx's code interpreter runs Python only");
+    if (!lang) {
+        text_error(c->req, 400, LANGS_MSG);
     } else if (cwd && !json_is_null(cwd) &&
                (!json_is_string(cwd) || json_string_length(cwd) > CONTEXT_CWD_MAX)) {
         text_error(c->req, 400, "cwd must be a path");
@@ -94,7 +114,7 @@ static void context_create(const struct envd_ctx *c)
         } else {
             char id[40];
             sbx_random_id("ctx_", 12, id, sizeof(id));
-            json_t *ctx = json_pack("{s:s,s:s,s:s}", "id", id, "language", "python", "cwd",
+            json_t *ctx = json_pack("{s:s,s:s,s:s}", "id", id, "language", lang, "cwd",
                                     json_is_string(cwd) ? json_string_value(cwd) : E2B_HOME);
             json_array_append(all, ctx);
             if (contexts_save(c, all, &err) < 0)
@@ -143,6 +163,7 @@ struct exec_req {
     struct http_req *req;
     struct rpc_stream *out; /* NULL once the client went away */
     json_t *body;
+    const char *lang; /* "python", "js" or "ts" (static) */
     struct kernel_run *run;
     struct utf8_carry carry[2];
     /* The unfinished line of each stream (print() writes its text and its newline
@@ -294,9 +315,11 @@ static void on_done(json_t *answer, const struct sbx_err *err, void *data)
                                               "execution_count", count));
         json_t *result = json_object_get(answer, "result");
         if (json_is_string(result))
-            rpc_stream_send(x->out,
-                            json_pack("{s:s,s:o,s:b}", "type", "result", "text",
-                                      main_text(json_string_value(result)), "is_main_result", 1));
+            rpc_stream_send(x->out, json_pack("{s:s,s:o,s:b}", "type", "result", "text",
+                                              strcmp(x->lang, "python")
+                                                  ? json_incref(result)
+                                                  : main_text(json_string_value(result)),
+                                              "is_main_result", 1));
         json_t *e = json_object_get(answer, "error");
         if (err)
             rpc_stream_send(x->out, json_pack("{s:s,s:s,s:s,s:s}", "type", "error", "name",
@@ -346,10 +369,13 @@ static void on_ready(struct sandbox *sb, const struct sbx_err *err, void *data)
                               .who = &x->who,
                               .request_id = x->request_id,
                               .via = "e2b"};
-    /* The default context is the kernel's main namespace; any other its own. */
+    /* The default context is the kernel's main namespace (for js and ts: a vm context of
+     * each); any other its own. */
     const char *ctx = json_string_value(json_object_get(x->body, "context_id"));
     if (ctx && strcmp(ctx, CONTEXT_ID))
         p.context = ctx;
+    if (strcmp(x->lang, "python"))
+        p.language = x->lang;
     if (!err && kernel_run_start(sb, x->d->llm, &p, &observer, x, &x->run, &e) == 0) {
         x->out = rpc_stream_begin(x->req, x->d->loop, true, json_pack("{s:s}", "type", "keepalive"),
                                   on_gone, x);
@@ -360,12 +386,17 @@ static void on_ready(struct sandbox *sb, const struct sbx_err *err, void *data)
     exec_free(x);
 }
 
-static bool known_context(const struct envd_ctx *c, const char *id)
+/* The language of context id (python, js, ts), or NULL when it does not exist. */
+static const char *context_lang(const struct envd_ctx *c, const char *id)
 {
+    if (!strcmp(id, CONTEXT_ID))
+        return "python";
     json_t *all = contexts_load(c);
-    bool found = sbx_json_find(all, "id", id) != NULL;
+    const char *lang = lang_of(json_object_get(sbx_json_find(all, "id", id), "language"));
+    if (!sbx_json_find(all, "id", id))
+        lang = NULL;
     json_decref(all);
-    return found;
+    return lang;
 }
 
 static void do_execute(const struct envd_ctx *c)
@@ -379,18 +410,18 @@ static void do_execute(const struct envd_ctx *c)
     json_t *code = json_object_get(body, "code");
     json_t *ctx = json_object_get(body, "context_id");
     json_t *lang = json_object_get(body, "language");
+    const char *kl = json_is_string(ctx) ? context_lang(c, json_string_value(ctx)) : lang_of(lang);
     char msg[128];
     if (!json_is_string(code) || json_string_length(code) > KERNEL_CODE_MAX ||
         strlen(json_string_value(code)) != json_string_length(code)) {
         text_error(c->req, 400, "code must be a string");
     } else if (json_is_string(ctx) && json_is_string(lang)) {
         text_error(c->req, 400, "Only one of context_id or language can be provided");
-    } else if (json_is_string(ctx) && strcmp(json_string_value(ctx), CONTEXT_ID) &&
-               !known_context(c, json_string_value(ctx))) {
+    } else if (json_is_string(ctx) && !kl) {
         snprintf(msg, sizeof(msg), "Context %.64s not found", json_string_value(ctx));
         text_error(c->req, 404, msg);
-    } else if (json_is_string(lang) && strcasecmp(json_string_value(lang), "python")) {
-        text_error(c->req, 400, "sbx's code interpreter runs Python only");
+    } else if (!kl) {
+        text_error(c->req, 400, LANGS_MSG);
     } else {
         struct exec_req *x = sbx_xcalloc(1, sizeof(*x));
         x->d = c->d;
@@ -398,6 +429,7 @@ static void do_execute(const struct envd_ctx *c)
         x->who = c->who;
         x->req = c->req;
         x->body = body;
+        x->lang = kl;
         snprintf(x->request_id, sizeof(x->request_id), "%s", http_req_id(c->req));
         /* Suspended first: the ready callback only ever runs on a later loop turn. */
         http_req_suspend(c->req, on_wait_gone, x);

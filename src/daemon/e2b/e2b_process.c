@@ -1,4 +1,8 @@
-/* envd's process.Process service on the agent's background processes (src/agent/process.c):
+/* Import circle with e2b_pty.c (allowed inside a folder, docs/architecture.md#layering): a
+ * Start with "pty" and a Connect to a PTY's pid go there, and its streams use this file's
+ * end and keepalive events; both are one service, envd's process.Process. */
+/* envd's process.Process service on the agent's background processes (src/agent/process.c)
+ * and, for a Start with "pty", on the agent's PTYs (e2b_pty.c):
  * each Start is a process_start (with a stdin pipe unless stdin:false, Connect-Timeout-Ms
  * as its lifetime, and its E2B config kept as the process's label), followed by
  * process_logs; so several commands run at once, each with its own stdin, signals and
@@ -40,14 +44,27 @@ struct unary {
      * routes audit it, naming the sandbox owner's key; NULL for lookups. */
     const char *action;
     json_t *details;
+    /* Sent instead when the agent has no such background process: the same pid may be a
+     * PTY's (SendSignal), whose op this is. */
+    json_t *fallback;
     struct sandbox *sb;
     struct auth_identity who;
     char request_id[64];
 };
 
+static const struct agentcall_ops unary_ops;
+
 static void unary_done(json_t *result, const struct sbx_err *err, void *data)
 {
     struct unary *u = data;
+    struct sbx_err ferr = {0};
+    if (err && u->fallback && !strcmp(err->code, "process_not_found")) {
+        u->call = NULL;
+        if (agentcall_start(u->sb, TAKE_PTR(u->fallback), &unary_ops, u, &u->call, &ferr) == 0)
+            return;
+        err = &ferr;
+    }
+    json_decref(u->fallback);
     if (u->action)
         audit_record(manager_store(u->sb->mgr), &u->who, NULL, u->request_id, u->action,
                      u->sb->rec.id, err ? err->code : "ok", TAKE_PTR(u->details));
@@ -70,15 +87,18 @@ static void unary_gone(struct http_req *req, void *data)
         audit_record(manager_store(u->sb->mgr), &u->who, NULL, u->request_id, u->action,
                      u->sb->rec.id, "client_gone", TAKE_PTR(u->details));
     json_decref(u->details);
+    json_decref(u->fallback);
     free(u);
 }
 
-/* One agent op; action (with details, taken) names the audit entry of a change. */
-static void unary_audited(const struct envd_ctx *c, json_t *op, unary_answer_fn answer,
-                          const char *action, json_t *details)
+/* One agent op (then fallback, taken, if the pid is no background process's); action
+ * (with details, taken) names the audit entry of a change. */
+static void unary_audited(const struct envd_ctx *c, json_t *op, json_t *fallback,
+                          unary_answer_fn answer, const char *action, json_t *details)
 {
     struct sbx_err err = {0};
     struct unary *u = sbx_xcalloc(1, sizeof(*u));
+    u->fallback = fallback;
     u->req = c->req;
     u->answer = answer;
     u->action = action;
@@ -91,6 +111,7 @@ static void unary_audited(const struct envd_ctx *c, json_t *op, unary_answer_fn 
             audit_record(manager_store(c->sb->mgr), &c->who, NULL, u->request_id, action,
                          c->sb->rec.id, err.code, TAKE_PTR(u->details));
         json_decref(u->details);
+        json_decref(u->fallback);
         free(u);
         rpc_reply_sbx_error(c->req, &err);
         return;
@@ -100,7 +121,7 @@ static void unary_audited(const struct envd_ctx *c, json_t *op, unary_answer_fn 
 
 static void unary(const struct envd_ctx *c, json_t *op, unary_answer_fn answer)
 {
-    unary_audited(c, op, answer, NULL, NULL);
+    unary_audited(c, op, NULL, answer, NULL, NULL);
 }
 
 /* The audit details of a change to process ref: {process, via}, and what was typed. */
@@ -182,9 +203,26 @@ struct proc_stream {
     char ref[32];
 };
 
-static json_t *keepalive_msg(void)
+json_t *e2b_keepalive_msg(void)
 {
     return json_pack("{s:{s:{}}}", "event", "keepalive");
+}
+
+char *e2b_argv_text(json_t *argv)
+{
+    size_t i, n = 1;
+    json_t *a;
+    json_array_foreach(argv, i, a) n += json_string_length(a) + 1;
+    char *text = sbx_xcalloc(1, n);
+    size_t off = 0;
+    json_array_foreach(argv, i, a)
+    {
+        if (i)
+            text[off++] = ' ';
+        memcpy(text + off, json_string_value(a), json_string_length(a));
+        off += json_string_length(a);
+    }
+    return text;
 }
 
 static void ps_free(struct proc_stream *s)
@@ -239,11 +277,11 @@ static const char *signal_text(int sig)
 }
 
 /* envd's EndEvent from the agent's process record: Go's ProcessState strings. */
-static json_t *end_event(json_t *proc)
+json_t *e2b_end_event(json_t *proc)
 {
     json_t *sig = json_object_get(proc, "signal");
     char status[96];
-    if (json_is_integer(sig)) {
+    if (json_is_integer(sig) && json_integer_value(sig) > 0) {
         snprintf(status, sizeof(status), "signal: %s", signal_text((int)json_integer_value(sig)));
         return json_pack("{s:{s:{s:i,s:b,s:s,s:s}}}", "event", "end", "exitCode", -1, "exited", 0,
                          "status", status, "error", status);
@@ -263,7 +301,7 @@ static void ps_logs_done(json_t *result, const struct sbx_err *err, void *data)
     if (err) {
         rpc_stream_end(s->out, rpc_code(err), err->msg);
     } else {
-        rpc_stream_send(s->out, end_event(result));
+        rpc_stream_send(s->out, e2b_end_event(result));
         rpc_stream_end(s->out, NULL, NULL);
     }
     ps_free(s);
@@ -275,12 +313,12 @@ static const struct agentcall_ops logs_ops = {.on_data = ps_data, .on_done = ps_
 static void ps_follow(struct proc_stream *s, json_t *result)
 {
     struct sbx_err err = {0};
-    s->out = rpc_stream_begin(s->req, s->d->loop, false, keepalive_msg(), ps_gone, s);
+    s->out = rpc_stream_begin(s->req, s->d->loop, false, e2b_keepalive_msg(), ps_gone, s);
     rpc_stream_send(s->out, json_pack("{s:{s:{s:O}}}", "event", "start", "pid",
                                       json_object_get(result, "pid")));
     snprintf(s->ref, sizeof(s->ref), "%s", json_string_value(json_object_get(result, "id")) ?: "");
     if (s->tail && strcmp(json_string_value(json_object_get(result, "status")) ?: "", "running")) {
-        rpc_stream_send(s->out, end_event(result));
+        rpc_stream_send(s->out, e2b_end_event(result));
         rpc_stream_end(s->out, NULL, NULL);
         ps_free(s);
         return;
@@ -298,9 +336,15 @@ static void ps_started(json_t *result, const struct sbx_err *err, void *data)
     struct proc_stream *s = data;
     s->call = NULL;
     s->meter = NULL;
+    if (err && s->tail && !strcmp(err->code, "process_not_found")) {
+        /* Not a background process: the pid may be a PTY's. */
+        envd_pty_connect(s->d, s->sb, s->req, s->ref);
+        ps_free(s);
+        return;
+    }
     if (err) {
         /* Errors of a stream call travel in its end-stream message. */
-        s->out = rpc_stream_begin(s->req, s->d->loop, false, keepalive_msg(), NULL, NULL);
+        s->out = rpc_stream_begin(s->req, s->d->loop, false, e2b_keepalive_msg(), NULL, NULL);
         rpc_stream_end(s->out, rpc_code(err), err->msg);
         ps_free(s);
         return;
@@ -323,29 +367,14 @@ static struct proc_stream *ps_new(const struct envd_ctx *c)
 static void ps_run(struct proc_stream *s, const struct auth_identity *who, json_t *op)
 {
     struct sbx_err err = {0};
-    /* What ran, for the audit entry: the argv joined by spaces. */
-    _cleanup_free_ char *command = NULL;
-    if (who) {
-        json_t *argv = json_object_get(op, "argv");
-        size_t i, n = 1;
-        json_t *a;
-        json_array_foreach(argv, i, a) n += json_string_length(a) + 1;
-        command = sbx_xcalloc(1, n);
-        size_t off = 0;
-        json_array_foreach(argv, i, a)
-        {
-            if (i)
-                command[off++] = ' ';
-            memcpy(command + off, json_string_value(a), json_string_length(a));
-            off += json_string_length(a);
-        }
-    }
+    /* What ran, for the audit entry. */
+    _cleanup_free_ char *command = who ? e2b_argv_text(json_object_get(op, "argv")) : NULL;
     struct procmeter_origin o = {
         .who = who, .request_id = http_req_id(s->req), .action = "process.start",
         .command = command};
     if ((who ? procmeter_start(s->sb, &o, op, ps_started, s, &s->meter, &err)
              : agentcall_start(s->sb, op, &start_ops, s, &s->call, &err)) < 0) {
-        s->out = rpc_stream_begin(s->req, s->d->loop, false, keepalive_msg(), NULL, NULL);
+        s->out = rpc_stream_begin(s->req, s->d->loop, false, e2b_keepalive_msg(), NULL, NULL);
         rpc_stream_end(s->out, rpc_code(&err), err.msg);
         ps_free(s);
         return;
@@ -356,7 +385,7 @@ static void ps_run(struct proc_stream *s, const struct auth_identity *who, json_
 static void stream_error(const struct envd_ctx *c, const struct sbx_err *err)
 {
     struct rpc_stream *out =
-        rpc_stream_begin(c->req, c->d->loop, false, keepalive_msg(), NULL, NULL);
+        rpc_stream_begin(c->req, c->d->loop, false, e2b_keepalive_msg(), NULL, NULL);
     rpc_stream_end(out, rpc_code(err), err->msg);
 }
 
@@ -371,8 +400,11 @@ static int start_op(const struct envd_ctx *c, json_t *msg, long long timeout_ms,
     json_t *cwd = json_object_get(proc, "cwd");
     json_t *tag = json_object_get(msg, "tag");
     json_t *in = json_object_get(msg, "stdin");
-    if (json_object_get(msg, "pty") && !json_is_null(json_object_get(msg, "pty")))
-        return sbx_err_set(err, ENOTSUP, "unimplemented", "PTYs are not supported by sbx's envd");
+    json_t *pty = json_object_get(msg, "pty");
+    if (json_is_null(pty))
+        pty = NULL;
+    if (pty && !json_is_object(pty))
+        return sbx_err_set(err, EINVAL, "invalid_request", "pty must be an object");
     if (!json_is_string(cmd) || !json_string_length(cmd) || json_string_length(cmd) > PROC_CMD_MAX)
         return sbx_err_set(err, EINVAL, "invalid_request", "process.cmd must be a command");
     if (args && !json_is_array(args))
@@ -432,6 +464,17 @@ static int start_op(const struct envd_ctx *c, json_t *msg, long long timeout_ms,
         json_object_set_new(op, "label", json_string(text));
     free(text);
     runas_put(op, user);
+    if (pty) {
+        /* The same command, on a PTY of the agent (e2b_pty.c) instead of pipes. */
+        json_object_set_new(op, "op", json_string("pty_open"));
+        json_object_set_new(op, "kind", json_string("exec"));
+        json_object_del(op, "stdin");
+        json_object_del(op, "label");
+        if (e2b_pty_size(json_object_get(pty, "size"), op, err) < 0) {
+            json_decref(op);
+            return -EINVAL;
+        }
+    }
     *out = op;
     return 0;
 }
@@ -444,7 +487,10 @@ static void do_start(const struct envd_ctx *c, json_t *msg)
         stream_error(c, &err);
         return;
     }
-    ps_run(ps_new(c), &c->who, op);
+    if (!strcmp(json_string_value(json_object_get(op, "op")), "pty_open"))
+        envd_pty_start(c, op);
+    else
+        ps_run(ps_new(c), &c->who, op);
 }
 
 static void do_connect(const struct envd_ctx *c, json_t *msg)
@@ -457,6 +503,7 @@ static void do_connect(const struct envd_ctx *c, json_t *msg)
     }
     struct proc_stream *s = ps_new(c);
     s->tail = true;
+    snprintf(s->ref, sizeof(s->ref), "%s", ref);
     ps_run(s, NULL, json_pack("{s:s,s:s}", "op", "process_get", "id", ref));
 }
 
@@ -493,22 +540,33 @@ void envd_process(const struct envd_ctx *c, const char *method)
         do_connect(c, msg);
     } else if (!strcmp(method, "List")) {
         unary(c, json_pack("{s:s}", "op", "process_list"), list_answer);
-    } else if (!strcmp(method, "Update")) {
-        rpc_reply_error(c->req, "unimplemented", "PTYs are not supported by sbx's envd");
     } else if (selector(msg, ref, &err) < 0) {
         rpc_reply_sbx_error(c->req, &err);
+    } else if (!strcmp(method, "Update")) {
+        json_t *op = json_pack("{s:s,s:s}", "op", "pty_resize", "id", ref);
+        if (e2b_pty_size(json_object_get(json_object_get(msg, "pty"), "size"), op, &err) < 0) {
+            json_decref(op);
+            rpc_reply_sbx_error(c->req, &err);
+        } else {
+            unary_audited(c, op, NULL, NULL, "process.resize", input_details(ref, NULL));
+        }
     } else if (!strcmp(method, "SendInput")) {
-        json_t *in = json_object_get(json_object_get(msg, "input"), "stdin");
-        if (!json_is_string(in))
-            rpc_reply_error(c->req, "invalid_argument", "input.stdin must be base64 bytes");
+        json_t *input = json_object_get(msg, "input");
+        json_t *in = json_object_get(input, "stdin");
+        json_t *pty = json_object_get(input, "pty");
+        if (json_is_string(pty))
+            unary_audited(c, json_pack("{s:s,s:s,s:O}", "op", "pty_input", "id", ref, "data", pty),
+                          NULL, NULL, "process.input", input_details(ref, pty));
+        else if (!json_is_string(in))
+            rpc_reply_error(c->req, "invalid_argument",
+                            "input.stdin or input.pty must be base64 bytes");
         else
-            unary_audited(
-                c, json_pack("{s:s,s:s,s:O}", "op", "process_input", "id", ref, "data", in), NULL,
-                "process.input", input_details(ref, in));
+            unary_audited(c,
+                          json_pack("{s:s,s:s,s:O}", "op", "process_input", "id", ref, "data", in),
+                          NULL, NULL, "process.input", input_details(ref, in));
     } else if (!strcmp(method, "CloseStdin")) {
-        unary_audited(c,
-                      json_pack("{s:s,s:s,s:b}", "op", "process_input", "id", ref, "close", 1),
-                      NULL, "process.close_stdin", input_details(ref, NULL));
+        unary_audited(c, json_pack("{s:s,s:s,s:b}", "op", "process_input", "id", ref, "close", 1),
+                      NULL, NULL, "process.close_stdin", input_details(ref, NULL));
     } else if (!strcmp(method, "SendSignal")) {
         int sig = signal_of(json_object_get(msg, "signal"));
         json_t *details = input_details(ref, NULL);
@@ -519,7 +577,8 @@ void envd_process(const struct envd_ctx *c, const char *method)
         } else {
             unary_audited(
                 c, json_pack("{s:s,s:s,s:i}", "op", "process_signal", "id", ref, "signal", sig),
-                NULL, "process.signal", details);
+                json_pack("{s:s,s:s,s:i}", "op", "pty_kill", "id", ref, "signal", sig), NULL,
+                "process.signal", details);
         }
     } else {
         rpc_reply_error(c->req, "unimplemented", "no such method of process.Process");

@@ -22,6 +22,19 @@ struct envd_ctx {
 
 /* process.Process/<method> (e2b_process.c). */
 void envd_process(const struct envd_ctx *c, const char *method);
+/* envd's KeepAlive event of a process stream; an argv array as one line, joined by spaces
+ * (what ran, for audit entries). */
+json_t *e2b_keepalive_msg(void);
+char *e2b_argv_text(json_t *argv);
+/* envd's EndEvent for an agent's exit record ({exit_code, signal}) (e2b_process.c). */
+json_t *e2b_end_event(json_t *proc);
+/* A Start with "pty": op is its pty_open (stolen), answered as a stream (e2b_pty.c). */
+void envd_pty_start(const struct envd_ctx *c, json_t *op);
+/* Connect to pid, which is no background process's: a PTY's, or not_found. req is
+ * suspended and answered as a stream. */
+void envd_pty_connect(struct sbxd *d, struct sandbox *sb, struct http_req *req, const char *pid);
+/* PTY {cols, rows} (size may be NULL) into op's cols and rows. */
+int e2b_pty_size(json_t *size, json_t *op, struct sbx_err *err);
 /* filesystem.Filesystem/<method> (e2b_fs.c). */
 void envd_fs(const struct envd_ctx *c, const char *method);
 /* WatchDir's stream for the request message (e2b_watch.c). */

@@ -394,6 +394,8 @@ int kernel_run_start(struct sandbox *sb, struct llm *llm, const struct kernel_pa
                             (json_int_t)(p->timeout_s * 1000), "env", sandbox_env(sb));
     if (p->context)
         json_object_set_new(req, "context", json_string(p->context));
+    if (p->language)
+        json_object_set_new(req, "language", json_string(p->language));
     struct kernel_run *run = sbx_xcalloc(1, sizeof(*run));
     run->sb = sb;
     run->llm = llm;

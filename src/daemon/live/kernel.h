@@ -38,6 +38,9 @@ struct kernel_params {
     /* NULL: the kernel's main namespace; else the name of a namespace of its own (E2B's code
      * contexts), made on first use and kept until the kernel restarts. */
     const char *context;
+    /* NULL or "python": a Python cell; "js" or "ts": JavaScript or TypeScript, run by the
+     * kernel's node process (kernel/sbx_kernel.js), in a vm context per context name. */
+    const char *language;
 };
 
 /* Parse {code, timeout_seconds}. */

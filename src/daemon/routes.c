@@ -47,6 +47,7 @@ const struct route_table *const sbxd_routes[] = {
     &e2b_api_routes,
     &e2b_secret_routes,
     &e2b_snapshot_routes,
+    &e2b_volume_routes,
     &e2b_sandbox_routes,
     &template_routes,
     &chat_routes,

@@ -27,6 +27,7 @@
 #include "e2b_api.h"
 #include "e2b_network.h"
 #include "e2b_snapshots.h"
+#include "e2b_volumes.h"
 
 #define E2B_TIMEOUT_DEFAULT 300
 #define E2B_LIST_LIMIT_MAX 100
@@ -283,8 +284,11 @@ static void api_create(struct sbxd *d, struct http_req *req)
                           json_object_get(body, "allow_internet_access"), sbx_tmpl, &net,
                           &err) < 0)
         goto fail;
-    params = json_pack("{s:s,s:I,s:O?}", "template", sbx_tmpl, "ttl_seconds", (json_int_t)ttl,
-                       "env", json_is_null(env) ? NULL : env);
+    json_t *mounts;
+    if (e2b_volume_mounts(json_object_get(body, "volumeMounts"), &mounts, &err) < 0)
+        goto fail;
+    params = json_pack("{s:s,s:I,s:O?,s:o?}", "template", sbx_tmpl, "ttl_seconds",
+                       (json_int_t)ttl, "env", json_is_null(env) ? NULL : env, "volumes", mounts);
     if (sandbox_params_parse(params, &p, &err) < 0 ||
         e2b_network_apply(d, http_req_identity(req), &net, &p, &hold, &err) < 0)
         goto fail;

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict'
 import { createHash } from 'node:crypto'
 import { after, describe, test } from 'node:test'
 
-import { Sandbox, Secret } from 'e2b'
+import { Sandbox, Secret, Volume } from 'e2b'
 
 const SBX = process.env.SBX_URL
 const API = process.env.E2B_API_URL
@@ -145,6 +145,7 @@ describe('network rules inject secrets upstream', () => {
     const none = await fetchFrom(sb, 'https://allowed.example.com/headers')
     assert.notEqual(none.status, 200, JSON.stringify(none))
     await Secret.destroy('upstream-key')
+    await sb.kill()
   })
 
   test('an unknown secret, an identity token, an egress proxy: clear errors', async () => {
@@ -215,5 +216,49 @@ describe('snapshots', () => {
     assert.deepEqual(await Sandbox.listSnapshots({ sandboxId: sb.sandboxId }).nextItems(), [])
     await assert.rejects(Sandbox.create(snap.snapshotId), (e) => /not found/.test(e.message))
     await copy.kill()
+  })
+})
+
+describe('volumes', () => {
+  test('create, the file API with the volume token, volumeMounts, delete', async () => {
+    const vol = await Volume.create('e2b-data')
+    assert.match(vol.volumeId, /^vol_/)
+    const w = await vol.writeFile('/dir/a.txt', 'volume bytes')
+    assert.equal(w.type, 'file')
+    assert.equal(w.size, 12)
+    assert.equal(w.path, '/dir/a.txt')
+    assert.equal(await vol.readFile('/dir/a.txt'), 'volume bytes')
+    assert.deepEqual((await vol.list('/dir')).map((e) => e.name), ['a.txt'])
+    assert.deepEqual((await vol.list('/', { depth: 2 })).map((e) => e.path), ['/dir', '/dir/a.txt'])
+    const dir = await vol.makeDir('/made/deep')
+    assert.equal(dir.type, 'directory')
+    assert.equal(dir.path, '/made/deep')
+    assert.equal((await vol.getInfo('/dir/a.txt')).size, 12)
+    assert.equal(await vol.exists('/nope'), false)
+    await assert.rejects(vol.readFile('/nope'), { name: 'VolumePathNotFoundError' })
+    await assert.rejects(vol.readFile('/../etc/passwd'), (e) => e.name !== 'AssertionError')
+    const info = await Volume.getInfo('e2b-data')
+    assert.equal(info.volumeId, vol.volumeId)
+    assert.equal(info.token, vol.token)
+    assert.ok((await Volume.list()).some((v) => v.volumeId === vol.volumeId && v.name === 'e2b-data'))
+    // The file API takes the volume's token, not the API key, and no other token.
+    const url = `${API}/volumecontent/${vol.volumeId}/file?path=/dir/a.txt`
+    assert.equal((await fetch(url, { headers: { Authorization: 'Bearer ' + '0'.repeat(48) } })).status, 401)
+    assert.equal((await fetch(url, { headers: { Authorization: 'Bearer ' + KEY } })).status, 401)
+    assert.equal((await fetch(url, { headers: { Authorization: 'Bearer ' + vol.token } })).status, 200)
+
+    const sb = await Sandbox.create({ volumeMounts: { '/mnt/data': vol }, timeoutMs: 600_000 })
+    made.push(sb.sandboxId)
+    assert.equal((await sb.commands.run('cat /mnt/data/dir/a.txt')).stdout, 'volume bytes')
+    await sb.commands.run('echo from-sandbox > /mnt/data/b.txt')
+    assert.equal(await vol.readFile('/b.txt'), 'from-sandbox\n')
+    await assert.rejects(Volume.destroy(vol.volumeId), (e) => /in use|mount/.test(e.message))
+    await sb.kill()
+    await vol.remove('/dir/a.txt')
+    assert.equal(await vol.exists('/dir/a.txt'), false)
+    await assert.rejects(vol.remove('/dir/a.txt'), { name: 'VolumePathNotFoundError' })
+    assert.equal(await Volume.destroy(vol.volumeId), true)
+    assert.equal(await Volume.destroy(vol.volumeId), false)
+    assert.ok((await audit('volume.file.upload')).some((e) => e.sandbox_id === vol.volumeId || JSON.stringify(e).includes(vol.volumeId)))
   })
 })

@@ -57,6 +57,8 @@ def _node_suite(ext, script, daemon_env=None, test_env=None):
                 env={
                     "E2B_API_URL": base + "/e2b/api",
                     "E2B_SANDBOX_URL": base + "/e2b/sandbox",
+                    # Where the SDK's Volume sends its file calls (docs/e2b.md).
+                    "E2B_VOLUME_API_URL": base + "/e2b/api",
                     "E2B_API_KEY": k["key"],
                     # Our own API, to check that both surfaces are one system.
                     "SBX_URL": base,

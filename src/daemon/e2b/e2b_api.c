@@ -764,6 +764,7 @@ static const struct route routes[] = {
     {"POST", "/e2b/api/v2/sandboxes/{}/connect", AUTH_PUBLIC, api_connect, 0},
     {"POST", "/e2b/api/sandboxes/{}/fork", AUTH_PUBLIC, api_fork, 0},
     {"PUT", "/e2b/api/sandboxes/{}/network", AUTH_PUBLIC, api_network, 0},
+    {"PATCH", "/e2b/api/volumecontent/{}/path", AUTH_PUBLIC, api_unsupported, 0},
     {"POST", "/e2b/api/v3/templates", AUTH_PUBLIC, api_unsupported, 0},
     {"POST", "/e2b/api/v2/templates/{}/builds/{}", AUTH_PUBLIC, api_unsupported, 0},
     {"GET", "/e2b/api/templates/{}/builds/{}/status", AUTH_PUBLIC, api_unsupported, 0},

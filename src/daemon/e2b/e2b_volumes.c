@@ -295,13 +295,14 @@ static void api_content_stat(struct sbxd *d, struct http_req *req)
 struct walk {
     json_t *items;
     long long depth;
+    size_t base; /* the listed directory's part of each entry's path */
 };
 
 static int walk_one(const struct ws_entry *e, void *data, struct sbx_err *err)
 {
     struct walk *w = data;
     long long level = 1;
-    for (const char *s = e->path; *s; s++)
+    for (const char *s = e->path + w->base; *s; s++)
         level += *s == '/';
     if (level > w->depth)
         return 0;
@@ -315,7 +316,7 @@ static void api_content_list(struct sbxd *d, struct http_req *req)
     struct vol_ctx c;
     if (vol_open(d, req, true, &c) < 0)
         return;
-    struct walk w = {.items = json_array(), .depth = 1};
+    struct walk w = {.items = json_array(), .depth = 1, .base = *c.path ? strlen(c.path) + 1 : 0};
     bool truncated = false;
     /* depth 1: the directory's own entries; each more, one level further down. */
     if (http_req_query_int(req, "depth", 1, 64, "invalid_request", &w.depth, &err) < 0 ||

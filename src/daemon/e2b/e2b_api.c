@@ -1,3 +1,6 @@
+/* Import circle with e2b_network.c, e2b_snapshots.c, e2b_volumes.c (allowed inside a folder,
+ * docs/architecture.md#layering): create and the network update call them, and they answer
+ * through this file's key check and E2B error (e2b_api.h). */
 /* E2B's control plane under /e2b/api (docs/e2b.md), on the same manager as /v1/sandboxes:
  *   POST   /e2b/api/sandboxes, /e2b/api/v2/sandboxes         create
  *   GET    /e2b/api/sandboxes, /e2b/api/v2/sandboxes         list (limit, nextToken, state,

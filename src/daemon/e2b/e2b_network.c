@@ -1,3 +1,5 @@
+/* Import circle with e2b_api.c and e2b_secrets.c (allowed inside a folder,
+ * docs/architecture.md#layering): e2b_api.c's create and update call it; it opens secrets. */
 /* E2B's network (docs/e2b.md): create's `network` with the top-level
  * `allow_internet_access`, and PUT /sandboxes/{id}/network, on sbx's egress.
  *

@@ -1,3 +1,6 @@
+/* Import circle with e2b_api.c and e2b_network.c (allowed inside a folder,
+ * docs/architecture.md#layering): it answers through e2b_api.c's key check and error; the
+ * network rules open its secrets. */
 /* E2B's secrets (docs/e2b.md), as the SDK's Secret class calls them:
  *   GET    /e2b/api/secrets                 list (limit, nextToken)
  *   POST   /e2b/api/secrets                 {name, value, metadata?} -> 201

@@ -1,3 +1,5 @@
+/* Import circle with e2b_api.c (allowed inside a folder, docs/architecture.md#layering):
+ * create and DELETE /templates/{id} call it; it answers through e2b_api.c's key check. */
 /* E2B's snapshots (docs/e2b.md) on sbx's workspace snapshots:
  *   POST   /e2b/api/sandboxes/{id}/snapshots  {name?} -> 201 {snapshotID, names}
  *   GET    /e2b/api/snapshots                 ?sandboxID, name, limit, nextToken

@@ -1,3 +1,5 @@
+/* Import circle with e2b_api.c (allowed inside a folder, docs/architecture.md#layering):
+ * create takes its volumeMounts; it answers through e2b_api.c's key check and error. */
 /* E2B's volumes (docs/e2b.md) on sbx's volumes (docs/volumes.md, volumes/volumes.h):
  *   POST   /e2b/api/volumes {name}        -> 201 {volumeID, name, token}
  *   GET    /e2b/api/volumes               [{volumeID, name}]

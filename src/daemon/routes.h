@@ -34,6 +34,9 @@ extern const struct route_table config_routes; /* configs/configs_api.c */
 extern const struct route_table me_routes;     /* configs/me_api.c */
 extern const struct route_table probe_routes;  /* configs/probe_api.c */
 extern const struct route_table templates_query_routes; /* configs/templates_query_api.c */
+extern const struct route_table e2b_secret_routes; /* e2b/e2b_secrets.c */
+extern const struct route_table e2b_snapshot_routes; /* e2b/e2b_snapshots.c */
+extern const struct route_table e2b_volume_routes; /* e2b/e2b_volumes.c */
 extern const struct route_table e2b_api_routes;  /* e2b/e2b_api.c */
 extern const struct route_table e2b_sandbox_routes; /* e2b/envd_api.c */
 extern const struct route_table template_routes; /* templates/templates_api.c */

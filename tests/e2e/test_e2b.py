@@ -33,12 +33,26 @@ def suite_e2b_pty(ext):
     _node_suite(ext, "pty.test.mjs")
 
 
-def _node_suite(ext, script):
+def suite_e2b_resources(ext):
+    """Secrets, network rules injecting them upstream, snapshots (tests/e2b/resources.test.mjs),
+    with the egress tests' upstreams on a loopback address (tests/e2e/egress_upstream.py)."""
+    import egress_upstream as eu
+    up = eu.Upstreams()
+    try:
+        env = dict(up.env())
+        # The proxy verifies an injected host's upstream as a client would: the test CA too.
+        env["SBX_FETCH_CA_FILE"] = os.path.join(up.tmp, "ca.pem")
+        _node_suite(ext, "resources.test.mjs", env, {"UPSTREAM_ADDR": up.addr})
+    finally:
+        up.close()
+
+
+def _node_suite(ext, script, daemon_env=None, test_env=None):
     node = shutil.which("node")
     assert node, "node is needed for the E2B SDK tests (scripts/deps.sh installs it)"
     assert os.path.isdir(os.path.join(E2B_DIR, "node_modules", "e2b")), \
         "tests/e2b/node_modules is missing: run scripts/npm-deps.sh"
-    with Daemon(extra_env={"SBX_MAX_PER_KEY": str(PER_KEY)}) as d:
+    with Daemon(extra_env=dict(daemon_env or {}, SBX_MAX_PER_KEY=str(PER_KEY))) as d:
         admin = d.client()
         k = admin.create_key("e2b-user")
         basic = admin.create_key("e2b-basic", tool_level="basic")
@@ -48,6 +62,8 @@ def _node_suite(ext, script):
                 env={
                     "E2B_API_URL": base + "/e2b/api",
                     "E2B_SANDBOX_URL": base + "/e2b/sandbox",
+                    # Where the SDK's Volume sends its file calls (docs/e2b.md).
+                    "E2B_VOLUME_API_URL": base + "/e2b/api",
                     "E2B_API_KEY": k["key"],
                     # Our own API, to check that both surfaces are one system.
                     "SBX_URL": base,
@@ -55,6 +71,7 @@ def _node_suite(ext, script):
                     "SBX_ADMIN_KEY": d.admin_key,
                     "SBX_BASIC_KEY": basic["key"],
                     "SBX_PER_KEY": str(PER_KEY),
+                    **(test_env or {}),
                 })
 
 
@@ -241,8 +258,7 @@ def test_e2b_list_metrics_resume_and_context_delete():
 
 
 UNSUPPORTED = [
-    ("GET", "/secrets"), ("POST", "/secrets"), ("GET", "/secrets/sec_1"),
-    ("PATCH", "/secrets/sec_1"), ("DELETE", "/secrets/sec_1"), ("POST", "/v3/templates"),
+    ("PATCH", "/volumecontent/vol_1/path"), ("POST", "/v3/templates"),
     ("POST", "/v2/templates/t1/builds/b1"), ("GET", "/templates/t1/builds/b1/status"),
     ("GET", "/templates/t1/files/h1"), ("GET", "/templates/aliases/a1"),
     ("POST", "/templates/tags"), ("DELETE", "/templates/tags"), ("GET", "/templates/t1/tags"),

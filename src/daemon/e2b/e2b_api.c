@@ -1,3 +1,6 @@
+/* Import circle with e2b_network.c, e2b_snapshots.c, e2b_volumes.c (allowed inside a folder,
+ * docs/architecture.md#layering): create and the network update call them, and they answer
+ * through this file's key check and E2B error (e2b_api.h). */
 /* E2B's control plane under /e2b/api (docs/e2b.md), on the same manager as /v1/sandboxes:
  *   POST   /e2b/api/sandboxes, /e2b/api/v2/sandboxes         create
  *   GET    /e2b/api/sandboxes, /e2b/api/v2/sandboxes         list (limit, nextToken, state,
@@ -24,12 +27,16 @@
 #include "../snapshot/snapcall.h"
 #include "../snapshot/snapshot.h"
 #include "e2b.h"
+#include "e2b_api.h"
+#include "e2b_network.h"
+#include "e2b_snapshots.h"
+#include "e2b_volumes.h"
 
 #define E2B_TIMEOUT_DEFAULT 300
 #define E2B_LIST_LIMIT_MAX 100
 #define E2B_METADATA_FILTERS_MAX 16
 
-static void e2b_fail(struct http_req *req, const struct sbx_err *err)
+void e2b_fail(struct http_req *req, const struct sbx_err *err)
 {
     const char *code = err->code[0] ? err->code : "internal";
     unsigned status = http_status_for_code(code);
@@ -38,7 +45,7 @@ static void e2b_fail(struct http_req *req, const struct sbx_err *err)
                                 err->msg[0] ? err->msg : code, "error_code", code));
 }
 
-static void e2b_failf(struct http_req *req, const char *code, const char *msg)
+void e2b_failf(struct http_req *req, const char *code, const char *msg)
 {
     struct sbx_err e = {.errnum = EINVAL};
     snprintf(e.code, sizeof(e.code), "%s", code);
@@ -215,32 +222,6 @@ static int check_metadata(json_t *m, struct sbx_err *err)
     return 0;
 }
 
-/* E2B's network (allowOut, denyOut, rules) as an sbx egress policy (docs/e2b.md): allowOut's
- * names are the allowlist; without allowOut nothing is allowed (sbx's default), which
- * already refuses whatever denyOut names; per-host rules are not served. */
-static int e2b_egress(json_t *network, struct egress_policy *out, struct sbx_err *err)
-{
-    json_t *allow = json_object_get(network, "allowOut");
-    json_t *deny = json_object_get(network, "denyOut");
-    json_t *rules = json_object_get(network, "rules");
-    if (network && !json_is_null(network) && !json_is_object(network))
-        return sbx_err_set(err, EINVAL, "invalid_request", "network must be an object");
-    if ((allow && !json_is_null(allow) && !json_is_array(allow)) ||
-        (deny && !json_is_null(deny) && !json_is_array(deny)))
-        return sbx_err_set(err, EINVAL, "invalid_request",
-                           "network.allowOut and network.denyOut must be lists");
-    if (rules && !json_is_null(rules) && json_object_size(rules))
-        return sbx_err_set(err, ENOSYS, "e2b_not_supported",
-                           "network.rules (per-host header transforms) are not supported by "
-                           "this sbx server yet (see docs/e2b.md)");
-    json_t *p = json_array_size(allow)
-                    ? json_pack("{s:s,s:O}", "mode", "allowlist", "domains", allow)
-                    : json_pack("{s:s}", "mode", "none");
-    int r = egress_policy_parse(p, out, err);
-    json_decref(p);
-    return r;
-}
-
 static int traffic_set(struct sbxd *d, const struct sandbox *sb, bool public, struct sbx_err *err)
 {
     if (public)
@@ -253,8 +234,9 @@ static int traffic_set(struct sbxd *d, const struct sandbox *sb, bool public, st
 static void api_create(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
-    json_t *body = NULL, *params = NULL;
-    _cleanup_free_ char *meta = NULL;
+    json_t *body = NULL, *params = NULL, *hold = NULL;
+    _cleanup_free_ char *meta = NULL, *snap_from = NULL;
+    struct e2b_network net = {0};
     struct sandbox_params p;
     struct sandbox *sb;
     long long ttl;
@@ -268,6 +250,16 @@ static void api_create(struct sbxd *d, struct http_req *req)
         goto fail;
     }
     const char *tmpl = t ? json_string_value(t) : "base";
+    /* A snapshot's id or name (e2b_snapshots.c): its template, over its workspace. */
+    char snap_tmpl[STORE_NAME_MAX + 1];
+    const char *sbx_tmpl = map_template(tmpl);
+    if (e2b_snapshot_source(d, http_req_identity(req)->user, tmpl, snap_tmpl, sizeof(snap_tmpl),
+                            &snap_from) == 1)
+        sbx_tmpl = snap_tmpl;
+    else if (e2b_snapshot_id(tmpl)) {
+        sbx_err_set(&err, ENOENT, "snapshot_not_found", "snapshot %.64s not found", tmpl);
+        goto fail;
+    }
     if (timeout_field(req, body, E2B_TIMEOUT_DEFAULT, &ttl) < 0) {
         json_decref(body);
         return;
@@ -291,16 +283,20 @@ static void api_create(struct sbxd *d, struct http_req *req)
         goto fail;
     }
     json_t *env = json_object_get(body, "envVars");
-    struct egress_policy egress;
-    json_t *net = json_object_get(body, "network");
-    if (e2b_egress(net, &egress, &err) < 0)
+    if (e2b_network_parse(d, http_req_identity(req)->user, json_object_get(body, "network"),
+                          json_object_get(body, "allow_internet_access"), sbx_tmpl, &net,
+                          &err) < 0)
         goto fail;
-    params = json_pack("{s:s,s:I,s:O?}", "template", map_template(tmpl), "ttl_seconds",
-                       (json_int_t)ttl, "env", json_is_null(env) ? NULL : env);
-    if (json_array_size(json_object_get(net, "allowOut")))
-        json_object_set_new(params, "egress", egress_policy_to_json(&egress));
-    if (sandbox_params_parse(params, &p, &err) < 0)
+    json_t *mounts;
+    if (e2b_volume_mounts(json_object_get(body, "volumeMounts"), &mounts, &err) < 0)
         goto fail;
+    params = json_pack("{s:s,s:I,s:O?,s:o?}", "template", sbx_tmpl, "ttl_seconds",
+                       (json_int_t)ttl, "env", json_is_null(env) ? NULL : env, "volumes", mounts);
+    if (sandbox_params_parse(params, &p, &err) < 0 ||
+        e2b_network_apply(d, http_req_identity(req), &net, &p, &hold, &err) < 0)
+        goto fail;
+    if (snap_from)
+        p.workspace_from = snap_from;
     struct sbx_op *x = op_new(d, req, "sandbox.create", 201);
     if (manager_create(d->mgr, http_req_identity(req), &p, on_ready, x, &sb, &err) < 0) {
         free(x);
@@ -312,11 +308,15 @@ static void api_create(struct sbxd *d, struct http_req *req)
         (meta && store_meta_set(d->store, sb->rec.id, E2B_META_METADATA, meta, &merr) < 0) ||
         traffic_set(d, sb, !json_is_false(pub), &merr) < 0)
         log_warn("sandbox %s: storing its e2b facts: %s", sb->rec.id, merr.msg);
+    json_decref(hold);
+    e2b_network_clear(&net);
     json_decref(params);
     json_decref(body);
     http_req_suspend(req, on_op_abort, x);
     return;
 fail:
+    json_decref(hold);
+    e2b_network_clear(&net);
     json_decref(params);
     json_decref(body);
     e2b_fail(req, &err);
@@ -699,17 +699,35 @@ static void api_network(struct sbxd *d, struct http_req *req)
     struct sbx_err err = {0};
     struct sandbox *sb;
     json_t *body;
-    struct egress_policy pol;
+    struct e2b_network net;
     if (lookup(d, req, &sb) < 0 || optional_body(req, &body) < 0)
         return;
-    if (e2b_egress(body, &pol, &err) < 0 ||
-        egress_replace(d, sb, http_req_identity(req), http_req_id(req), &pol, &err) < 0) {
-        json_decref(body);
-        e2b_fail(req, &err);
-        return;
-    }
+    int r = e2b_network_parse(d, sb->rec.user, body, json_object_get(body, "allow_internet_access"),
+                              sb->rec.template_name, &net, &err);
+    if (r == 0 && (r = e2b_network_update(d, sb, &net, &err)) == 0)
+        r = egress_replace(d, sb, http_req_identity(req), http_req_id(req), &net.egress, &err);
+    e2b_network_clear(&net);
     json_decref(body);
-    http_respond_text(req, 204, "");
+    if (r < 0)
+        e2b_fail(req, &err);
+    else
+        http_respond_text(req, 204, "");
+}
+
+/* For the resource files (e2b_secrets.c, ...): the same key check, lookup and body. */
+int e2b_authenticate(struct sbxd *d, struct http_req *req)
+{
+    return authenticate(d, req);
+}
+
+int e2b_lookup(struct sbxd *d, struct http_req *req, struct sandbox **sb)
+{
+    return lookup(d, req, sb);
+}
+
+int e2b_optional_body(struct http_req *req, json_t **out)
+{
+    return optional_body(req, out);
 }
 
 /* Parts of E2B's API sbx does not serve yet (docs/e2b.md): a clear E2B-shaped answer, so
@@ -726,6 +744,14 @@ static void api_unsupported(struct sbxd *d, struct http_req *req)
     e2b_fail(req, &err);
 }
 
+/* Sandbox.deleteSnapshot and Template.delete share the route: a snapshot's id or name
+ * is e2b_snapshots.c's; any other name is a template. */
+static void api_template_delete(struct sbxd *d, struct http_req *req)
+{
+    if (authenticate(d, req) == 0 && !e2b_snapshot_delete(d, req))
+        api_unsupported(d, req);
+}
+
 static const struct route routes[] = {
     {"POST", "/e2b/api/sandboxes", AUTH_PUBLIC, api_create, 0},
     {"POST", "/e2b/api/v2/sandboxes", AUTH_PUBLIC, api_create, 0},
@@ -740,14 +766,8 @@ static const struct route routes[] = {
     {"POST", "/e2b/api/sandboxes/{}/resume", AUTH_PUBLIC, api_connect, 0},
     {"POST", "/e2b/api/v2/sandboxes/{}/connect", AUTH_PUBLIC, api_connect, 0},
     {"POST", "/e2b/api/sandboxes/{}/fork", AUTH_PUBLIC, api_fork, 0},
-    {"POST", "/e2b/api/sandboxes/{}/snapshots", AUTH_PUBLIC, api_unsupported, 0},
-    {"GET", "/e2b/api/snapshots", AUTH_PUBLIC, api_unsupported, 0},
     {"PUT", "/e2b/api/sandboxes/{}/network", AUTH_PUBLIC, api_network, 0},
-    {"GET", "/e2b/api/secrets", AUTH_PUBLIC, api_unsupported, 0},
-    {"POST", "/e2b/api/secrets", AUTH_PUBLIC, api_unsupported, 0},
-    {"GET", "/e2b/api/secrets/{}", AUTH_PUBLIC, api_unsupported, 0},
-    {"PATCH", "/e2b/api/secrets/{}", AUTH_PUBLIC, api_unsupported, 0},
-    {"DELETE", "/e2b/api/secrets/{}", AUTH_PUBLIC, api_unsupported, 0},
+    {"PATCH", "/e2b/api/volumecontent/{}/path", AUTH_PUBLIC, api_unsupported, 0},
     {"POST", "/e2b/api/v3/templates", AUTH_PUBLIC, api_unsupported, 0},
     {"POST", "/e2b/api/v2/templates/{}/builds/{}", AUTH_PUBLIC, api_unsupported, 0},
     {"GET", "/e2b/api/templates/{}/builds/{}/status", AUTH_PUBLIC, api_unsupported, 0},
@@ -757,7 +777,7 @@ static const struct route routes[] = {
     {"DELETE", "/e2b/api/templates/tags", AUTH_PUBLIC, api_unsupported, 0},
     {"GET", "/e2b/api/templates/{}/tags", AUTH_PUBLIC, api_unsupported, 0},
     {"GET", "/e2b/api/templates/{}", AUTH_PUBLIC, api_unsupported, 0},
-    {"DELETE", "/e2b/api/templates/{}", AUTH_PUBLIC, api_unsupported, 0},
+    {"DELETE", "/e2b/api/templates/{}", AUTH_PUBLIC, api_template_delete, 0},
 };
 
 const struct route_table e2b_api_routes = ROUTE_TABLE(routes);

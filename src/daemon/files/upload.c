@@ -18,6 +18,7 @@ struct upload {
     struct ws_writer w;
     char *path;
     char *action, *target_id, *full_code, *full_message;
+    json_t *(*answer)(const char *path, const struct stat *st);
     /* While the commit runs on a worker: the request (NULL once the client is gone) and
      * what the audit record needs of it. */
     struct http_req *req;
@@ -77,6 +78,9 @@ static void commit_done(void *data, bool ran)
                  json_pack("{s:s,s:I}", "path", u->path, "size", (json_int_t)u->w.written));
     if (u->req && !ok)
         http_respond_error(u->req, &u->err);
+    struct stat st;
+    if (u->req && ok && u->answer && fstat(u->w.fd, &st) == 0)
+        http_respond_json(u->req, 200, u->answer(u->path, &st));
     else if (u->req)
         http_respond_json(u->req, 200,
                           json_pack("{s:s,s:s,s:I}", "object", "file", "path", u->path, "size",
@@ -136,6 +140,7 @@ void files_upload_serve(struct sbxd *d, struct http_req *req, int root, const ch
     u->target_id = sbx_xstrdup(t->target_id);
     u->full_code = t->full_code ? sbx_xstrdup(t->full_code) : NULL;
     u->full_message = t->full_message ? sbx_xstrdup(t->full_message) : NULL;
+    u->answer = t->answer;
     /* Refuse at once what cannot fit; what can is still bounded by the filesystem. */
     struct statvfs vfs;
     if (has_len && fstatvfs(fd, &vfs) == 0 && len > (uint64_t)vfs.f_bavail * vfs.f_frsize) {

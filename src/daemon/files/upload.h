@@ -5,6 +5,9 @@
 #ifndef SBX_FILES_UPLOAD_H
 #define SBX_FILES_UPLOAD_H
 
+#include <jansson.h>
+#include <sys/stat.h>
+
 #include "../http/server.h"
 
 #define FILES_UPLOAD_MAX (100ull * 1000ull * 1000ull)
@@ -16,6 +19,9 @@ struct files_upload_target {
     const char *target_id; /* ... and target (the sandbox's or volume's id) */
     /* What a full filesystem is called (workspace.h says workspace_too_large), and why. */
     const char *full_code, *full_message;
+    /* The answer's body for the stored file, when the surface has its own shape (E2B's
+     * volume entries); NULL: {object: file, path, size}. */
+    json_t *(*answer)(const char *path, const struct stat *st);
 };
 
 /* Check path, refuse at once what cannot fit, and stream the body to path beneath root,

@@ -9,6 +9,10 @@ static const struct {
     unsigned status;
 } table[] = {
     {"invalid_json", 400},
+    /* e2b/ resources (e2b_secrets.c, e2b_network.c) */
+    {"secret_not_found", 404},
+    {"secret_exists", 409},
+    {"too_many_secrets", 429},
     /* skills/ */
     {"invalid_bundle", 400},
     {"invalid_skill", 400},

@@ -45,6 +45,8 @@ const struct route_table *const sbxd_routes[] = {
     &probe_routes,
     &templates_query_routes,
     &e2b_api_routes,
+    &e2b_template_routes,
+    &e2b_template_tag_routes,
     &e2b_sandbox_routes,
     &template_routes,
     &chat_routes,

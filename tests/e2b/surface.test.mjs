@@ -213,12 +213,11 @@ describe('network', () => {
 
 describe('not supported yet', () => {
   const API = process.env.E2B_API_URL
-  test('snapshots, secrets and template builds answer 501 with a message', async () => {
+  test('snapshots and secrets answer 501 with a message', async () => {
     const routes = [
       ['POST', `/sandboxes/${sb.sandboxId}/snapshots`],
       ['GET', '/snapshots'], ['GET', '/secrets'],
-      ['POST', '/secrets'], ['DELETE', '/secrets/s1'], ['POST', '/v3/templates'],
-      ['GET', '/templates/t1/builds/b1/status'],
+      ['POST', '/secrets'], ['DELETE', '/secrets/s1'],
     ]
     for (const [method, path] of routes) {
       const r = await fetch(API + path, {

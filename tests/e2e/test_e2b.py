@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import struct
+import tempfile
 import time
 
 from harness import REPO, Daemon
@@ -28,12 +29,25 @@ def suite_e2b_surface(ext):
     _node_suite(ext, "surface.test.mjs")
 
 
-def _node_suite(ext, script):
+def suite_e2b_template(ext):
+    """Template builds from the SDK's Template builder (issue 42), in a template cache of
+    their own that holds a link to the real base build (as test_template_build's)."""
+    real = os.path.realpath(os.path.join(
+        os.environ.get("SBX_TEMPLATE_CACHE", "/var/cache/sbx/templates"), "base"))
+    cache = tempfile.mkdtemp(prefix="e2b-tpl-test-", dir=os.path.dirname(os.path.dirname(real)))
+    os.symlink(real, os.path.join(cache, "base"))
+    try:
+        _node_suite(ext, "template.test.mjs", {"SBX_TEMPLATE_CACHE": cache})
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+def _node_suite(ext, script, env=None):
     node = shutil.which("node")
     assert node, "node is needed for the E2B SDK tests (scripts/deps.sh installs it)"
     assert os.path.isdir(os.path.join(E2B_DIR, "node_modules", "e2b")), \
         "tests/e2b/node_modules is missing: run scripts/npm-deps.sh"
-    with Daemon(extra_env={"SBX_MAX_PER_KEY": str(PER_KEY)}) as d:
+    with Daemon(extra_env=dict({"SBX_MAX_PER_KEY": str(PER_KEY)}, **(env or {}))) as d:
         admin = d.client()
         k = admin.create_key("e2b-user")
         basic = admin.create_key("e2b-basic", tool_level="basic")

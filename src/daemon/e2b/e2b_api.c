@@ -23,20 +23,13 @@
 #include "../sbxd.h"
 #include "../snapshot/snapcall.h"
 #include "../snapshot/snapshot.h"
+#include "../sandbox/template.h"
 #include "e2b.h"
+#include "e2b_templates.h"
 
 #define E2B_TIMEOUT_DEFAULT 300
 #define E2B_LIST_LIMIT_MAX 100
 #define E2B_METADATA_FILTERS_MAX 16
-
-static void e2b_fail(struct http_req *req, const struct sbx_err *err)
-{
-    const char *code = err->code[0] ? err->code : "internal";
-    unsigned status = http_status_for_code(code);
-    http_respond_json(req, status,
-                      json_pack("{s:i,s:s,s:s}", "code", (int)status, "message",
-                                err->msg[0] ? err->msg : code, "error_code", code));
-}
 
 static void e2b_failf(struct http_req *req, const char *code, const char *msg)
 {
@@ -46,27 +39,10 @@ static void e2b_failf(struct http_req *req, const char *code, const char *msg)
     e2b_fail(req, &e);
 }
 
-/* The key from X-API-KEY (or Bearer), checked as the router checks ours. */
-static int authenticate(struct sbxd *d, struct http_req *req)
-{
-    struct sbx_err err = {0};
-    const char *key = http_req_header(req, "X-API-KEY");
-    const char *h = http_req_header(req, "Authorization");
-    if ((!key || !*key) && h && !strncasecmp(h, "Bearer ", 7))
-        key = h + 7;
-    if (!key || !*key) {
-        sbx_err_set(&err, EACCES, "missing_api_key", "send your sbx key as X-API-KEY");
-    } else if (router_authenticate_key(d->store, req, key, AUTH_SANDBOX, &err) == 0) {
-        return 0;
-    }
-    e2b_fail(req, &err);
-    return -1;
-}
-
 static int lookup(struct sbxd *d, struct http_req *req, struct sandbox **sb)
 {
     struct sbx_err err = {0};
-    if (authenticate(d, req) < 0)
+    if (e2b_authenticate(d, req) < 0)
         return -1;
     if (manager_lookup(d->mgr, http_req_identity(req), http_req_param(req, 0), sb, &err) < 0) {
         e2b_fail(req, &err);
@@ -195,15 +171,6 @@ static struct sbx_op *op_new(struct sbxd *d, struct http_req *req, const char *a
 
 /* ---- create ---- */
 
-static const char *map_template(const char *t)
-{
-    static const char *const base[] = {"base", "code-interpreter-v1", "code-interpreter"};
-    for (size_t i = 0; i < SBX_ARRAY_SIZE(base); i++)
-        if (!strcmp(t, base[i]))
-            return "base";
-    return t;
-}
-
 static int check_metadata(json_t *m, struct sbx_err *err)
 {
     const char *k;
@@ -258,7 +225,7 @@ static void api_create(struct sbxd *d, struct http_req *req)
     struct sandbox_params p;
     struct sandbox *sb;
     long long ttl;
-    if (authenticate(d, req) < 0)
+    if (e2b_authenticate(d, req) < 0)
         return;
     if (http_req_json(req, &body, &err) < 0)
         goto fail;
@@ -295,7 +262,10 @@ static void api_create(struct sbxd *d, struct http_req *req)
     json_t *net = json_object_get(body, "network");
     if (e2b_egress(net, &egress, &err) < 0)
         goto fail;
-    params = json_pack("{s:s,s:I,s:O?}", "template", map_template(tmpl), "ttl_seconds",
+    char sbx_tmpl[TEMPLATE_NAME_MAX + 1];
+    if (e2b_template_for_create(d, tmpl, sbx_tmpl, sizeof(sbx_tmpl), &err) < 0)
+        goto fail;
+    params = json_pack("{s:s,s:I,s:O?}", "template", sbx_tmpl, "ttl_seconds",
                        (json_int_t)ttl, "env", json_is_null(env) ? NULL : env);
     if (json_array_size(json_object_get(net, "allowOut")))
         json_object_set_new(params, "egress", egress_policy_to_json(&egress));
@@ -427,7 +397,7 @@ static int parse_metadata_filter(const char *q, json_t *out, struct sbx_err *err
 static void api_list(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
-    if (authenticate(d, req) < 0)
+    if (e2b_authenticate(d, req) < 0)
         return;
     struct list_ctx c = {.d = d, .limit = E2B_LIST_LIMIT_MAX, .filters = json_object()};
     if (http_req_query_int(req, "limit", 1, E2B_LIST_LIMIT_MAX, "invalid_request", &c.limit, &err) <
@@ -716,7 +686,7 @@ static void api_network(struct sbxd *d, struct http_req *req)
  * the SDK says what is missing instead of "not found". */
 static void api_unsupported(struct sbxd *d, struct http_req *req)
 {
-    if (authenticate(d, req) < 0)
+    if (e2b_authenticate(d, req) < 0)
         return;
     struct sbx_err err = {0};
     const char *path = http_req_path(req);
@@ -748,16 +718,6 @@ static const struct route routes[] = {
     {"GET", "/e2b/api/secrets/{}", AUTH_PUBLIC, api_unsupported, 0},
     {"PATCH", "/e2b/api/secrets/{}", AUTH_PUBLIC, api_unsupported, 0},
     {"DELETE", "/e2b/api/secrets/{}", AUTH_PUBLIC, api_unsupported, 0},
-    {"POST", "/e2b/api/v3/templates", AUTH_PUBLIC, api_unsupported, 0},
-    {"POST", "/e2b/api/v2/templates/{}/builds/{}", AUTH_PUBLIC, api_unsupported, 0},
-    {"GET", "/e2b/api/templates/{}/builds/{}/status", AUTH_PUBLIC, api_unsupported, 0},
-    {"GET", "/e2b/api/templates/{}/files/{}", AUTH_PUBLIC, api_unsupported, 0},
-    {"GET", "/e2b/api/templates/aliases/{}", AUTH_PUBLIC, api_unsupported, 0},
-    {"POST", "/e2b/api/templates/tags", AUTH_PUBLIC, api_unsupported, 0},
-    {"DELETE", "/e2b/api/templates/tags", AUTH_PUBLIC, api_unsupported, 0},
-    {"GET", "/e2b/api/templates/{}/tags", AUTH_PUBLIC, api_unsupported, 0},
-    {"GET", "/e2b/api/templates/{}", AUTH_PUBLIC, api_unsupported, 0},
-    {"DELETE", "/e2b/api/templates/{}", AUTH_PUBLIC, api_unsupported, 0},
 };
 
 const struct route_table e2b_api_routes = ROUTE_TABLE(routes);

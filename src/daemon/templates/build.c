@@ -73,6 +73,7 @@ struct template_build {
     json_t *npm_list;
     json_t *error;    /* {step, code, message, exit_code?, log_tail?} once failed */
     json_t *manifest; /* once ready */
+    json_t *inputs;   /* [{name, path}] copied into the inputs dir at boot, or NULL */
     /* The seal job's outcome. */
     char why[TREE_ERR_MAX];
     int job_r;
@@ -443,6 +444,18 @@ static int write_inputs(struct template_build *tb, struct sandbox *sb, struct sb
     }
     size_t i;
     json_t *v;
+    json_array_foreach(tb->inputs, i, v)
+    {
+        const char *name = json_string_value(json_object_get(v, "name"));
+        const char *path = json_string_value(json_object_get(v, "path"));
+        _cleanup_close_ int in = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_close_ int out =
+            openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (in < 0 || out < 0)
+            return sbx_err_sys(err, errno, "copying the build input %s", name);
+        if ((r = sbx_copy_sparse(in, out)) < 0)
+            return sbx_err_sys(err, -r, "copying the build input %s", name);
+    }
     json_array_foreach(tb->recipe.files, i, v)
     {
         char name[32];
@@ -641,6 +654,7 @@ static void build_free(struct template_build *tb)
     json_decref(tb->npm_list);
     json_decref(tb->error);
     json_decref(tb->manifest);
+    json_decref(tb->inputs);
     free(tb->tmp);
     free(tb->rootfs);
     free(tb);
@@ -804,12 +818,20 @@ static struct template_build *cached_record(struct template_builds *b, struct te
 int template_build_start(struct template_builds *b, const struct auth_identity *who, json_t *body,
                          struct template_build **out, bool *cached, struct sbx_err *err)
 {
+    return template_build_start_with(b, who, body, NULL, out, cached, err);
+}
+
+int template_build_start_with(struct template_builds *b, const struct auth_identity *who,
+                              json_t *body, json_t *inputs, struct template_build **out,
+                              bool *cached, struct sbx_err *err)
+{
     const char *cache = b->cfg->template_cache;
     *cached = false;
     _cleanup_free_ char *pdir = NULL, *final = NULL, *fmanifest = NULL, *ftext = NULL, *tmpl = NULL;
     struct template_build *tb = sbx_xcalloc(1, sizeof(*tb));
     tb->b = b;
     tb->events = json_array();
+    tb->inputs = json_incref(inputs);
     int r = recipe_parse(body, &tb->recipe, err);
     if (r < 0)
         goto fail;
@@ -937,6 +959,24 @@ struct template_build *template_build_find(struct template_builds *b, const char
     if (!tb || !template_usable(tb->owner, tb->shared, user))
         return NULL;
     return tb;
+}
+
+struct template_build *template_build_by_id(struct template_builds *b, const char *id)
+{
+    for (struct template_build *tb = b->list; tb; tb = tb->next)
+        if (!strcmp(tb->id, id))
+            return tb;
+    return NULL;
+}
+
+json_t *template_build_events(const struct template_build *tb)
+{
+    return tb->events;
+}
+
+const char *template_build_status(const struct template_build *tb)
+{
+    return status_name(tb->status);
 }
 
 bool template_build_running(struct template_builds *b, const char *name)

@@ -9,6 +9,7 @@
  * any other template. The steps become one sbx recipe (from, run, start_command,
  * ready_check), so the build is sbx's own: the same sandbox, limits, cache and audit.
  * Aliases, tags, GET and DELETE are in e2b_template_tags.c. */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/crypto.h>
@@ -892,8 +893,21 @@ static json_t *entries(const struct e2b_tbuild *b, json_t **reason)
             const char *step = e2b_step(b, json_string_value(json_object_get(e, "step")));
             const char *tail = json_string_value(json_object_get(e, "stderr_tail"));
             _cleanup_free_ char *msg = sbx_xasprintf(
-                "%s%s%s", json_string_value(json_object_get(e, "message")) ?: "the build failed",
-                tail && *tail ? ": " : "", tail ? tail : "");
+                "%s%s%s%s%s", step && isdigit((unsigned char)*step) ? "step " : "",
+                step && isdigit((unsigned char)*step) ? step : "",
+                step && isdigit((unsigned char)*step) ? ": " : "",
+                json_string_value(json_object_get(e, "message")) ?: "the build failed",
+                tail && *tail ? ": " : "");
+            if (tail && *tail) {
+                /* Its last lines: the SDK shows the message, and E2B's says what broke. */
+                size_t n = strlen(tail);
+                while (n && tail[n - 1] == '\n')
+                    n--;
+                const char *from = tail + (n > 512 ? n - 512 : 0);
+                char *joined = sbx_xasprintf("%s%.*s", msg, (int)(tail + n - from), from);
+                free(msg);
+                msg = joined;
+            }
             json_array_append_new(out, entry(t, "error", msg, step));
             *reason = json_pack("{s:s,s:s?,s:[o]}", "message", msg, "step", step, "logEntries",
                                 entry(t, "error", msg, step));

@@ -80,6 +80,8 @@ describe('Template.build on sbx custom templates', () => {
     // Audited as sbx's own builds, through E2B.
     const a = (await sbx('GET', '/v1/audit?action=template.build')).body.data
     assert.ok(a.some((e) => e.details.via === 'e2b' && e.details.name === NAME && e.outcome === 'started'), JSON.stringify(a))
+    const rq = (await sbx('GET', '/v1/audit?action=template.build_request')).body.data
+    assert.ok(rq.some((e) => e.details.build_id === built.buildId && e.details.name === NAME), JSON.stringify(rq))
     const up = (await sbx('GET', '/v1/audit?action=template.upload')).body.data
     assert.equal(up.filter((e) => e.details.build_id === built.buildId).length, 2)
     // The same template through our API.
@@ -181,6 +183,9 @@ describe('Template.build on sbx custom templates', () => {
     r = await e2b('POST', `/v2/templates/${id}/builds/${build}`, { fromTemplate: 'base', steps: [{ type: 'COPY', args: ['a', '/b'], filesHash: 'b'.repeat(64) }] })
     assert.equal(r.status, 400)
     assert.match(r.body.message, /were not uploaded/)
+    r = await e2b('POST', `/v2/templates/${id}/builds/${build}`, { fromTemplate: 'base', steps: [{ type: 'COPY', args: ['a', '/home/user/a'], filesHash: 'a'.repeat(64) }] })
+    assert.equal(r.status, 400)
+    assert.match(r.body.message, /own workspace/)
     r = await e2b('POST', `/v2/templates/${id}/builds/${build}`, { fromTemplate: 'base', fromImage: 'sbx-base' })
     assert.equal(r.status, 400)
     // A newer request supersedes a build that never started, as on E2B.
@@ -207,7 +212,12 @@ describe('Template.build on sbx custom templates', () => {
     assert.equal(await Template.exists(NAME), false)
     r = await e2b('DELETE', `/templates/${NAME}`)
     assert.equal(r.status, 404)
+    // Snapshot ids are no template names: 404, which deleteSnapshot answers as false.
+    assert.equal(await Sandbox.deleteSnapshot('snap_0123'), false)
     assert.equal((await e2b('DELETE', '/templates/base')).status, 409)
+    const del = (await sbx('GET', '/v1/audit?action=template.delete')).body.data
+    assert.deepEqual(del.map((e) => [e.details.via, e.details.name, e.outcome]).sort(),
+      [['e2b', '', 'template_not_found'], ['e2b', 'base', 'template_builtin'], ['e2b', NAME, 'ok'], ['e2b', NAME, 'template_not_found']])
     await assert.rejects(Sandbox.create(NAME), /400/)
   })
 })

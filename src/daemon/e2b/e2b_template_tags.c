@@ -1,3 +1,6 @@
+/* Import circle with e2b_templates.c (allowed inside a folder,
+ * docs/architecture.md#layering): Template.exists asks it whether a name is being built,
+ * and it records its finished builds' tags here. */
 /* E2B's names, aliases and tags of templates, on sbx's template cache (docs/e2b.md
  * "Templates"):
  *   GET    /e2b/api/templates/aliases/{alias}   Template.exists
@@ -546,7 +549,10 @@ static void api_template_delete(struct sbxd *d, struct http_req *req)
     if (e2b_authenticate(d, req) < 0)
         return;
     int r = e2b_parse_name(http_req_param(req, 0), name, NULL, &err);
-    if (r == 0)
+    if (r < 0) /* no template has such a name: E2B's 404 (deleteSnapshot answers false) */
+        r = sbx_err_set(&err, ENOENT, "template_not_found", "template '%.64s' not found",
+                        http_req_param(req, 0));
+    else
         r = template_delete(d->builds, http_req_identity(req), name, &err);
     audit_record(d->store, http_req_identity(req), NULL, http_req_id(req), "template.delete",
                  NULL, r < 0 ? err.code : "ok", json_pack("{s:s,s:s}", "via", "e2b", "name", name));

@@ -1,3 +1,6 @@
+/* Import circle with e2b_template_tags.c (allowed inside a folder,
+ * docs/architecture.md#layering): a finished build's tags are recorded there, and
+ * Template.exists there asks whether a name is being built here. */
 /* E2B's template builds (the SDK's Template builder, docs/e2b.md "Templates"), on sbx's
  * custom templates (templates/build.c, docs/templates.md):
  *   POST /e2b/api/v3/templates                         a build, waiting for its steps
@@ -522,6 +525,18 @@ static bool valid_user(const char *s)
     return name_like(s, LOWER, LOWER "0123456789-", 32);
 }
 
+/* Is path in what every sandbox mounts over its template (its workspace)? */
+static bool in_workspace(const char *path)
+{
+    static const char *const mounts[] = {E2B_HOME, E2B_WORKSPACE};
+    for (size_t i = 0; path && i < SBX_ARRAY_SIZE(mounts); i++) {
+        size_t n = strlen(mounts[i]);
+        if (!strncmp(path, mounts[i], n) && (!path[n] || path[n] == '/'))
+            return true;
+    }
+    return false;
+}
+
 /* Step i of an E2B build as a recipe run step (appended to run, with its E2B step number
  * to step_of), or a change of ctx; inputs gets the upload a COPY uses. */
 static int translate_step(struct e2b_tbuild *b, size_t i, json_t *step, struct step_ctx *c,
@@ -596,6 +611,11 @@ static int translate_step(struct e2b_tbuild *b, size_t i, json_t *step, struct s
             r = sbx_err_set(err, EINVAL, "invalid_request",
                             "step %zu: the files of COPY %.200s were not uploaded", i + 1,
                             ARG(0));
+        else if (in_workspace(ARG(1)[0] == '/' ? ARG(1) : c->workdir))
+            r = sbx_err_set(err, EINVAL, "invalid_request",
+                            "step %zu: COPY to %.200s: /home/user is each sandbox's own workspace, "
+                            "not part of a template (copy elsewhere, e.g. /opt/app)",
+                            i + 1, ARG(1));
         else if (*owner && !name_like(owner, LOWER, LOWER "0123456789-:", 65))
             r = sbx_err_set(err, EINVAL, "invalid_request", "step %zu: a bad owner", i + 1);
         else if (*mode && (strlen(mode) > 4 || strspn(mode, "01234567") != strlen(mode)))

@@ -26,6 +26,7 @@
 #include "audit/retention.h"
 #include "files/sweep.h"
 #include "live/preview.h"
+#include "e2b/e2b_templates.h"
 #include "templates/build.h"
 #include "templates/pool.h"
 #include "live/ptycall.h"
@@ -264,6 +265,7 @@ int main(int argc, char **argv)
         warm_pool_new(&d.cfg, d.loop, d.mgr, &d.pool, &err) < 0 ||
         retention_new(&d.cfg, d.loop, d.store, &d.retention, &err) < 0 ||
         template_builds_new(&d.cfg, d.loop, d.mgr, d.jobs, &d.builds, &err) < 0 ||
+        e2b_templates_new(&d, &d.e2b_templates, &err) < 0 ||
         http_server_new(d.loop, d.cfg.listen, router_dispatch, &d.router, &limits,
                         &d.http, &err) < 0 ||
         metrics_listener_new(&d, &d.metrics, &err) < 0)
@@ -306,6 +308,7 @@ out:
     mcp_free(d.mcp); /* after the server, which aborted its calls */
     /* After the server: requests waiting on jobs were aborted, so done callbacks only free. */
     jobs_free(d.jobs);
+    e2b_templates_free(d.e2b_templates); /* they follow builds: before those go */
     template_builds_free(d.builds); /* after the jobs (their trees), before the manager */
     artifacts_free(d.artifacts);
     installs_free(d.installs); /* before the manager: its rounds wait on sandboxes */

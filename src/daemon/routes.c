@@ -48,6 +48,8 @@ const struct route_table *const sbxd_routes[] = {
     &e2b_secret_routes,
     &e2b_snapshot_routes,
     &e2b_volume_routes,
+    &e2b_template_routes,
+    &e2b_template_tag_routes,
     &e2b_sandbox_routes,
     &template_routes,
     &chat_routes,

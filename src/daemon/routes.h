@@ -39,6 +39,8 @@ extern const struct route_table e2b_snapshot_routes; /* e2b/e2b_snapshots.c */
 extern const struct route_table e2b_volume_routes; /* e2b/e2b_volumes.c */
 extern const struct route_table e2b_api_routes;  /* e2b/e2b_api.c */
 extern const struct route_table e2b_sandbox_routes; /* e2b/envd_api.c */
+extern const struct route_table e2b_template_routes;     /* e2b/e2b_templates.c */
+extern const struct route_table e2b_template_tag_routes; /* e2b/e2b_template_tags.c */
 extern const struct route_table template_routes; /* templates/templates_api.c */
 extern const struct route_table chat_routes;     /* chat/chat_api.c */
 extern const struct route_table template_build_routes; /* templates/build_api.c */

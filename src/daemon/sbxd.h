@@ -32,6 +32,7 @@ struct sbxd {
     struct installs *installs;   /* skills installed into configurations (skills/installs.c) */
     struct retention *retention; /* pruning by age and the audit anchor (audit/retention.c) */
     struct template_builds *builds; /* custom template builds (templates/build.c) */
+    struct e2b_templates *e2b_templates; /* E2B's template builds (e2b/e2b_templates.c) */
     struct cluster *cluster;        /* this node among the store's (cluster/) */
     struct volumes *volumes;        /* named storage shared by sandboxes (volumes/) */
     /* A key was deleted (keys/keys_api.c): main's hook ends what it opened (terminals,

@@ -8,6 +8,7 @@
 #include "../../common/text.h"
 #include "../../common/util.h"
 #include "../files/workspace.h"
+#include "../http/errors.h"
 #include "../http/router.h"
 #include "../http/server.h"
 #include "../sandbox/runas.h"
@@ -162,4 +163,30 @@ int e2b_user(struct http_req *req, const struct sandbox *sb, const char **user, 
     if (r < 0)
         return sbx_err_set(err, EINVAL, "invalid_user", "invalid username: '%.32s'", name);
     return runas_check(sb, *user, err);
+}
+
+void e2b_fail(struct http_req *req, const struct sbx_err *err)
+{
+    const char *code = err->code[0] ? err->code : "internal";
+    unsigned status = http_status_for_code(code);
+    http_respond_json(req, status,
+                      json_pack("{s:i,s:s,s:s}", "code", (int)status, "message",
+                                err->msg[0] ? err->msg : code, "error_code", code));
+}
+
+/* The key from X-API-KEY (or Bearer), checked as the router checks ours. */
+int e2b_authenticate(struct sbxd *d, struct http_req *req)
+{
+    struct sbx_err err = {0};
+    const char *key = http_req_header(req, "X-API-KEY");
+    const char *h = http_req_header(req, "Authorization");
+    if ((!key || !*key) && h && !strncasecmp(h, "Bearer ", 7))
+        key = h + 7;
+    if (!key || !*key) {
+        sbx_err_set(&err, EACCES, "missing_api_key", "send your sbx key as X-API-KEY");
+    } else if (router_authenticate_key(d->store, req, key, AUTH_SANDBOX, &err) == 0) {
+        return 0;
+    }
+    e2b_fail(req, &err);
+    return -1;
 }

@@ -36,6 +36,13 @@ struct sbxd;
 struct sandbox;
 struct http_req;
 
+/* Answer err as E2B's control plane does: {"code": <HTTP status>, "message",
+ * "error_code": <sbx code>}, the status from http/errors.c. */
+void e2b_fail(struct http_req *req, const struct sbx_err *err);
+/* The key from X-API-KEY (or Bearer), checked as the router checks ours (tool level
+ * sandbox): 0, or -1 once the request was answered with the error. */
+int e2b_authenticate(struct sbxd *d, struct http_req *req);
+
 /* The sandbox's access token, made and stored the first time it is asked for. */
 int e2b_access_token(struct sbxd *d, const struct sandbox *sb, char out[E2B_TOKEN_HEX_LEN + 1],
                      struct sbx_err *err);

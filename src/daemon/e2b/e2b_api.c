@@ -26,24 +26,17 @@
 #include "../sbxd.h"
 #include "../snapshot/snapcall.h"
 #include "../snapshot/snapshot.h"
+#include "../sandbox/template.h"
 #include "e2b.h"
 #include "e2b_api.h"
 #include "e2b_network.h"
 #include "e2b_snapshots.h"
+#include "e2b_templates.h"
 #include "e2b_volumes.h"
 
 #define E2B_TIMEOUT_DEFAULT 300
 #define E2B_LIST_LIMIT_MAX 100
 #define E2B_METADATA_FILTERS_MAX 16
-
-void e2b_fail(struct http_req *req, const struct sbx_err *err)
-{
-    const char *code = err->code[0] ? err->code : "internal";
-    unsigned status = http_status_for_code(code);
-    http_respond_json(req, status,
-                      json_pack("{s:i,s:s,s:s}", "code", (int)status, "message",
-                                err->msg[0] ? err->msg : code, "error_code", code));
-}
 
 void e2b_failf(struct http_req *req, const char *code, const char *msg)
 {
@@ -53,27 +46,10 @@ void e2b_failf(struct http_req *req, const char *code, const char *msg)
     e2b_fail(req, &e);
 }
 
-/* The key from X-API-KEY (or Bearer), checked as the router checks ours. */
-static int authenticate(struct sbxd *d, struct http_req *req)
-{
-    struct sbx_err err = {0};
-    const char *key = http_req_header(req, "X-API-KEY");
-    const char *h = http_req_header(req, "Authorization");
-    if ((!key || !*key) && h && !strncasecmp(h, "Bearer ", 7))
-        key = h + 7;
-    if (!key || !*key) {
-        sbx_err_set(&err, EACCES, "missing_api_key", "send your sbx key as X-API-KEY");
-    } else if (router_authenticate_key(d->store, req, key, AUTH_SANDBOX, &err) == 0) {
-        return 0;
-    }
-    e2b_fail(req, &err);
-    return -1;
-}
-
 static int lookup(struct sbxd *d, struct http_req *req, struct sandbox **sb)
 {
     struct sbx_err err = {0};
-    if (authenticate(d, req) < 0)
+    if (e2b_authenticate(d, req) < 0)
         return -1;
     if (manager_lookup(d->mgr, http_req_identity(req), http_req_param(req, 0), sb, &err) < 0) {
         e2b_fail(req, &err);
@@ -202,15 +178,6 @@ static struct sbx_op *op_new(struct sbxd *d, struct http_req *req, const char *a
 
 /* ---- create ---- */
 
-static const char *map_template(const char *t)
-{
-    static const char *const base[] = {"base", "code-interpreter-v1", "code-interpreter"};
-    for (size_t i = 0; i < SBX_ARRAY_SIZE(base); i++)
-        if (!strcmp(t, base[i]))
-            return "base";
-    return t;
-}
-
 static int check_metadata(json_t *m, struct sbx_err *err)
 {
     const char *k;
@@ -240,7 +207,7 @@ static void api_create(struct sbxd *d, struct http_req *req)
     struct sandbox_params p;
     struct sandbox *sb;
     long long ttl;
-    if (authenticate(d, req) < 0)
+    if (e2b_authenticate(d, req) < 0)
         return;
     if (http_req_json(req, &body, &err) < 0)
         goto fail;
@@ -251,15 +218,16 @@ static void api_create(struct sbxd *d, struct http_req *req)
     }
     const char *tmpl = t ? json_string_value(t) : "base";
     /* A snapshot's id or name (e2b_snapshots.c): its template, over its workspace. */
-    char snap_tmpl[STORE_NAME_MAX + 1];
-    const char *sbx_tmpl = map_template(tmpl);
+    char snap_tmpl[STORE_NAME_MAX + 1], named[TEMPLATE_NAME_MAX + 1];
+    const char *sbx_tmpl = named;
     if (e2b_snapshot_source(d, http_req_identity(req)->user, tmpl, snap_tmpl, sizeof(snap_tmpl),
                             &snap_from) == 1)
         sbx_tmpl = snap_tmpl;
     else if (e2b_snapshot_id(tmpl)) {
         sbx_err_set(&err, ENOENT, "snapshot_not_found", "snapshot %.64s not found", tmpl);
         goto fail;
-    }
+    } else if (e2b_template_for_create(d, tmpl, named, sizeof(named), &err) < 0)
+        goto fail;
     if (timeout_field(req, body, E2B_TIMEOUT_DEFAULT, &ttl) < 0) {
         json_decref(body);
         return;
@@ -427,7 +395,7 @@ static int parse_metadata_filter(const char *q, json_t *out, struct sbx_err *err
 static void api_list(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
-    if (authenticate(d, req) < 0)
+    if (e2b_authenticate(d, req) < 0)
         return;
     struct list_ctx c = {.d = d, .limit = E2B_LIST_LIMIT_MAX, .filters = json_object()};
     if (http_req_query_int(req, "limit", 1, E2B_LIST_LIMIT_MAX, "invalid_request", &c.limit, &err) <
@@ -714,12 +682,7 @@ static void api_network(struct sbxd *d, struct http_req *req)
         http_respond_text(req, 204, "");
 }
 
-/* For the resource files (e2b_secrets.c, ...): the same key check, lookup and body. */
-int e2b_authenticate(struct sbxd *d, struct http_req *req)
-{
-    return authenticate(d, req);
-}
-
+/* For the resource files (e2b_secrets.c, ...): the same lookup and body. */
 int e2b_lookup(struct sbxd *d, struct http_req *req, struct sandbox **sb)
 {
     return lookup(d, req, sb);
@@ -734,7 +697,7 @@ int e2b_optional_body(struct http_req *req, json_t **out)
  * the SDK says what is missing instead of "not found". */
 static void api_unsupported(struct sbxd *d, struct http_req *req)
 {
-    if (authenticate(d, req) < 0)
+    if (e2b_authenticate(d, req) < 0)
         return;
     struct sbx_err err = {0};
     const char *path = http_req_path(req);
@@ -746,12 +709,6 @@ static void api_unsupported(struct sbxd *d, struct http_req *req)
 
 /* Sandbox.deleteSnapshot and Template.delete share the route: a snapshot's id or name
  * is e2b_snapshots.c's; any other name is a template. */
-static void api_template_delete(struct sbxd *d, struct http_req *req)
-{
-    if (authenticate(d, req) == 0 && !e2b_snapshot_delete(d, req))
-        api_unsupported(d, req);
-}
-
 static const struct route routes[] = {
     {"POST", "/e2b/api/sandboxes", AUTH_PUBLIC, api_create, 0},
     {"POST", "/e2b/api/v2/sandboxes", AUTH_PUBLIC, api_create, 0},
@@ -768,16 +725,6 @@ static const struct route routes[] = {
     {"POST", "/e2b/api/sandboxes/{}/fork", AUTH_PUBLIC, api_fork, 0},
     {"PUT", "/e2b/api/sandboxes/{}/network", AUTH_PUBLIC, api_network, 0},
     {"PATCH", "/e2b/api/volumecontent/{}/path", AUTH_PUBLIC, api_unsupported, 0},
-    {"POST", "/e2b/api/v3/templates", AUTH_PUBLIC, api_unsupported, 0},
-    {"POST", "/e2b/api/v2/templates/{}/builds/{}", AUTH_PUBLIC, api_unsupported, 0},
-    {"GET", "/e2b/api/templates/{}/builds/{}/status", AUTH_PUBLIC, api_unsupported, 0},
-    {"GET", "/e2b/api/templates/{}/files/{}", AUTH_PUBLIC, api_unsupported, 0},
-    {"GET", "/e2b/api/templates/aliases/{}", AUTH_PUBLIC, api_unsupported, 0},
-    {"POST", "/e2b/api/templates/tags", AUTH_PUBLIC, api_unsupported, 0},
-    {"DELETE", "/e2b/api/templates/tags", AUTH_PUBLIC, api_unsupported, 0},
-    {"GET", "/e2b/api/templates/{}/tags", AUTH_PUBLIC, api_unsupported, 0},
-    {"GET", "/e2b/api/templates/{}", AUTH_PUBLIC, api_unsupported, 0},
-    {"DELETE", "/e2b/api/templates/{}", AUTH_PUBLIC, api_template_delete, 0},
 };
 
 const struct route_table e2b_api_routes = ROUTE_TABLE(routes);

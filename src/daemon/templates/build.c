@@ -327,6 +327,18 @@ static int write_inputs(struct template_build *tb, struct sandbox *sb, struct sb
     }
     size_t i;
     json_t *v;
+    json_array_foreach(tb->inputs, i, v)
+    {
+        const char *name = json_string_value(json_object_get(v, "name"));
+        const char *path = json_string_value(json_object_get(v, "path"));
+        _cleanup_close_ int in = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_close_ int out =
+            openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (in < 0 || out < 0)
+            return sbx_err_sys(err, errno, "copying the build input %s", name);
+        if ((r = sbx_copy_sparse(in, out)) < 0)
+            return sbx_err_sys(err, -r, "copying the build input %s", name);
+    }
     json_array_foreach(tb->recipe.files, i, v)
     {
         char name[32];
@@ -586,12 +598,20 @@ static struct template_build *cached_record(struct template_builds *b, struct te
 int template_build_start(struct template_builds *b, const struct auth_identity *who, json_t *body,
                          struct template_build **out, bool *cached, struct sbx_err *err)
 {
+    return template_build_start_with(b, who, body, NULL, out, cached, err);
+}
+
+int template_build_start_with(struct template_builds *b, const struct auth_identity *who,
+                              json_t *body, json_t *inputs, struct template_build **out,
+                              bool *cached, struct sbx_err *err)
+{
     const char *cache = b->cfg->template_cache;
     *cached = false;
     _cleanup_free_ char *pdir = NULL, *final = NULL, *fmanifest = NULL, *ftext = NULL, *tmpl = NULL;
     struct template_build *tb = sbx_xcalloc(1, sizeof(*tb));
     tb->b = b;
     tb->events = json_array();
+    tb->inputs = json_incref(inputs);
     int r = recipe_parse(body, &tb->recipe, err);
     if (r < 0)
         goto fail;

@@ -42,6 +42,17 @@ void template_builds_free(struct template_builds *b);
  * (another recipe of the name is being built), template_build_limit, template_limit. */
 int template_build_start(struct template_builds *b, const struct auth_identity *who, json_t *body,
                          struct template_build **out, bool *cached, struct sbx_err *err);
+/* The same, with files the daemon copies into the build sandbox's inputs dir
+ * (TEMPLATE_INPUTS_DIR, beside the recipe's files) before any step runs: inputs is an
+ * array of {"name": "<name in the inputs dir>", "path": "<host path>"} (the E2B surface's
+ * uploaded archives, e2b/e2b_templates.c). Their contents are not part of the recipe
+ * digest: the caller names them by their sha256 in the steps that use them. */
+#define TEMPLATE_INPUTS_DIR "/workspace/.sbx-build"
+#define TEMPLATE_INPUTS_MAX 32                       /* inputs of one build */
+#define TEMPLATE_INPUTS_BYTES (128ll * 1024 * 1024) /* all inputs together */
+int template_build_start_with(struct template_builds *b, const struct auth_identity *who,
+                              json_t *body, json_t *inputs, struct template_build **out,
+                              bool *cached, struct sbx_err *err);
 /* The operator's templates (templates/NAME: base, office, desktop) as `make run` builds
  * them: scripts/build-template.sh NAME (SBX_TEMPLATE_SCRIPT) run on the host, followed as a
  * build record (steps "script", its output as log lines, and "check", the template read
@@ -55,6 +66,12 @@ bool template_build_ended(const struct template_build *tb, bool *ready);
 /* The last build of a template name that user may see, or NULL. */
 struct template_build *template_build_find(struct template_builds *b, const char *name,
                                            const char *user);
+/* The build with this id (tb_...) among those remembered, or NULL. */
+struct template_build *template_build_by_id(struct template_builds *b, const char *id);
+/* Its events so far (borrowed; see template_build_watch for their shapes), and whether it
+ * ended: "building", "ready" or "failed". */
+json_t *template_build_events(const struct template_build *tb);
+const char *template_build_status(const struct template_build *tb);
 /* Is a build of this name under way? */
 bool template_build_running(struct template_builds *b, const char *name);
 /* DELETE /v1/templates/{name}: its owner's (or an admin's). Errors: template_not_found,

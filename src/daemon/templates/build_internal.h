@@ -85,6 +85,7 @@ struct template_build {
     json_t *npm_list;
     json_t *error;    /* {step, code, message, exit_code?, log_tail?} once failed */
     json_t *manifest; /* once ready */
+    json_t *inputs;   /* [{name, path}] copied into the inputs dir at boot, or NULL */
     /* The seal job's outcome. */
     char why[TREE_ERR_MAX];
     int job_r;

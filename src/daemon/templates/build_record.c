@@ -99,6 +99,7 @@ void build_free(struct template_build *tb)
     json_decref(tb->npm_list);
     json_decref(tb->error);
     json_decref(tb->manifest);
+    json_decref(tb->inputs);
     free(tb->tmp);
     free(tb->rootfs);
     free(tb);
@@ -195,6 +196,24 @@ struct template_build *template_build_find(struct template_builds *b, const char
     if (!tb || !template_usable(tb->owner, tb->shared, user))
         return NULL;
     return tb;
+}
+
+struct template_build *template_build_by_id(struct template_builds *b, const char *id)
+{
+    for (struct template_build *tb = b->list; tb; tb = tb->next)
+        if (!strcmp(tb->id, id))
+            return tb;
+    return NULL;
+}
+
+json_t *template_build_events(const struct template_build *tb)
+{
+    return tb->events;
+}
+
+const char *template_build_status(const struct template_build *tb)
+{
+    return status_name(tb->status);
 }
 
 bool template_build_running(struct template_builds *b, const char *name)

@@ -2,9 +2,11 @@
 #ifndef SBX_TEMPLATES_BUILD_SCRIPTS_H
 #define SBX_TEMPLATES_BUILD_SCRIPTS_H
 
+#include "build.h"
+
 /* Where the build's inputs wait in the build sandbox's workspace (host-written before any
  * step of the recipe runs; the workspace is not part of the tree). */
-#define INPUTS "/workspace/.sbx-build"
+#define INPUTS TEMPLATE_INPUTS_DIR
 
 /* "$@": packages. Replaces the apt sources with INPUTS/sources.list when there is one. */
 extern const char TEMPLATE_APT_SCRIPT[];

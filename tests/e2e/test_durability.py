@@ -74,6 +74,20 @@ def store_ok(d):
         con.close()
 
 
+def truncate_wal(d, room=64 * 1024):
+    """Checkpoint sbxd's SQLite WAL into the store and truncate it to nothing; True when done
+    (not blocked by a reader) and the store file has less than room bytes of free pages."""
+    con = sqlite3.connect(os.path.join(d.data_dir, "sbx.db"), timeout=5)
+    try:
+        busy, _, _ = con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        free = (con.execute("PRAGMA freelist_count").fetchone()[0] *
+                con.execute("PRAGMA page_size").fetchone()[0])
+    finally:
+        con.close()
+    assert free < room, "the store has %d bytes of free pages: a result would fit" % free
+    return busy == 0 and os.path.getsize(os.path.join(d.data_dir, "sbx.db-wal")) == 0
+
+
 def test_a_full_data_dir_answers_507_and_recovers():
     d = full_daemon()
     c = d.client()
@@ -124,7 +138,7 @@ def test_an_exec_that_ends_on_a_full_disk_is_recorded_once_there_is_room():
     d = full_daemon()
     c = d.client()
     sid = c.create_sandbox(ttl_seconds=600)["id"]
-    big = 400000  # its result needs new pages of the store, which a full disk refuses
+    big = 1000000  # its result needs new pages of the store, which a full disk refuses
     answer = {}
     # It says it started (its record is in the store by then), waits until the data dir's
     # disk, which its workspace is on, is full, and only then writes its output.
@@ -135,6 +149,11 @@ def test_an_exec_that_ends_on_a_full_disk_is_recorded_once_there_is_room():
     t.start()
     wait_for(lambda: os.path.exists(os.path.join(d.sandbox_dir(sid), "workspace", "started")),
              60, what="the exec to start")
+    # The store's WAL file keeps its size after a checkpoint and SQLite writes over it from
+    # the start, so a WAL grown by earlier tests would take the result without a new block
+    # (the record then lands on the full disk and the test proves nothing). Truncate it
+    # first, and check the file holds too few free pages for the result.
+    wait_for(lambda: truncate_wal(d), 10, 0.1, "the store's WAL to be truncated")
     filler = fill(d)
     try:
         t.join(60)

@@ -271,6 +271,28 @@ def test_e2b_list_metrics_resume_and_context_delete():
         assert st == 404 and json.loads(body)["code"] == 404, body
 
 
+def test_e2b_secret_patch_is_an_update_that_never_returns_the_value():
+    """PATCH /secrets/{id} (E2B's spec; the SDK itself sends POST) makes a new version as
+    POST does, and no answer carries the value."""
+    with Daemon() as d:
+        key = d.client().create_key("e2b-secret-patch")["key"]
+        api = {"X-API-KEY": key, "Content-Type": "application/json"}
+        st, _, body = _raw(d.port, "POST", "/e2b/api/secrets", api,
+                           b'{"name":"patched","value":"first-VALUE-1"}')
+        assert st == 201, body
+        made = json.loads(body)
+        st, _, body = _raw(d.port, "PATCH", "/e2b/api/secrets/" + made["secretID"], api,
+                           b'{"value":"second-VALUE-2"}')
+        assert st == 200, body
+        got = json.loads(body)
+        assert got["secretID"] == made["secretID"]
+        assert got["currentVersion"] == made["currentVersion"] + 1, (made, got)
+        assert b"VALUE" not in body
+        st, _, body = _raw(d.port, "PATCH", "/e2b/api/secrets/sec_nope", api,
+                           b'{"value":"x"}')
+        assert st == 404 and json.loads(body)["code"] == 404, body
+
+
 UNSUPPORTED = [("PATCH", "/volumecontent/vol_1/path")]
 
 

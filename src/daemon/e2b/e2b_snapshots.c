@@ -161,7 +161,7 @@ static void api_snapshot_create(struct sbxd *d, struct http_req *req)
     struct sbx_err err = {0};
     struct sandbox *sb;
     json_t *body = NULL, *rec = NULL, *old = NULL;
-    _cleanup_free_ char *dir = NULL, *from = NULL, *text = NULL, *meta = NULL;
+    _cleanup_free_ char *dir = NULL, *from = NULL, *text = NULL, *meta = NULL, *root = NULL;
     char id[sizeof(SNAP_PREFIX) + SNAP_HEX];
     if (e2b_lookup(d, req, &sb) < 0 || e2b_optional_body(req, &body) < 0)
         return;
@@ -177,7 +177,7 @@ static void api_snapshot_create(struct sbxd *d, struct http_req *req)
         goto fail;
     }
     sbx_random_id(SNAP_PREFIX, SNAP_HEX / 2, id, sizeof(id));
-    _cleanup_free_ char *root = snap_root(d);
+    root = snap_root(d);
     dir = sbx_xasprintf("%s/%s", root, id);
     int r = sbx_mkdir_p(dir, 0700);
     if (r < 0) {

@@ -111,7 +111,8 @@ $(BUILD)/obj/gen/openapi_json.o: $(OPENAPI_GEN)
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu17 -O2 -c $< -o $@
 
-$(CONSOLE_GEN): $(CONSOLE_WEB) $(CONSOLE_DIR)/package-lock.json scripts/console-assets.py
+# The folder too: a page added or removed changes its time, not any listed file's.
+$(CONSOLE_GEN): $(CONSOLE_WEB) $(CONSOLE_DIR)/web $(CONSOLE_DIR)/package-lock.json scripts/console-assets.py
 	@mkdir -p $(dir $@)
 	@scripts/npm-deps.sh $(CONSOLE_DIR)
 	/usr/bin/python3 scripts/console-assets.py $@ $(foreach f,$(CONSOLE_WEB),$(notdir $(f))=$(f)) \

@@ -153,6 +153,18 @@ test('upload a file with progress, see it listed, download it back, preview its 
   await page.waitForFunction(() => (document.querySelector('#preview pre')?.textContent || '').startsWith('hello from the console\n'));
   assert.equal((await page.locator('#preview pre').textContent()).length, 64 * 1024);
   await shot('files');
+  // A PDF is not rendered (the CSP allows no frames or objects): it is offered as a download.
+  const pdf = Buffer.from('%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF\n');
+  await page.locator('#upload').setInputFiles({ name: 'doc.pdf', mimeType: 'application/pdf', buffer: pdf });
+  await page.getByRole('button', { name: 'Preview doc.pdf' }).click();
+  const [pdl] = await Promise.all([
+    page.waitForEvent('download'),
+    page.getByRole('button', { name: 'Open PDF doc.pdf' }).click(),
+  ]);
+  assert.equal(pdl.suggestedFilename(), 'doc.pdf');
+  assert.deepEqual(fs.readFileSync(await pdl.path()), pdf);
+  assert.equal(await page.locator('#preview iframe, #preview object, #preview embed').count(), 0);
+  await shot('files-pdf');
 });
 
 test('an artifact under out/ is listed with its MIME, SHA-256 and a clean scan', async () => {
@@ -179,6 +191,35 @@ test('a matplotlib cell shows its plot as an image', async () => {
   const size = await page.locator('#cells img').evaluate((img) => img.decode().then(() => [img.naturalWidth, img.naturalHeight]));
   assert.ok(size[0] > 100 && size[1] > 100, `image ${size}`);
   await shot('python');
+});
+
+test('a cell\'s HTML output is shown as a table, its script, handlers and links dropped', async () => {
+  let dialogs = 0;
+  const count = () => { dialogs++; };
+  page.on('dialog', count);
+  const before = pageErrors.length;
+  await page.getByLabel('Python code').fill(`display(HTML('''<style>td { color: red }</style>
+<table border="1" class="dataframe" onclick="alert(1)"><thead><tr><th>city</th><th colspan="2" style="color:red">rain</th></tr></thead>
+<tbody><tr><td>Cluj</td><td><b>61</b></td><td><img src="x" onerror="alert(2)"><a href="javascript:alert(3)">mm</a></td></tr></tbody></table>
+<script>alert(4)</script><iframe src="/console"></iframe>'''))`);
+  await page.getByRole('button', { name: 'Run cell' }).click();
+  await page.waitForSelector('#cells .rich table', { timeout: 60000 });
+  const rich = page.locator('#cells .rich').first();
+  assert.equal(await rich.locator('script, style, img, a, iframe').count(), 0);
+  assert.equal(await rich.locator('th[colspan="2"]').textContent(), 'rain');
+  assert.equal(await rich.locator('td b').textContent(), '61');
+  // No attribute survives but a cell's span.
+  const attrs = await rich.evaluate((el) => [...el.querySelectorAll('*')].flatMap((e) => [...e.attributes].map((a) => a.name)));
+  assert.deepEqual(attrs, ['colspan']);
+  assert.match(await rich.textContent(), /^\s*city\s*rain\s*Cluj\s*61\s*mm\s*$/);
+  page.off('dialog', count);
+  assert.equal(dialogs, 0);
+  // Chromium parses the output under the page's CSP, which refuses (and reports) the two
+  // handlers as the parser meets them, before the allowlist drops them: nothing else.
+  const refused = pageErrors.splice(before);
+  assert.equal(refused.length, 2, String(refused));
+  for (const e of refused) assert.match(e, /^Executing inline event handler violates the following Content Security Policy/);
+  await shot('python-html');
 });
 
 test('the exec history opens a command\'s receipt', async () => {
@@ -366,6 +407,16 @@ test('a skill bundle installs into the configuration, its progress and transcrip
   await page.getByRole('button', { name: 'Run', exact: true }).click();
   await page.waitForFunction(() => (document.querySelector('#command-result')?.textContent || '').startsWith('exit 0'), null, { timeout: 30000 });
   assert.equal(await page.locator('#command-output').textContent(), 'done\ntoken 15\n');
+  // The configuration's page lists that sandbox, and its templates query answers.
+  const made = page.url().split('#/sandbox/')[1].split('/')[0];
+  await page.goto(`${CONSOLE}#/config/${config}`);
+  await page.waitForSelector(`#config-sandboxes tr[data-id="${made}"]`);
+  assert.match(await page.locator(`#config-sandboxes tr[data-id="${made}"]`).textContent(), /running/);
+  await page.getByRole('button', { name: 'Query templates' }).click();
+  await page.waitForSelector('#cfg-template-list li[data-name="base"]');
+  assert.match(await page.locator('#cfg-templates').textContent(), /its template base · base: built/);
+  await page.locator('#inventory').scrollIntoViewIfNeeded();
+  await shot('config-inventory');
 });
 
 test('an admin tops up a wallet and sees it charted per day', async () => {
@@ -412,9 +463,10 @@ test('a viewer reads configurations but is offered no change, and the API refuse
   assert.equal(await page.getByRole('button', { name: 'Create configuration' }).count(), 0);
   await page.goto(`${CONSOLE}#/config/${config}`);
   await page.waitForSelector('#env-vars');
-  for (const name of ['Save', 'Run the probe', 'Delete configuration', 'Install'])
+  for (const name of ['Save', 'Run the probe', 'Delete configuration', 'Install', 'Query templates'])
     assert.equal(await page.getByRole('button', { name, exact: true }).count(), 0, name);
   assert.match(await page.locator('#skills').textContent(), /admins only/);
+  assert.equal(await page.locator('#config-sandboxes').count(), 0);
   await shot('viewer-config');
   const r = await page.evaluate(async (id) => {
     const res = await fetch(`/v1/sandbox-configs/${id}`, { method: 'PUT',

@@ -1,12 +1,13 @@
 // Sandbox configurations (docs/configs.md): the list, create one, and a configuration's
 // page: its document (edited as JSON; secrets come back masked and a masked value sent back
-// keeps the stored one), its environment variables (masked), the probe's checks, and its
-// skills (docs/skills.md): add one from the catalog or as a bundle, follow an install's
+// keeps the stored one), its environment variables (masked), the probe's checks, the
+// sandboxes made from it and the templates query (configinfo.js), and its skills (docs/skills.md): add one from the catalog or as a bundle, follow an install's
 // progress and transcript live, reinstall, stop, enable or disable, remove.
 // Reading works with any key; changes need an admin's full-access key, and a configuration's
 // skills are shown to admins only (spec 002's table): the API refuses the rest anyway.
 import { api, stream, upload, enc } from './api.js';
 import { h, attempt, showError, when, whenMs } from './ui.js';
+import { inventorySection, templatesSection } from './configinfo.js';
 
 const EXAMPLE = { template: 'base', env_vars: { GREETING: 'hello' }, network: { deny_egress_by_default: true, allow_out: ['pypi.org'] } };
 const MASK = '********';
@@ -59,6 +60,8 @@ export async function configPage(root, ctx, id) {
   const vars = Object.keys(c.config.env_vars || {});
   const skills = h('section', { id: 'skills' });
   const probe = h('section', { id: 'probe' });
+  const inventory = h('section', { id: 'inventory' });
+  const templates = h('section', { id: 'templates-query' });
   const title = h('span', { class: 'mono' });
   const meta = h('p', { class: 'muted' });
   const about = h('p', { id: 'cfg-about' });
@@ -74,8 +77,10 @@ export async function configPage(root, ctx, id) {
       h('tbody', {}, vars.length ? vars.map((n) => h('tr', {}, h('td', { class: 'mono' }, n),
         h('td', { class: 'mono muted', title: 'Sealed in the store; no answer ever carries the value' }, c.config.env_vars[n] === MASK ? '•••••••• (masked)' : c.config.env_vars[n])))
         : h('tr', {}, h('td', { colspan: 2, class: 'muted' }, 'None.')))),
-    editor(c, admin, show), probe, skills);
+    editor(c, admin, show), probe, inventory, templates, skills);
   probeSection(probe, c, admin);
+  if (ctx.can.admin()) inventorySection(inventory, c);
+  templatesSection(templates, c, admin);
   if (ctx.can.admin()) skillsSection(skills, c, admin, ctx);
   else skills.replaceChildren(h('h2', {}, 'Skills'), h('p', { class: 'muted' }, 'A configuration\'s skills are shown to admins only.'));
 }

@@ -1,7 +1,7 @@
 // A file browser over a files API: a sandbox's workspace (/v1/sandboxes/{id}) or a volume
 // (/v1/volumes/{id}), which list, upload, download and delete the same way. Directory by
 // directory; upload with progress; a file's name previews it (images whole, text its first
-// 64 KiB). PDF previews are not there: the CSP allows no frames or objects (docs/console.md).
+// 64 KiB, a PDF an "Open PDF" download: the CSP allows no frames or objects, docs/console.md).
 import { api, upload, blob, encPath } from './api.js';
 import { h, attempt, when, bytes } from './ui.js';
 
@@ -73,8 +73,8 @@ export function fileBrowser(box, base, canWrite, { root = '', mkdir = null } = {
 const IMAGES = { png: 'image/png', jpg: 'image/jpeg', jpeg: 'image/jpeg', gif: 'image/gif', webp: 'image/webp' };
 const PREVIEW_TEXT_MAX = 64 * 1024;
 
-// Images are shown whole; anything else as text, its first 64 KiB, when it decodes as
-// UTF-8 (else: no preview).
+// Images are shown whole; a PDF (by its magic bytes) is offered as a download; anything
+// else as text, its first 64 KiB, when it decodes as UTF-8 (else: no preview).
 async function preview(url, rel, size, box) {
   const b = await attempt(() => blob(url));
   if (!b) return;
@@ -84,6 +84,14 @@ async function preview(url, rel, size, box) {
   const type = IMAGES[rel.split('.').pop().toLowerCase()];
   if (type) {
     box.replaceChildren(head, h('img', { src: URL.createObjectURL(new Blob([b], { type })), alt: rel, class: 'preview' }));
+    return;
+  }
+  if (b.size >= 5 && await b.slice(0, 5).text() === '%PDF-') {
+    // A PDF viewer needs a frame or an object (the CSP allows neither, and a blob: page
+    // inherits it) or a large script dependency: the file is handed to the browser's
+    // own viewer as a download, fetched with the key in a header, never in a URL.
+    box.replaceChildren(head, h('p', { class: 'muted' }, 'A PDF: the console does not render PDFs; open it in your PDF viewer.'),
+      h('button', { type: 'button', class: 'primary', 'aria-label': `Open PDF ${rel}`, onclick: () => saveBlob(b, rel) }, 'Open PDF (download)'));
     return;
   }
   let text;
@@ -99,7 +107,10 @@ async function preview(url, rel, size, box) {
 
 async function download(url, rel) {
   const b = await attempt(() => blob(url));
-  if (!b) return;
+  if (b) saveBlob(b, rel);
+}
+
+function saveBlob(b, rel) {
   const href = URL.createObjectURL(b);
   const a = h('a', { href, download: rel.split('/').pop(), hidden: true });
   document.body.append(a);

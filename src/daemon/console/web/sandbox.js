@@ -1,6 +1,6 @@
 // One sandbox: its state and actions, and tabs for a command box (streamed over SSE) with
 // the exec history and each exec's receipt, a terminal, background processes, the file
-// browser, artifacts, a Python cell runner, preview links and the egress log.
+// browser, artifacts, a Python cell runner (HTML outputs through richhtml.js), preview links and the egress log.
 import { api, stream } from './api.js';
 import { h, attempt, showError, when, whenMs, timeLeft, bytes, frameText } from './ui.js';
 import { sandboxActions } from './actions.js';
@@ -9,6 +9,7 @@ import { processesTab } from './processes.js';
 import { artifactsTab } from './artifacts.js';
 import { fileBrowser } from './files.js';
 import { previewTab, egressTab } from './network.js';
+import { sanitizeHtml } from './richhtml.js';
 
 const TABS = [['command', 'Command'], ['terminal', 'Terminal'], ['processes', 'Processes'], ['files', 'Files'],
   ['artifacts', 'Artifacts'], ['python', 'Python'], ['preview', 'Preview links'], ['network', 'Egress log']];
@@ -151,6 +152,7 @@ function pythonTab(box, id, ctx) {
     for (const o of r.outputs || []) {
       if (o.mime === 'image/png' || o.mime === 'image/jpeg') out.append(h('img', { src: `data:${o.mime};base64,${o.data}`, alt: 'cell output image' }));
       else if (o.mime === 'text/plain') out.append(h('pre', { class: 'out' }, o.data));
+      else if (o.mime === 'text/html') out.append(h('div', { class: 'rich' }, sanitizeHtml(o.data)));
       else out.append(h('p', { class: 'muted' }, `${o.mime} output (${bytes(o.data?.length)}) not shown`));
     }
     if (r.result !== null && r.result !== undefined) out.append(h('pre', { class: 'out result' }, r.result));

@@ -153,6 +153,11 @@ def test_an_exec_that_ends_on_a_full_disk_is_recorded_once_there_is_room():
     # the start, so a WAL grown by earlier tests would take the result without a new block
     # (the record then lands on the full disk and the test proves nothing). Truncate it
     # first, and check the file holds too few free pages for the result.
+    # The sandboxes the earlier tests deleted are removed by their shims off the daemon's
+    # path; one removed after the disk is filled gives back the room the result needs.
+    sandboxes = os.path.dirname(d.sandbox_dir(sid))
+    wait_for(lambda: set(os.listdir(sandboxes)) <= {x["id"] for x in c.list_sandboxes()},
+             60, 0.2, "the earlier tests' deleted sandboxes to be removed from the disk")
     wait_for(lambda: truncate_wal(d), 10, 0.1, "the store's WAL to be truncated")
     filler = fill(d)
     try:

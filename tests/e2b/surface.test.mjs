@@ -7,18 +7,9 @@ import { after, before, describe, test } from 'node:test'
 import { Sandbox as CodeSandbox } from '@e2b/code-interpreter'
 import { Sandbox } from 'e2b'
 
-const SBX = process.env.SBX_URL
-const KEY = process.env.SBX_KEY
+import { sbx } from './sbxapi.mjs'
 
-async function sbx(method, path, body) {
-  const res = await fetch(SBX + path, {
-    method,
-    headers: { Authorization: `Bearer ${KEY}`, 'Content-Type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  })
-  const text = await res.text()
-  return { status: res.status, body: text ? JSON.parse(text) : null }
-}
+const KEY = process.env.SBX_KEY
 
 let sb
 before(async () => {

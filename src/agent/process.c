@@ -29,7 +29,8 @@
 enum logs_mode {
     LOGS_SNAPSHOT, /* what is kept now, then EXIT */
     LOGS_FOLLOW,   /* what is kept, then live output until the logs end, then EXIT */
-    LOGS_WAIT,     /* nothing; EXIT once the process has exited (process_kill, wait) */
+    LOGS_WAIT,     /* nothing; EXIT once the process has exited (wait) */
+    LOGS_KILL,     /* nothing; EXIT once the process and every member of its group are gone */
 };
 
 struct log_stream;
@@ -71,6 +72,8 @@ struct log_stream {
     uint64_t off[2], end[2]; /* end: UINT64_MAX while following */
     uint64_t window[2];
     uint64_t dropped[2]; /* bytes the ring lost before we could send them */
+    struct loop_timer *group_t; /* LOGS_KILL: looks again whether the group is gone */
+    long long group_deadline_ms;  /* LOGS_KILL: sbx_now_ms after which it answers anyway */
     struct log_stream *next;
 };
 
@@ -243,9 +246,36 @@ static void logs_unlink(struct log_stream *ls)
 
 static void logs_free(struct log_stream *ls)
 {
+    if (ls->group_t)
+        loop_timer_cancel(ls->base.agent->loop, ls->group_t);
     stream_unregister(ls->base.agent, &ls->base);
     logs_unlink(ls);
     free(ls);
+}
+
+static void logs_pump(struct log_stream *ls);
+
+static void logs_group_cb(struct loop *l, void *data)
+{
+    struct log_stream *ls = data;
+    ls->group_t = NULL;
+    logs_pump(ls);
+}
+
+/* LOGS_KILL: true once no process of the leader's group is left, zombies included (the agent
+ * reaps those reparented to it on this loop), or once the wait's bound has passed; until
+ * then a timer looks again. */
+static bool logs_group_gone(struct log_stream *ls)
+{
+    struct process *p = ls->proc;
+    if (kill(-p->pid, 0) < 0 && errno == ESRCH)
+        return true;
+    if (sbx_now_ms() >= ls->group_deadline_ms)
+        return true; /* a member stuck in the kernel: the answer says the leader's end */
+    if (!ls->group_t)
+        ls->group_t = loop_timer_add(ls->base.agent->loop, PROCESS_KILL_GROUP_POLL_MS,
+                                     logs_group_cb, ls);
+    return false;
 }
 
 /* Send what the window allows; end the stream when its mode is satisfied. */
@@ -257,7 +287,7 @@ static void logs_pump(struct log_stream *ls)
     for (int ch = 0; ch < 2; ch++) {
         const struct ring *rg = &p->log[ch];
         uint64_t end = ls->end[ch] < rg->total ? ls->end[ch] : rg->total;
-        if (ls->mode == LOGS_WAIT)
+        if (ls->mode == LOGS_WAIT || ls->mode == LOGS_KILL)
             continue;
         if (ls->off[ch] < ring_start(rg)) {
             ls->dropped[ch] += ring_start(rg) - ls->off[ch];
@@ -279,11 +309,13 @@ static void logs_pump(struct log_stream *ls)
         if (ls->off[ch] < end || (ls->mode == LOGS_FOLLOW && !p->logs_done))
             all_sent = false;
     }
-    bool done = ls->mode == LOGS_WAIT ? !p->running : all_sent;
+    bool done = ls->mode == LOGS_WAIT   ? !p->running
+                : ls->mode == LOGS_KILL ? !p->running && logs_group_gone(ls)
+                                        : all_sent;
     if (!done)
         return;
     json_t *res = process_json(p);
-    if (ls->mode != LOGS_WAIT) {
+    if (ls->mode != LOGS_WAIT && ls->mode != LOGS_KILL) {
         json_object_set_new(res, "stdout_dropped", json_integer((json_int_t)ls->dropped[0]));
         json_object_set_new(res, "stderr_dropped", json_integer((json_int_t)ls->dropped[1]));
     }
@@ -347,6 +379,7 @@ static int logs_attach(struct agent *a, uint32_t id, struct process *p, enum log
     ls->base = (struct stream){.agent = a, .id = id, .ops = &logs_ops};
     ls->proc = p;
     ls->mode = mode;
+    ls->group_deadline_ms = sbx_now_ms() + PROCESS_KILL_GROUP_WAIT_MS;
     for (int ch = 0; ch < 2; ch++) {
         ls->off[ch] = tail ? p->log[ch].total : ring_start(&p->log[ch]);
         ls->dropped[ch] = tail ? 0 : ls->off[ch]; /* what the ring forgot before we came */
@@ -612,7 +645,7 @@ int process_kill_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err 
         return r;
     /* The whole group: members may outlive an exited leader. */
     (void)kill(-p->pid, SIGKILL);
-    return logs_attach(a, id, p, LOGS_WAIT, false, err);
+    return logs_attach(a, id, p, LOGS_KILL, false, err);
 }
 
 int process_logs_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err)

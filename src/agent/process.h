@@ -7,7 +7,8 @@
  * Ops: "process_start", "process_list", "process_get", "process_signal",
  * "process_kill", "process_logs", "process_input". process_start may ask for a stdin pipe
  * (stdin), a lifetime (timeout_ms: SIGKILL to its group then) and keep a label; process_logs
- * with tail follows from the current end. */
+ * with tail follows from the current end. process_kill answers when the whole group is gone
+ * (PROCESS_KILL_GROUP_WAIT_MS at most). */
 #ifndef SBX_AGENT_PROCESS_H
 #define SBX_AGENT_PROCESS_H
 
@@ -27,6 +28,11 @@
 #define PROCESS_INPUT_MAX (256u * 1024u)
 /* Input a process has not read yet that the agent holds for it; more is process_stdin_full. */
 #define PROCESS_INPUT_PENDING_MAX (1024u * 1024u)
+/* process_kill answers once no member of the group is left (SIGKILLed members that outlive
+ * the leader, reparented to the agent, are reaped a moment later): how long it waits for
+ * them at most, and how often it looks. */
+#define PROCESS_KILL_GROUP_WAIT_MS 10000
+#define PROCESS_KILL_GROUP_POLL_MS 10
 
 struct agent;
 

@@ -9,26 +9,18 @@ import { after, describe, test } from 'node:test'
 
 import { Sandbox, Secret, Volume } from 'e2b'
 
-const SBX = process.env.SBX_URL
+import { e2bApi, sbx } from './sbxapi.mjs'
+
 const API = process.env.E2B_API_URL
 const KEY = process.env.SBX_KEY
 const ADMIN = process.env.SBX_ADMIN_KEY
 const VALUE = 'e2b-secret-value-5be1d'
 const sha = (s) => createHash('sha256').update(s).digest('hex')
 
-async function req(base, key, method, path, body) {
-  const res = await fetch(base + path, {
-    method,
-    headers: { 'X-API-KEY': key, Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  })
-  return { status: res.status, text: await res.text() }
-}
-
 async function audit(action) {
-  const r = await req(SBX, ADMIN, 'GET', `/v1/audit?action=${action}&limit=50`)
+  const r = await sbx('GET', `/v1/audit?action=${action}&limit=50`, undefined, ADMIN)
   assert.equal(r.status, 200, r.text)
-  return JSON.parse(r.text).data
+  return r.body.data
 }
 
 // A request from inside the sandbox through its proxy: {status, sha of X-Api-Key, reason}.
@@ -77,7 +69,7 @@ describe('secrets', () => {
     assert.deepEqual(v2.metadata, { env: 'test' })
     // Nothing a client can read holds the value: the raw answers, the audit entries.
     for (const path of ['/secrets', `/secrets/${info.secretId}`, '/secrets/team-token']) {
-      const r = await req(API, process.env.E2B_API_KEY, 'GET', path)
+      const r = await e2bApi('GET', path)
       assert.equal(r.status, 200, r.text)
       assert.ok(!r.text.includes(VALUE), r.text)
       assert.ok(!r.text.includes('sbxenc'), r.text)
@@ -87,9 +79,9 @@ describe('secrets', () => {
     assert.ok(entries.some((e) => e.details.secret_id === info.secretId && e.action === 'secret.update'))
     assert.ok(!JSON.stringify(entries).includes(VALUE))
     // Another user's key sees none of them.
-    const other = await req(SBX, ADMIN, 'POST', '/v1/keys', { user: 'e2b-other', role: 'member', tool_level: 'sandbox' })
+    const other = await sbx('POST', '/v1/keys', { user: 'e2b-other', role: 'member', tool_level: 'sandbox' }, ADMIN)
     assert.equal(other.status, 201, other.text)
-    const r = await req(API, JSON.parse(other.text).key, 'GET', `/secrets/${info.secretId}`)
+    const r = await e2bApi('GET', `/secrets/${info.secretId}`, undefined, other.body.key)
     assert.equal(r.status, 404, r.text)
     assert.equal(await Secret.destroy(info.secretId), true)
     assert.equal(await Secret.destroy(info.secretId), false)
@@ -97,10 +89,10 @@ describe('secrets', () => {
   })
 
   test('bad input is E2B-shaped 4xx', async () => {
-    const r = await req(API, process.env.E2B_API_KEY, 'POST', '/secrets', { name: 'a{b}', value: 'v' })
+    const r = await e2bApi('POST', '/secrets', { name: 'a{b}', value: 'v' })
     assert.equal(r.status, 400, r.text)
-    assert.equal(JSON.parse(r.text).code, 400)
-    const r2 = await req(API, process.env.E2B_API_KEY, 'POST', '/secrets', { name: 'ok', value: '' })
+    assert.equal(r.body.code, 400)
+    const r2 = await e2bApi('POST', '/secrets', { name: 'ok', value: '' })
     assert.equal(r2.status, 400, r2.text)
   })
 })
@@ -129,9 +121,9 @@ describe('network rules inject secrets upstream', () => {
     // The value is nowhere the sandbox or a client can look.
     const env = await sb.commands.run("env; cat /proc/1/environ | tr '\\0' '\\n'; true")
     assert.ok(!env.stdout.includes(VALUE))
-    const info = await req(API, process.env.E2B_API_KEY, 'GET', `/sandboxes/${sb.sandboxId}`)
+    const info = await e2bApi('GET', `/sandboxes/${sb.sandboxId}`)
     assert.ok(!info.text.includes(VALUE))
-    const log = await req(SBX, KEY, 'GET', `/v1/sandboxes/${sb.sandboxId}/egress`)
+    const log = await sbx('GET', `/v1/sandboxes/${sb.sandboxId}/egress`)
     assert.ok(log.text.includes('injected 1 header'), log.text)
     assert.ok(!log.text.includes(VALUE))
 
@@ -158,12 +150,12 @@ describe('network rules inject secrets upstream', () => {
       }),
       (e) => /secret missing not found/.test(e.message),
     )
-    const r = await req(API, process.env.E2B_API_KEY, 'POST', '/sandboxes', {
+    const r = await e2bApi('POST', '/sandboxes', {
       templateID: 'base',
       network: { allowOut: ['allowed.example.com'], rules: { 'allowed.example.com': [{ transform: { headers: { A: '${e2b.identity.tokens.x}' } } }] } },
     })
     assert.equal(r.status, 501, r.text)
-    const p = await req(API, process.env.E2B_API_KEY, 'POST', '/sandboxes', {
+    const p = await e2bApi('POST', '/sandboxes', {
       templateID: 'base', network: { egressProxy: { address: 'p:1080' } },
     })
     assert.equal(p.status, 501, p.text)

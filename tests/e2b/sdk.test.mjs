@@ -8,27 +8,13 @@ import { after, before, describe, test } from 'node:test'
 import { Sandbox as CodeSandbox } from '@e2b/code-interpreter'
 import { CommandExitError, Sandbox } from 'e2b'
 
+import { audit, sbx } from './sbxapi.mjs'
+
 const SBX = process.env.SBX_URL
 const KEY = process.env.SBX_KEY
 const PER_KEY = Number(process.env.SBX_PER_KEY)
 const API = process.env.E2B_API_URL
 const DATA = process.env.E2B_SANDBOX_URL
-
-async function sbx(method, path, body, key = KEY) {
-  const res = await fetch(SBX + path, {
-    method,
-    headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  })
-  const text = await res.text()
-  return { status: res.status, body: text ? JSON.parse(text) : null }
-}
-
-async function audit(sandboxId, action) {
-  const r = await sbx('GET', `/v1/audit?sandbox_id=${sandboxId}&action=${action}`)
-  assert.equal(r.status, 200)
-  return r.body.data
-}
 
 async function liveIds() {
   const r = await sbx('GET', '/v1/sandboxes')

@@ -9,30 +9,11 @@ import { after, before, describe, test } from 'node:test'
 
 import { BuildError, Sandbox, Template, TemplateError } from 'e2b'
 
-const SBX = process.env.SBX_URL
+import { e2bApi, sbx } from './sbxapi.mjs'
+
 const KEY = process.env.SBX_KEY
 const API = process.env.E2B_API_URL
 const NAME = 'e2b-tpl'
-
-async function sbx(method, p, body, key = KEY) {
-  const res = await fetch(SBX + p, {
-    method,
-    headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  })
-  const text = await res.text()
-  return { status: res.status, body: text ? JSON.parse(text) : null }
-}
-
-async function e2b(method, p, body) {
-  const res = await fetch(API + p, {
-    method,
-    headers: { 'X-API-KEY': KEY, 'Content-Type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  })
-  const text = await res.text()
-  return { status: res.status, body: text ? JSON.parse(text) : null }
-}
 
 // The files a COPY step sends: a context directory of their own.
 let ctx
@@ -123,7 +104,7 @@ describe('Template.build on sbx custom templates', () => {
     await assert.rejects(Template.removeTags(NAME, 'default'), (e) => e instanceof TemplateError && /400: Cannot delete the 'default' tag/.test(e.message))
     await assert.rejects(Template.assignTags(`${NAME}:nope`, 'x'), /404: .*tag 'nope' not found/)
     await assert.rejects(Template.getTags('no-such-tpl'), /404/)
-    const t = await e2b('GET', `/templates/${NAME}`)
+    const t = await e2bApi('GET', `/templates/${NAME}`)
     assert.equal(t.status, 200)
     assert.equal(t.body.templateID, NAME)
     assert.deepEqual(t.body.names, [NAME])
@@ -158,12 +139,12 @@ describe('Template.build on sbx custom templates', () => {
   })
 
   test('the wire: bad hashes, upload links and unknown builds', async () => {
-    const req = await e2b('POST', '/v3/templates', { name: 'e2b-tpl-wire' })
+    const req = await e2bApi('POST', '/v3/templates', { name: 'e2b-tpl-wire' })
     assert.equal(req.status, 202)
     assert.deepEqual(req.body.tags, ['default'])
     const id = req.body.templateID, build = req.body.buildID
-    assert.equal((await e2b('GET', `/templates/${id}/files/nothex`)).status, 400)
-    const link = await e2b('GET', `/templates/${id}/files/${'a'.repeat(64)}`)
+    assert.equal((await e2bApi('GET', `/templates/${id}/files/nothex`)).status, 400)
+    const link = await e2bApi('GET', `/templates/${id}/files/${'a'.repeat(64)}`)
     assert.equal(link.status, 201)
     assert.equal(link.body.present, false)
     // The link is the credential: without its token, nothing is kept.
@@ -171,29 +152,29 @@ describe('Template.build on sbx custom templates', () => {
     assert.equal(bad.status, 403)
     const ok = await fetch(link.body.url, { method: 'PUT', body: 'not a tar' })
     assert.equal(ok.status, 200)
-    assert.equal((await e2b('GET', `/templates/${id}/files/${'a'.repeat(64)}`)).body.present, true)
-    let st = await e2b('GET', `/templates/${id}/builds/${build}/status`)
+    assert.equal((await e2bApi('GET', `/templates/${id}/files/${'a'.repeat(64)}`)).body.present, true)
+    let st = await e2bApi('GET', `/templates/${id}/builds/${build}/status`)
     assert.equal(st.status, 200)
     assert.equal(st.body.status, 'waiting')
-    assert.equal((await e2b('GET', `/templates/${id}/builds/00000000-0000-4000-8000-000000000000/status`)).status, 404)
+    assert.equal((await e2bApi('GET', `/templates/${id}/builds/00000000-0000-4000-8000-000000000000/status`)).status, 404)
     // Steps sbx does not map, and a COPY whose files never came.
-    let r = await e2b('POST', `/v2/templates/${id}/builds/${build}`, { fromTemplate: 'base', steps: [{ type: 'ARG', args: [] }] })
+    let r = await e2bApi('POST', `/v2/templates/${id}/builds/${build}`, { fromTemplate: 'base', steps: [{ type: 'ARG', args: [] }] })
     assert.equal(r.status, 400)
     assert.match(r.body.message, /ARG steps are not supported/)
-    r = await e2b('POST', `/v2/templates/${id}/builds/${build}`, { fromTemplate: 'base', steps: [{ type: 'COPY', args: ['a', '/b'], filesHash: 'b'.repeat(64) }] })
+    r = await e2bApi('POST', `/v2/templates/${id}/builds/${build}`, { fromTemplate: 'base', steps: [{ type: 'COPY', args: ['a', '/b'], filesHash: 'b'.repeat(64) }] })
     assert.equal(r.status, 400)
     assert.match(r.body.message, /were not uploaded/)
-    r = await e2b('POST', `/v2/templates/${id}/builds/${build}`, { fromTemplate: 'base', steps: [{ type: 'COPY', args: ['a', '/home/user/a'], filesHash: 'a'.repeat(64) }] })
+    r = await e2bApi('POST', `/v2/templates/${id}/builds/${build}`, { fromTemplate: 'base', steps: [{ type: 'COPY', args: ['a', '/home/user/a'], filesHash: 'a'.repeat(64) }] })
     assert.equal(r.status, 400)
     assert.match(r.body.message, /own workspace/)
-    r = await e2b('POST', `/v2/templates/${id}/builds/${build}`, { fromTemplate: 'base', fromImage: 'sbx-base' })
+    r = await e2bApi('POST', `/v2/templates/${id}/builds/${build}`, { fromTemplate: 'base', fromImage: 'sbx-base' })
     assert.equal(r.status, 400)
     // A newer request supersedes a build that never started, as on E2B.
-    const again = await e2b('POST', '/v3/templates', { name: 'e2b-tpl-wire' })
-    st = await e2b('GET', `/templates/${id}/builds/${build}/status`)
+    const again = await e2bApi('POST', '/v3/templates', { name: 'e2b-tpl-wire' })
+    st = await e2bApi('GET', `/templates/${id}/builds/${build}/status`)
     assert.equal(st.body.status, 'error')
     assert.match(st.body.reason.message, /superseded/)
-    r = await e2b('POST', `/v2/templates/${id}/builds/${build}`, { fromTemplate: 'base' })
+    r = await e2bApi('POST', `/v2/templates/${id}/builds/${build}`, { fromTemplate: 'base' })
     assert.equal(r.status, 400)
     assert.equal(again.status, 202)
     // Another user sees none of it.
@@ -207,14 +188,14 @@ describe('Template.build on sbx custom templates', () => {
   })
 
   test('DELETE /templates/{id} deletes it (false the second time, for the SDK)', async () => {
-    let r = await e2b('DELETE', `/templates/${NAME}`)
+    let r = await e2bApi('DELETE', `/templates/${NAME}`)
     assert.equal(r.status, 204)
     assert.equal(await Template.exists(NAME), false)
-    r = await e2b('DELETE', `/templates/${NAME}`)
+    r = await e2bApi('DELETE', `/templates/${NAME}`)
     assert.equal(r.status, 404)
     // Snapshot ids are no template names: 404, which deleteSnapshot answers as false.
     assert.equal(await Sandbox.deleteSnapshot('snap_0123'), false)
-    assert.equal((await e2b('DELETE', '/templates/base')).status, 409)
+    assert.equal((await e2bApi('DELETE', '/templates/base')).status, 409)
     const del = (await sbx('GET', '/v1/audit?action=template.delete')).body.data
     assert.deepEqual(del.map((e) => [e.details.via, e.details.name, e.outcome]).sort(),
       [['e2b', '', 'template_not_found'], ['e2b', 'base', 'template_builtin'], ['e2b', NAME, 'ok'], ['e2b', NAME, 'template_not_found']])

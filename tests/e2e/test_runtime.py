@@ -284,11 +284,24 @@ def test_partial_frame_never_reaches_agent():
 
 
 def test_frames_discarded_without_client_and_new_client_replaces_old():
-    with Sandbox() as sb:
+    # The agent echoes nothing until the test opens its gate (a file in the workspace), so
+    # the echo of a's frame is made only once a has detached. With the probe agent, a test
+    # process descheduled between a's send and a's close let the echo reach a before it
+    # closed (seen once under load): nothing was then dropped and the wait below timed out.
+    agent = os.path.join(_base(), "gate-agent")
+    with open(agent, "w") as f:
+        f.write(PROBE_AGENT.replace("exec cat", "while [ ! -e /workspace/gate ]; do sleep 0.05; "
+                                                "done\nexec cat"))
+    os.chmod(agent, 0o755)
+    with Sandbox(agent=agent) as sb:
         a = sb.connect()
         a.sendall(frame(0, PING, 0, b"lost"))
-        a.close()  # its echo arrives while nobody is attached: discarded
-        # Dropped after a left (the HELLO at start was dropped too, before any client).
+        a.close()
+        harness.wait_for(lambda: shim_log_has(sb, r"client \d+ detached: EOF"), 30,
+                         what="the shim to see the first client leave")
+        open(os.path.join(sb.ws, "gate"), "w").close()
+        # Its echo arrives while nobody is attached: dropped (the HELLO at start was dropped
+        # too, before any client, so the line must come after the detach).
         harness.wait_for(lambda: shim_log_has(sb, r"client \d+ detached:(.|\n)*no client: "
                                                   r"dropping"), 30,
                          what="the shim to drop the echo nobody was attached for")

@@ -5,29 +5,16 @@ the unmodified e2b SDK and through /v1. Not part of `make bench` or the tests.
     SBX_TEMPLATE_CACHE=/var/cache/sbx/templates python3 bench/bench_e2b.py --build build -n 20
 """
 
-import argparse
 import json
 import os
 import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
-
-
-def median(xs):
-    xs = sorted(xs)
-    return xs[len(xs) // 2]
+from benchdaemon import HERE, median, setup
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default="build")
-    ap.add_argument("-n", type=int, default=20)
-    args = ap.parse_args()
-    os.environ["SBX_BUILD"] = args.build if os.path.isabs(args.build) else os.path.join(REPO, args.build)
-    import harness
+    args, harness = setup(20)
     with harness.Daemon(extra_env={"SBX_MAX_PER_KEY": "4"}) as d:
         key = d.client().create_key("bench")["key"]
         base = "http://127.0.0.1:%d" % d.port

@@ -8,25 +8,7 @@ the rest). Prints medians and the ratios outer / inner. Not part of `make bench`
     SBX_TEMPLATE_CACHE=/var/cache/sbx/templates python3 bench/bench_providers.py --build build -n 5
 """
 
-import argparse
-import os
-import sys
-import time
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
-
-
-def median(xs):
-    xs = sorted(xs)
-    return xs[len(xs) // 2]
-
-
-def timed(fn):
-    t0 = time.perf_counter()
-    r = fn()
-    return time.perf_counter() - t0, r
+from benchdaemon import median, setup, timed
 
 
 def measure(c, n):
@@ -53,12 +35,7 @@ def measure(c, n):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default="build")
-    ap.add_argument("-n", type=int, default=5)
-    args = ap.parse_args()
-    os.environ["SBX_BUILD"] = args.build if os.path.isabs(args.build) else os.path.join(REPO, args.build)
-    import harness
+    args, harness = setup(5)
     with harness.Daemon(extra_env={"SBX_MAX_PER_KEY": "20", "SBX_MAX_PER_USER": "20"}) as inner:
         key = inner.client().create_key("provider")["key"]
         direct = measure(inner.client(inner.client().create_key("direct")["key"]), args.n)

@@ -19,6 +19,7 @@ was found, naming the daemon, its exit status and its log's tail. A test that ca
 here raises Skip(why): the runner counts it as a skip, never as a pass.
 """
 
+import concurrent.futures
 import ctypes
 import glob
 import http.client
@@ -884,6 +885,13 @@ def refused_start(extra_env, timeout=30):
     assert not started, "sbxd started with %r" % (extra_env,)
     assert "during start" in why, "sbxd did not exit with %r: %s" % (extra_env, why[-800:])
     return why
+
+
+def refused_starts(envs, timeout=30):
+    """refused_start for each of envs, all at once (a daemon each: most of a refusal is
+    sbxd's start-up waiting on its own checks, not the CPU): their texts, in envs' order."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(envs)) as ex:
+        return list(ex.map(lambda e: refused_start(e, timeout), envs))
 
 
 def assert_error(r, status, code):

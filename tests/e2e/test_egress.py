@@ -347,10 +347,12 @@ def test_operator_policy_narrows_and_a_sandbox_cannot_widen_it():
 
 def test_operator_policy_file_errors_stop_the_daemon():
     u = up()
-    for bad in ('{"deny_egress_by_default": "yes"}', '{"allow_out": ["10.0.0.0/33"]}',
-                '{"deny_out": ["example.com"]}', '[1]', '{'):
-        path = os.path.join(u.tmp, "bad.json")
+    bads = ('{"deny_egress_by_default": "yes"}', '{"allow_out": ["10.0.0.0/33"]}',
+            '{"deny_out": ["example.com"]}', '[1]', '{')
+    paths = [os.path.join(u.tmp, "bad%d.json" % i) for i in range(len(bads))]
+    for bad, path in zip(bads, paths):
         with open(path, "w") as f:
             f.write(bad)
-        why = harness.refused_start({"SBX_NETWORK_POLICY": path}, timeout=10)
+    whys = harness.refused_starts([{"SBX_NETWORK_POLICY": p} for p in paths], timeout=10)
+    for bad, why in zip(bads, whys):
         assert "network policy" in why, (bad, why[-500:])

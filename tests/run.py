@@ -367,13 +367,26 @@ class External:
             out = (te.stdout or b"").decode("utf-8", "replace")
             return None, out
 
-    def _case(self, case, ok, detail=""):
+    def _case(self, case, ok, detail="", secs=0.0):
         self.cases += 1
         full = "%s.%s" % (self.name, re.sub(r"\s+", "_", case.strip()))
         if ok:
-            self.runner.ok(full, 0.0)
+            self.runner.ok(full, secs)
         else:
             self.runner.fail(full, "failed", detail)
+
+    TAP_DURATION = re.compile(r"^\s*duration_ms:\s*([\d.]+)\s*$")
+
+    def _tap_secs(self, lines, i):
+        """The duration_ms of the YAML block that follows a result line (node --test writes
+        one for each case), in seconds; 0 without one."""
+        for line in lines[i + 1:i + 8]:
+            m = self.TAP_DURATION.match(line)
+            if m:
+                return float(m.group(1)) / 1000
+            if self.TAP_LINE.match(line):
+                break
+        return 0.0
 
     def tap(self, argv, cwd=None, env=None, timeout=SUITE_TIMEOUT - 60):
         """Leaf cases of node's TAP output (a describe() block reports its children)."""
@@ -399,7 +412,8 @@ class External:
                 self._skip(case, skip)
                 continue
             start = entries[j - 1][3] + 1 if j else 0
-            self._case(case, ok, "\n".join(lines[start:i + 30]) if not ok else "")
+            self._case(case, ok, "\n".join(lines[start:i + 30]) if not ok else "",
+                       self._tap_secs(lines, i))
         if rc is None:
             self.runner.fail(self.name, "timed out", out[-4000:])
         elif rc != 0 and not any(not e[1] for e in entries):
@@ -428,7 +442,8 @@ class External:
                 err = tc.find("error")
             bad = bad or err is not None
             self._case(case, err is None,
-                       "" if err is None else (err.get("message", "") + "\n" + (err.text or "")))
+                       "" if err is None else (err.get("message", "") + "\n" + (err.text or "")),
+                       float(tc.get("time") or 0))
         if rc is None:
             self.runner.fail(self.name, "timed out", out[-4000:])
         elif rc not in (0, 1) or (rc == 1 and not bad):

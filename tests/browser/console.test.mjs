@@ -153,13 +153,27 @@ test('upload a file with progress, see it listed, download it back, preview its 
   await page.waitForFunction(() => (document.querySelector('#preview pre')?.textContent || '').startsWith('hello from the console\n'));
   assert.equal((await page.locator('#preview pre').textContent()).length, 64 * 1024);
   await shot('files');
-  // A PDF is not rendered (the CSP allows no frames or objects): it is offered as a download.
-  const pdf = Buffer.from('%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF\n');
+  // A PDF (made by the Python side) is drawn by pdf.js on a canvas, its download at hand;
+  // no frame or object on the page.
+  const pdf = fs.readFileSync(env.SBX_PDF);
   await page.locator('#upload').setInputFiles({ name: 'doc.pdf', mimeType: 'application/pdf', buffer: pdf });
   await page.getByRole('button', { name: 'Preview doc.pdf' }).click();
+  await page.waitForSelector('#pdf-canvas[data-rendered="1"]', { timeout: 30000 });
+  assert.equal(await page.locator('#pdf-page').textContent(), 'page 1 of 1');
+  // The blue box is drawn: most pixels white, a good share of them blue.
+  const [blue, inked] = await page.locator('#pdf-canvas').evaluate((c) => {
+    const px = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    let b = 0, ink = 0;
+    for (let i = 0; i < px.length; i += 4) {
+      if (px[i + 3] && (px[i] < 250 || px[i + 1] < 250 || px[i + 2] < 250)) ink++;
+      if (px[i + 2] > 150 && px[i] < 80) b++;
+    }
+    return [b / (px.length / 4), ink / (px.length / 4)];
+  });
+  assert.ok(blue > 0.2 && inked < 0.6, `blue ${blue}, inked ${inked}`);
   const [pdl] = await Promise.all([
     page.waitForEvent('download'),
-    page.getByRole('button', { name: 'Open PDF doc.pdf' }).click(),
+    page.getByRole('button', { name: 'Download PDF doc.pdf' }).click(),
   ]);
   assert.equal(pdl.suggestedFilename(), 'doc.pdf');
   assert.deepEqual(fs.readFileSync(await pdl.path()), pdf);

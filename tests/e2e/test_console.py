@@ -35,6 +35,30 @@ def skill_zip(path):
         f.write(buf.getvalue())
 
 
+def minimal_pdf(path):
+    """A valid one-page PDF (catalog, pages, page, a content stream, Helvetica, an exact
+    cross-reference table) with a blue box and a line of dark text, for the file browser to draw."""
+    content = (b"0.14 0.34 0.78 rg 30 30 240 70 re f\n"
+               b"0.1 0.1 0.1 rg BT /F1 20 Tf 40 120 Td (Drawn by pdf.js) Tj ET\n")
+    objs = [b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 300 170] /Contents 4 0 R "
+            b"/Resources << /Font << /F1 5 0 R >> >> >>",
+            b"<< /Length %d >>\nstream\n" % len(content) + content + b"endstream",
+            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for i, body in enumerate(objs, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % i + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objs) + 1)
+    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objs) + 1, xref)
+    with open(path, "wb") as f:
+        f.write(out)
+
+
 def suite_console(ext):
     chromium = shutil.which("chromium")
     assert chromium, "Debian's chromium is not installed (scripts/deps.sh installs it)"
@@ -48,6 +72,8 @@ def suite_console(ext):
     tmp = tempfile.mkdtemp(prefix="console-test-")
     bundle = os.path.join(tmp, "console-demo.zip")
     skill_zip(bundle)
+    pdf = os.path.join(tmp, "doc.pdf")
+    minimal_pdf(pdf)
     d = harness.Daemon(extra_env={"SBX_TEMPLATE_CACHE": cache})
     alice = None
     try:
@@ -61,7 +87,7 @@ def suite_console(ext):
                 cwd=BROWSER_DIR,
                 env={"SBX_API": "http://127.0.0.1:%d" % d.port, "SBX_ADMIN_KEY": d.admin_key,
                      "SBX_MEMBER_KEY": member, "SBX_VIEWER_KEY": viewer,
-                     "SBX_SKILL_BUNDLE": bundle,
+                     "SBX_SKILL_BUNDLE": bundle, "SBX_PDF": pdf,
                      "SBX_SHOTS": os.path.join(logdir, "console-shots"),
                      "SBX_CHROMIUM": chromium})
     finally:

@@ -236,6 +236,41 @@ test('a cell\'s HTML output is shown as a table, its script, handlers and links 
   await shot('python-html');
 });
 
+test('an SVG output is shown as an image, its script inert; a data: image inside HTML is kept, a remote one dropped', async () => {
+  let dialogs = 0;
+  const count = () => { dialogs++; };
+  page.on('dialog', count);
+  await page.getByLabel('Python code').fill(`class Badge:
+    def _repr_svg_(self):
+        return ('<svg xmlns="http://www.w3.org/2000/svg" width="160" height="60">'
+                '<rect width="160" height="60" rx="8" fill="#2456c7"/>'
+                '<text x="80" y="37" fill="white" font-size="18" text-anchor="middle">SVG output</text>'
+                '<script>alert(5)</script></svg>')
+display(Badge())
+import io, base64, matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+f = plt.figure(figsize=(2.4, 1.4)); plt.bar(["a", "b", "c"], [3, 1, 2]); b = io.BytesIO(); f.savefig(b, format="png"); plt.close(f)
+display(HTML(f'<p>A chart inside HTML:</p><img alt="bars" width="240" src="data:image/png;base64,{base64.b64encode(b.getvalue()).decode()}">'
+             '<img alt="remote" src="https://example.com/x.png"><img alt="svg-link" src="javascript:alert(6)">'))`);
+  await page.getByRole('button', { name: 'Run cell' }).click();
+  await page.waitForSelector('#cells img.svg', { timeout: 60000 });
+  const svg = page.locator('#cells img.svg').first();
+  assert.match(await svg.getAttribute('src'), /^data:image\/svg\+xml/);
+  assert.deepEqual(await svg.evaluate((img) => img.decode().then(() => [img.naturalWidth, img.naturalHeight])), [160, 60]);
+  // Never an <svg> element in the page: its script has nowhere to run.
+  assert.equal(await page.locator('#cells svg, #cells script').count(), 0);
+  const rich = page.locator('#cells .rich').first();
+  await rich.locator('img[alt="bars"]').waitFor();
+  assert.equal(await rich.locator('img').count(), 1);
+  const attrs = await rich.locator('img').evaluate((img) => [...img.attributes].map((a) => a.name).sort());
+  assert.deepEqual(attrs, ['alt', 'src', 'width']);
+  assert.ok(await rich.locator('img').evaluate((img) => img.decode().then(() => img.naturalWidth > 100)));
+  page.off('dialog', count);
+  assert.equal(dialogs, 0);
+  await shot('python-svg');
+});
+
 test('the exec history opens a command\'s receipt', async () => {
   await page.goto(`${CONSOLE}#/sandbox/${sandbox}/command`);
   await page.waitForSelector('#history tbody tr button');

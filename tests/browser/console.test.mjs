@@ -440,6 +440,8 @@ test('a skill bundle installs into the configuration, its progress and transcrip
   assert.equal(await page.locator('#install-stage').textContent(), 'ready · done');
   assert.equal(await page.locator('#install-progress').evaluate((p) => p.value), 100);
   assert.match(await page.locator('#install-log').textContent(), /install-step-1\ninstall-step-2\ninstall-step-3/);
+  // A line the script wrote in two goes, read as two chunks, is one line of the log.
+  assert.match(await page.locator('#install-log').textContent(), /\none-line-in-two-writes\n/);
   await page.waitForFunction(() => /install-step-3/.test(document.querySelector('#install-transcript')?.textContent || ''));
   assert.equal(await page.locator('#install-transcript .stderr').count(), 0);
   assert.match(await page.locator('#install').textContent(), /^Installing console-demo/);

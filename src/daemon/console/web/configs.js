@@ -189,6 +189,7 @@ function skillsSection(box, c, admin, ctx) {
     const transcript = h('pre', { class: 'out', id: 'install-transcript' });
     live.replaceChildren(h('h2', {}, `Installing ${s.name}`), h('div', { class: 'row' }, bar, stage),
       h('div', { class: 'split' }, h('div', {}, h('h3', {}, 'Progress log'), log), h('div', {}, h('h3', {}, 'Transcript'), transcript)));
+    const lines = logLines(log);
     let transcriptStarted = false;
     const followTranscript = async () => {
       transcriptStarted = true;
@@ -207,11 +208,10 @@ function skillsSection(box, c, admin, ctx) {
       await stream(`${base}/${s.id}/install-events`, undefined, (ev) => {
         if (ev.percent !== undefined) bar.value = ev.percent;
         if (ev.stage) stage.textContent = `${ev.stage}${ev.percent !== undefined ? ` · ${ev.percent}%` : ''}`;
-        // Each event's log on lines of its own: sbxd's notes end with no newline. (A line of the
-        // script's output split across two reads shows as two; the transcript has it whole.)
-        if (ev.log) { log.append(ev.log.endsWith('\n') ? ev.log : `${ev.log}\n`); log.scrollTop = log.scrollHeight; }
+        if (ev.log) { lines.add(ev.log, ev.stream); log.scrollTop = log.scrollHeight; }
         if (!transcriptStarted && ev.stage && ev.stage !== 'queued') followTranscript();
         if (ev.done) {
+          lines.end();
           stage.textContent = `${ev.status || ev.stage} · done`;
           stage.className = `mono status-${ev.status === 'ready' ? 'running' : 'failed'}`;
           load();
@@ -258,4 +258,31 @@ function skillsSection(box, c, admin, ctx) {
       h('option', { value: s.id, 'data-name': s.name }, `${s.name} ${s.version}${s.builtin ? ' (shipped)' : ''}`)))).catch(showError);
   }
   load();
+}
+
+// The progress log's text: the script's output comes in chunks cut where a read ended (a
+// chunk's "stream" says stdout or stderr), sbxd's notes (no stream) as lines with no newline.
+// A stream's unfinished line waits at the end, so a note goes on a line of its own before it
+// and the script's line shows whole once its newline comes.
+function logLines(pre) {
+  const pending = { stdout: h('span', {}), stderr: h('span', { class: 'stderr' }) };
+  pre.append(pending.stdout, pending.stderr);
+  const add = (text, stream) => {
+    const tail = pending[stream];
+    if (!tail) {
+      pending.stdout.before(text.endsWith('\n') ? text : `${text}\n`);
+      return;
+    }
+    const all = tail.textContent + text;
+    const cut = all.lastIndexOf('\n') + 1;
+    if (cut) pending.stdout.before(h('span', { class: stream === 'stderr' ? 'stderr' : null }, all.slice(0, cut)));
+    tail.textContent = all.slice(cut);
+  };
+  return {
+    add,
+    // The round's end: what is left unfinished, shown as the lines it is.
+    end: () => {
+      for (const s of ['stdout', 'stderr']) if (pending[s].textContent) add('\n', s);
+    },
+  };
 }

@@ -315,6 +315,15 @@ test('the egress log shows a connection the policy refused', async () => {
   assert.match(row, /denied/);
   assert.match(await page.locator('#egress-policy').textContent(), /none/);
   await shot('egress');
+  // The policy changed on the running sandbox: an allowlist, shown as the API now has it.
+  await page.getByLabel('Network egress').selectOption('allowlist');
+  await page.getByLabel('Allowed domains').fill('example.org pypi.org');
+  await page.getByRole('button', { name: 'Set policy' }).click();
+  await page.waitForFunction(() => /allowlist: example\.org, pypi\.org/.test(document.querySelector('#egress-policy')?.textContent || ''));
+  await shot('egress-change');
+  await page.getByLabel('Network egress').selectOption('none');
+  await page.getByRole('button', { name: 'Set policy' }).click();
+  await page.waitForFunction(() => /Policy: none/.test(document.querySelector('#egress-policy')?.textContent || ''));
 });
 
 test('a template build\'s log streams in, step by step, to its end', async () => {

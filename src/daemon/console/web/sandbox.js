@@ -43,7 +43,7 @@ export async function sandboxPage(root, ctx, id, tab = 'command') {
   else if (tab === 'artifacts') artifactsTab(body, id);
   else if (tab === 'python') pythonTab(body, id, ctx);
   else if (tab === 'preview') previewTab(body, id, ctx);
-  else if (tab === 'network') egressTab(body, id);
+  else if (tab === 'network') egressTab(body, id, ctx.can.write());
   else commandTab(body, id, ctx);
 }
 

@@ -477,6 +477,24 @@ test('a skill bundle installs into the configuration, its progress and transcrip
   assert.match(await page.locator('#cfg-templates').textContent(), /its template base · base: built/);
   await page.locator('#inventory').scrollIntoViewIfNeeded();
   await shot('config-inventory');
+  // Asked to ensure desktop, which this cache lacks: 202, the operator's script's build
+  // followed live to its end, then the query asked again finds it built.
+  await page.getByLabel('Build desktop if it is not').check();
+  await page.getByRole('button', { name: 'Query templates' }).click();
+  await page.waitForFunction(() => /desktop: building/.test(document.querySelector('#cfg-templates')?.textContent || ''), null, { timeout: 30000 });
+  await page.waitForFunction(() => (document.querySelector('#cfg-template-build #build-end')?.textContent || '') !== '', null, { timeout: 300000 });
+  assert.match(await page.locator('#cfg-template-build #build-end').textContent(), /^Built/);
+  assert.match(await page.locator('#cfg-template-build #build-log').textContent(), /── script/);
+  await page.waitForFunction(() => /desktop: built/.test(document.querySelector('#cfg-templates')?.textContent || ''), null, { timeout: 30000 });
+  await page.locator('#templates-query').scrollIntoViewIfNeeded();
+  await shot('config-templates-build');
+  // Making a template its own is refused while a sandbox made from it lives, as the API says.
+  await page.getByLabel('Build desktop if it is not').uncheck();
+  await page.getByLabel('Make its template').selectOption('standard');
+  await page.getByRole('button', { name: 'Query templates' }).click();
+  await page.waitForSelector('#error:not([hidden])');
+  assert.match(await page.locator('#error').textContent(), /sandboxes_still_live/);
+  await page.getByLabel('Make its template').selectOption('');
 });
 
 test('an admin tops up a wallet and sees it charted per day', async () => {

@@ -65,12 +65,19 @@ def suite_console(ext):
     chromium = shutil.which("chromium")
     assert chromium, "Debian's chromium is not installed (scripts/deps.sh installs it)"
     logdir = os.environ.get("SBX_TEST_LOG_DIR") or tempfile.mkdtemp()
-    # A template cache of its own holding base (a link to the real build), so the template
-    # the page builds lands nowhere another test looks (as in test_template_build.py).
+    # A template cache of its own holding base (a link to the real build), so the templates
+    # the page builds land nowhere another test looks (as in test_template_build.py).
     real = os.path.realpath(os.path.join(
         os.environ.get("SBX_TEMPLATE_CACHE", "/var/cache/sbx/templates"), "base"))
     cache = tempfile.mkdtemp(prefix="console-test-", dir=os.path.dirname(os.path.dirname(real)))
     os.symlink(real, os.path.join(cache, "base"))
+    # Beside it, the trees of base's and desktop's current recipes (make test built them) but
+    # no desktop link: the configuration page's templates query builds desktop, a real run of
+    # the operator's script that finds its recipe's tree and links it (its fast path, seconds).
+    desktop = os.path.realpath(os.path.join(os.path.dirname(real), "desktop"))
+    for tree in (real, desktop):
+        assert os.path.exists(os.path.join(tree, "manifest.json")), tree
+        os.symlink(tree, os.path.join(cache, os.path.basename(tree)))
     tmp = tempfile.mkdtemp(prefix="console-test-")
     bundle = os.path.join(tmp, "console-demo.zip")
     skill_zip(bundle)

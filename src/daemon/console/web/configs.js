@@ -80,7 +80,7 @@ export async function configPage(root, ctx, id) {
     editor(c, admin, show), probe, inventory, templates, skills);
   probeSection(probe, c, admin);
   if (ctx.can.admin()) inventorySection(inventory, c);
-  templatesSection(templates, c, admin);
+  templatesSection(templates, c, admin, ctx, show);
   if (ctx.can.admin()) skillsSection(skills, c, admin, ctx);
   else skills.replaceChildren(h('h2', {}, 'Skills'), h('p', { class: 'muted' }, 'A configuration\'s skills are shown to admins only.'));
 }

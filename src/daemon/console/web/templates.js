@@ -14,39 +14,12 @@ export async function templatesPage(root, ctx) {
   let follow = null;
   ctx.keep(root, () => follow?.abort());
 
-  // A build's events into a log with a progress bar: from its start, then live, to its end.
+  // A build's log, from its start, then live, to its end; the list reloaded after it.
   async function watch(name, body) {
     follow?.abort();
     const mine = new AbortController();
     follow = mine;
-    const bar = h('progress', { id: 'build-progress', max: 100, value: 0 });
-    const step = h('span', { id: 'build-step', class: 'mono' }, 'starting');
-    const log = h('pre', { class: 'out', id: 'build-log' });
-    const end = h('p', { id: 'build-end' });
-    live.replaceChildren(h('h2', {}, `Build of ${name}`), h('div', { class: 'row' }, bar, step), log, end);
-    const onEvent = (ev) => {
-      if (ev.percent !== undefined) bar.value = ev.percent;
-      if (ev.type === 'step') {
-        step.textContent = `${ev.step} (${ev.index}/${ev.total}) · ${ev.percent}%`;
-        log.append(h('span', { class: 'muted' }, `── ${ev.step}\n`));
-      } else if (ev.type === 'log') log.append(h('span', { class: ev.stream === 'stderr' ? 'stderr' : '' }, `${ev.line}\n`));
-      else if (ev.type === 'log_truncated') log.append(h('span', { class: 'stderr' }, '[the log is cut here: 1 MiB]\n'));
-      else if (ev.type === 'done') {
-        step.textContent = `ready${ev.cached ? ' (cached)' : ''} · 100%`;
-        end.replaceChildren(h('strong', { class: 'status-running' }, 'Built'), ` ${bytes(ev.build?.size_bytes)} · digest ${(ev.build?.digest || '').slice(0, 23)}`);
-      } else if (ev.type === 'error') {
-        step.textContent = `failed at ${ev.error.step}`;
-        end.replaceChildren(h('strong', { class: 'status-failed' }, `${ev.error.code}`), `: ${ev.error.message}`,
-          ev.error.stderr_tail ? h('pre', { class: 'out' }, h('span', { class: 'stderr' }, ev.error.stderr_tail)) : '');
-      }
-      log.scrollTop = log.scrollHeight;
-    };
-    try {
-      if (body) await stream('/v1/templates', body, onEvent, mine.signal);
-      else await stream(`/v1/templates/${enc(name)}/build-events`, undefined, onEvent, mine.signal);
-    } catch (e) {
-      if (e.name !== 'AbortError') showError(e);
-    }
+    await followBuild(live, name, body, mine.signal);
     if (follow === mine) reload();
   }
   const reload = async () => {
@@ -96,4 +69,39 @@ export async function templatesPage(root, ctx) {
       ['Name', 'Built on', 'Kind', 'Built', 'Size', 'Contains', 'Warm pool', 'Warm snapshot', 'Digest', '']
         .map((x) => h('th', { scope: 'col' }, x)))), tbody),
     build || '', live);
+}
+
+// A build's events into box as a progress bar, its step, every line it prints (stderr in red)
+// and its end: a recipe's build POSTed as it starts (body), else a build's events from its
+// start (GET build-events: a custom template's last build, or one the templates query started).
+// Resolves when the build's stream ends; failures go to the error banner.
+export async function followBuild(box, name, body, signal) {
+  const bar = h('progress', { id: 'build-progress', max: 100, value: 0, 'aria-label': `Build of ${name}` });
+  const step = h('span', { id: 'build-step', class: 'mono' }, 'starting');
+  const log = h('pre', { class: 'out', id: 'build-log' });
+  const end = h('p', { id: 'build-end' });
+  box.replaceChildren(h('h2', {}, `Build of ${name}`), h('div', { class: 'row' }, bar, step), log, end);
+  const onEvent = (ev) => {
+    if (ev.percent !== undefined) bar.value = ev.percent;
+    if (ev.type === 'step') {
+      step.textContent = `${ev.step} (${ev.index}/${ev.total}) · ${ev.percent}%`;
+      log.append(h('span', { class: 'muted' }, `── ${ev.step}\n`));
+    } else if (ev.type === 'log') log.append(h('span', { class: ev.stream === 'stderr' ? 'stderr' : '' }, `${ev.line}\n`));
+    else if (ev.type === 'log_truncated') log.append(h('span', { class: 'stderr' }, '[the log is cut here: 1 MiB]\n'));
+    else if (ev.type === 'done') {
+      step.textContent = `ready${ev.cached ? ' (cached)' : ''} · 100%`;
+      end.replaceChildren(h('strong', { class: 'status-running' }, 'Built'), ` ${bytes(ev.build?.size_bytes)} · digest ${(ev.build?.digest || '').slice(0, 23)}`);
+    } else if (ev.type === 'error') {
+      step.textContent = `failed at ${ev.error.step}`;
+      end.replaceChildren(h('strong', { class: 'status-failed' }, `${ev.error.code}`), `: ${ev.error.message}`,
+        ev.error.stderr_tail ? h('pre', { class: 'out' }, h('span', { class: 'stderr' }, ev.error.stderr_tail)) : '');
+    }
+    log.scrollTop = log.scrollHeight;
+  };
+  try {
+    if (body) await stream('/v1/templates', body, onEvent, signal);
+    else await stream(`/v1/templates/${enc(name)}/build-events`, undefined, onEvent, signal);
+  } catch (e) {
+    if (e.name !== 'AbortError') showError(e);
+  }
 }

@@ -497,6 +497,31 @@ test('a skill bundle installs into the configuration, its progress and transcrip
   await page.getByLabel('Make its template').selectOption('');
 });
 
+test('personal variables: set for a configuration and for a skill, shown by source only, deleted', async () => {
+  await page.goto(`${CONSOLE}#/variables`);
+  const card = page.locator('#my-vars section[data-config="console-cfg"]');
+  await card.waitFor();
+  assert.match(await card.locator('tr[data-name="CFG_TOKEN"]').textContent(), /the configuration's/);
+  assert.match(await card.locator('tr[data-scope="skill"][data-name="DEMO_TOKEN"]').textContent(), /skill console-demo.*not set/);
+  await page.getByLabel('For').selectOption({ label: 'configuration console-cfg' });
+  await page.getByLabel('Variable', { exact: true }).fill('MY_NOTE');
+  await page.getByLabel('Value (never shown again)').fill('personal-secret-7');
+  await page.getByRole('button', { name: 'Set variable' }).click();
+  await card.locator('tr[data-name="MY_NOTE"]').waitFor();
+  assert.match(await card.locator('tr[data-name="MY_NOTE"]').textContent(), /yours/);
+  const skill = await page.locator('#myvar-target option', { hasText: 'skill console-demo' }).getAttribute('value');
+  await page.getByLabel('For').selectOption(skill);
+  await page.getByLabel('Variable', { exact: true }).fill('DEMO_TOKEN');
+  await page.getByLabel('Value (never shown again)').fill('skill-secret-8');
+  await page.getByRole('button', { name: 'Set variable' }).click();
+  await page.waitForFunction(() => /yours/.test(document.querySelector('#my-vars section[data-config="console-cfg"] tr[data-scope="skill"][data-name="DEMO_TOKEN"]')?.textContent || ''));
+  const html = await page.content();
+  assert.ok(!html.includes('personal-secret-7') && !html.includes('skill-secret-8'), 'a value reached the page');
+  await shot('variables');
+  await page.getByRole('button', { name: 'Delete my MY_NOTE for configuration console-cfg' }).click();
+  await card.locator('tr[data-name="MY_NOTE"]').waitFor({ state: 'detached' });
+});
+
 test('an admin tops up a wallet and sees it charted per day', async () => {
   await page.goto(`${CONSOLE}#/wallet?user=alice`);
   await page.waitForSelector('#wallet');
@@ -562,6 +587,9 @@ test('a viewer reads configurations but is offered no change, and the API refuse
   await page.goto(`${CONSOLE}#/wallet`);
   await page.waitForSelector('#wallet');
   assert.equal(await page.getByRole('button', { name: 'Add', exact: true }).count(), 0);
+  await page.goto(`${CONSOLE}#/variables`);
+  await page.waitForSelector('#my-vars section');
+  assert.equal(await page.getByRole('button', { name: 'Set variable' }).count(), 0);
 });
 
 test('no page error or CSP violation on the way', () => {

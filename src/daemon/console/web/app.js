@@ -13,6 +13,7 @@ import { nodesPage } from './nodes.js';
 import { configsPage, configPage } from './configs.js';
 import { volumesPage, volumePage } from './volumes.js';
 import { egressPicker } from './network.js';
+import { myVarsPage } from './myvars.js';
 
 const main = document.getElementById('main');
 // Each route renders into a fresh element: a page still loading when the route changes
@@ -235,6 +236,7 @@ async function route() {
   if (parts[0] === 'usage') return usagePage(ctx.view, ctx, query || '');
   if (parts[0] === 'wallet') return walletPage(ctx.view, ctx, query || '');
   if (parts[0] === 'nodes') return nodesPage(ctx.view);
+  if (parts[0] === 'variables') return myVarsPage(ctx.view, ctx);
   if (parts[0] === 'audit') return auditPage(query || '');
   return sandboxesPage();
 }

@@ -93,7 +93,7 @@ async function preview(url, rel, size, box) {
     box.replaceChildren(head, h('p', { class: 'muted' }, 'Rendering the PDF…'));
     try {
       // pdf.js hands the bytes to its worker: a copy, so the blob stays whole for Download.
-      await showPdf(box, new Uint8Array(await b.arrayBuffer()), [head, h('div', { class: 'row' }, save)]);
+      await showPdf(box, new Uint8Array(await b.arrayBuffer()), head, save);
     } catch (e) {
       box.replaceChildren(head, h('p', { class: 'stderr-text', id: 'pdf-error' }, `This PDF cannot be shown: ${e?.message || e}`),
         h('div', { class: 'row' }, save));

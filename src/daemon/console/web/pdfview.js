@@ -28,9 +28,10 @@ export function closePdf(box) {
   open.delete(box);
 }
 
-// Draws page 1 of the PDF's bytes into box (after the elements in before), with previous
-// and next buttons when it has more. Throws what pdf.js throws for a file it cannot read.
-export async function showPdf(box, data, before) {
+// Draws page 1 of the PDF's bytes into box under head, with previous and next buttons when it
+// has more (and the controls in extra beside them). Throws what pdf.js throws for a file it
+// cannot read.
+export async function showPdf(box, data, head, extra) {
   closePdf(box);
   const { getDocument } = await pdfjs();
   // No WebAssembly decoders, no font or colour-map files fetched (none are served): fonts
@@ -66,8 +67,8 @@ export async function showPdf(box, data, before) {
   const nav = doc.numPages > 1
     ? h('div', { class: 'row' },
       h('button', { type: 'button', 'aria-label': 'Previous page', onclick: turn(-1) }, '‹ Previous'), where,
-      h('button', { type: 'button', 'aria-label': 'Next page', onclick: turn(1) }, 'Next ›'))
-    : h('div', { class: 'row' }, where);
-  box.replaceChildren(...before, nav, canvas);
+      h('button', { type: 'button', 'aria-label': 'Next page', onclick: turn(1) }, 'Next ›'), extra)
+    : h('div', { class: 'row' }, where, extra);
+  box.replaceChildren(head, nav, canvas);
   await draw();
 }

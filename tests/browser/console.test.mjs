@@ -329,14 +329,19 @@ test('the egress log shows a connection the policy refused', async () => {
 test('a template build\'s log streams in, step by step, to its end', async () => {
   await page.goto(`${CONSOLE}#/templates`);
   await page.getByLabel('Name', { exact: true }).fill('console-demo');
-  await page.getByLabel('Run', { exact: true }).fill('echo built-by-the-console > /etc/console-demo\ncat /etc/console-demo; echo a-warning >&2');
+  await page.getByRole('button', { name: 'Add a file' }).click();
+  await page.getByLabel('File 1 path').fill('/etc/console-demo.conf');
+  await page.getByLabel('Content').fill('made-by-a-recipe-file\n');
+  await page.getByLabel('Run', { exact: true }).fill('echo built-by-the-console > /etc/console-demo\ncat /etc/console-demo /etc/console-demo.conf; echo a-warning >&2');
+  await page.getByLabel('Start command (at every boot)').fill('touch /tmp/console-started');
+  await page.getByLabel('Ready check (polled until it passes)').fill('test -e /tmp/console-started');
   await page.getByRole('button', { name: 'Build', exact: true }).click();
   // A step is on screen while the build runs, then its end.
   await page.waitForFunction(() => /\(\d+\/\d+\)/.test(document.querySelector('#build-step')?.textContent || ''), null, { timeout: 60000 });
   await page.waitForFunction(() => (document.querySelector('#build-end')?.textContent || '') !== '', null, { timeout: 400000 });
   assert.match(await page.locator('#build-end').textContent(), /^Built/);
   const log = await page.locator('#build-log').textContent();
-  assert.match(log, /── run 1\/2[\s\S]*built-by-the-console/);
+  assert.match(log, /── files[\s\S]*── run 1\/2[\s\S]*built-by-the-console\nmade-by-a-recipe-file\n[\s\S]*── ready/);
   // Each line under its own stream: stderr in red, stdout not.
   assert.deepEqual(await page.locator('#build-log span.stderr').allTextContents(), ['a-warning\n']);
   await page.waitForSelector('#templates tr[data-name="console-demo"]');

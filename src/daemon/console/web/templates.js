@@ -1,5 +1,6 @@
 // Templates (docs/templates.md): what each built template holds, its size and its warm pool;
-// a custom template built from a recipe, its build followed live (every step and every line
+// a custom template built from a recipe (packages, files, run commands, a start command and
+// a ready check), its build followed live (every step and every line
 // it prints, then its end), a custom template's last build log, and deleting one.
 import { api, stream, enc } from './api.js';
 import { h, attempt, showError, when, bytes } from './ui.js';
@@ -51,17 +52,26 @@ export async function templatesPage(root, ctx) {
   const apt = h('input', { id: 'tpl-apt', size: 30, placeholder: 'ffmpeg jq' });
   const npm = h('input', { id: 'tpl-npm', size: 30, placeholder: 'docx@9.5.1' });
   const run = h('textarea', { id: 'tpl-run', class: 'code small', spellcheck: 'false', placeholder: 'one shell command a line, run as root in the build' });
+  const start = h('input', { id: 'tpl-start', size: 40, placeholder: 'python3 -m http.server 3000' });
+  const ready = h('input', { id: 'tpl-ready', size: 40, placeholder: 'curl -sf localhost:3000' });
+  const files = recipeFiles();
   const build = ctx.can.write() && h('form', { class: 'card', 'aria-label': 'Build a template', onsubmit: (e) => {
     e.preventDefault();
     const recipe = { name: name.value, from: from.value };
     if (words(apt.value).length) recipe.apt_packages = words(apt.value);
     if (words(npm.value).length) recipe.npm_packages = words(npm.value);
     if (lines(run.value).length) recipe.run = lines(run.value);
+    if (files.value().length) recipe.files = files.value();
+    if (start.value.trim()) recipe.start_command = start.value.trim();
+    if (ready.value.trim()) recipe.ready_check = ready.value.trim();
     watch(name.value, recipe);
   } }, h('h2', {}, 'Build a template'),
   h('div', { class: 'row' }, h('label', { for: 'tpl-name' }, 'Name', name), h('label', { for: 'tpl-from' }, 'From', from),
     h('label', { for: 'tpl-apt' }, 'Debian packages', apt), h('label', { for: 'tpl-npm' }, 'npm packages (global)', npm)),
+  files.box,
   h('label', { for: 'tpl-run' }, 'Run', run),
+  h('div', { class: 'row' }, h('label', { for: 'tpl-start' }, 'Start command (at every boot)', start),
+    h('label', { for: 'tpl-ready' }, 'Ready check (polled until it passes)', ready)),
   h('div', { class: 'row' }, h('button', { class: 'primary', type: 'submit' }, 'Build'),
     h('span', { class: 'muted' }, 'Packages come only from the registries the operator allows; a recipe built before is taken from the cache.')));
   root.replaceChildren(h('h1', {}, 'Templates'),
@@ -104,4 +114,29 @@ export async function followBuild(box, name, body, signal) {
   } catch (e) {
     if (e.name !== 'AbortError') showError(e);
   }
+}
+
+// The recipe's files: a row each (path, mode in octal, content), added and removed by button.
+// value() is the recipe's `files` list.
+function recipeFiles() {
+  const rows = h('div', { id: 'tpl-files' });
+  let n = 0;
+  const add = () => {
+    n++;
+    const path = h('input', { id: `tpl-file-path-${n}`, size: 28, placeholder: '/etc/app.conf', class: 'file-path' });
+    const mode = h('input', { id: `tpl-file-mode-${n}`, size: 5, value: '0644', pattern: '0?[0-7]{3,4}', class: 'file-mode' });
+    const content = h('textarea', { id: `tpl-file-content-${n}`, class: 'code small file-content', spellcheck: 'false' });
+    const row = h('div', { class: 'row recipe-file' },
+      h('label', { for: path.id }, `File ${n} path`, path), h('label', { for: mode.id }, 'Mode', mode),
+      h('label', { for: content.id, class: 'grow' }, 'Content', content),
+      h('button', { type: 'button', 'aria-label': `Remove file ${n}`, onclick: () => row.remove() }, 'Remove'));
+    rows.append(row);
+    path.focus();
+  };
+  const value = () => [...rows.querySelectorAll('.recipe-file')].map((r) => ({
+    path: r.querySelector('.file-path').value.trim(),
+    content: r.querySelector('.file-content').value,
+    mode: Number.parseInt(r.querySelector('.file-mode').value || '644', 8),
+  })).filter((f) => f.path);
+  return { box: h('div', {}, rows, h('button', { type: 'button', onclick: add }, 'Add a file')), value };
 }

@@ -502,6 +502,22 @@ test('a skill bundle installs into the configuration, its progress and transcrip
   await page.getByLabel('Make its template').selectOption('');
 });
 
+test('an admin switches the workspace policy off and on again', async () => {
+  await page.goto(`${CONSOLE}#/configs`);
+  const box = page.getByLabel('Disable workspace scripts (skill install scripts)');
+  await box.waitFor();
+  assert.equal(await box.isChecked(), false);
+  assert.equal(await page.locator('#workspace-scripts').textContent(), 'allowed');
+  await box.check();
+  await page.waitForFunction(() => /^disabled/.test(document.querySelector('#workspace-scripts')?.textContent || ''));
+  await shot('workspace-policy');
+  // As the API keeps it: a reload shows it disabled.
+  await page.reload();
+  await page.waitForFunction(() => /^disabled/.test(document.querySelector('#workspace-scripts')?.textContent || ''));
+  await page.getByLabel('Disable workspace scripts (skill install scripts)').uncheck();
+  await page.waitForFunction(() => (document.querySelector('#workspace-scripts')?.textContent || '') === 'allowed');
+});
+
 test('personal variables: set for a configuration and for a skill, shown by source only, deleted', async () => {
   await page.goto(`${CONSOLE}#/variables`);
   const card = page.locator('#my-vars section[data-config="console-cfg"]');

@@ -34,12 +34,31 @@ export async function configsPage(root, ctx) {
     h('td', {}, c.sandbox_type), h('td', {}, c.config.template || 'base'),
     h('td', {}, Object.keys(c.config.env_vars || {}).length), h('td', { class: 'nowrap' }, when(c.updated_at))));
   root.replaceChildren(h('h1', {}, 'Configurations'),
-    h('p', { class: 'muted' }, 'Named sandbox set-ups: template, limits, variables, network policy and skills. ',
-      list ? `Workspace scripts ${list.workspace_scripts_disabled ? 'disabled' : 'allowed'}.` : ''),
+    h('p', { class: 'muted' }, 'Named sandbox set-ups: template, limits, variables, network policy and skills.'),
+    list ? workspacePolicy(list.workspace_scripts_disabled, configure(ctx)) : '',
     create || '',
     h('table', { id: 'configs' }, h('thead', {}, h('tr', {},
       ['Name', 'Description', 'Backend', 'Template', 'Variables', 'Updated'].map((x) => h('th', { scope: 'col' }, x)))),
     h('tbody', {}, rows.length ? rows : h('tr', {}, h('td', { colspan: 6, class: 'muted' }, 'No configurations.')))));
+}
+
+// The workspace's policy (PUT /v1/sandbox-configs/workspace-policy): when scripts are
+// disabled, a skill install whose SKILL.md names an install script fails without running it
+// (docs/configs.md). A switch for an admin's full-access key, a line of text for others.
+function workspacePolicy(disabled, canChange) {
+  const state = h('span', { id: 'workspace-scripts', 'aria-live': 'polite' });
+  const show = (off) => { state.textContent = off ? 'disabled: skill install scripts are not run' : 'allowed'; };
+  show(disabled);
+  if (!canChange) return h('p', {}, 'Workspace scripts: ', state);
+  const box = h('input', { id: 'workspace-scripts-disabled', type: 'checkbox', checked: !!disabled });
+  box.checked = !!disabled;
+  box.addEventListener('change', async () => {
+    const r = await attempt(() => api('PUT', '/v1/sandbox-configs/workspace-policy', { scripts_disabled: box.checked }));
+    if (r) show(r.workspace_scripts_disabled);
+    box.checked = r ? r.workspace_scripts_disabled : !box.checked;
+  });
+  return h('div', { class: 'row' }, h('label', { class: 'inline', for: 'workspace-scripts-disabled' }, box,
+    'Disable workspace scripts (skill install scripts)'), h('span', {}, 'Workspace scripts: ', state));
 }
 
 // The JSON typed into a configuration's editor, or null (the error shown).

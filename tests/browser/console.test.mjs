@@ -524,14 +524,14 @@ test('personal variables: set for a configuration and for a skill, shown by sour
   await card.waitFor();
   assert.match(await card.locator('tr[data-name="CFG_TOKEN"]').textContent(), /the configuration's/);
   assert.match(await card.locator('tr[data-scope="skill"][data-name="DEMO_TOKEN"]').textContent(), /skill console-demo.*not set/);
-  await page.getByLabel('For', { exact: true }).selectOption({ label: 'configuration console-cfg' });
+  await page.getByLabel('For').selectOption({ label: 'configuration console-cfg' });
   await page.getByLabel('Variable', { exact: true }).fill('MY_NOTE');
   await page.getByLabel('Value (never shown again)').fill('personal-secret-7');
   await page.getByRole('button', { name: 'Set variable' }).click();
   await card.locator('tr[data-name="MY_NOTE"]').waitFor();
   assert.match(await card.locator('tr[data-name="MY_NOTE"]').textContent(), /yours/);
   const skill = await page.locator('#myvar-target option', { hasText: 'skill console-demo' }).getAttribute('value');
-  await page.getByLabel('For', { exact: true }).selectOption(skill);
+  await page.getByLabel('For').selectOption(skill);
   await page.getByLabel('Variable', { exact: true }).fill('DEMO_TOKEN');
   await page.getByLabel('Value (never shown again)').fill('skill-secret-8');
   await page.getByRole('button', { name: 'Set variable' }).click();

@@ -75,7 +75,7 @@ export function templatesSection(box, c, admin, ctx, show) {
   h('label', { for: 'tq-replace' }, 'Make its template', replace),
   h('button', { type: 'submit' }, 'Query templates'));
   box.replaceChildren(h('h2', {}, 'Templates'),
-    admin ? [form, h('p', { class: 'muted' }, 'What its backend can start here. Unticked and with no change, nothing is built or changed; a template is set only once it is built, and not while sandboxes made from the configuration live.')]
-      : h('p', { class: 'muted' }, 'The templates query needs an admin\'s full-access key.'),
+    ...(admin ? [form, h('p', { class: 'muted' }, 'What its backend can start here. Unticked and with no change, nothing is built or changed; a template is set only once it is built, and not while sandboxes made from the configuration live.')]
+      : [h('p', { class: 'muted' }, 'The templates query needs an admin\'s full-access key.')]),
     out, building);
 }

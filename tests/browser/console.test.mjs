@@ -450,18 +450,36 @@ test('a skill bundle installs into the configuration, its progress and transcrip
   await page.waitForSelector('#install-progress');
   // Part way: a stage past queued with its percent, before the end.
   await page.waitForFunction(() => /^(sandbox|unpack|install|snapshot) · \d+%/.test(document.querySelector('#install-stage')?.textContent || ''), null, { timeout: 120000 });
+  // The script waits for guidance: sent from the page, listed, and read by the script.
+  await page.getByLabel(/^Guidance to the install/).fill('proceed-from-the-console');
+  await page.getByRole('button', { name: 'Send guidance' }).click();
+  await page.waitForSelector('#guidance-messages li');
+  assert.match(await page.locator('#guidance-messages li').first().textContent(), /^proceed-from-the-console · (queued|delivered)$/);
   await page.waitForFunction(() => /done$/.test(document.querySelector('#install-stage')?.textContent || ''), null, { timeout: 240000 });
   assert.equal(await page.locator('#install-stage').textContent(), 'ready · done');
   assert.equal(await page.locator('#install-progress').evaluate((p) => p.value), 100);
   assert.match(await page.locator('#install-log').textContent(), /install-step-1\ninstall-step-2\ninstall-step-3/);
   // A line the script wrote in two goes, read as two chunks, is one line of the log.
   assert.match(await page.locator('#install-log').textContent(), /\none-line-in-two-writes\n/);
+  assert.match(await page.locator('#install-log').textContent(), /\nguided: proceed-from-the-console\n/);
+  await page.waitForFunction(() => /\[guidance\] proceed-from-the-console/.test(document.querySelector('#install-transcript')?.textContent || ''));
+  // The round has ended: no more guidance is taken.
+  await page.waitForSelector('form[aria-label="Send guidance to the install"]', { state: 'hidden' });
   await page.waitForFunction(() => /install-step-3/.test(document.querySelector('#install-transcript')?.textContent || ''));
   assert.equal(await page.locator('#install-transcript .stderr').count(), 0);
   assert.match(await page.locator('#install').textContent(), /^Installing console-demo/);
   await page.waitForFunction(() => /ready/.test(document.querySelector('#config-skills tr[data-name="console-demo"]')?.textContent || ''));
   assert.match(await page.locator('#config-skills tr[data-name="console-demo"]').textContent(), /DEMO_TOKEN: not set/);
   await shot('skills');
+  // The install's own variable, set for this configuration: shown as set, never its value.
+  await page.getByRole('button', { name: 'Variables of console-demo' }).click();
+  await page.getByLabel('Value of DEMO_TOKEN').fill('install-secret-9');
+  await page.getByRole('button', { name: 'Save DEMO_TOKEN' }).click();
+  await page.waitForFunction(() => /DEMO_TOKEN: set/.test(document.querySelector('#config-skills tr[data-name="console-demo"]')?.textContent || ''));
+  assert.equal(await page.locator('#skill-vars tr[data-name="DEMO_TOKEN"] .skillvar-state').textContent(), 'set');
+  assert.ok(!(await page.content()).includes('install-secret-9'), 'a value reached the page');
+  await page.locator('#install-vars').scrollIntoViewIfNeeded();
+  await shot('skill-vars');
   // A sandbox made from the configuration has the skill and what its install script left.
   await page.goto(`${CONSOLE}#/sandboxes`);
   await page.waitForSelector('#config option:nth-child(2)', { state: 'attached' });
@@ -523,7 +541,8 @@ test('personal variables: set for a configuration and for a skill, shown by sour
   const card = page.locator('#my-vars section[data-config="console-cfg"]');
   await card.waitFor();
   assert.match(await card.locator('tr[data-name="CFG_TOKEN"]').textContent(), /the configuration's/);
-  assert.match(await card.locator('tr[data-scope="skill"][data-name="DEMO_TOKEN"]').textContent(), /skill console-demo.*not set/);
+  // The configuration's value of the skill's variable, set on its install above.
+  assert.match(await card.locator('tr[data-scope="skill"][data-name="DEMO_TOKEN"]').textContent(), /skill console-demo.*the configuration's/);
   await page.getByLabel('For').selectOption({ label: 'configuration console-cfg' });
   await page.getByLabel('Variable', { exact: true }).fill('MY_NOTE');
   await page.getByLabel('Value (never shown again)').fill('personal-secret-7');

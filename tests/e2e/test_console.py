@@ -17,7 +17,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BROWSER_DIR = os.path.join(REPO, "tests", "browser")
 
 # A skill whose install script prints as it goes, so the page has progress to follow (and one
-# line in two writes, read as two chunks, which the page shows as the one line it is); it is
+# line in two writes, read as two chunks, which the page shows as the one line it is, and a
+# wait for the guidance the page sends it); it is
 # uploaded as a bundle from the page (no skill index or registry: tests/e2e/test_skill_installs.py).
 SKILL_MD = ("---\nname: console-demo\ndescription: A skill installed from the console's test.\n"
             "version: 1.0.0\ninstall: install.sh\nenvs:\n  - name: DEMO_TOKEN\n"
@@ -25,6 +26,10 @@ SKILL_MD = ("---\nname: console-demo\ndescription: A skill installed from the co
 INSTALL_SH = ("echo installing $SKILL_NAME $SKILL_VERSION\n"
               "for i in 1 2 3; do echo install-step-$i; sleep 0.3; done\n"
               "printf 'one-line-'; sleep 0.5; echo 'in-two-writes'\n"
+              # Waits (up to a minute) for the guidance the page sends, and shows it.
+              "i=0; while ! grep -q proceed \"$SKILL_GUIDANCE_FILE\" 2>/dev/null; do\n"
+              "  i=$((i+1)); [ $i -gt 600 ] && break; sleep 0.1; done\n"
+              "echo guided: $(grep -o 'proceed[a-z-]*' \"$SKILL_GUIDANCE_FILE\")\n"
               "echo done > installed.marker\n")
 
 

@@ -8,6 +8,7 @@
 import { api, stream, upload, enc } from './api.js';
 import { h, attempt, showError, when, whenMs } from './ui.js';
 import { inventorySection, templatesSection } from './configinfo.js';
+import { installVars, guidance } from './skillextras.js';
 
 const EXAMPLE = { template: 'base', env_vars: { GREETING: 'hello' }, network: { deny_egress_by_default: true, allow_out: ['pypi.org'] } };
 const MASK = '********';
@@ -164,8 +165,14 @@ function skillsSection(box, c, admin, ctx) {
   const base = `/v1/sandbox-configs/${c.id}/skills`;
   const tbody = h('tbody');
   const live = h('section', { id: 'install', 'aria-live': 'polite' });
+  const vars = h('section', { id: 'install-vars' });
   let follow = null;
   ctx.keep(box, () => follow?.abort());
+  // An install's variables below the list, shown again (from the reloaded list) after a change.
+  const showVars = (s) => installVars(vars, `${base}/${s.id}`, s, async () => {
+    const again = (await load()).find((x) => x.id === s.id);
+    if (again) showVars(again);
+  });
   const load = async () => {
     const list = await attempt(() => api('GET', base));
     if (!list) return [];
@@ -187,6 +194,8 @@ function skillsSection(box, c, admin, ctx) {
           await attempt(() => api('PATCH', `${base}/${s.id}`, { enabled: !s.enabled }));
           load();
         } }, s.enabled ? 'Disable' : 'Enable'), ' ',
+        admin && (s.envs || []).length > 0 && h('button', { type: 'button', 'aria-label': `Variables of ${s.name}`,
+          onclick: () => showVars(s) }, 'Variables'), ' ',
         admin && h('button', { type: 'button', class: 'danger', 'aria-label': `Remove ${s.name}`, onclick: async () => {
           if (!confirm(`Remove skill ${s.name} from ${c.name}?`)) return;
           await attempt(() => api('DELETE', `${base}/${s.id}`));
@@ -206,8 +215,13 @@ function skillsSection(box, c, admin, ctx) {
     const stage = h('span', { id: 'install-stage', class: 'mono' }, 'queued');
     const log = h('pre', { class: 'out', id: 'install-log' });
     const transcript = h('pre', { class: 'out', id: 'install-transcript' });
+    const steer = h('div', { id: 'guidance' });
     live.replaceChildren(h('h2', {}, `Installing ${s.name}`), h('div', { class: 'row' }, bar, stage),
-      h('div', { class: 'split' }, h('div', {}, h('h3', {}, 'Progress log'), log), h('div', {}, h('h3', {}, 'Transcript'), transcript)));
+      h('div', { class: 'split' }, h('div', {}, h('h3', {}, 'Progress log'), log), h('div', {}, h('h3', {}, 'Transcript'), transcript)),
+      steer);
+    // Admins guide the round while it runs; the box goes when it ends.
+    const guided = admin ? guidance(steer, `${base}/${s.id}`) : null;
+    let lastStage = null;
     const lines = logLines(log);
     let transcriptStarted = false;
     const followTranscript = async () => {
@@ -227,6 +241,9 @@ function skillsSection(box, c, admin, ctx) {
       await stream(`${base}/${s.id}/install-events`, undefined, (ev) => {
         if (ev.percent !== undefined) bar.value = ev.percent;
         if (ev.stage) stage.textContent = `${ev.stage}${ev.percent !== undefined ? ` · ${ev.percent}%` : ''}`;
+        // Whether the round takes guidance (and the messages' state) asked again as it moves on.
+        if (ev.stage !== lastStage) guided?.then((reload) => reload());
+        lastStage = ev.stage;
         if (ev.log) { lines.add(ev.log, ev.stream); log.scrollTop = log.scrollHeight; }
         if (!transcriptStarted && ev.stage && ev.stage !== 'queued') followTranscript();
         if (ev.done) {
@@ -271,7 +288,7 @@ function skillsSection(box, c, admin, ctx) {
   box.replaceChildren(h('h2', {}, 'Skills'), add || '',
     h('table', { id: 'config-skills' }, h('thead', {}, h('tr', {},
       ['Skill', 'Version', 'Status', 'Enabled', 'Served', 'Variables', 'Error', 'Updated', ''].map((x) => h('th', { scope: 'col' }, x)))), tbody),
-    live);
+    vars, live);
   if (admin) {
     api('GET', '/v1/skills/catalog').then((cat) => catalog.replaceChildren(...cat.data.map((s) =>
       h('option', { value: s.id, 'data-name': s.name }, `${s.name} ${s.version}${s.builtin ? ' (shipped)' : ''}`)))).catch(showError);

@@ -520,6 +520,18 @@ test('a skill bundle installs into the configuration, its progress and transcrip
   await page.getByLabel('Make its template').selectOption('');
 });
 
+test('the skill catalog lists the uploaded skill where it is installed, and refuses to delete it while it is', async () => {
+  await page.goto(`${CONSOLE}#/skills`);
+  const row = page.locator('#catalog tr[data-name="console-demo"]');
+  await row.waitFor();
+  assert.match(await row.textContent(), /1\.0\.0.*upload.*DEMO_TOKEN.*console-cfg · ready/);
+  assert.match(await page.locator('#catalog tr[data-name="docx"]').textContent(), /shipped/);
+  await shot('catalog');
+  await page.getByRole('button', { name: 'Delete console-demo from the catalog' }).click();
+  await page.waitForSelector('#error:not([hidden])');
+  assert.match(await page.locator('#error').textContent(), /skill_in_use.*request id req_/);
+});
+
 test('an admin switches the workspace policy off and on again', async () => {
   await page.goto(`${CONSOLE}#/configs`);
   const box = page.getByLabel('Disable workspace scripts (skill install scripts)');
@@ -630,6 +642,10 @@ test('a viewer reads configurations but is offered no change, and the API refuse
   await page.goto(`${CONSOLE}#/variables`);
   await page.waitForSelector('#my-vars section');
   assert.equal(await page.getByRole('button', { name: 'Set variable' }).count(), 0);
+  await page.goto(`${CONSOLE}#/skills`);
+  await page.waitForSelector('#catalog tr[data-name="console-demo"]');
+  assert.equal(await page.getByRole('button', { name: /^(Delete|Install) / }).count(), 0);
+  assert.equal(await page.locator('#catalog-bundle').count(), 0);
 });
 
 test('no page error or CSP violation on the way', () => {

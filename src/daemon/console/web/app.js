@@ -14,6 +14,7 @@ import { configsPage, configPage } from './configs.js';
 import { volumesPage, volumePage } from './volumes.js';
 import { egressPicker } from './network.js';
 import { myVarsPage } from './myvars.js';
+import { catalogPage } from './catalog.js';
 
 const main = document.getElementById('main');
 // Each route renders into a fresh element: a page still loading when the route changes
@@ -237,6 +238,7 @@ async function route() {
   if (parts[0] === 'wallet') return walletPage(ctx.view, ctx, query || '');
   if (parts[0] === 'nodes') return nodesPage(ctx.view);
   if (parts[0] === 'variables') return myVarsPage(ctx.view, ctx);
+  if (parts[0] === 'skills') return catalogPage(ctx.view, ctx);
   if (parts[0] === 'audit') return auditPage(query || '');
   return sandboxesPage();
 }

@@ -511,12 +511,13 @@ test('a skill bundle installs into the configuration, its progress and transcrip
   await page.waitForFunction(() => /desktop: built/.test(document.querySelector('#cfg-templates')?.textContent || ''), null, { timeout: 30000 });
   await page.locator('#templates-query').scrollIntoViewIfNeeded();
   await shot('config-templates-build');
-  // Making a template its own is refused while a sandbox made from it lives, as the API says.
+  // Making desktop its template is refused, before anything is built: the configuration
+  // does not enable the desktop.
   await page.getByLabel('Build desktop if it is not').uncheck();
-  await page.getByLabel('Make its template').selectOption('standard');
+  await page.getByLabel('Make its template').selectOption('desktop');
   await page.getByRole('button', { name: 'Query templates' }).click();
   await page.waitForSelector('#error:not([hidden])');
-  assert.match(await page.locator('#error').textContent(), /sandboxes_still_live/);
+  assert.match(await page.locator('#error').textContent(), /invalid_sandbox_config.*request id req_/);
   await page.getByLabel('Make its template').selectOption('');
 });
 
@@ -555,14 +556,14 @@ test('personal variables: set for a configuration and for a skill, shown by sour
   assert.match(await card.locator('tr[data-name="CFG_TOKEN"]').textContent(), /the configuration's/);
   // The configuration's value of the skill's variable, set on its install above.
   assert.match(await card.locator('tr[data-scope="skill"][data-name="DEMO_TOKEN"]').textContent(), /skill console-demo.*the configuration's/);
-  await page.getByLabel('For').selectOption({ label: 'configuration console-cfg' });
+  await page.getByRole('combobox', { name: /^For/ }).selectOption({ label: 'configuration console-cfg' });
   await page.getByLabel('Variable', { exact: true }).fill('MY_NOTE');
   await page.getByLabel('Value (never shown again)').fill('personal-secret-7');
   await page.getByRole('button', { name: 'Set variable' }).click();
   await card.locator('tr[data-name="MY_NOTE"]').waitFor();
   assert.match(await card.locator('tr[data-name="MY_NOTE"]').textContent(), /yours/);
   const skill = await page.locator('#myvar-target option', { hasText: 'skill console-demo' }).getAttribute('value');
-  await page.getByLabel('For').selectOption(skill);
+  await page.getByRole('combobox', { name: /^For/ }).selectOption(skill);
   await page.getByLabel('Variable', { exact: true }).fill('DEMO_TOKEN');
   await page.getByLabel('Value (never shown again)').fill('skill-secret-8');
   await page.getByRole('button', { name: 'Set variable' }).click();

@@ -17,7 +17,7 @@ export async function catalogPage(root, ctx) {
     tbody.replaceChildren(...list.data.map((s) => h('tr', { 'data-name': s.name },
       h('td', { class: 'mono' }, s.name), h('td', {}, s.version),
       h('td', {}, s.builtin ? 'shipped' : s.source), h('td', { class: 'details' }, s.description || ''),
-      h('td', { class: 'details' }, (s.envs || []).map((v) => `${v.name}${v.required ? '*' : ''}`).join('\n')),
+      h('td', { class: 'mono nowrap' }, (s.envs || []).map((v) => `${v.name}${v.required ? '*' : ''}`).join(' ')),
       h('td', { class: 'details installs' }, (s.installations || []).map((i) =>
         h('div', {}, h('a', { href: `#/config/${i.sandbox_config_id}` }, configs.get(i.sandbox_config_id) || i.sandbox_config_id),
           ` · ${i.status}${i.enabled ? '' : ' (disabled)'}`))),

@@ -59,6 +59,7 @@ DAEMON_OBJ += $(BUILD)/obj/gen/openapi_json.o
 CONSOLE_DIR := src/daemon/console
 CONSOLE_WEB := $(wildcard $(CONSOLE_DIR)/web/*)
 CONSOLE_NPM := $(CONSOLE_DIR)/node_modules/@xterm
+CONSOLE_PDFJS := $(CONSOLE_DIR)/node_modules/pdfjs-dist/build
 CONSOLE_GEN := $(BUILD)/gen/console_assets.c
 DAEMON_OBJ += $(BUILD)/obj/gen/console_assets.o
 
@@ -117,7 +118,8 @@ $(CONSOLE_GEN): $(CONSOLE_WEB) $(CONSOLE_DIR)/web $(CONSOLE_DIR)/package-lock.js
 	@scripts/npm-deps.sh $(CONSOLE_DIR)
 	/usr/bin/python3 scripts/console-assets.py $@ $(foreach f,$(CONSOLE_WEB),$(notdir $(f))=$(f)) \
 	  xterm.mjs=$(CONSOLE_NPM)/xterm/lib/xterm.mjs xterm.css=$(CONSOLE_NPM)/xterm/css/xterm.css \
-	  addon-fit.mjs=$(CONSOLE_NPM)/addon-fit/lib/addon-fit.mjs
+	  addon-fit.mjs=$(CONSOLE_NPM)/addon-fit/lib/addon-fit.mjs \
+	  pdf.mjs=$(CONSOLE_PDFJS)/pdf.min.mjs pdf.worker.mjs=$(CONSOLE_PDFJS)/pdf.worker.min.mjs
 
 $(BUILD)/obj/gen/console_assets.o: $(CONSOLE_GEN)
 	@mkdir -p $(dir $@)

@@ -153,13 +153,27 @@ test('upload a file with progress, see it listed, download it back, preview its 
   await page.waitForFunction(() => (document.querySelector('#preview pre')?.textContent || '').startsWith('hello from the console\n'));
   assert.equal((await page.locator('#preview pre').textContent()).length, 64 * 1024);
   await shot('files');
-  // A PDF is not rendered (the CSP allows no frames or objects): it is offered as a download.
-  const pdf = Buffer.from('%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF\n');
+  // A PDF (made by the Python side) is drawn by pdf.js on a canvas, its download at hand;
+  // no frame or object on the page.
+  const pdf = fs.readFileSync(env.SBX_PDF);
   await page.locator('#upload').setInputFiles({ name: 'doc.pdf', mimeType: 'application/pdf', buffer: pdf });
   await page.getByRole('button', { name: 'Preview doc.pdf' }).click();
+  await page.waitForSelector('#pdf-canvas[data-rendered="1"]', { timeout: 30000 });
+  assert.equal(await page.locator('#pdf-page').textContent(), 'page 1 of 1');
+  // The blue box is drawn: most pixels white, a good share of them blue.
+  const [blue, inked] = await page.locator('#pdf-canvas').evaluate((c) => {
+    const px = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    let b = 0, ink = 0;
+    for (let i = 0; i < px.length; i += 4) {
+      if (px[i + 3] && (px[i] < 250 || px[i + 1] < 250 || px[i + 2] < 250)) ink++;
+      if (px[i + 2] > 150 && px[i] < 80) b++;
+    }
+    return [b / (px.length / 4), ink / (px.length / 4)];
+  });
+  assert.ok(blue > 0.2 && inked < 0.6, `blue ${blue}, inked ${inked}`);
   const [pdl] = await Promise.all([
     page.waitForEvent('download'),
-    page.getByRole('button', { name: 'Open PDF doc.pdf' }).click(),
+    page.getByRole('button', { name: 'Download PDF doc.pdf' }).click(),
   ]);
   assert.equal(pdl.suggestedFilename(), 'doc.pdf');
   assert.deepEqual(fs.readFileSync(await pdl.path()), pdf);
@@ -222,6 +236,41 @@ test('a cell\'s HTML output is shown as a table, its script, handlers and links 
   await shot('python-html');
 });
 
+test('an SVG output is shown as an image, its script inert; a data: image inside HTML is kept, a remote one dropped', async () => {
+  let dialogs = 0;
+  const count = () => { dialogs++; };
+  page.on('dialog', count);
+  await page.getByLabel('Python code').fill(`class Badge:
+    def _repr_svg_(self):
+        return ('<svg xmlns="http://www.w3.org/2000/svg" width="160" height="60">'
+                '<rect width="160" height="60" rx="8" fill="#2456c7"/>'
+                '<text x="80" y="37" fill="white" font-size="18" text-anchor="middle">SVG output</text>'
+                '<script>alert(5)</script></svg>')
+display(Badge())
+import io, base64, matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+f = plt.figure(figsize=(2.4, 1.4)); plt.bar(["a", "b", "c"], [3, 1, 2]); b = io.BytesIO(); f.savefig(b, format="png"); plt.close(f)
+display(HTML(f'<p>A chart inside HTML:</p><img alt="bars" width="240" src="data:image/png;base64,{base64.b64encode(b.getvalue()).decode()}">'
+             '<img alt="remote" src="https://example.com/x.png"><img alt="svg-link" src="javascript:alert(6)">'))`);
+  await page.getByRole('button', { name: 'Run cell' }).click();
+  await page.waitForSelector('#cells img.svg', { timeout: 60000 });
+  const svg = page.locator('#cells img.svg').first();
+  assert.match(await svg.getAttribute('src'), /^data:image\/svg\+xml/);
+  assert.deepEqual(await svg.evaluate((img) => img.decode().then(() => [img.naturalWidth, img.naturalHeight])), [160, 60]);
+  // Never an <svg> element in the page: its script has nowhere to run.
+  assert.equal(await page.locator('#cells svg, #cells script').count(), 0);
+  const rich = page.locator('#cells .rich').first();
+  await rich.locator('img[alt="bars"]').waitFor();
+  assert.equal(await rich.locator('img').count(), 1);
+  const attrs = await rich.locator('img').evaluate((img) => [...img.attributes].map((a) => a.name).sort());
+  assert.deepEqual(attrs, ['alt', 'src', 'width']);
+  assert.ok(await rich.locator('img').evaluate((img) => img.decode().then(() => img.naturalWidth > 100)));
+  page.off('dialog', count);
+  assert.equal(dialogs, 0);
+  await shot('python-svg');
+});
+
 test('the exec history opens a command\'s receipt', async () => {
   await page.goto(`${CONSOLE}#/sandbox/${sandbox}/command`);
   await page.waitForSelector('#history tbody tr button');
@@ -266,19 +315,33 @@ test('the egress log shows a connection the policy refused', async () => {
   assert.match(row, /denied/);
   assert.match(await page.locator('#egress-policy').textContent(), /none/);
   await shot('egress');
+  // The policy changed on the running sandbox: an allowlist, shown as the API now has it.
+  await page.getByLabel('Network egress').selectOption('allowlist');
+  await page.getByLabel('Allowed domains').fill('example.org pypi.org');
+  await page.getByRole('button', { name: 'Set policy' }).click();
+  await page.waitForFunction(() => /allowlist: example\.org, pypi\.org/.test(document.querySelector('#egress-policy')?.textContent || ''));
+  await shot('egress-change');
+  await page.getByLabel('Network egress').selectOption('none');
+  await page.getByRole('button', { name: 'Set policy' }).click();
+  await page.waitForFunction(() => /Policy: none/.test(document.querySelector('#egress-policy')?.textContent || ''));
 });
 
 test('a template build\'s log streams in, step by step, to its end', async () => {
   await page.goto(`${CONSOLE}#/templates`);
   await page.getByLabel('Name', { exact: true }).fill('console-demo');
-  await page.getByLabel('Run', { exact: true }).fill('echo built-by-the-console > /etc/console-demo\ncat /etc/console-demo; echo a-warning >&2');
+  await page.getByRole('button', { name: 'Add a file' }).click();
+  await page.getByLabel('File 1 path').fill('/etc/console-demo.conf');
+  await page.getByLabel('Content').fill('made-by-a-recipe-file\n');
+  await page.getByLabel('Run', { exact: true }).fill('echo built-by-the-console > /etc/console-demo\ncat /etc/console-demo /etc/console-demo.conf; echo a-warning >&2');
+  await page.getByLabel('Start command (at every boot)').fill('touch /tmp/console-started');
+  await page.getByLabel('Ready check (polled until it passes)').fill('test -e /tmp/console-started');
   await page.getByRole('button', { name: 'Build', exact: true }).click();
   // A step is on screen while the build runs, then its end.
   await page.waitForFunction(() => /\(\d+\/\d+\)/.test(document.querySelector('#build-step')?.textContent || ''), null, { timeout: 60000 });
   await page.waitForFunction(() => (document.querySelector('#build-end')?.textContent || '') !== '', null, { timeout: 400000 });
   assert.match(await page.locator('#build-end').textContent(), /^Built/);
   const log = await page.locator('#build-log').textContent();
-  assert.match(log, /── run 1\/2[\s\S]*built-by-the-console/);
+  assert.match(log, /── files[\s\S]*── run 1\/2[\s\S]*built-by-the-console\nmade-by-a-recipe-file\n[\s\S]*── ready/);
   // Each line under its own stream: stderr in red, stdout not.
   assert.deepEqual(await page.locator('#build-log span.stderr').allTextContents(), ['a-warning\n']);
   await page.waitForSelector('#templates tr[data-name="console-demo"]');
@@ -387,16 +450,36 @@ test('a skill bundle installs into the configuration, its progress and transcrip
   await page.waitForSelector('#install-progress');
   // Part way: a stage past queued with its percent, before the end.
   await page.waitForFunction(() => /^(sandbox|unpack|install|snapshot) · \d+%/.test(document.querySelector('#install-stage')?.textContent || ''), null, { timeout: 120000 });
+  // The script waits for guidance: sent from the page, listed, and read by the script.
+  await page.getByLabel(/^Guidance to the install/).fill('proceed-from-the-console');
+  await page.getByRole('button', { name: 'Send guidance' }).click();
+  await page.waitForSelector('#guidance-messages li');
+  assert.match(await page.locator('#guidance-messages li').first().textContent(), /^proceed-from-the-console · (queued|delivered)$/);
   await page.waitForFunction(() => /done$/.test(document.querySelector('#install-stage')?.textContent || ''), null, { timeout: 240000 });
   assert.equal(await page.locator('#install-stage').textContent(), 'ready · done');
   assert.equal(await page.locator('#install-progress').evaluate((p) => p.value), 100);
   assert.match(await page.locator('#install-log').textContent(), /install-step-1\ninstall-step-2\ninstall-step-3/);
+  // A line the script wrote in two goes, read as two chunks, is one line of the log.
+  assert.match(await page.locator('#install-log').textContent(), /\none-line-in-two-writes\n/);
+  assert.match(await page.locator('#install-log').textContent(), /\nguided: proceed-from-the-console\n/);
+  await page.waitForFunction(() => /\[guidance\] proceed-from-the-console/.test(document.querySelector('#install-transcript')?.textContent || ''));
+  // The round has ended: no more guidance is taken.
+  await page.waitForSelector('form[aria-label="Send guidance to the install"]', { state: 'hidden' });
   await page.waitForFunction(() => /install-step-3/.test(document.querySelector('#install-transcript')?.textContent || ''));
   assert.equal(await page.locator('#install-transcript .stderr').count(), 0);
   assert.match(await page.locator('#install').textContent(), /^Installing console-demo/);
   await page.waitForFunction(() => /ready/.test(document.querySelector('#config-skills tr[data-name="console-demo"]')?.textContent || ''));
   assert.match(await page.locator('#config-skills tr[data-name="console-demo"]').textContent(), /DEMO_TOKEN: not set/);
   await shot('skills');
+  // The install's own variable, set for this configuration: shown as set, never its value.
+  await page.getByRole('button', { name: 'Variables of console-demo' }).click();
+  await page.getByLabel('Value of DEMO_TOKEN').fill('install-secret-9');
+  await page.getByRole('button', { name: 'Save DEMO_TOKEN' }).click();
+  await page.waitForFunction(() => /DEMO_TOKEN: set/.test(document.querySelector('#config-skills tr[data-name="console-demo"]')?.textContent || ''));
+  assert.equal(await page.locator('#skill-vars tr[data-name="DEMO_TOKEN"] .skillvar-state').textContent(), 'set');
+  assert.ok(!(await page.content()).includes('install-secret-9'), 'a value reached the page');
+  await page.locator('#install-vars').scrollIntoViewIfNeeded();
+  await shot('skill-vars');
   // A sandbox made from the configuration has the skill and what its install script left.
   await page.goto(`${CONSOLE}#/sandboxes`);
   await page.waitForSelector('#config option:nth-child(2)', { state: 'attached' });
@@ -417,6 +500,79 @@ test('a skill bundle installs into the configuration, its progress and transcrip
   assert.match(await page.locator('#cfg-templates').textContent(), /its template base · base: built/);
   await page.locator('#inventory').scrollIntoViewIfNeeded();
   await shot('config-inventory');
+  // Asked to ensure desktop, which this cache lacks: 202, the operator's script's build
+  // followed live to its end, then the query asked again finds it built.
+  await page.getByLabel('Build desktop if it is not').check();
+  await page.getByRole('button', { name: 'Query templates' }).click();
+  await page.waitForFunction(() => /desktop: building/.test(document.querySelector('#cfg-templates')?.textContent || ''), null, { timeout: 30000 });
+  await page.waitForFunction(() => (document.querySelector('#cfg-template-build #build-end')?.textContent || '') !== '', null, { timeout: 300000 });
+  assert.match(await page.locator('#cfg-template-build #build-end').textContent(), /^Built/);
+  assert.match(await page.locator('#cfg-template-build #build-log').textContent(), /── script/);
+  await page.waitForFunction(() => /desktop: built/.test(document.querySelector('#cfg-templates')?.textContent || ''), null, { timeout: 30000 });
+  await page.locator('#templates-query').scrollIntoViewIfNeeded();
+  await shot('config-templates-build');
+  // Making desktop its template is refused, before anything is built: the configuration
+  // does not enable the desktop.
+  await page.getByLabel('Build desktop if it is not').uncheck();
+  await page.getByLabel('Make its template').selectOption('desktop');
+  await page.getByRole('button', { name: 'Query templates' }).click();
+  await page.waitForSelector('#error:not([hidden])');
+  assert.match(await page.locator('#error').textContent(), /invalid_sandbox_config.*request id req_/);
+  await page.getByLabel('Make its template').selectOption('');
+});
+
+test('the skill catalog lists the uploaded skill where it is installed, and refuses to delete it while it is', async () => {
+  await page.goto(`${CONSOLE}#/skills`);
+  const row = page.locator('#catalog tr[data-name="console-demo"]');
+  await row.waitFor();
+  assert.match(await row.textContent(), /1\.0\.0.*upload.*DEMO_TOKEN.*console-cfg · ready/);
+  assert.match(await page.locator('#catalog tr[data-name="docx"]').textContent(), /shipped/);
+  await shot('catalog');
+  await page.getByRole('button', { name: 'Delete console-demo from the catalog' }).click();
+  await page.waitForSelector('#error:not([hidden])');
+  assert.match(await page.locator('#error').textContent(), /skill_in_use.*request id req_/);
+});
+
+test('an admin switches the workspace policy off and on again', async () => {
+  await page.goto(`${CONSOLE}#/configs`);
+  const box = page.getByLabel('Disable workspace scripts (skill install scripts)');
+  await box.waitFor();
+  assert.equal(await box.isChecked(), false);
+  assert.equal(await page.locator('#workspace-scripts').textContent(), 'allowed');
+  await box.check();
+  await page.waitForFunction(() => /^disabled/.test(document.querySelector('#workspace-scripts')?.textContent || ''));
+  await shot('workspace-policy');
+  // As the API keeps it: a reload shows it disabled.
+  await page.reload();
+  await page.waitForFunction(() => /^disabled/.test(document.querySelector('#workspace-scripts')?.textContent || ''));
+  await page.getByLabel('Disable workspace scripts (skill install scripts)').uncheck();
+  await page.waitForFunction(() => (document.querySelector('#workspace-scripts')?.textContent || '') === 'allowed');
+});
+
+test('personal variables: set for a configuration and for a skill, shown by source only, deleted', async () => {
+  await page.goto(`${CONSOLE}#/variables`);
+  const card = page.locator('#my-vars section[data-config="console-cfg"]');
+  await card.waitFor();
+  assert.match(await card.locator('tr[data-name="CFG_TOKEN"]').textContent(), /the configuration's/);
+  // The configuration's value of the skill's variable, set on its install above.
+  assert.match(await card.locator('tr[data-scope="skill"][data-name="DEMO_TOKEN"]').textContent(), /skill console-demo.*the configuration's/);
+  await page.getByRole('combobox', { name: /^For/ }).selectOption({ label: 'configuration console-cfg' });
+  await page.getByLabel('Variable', { exact: true }).fill('MY_NOTE');
+  await page.getByLabel('Value (never shown again)').fill('personal-secret-7');
+  await page.getByRole('button', { name: 'Set variable' }).click();
+  await card.locator('tr[data-name="MY_NOTE"]').waitFor();
+  assert.match(await card.locator('tr[data-name="MY_NOTE"]').textContent(), /yours/);
+  const skill = await page.locator('#myvar-target option', { hasText: 'skill console-demo' }).getAttribute('value');
+  await page.getByRole('combobox', { name: /^For/ }).selectOption(skill);
+  await page.getByLabel('Variable', { exact: true }).fill('DEMO_TOKEN');
+  await page.getByLabel('Value (never shown again)').fill('skill-secret-8');
+  await page.getByRole('button', { name: 'Set variable' }).click();
+  await page.waitForFunction(() => /yours/.test(document.querySelector('#my-vars section[data-config="console-cfg"] tr[data-scope="skill"][data-name="DEMO_TOKEN"]')?.textContent || ''));
+  const html = await page.content();
+  assert.ok(!html.includes('personal-secret-7') && !html.includes('skill-secret-8'), 'a value reached the page');
+  await shot('variables');
+  await page.getByRole('button', { name: 'Delete my MY_NOTE for configuration console-cfg' }).click();
+  await card.locator('tr[data-name="MY_NOTE"]').waitFor({ state: 'detached' });
 });
 
 test('an admin tops up a wallet and sees it charted per day', async () => {
@@ -484,9 +640,17 @@ test('a viewer reads configurations but is offered no change, and the API refuse
   await page.goto(`${CONSOLE}#/wallet`);
   await page.waitForSelector('#wallet');
   assert.equal(await page.getByRole('button', { name: 'Add', exact: true }).count(), 0);
+  await page.goto(`${CONSOLE}#/variables`);
+  await page.waitForSelector('#my-vars section');
+  assert.equal(await page.getByRole('button', { name: 'Set variable' }).count(), 0);
+  await page.goto(`${CONSOLE}#/skills`);
+  await page.waitForSelector('#catalog tr[data-name="console-demo"]');
+  assert.equal(await page.getByRole('button', { name: /^(Delete|Install) / }).count(), 0);
+  assert.equal(await page.locator('#catalog-bundle').count(), 0);
 });
 
 test('no page error or CSP violation on the way', () => {
-  // The refusals this test provokes (a wrong key, a viewer, a taken name) log their status.
-  assert.deepEqual(pageErrors.filter((e) => !/status of 40[139]/.test(e)), []);
+  // The refusals this test provokes (a wrong key, a viewer, a taken name, a skill in use, a
+  // replace the configuration does not allow) log their status.
+  assert.deepEqual(pageErrors.filter((e) => !/status of 40[0139]/.test(e)), []);
 });

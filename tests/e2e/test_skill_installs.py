@@ -191,7 +191,10 @@ def test_install_into_two_configurations_follows_events_to_ready():
     for st in ("sandbox", "unpack", "install", "snapshot", "ready"):
         assert st in stages, stages
     assert evs[-1]["status"] == "ready", evs[-1]
-    logs = "".join(e.get("log", "") for e in evs)
+    # The script's output carries its stream, so a reader can join its chunks into lines;
+    # sbxd's notes (the queued one first) carry none.
+    assert "stream" not in evs[0], evs[0]
+    logs = "".join(e.get("log", "") for e in evs if e.get("stream") == "stdout")
     assert "installing greet 1.0.0 from /workspace/skills/greet with from-cfg" in logs, logs
     assert a["status"] == "ready" and a["error"] is None and a["enabled"] is True, a
     assert a["served"] == {"version": "1.0.0"} and a["installed_snapshot_id"], a

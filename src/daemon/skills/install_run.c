@@ -92,14 +92,19 @@ static json_t *text_of(const char *buf, size_t len)
     return json_stringn(copy, len);
 }
 
-static void emit(struct install_run *run, int percent, const char *stage, json_t *log,
-                 const char *status, bool done)
+/* stream: "stdout"/"stderr" for a chunk of the install script's output, NULL for sbxd's own
+ * notes; a reader joins the chunks of one stream into whole lines and gives each note its own
+ * line (a chunk ends where a read ended, not where a line does). */
+static void emit_stream(struct install_run *run, int percent, const char *stage, json_t *log,
+                        const char *stream, const char *status, bool done)
 {
     if (percent > run->percent)
         run->percent = percent;
     json_t *ev = json_pack("{s:i,s:s,s:b}", "percent", run->percent, "stage", stage, "done", done);
     if (log)
         json_object_set_new(ev, "log", log);
+    if (stream)
+        json_object_set_new(ev, "stream", json_string(stream));
     if (status)
         json_object_set_new(ev, "status", json_string(status));
     if (json_array_size(run->events) < INSTALL_EVENTS_MAX || done)
@@ -108,6 +113,12 @@ static void emit(struct install_run *run, int percent, const char *stage, json_t
         run->events_dropped++;
     send_all(run, false, ev);
     json_decref(ev);
+}
+
+static void emit(struct install_run *run, int percent, const char *stage, json_t *log,
+                 const char *status, bool done)
+{
+    emit_stream(run, percent, stage, log, NULL, status, done);
 }
 
 static void note(struct install_run *run, const char *kind, json_t *text, const char *stream)
@@ -311,7 +322,8 @@ static void on_output(unsigned ch, const uint8_t *buf, size_t len, void *data)
         size_t n = len - off > INSTALL_LOG_CHUNK_MAX ? INSTALL_LOG_CHUNK_MAX : len - off;
         const char *p = (const char *)buf + off;
         note(run, "output", text_of(p, n), ch == PROTO_CH_STDERR ? "stderr" : "stdout");
-        emit(run, run->percent < 88 ? run->percent + 1 : 88, "install", text_of(p, n), NULL, false);
+        emit_stream(run, run->percent < 88 ? run->percent + 1 : 88, "install", text_of(p, n),
+                    ch == PROTO_CH_STDERR ? "stderr" : "stdout", NULL, false);
         off += n;
     }
 }

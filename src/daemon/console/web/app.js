@@ -12,6 +12,9 @@ import { walletPage } from './wallet.js';
 import { nodesPage } from './nodes.js';
 import { configsPage, configPage } from './configs.js';
 import { volumesPage, volumePage } from './volumes.js';
+import { egressPicker } from './network.js';
+import { myVarsPage } from './myvars.js';
+import { catalogPage } from './catalog.js';
 
 const main = document.getElementById('main');
 // Each route renders into a fresh element: a page still loading when the route changes
@@ -56,25 +59,12 @@ function signinPage() {
   input.focus();
 }
 
-// The create form's egress choice as the API's policy (nothing: the operator's default).
-function egressPolicy(choice, domains) {
-  if (choice === 'none') return { egress: { mode: 'none' } };
-  if (choice === 'allowlist') return { egress: { mode: 'allowlist', domains: domains.split(/[\s,]+/).filter(Boolean) } };
-  if (choice) return { egress: { mode: 'preset', preset: choice } };
-  return {};
-}
-
 async function sandboxesPage() {
   const root = ctx.view;
   const tbody = h('tbody');
   const templates = h('select', { id: 'template', name: 'template' }, h('option', { value: 'base' }, 'base'));
   const ttl = h('input', { id: 'ttl', type: 'number', min: 60, max: 86400, value: 3600, size: 7 });
-  const egress = h('select', { id: 'egress' }, h('option', { value: '' }, 'the default'),
-    h('option', { value: 'none' }, 'none'), h('option', { value: 'pypi' }, 'PyPI only'),
-    h('option', { value: 'npm' }, 'npm only'), h('option', { value: 'allowlist' }, 'these domains…'));
-  const domains = h('input', { id: 'egress-domains', size: 28, placeholder: 'pypi.org github.com' });
-  const domainsLabel = h('label', { for: 'egress-domains', hidden: true }, 'Allowed domains', domains);
-  egress.addEventListener('change', () => { domainsLabel.hidden = egress.value !== 'allowlist'; });
+  const egress = egressPicker('egress', true);
   // A configuration fills in the template (and limits, variables, network policy): the
   // template choice is then left out, as the API refuses another one.
   const config = h('select', { id: 'config' }, h('option', { value: '' }, 'none'));
@@ -86,7 +76,7 @@ async function sandboxesPage() {
     btn.textContent = 'Creating…';
     const sb = await attempt(() => api('POST', '/v1/sandboxes',
       { ...(config.value ? { config_id: config.value } : { template: templates.value }),
-        ttl_seconds: Number(ttl.value), ...egressPolicy(egress.value, domains.value) }));
+        ttl_seconds: Number(ttl.value), ...(egress.policy() ? { egress: egress.policy() } : {}) }));
     btn.disabled = false;
     btn.textContent = 'Create';
     if (sb) location.hash = `#/sandbox/${sb.id}`;
@@ -94,7 +84,7 @@ async function sandboxesPage() {
   h('label', { for: 'template' }, 'Template', templates),
   h('label', { for: 'config' }, 'Configuration', config),
   h('label', { for: 'ttl' }, 'Time to live (s)', ttl),
-  h('label', { for: 'egress' }, 'Network egress', egress), domainsLabel,
+  ...egress.controls,
   h('button', { class: 'primary', type: 'submit' }, 'Create'));
   const note = ctx.me.role === 'viewer' && h('p', { class: 'card' },
     'This is a viewer key: it reads configurations only. Sandboxes need a member or admin key.');
@@ -247,6 +237,8 @@ async function route() {
   if (parts[0] === 'usage') return usagePage(ctx.view, ctx, query || '');
   if (parts[0] === 'wallet') return walletPage(ctx.view, ctx, query || '');
   if (parts[0] === 'nodes') return nodesPage(ctx.view);
+  if (parts[0] === 'variables') return myVarsPage(ctx.view, ctx);
+  if (parts[0] === 'skills') return catalogPage(ctx.view, ctx);
   if (parts[0] === 'audit') return auditPage(query || '');
   return sandboxesPage();
 }

@@ -8,6 +8,7 @@
 import { api, stream, upload, enc } from './api.js';
 import { h, attempt, showError, when, whenMs } from './ui.js';
 import { inventorySection, templatesSection } from './configinfo.js';
+import { installVars, guidance } from './skillextras.js';
 
 const EXAMPLE = { template: 'base', env_vars: { GREETING: 'hello' }, network: { deny_egress_by_default: true, allow_out: ['pypi.org'] } };
 const MASK = '********';
@@ -34,12 +35,31 @@ export async function configsPage(root, ctx) {
     h('td', {}, c.sandbox_type), h('td', {}, c.config.template || 'base'),
     h('td', {}, Object.keys(c.config.env_vars || {}).length), h('td', { class: 'nowrap' }, when(c.updated_at))));
   root.replaceChildren(h('h1', {}, 'Configurations'),
-    h('p', { class: 'muted' }, 'Named sandbox set-ups: template, limits, variables, network policy and skills. ',
-      list ? `Workspace scripts ${list.workspace_scripts_disabled ? 'disabled' : 'allowed'}.` : ''),
+    h('p', { class: 'muted' }, 'Named sandbox set-ups: template, limits, variables, network policy and skills.'),
+    list ? workspacePolicy(list.workspace_scripts_disabled, configure(ctx)) : '',
     create || '',
     h('table', { id: 'configs' }, h('thead', {}, h('tr', {},
       ['Name', 'Description', 'Backend', 'Template', 'Variables', 'Updated'].map((x) => h('th', { scope: 'col' }, x)))),
     h('tbody', {}, rows.length ? rows : h('tr', {}, h('td', { colspan: 6, class: 'muted' }, 'No configurations.')))));
+}
+
+// The workspace's policy (PUT /v1/sandbox-configs/workspace-policy): when scripts are
+// disabled, a skill install whose SKILL.md names an install script fails without running it
+// (docs/configs.md). A switch for an admin's full-access key, a line of text for others.
+function workspacePolicy(disabled, canChange) {
+  const state = h('span', { id: 'workspace-scripts', 'aria-live': 'polite' });
+  const show = (off) => { state.textContent = off ? 'disabled: skill install scripts are not run' : 'allowed'; };
+  show(disabled);
+  if (!canChange) return h('p', {}, 'Workspace scripts: ', state);
+  const box = h('input', { id: 'workspace-scripts-disabled', type: 'checkbox', checked: !!disabled });
+  box.checked = !!disabled;
+  box.addEventListener('change', async () => {
+    const r = await attempt(() => api('PUT', '/v1/sandbox-configs/workspace-policy', { scripts_disabled: box.checked }));
+    if (r) show(r.workspace_scripts_disabled);
+    box.checked = r ? r.workspace_scripts_disabled : !box.checked;
+  });
+  return h('div', { class: 'row' }, h('label', { class: 'inline', for: 'workspace-scripts-disabled' }, box,
+    'Disable workspace scripts (skill install scripts)'), h('span', {}, 'Workspace scripts: ', state));
 }
 
 // The JSON typed into a configuration's editor, or null (the error shown).
@@ -80,7 +100,7 @@ export async function configPage(root, ctx, id) {
     editor(c, admin, show), probe, inventory, templates, skills);
   probeSection(probe, c, admin);
   if (ctx.can.admin()) inventorySection(inventory, c);
-  templatesSection(templates, c, admin);
+  templatesSection(templates, c, admin, ctx, show);
   if (ctx.can.admin()) skillsSection(skills, c, admin, ctx);
   else skills.replaceChildren(h('h2', {}, 'Skills'), h('p', { class: 'muted' }, 'A configuration\'s skills are shown to admins only.'));
 }
@@ -145,8 +165,14 @@ function skillsSection(box, c, admin, ctx) {
   const base = `/v1/sandbox-configs/${c.id}/skills`;
   const tbody = h('tbody');
   const live = h('section', { id: 'install', 'aria-live': 'polite' });
+  const vars = h('section', { id: 'install-vars' });
   let follow = null;
   ctx.keep(box, () => follow?.abort());
+  // An install's variables below the list, shown again (from the reloaded list) after a change.
+  const showVars = (s) => installVars(vars, `${base}/${s.id}`, s, async () => {
+    const again = (await load()).find((x) => x.id === s.id);
+    if (again) showVars(again);
+  });
   const load = async () => {
     const list = await attempt(() => api('GET', base));
     if (!list) return [];
@@ -168,6 +194,8 @@ function skillsSection(box, c, admin, ctx) {
           await attempt(() => api('PATCH', `${base}/${s.id}`, { enabled: !s.enabled }));
           load();
         } }, s.enabled ? 'Disable' : 'Enable'), ' ',
+        admin && (s.envs || []).length > 0 && h('button', { type: 'button', 'aria-label': `Variables of ${s.name}`,
+          onclick: () => showVars(s) }, 'Variables'), ' ',
         admin && h('button', { type: 'button', class: 'danger', 'aria-label': `Remove ${s.name}`, onclick: async () => {
           if (!confirm(`Remove skill ${s.name} from ${c.name}?`)) return;
           await attempt(() => api('DELETE', `${base}/${s.id}`));
@@ -187,8 +215,14 @@ function skillsSection(box, c, admin, ctx) {
     const stage = h('span', { id: 'install-stage', class: 'mono' }, 'queued');
     const log = h('pre', { class: 'out', id: 'install-log' });
     const transcript = h('pre', { class: 'out', id: 'install-transcript' });
+    const steer = h('div', { id: 'guidance' });
     live.replaceChildren(h('h2', {}, `Installing ${s.name}`), h('div', { class: 'row' }, bar, stage),
-      h('div', { class: 'split' }, h('div', {}, h('h3', {}, 'Progress log'), log), h('div', {}, h('h3', {}, 'Transcript'), transcript)));
+      h('div', { class: 'split' }, h('div', {}, h('h3', {}, 'Progress log'), log), h('div', {}, h('h3', {}, 'Transcript'), transcript)),
+      steer);
+    // Admins guide the round while it runs; the box goes when it ends.
+    const guided = admin ? guidance(steer, `${base}/${s.id}`) : null;
+    let lastStage = null;
+    const lines = logLines(log);
     let transcriptStarted = false;
     const followTranscript = async () => {
       transcriptStarted = true;
@@ -207,11 +241,13 @@ function skillsSection(box, c, admin, ctx) {
       await stream(`${base}/${s.id}/install-events`, undefined, (ev) => {
         if (ev.percent !== undefined) bar.value = ev.percent;
         if (ev.stage) stage.textContent = `${ev.stage}${ev.percent !== undefined ? ` · ${ev.percent}%` : ''}`;
-        // Each event's log on lines of its own: sbxd's notes end with no newline. (A line of the
-        // script's output split across two reads shows as two; the transcript has it whole.)
-        if (ev.log) { log.append(ev.log.endsWith('\n') ? ev.log : `${ev.log}\n`); log.scrollTop = log.scrollHeight; }
+        // Whether the round takes guidance (and the messages' state) asked again as it moves on.
+        if (ev.stage !== lastStage) guided?.then((reload) => reload());
+        lastStage = ev.stage;
+        if (ev.log) { lines.add(ev.log, ev.stream); log.scrollTop = log.scrollHeight; }
         if (!transcriptStarted && ev.stage && ev.stage !== 'queued') followTranscript();
         if (ev.done) {
+          lines.end();
           stage.textContent = `${ev.status || ev.stage} · done`;
           stage.className = `mono status-${ev.status === 'ready' ? 'running' : 'failed'}`;
           load();
@@ -252,10 +288,37 @@ function skillsSection(box, c, admin, ctx) {
   box.replaceChildren(h('h2', {}, 'Skills'), add || '',
     h('table', { id: 'config-skills' }, h('thead', {}, h('tr', {},
       ['Skill', 'Version', 'Status', 'Enabled', 'Served', 'Variables', 'Error', 'Updated', ''].map((x) => h('th', { scope: 'col' }, x)))), tbody),
-    live);
+    vars, live);
   if (admin) {
     api('GET', '/v1/skills/catalog').then((cat) => catalog.replaceChildren(...cat.data.map((s) =>
       h('option', { value: s.id, 'data-name': s.name }, `${s.name} ${s.version}${s.builtin ? ' (shipped)' : ''}`)))).catch(showError);
   }
   load();
+}
+
+// The progress log's text: the script's output comes in chunks cut where a read ended (a
+// chunk's "stream" says stdout or stderr), sbxd's notes (no stream) as lines with no newline.
+// A stream's unfinished line waits at the end, so a note goes on a line of its own before it
+// and the script's line shows whole once its newline comes.
+function logLines(pre) {
+  const pending = { stdout: h('span', {}), stderr: h('span', { class: 'stderr' }) };
+  pre.append(pending.stdout, pending.stderr);
+  const add = (text, stream) => {
+    const tail = pending[stream];
+    if (!tail) {
+      pending.stdout.before(text.endsWith('\n') ? text : `${text}\n`);
+      return;
+    }
+    const all = tail.textContent + text;
+    const cut = all.lastIndexOf('\n') + 1;
+    if (cut) pending.stdout.before(h('span', { class: stream === 'stderr' ? 'stderr' : null }, all.slice(0, cut)));
+    tail.textContent = all.slice(cut);
+  };
+  return {
+    add,
+    // The round's end: what is left unfinished, shown as the lines it is.
+    end: () => {
+      for (const s of ['stdout', 'stderr']) if (pending[s].textContent) add('\n', s);
+    },
+  };
 }

@@ -1,9 +1,10 @@
 // A file browser over a files API: a sandbox's workspace (/v1/sandboxes/{id}) or a volume
 // (/v1/volumes/{id}), which list, upload, download and delete the same way. Directory by
 // directory; upload with progress; a file's name previews it (images whole, text its first
-// 64 KiB, a PDF an "Open PDF" download: the CSP allows no frames or objects, docs/console.md).
+// 64 KiB, a PDF drawn page by page by pdf.js: pdfview.js).
 import { api, upload, blob, encPath } from './api.js';
 import { h, attempt, when, bytes } from './ui.js';
+import { showPdf, closePdf } from './pdfview.js';
 
 // base: the API path the files hang off; root: how the browser names the top (/workspace);
 // mkdir: a path → promise that makes that directory, when the API has a route for it.
@@ -73,13 +74,14 @@ export function fileBrowser(box, base, canWrite, { root = '', mkdir = null } = {
 const IMAGES = { png: 'image/png', jpg: 'image/jpeg', jpeg: 'image/jpeg', gif: 'image/gif', webp: 'image/webp' };
 const PREVIEW_TEXT_MAX = 64 * 1024;
 
-// Images are shown whole; a PDF (by its magic bytes) is offered as a download; anything
-// else as text, its first 64 KiB, when it decodes as UTF-8 (else: no preview).
+// Images are shown whole; a PDF (by its magic bytes) drawn by pdf.js, with its download at
+// hand; anything else as text, its first 64 KiB, when it decodes as UTF-8 (else: no preview).
 async function preview(url, rel, size, box) {
   const b = await attempt(() => blob(url));
   if (!b) return;
   const old = box.querySelector('img')?.src;
   if (old) URL.revokeObjectURL(old);
+  closePdf(box);
   const head = h('h2', {}, rel, h('span', { class: 'muted' }, ` · ${bytes(size)}`));
   const type = IMAGES[rel.split('.').pop().toLowerCase()];
   if (type) {
@@ -87,11 +89,15 @@ async function preview(url, rel, size, box) {
     return;
   }
   if (b.size >= 5 && await b.slice(0, 5).text() === '%PDF-') {
-    // A PDF viewer needs a frame or an object (the CSP allows neither, and a blob: page
-    // inherits it) or a large script dependency: the file is handed to the browser's
-    // own viewer as a download, fetched with the key in a header, never in a URL.
-    box.replaceChildren(head, h('p', { class: 'muted' }, 'A PDF: the console does not render PDFs; open it in your PDF viewer.'),
-      h('button', { type: 'button', class: 'primary', 'aria-label': `Open PDF ${rel}`, onclick: () => saveBlob(b, rel) }, 'Open PDF (download)'));
+    const save = h('button', { type: 'button', 'aria-label': `Download PDF ${rel}`, onclick: () => saveBlob(b, rel) }, 'Download');
+    box.replaceChildren(head, h('p', { class: 'muted' }, 'Rendering the PDF…'));
+    try {
+      // pdf.js hands the bytes to its worker: a copy, so the blob stays whole for Download.
+      await showPdf(box, new Uint8Array(await b.arrayBuffer()), head, save);
+    } catch (e) {
+      box.replaceChildren(head, h('p', { class: 'stderr-text', id: 'pdf-error' }, `This PDF cannot be shown: ${e?.message || e}`),
+        h('div', { class: 'row' }, save));
+    }
     return;
   }
   let text;

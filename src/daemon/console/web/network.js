@@ -49,7 +49,29 @@ function policyText(p) {
   return p.mode;
 }
 
-export async function egressTab(box, id) {
+// An egress policy chosen in a form: a select (the operator's default when `withDefault`, none,
+// a preset, an allowlist) and the domains field the allowlist shows. policy() is the API's
+// policy object, or null for the default.
+export function egressPicker(idp, withDefault) {
+  const select = h('select', { id: idp }, withDefault && h('option', { value: '' }, 'the default'),
+    h('option', { value: 'none' }, 'none'), h('option', { value: 'pypi' }, 'PyPI only'),
+    h('option', { value: 'npm' }, 'npm only'), h('option', { value: 'allowlist' }, 'these domains…'));
+  const domains = h('input', { id: `${idp}-domains`, size: 28, placeholder: 'pypi.org github.com' });
+  const domainsLabel = h('label', { for: `${idp}-domains`, hidden: true }, 'Allowed domains', domains);
+  select.addEventListener('change', () => { domainsLabel.hidden = select.value !== 'allowlist'; });
+  const policy = () => {
+    const v = select.value;
+    if (!v) return null;
+    if (v === 'none') return { mode: 'none' };
+    if (v === 'allowlist') return { mode: 'allowlist', domains: domains.value.split(/[\s,]+/).filter(Boolean) };
+    return { mode: 'preset', preset: v };
+  };
+  return { controls: [h('label', { for: idp }, 'Network egress', select), domainsLabel], policy };
+}
+
+// The sandbox's policy and its connection log; a key that may change the sandbox sets a new
+// policy (PUT …/egress: connections it no longer allows are cut at once, docs/egress.md).
+export async function egressTab(box, id, canWrite) {
   const tbody = h('tbody');
   const more = h('button', { type: 'button', hidden: true }, 'Older connections…');
   const policy = h('p', { id: 'egress-policy' });
@@ -71,7 +93,12 @@ export async function egressTab(box, id) {
     more.hidden = !page.has_more;
   };
   more.addEventListener('click', () => load(true));
-  box.replaceChildren(policy, h('div', { class: 'row' }, h('button', { type: 'button', onclick: () => load(false) }, 'Refresh')),
+  const pick = egressPicker('egress-change', false);
+  const change = canWrite && h('form', { class: 'row', 'aria-label': 'Change the egress policy', onsubmit: async (e) => {
+    e.preventDefault();
+    if (await attempt(() => api('PUT', `/v1/sandboxes/${id}/egress`, pick.policy())) !== undefined) load(false);
+  } }, ...pick.controls, h('button', { type: 'submit' }, 'Set policy'));
+  box.replaceChildren(policy, change || '', h('div', { class: 'row' }, h('button', { type: 'button', onclick: () => load(false) }, 'Refresh')),
     h('table', { id: 'egress' }, h('thead', {}, h('tr', {},
       ['Time', 'Method', 'Host', 'Address', 'Verdict', 'Reason', 'Bytes', 'Took'].map((x) => h('th', { scope: 'col' }, x)))), tbody), more);
   await load(false);

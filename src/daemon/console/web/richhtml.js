@@ -14,6 +14,10 @@ const TAGS = new Set(['table', 'thead', 'tbody', 'tfoot', 'tr', 'th', 'td', 'cap
 const DROP = new Set(['script', 'style', 'template', 'noscript', 'iframe', 'object', 'embed',
   'svg', 'math', 'head', 'title', 'textarea', 'select', 'frameset', 'frame', 'link', 'meta']);
 const SPAN_MAX = 1000;
+// An image's source: only data: URLs of these types, base64 or not.
+const IMAGE_SRC = /^data:image\/(png|jpeg|gif|webp|svg\+xml)[;,]/i;
+const SIZE_MAX = 4000;
+const ALT_MAX = 500;
 // Bounds on what one output can make the page build (the kernel allows 6 MiB of HTML).
 const NODES_MAX = 20000;
 const DEPTH_MAX = 64;
@@ -32,6 +36,10 @@ export function sanitizeHtml(html) {
       if (n.nodeType !== Node.ELEMENT_NODE) continue;
       const tag = n.localName;
       if (DROP.has(tag) || n.namespaceURI !== 'http://www.w3.org/1999/xhtml') continue;
+      if (tag === 'img') {
+        if (IMAGE_SRC.test(n.getAttribute('src') || '')) dst.append(image(n));
+        continue;
+      }
       if (!TAGS.has(tag) || depth >= DEPTH_MAX) {
         copy(n, dst, depth);
         continue;
@@ -49,4 +57,16 @@ export function sanitizeHtml(html) {
   };
   copy(doc.body, out, 0);
   return out;
+}
+
+// An <img> of the output kept: its data: source, alt text and pixel size, nothing else.
+function image(src) {
+  const el = document.createElement('img');
+  el.setAttribute('src', src.getAttribute('src'));
+  el.setAttribute('alt', (src.getAttribute('alt') || 'image in the output').slice(0, ALT_MAX));
+  for (const a of ['width', 'height']) {
+    const v = Number.parseInt(src.getAttribute(a) || '', 10);
+    if (v > 0 && v <= SIZE_MAX) el.setAttribute(a, String(v));
+  }
+  return el;
 }

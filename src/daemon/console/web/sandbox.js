@@ -43,7 +43,7 @@ export async function sandboxPage(root, ctx, id, tab = 'command') {
   else if (tab === 'artifacts') artifactsTab(body, id);
   else if (tab === 'python') pythonTab(body, id, ctx);
   else if (tab === 'preview') previewTab(body, id, ctx);
-  else if (tab === 'network') egressTab(body, id);
+  else if (tab === 'network') egressTab(body, id, ctx.can.write());
   else commandTab(body, id, ctx);
 }
 
@@ -151,6 +151,8 @@ function pythonTab(box, id, ctx) {
     if (r.stderr) out.append(h('pre', { class: 'out' }, h('span', { class: 'stderr' }, r.stderr)));
     for (const o of r.outputs || []) {
       if (o.mime === 'image/png' || o.mime === 'image/jpeg') out.append(h('img', { src: `data:${o.mime};base64,${o.data}`, alt: 'cell output image' }));
+      // An SVG only as an image: in an <img> its scripts never run and it loads nothing.
+      else if (o.mime === 'image/svg+xml') out.append(h('img', { class: 'svg', src: `data:image/svg+xml;charset=utf-8,${encodeURIComponent(o.data)}`, alt: 'cell output SVG image' }));
       else if (o.mime === 'text/plain') out.append(h('pre', { class: 'out' }, o.data));
       else if (o.mime === 'text/html') out.append(h('div', { class: 'rich' }, sanitizeHtml(o.data)));
       else out.append(h('p', { class: 'muted' }, `${o.mime} output (${bytes(o.data?.length)}) not shown`));

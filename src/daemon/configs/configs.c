@@ -116,12 +116,17 @@ static void add_live(const struct store_sandbox *row, void *arg)
 
 /* The engine's containers of configuration id, by their sbx.id label, into inv->engine;
  * *why says why not when the engine does not answer. */
-static void engine_list(struct inventory *inv, const char *id, json_t **why)
+static void engine_list(struct inventory *inv, const char *id, const json_t *docker,
+                        json_t **why)
 {
     _cleanup_free_ char *label = sbx_xasprintf(DOCKER_LABEL_CONFIG "=%s", id);
     json_t *list = NULL;
     struct sbx_err err = {0};
-    if (docker_engine_containers(inv->c->docker_host, 0, label, &list, &err) < 0) {
+    const char *host = json_string_value(json_object_get(docker, "host"));
+    struct docker_engine e = {
+        .host = host && *host ? host : inv->c->docker_host,
+        .tls_dir = json_string_value(json_object_get(docker, "tls_cert_path"))};
+    if (docker_engine_containers(&e, 0, label, &list, &err) < 0) {
         *why = json_string(err.msg);
         return;
     }
@@ -148,11 +153,11 @@ json_t *configs_inventory(struct configs *c, const char *id, bool *verified, jso
     if (r < 0)
         return NULL;
     bool docker = !strcmp(json_string_value(json_object_get(l.doc, "backend")) ?: "", "docker");
-    config_loaded_clear(&l);
     struct inventory inv = {.c = c, .data = json_array(), .verified = true};
     json_t *why = NULL;
     if (docker)
-        engine_list(&inv, id, &why);
+        engine_list(&inv, id, json_object_get(l.doc, "docker"), &why);
+    config_loaded_clear(&l);
     if (store_config_live_sandboxes(c->store, id, add_live, &inv, err) < 0) {
         json_decref(inv.data);
         json_decref(inv.engine);

@@ -43,25 +43,29 @@ static char *engine_opts(CURL *c, const struct docker_engine *e, const char *pat
     return sbx_xasprintf("https://%s%s%s", addr, *path ? DOCKER_API_PREFIX : "/", path);
 }
 
-/* A TLS handshake that failed: a certificate refused, by us or by the engine. */
-static bool tls_failure(CURLcode rc)
+/* A TLS session that failed: a certificate refused, by us or by the engine (with TLS 1.3
+ * the engine's refusal of ours comes as an alert at the first read: libcurl's detail
+ * names the TLS library then). */
+static bool tls_failure(CURLcode rc, const char *detail)
 {
     return rc == CURLE_SSL_CONNECT_ERROR || rc == CURLE_PEER_FAILED_VERIFICATION ||
            rc == CURLE_SSL_CERTPROBLEM || rc == CURLE_SSL_CACERT_BADFILE ||
-           rc == CURLE_SSL_ISSUER_ERROR || rc == CURLE_SSL_CIPHER;
+           rc == CURLE_SSL_ISSUER_ERROR || rc == CURLE_SSL_CIPHER ||
+           ((rc == CURLE_RECV_ERROR || rc == CURLE_SEND_ERROR) && strstr(detail, "SSL"));
 }
 
-static int transport_error(const struct docker_engine *e, CURLcode rc, const char *method,
-                           const char *path, struct sbx_err *err)
+/* detail: libcurl's CURLOPT_ERRORBUFFER, "" when it said nothing more. */
+static int transport_error(const struct docker_engine *e, CURLcode rc, const char *detail,
+                           const char *method, const char *path, struct sbx_err *err)
 {
-    if (tls_failure(rc))
+    const char *why = *detail ? detail : curl_easy_strerror(rc);
+    if (docker_host_remote(e->host) && e->tls_dir && tls_failure(rc, detail))
         return sbx_err_set(err, EPROTO, "docker_tls_error",
-                           "docker engine at %s: TLS with the certificates in %s: %s: %s",
-                           e->host, e->tls_dir ? e->tls_dir : "(none)", method,
-                           curl_easy_strerror(rc));
+                           "docker engine at %s: TLS with the certificates in %s failed: %s",
+                           e->host, e->tls_dir, why);
     return sbx_err_set(err, rc == CURLE_OPERATION_TIMEDOUT ? ETIMEDOUT : ECONNREFUSED,
                        "docker_unreachable", "docker engine at %s: %s %s: %s", e->host, method,
-                       path, curl_easy_strerror(rc));
+                       path, why);
 }
 
 static int request(const struct docker_engine *e, long timeout_ms, const char *method,
@@ -75,6 +79,8 @@ static int request(const struct docker_engine *e, long timeout_ms, const char *m
     if (!c)
         return sbx_err_set(err, ENOMEM, "internal", "curl_easy_init failed");
     _cleanup_free_ char *url = engine_opts(c, e, path);
+    char detail[CURL_ERROR_SIZE] = "";
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, detail);
     _cleanup_slist_ struct curl_slist *hdrs = NULL;
     struct curlx_body b = {.max = DOCKER_RESP_MAX};
     curl_easy_setopt(c, CURLOPT_URL, url);
@@ -100,7 +106,7 @@ static int request(const struct docker_engine *e, long timeout_ms, const char *m
     CURLcode rc = curl_easy_perform(c);
     if (rc != CURLE_OK) {
         free(b.data);
-        return transport_error(e, rc, method, path, err);
+        return transport_error(e, rc, detail, method, path, err);
     }
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
     if (resp)
@@ -165,6 +171,8 @@ int docker_hijack(const struct docker_engine *e, long timeout_ms, const char *pa
      * layer holds decrypted are never left waiting for the socket to wake again. */
     _cleanup_free_ char *url = engine_opts(s->c, e, "");
     curl_easy_setopt(s->c, CURLOPT_URL, url);
+    char detail[CURL_ERROR_SIZE] = "";
+    curl_easy_setopt(s->c, CURLOPT_ERRORBUFFER, detail);
     curl_easy_setopt(s->c, CURLOPT_CONNECT_ONLY, 1L);
     curl_easy_setopt(s->c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(s->c, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
@@ -173,9 +181,11 @@ int docker_hijack(const struct docker_engine *e, long timeout_ms, const char *pa
     if (rc == CURLE_OK)
         rc = curl_easy_getinfo(s->c, CURLINFO_ACTIVESOCKET, &sock);
     if (rc != CURLE_OK || sock == CURL_SOCKET_BAD) {
+        int r = transport_error(e, rc, detail, "POST", path, err);
         docker_stream_free(s);
-        return transport_error(e, rc, "POST", path, err);
+        return r;
     }
+    curl_easy_setopt(s->c, CURLOPT_ERRORBUFFER, NULL); /* detail is this frame's */
     s->fd = (int)sock;
     _cleanup_free_ char *req = sbx_xasprintf(
         "POST " DOCKER_API_PREFIX "%s HTTP/1.1\r\nHost: docker\r\nContent-Length: 0\r\n"

@@ -26,7 +26,7 @@ struct tar_writer {
 static void *write_tar(void *data)
 {
     struct tar_writer *w = data;
-    (void)docker_tar_tree(w->rootfs, w->fd, w->why, sizeof(w->why));
+    (void)docker_tar_tree(w->rootfs, NULL, w->fd, w->why, sizeof(w->why));
     close(w->fd);
     w->fd = -1;
     return NULL;
@@ -125,5 +125,26 @@ int docker_engine_containers(const struct docker_engine *e, long timeout_ms, con
                            docker_message(resp));
     }
     *out = j;
+    return 0;
+}
+
+int docker_engine_remove(const struct docker_engine *e, long timeout_ms, const char *container,
+                         const char *volume, struct sbx_err *err)
+{
+    if (timeout_ms <= 0 || timeout_ms > DOCKER_INFO_TIMEOUT_MS)
+        timeout_ms = DOCKER_INFO_TIMEOUT_MS;
+    const char *what[] = {"/containers/", "/volumes/"};
+    const char *name[] = {container, volume};
+    for (size_t i = 0; i < 2 && name[i]; i++) {
+        _cleanup_free_ char *path = sbx_xasprintf("%s%s?force=1", what[i], name[i]);
+        long status = 0;
+        _cleanup_free_ char *resp = NULL;
+        int r = docker_call(e, timeout_ms, "DELETE", path, NULL, &status, &resp, err);
+        if (r < 0)
+            return r;
+        if (status != 204 && status != 404)
+            return sbx_err_set(err, EIO, "docker_error", "docker engine at %s: removing %s: "
+                               "HTTP %ld %s", e->host, name[i], status, docker_message(resp));
+    }
     return 0;
 }

@@ -33,4 +33,10 @@ int docker_engine_info(const struct docker_engine *e, long timeout_ms, char **ve
 int docker_engine_containers(const struct docker_engine *e, long timeout_ms, const char *label,
                              json_t **out, struct sbx_err *err);
 
+/* Remove a container (by its id, forced: running or not) and, when volume is not NULL,
+ * that volume after it; within timeout_ms each (0: DOCKER_INFO_TIMEOUT_MS). 404s count as
+ * done. */
+int docker_engine_remove(const struct docker_engine *e, long timeout_ms, const char *container,
+                         const char *volume, struct sbx_err *err);
+
 #endif

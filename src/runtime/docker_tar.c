@@ -85,7 +85,7 @@ static int tar_close(struct archive *out, char *why, size_t why_len)
     return 0;
 }
 
-int docker_tar_tree(const char *dir, int fd, char *why, size_t why_len)
+int docker_tar_tree(const char *dir, const char *prefix, int fd, char *why, size_t why_len)
 {
     __attribute__((cleanup(disk_free_p))) struct archive *disk = archive_read_disk_new();
     __attribute__((cleanup(archive_free_p))) struct archive *out = tar_open(fd, why, why_len);
@@ -114,7 +114,10 @@ int docker_tar_tree(const char *dir, int fd, char *why, size_t why_len)
         }
         archive_read_disk_descend(disk);
         const char *path = archive_entry_pathname(e);
-        _cleanup_free_ char *rel = sbx_xstrdup(strlen(path) > root_len ? path + root_len + 1 : ".");
+        const char *rest = strlen(path) > root_len ? path + root_len + 1 : NULL;
+        _cleanup_free_ char *rel = !prefix ? sbx_xstrdup(rest ? rest : ".")
+                                   : rest  ? sbx_xasprintf("%s/%s", prefix, rest)
+                                           : sbx_xstrdup(prefix);
         archive_entry_copy_pathname(e, rel);
         if (tar_put(out, e, archive_entry_sourcepath(e), buf, why, why_len) < 0)
             return -1;

@@ -8,9 +8,10 @@
 #include <stddef.h>
 
 /* The tree at dir written to fd as a pax tar, paths relative to dir ("." for dir itself,
- * with its owner and mode), names as raw bytes, not crossing mounts. fd stays open. 0, or
- * -1 with why filled. */
-int docker_tar_tree(const char *dir, int fd, char *why, size_t why_len);
+ * with its owner and mode), under prefix/ when prefix is not NULL (dir itself then named
+ * prefix: the engine applies an entry's owner to a mount point only when it is named),
+ * names as raw bytes, not crossing mounts. fd stays open. 0, or -1 with why filled. */
+int docker_tar_tree(const char *dir, const char *prefix, int fd, char *why, size_t why_len);
 
 /* Regular files paths[i] written to fd as a pax tar under names[i] (relative), owned by
  * root, mode 0755. fd stays open. 0, or -1 with why filled. */

@@ -135,9 +135,11 @@ static void put_archive(const struct docker_engine *e, long timeout, const char 
                   docker_message(resp));
 }
 
-static int fill_tree(const void *arg, int fd, char *why, size_t why_len)
+/* The new workspace as "workspace/...": the volume's root then gets its owner (the
+ * sandbox user) and mode, which an entry "." does not give a mount point. */
+static int fill_workspace(const void *arg, int fd, char *why, size_t why_len)
 {
-    return docker_tar_tree(arg, fd, why, why_len);
+    return docker_tar_tree(arg, "workspace", fd, why, why_len);
 }
 
 /* The agent (and sbx-bsl beside it when the sandbox has one) at their places. */
@@ -211,7 +213,7 @@ static void relay_main(const struct docker_engine *sock, long timeout, const cha
          * volume gets the workspace sbxd prepared (out/, its owner, a CA bundle). */
         put_archive(sock, timeout, id, state_dir, "/", fill_agent, state_dir);
         if (fresh && seed)
-            put_archive(sock, timeout, id, state_dir, "/workspace", fill_tree, seed);
+            put_archive(sock, timeout, id, state_dir, "/", fill_workspace, seed);
     }
     /* Attached before the start, so not one byte the agent writes first is lost. */
     _cleanup_free_ char *attach =

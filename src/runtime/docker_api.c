@@ -58,14 +58,15 @@ static bool tls_failure(CURLcode rc, const char *detail)
 static int transport_error(const struct docker_engine *e, CURLcode rc, const char *detail,
                            const char *method, const char *path, struct sbx_err *err)
 {
-    const char *why = *detail ? detail : curl_easy_strerror(rc);
+    const char *what = curl_easy_strerror(rc);
     if (docker_host_remote(e->host) && e->tls_dir && tls_failure(rc, detail))
         return sbx_err_set(err, EPROTO, "docker_tls_error",
-                           "docker engine at %s: TLS with the certificates in %s failed: %s",
-                           e->host, e->tls_dir, why);
+                           "docker engine at %s: TLS with the certificates in %s failed: %s%s%s%s",
+                           e->host, e->tls_dir, what, *detail ? " (" : "", detail,
+                           *detail ? ")" : "");
     return sbx_err_set(err, rc == CURLE_OPERATION_TIMEDOUT ? ETIMEDOUT : ECONNREFUSED,
-                       "docker_unreachable", "docker engine at %s: %s %s: %s", e->host, method,
-                       path, why);
+                       "docker_unreachable", "docker engine at %s: %s %s: %s%s%s%s", e->host,
+                       method, path, what, *detail ? " (" : "", detail, *detail ? ")" : "");
 }
 
 static int request(const struct docker_engine *e, long timeout_ms, const char *method,

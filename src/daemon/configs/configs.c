@@ -127,15 +127,19 @@ static void engine_job_run(void *data)
     struct engine_job *j = data;
     struct docker_engine e = {.host = j->host, .tls_dir = j->tls_dir};
     struct sbx_err err = {0};
-    if (docker_engine_containers(&e, j->timeout_ms, j->label, &j->a.list, &err) < 0)
+    if (docker_engine_containers(&e, j->timeout_ms, j->label, &j->a.list, &err) < 0) {
         snprintf(j->a.why, sizeof(j->a.why), "%s", err.msg);
+        snprintf(j->a.code, sizeof(j->a.code), "%s", err.code);
+    }
 }
 
 static void engine_job_done(void *data, bool ran)
 {
     struct engine_job *j = data;
-    if (!ran)
+    if (!ran) {
         snprintf(j->a.why, sizeof(j->a.why), "sbxd is stopping");
+        snprintf(j->a.code, sizeof(j->a.code), "internal");
+    }
     j->cb(j->data, &j->a);
     json_decref(j->a.list);
     free(j->label);

@@ -65,6 +65,7 @@ struct configs_engine_answer {
     bool asked;   /* a docker configuration: its engine was asked */
     json_t *list; /* the engine's containers, NULL when it did not answer (why says why) */
     char why[SBX_ERR_MSG_MAX];
+    char code[SBX_ERR_CODE_MAX]; /* why's error code (docker_unreachable, docker_tls_error) */
     /* The engine asked, valid during the callback only. */
     const char *host, *tls_dir;
     long timeout_ms;

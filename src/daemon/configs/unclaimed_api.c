@@ -107,6 +107,15 @@ static void remove_done(void *data, bool ran)
     removal_free(x);
 }
 
+/* A refusal: audited too (who tried, on what), then answered. */
+static void refuse(struct sbxd *d, struct http_req *req, const char *id, const struct sbx_err *err)
+{
+    audit_record(d->store, http_req_identity(req), NULL, http_req_id(req),
+                 "sandbox_config.unclaimed_remove", NULL, err->code,
+                 json_pack("{s:s}", "config_id", id));
+    http_respond_error(req, err);
+}
+
 static void listed(void *data, const struct configs_engine_answer *a)
 {
     struct removal *x = data;
@@ -120,8 +129,8 @@ static void listed(void *data, const struct configs_engine_answer *a)
             sbx_err_set(&err, EINVAL, "invalid_request",
                         "configuration %s is not a docker configuration", x->id);
         else
-            sbx_err_set(&err, EIO, "docker_unreachable", "%s", a->why);
-        http_respond_error(x->req, &err);
+            sbx_err_set(&err, EIO, a->code, "%s", a->why);
+        refuse(x->d, x->req, x->id, &err);
         removal_free(x);
         return;
     }
@@ -154,7 +163,7 @@ static void api_unclaimed_remove(struct sbxd *d, struct http_req *req)
     const char *id = http_req_param(req, 0);
     struct config_loaded l;
     if (configs_load(d->configs, id, &l, &err) < 0) {
-        http_respond_error(req, &err);
+        refuse(d, req, id, &err);
         return;
     }
     config_loaded_clear(&l);

@@ -9,9 +9,10 @@
  * stdin, the container's stdout (demultiplexed from the engine's 8-byte stream frames) to
  * the shim's pipe, its stderr to runsc.log. To the shim the relay is what the native init
  * is for the namespaces backend: its pipes are the agent's stdio, its exit (with the
- * container's status) is the container's. The engine keeps the container whatever sbxd
- * does; the shim and its relay, detached from sbxd, keep the attach, so the sandbox
- * survives an sbxd restart as on the other backends. */
+ * container's status) is the container's. On a remote engine (tcp:// with TLS) the relay
+ * also makes the workspace's volume and copies the agent in before the start. The engine
+ * keeps the container whatever sbxd does; the shim and its relay, detached from sbxd, keep
+ * the attach, so the sandbox survives an sbxd restart as on the other backends. */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -184,9 +185,9 @@ static bool volume_ensure(const struct docker_engine *e, long timeout, const cha
 
 /* The relay's whole life, in the forked child: fds 0 and 1 are the shim's pipes, 2 is
  * runsc.log. Exits with the container's status. */
-static void relay_main(const struct docker_engine *sock, long timeout, const char *id,
+static void relay_main(const struct docker_engine *engine, long timeout, const char *id,
                        const char *state_dir, const char *seed) __attribute__((noreturn));
-static void relay_main(const struct docker_engine *sock, long timeout, const char *id,
+static void relay_main(const struct docker_engine *engine, long timeout, const char *id,
                        const char *state_dir, const char *seed)
 {
     struct sbx_err err = {0};
@@ -198,33 +199,33 @@ static void relay_main(const struct docker_engine *sock, long timeout, const cha
     long status = 0;
     _cleanup_free_ char *rm = name_path(id, "/containers/", "?force=1");
     /* A container of the same name is a leftover of an earlier start of this sandbox. */
-    if (docker_call(sock, timeout, "DELETE", rm, NULL, &status, NULL, &err) < 0)
+    if (docker_call(engine, timeout, "DELETE", rm, NULL, &status, NULL, &err) < 0)
         relay_die(125, "%s", err.msg);
-    bool remote = docker_host_remote(sock->host);
-    bool fresh = remote && volume_ensure(sock, timeout, id);
+    bool remote = docker_host_remote(engine->host);
+    bool fresh = remote && volume_ensure(engine, timeout, id);
     _cleanup_free_ char *create = name_path(id, "/containers/create?name=", "");
     _cleanup_free_ char *resp = NULL;
-    if (docker_call(sock, timeout, "POST", create, body, &status, &resp, &err) < 0)
+    if (docker_call(engine, timeout, "POST", create, body, &status, &resp, &err) < 0)
         relay_die(125, "%s", err.msg);
     if (status != 201)
         relay_die(125, "creating the container: HTTP %ld %s", status, docker_message(resp));
     if (remote) {
         /* The engine sees none of this host's files: the agent goes in by copy, and a new
          * volume gets the workspace sbxd prepared (out/, its owner, a CA bundle). */
-        put_archive(sock, timeout, id, state_dir, "/", fill_agent, state_dir);
+        put_archive(engine, timeout, id, state_dir, "/", fill_agent, state_dir);
         if (fresh && seed)
-            put_archive(sock, timeout, id, state_dir, "/", fill_workspace, seed);
+            put_archive(engine, timeout, id, state_dir, "/", fill_workspace, seed);
     }
     /* Attached before the start, so not one byte the agent writes first is lost. */
     _cleanup_free_ char *attach =
         name_path(id, "/containers/", "/attach?stream=1&stdin=1&stdout=1&stderr=1");
     struct docker_stream *st = NULL;
-    if (docker_hijack(sock, timeout, attach, &st, &err) < 0)
+    if (docker_hijack(engine, timeout, attach, &st, &err) < 0)
         relay_die(125, "%s", err.msg);
     _cleanup_free_ char *start = name_path(id, "/containers/", "/start");
     free(resp);
     resp = NULL;
-    if (docker_call(sock, timeout, "POST", start, NULL, &status, &resp, &err) < 0)
+    if (docker_call(engine, timeout, "POST", start, NULL, &status, &resp, &err) < 0)
         relay_die(125, "%s", err.msg);
     if (status != 204 && status != 304)
         relay_die(125, "starting the container: HTTP %ld %s", status, docker_message(resp));
@@ -266,7 +267,7 @@ static void relay_main(const struct docker_engine *sock, long timeout, const cha
     _cleanup_free_ char *wait = name_path(id, "/containers/", "/wait");
     free(resp);
     resp = NULL;
-    if (docker_call(sock, 0, "POST", wait, NULL, &status, &resp, &err) < 0 || status != 200)
+    if (docker_call(engine, 0, "POST", wait, NULL, &status, &resp, &err) < 0 || status != 200)
         relay_die(255, "waiting for the container: %s", err.msg[0] ? err.msg : docker_message(resp));
     json_t *j = json_loads(resp, 0, NULL);
     int code = (int)json_integer_value(json_object_get(j, "StatusCode"));

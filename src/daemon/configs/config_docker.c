@@ -58,7 +58,8 @@ static int remote_engine(const char *host, const char *tls, struct sbx_err *err)
     const char *addr = host + strlen(DOCKER_TCP_PREFIX);
     const char *colon = strrchr(addr, ':');
     if (!docker_host_remote(host) || strlen(host) > DOCKER_HOST_MAX || !colon || colon == addr ||
-        !charset_ok(colon + 1, 5, "") || atoi(colon + 1) < 1 || atoi(colon + 1) > 65535)
+        strlen(colon + 1) > 5 || strspn(colon + 1, "0123456789") != strlen(colon + 1) ||
+        atoi(colon + 1) < 1 || atoi(colon + 1) > 65535)
         return BAD("docker.host must be empty (this host's engine) or tcp://HOST:PORT");
     for (const char *c = addr; c < colon; c++)
         if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-[]:", *c))

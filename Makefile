@@ -35,7 +35,7 @@ AGENT_SRC  := $(wildcard src/agent/*.c)
 # bind-mounted read-only into every sandbox. Its modules (all but main.c) are also linked into
 # the unit tests and the fuzz targets.
 BSL_SRC    := $(filter-out src/bsl/main.c,$(wildcard src/bsl/*.c))
-SHIM_SRC   := $(SHIM_ONLY) src/runtime/cgroup.c src/runtime/oci.c src/runtime/docker_api.c src/runtime/provider_api.c src/runtime/curlx.c
+SHIM_SRC   := $(SHIM_ONLY) src/runtime/cgroup.c src/runtime/oci.c src/runtime/docker_api.c src/runtime/docker_tar.c src/runtime/provider_api.c src/runtime/curlx.c
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 aobj = $(patsubst %.c,$(BUILD)/agent-obj/%.o,$(1))
@@ -145,7 +145,7 @@ $(BUILD)/sbxd: $(DAEMON_OBJ)
 	$(CC) $(SAN) -o $@ $^ $(shell pkg-config --libs $(PKGS)) $(NOPC_LIBS) -lpthread
 
 $(BUILD)/sbx-shim: $(SHIM_OBJ)
-	$(CC) $(SAN) -o $@ $^ -ljansson -lcurl -lpthread
+	$(CC) $(SAN) -o $@ $^ -ljansson -lcurl -larchive -lpthread
 
 # MCP over stdio for desktop clients, bridged to sbxd's /mcp (docs/mcp.md).
 $(BUILD)/sbx-mcp: src/bridge/sbx_mcp.c

@@ -41,6 +41,7 @@ const struct route_table *const sbxd_routes[] = {
     &mcp_routes,
     &openapi_routes,
     &config_routes,
+    &unclaimed_routes,
     &me_routes,
     &probe_routes,
     &templates_query_routes,

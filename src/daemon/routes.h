@@ -31,6 +31,7 @@ extern const struct route_table mcp_routes;      /* mcp/mcp_api.c */
 extern const struct route_table openapi_routes;  /* openapi/openapi_api.c */
 /* Sandbox configurations, personal variables, the probe (docs/configs.md). */
 extern const struct route_table config_routes; /* configs/configs_api.c */
+extern const struct route_table unclaimed_routes; /* configs/unclaimed_api.c */
 extern const struct route_table me_routes;     /* configs/me_api.c */
 extern const struct route_table probe_routes;  /* configs/probe_api.c */
 extern const struct route_table templates_query_routes; /* configs/templates_query_api.c */

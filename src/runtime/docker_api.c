@@ -1,4 +1,4 @@
-/* The Docker Engine API over its unix socket with libcurl (docker_api.h). */
+/* The Docker Engine API with libcurl, over its unix socket or TCP and TLS (docker_api.h). */
 #include "docker_api.h"
 
 #include <curl/curl.h>
@@ -15,8 +15,62 @@
 
 #define DOCKER_HEAD_MAX 8192 /* a hijack answer's status line and headers */
 
-static int request(const char *socket, long timeout_ms, const char *method, const char *path,
-                   const char *body, int upload_fd, long *status, char **resp,
+bool docker_host_remote(const char *host)
+{
+    return host && !strncmp(host, DOCKER_TCP_PREFIX, strlen(DOCKER_TCP_PREFIX));
+}
+
+/* Point c at the engine: its socket, or its TCP address with our client certificate and
+ * its CA (the engine's certificate is checked against it, host name included). Returns
+ * the URL of path (below DOCKER_API_PREFIX; "" for the root). */
+static char *engine_opts(CURL *c, const struct docker_engine *e, const char *path)
+{
+    if (!docker_host_remote(e->host)) {
+        curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, e->host);
+        return sbx_xasprintf("http://docker%s%s", *path ? DOCKER_API_PREFIX : "/", path);
+    }
+    const char *addr = e->host + strlen(DOCKER_TCP_PREFIX);
+    if (!e->tls_dir || !*e->tls_dir)
+        return sbx_xasprintf("http://%s%s%s", addr, *path ? DOCKER_API_PREFIX : "/", path);
+    _cleanup_free_ char *ca = sbx_xasprintf("%s/" DOCKER_TLS_CA, e->tls_dir);
+    _cleanup_free_ char *cert = sbx_xasprintf("%s/" DOCKER_TLS_CERT, e->tls_dir);
+    _cleanup_free_ char *key = sbx_xasprintf("%s/" DOCKER_TLS_KEY, e->tls_dir);
+    curl_easy_setopt(c, CURLOPT_CAINFO, ca); /* libcurl copies option strings */
+    curl_easy_setopt(c, CURLOPT_SSLCERT, cert);
+    curl_easy_setopt(c, CURLOPT_SSLKEY, key);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
+    return sbx_xasprintf("https://%s%s%s", addr, *path ? DOCKER_API_PREFIX : "/", path);
+}
+
+/* A TLS session that failed: a certificate refused, by us or by the engine (with TLS 1.3
+ * the engine's refusal of ours comes as an alert at the first read: libcurl's detail
+ * names the TLS library then). */
+static bool tls_failure(CURLcode rc, const char *detail)
+{
+    return rc == CURLE_SSL_CONNECT_ERROR || rc == CURLE_PEER_FAILED_VERIFICATION ||
+           rc == CURLE_SSL_CERTPROBLEM || rc == CURLE_SSL_CACERT_BADFILE ||
+           rc == CURLE_SSL_ISSUER_ERROR || rc == CURLE_SSL_CIPHER ||
+           ((rc == CURLE_RECV_ERROR || rc == CURLE_SEND_ERROR) && strstr(detail, "SSL"));
+}
+
+/* detail: libcurl's CURLOPT_ERRORBUFFER, "" when it said nothing more. */
+static int transport_error(const struct docker_engine *e, CURLcode rc, const char *detail,
+                           const char *method, const char *path, struct sbx_err *err)
+{
+    const char *what = curl_easy_strerror(rc);
+    if (docker_host_remote(e->host) && e->tls_dir && tls_failure(rc, detail))
+        return sbx_err_set(err, EPROTO, "docker_tls_error",
+                           "docker engine at %s: TLS with the certificates in %s failed: %s%s%s%s",
+                           e->host, e->tls_dir, what, *detail ? " (" : "", detail,
+                           *detail ? ")" : "");
+    return sbx_err_set(err, rc == CURLE_OPERATION_TIMEDOUT ? ETIMEDOUT : ECONNREFUSED,
+                       "docker_unreachable", "docker engine at %s: %s %s: %s%s%s%s", e->host,
+                       method, path, what, *detail ? " (" : "", detail, *detail ? ")" : "");
+}
+
+static int request(const struct docker_engine *e, long timeout_ms, const char *method,
+                   const char *path, const char *body, int upload_fd, long *status, char **resp,
                    struct sbx_err *err)
 {
     *status = 0;
@@ -25,10 +79,11 @@ static int request(const char *socket, long timeout_ms, const char *method, cons
     _cleanup_curl_ CURL *c = curl_easy_init();
     if (!c)
         return sbx_err_set(err, ENOMEM, "internal", "curl_easy_init failed");
-    _cleanup_free_ char *url = sbx_xasprintf("http://docker" DOCKER_API_PREFIX "%s", path);
+    _cleanup_free_ char *url = engine_opts(c, e, path);
+    char detail[CURL_ERROR_SIZE] = "";
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, detail);
     _cleanup_slist_ struct curl_slist *hdrs = NULL;
     struct curlx_body b = {.max = DOCKER_RESP_MAX};
-    curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, socket);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
@@ -39,7 +94,7 @@ static int request(const char *socket, long timeout_ms, const char *method, cons
     if (upload_fd >= 0) {
         hdrs = curl_slist_append(hdrs, "Content-Type: application/x-tar");
         hdrs = curl_slist_append(hdrs, "Transfer-Encoding: chunked");
-        curl_easy_setopt(c, CURLOPT_POST, 1L);
+        curl_easy_setopt(c, CURLOPT_UPLOAD, 1L); /* the method is CUSTOMREQUEST's */
         curl_easy_setopt(c, CURLOPT_READFUNCTION, curlx_fd_read_cb);
         curl_easy_setopt(c, CURLOPT_READDATA, &upload_fd);
     } else if (body) {
@@ -52,9 +107,7 @@ static int request(const char *socket, long timeout_ms, const char *method, cons
     CURLcode rc = curl_easy_perform(c);
     if (rc != CURLE_OK) {
         free(b.data);
-        return sbx_err_set(err, rc == CURLE_OPERATION_TIMEDOUT ? ETIMEDOUT : ECONNREFUSED,
-                           "docker_unreachable", "docker engine at %s: %s %s: %s", socket,
-                           method, path, curl_easy_strerror(rc));
+        return transport_error(e, rc, detail, method, path, err);
     }
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
     if (resp)
@@ -64,16 +117,17 @@ static int request(const char *socket, long timeout_ms, const char *method, cons
     return 0;
 }
 
-int docker_call(const char *socket, long timeout_ms, const char *method, const char *path,
-                const char *body, long *status, char **resp, struct sbx_err *err)
+int docker_call(const struct docker_engine *e, long timeout_ms, const char *method,
+                const char *path, const char *body, long *status, char **resp,
+                struct sbx_err *err)
 {
-    return request(socket, timeout_ms, method, path, body, -1, status, resp, err);
+    return request(e, timeout_ms, method, path, body, -1, status, resp, err);
 }
 
-int docker_upload(const char *socket, long timeout_ms, const char *path, int fd, long *status,
-                  char **resp, struct sbx_err *err)
+int docker_upload(const struct docker_engine *e, long timeout_ms, const char *method,
+                  const char *path, int fd, long *status, char **resp, struct sbx_err *err)
 {
-    return request(socket, timeout_ms, "POST", path, NULL, fd, status, resp, err);
+    return request(e, timeout_ms, method, path, NULL, fd, status, resp, err);
 }
 
 const char *docker_message(char *resp)
@@ -103,7 +157,7 @@ static int wait_fd(int fd, short ev, long timeout_ms)
     return r > 0 ? 0 : r == 0 ? -ETIMEDOUT : -errno;
 }
 
-int docker_hijack(const char *socket, long timeout_ms, const char *path,
+int docker_hijack(const struct docker_engine *e, long timeout_ms, const char *path,
                   struct docker_stream **out, struct sbx_err *err)
 {
     *out = NULL;
@@ -113,8 +167,13 @@ int docker_hijack(const char *socket, long timeout_ms, const char *path,
         free(s);
         return sbx_err_set(err, ENOMEM, "internal", "curl_easy_init failed");
     }
-    curl_easy_setopt(s->c, CURLOPT_UNIX_SOCKET_PATH, socket);
-    curl_easy_setopt(s->c, CURLOPT_URL, "http://docker/");
+    /* Over TLS, curl_easy_send/recv carry the stream through the session the connect
+     * set up; the relay drains each readable wake-up until -EAGAIN, so bytes the TLS
+     * layer holds decrypted are never left waiting for the socket to wake again. */
+    _cleanup_free_ char *url = engine_opts(s->c, e, "");
+    curl_easy_setopt(s->c, CURLOPT_URL, url);
+    char detail[CURL_ERROR_SIZE] = "";
+    curl_easy_setopt(s->c, CURLOPT_ERRORBUFFER, detail);
     curl_easy_setopt(s->c, CURLOPT_CONNECT_ONLY, 1L);
     curl_easy_setopt(s->c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(s->c, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
@@ -123,10 +182,11 @@ int docker_hijack(const char *socket, long timeout_ms, const char *path,
     if (rc == CURLE_OK)
         rc = curl_easy_getinfo(s->c, CURLINFO_ACTIVESOCKET, &sock);
     if (rc != CURLE_OK || sock == CURL_SOCKET_BAD) {
+        int r = transport_error(e, rc, detail, "POST", path, err);
         docker_stream_free(s);
-        return sbx_err_set(err, ECONNREFUSED, "docker_unreachable", "docker engine at %s: %s",
-                           socket, curl_easy_strerror(rc));
+        return r;
     }
+    curl_easy_setopt(s->c, CURLOPT_ERRORBUFFER, NULL); /* detail is this frame's */
     s->fd = (int)sock;
     _cleanup_free_ char *req = sbx_xasprintf(
         "POST " DOCKER_API_PREFIX "%s HTTP/1.1\r\nHost: docker\r\nContent-Length: 0\r\n"

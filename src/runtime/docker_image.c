@@ -1,8 +1,6 @@
 /* Templates into the engine as images, and the engine's identity (docker_image.h). */
 #include "docker_image.h"
 
-#include <archive.h>
-#include <archive_entry.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -15,6 +13,7 @@
 
 #include "../common/util.h"
 #include "docker_api.h"
+#include "docker_tar.h"
 
 
 struct tar_writer {
@@ -23,76 +22,17 @@ struct tar_writer {
     char why[256];
 };
 
-/* The writer thread: the tree, as a pax tar with paths relative to its root. */
+/* The writer thread: the tree into the pipe, closed at the end so the upload ends. */
 static void *write_tar(void *data)
 {
     struct tar_writer *w = data;
-    struct archive *disk = archive_read_disk_new();
-    struct archive *out = archive_write_new();
-    struct archive_entry *e = NULL;
-    if (!disk || !out) {
-        snprintf(w->why, sizeof(w->why), "out of memory");
-        goto done;
-    }
-    archive_read_disk_set_behavior(disk, ARCHIVE_READDISK_NO_TRAVERSE_MOUNTS);
-    archive_read_disk_set_standard_lookup(disk);
-    archive_write_set_format_pax_restricted(out);
-    /* Names as the bytes on disk: sbxd runs in the C locale, where a UTF-8 file name
-     * (ca-certificates has some) does not translate. */
-    if (archive_write_set_options(out, "hdrcharset=BINARY") != ARCHIVE_OK ||
-        archive_write_open_fd(out, w->fd) != ARCHIVE_OK ||
-        archive_read_disk_open(disk, w->rootfs) != ARCHIVE_OK) {
-        snprintf(w->why, sizeof(w->why), "%s", archive_error_string(disk));
-        goto done;
-    }
-    size_t root_len = strlen(w->rootfs);
-    e = archive_entry_new();
-    char buf[65536];
-    for (;;) {
-        int r = archive_read_next_header2(disk, e);
-        if (r == ARCHIVE_EOF)
-            break;
-        if (r != ARCHIVE_OK) {
-            snprintf(w->why, sizeof(w->why), "%s", archive_error_string(disk));
-            goto done;
-        }
-        archive_read_disk_descend(disk);
-        const char *path = archive_entry_pathname(e);
-        _cleanup_free_ char *rel = sbx_xstrdup(strlen(path) > root_len ? path + root_len + 1 : ".");
-        archive_entry_copy_pathname(e, rel);
-        if (archive_write_header(out, e) != ARCHIVE_OK) {
-            snprintf(w->why, sizeof(w->why), "%s", archive_error_string(out));
-            goto done;
-        }
-        if (archive_entry_filetype(e) == AE_IFREG && archive_entry_size(e) > 0) {
-            _cleanup_close_ int fd = open(archive_entry_sourcepath(e), O_RDONLY | O_CLOEXEC);
-            if (fd < 0) {
-                snprintf(w->why, sizeof(w->why), "%s: %s", rel, strerror(errno));
-                goto done;
-            }
-            ssize_t n;
-            while ((n = read(fd, buf, sizeof(buf))) > 0)
-                if (archive_write_data(out, buf, (size_t)n) < 0) {
-                    snprintf(w->why, sizeof(w->why), "%s", archive_error_string(out));
-                    goto done;
-                }
-        }
-    }
-    if (archive_write_close(out) != ARCHIVE_OK)
-        snprintf(w->why, sizeof(w->why), "%s", archive_error_string(out));
-done:
-    if (e)
-        archive_entry_free(e);
-    if (disk)
-        archive_read_free(disk);
-    if (out)
-        archive_write_free(out);
+    (void)docker_tar_tree(w->rootfs, NULL, w->fd, w->why, sizeof(w->why));
     close(w->fd);
     w->fd = -1;
     return NULL;
 }
 
-int docker_image_import(const char *socket, const char *rootfs, const char *image, char **id,
+int docker_image_import(const struct docker_engine *e, const char *rootfs, const char *image, char **id,
                         struct sbx_err *err)
 {
     *id = NULL;
@@ -111,7 +51,7 @@ int docker_image_import(const char *socket, const char *rootfs, const char *imag
         sbx_xasprintf("/images/create?fromSrc=-&repo=%s&tag=latest", image);
     long status = 0;
     _cleanup_free_ char *resp = NULL;
-    r = docker_upload(socket, DOCKER_IMPORT_TIMEOUT_MS, path, p[0], &status, &resp, err);
+    r = docker_upload(e, DOCKER_IMPORT_TIMEOUT_MS, "POST", path, p[0], &status, &resp, err);
     close(p[0]); /* a writer still at work gets EPIPE and ends */
     pthread_join(t, NULL);
     if (r < 0)
@@ -127,10 +67,10 @@ int docker_image_import(const char *socket, const char *rootfs, const char *imag
         last = nl + 1;
     json_t *j = json_loads(last, JSON_DISABLE_EOF_CHECK, NULL);
     const char *s = json_string_value(json_object_get(j, "status"));
-    const char *e = json_string_value(json_object_get(j, "error"));
-    if (e || !s) {
+    const char *fail = json_string_value(json_object_get(j, "error"));
+    if (fail || !s) {
         r = sbx_err_set(err, EIO, "docker_error", "importing into the engine: %s",
-                        e ? e : "no image id in the answer");
+                        fail ? fail : "no image id in the answer");
         json_decref(j);
         return r;
     }
@@ -139,7 +79,7 @@ int docker_image_import(const char *socket, const char *rootfs, const char *imag
     return 0;
 }
 
-int docker_engine_info(const char *socket, long timeout_ms, char **version, bool *has_runtime,
+int docker_engine_info(const struct docker_engine *e, long timeout_ms, char **version, bool *has_runtime,
                        const char *runtime, struct sbx_err *err)
 {
     if (timeout_ms <= 0 || timeout_ms > DOCKER_INFO_TIMEOUT_MS)
@@ -148,13 +88,13 @@ int docker_engine_info(const char *socket, long timeout_ms, char **version, bool
     *has_runtime = false;
     long status = 0;
     _cleanup_free_ char *resp = NULL;
-    int r = docker_call(socket, timeout_ms, "GET", "/info", NULL, &status, &resp, err);
+    int r = docker_call(e, timeout_ms, "GET", "/info", NULL, &status, &resp, err);
     if (r < 0)
         return r;
     json_t *j = status == 200 ? json_loads(resp, 0, NULL) : NULL;
     if (!j)
         return sbx_err_set(err, EIO, "docker_unreachable", "docker engine at %s: HTTP %ld",
-                           socket, status);
+                           e->host, status);
     const char *v = json_string_value(json_object_get(j, "ServerVersion"));
     *version = sbx_xstrdup(v ? v : "");
     *has_runtime = runtime && json_object_get(json_object_get(j, "Runtimes"), runtime);
@@ -162,7 +102,7 @@ int docker_engine_info(const char *socket, long timeout_ms, char **version, bool
     return 0;
 }
 
-int docker_engine_containers(const char *socket, long timeout_ms, const char *label,
+int docker_engine_containers(const struct docker_engine *e, long timeout_ms, const char *label,
                              json_t **out, struct sbx_err *err)
 {
     *out = NULL;
@@ -174,16 +114,37 @@ int docker_engine_containers(const char *socket, long timeout_ms, const char *la
                       label);
     long status = 0;
     _cleanup_free_ char *resp = NULL;
-    int r = docker_call(socket, timeout_ms, "GET", path, NULL, &status, &resp, err);
+    int r = docker_call(e, timeout_ms, "GET", path, NULL, &status, &resp, err);
     if (r < 0)
         return r;
     json_t *j = status == 200 ? json_loads(resp, 0, NULL) : NULL;
     if (!json_is_array(j)) {
         json_decref(j);
         return sbx_err_set(err, EIO, "docker_unreachable",
-                           "docker engine at %s: listing containers: HTTP %ld %s", socket, status,
+                           "docker engine at %s: listing containers: HTTP %ld %s", e->host, status,
                            docker_message(resp));
     }
     *out = j;
+    return 0;
+}
+
+int docker_engine_remove(const struct docker_engine *e, long timeout_ms, const char *container,
+                         const char *volume, struct sbx_err *err)
+{
+    if (timeout_ms <= 0 || timeout_ms > DOCKER_INFO_TIMEOUT_MS)
+        timeout_ms = DOCKER_INFO_TIMEOUT_MS;
+    const char *what[] = {"/containers/", "/volumes/"};
+    const char *name[] = {container, volume};
+    for (size_t i = 0; i < 2 && name[i]; i++) {
+        _cleanup_free_ char *path = sbx_xasprintf("%s%s?force=1", what[i], name[i]);
+        long status = 0;
+        _cleanup_free_ char *resp = NULL;
+        int r = docker_call(e, timeout_ms, "DELETE", path, NULL, &status, &resp, err);
+        if (r < 0)
+            return r;
+        if (status != 204 && status != 404)
+            return sbx_err_set(err, EIO, "docker_error", "docker engine at %s: removing %s: "
+                               "HTTP %ld %s", e->host, name[i], status, docker_message(resp));
+    }
     return 0;
 }

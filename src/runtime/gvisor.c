@@ -271,8 +271,17 @@ static int write_docker_config(const struct rt_config *cfg, const struct rt_spec
         return sbx_err_sys(err, -r, "writing %s", path);
     /* The holder's own options: the engine's, not the container's. */
     _cleanup_free_ char *epath = sbx_xasprintf("%s/" DOCKER_ENGINE_FILE, spec->state_dir);
-    _cleanup_free_ char *engine = sbx_xasprintf(
-        "{\"timeout_ms\": %lld}\n", spec->docker ? spec->docker->http_timeout_ms : 0LL);
+    const struct rt_docker *d = spec->docker;
+    bool remote = d && docker_host_remote(d->host);
+    json_t *ej =
+        json_pack("{s:I,s:s?,s:s?,s:s?}", "timeout_ms",
+                  (json_int_t)(d ? d->http_timeout_ms : 0), "host", remote ? d->host : NULL,
+                  "tls_dir", remote && d->tls_dir && *d->tls_dir ? d->tls_dir : NULL,
+                  "workspace", remote ? spec->workspace : NULL);
+    _cleanup_free_ char *engine = ej ? json_dumps(ej, JSON_COMPACT) : NULL;
+    json_decref(ej);
+    if (!engine)
+        return sbx_err_set(err, ENOMEM, "internal", "serialising %s", epath);
     if ((r = sbx_write_file_replace(epath, engine, strlen(engine), 0600)) < 0)
         return sbx_err_sys(err, -r, "writing %s", epath);
     return 0;

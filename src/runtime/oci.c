@@ -240,17 +240,36 @@ int oci_build_docker(const struct rt_config *cfg, const struct rt_spec *spec, ch
                  : sbx_xasprintf("sbx-%s", spec->template_name ? spec->template_name : "base");
     const char *hostname = spec->hostname && *spec->hostname ? spec->hostname : "sbx";
 
+    /* A remote engine sees none of this host's files: the agent is copied into the
+     * container before its start (so its root filesystem stays writable), the workspace
+     * is the sandbox's Docker volume there, and sbx volumes (host directories) cannot be
+     * mounted. */
+    bool remote = docker_host_remote(d->host);
+    if (remote && spec->nmounts)
+        return sbx_err_set(err, EINVAL, "invalid_request",
+                           "sbx volumes are directories on this host: a sandbox on a remote "
+                           "docker engine cannot mount them");
     /* The same mounts as the OCI bundle's: the workspace twice (E2B's home), the agent
      * read-only over the template's empty file, sbx-bsl beside it. */
     json_t *binds = json_array();
-    json_array_append_new(binds, json_sprintf("%s:/workspace:rw", spec->workspace));
-    json_array_append_new(binds, json_sprintf("%s:/home/user:rw", spec->workspace));
-    json_array_append_new(binds, json_sprintf("%s:" OCI_AGENT_PATH ":ro", cfg->agent_path));
-    if (cfg->bsl_path && host_path_ok(cfg->bsl_path))
-        json_array_append_new(binds, json_sprintf("%s:" OCI_BSL_PATH ":ro", cfg->bsl_path));
+    json_t *mounts = json_array();
+    if (remote) {
+        _cleanup_free_ char *vol = sbx_xasprintf(DOCKER_NAME_PREFIX "%s", spec->id);
+        for (size_t i = 0; i < 2; i++)
+            json_array_append_new(mounts, json_pack("{s:s,s:s,s:s}", "Type", "volume", "Source",
+                                                    vol, "Target",
+                                                    i ? "/home/user" : "/workspace"));
+    } else {
+        json_array_append_new(binds, json_sprintf("%s:/workspace:rw", spec->workspace));
+        json_array_append_new(binds, json_sprintf("%s:/home/user:rw", spec->workspace));
+        json_array_append_new(binds, json_sprintf("%s:" OCI_AGENT_PATH ":ro", cfg->agent_path));
+        if (cfg->bsl_path && host_path_ok(cfg->bsl_path))
+            json_array_append_new(binds, json_sprintf("%s:" OCI_BSL_PATH ":ro", cfg->bsl_path));
+    }
     /* The sandbox's volumes (docs/volumes.md), as in the OCI bundle. A bind is written
      * "source:destination:mode", so neither path may hold a colon. */
     if (spec->nmounts > RT_MOUNTS_MAX) {
+        json_decref(mounts);
         json_decref(binds);
         return sbx_err_set(err, EINVAL, "internal", "more than %d mounts", RT_MOUNTS_MAX);
     }
@@ -259,6 +278,7 @@ int oci_build_docker(const struct rt_config *cfg, const struct rt_spec *spec, ch
         if (!host_path_ok(vm->source) || !vm->destination || vm->destination[0] != '/' ||
             strchr(vm->source, ':') || strchr(vm->destination, ':')) {
             json_decref(binds);
+            json_decref(mounts);
             return sbx_err_set(err, EINVAL, "internal",
                                "a volume mount needs absolute paths without a colon");
         }
@@ -271,8 +291,9 @@ int oci_build_docker(const struct rt_config *cfg, const struct rt_spec *spec, ch
                         : sbx_xstrdup("rw,nosuid,nodev,mode=1777");
     /* The open-files limit stays the engine's: a raise past the engine's own hard limit
      * fails the start. */
-    json_t *host = json_pack("{s:o, s:{s:s}, s:b, s:s, s:[s,s], s:[s], s:I, s:b}", "Binds",
-                             binds, "Tmpfs", "/tmp", tmp, "ReadonlyRootfs", 1, "NetworkMode", net,
+    json_t *host = json_pack("{s:o, s:o, s:{s:s}, s:b, s:s, s:[s,s], s:[s], s:I, s:b}",
+                             "Binds", binds, "Mounts", mounts, "Tmpfs", "/tmp", tmp,
+                             "ReadonlyRootfs", !remote, "NetworkMode", net,
                              "CapDrop", "MKNOD", "NET_RAW", "SecurityOpt", "no-new-privileges",
                              "ShmSize", (json_int_t)OCI_SHM_BYTES, "Init", 0);
     if (!host)

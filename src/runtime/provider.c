@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "../common/util.h"
+#include "docker_api.h"
 #include "provider_api.h"
 
 #define PROVIDER_FILE_MAX (256u * 1024u)
@@ -14,6 +15,12 @@
 bool rt_is_provider(const char *backend)
 {
     return backend && (!strcmp(backend, "e2b") || !strcmp(backend, "cube"));
+}
+
+bool rt_workspace_remote(const char *backend, const struct rt_docker *docker)
+{
+    return rt_is_provider(backend) || (backend && !strcmp(backend, "docker") && docker &&
+                                       docker_host_remote(docker->host));
 }
 
 int rt_provider_write(const struct rt_config *cfg, const struct rt_spec *spec,

@@ -12,6 +12,12 @@
 /* Is this backend a provider's (e2b, cube)? */
 bool rt_is_provider(const char *backend);
 
+/* Does a sandbox of this backend (with these docker options, NULL: none) keep its
+ * workspace away from this host: at a provider, or in a Docker volume on a remote engine?
+ * Then its files, artifacts and receipts' hashes go through the agent, and nothing of the
+ * host's workspace directory is the sandbox's (no host-side copy for a pause or fork). */
+bool rt_workspace_remote(const char *backend, const struct rt_docker *docker);
+
 /* Write <state_dir>/provider.json (0600) for the relay: spec->provider's connection, else
  * the one of the sandbox's last start, else cfg's for the backend; the agent to upload;
  * the sandbox's metadata. */

@@ -95,6 +95,12 @@ struct rt_docker {
     const char *network_mode; /* "none" (NULL) or "bridge" */
     long long http_timeout_ms; /* the bound on each engine request; 0: the built-in one */
     const char *config_id;     /* its configuration's, labelled DOCKER_LABEL_CONFIG; NULL or "" */
+    /* A remote engine (docs/runtime.md "Docker"): "tcp://HOST:PORT" and the directory of
+     * ca.pem, cert.pem, key.pem; NULL or "": this host's engine (rt_config.docker_host).
+     * On a remote engine the agent is copied into the container and the workspace is a
+     * Docker volume there (rt_workspace_remote). */
+    const char *host;
+    const char *tls_dir;
 };
 
 /* The execution backends (docs/runtime.md): gVisor (runsc), Linux namespaces, and the

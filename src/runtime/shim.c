@@ -439,6 +439,9 @@ static void shim_free(struct shim *s)
             loop_watch_del(s->loop, ws[i]); /* freed by loop_free */
         loop_free(s->loop);
     }
+    free(s->docker_remote);
+    free(s->docker_tls_dir);
+    free(s->docker_seed);
     free(s->sock_path);
     free(s->pid_path);
     free(s->runsc_log);
@@ -457,6 +460,8 @@ static void finish(struct shim *s)
              s->frames_down, s->frames_up, s->frames_dropped, rm ? "; removing " : "",
              rm ? rm : "");
     if (rm) {
+        if (s->docker)
+            shim_docker_cmd(s, "volume"); /* a remote engine's workspace */
         close(s->log_fd);
         s->log_fd = -1;
         /* A loop-mounted workspace (the quota) must be detached, not emptied. */
@@ -710,6 +715,8 @@ static int cleanup_main(struct shim *s, const char *remove)
     (void)unlink(s->sock_path);
     if (remove && safe_remove_dir(remove)) {
         shim_log(s, "removing %s", remove);
+        if (s->docker)
+            shim_docker_cmd(s, "volume");
         close(s->log_fd);
         s->log_fd = -1;
         (void)sbx_umount_beneath(remove);

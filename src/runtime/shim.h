@@ -29,8 +29,11 @@ struct shim {
     const char *platform; /* runsc --platform, or NULL for runsc's default */
     bool native;         /* not gvisor: the shim itself starts the container */
     bool docker;         /* the docker backend: the container is the engine's (shim_docker.c) */
-    const char *docker_host; /* its engine's unix socket */
+    const char *docker_host; /* this host's engine's unix socket */
     long docker_timeout_ms;  /* each engine request's bound (shim_docker_load) */
+    /* A remote engine's address and TLS directory, and the host workspace that seeds its
+     * volume (shim_docker_load); NULL: this host's engine. */
+    char *docker_remote, *docker_tls_dir, *docker_seed;
     bool provider;       /* e2b, cube: the sandbox is a provider's (shim_provider.c) */
     int log_fd;
     int ready_fd;

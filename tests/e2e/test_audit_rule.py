@@ -343,6 +343,10 @@ def drive_all():
     yield call("POST /v1/sandbox-configs/templates/query", "sandbox_config.templates_query",
                "POST", "/v1/sandbox-configs/templates/query",
                {"config_id": cfg["id"], "replace_standard": True}, client=a, target=None)
+    # Not a docker configuration: refused, and the refusal written.
+    yield call("DELETE /v1/sandbox-configs/{}/unclaimed", "sandbox_config.unclaimed_remove",
+               "DELETE", "/v1/sandbox-configs/%s/unclaimed" % cfg["id"], client=a, status=400,
+               target=None)
     yield call("DELETE /v1/sandbox-configs/{}", "sandbox_config.delete", "DELETE",
                "/v1/sandbox-configs/" + cfg["id"], client=a, target=None)
     # Template builds (refused ones too: an entry says who tried) and deletes.

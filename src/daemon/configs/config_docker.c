@@ -5,9 +5,12 @@
  * the container options of its sandboxes on the docker backend (docs/runtime.md "Docker"),
  * and its limits as the configuration's. */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../../common/util.h"
+#include "../../runtime/docker_api.h"
 #include "config_doc.h"
 
 #define BAD(...) sbx_err_set(err, EINVAL, "invalid_sandbox_config", __VA_ARGS__)
@@ -16,6 +19,7 @@
 #define DOCKER_PATH_MAX 1024
 #define DOCKER_IDLE_TTL_MAX 86400
 #define DOCKER_HTTP_TIMEOUT_MAX 3600
+#define DOCKER_HOST_MAX 255
 
 static const char *const docker_fields[] = {
     "image",         "host",       "tls_cert_path",  "cpu_limit",     "memory_limit_mb",
@@ -44,6 +48,32 @@ static int opt_int(json_t *d, const char *f, long long min, long long max, long 
     if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max)
         return BAD("docker.%s must be an integer from %lld to %lld", f, min, max);
     *out = json_integer_value(v);
+    return 0;
+}
+
+/* A remote engine (docs/runtime.md "Docker"): tcp://HOST:PORT, always with TLS client
+ * certificates in Docker's layout, which sbxd must be able to read. */
+static int remote_engine(const char *host, const char *tls, struct sbx_err *err)
+{
+    const char *addr = host + strlen(DOCKER_TCP_PREFIX);
+    const char *colon = strrchr(addr, ':');
+    if (!docker_host_remote(host) || strlen(host) > DOCKER_HOST_MAX || !colon || colon == addr ||
+        strlen(colon + 1) > 5 || strspn(colon + 1, "0123456789") != strlen(colon + 1) ||
+        atoi(colon + 1) < 1 || atoi(colon + 1) > 65535)
+        return BAD("docker.host must be empty (this host's engine) or tcp://HOST:PORT");
+    for (const char *c = addr; c < colon; c++)
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-[]:", *c))
+            return BAD("docker.host must be empty (this host's engine) or tcp://HOST:PORT");
+    if (!tls || tls[0] != '/')
+        return BAD("docker.host %s needs tls_cert_path: the absolute path of a directory "
+                   "holding " DOCKER_TLS_CA ", " DOCKER_TLS_CERT " and " DOCKER_TLS_KEY,
+                   host);
+    static const char *const files[] = {DOCKER_TLS_CA, DOCKER_TLS_CERT, DOCKER_TLS_KEY};
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(files); i++) {
+        _cleanup_free_ char *f = sbx_xasprintf("%s/%s", tls, files[i]);
+        if (access(f, R_OK) < 0)
+            return BAD("docker.tls_cert_path: %s: %s", f, strerror(errno));
+    }
     return 0;
 }
 
@@ -80,17 +110,17 @@ int config_doc_docker(json_t *in, const char *backend, const struct config_ceili
     const char *host = json_string_value(hv);
     if (hv && !json_is_null(hv) && !host)
         return BAD("docker.host must be a string");
-    if (host && *host) {
-        /* Only the local engine (SBX_DOCKER_HOST) for now: a remote one needs the agent
-         * copied in and the workspace on a volume (docs/runtime.md "Docker"). */
-        return sbx_err_set(err, EINVAL, "docker_remote_unsupported",
-                           "docker.host: remote engines are not supported yet; leave it empty "
-                           "for this host's engine (SBX_DOCKER_HOST)");
-    }
     json_t *tv = json_object_get(d, "tls_cert_path");
-    if (tv && !json_is_null(tv) &&
-        (!json_is_string(tv) || strlen(json_string_value(tv)) > DOCKER_PATH_MAX))
+    const char *tls = json_string_value(tv);
+    if (tv && !json_is_null(tv) && (!tls || strlen(tls) > DOCKER_PATH_MAX))
         return BAD("docker.tls_cert_path must be a path");
+    if (host && *host) {
+        int r = remote_engine(host, tls, err);
+        if (r < 0)
+            return r;
+    } else {
+        host = "";
+    }
     const char *net = json_string_value(json_object_get(d, "network_mode"));
     if (json_object_get(d, "network_mode") && !json_is_null(json_object_get(d, "network_mode"))) {
         if (!net || (strcmp(net, "none") && strcmp(net, "bridge")))
@@ -126,8 +156,8 @@ int config_doc_docker(json_t *in, const char *backend, const struct config_ceili
         json_object_set_new(limits, "pids", json_integer(pids));
     if (cpu)
         json_object_set_new(limits, "cpu_millicores", json_integer(cpu));
-    *out = json_pack("{s:s,s:s,s:O?,s:I,s:I,s:I,s:s,s:s?,s:I,s:I}", "image", image, "host", "",
-                     "tls_cert_path", tv && json_is_string(tv) ? tv : NULL, "cpu_limit",
+    *out = json_pack("{s:s,s:s,s:s?,s:I,s:I,s:I,s:s,s:s?,s:I,s:I}", "image", image, "host", host,
+                     "tls_cert_path", tls, "cpu_limit",
                      (json_int_t)0, "memory_limit_mb", (json_int_t)mem, "pids_limit",
                      (json_int_t)pids, "network_mode", "none", "runtime", runtime,
                      "idle_ttl_seconds", (json_int_t)idle, "http_timeout_sec", (json_int_t)http);

@@ -114,17 +114,75 @@ static void add_live(const struct store_sandbox *row, void *arg)
     json_array_append_new(inv->data, o);
 }
 
-/* The engine's containers of configuration id, by their sbx.id label, into inv->engine;
- * *why says why not when the engine does not answer. */
-static void engine_list(struct inventory *inv, const char *id, json_t **why)
+struct engine_job {
+    configs_engine_fn cb;
+    void *data;
+    char *label, *host, *tls_dir;
+    long timeout_ms;
+    struct configs_engine_answer a;
+};
+
+static void engine_job_run(void *data)
 {
-    _cleanup_free_ char *label = sbx_xasprintf(DOCKER_LABEL_CONFIG "=%s", id);
-    json_t *list = NULL;
+    struct engine_job *j = data;
+    struct docker_engine e = {.host = j->host, .tls_dir = j->tls_dir};
     struct sbx_err err = {0};
-    if (docker_engine_containers(inv->c->docker_host, 0, label, &list, &err) < 0) {
-        *why = json_string(err.msg);
-        return;
+    if (docker_engine_containers(&e, j->timeout_ms, j->label, &j->a.list, &err) < 0) {
+        snprintf(j->a.why, sizeof(j->a.why), "%s", err.msg);
+        snprintf(j->a.code, sizeof(j->a.code), "%s", err.code);
     }
+}
+
+static void engine_job_done(void *data, bool ran)
+{
+    struct engine_job *j = data;
+    if (!ran) {
+        snprintf(j->a.why, sizeof(j->a.why), "sbxd is stopping");
+        snprintf(j->a.code, sizeof(j->a.code), "internal");
+    }
+    j->cb(j->data, &j->a);
+    json_decref(j->a.list);
+    free(j->label);
+    free(j->host);
+    free(j->tls_dir);
+    free(j);
+}
+
+bool configs_engine_ask(struct configs *c, struct jobs *jobs, const char *id,
+                        configs_engine_fn cb, void *data)
+{
+    struct config_loaded l;
+    struct sbx_err err = {0};
+    bool docker = configs_load(c, id, &l, &err) == 0 &&
+                  !strcmp(json_string_value(json_object_get(l.doc, "backend")) ?: "", "docker");
+    if (!docker) {
+        config_loaded_clear(&l); /* zeroed when the load failed */
+        struct configs_engine_answer none = {0};
+        cb(data, &none);
+        return false;
+    }
+    json_t *d = json_object_get(l.doc, "docker");
+    const char *host = json_string_value(json_object_get(d, "host"));
+    const char *tls = json_string_value(json_object_get(d, "tls_cert_path"));
+    struct engine_job *j = sbx_xcalloc(1, sizeof(*j));
+    j->cb = cb;
+    j->data = data;
+    j->a.asked = true;
+    j->label = sbx_xasprintf(DOCKER_LABEL_CONFIG "=%s", id);
+    j->host = sbx_xstrdup(host && *host ? host : c->docker_host);
+    j->tls_dir = host && *host && tls ? sbx_xstrdup(tls) : NULL;
+    j->timeout_ms = (long)json_integer_value(json_object_get(d, "http_timeout_sec")) * 1000;
+    j->a.host = j->host;
+    j->a.tls_dir = j->tls_dir;
+    j->a.timeout_ms = j->timeout_ms;
+    config_loaded_clear(&l);
+    jobs_submit(jobs, engine_job_run, engine_job_done, j);
+    return true;
+}
+
+/* The engine's containers, by their sbx.id label, into inv->engine. */
+static void engine_index(struct inventory *inv, const json_t *list)
+{
     inv->engine = json_object();
     size_t i;
     json_t *ct;
@@ -135,11 +193,10 @@ static void engine_list(struct inventory *inv, const char *id, json_t **why)
         if (sid)
             json_object_set(inv->engine, sid, ct);
     }
-    json_decref(list);
 }
 
-json_t *configs_inventory(struct configs *c, const char *id, bool *verified, json_t **engine,
-                          struct sbx_err *err)
+json_t *configs_inventory(struct configs *c, const char *id, const struct configs_engine_answer *a,
+                          bool *verified, json_t **engine, struct sbx_err *err)
 {
     if (engine)
         *engine = NULL;
@@ -147,16 +204,14 @@ json_t *configs_inventory(struct configs *c, const char *id, bool *verified, jso
     int r = configs_load(c, id, &l, err);
     if (r < 0)
         return NULL;
-    bool docker = !strcmp(json_string_value(json_object_get(l.doc, "backend")) ?: "", "docker");
     config_loaded_clear(&l);
+    bool docker = a->asked;
     struct inventory inv = {.c = c, .data = json_array(), .verified = true};
-    json_t *why = NULL;
-    if (docker)
-        engine_list(&inv, id, &why);
+    if (docker && a->list)
+        engine_index(&inv, a->list);
     if (store_config_live_sandboxes(c->store, id, add_live, &inv, err) < 0) {
         json_decref(inv.data);
         json_decref(inv.engine);
-        json_decref(why);
         return NULL;
     }
     /* Containers of this configuration the engine runs with no live sandbox behind them:
@@ -174,12 +229,10 @@ json_t *configs_inventory(struct configs *c, const char *id, bool *verified, jso
         inv.verified = false;
     if (docker && engine)
         *engine = inv.engine ? json_pack("{s:b,s:o}", "reachable", 1, "unclaimed", only)
-                             : json_pack("{s:b,s:o,s:o}", "reachable", 0, "error", why,
+                             : json_pack("{s:b,s:s,s:o}", "reachable", 0, "error", a->why,
                                          "unclaimed", only);
-    else {
+    else
         json_decref(only);
-        json_decref(why);
-    }
     if (docker && !inv.engine)
         inv.verified = false;
     json_decref(inv.engine);
@@ -187,10 +240,11 @@ json_t *configs_inventory(struct configs *c, const char *id, bool *verified, jso
     return inv.data;
 }
 
-int configs_check_inventory(struct configs *c, const char *id, bool force, struct sbx_err *err)
+int configs_check_inventory(struct configs *c, const char *id, const struct configs_engine_answer *a,
+                            bool force, struct sbx_err *err)
 {
     bool verified = true;
-    json_t *inv = configs_inventory(c, id, &verified, NULL, err);
+    json_t *inv = configs_inventory(c, id, a, &verified, NULL, err);
     if (!inv)
         return -EIO;
     size_t n = json_array_size(inv), confirmed = 0;

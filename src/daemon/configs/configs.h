@@ -9,6 +9,7 @@
 #include <stdbool.h>
 
 #include "../../common/err.h"
+#include "../../common/jobs.h"
 #include "../sandbox/manager.h"
 #include "../store/store.h"
 #include "config_doc.h"
@@ -58,20 +59,42 @@ void config_loaded_clear(struct config_loaded *l);
 /* {id, object, name, description, sandbox_type, config (masked), created_at, updated_at}. */
 json_t *configs_to_json(const struct config_loaded *l);
 
+/* What a docker configuration's engine says of it (docs/runtime.md "Docker"): the
+ * containers labelled with the configuration, as the engine lists them. */
+struct configs_engine_answer {
+    bool asked;   /* a docker configuration: its engine was asked */
+    json_t *list; /* the engine's containers, NULL when it did not answer (why says why) */
+    char why[SBX_ERR_MSG_MAX];
+    char code[SBX_ERR_CODE_MAX]; /* why's error code (docker_unreachable, docker_tls_error) */
+    /* The engine asked, valid during the callback only. */
+    const char *host, *tls_dir;
+    long timeout_ms;
+};
+typedef void (*configs_engine_fn)(void *data, const struct configs_engine_answer *a);
+/* Ask the engine of configuration id (its docker.host, else SBX_DOCKER_HOST) for its
+ * containers, on a worker thread of jobs: an engine may take up to its timeout to answer,
+ * which must not hold the daemon's loop. cb runs once, on the loop, and the answer is
+ * freed after it; at once, with asked false, when id is no docker configuration (or
+ * cannot be read: the inventory then says so). True when cb is still to come (the
+ * caller suspends its request), false when it has run. */
+bool configs_engine_ask(struct configs *c, struct jobs *jobs, const char *id,
+                        configs_engine_fn cb, void *data);
+
 /* The live sandboxes made from a configuration (all users), as the inventory shows
  * them; *verified false when a live row has no sandbox this daemon holds. A docker
- * configuration's are checked against the engine's own list of the containers labelled
- * with it (docs/runtime.md "Docker"): each row gets "engine" ({container, state} or
- * null), *engine (NULL: not wanted) {reachable, error?, unclaimed: [containers with no
- * live row]}; a running sandbox without its container, an unclaimed container or an
- * engine that does not answer leave the inventory unverified. */
-json_t *configs_inventory(struct configs *c, const char *id, bool *verified, json_t **engine,
-                          struct sbx_err *err);
+ * configuration's are checked against the engine's answer a (configs_engine_ask): each
+ * row gets "engine" ({container, state} or null), *engine (NULL: not wanted) {reachable,
+ * error?, unclaimed: [containers with no live row]}; a running sandbox without its
+ * container, an unclaimed container or an engine that does not answer leave the
+ * inventory unverified. */
+json_t *configs_inventory(struct configs *c, const char *id, const struct configs_engine_answer *a,
+                          bool *verified, json_t **engine, struct sbx_err *err);
 
 /* Live or paused sandboxes stop a change of what they run, and a delete:
  * sandboxes_still_live (409); an inventory that cannot be verified too
  * (sandbox_inventory_unverifiable), unless force. */
-int configs_check_inventory(struct configs *c, const char *id, bool force, struct sbx_err *err);
+int configs_check_inventory(struct configs *c, const char *id, const struct configs_engine_answer *a,
+                            bool force, struct sbx_err *err);
 
 /* The document a request names: config checked as a PUT would check it (masked values
  * restored from id's stored one), or id's stored document when config is NULL (then id

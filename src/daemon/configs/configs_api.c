@@ -158,6 +158,84 @@ static int force_param(struct http_req *req, bool *force, struct sbx_err *err)
     return 0;
 }
 
+/* A change or an inventory waiting for the engine's answer (configs_engine_ask): the
+ * request, and what a replace has made ready meanwhile. */
+struct engine_wait {
+    struct sbxd *d;
+    struct http_req *req; /* NULL once the client has gone */
+    char id[STORE_ID_MAX + 1];
+    char owner[64]; /* the configuration's lease holder: the request's id */
+    bool force;
+    bool locked;
+    json_t *body, *doc; /* a replace's request and new document */
+    struct config_loaded l;
+};
+
+static struct engine_wait *wait_new(struct sbxd *d, struct http_req *req, const char *id,
+                                    bool force)
+{
+    struct engine_wait *w = sbx_xcalloc(1, sizeof(*w));
+    w->d = d;
+    w->req = req;
+    w->force = force;
+    snprintf(w->id, sizeof(w->id), "%s", id);
+    snprintf(w->owner, sizeof(w->owner), "%s", http_req_id(req));
+    return w;
+}
+
+static void wait_free(struct engine_wait *w)
+{
+    if (w->locked)
+        configs_unlock(w->d->configs, w->id, w->owner);
+    json_decref(w->body);
+    json_decref(w->doc);
+    config_loaded_clear(&w->l);
+    free(w);
+}
+
+static void wait_abort(struct http_req *req, void *data)
+{
+    struct engine_wait *w = data;
+    w->req = NULL; /* nobody waits for the change: it is not made */
+}
+
+/* A replace, once its inventory (when what the sandboxes run changes) allows it. */
+static void put_apply(void *data, const struct configs_engine_answer *a)
+{
+    struct engine_wait *w = data;
+    struct sbxd *d = w->d;
+    struct sbx_err err = {0};
+    if (!w->req) {
+        wait_free(w);
+        return;
+    }
+    int r = a ? configs_check_inventory(d->configs, w->id, a, w->force, &err) : 0;
+    if (r == 0) {
+        struct config_loaded *l = &w->l;
+        const char *name = json_string_value(json_object_get(w->body, "name"));
+        json_t *dv = json_object_get(w->body, "description");
+        const char *description = dv && !json_is_null(dv) ? json_string_value(dv) : "";
+        free(l->rec.name);
+        free(l->rec.description);
+        free(l->rec.config_json);
+        l->rec.name = sbx_xstrdup(name);
+        l->rec.description = sbx_xstrdup(description);
+        l->rec.config_json = json_dumps(w->doc, JSON_COMPACT);
+        l->rec.updated_at = sbx_wall_ms() / 1000;
+        json_decref(l->doc);
+        l->doc = w->doc;
+        w->doc = NULL;
+        r = store_config_update(d->store, &l->rec, &err);
+    }
+    if (r < 0) {
+        http_respond_error(w->req, &err);
+    } else {
+        audit_config(d, w->req, "sandbox_config.update", w->id, "ok");
+        respond(w->req, 200, &w->l);
+    }
+    wait_free(w);
+}
+
 static void api_configs_put(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
@@ -175,6 +253,7 @@ static void api_configs_put(struct sbxd *d, struct http_req *req)
         http_respond_error(req, &err);
         return;
     }
+    bool identity = false;
     if ((r = configs_load(d->configs, id, &l, &err)) == 0 &&
         (r = config_doc_build(d->configs->secrets, &d->configs->ceil, id, config, l.doc, &doc,
                               &err)) == 0) {
@@ -182,53 +261,44 @@ static void api_configs_put(struct sbxd *d, struct http_req *req)
          * was stays, even if the operator no longer enables it. */
         bool backend = strcmp(json_string_value(json_object_get(doc, "backend")),
                               json_string_value(json_object_get(l.doc, "backend")));
-        bool identity = backend || strcmp(json_string_value(json_object_get(doc, "template")),
-                                          json_string_value(json_object_get(l.doc, "template")));
+        identity = backend || strcmp(json_string_value(json_object_get(doc, "template")),
+                                     json_string_value(json_object_get(l.doc, "template")));
         if (backend)
             r = configs_check_backend(d->configs, doc, &err);
         if (r == 0)
             r = check_desktop_switch(d, id, doc, l.doc, &err);
-        if (r == 0 && identity)
-            r = configs_check_inventory(d->configs, id, force, &err);
-        if (r == 0) {
-            free(l.rec.name);
-            free(l.rec.description);
-            free(l.rec.config_json);
-            l.rec.name = sbx_xstrdup(name);
-            l.rec.description = sbx_xstrdup(description);
-            l.rec.config_json = json_dumps(doc, JSON_COMPACT);
-            l.rec.updated_at = sbx_wall_ms() / 1000;
-            json_decref(l.doc);
-            l.doc = doc;
-            doc = NULL;
-            r = store_config_update(d->store, &l.rec, &err);
-        }
     }
-    configs_unlock(d->configs, id, owner);
-    json_decref(body);
-    json_decref(doc);
     if (r < 0) {
+        configs_unlock(d->configs, id, owner);
+        json_decref(body);
+        json_decref(doc);
         config_loaded_clear(&l);
         http_respond_error(req, &err);
         return;
     }
-    audit_config(d, req, "sandbox_config.update", id, "ok");
-    respond(req, 200, &l);
-    config_loaded_clear(&l);
+    struct engine_wait *w = wait_new(d, req, id, force);
+    w->locked = true;
+    w->body = body;
+    w->doc = doc;
+    w->l = l;
+    if (!identity)
+        put_apply(w, NULL);
+    else if (configs_engine_ask(d->configs, d->jobs, id, put_apply, w))
+        http_req_suspend(req, wait_abort, w);
 }
 
-static void api_configs_delete(struct sbxd *d, struct http_req *req)
+static void delete_apply(void *data, const struct configs_engine_answer *a)
 {
+    struct engine_wait *w = data;
+    struct sbxd *d = w->d;
     struct sbx_err err = {0};
-    const char *id = http_req_param(req, 0);
-    const char *owner = http_req_id(req);
-    bool force;
-    if (force_param(req, &force, &err) < 0 || configs_lock(d->configs, id, owner, &err) < 0) {
-        http_respond_error(req, &err);
+    if (!w->req) {
+        wait_free(w);
         return;
     }
+    const char *id = w->id;
     _cleanup_free_ char *snap_from = NULL, *snap_parked = NULL;
-    int r = configs_check_inventory(d->configs, id, force, &err);
+    int r = configs_check_inventory(d->configs, id, a, w->force, &err);
     if (r == 0 && d->configs->snapshot_park_fn)
         r = d->configs->snapshot_park_fn(d->configs->skills_data, id, &snap_from, &snap_parked,
                                          &err);
@@ -237,35 +307,73 @@ static void api_configs_delete(struct sbxd *d, struct http_req *req)
         log_error("configuration %s: putting its skill snapshot back to %s: %s", id, snap_from,
                   strerror(errno));
     if (r < 0) {
-        configs_unlock(d->configs, id, owner);
-        http_respond_error(req, &err);
+        http_respond_error(w->req, &err);
+        wait_free(w);
         return;
     }
+    w->locked = false; /* gone with the configuration */
     /* The store no longer names it: its removal cannot be refused any more, and a
      * leftover is removed at the next start (installs_new). */
     if (snap_parked && sbx_rm_rf(snap_parked) < 0)
         log_warn("configuration %s: removing its skill snapshot %s failed", id, snap_parked);
-    audit_config(d, req, "sandbox_config.delete", id, "ok");
+    audit_config(d, w->req, "sandbox_config.delete", id, "ok");
     http_respond_json(
-        req, 200, json_pack("{s:s,s:s,s:b}", "id", id, "object", "sandbox_config", "deleted", 1));
+        w->req, 200, json_pack("{s:s,s:s,s:b}", "id", id, "object", "sandbox_config", "deleted", 1));
+    wait_free(w);
 }
 
-static void api_configs_inventory(struct sbxd *d, struct http_req *req)
+static void api_configs_delete(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     const char *id = http_req_param(req, 0);
-    bool verified = true;
-    json_t *engine = NULL;
-    json_t *inv = configs_inventory(d->configs, id, &verified, &engine, &err);
-    if (!inv) {
+    bool force;
+    if (force_param(req, &force, &err) < 0 ||
+        configs_lock(d->configs, id, http_req_id(req), &err) < 0) {
         http_respond_error(req, &err);
         return;
     }
-    json_t *out = json_pack("{s:s,s:s,s:b,s:o}", "object", "list", "config_id", id, "verified",
-                            verified, "data", inv);
+    struct engine_wait *w = wait_new(d, req, id, force);
+    w->locked = true;
+    if (configs_engine_ask(d->configs, d->jobs, id, delete_apply, w))
+        http_req_suspend(req, wait_abort, w);
+}
+
+static void inventory_answer(void *data, const struct configs_engine_answer *a)
+{
+    struct engine_wait *w = data;
+    struct sbx_err err = {0};
+    bool verified = true;
+    json_t *engine = NULL;
+    json_t *inv = w->req ? configs_inventory(w->d->configs, w->id, a, &verified, &engine, &err)
+                         : NULL;
+    if (!w->req) {
+        wait_free(w);
+        return;
+    }
+    if (!inv) {
+        http_respond_error(w->req, &err);
+        wait_free(w);
+        return;
+    }
+    json_t *out = json_pack("{s:s,s:s,s:b,s:o}", "object", "list", "config_id", w->id,
+                            "verified", verified, "data", inv);
     if (engine)
         json_object_set_new(out, "engine", engine);
-    http_respond_json(req, 200, out);
+    http_respond_json(w->req, 200, out);
+    wait_free(w);
+}
+
+/* The engine's list is read on a worker thread: an engine that hangs holds no loop. */
+static void api_configs_inventory(struct sbxd *d, struct http_req *req)
+{
+    const char *id = http_req_param(req, 0);
+    if (strlen(id) > STORE_ID_MAX) {
+        http_respond_errorf(req, "sandbox_config_not_found", "no configuration %.64s", id);
+        return;
+    }
+    struct engine_wait *w = wait_new(d, req, id, false);
+    if (configs_engine_ask(d->configs, d->jobs, w->id, inventory_answer, w))
+        http_req_suspend(req, wait_abort, w);
 }
 
 static void api_workspace_policy(struct sbxd *d, struct http_req *req)

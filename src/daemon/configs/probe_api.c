@@ -42,7 +42,7 @@ struct probe {
     bool deep;
     bool locked; /* config_id's lease is held (a deep probe's sandbox) */
     bool gone;   /* the client hung up: finish quietly */
-    bool provider_pending; /* the provider check runs on a worker (provider_job) */
+    bool backend_pending; /* the provider's or the engine's check runs on a worker */
     struct probe_net *net;
     char net_host[EGRESS_HOST_MAX + 1];     /* what external_network reached, "" for none */
     char net_skipped[PROBE_NET_REASON_MAX]; /* why external_network was skipped */
@@ -225,8 +225,8 @@ static void on_probe_abort(struct http_req *req, void *data)
 {
     struct probe *p = data;
     p->gone = true;
-    if (p->provider_pending)
-        return; /* provider_job_done finishes it */
+    if (p->backend_pending)
+        return; /* provider_job_done or docker_job_done finishes it */
     if (p->net) {
         probe_net_cancel(p->net);
         p->net = NULL;
@@ -241,31 +241,81 @@ static void on_probe_abort(struct http_req *req, void *data)
     }
 }
 
-/* The docker backend's engine: reachable, its version, the configuration's runtime
- * registered there. One GET /info on the local socket (milliseconds), bounded by the
- * configuration's http_timeout_sec, at most DOCKER_INFO_TIMEOUT_MS: it runs on the
- * daemon's loop. */
-static void docker_check(struct probe *p)
+/* The docker backend's engine: reachable (through TLS with the configuration's
+ * certificates for a remote one), its version, the configuration's runtime registered
+ * there. One GET /info, bounded by the configuration's http_timeout_sec (at most
+ * DOCKER_INFO_TIMEOUT_MS), on a worker thread: an engine that hangs holds no loop. */
+struct docker_job {
+    struct probe *p;
+    char *host, *tls_dir, *runtime;
+    long timeout_ms;
+    int r;
+    struct sbx_err err;
+    char *version;
+    bool has;
+    long long ms;
+};
+
+static void docker_job_run(void *data)
 {
-    json_t *docker = json_object_get(p->doc, "docker");
-    const char *runtime = json_string_value(json_object_get(docker, "runtime"));
-    long timeout_ms = (long)json_integer_value(json_object_get(docker, "http_timeout_sec")) * 1000;
-    _cleanup_free_ char *version = NULL;
-    bool has = false;
-    struct sbx_err err = {0};
+    struct docker_job *j = data;
+    struct docker_engine e = {.host = j->host, .tls_dir = j->tls_dir};
     long long t = sbx_now_ms();
-    int r = docker_engine_info(p->d->cfg.docker_host, timeout_ms, &version, &has, runtime, &err);
-    long long ms = sbx_now_ms() - t;
-    if (r < 0) {
-        add_check(p->checks, "docker", 0, err.msg, "docker_unreachable", ms);
-        return;
+    j->r = docker_engine_info(&e, j->timeout_ms, &j->version, &j->has, j->runtime, &j->err);
+    j->ms = sbx_now_ms() - t;
+}
+
+static void after_shallow(struct probe *p);
+
+static void docker_job_done(void *data, bool ran)
+{
+    struct docker_job *j = data;
+    struct probe *p = j->p;
+    p->backend_pending = false;
+    if (!ran) {
+        add_check(p->checks, "docker", 0, "the daemon is stopping", "docker_unreachable", -1);
+    } else if (j->r < 0) {
+        add_check(p->checks, "docker", 0, j->err.msg,
+                  !strcmp(j->err.code, "docker_tls_error") ? j->err.code : "docker_unreachable",
+                  j->ms);
+    } else {
+        const char *rt = j->runtime;
+        _cleanup_free_ char *msg =
+            sbx_xasprintf("engine %s at %s; runtime %s %s", j->version, j->host,
+                          rt ? rt : "(the engine's default)",
+                          !rt || j->has ? "present" : "not registered");
+        add_check(p->checks, "docker", !rt || j->has, msg,
+                  !rt || j->has ? NULL : "docker_runtime_missing", j->ms);
     }
-    _cleanup_free_ char *msg =
-        sbx_xasprintf("engine %s at %s; runtime %s %s", version, p->d->cfg.docker_host,
-                      runtime ? runtime : "(the engine's default)",
-                      !runtime || has ? "present" : "not registered");
-    add_check(p->checks, "docker", !runtime || has, msg,
-              !runtime || has ? NULL : "docker_runtime_missing", ms);
+    free(j->host);
+    free(j->tls_dir);
+    free(j->runtime);
+    free(j->version);
+    free(j);
+    if (p->gone)
+        probe_finish(p);
+    else
+        after_shallow(p);
+}
+
+/* Starts the engine's check: true when it runs (after_shallow follows it). */
+static bool docker_check(struct probe *p, const char *backend)
+{
+    if (strcmp(backend, "docker"))
+        return false;
+    json_t *docker = json_object_get(p->doc, "docker");
+    const char *host = json_string_value(json_object_get(docker, "host"));
+    const char *tls = json_string_value(json_object_get(docker, "tls_cert_path"));
+    const char *runtime = json_string_value(json_object_get(docker, "runtime"));
+    struct docker_job *j = sbx_xcalloc(1, sizeof(*j));
+    j->p = p;
+    j->host = sbx_xstrdup(host && *host ? host : p->d->cfg.docker_host);
+    j->tls_dir = host && *host && tls ? sbx_xstrdup(tls) : NULL;
+    j->runtime = runtime ? sbx_xstrdup(runtime) : NULL;
+    j->timeout_ms = (long)json_integer_value(json_object_get(docker, "http_timeout_sec")) * 1000;
+    p->backend_pending = true;
+    jobs_submit(p->d->jobs, docker_job_run, docker_job_done, j);
+    return true;
 }
 
 /* A provider backend (docs/providers.md): reachable and the credentials accepted, by one
@@ -294,13 +344,11 @@ static void provider_job_run(void *data)
     json_decref(list);
 }
 
-static void after_shallow(struct probe *p);
-
 static void provider_job_done(void *data, bool ran)
 {
     struct provider_job *j = data;
     struct probe *p = j->p;
-    p->provider_pending = false;
+    p->backend_pending = false;
     if (!ran) {
         add_check(p->checks, "provider", 0, "the daemon is stopping", "provider_error", -1);
     } else if (j->r < 0) {
@@ -353,7 +401,7 @@ static bool provider_check(struct probe *p, const char *backend)
     j->timeout_ms = prov ? (long)json_integer_value(json_object_get(prov, "http_timeout_sec")) * 1000
                          : env->http_timeout_ms;
     json_decref(prov);
-    p->provider_pending = true;
+    p->backend_pending = true;
     jobs_submit(p->d->jobs, provider_job_run, provider_job_done, j);
     return true;
 }
@@ -370,8 +418,6 @@ static void shallow_checks(struct probe *p)
         add_check(p->checks, "runtime", 0, "runsc is not on this host", "runtime_missing", -1);
     else
         add_check(p->checks, "runtime", 1, "the backend is enabled on this host", NULL, -1);
-    if (!strcmp(backend, "docker"))
-        docker_check(p);
     struct template_info tpl;
     memset(&err, 0, sizeof(err));
     long long t = sbx_now_ms();
@@ -494,7 +540,8 @@ static void api_sandbox_check(struct sbxd *d, struct http_req *req)
         p->locked = true;
     }
     shallow_checks(p);
-    if (provider_check(p, json_string_value(json_object_get(p->doc, "backend")))) {
+    const char *backend = json_string_value(json_object_get(p->doc, "backend"));
+    if (docker_check(p, backend) || provider_check(p, backend)) {
         http_req_suspend(req, on_probe_abort, p);
         return;
     }

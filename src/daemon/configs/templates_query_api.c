@@ -104,6 +104,19 @@ static int ensure(struct sbxd *d, struct http_req *req, const char *name,
     return r;
 }
 
+struct inventory_check {
+    struct configs *c;
+    const char *id;
+    struct sbx_err *err;
+    int r;
+};
+
+static void inventory_checked(void *data, const struct configs_engine_answer *a)
+{
+    struct inventory_check *t = data;
+    t->r = configs_check_inventory(t->c, t->id, a, false, t->err);
+}
+
 /* The stored configuration with its template replaced, under its lock (owner: who holds
  * it): 409 while sandboxes of it live (the template is what they run), 423 while another
  * request holds it. With store false, only the checks of the document (a replace that
@@ -126,7 +139,11 @@ static int replace_template(struct sbxd *d, const char *owner, const char *id, c
         json_decref(in);
     }
     if (store && r == 0 && strcmp(json_string_value(json_object_get(l.doc, "template")), tpl)) {
-        if ((r = configs_check_inventory(d->configs, id, false, err)) == 0) {
+        /* The engine's list read here, on the loop (jobs NULL): a template swap is rare
+         * and bounded by the engine's timeout; the inventory routes read it on a worker. */
+        struct inventory_check t = {.c = d->configs, .id = id, .err = err};
+        configs_engine_ask(d->configs, NULL, id, inventory_checked, &t);
+        if ((r = t.r) == 0) {
             free(l.rec.config_json);
             l.rec.config_json = json_dumps(doc, JSON_COMPACT);
             l.rec.updated_at = sbx_wall_ms() / 1000;

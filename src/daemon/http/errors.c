@@ -102,8 +102,8 @@ static const struct {
     {"template_not_found", 404},
     /* the docker backend (docs/runtime.md "Docker"): its engine, and what it answered */
     {"docker_unreachable", 502},
+    {"docker_tls_error", 502},
     {"docker_error", 502},
-    {"docker_remote_unsupported", 400},
     /* the provider backends (docs/providers.md): the provider's own answer in the message */
     {"provider_unreachable", 502},
     {"provider_auth_failed", 502},

@@ -156,6 +156,8 @@ static void docker_from_doc(struct sandbox *sb)
         .network_mode = json_string_value(json_object_get(d, "network_mode")),
         .http_timeout_ms = json_integer_value(json_object_get(d, "http_timeout_sec")) * 1000,
         .config_id = sb->config_id, /* read at each start: set by then after a restart */
+        .host = json_string_value(json_object_get(d, "host")),
+        .tls_dir = json_string_value(json_object_get(d, "tls_cert_path")),
     };
 }
 

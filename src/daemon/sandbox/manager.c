@@ -11,6 +11,7 @@
 
 #include "../../common/log.h"
 #include "../../common/util.h"
+#include "../../runtime/provider.h"
 #include "../audit/audit.h"
 #include "../billing/billing.h"
 #include "../volumes/volumes.h"
@@ -192,6 +193,11 @@ void manager_set_pool(struct manager *m, const struct sandbox_pool_ops *ops, voi
 {
     m->pool = ops;
     m->pool_data = data;
+}
+
+bool sandbox_workspace_remote(const struct sandbox *sb)
+{
+    return rt_workspace_remote(sb->rec.runtime, sb->docker_doc ? &sb->docker : NULL);
 }
 
 bool sandbox_is_build(const struct sandbox *sb)

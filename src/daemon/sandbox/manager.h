@@ -260,6 +260,10 @@ bool sandbox_is_build(const struct sandbox *sb);
 /* Waiting in the pool: it belongs to no user (user "" is never a valid user name) and
  * runs no template build. */
 bool sandbox_is_pooled(const struct sandbox *sb);
+/* Is its workspace away from this host (rt_workspace_remote): a provider's, or a Docker
+ * volume on a remote engine? Then its files, artifacts and receipts' hashes go through
+ * the agent, and the host's workspace directory is not the sandbox's. */
+bool sandbox_workspace_remote(const struct sandbox *sb);
 
 json_t *sandbox_to_json(const struct sandbox *sb);
 /* The env every command in it gets: its configuration's variables and its own (a new

@@ -26,7 +26,8 @@ static int probe(struct manager *m, const char *name, struct sbx_err *err)
          * POST /v1/templates/{name}/docker-image (docs/runtime.md "Docker"). */
         _cleanup_free_ char *version = NULL;
         bool has = false;
-        int r = docker_engine_info(m->rt.docker_host, 0, &version, &has, NULL, err);
+        struct docker_engine e = {.host = m->rt.docker_host};
+        int r = docker_engine_info(&e, 0, &version, &has, NULL, err);
         if (r == 0)
             log_info("backend docker: engine %s at %s", version, m->rt.docker_host);
         return r;

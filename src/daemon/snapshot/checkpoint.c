@@ -23,11 +23,15 @@ int checkpoint_check(const struct sandbox *sb, const char *verb, struct sbx_err 
                            "POST /v1/sandboxes/%s/snapshot",
                            sb->rec.id, sb->rec.id);
     /* A provider's checkpoint would stop its sandbox, whose files live there
-     * (docs/providers.md): refused until it maps to the provider's own pause. */
-    if (rt_is_provider(sb->rec.runtime))
+     * (docs/providers.md): refused until it maps to the provider's own pause. A remote
+     * docker engine's the same: its workspace is a volume there, which a fork could not
+     * copy (docs/runtime.md "Docker"). */
+    if (sandbox_workspace_remote(sb))
         return sbx_err_set(err, ENOTSUP, "not_supported_on_provider",
-                           "sandbox %s runs at a provider (%s): %s is not offered for it yet",
-                           sb->rec.id, sb->rec.runtime, verb);
+                           "sandbox %s keeps its files away from this host (%s%s): %s is not "
+                           "offered for it yet",
+                           sb->rec.id, sb->rec.runtime,
+                           rt_is_provider(sb->rec.runtime) ? "" : " on a remote engine", verb);
     if (sb->paused)
         return sbx_err_set(err, ECONNRESET, "sandbox_not_running", "sandbox %s is paused",
                            sb->rec.id);

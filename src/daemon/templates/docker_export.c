@@ -27,7 +27,8 @@ struct export {
 static void export_run(void *data)
 {
     struct export *x = data;
-    x->r = docker_image_import(x->socket, x->tpl.rootfs, x->image, &x->id, &x->err);
+    struct docker_engine e = {.host = x->socket};
+    x->r = docker_image_import(&e, x->tpl.rootfs, x->image, &x->id, &x->err);
 }
 
 static void export_done(void *data, bool ran)

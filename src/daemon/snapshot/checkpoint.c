@@ -22,11 +22,13 @@ int checkpoint_check(const struct sandbox *sb, const char *verb, struct sbx_err 
                            "sandbox %s runs on v1, which has no memory snapshots: use "
                            "POST /v1/sandboxes/%s/snapshot",
                            sb->rec.id, sb->rec.id);
-    /* A provider's checkpoint would stop its sandbox, whose files live there
-     * (docs/providers.md): refused until it maps to the provider's own pause. */
-    if (rt_is_provider(sb->rec.runtime))
+    /* A provider's pause is its own (rt_checkpoint); the E2B API has no fork of a running
+     * sandbox (its snapshots make templates), so a fork has nothing to map to
+     * (docs/providers.md). */
+    if (rt_is_provider(sb->rec.runtime) && strcmp(verb, "pause"))
         return sbx_err_set(err, ENOTSUP, "not_supported_on_provider",
-                           "sandbox %s runs at a provider (%s): %s is not offered for it yet",
+                           "sandbox %s runs at a provider (%s), whose API has no %s of a "
+                           "running sandbox",
                            sb->rec.id, sb->rec.runtime, verb);
     if (sb->paused)
         return sbx_err_set(err, ECONNRESET, "sandbox_not_running", "sandbox %s is paused",

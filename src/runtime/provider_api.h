@@ -22,6 +22,8 @@
 #define PROVIDER_HTTP_TIMEOUT_MS_DEFAULT 30000L
 /* The metadata key naming the sbx sandbox a provider sandbox is (the inventory's filter). */
 #define PROVIDER_META_ID "sbx_id"
+/* The metadata key naming the sbx configuration it was made from, when there is one. */
+#define PROVIDER_META_CONFIG "sbx_config"
 
 /* How to reach one provider. Strings are borrowed. */
 struct provider_conn {

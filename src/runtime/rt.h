@@ -43,6 +43,8 @@ struct rt_provider {
     long http_timeout_ms;    /* 0: the default */
     long ttl_s;              /* the provider sandbox's timeout; 0: RT_PROVIDER_TTL_DEFAULT_S */
     const char *network;     /* the provider's network configuration (JSON text), or NULL */
+    const char *config_id;   /* its configuration's, in the metadata as PROVIDER_META_CONFIG
+                                (the inventory's "unclaimed"); NULL or "" */
 };
 #define RT_PROVIDER_TTL_DEFAULT_S 3600
 

@@ -121,14 +121,32 @@ def test_the_files_api_says_it_does_not_reach_a_provider_sandbox():
                  "not_supported_on_provider")
 
 
-def test_pause_and_fork_are_refused_with_a_code():
-    c, sid = sandbox()
-    for verb in ("pause", "fork"):
-        r = c.request("POST", "/v1/sandboxes/%s/%s" % (sid, verb), {})
-        assert_error(r, 409, "not_supported_on_provider")
-        assert verb in r.body["error"]["message"], r.body
-    assert c.get_sandbox(sid)["status"] == "running"
-    assert c.sh(sid, "echo still") == "still\n"
+def test_pause_and_resume_at_the_provider_and_fork_refused():
+    """sbx's pause is the provider's: the provider sandbox is paused there (the inner's own
+    status says so) and the resume reconnects to the same agent, whose boot id says
+    restored; a background process and /tmp survive it. Fork has nothing to map to."""
+    c, sid = sandbox("pause")
+    c.sh(sid, "echo kept > /tmp/mark; sleep 600 >/dev/null 2>&1 &")
+    p = provider_sandbox_of(sid)
+    r = c.request("POST", "/v1/sandboxes/%s/fork" % sid, {})
+    assert_error(r, 409, "not_supported_on_provider")
+    assert "fork" in r.body["error"]["message"], r.body
+    c.ok("POST", "/v1/sandboxes/%s/pause" % sid, {})
+    assert c.get_sandbox(sid)["status"] == "paused"
+    ic = inner().client(provider_key()["key"])
+    wait_for(lambda: ic.get_sandbox(p["sandboxID"])["status"] == "paused", timeout=60,
+             what="the provider sandbox paused at the provider")
+    res = c.ok("POST", "/v1/sandboxes/%s/resume" % sid, {}, timeout=120)
+    assert res["status"] == "running" and res["restored"] is True, res
+    assert ic.get_sandbox(p["sandboxID"])["status"] == "running"
+    out = c.sh(sid, "cat /tmp/mark; pgrep -c sleep")
+    assert out.split() == ["kept", "1"], out
+    # The same provider sandbox, not a new one.
+    assert provider_sandbox_of(sid)["sandboxID"] == p["sandboxID"]
+    c.delete_sandbox(sid)
+    STATE.pop("sb:pause")
+    wait_for(lambda: provider_sandbox_of(sid) is None, timeout=30,
+             what="the provider sandbox deleted")
 
 
 def test_background_process_and_a_kill9_of_the_outer_sbxd():

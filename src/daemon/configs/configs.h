@@ -65,13 +65,20 @@ json_t *configs_to_json(const struct config_loaded *l);
  * null), *engine (NULL: not wanted) {reachable, error?, unclaimed: [containers with no
  * live row]}; a running sandbox without its container, an unclaimed container or an
  * engine that does not answer leave the inventory unverified. */
-json_t *configs_inventory(struct configs *c, const char *id, bool *verified, json_t **engine,
-                          struct sbx_err *err);
+/* remote: a provider configuration's (e2b, cube) list of the provider's sandboxes
+ * {reachable, list, error} (configs_provider_list), or NULL when not asked. Then each of
+ * its rows has "provider" {sandbox_id, template_id, state} or null, and *engine (as the
+ * "provider" part of the answer) {reachable, error?, unclaimed}: the provider's sandboxes
+ * labelled with this configuration that no live row claims; a row the provider does not
+ * list, an unclaimed one or a provider that did not answer leave it unverified. */
+json_t *configs_inventory(struct configs *c, const char *id, const json_t *remote,
+                          bool *verified, json_t **engine, struct sbx_err *err);
 
 /* Live or paused sandboxes stop a change of what they run, and a delete:
  * sandboxes_still_live (409); an inventory that cannot be verified too
  * (sandbox_inventory_unverifiable), unless force. */
-int configs_check_inventory(struct configs *c, const char *id, bool force, struct sbx_err *err);
+int configs_check_inventory(struct configs *c, const char *id, const json_t *remote, bool force,
+                            struct sbx_err *err);
 
 /* The document a request names: config checked as a PUT would check it (masked values
  * restored from id's stored one), or id's stored document when config is NULL (then id

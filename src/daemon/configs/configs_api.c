@@ -12,6 +12,7 @@
 #include "../http/router.h"
 #include "../sbxd.h"
 #include "configs.h"
+#include "provider_list.h"
 
 static bool scripts_disabled(struct sbxd *d)
 {
@@ -158,77 +159,155 @@ static int force_param(struct http_req *req, bool *force, struct sbx_err *err)
     return 0;
 }
 
+/* A PUT or DELETE that checks the inventory (or an inventory read), suspended while a
+ * provider configuration's provider lists its sandboxes (provider_list.h). */
+struct change {
+    struct sbxd *d;
+    struct http_req *req; /* NULL once the client has gone */
+    char id[STORE_ID_MAX + 1];
+    char owner[96];
+    bool force, identity;
+    json_t *doc; /* a PUT's new document */
+    json_t *body;
+    struct config_loaded l;
+    void (*finish)(struct change *x, const json_t *remote);
+};
+
+static void change_free(struct change *x)
+{
+    json_decref(x->doc);
+    json_decref(x->body);
+    config_loaded_clear(&x->l);
+    free(x);
+}
+
+static void on_change_gone(struct http_req *req, void *data)
+{
+    ((struct change *)data)->req = NULL;
+}
+
+static void on_listed(void *data, json_t *remote)
+{
+    struct change *x = data;
+    x->finish(x, remote);
+    json_decref(remote);
+}
+
+/* Run x->finish now, or once the provider has listed its sandboxes when the stored
+ * configuration is a provider's and the inventory is checked. */
+static void change_run(struct change *x, bool check)
+{
+    if (check && configs_provider_list(x->d, x->id, x->l.doc, PROVIDER_LIST_SANDBOXES, on_listed,
+                                       x)) {
+        http_req_suspend(x->req, on_change_gone, x);
+        return;
+    }
+    x->finish(x, NULL);
+}
+
+static void put_finish(struct change *x, const json_t *remote)
+{
+    struct sbx_err err = {0};
+    int r = 0;
+    if (!x->req)
+        r = sbx_err_set(&err, ECANCELED, "request_gone", "the client went away");
+    else if (x->identity)
+        r = configs_check_inventory(x->d->configs, x->id, remote, x->force, &err);
+    if (r == 0) {
+        struct config_loaded *l = &x->l;
+        const char *name = json_string_value(json_object_get(x->body, "name"));
+        json_t *dv = json_object_get(x->body, "description");
+        free(l->rec.name);
+        free(l->rec.description);
+        free(l->rec.config_json);
+        l->rec.name = sbx_xstrdup(name);
+        l->rec.description = sbx_xstrdup(dv && !json_is_null(dv) ? json_string_value(dv) : "");
+        l->rec.config_json = json_dumps(x->doc, JSON_COMPACT);
+        l->rec.updated_at = sbx_wall_ms() / 1000;
+        json_decref(l->doc);
+        l->doc = x->doc;
+        x->doc = NULL;
+        r = store_config_update(x->d->store, &l->rec, &err);
+    }
+    configs_unlock(x->d->configs, x->id, x->owner);
+    if (x->req && r < 0)
+        http_respond_error(x->req, &err);
+    else if (x->req) {
+        audit_config(x->d, x->req, "sandbox_config.update", x->id, "ok");
+        respond(x->req, 200, &x->l);
+    }
+    change_free(x);
+}
+
+/* What a configuration's sandboxes are: its backend and template, and a provider's
+ * connection (its control plane and template; a key alone may change). */
+static bool same_identity(const json_t *a, const json_t *b, bool *backend)
+{
+    *backend = strcmp(json_string_value(json_object_get(a, "backend")),
+                      json_string_value(json_object_get(b, "backend")));
+    if (*backend || strcmp(json_string_value(json_object_get(a, "template")),
+                           json_string_value(json_object_get(b, "template"))))
+        return false;
+    for (int i = 0; i < 2; i++) {
+        json_t *pa = json_object_get(a, i ? "cube" : "e2b"), *pb = json_object_get(b, i ? "cube" : "e2b");
+        static const char *const fields[] = {"api_url", "template_id", "proxy_url",
+                                             "sandbox_domain"};
+        for (size_t f = 0; f < SBX_ARRAY_SIZE(fields); f++)
+            if (!json_equal(json_object_get(pa, fields[f]) ?: json_null(),
+                            json_object_get(pb, fields[f]) ?: json_null()))
+                return false;
+    }
+    return true;
+}
+
 static void api_configs_put(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
-    const char *id = http_req_param(req, 0);
-    const char *owner = http_req_id(req);
-    json_t *body = NULL, *config, *doc = NULL;
+    struct change *x = sbx_xcalloc(1, sizeof(*x));
+    x->d = d;
+    x->req = req;
+    x->finish = put_finish;
+    snprintf(x->id, sizeof(x->id), "%s", http_req_param(req, 0));
+    snprintf(x->owner, sizeof(x->owner), "%s", http_req_id(req));
+    json_t *config;
     const char *name, *description;
-    struct config_loaded l = {0};
-    bool force;
-    int r = force_param(req, &force, &err);
+    int r = force_param(req, &x->force, &err);
     if (r == 0)
-        r = read_body(req, &body, &name, &description, &config, &err);
-    if (r < 0 || (r = configs_lock(d->configs, id, owner, &err)) < 0) {
-        json_decref(body);
+        r = read_body(req, &x->body, &name, &description, &config, &err);
+    if (r < 0 || (r = configs_lock(d->configs, x->id, x->owner, &err)) < 0) {
+        change_free(x);
         http_respond_error(req, &err);
         return;
     }
-    if ((r = configs_load(d->configs, id, &l, &err)) == 0 &&
-        (r = config_doc_build(d->configs->secrets, &d->configs->ceil, id, config, l.doc, &doc,
-                              &err)) == 0) {
+    if ((r = configs_load(d->configs, x->id, &x->l, &err)) == 0 &&
+        (r = config_doc_build(d->configs->secrets, &d->configs->ceil, x->id, config, x->l.doc,
+                              &x->doc, &err)) == 0) {
         /* What the sandboxes run is the backend and its template. A backend kept as it
          * was stays, even if the operator no longer enables it. */
-        bool backend = strcmp(json_string_value(json_object_get(doc, "backend")),
-                              json_string_value(json_object_get(l.doc, "backend")));
-        bool identity = backend || strcmp(json_string_value(json_object_get(doc, "template")),
-                                          json_string_value(json_object_get(l.doc, "template")));
+        bool backend;
+        x->identity = !same_identity(x->doc, x->l.doc, &backend);
         if (backend)
-            r = configs_check_backend(d->configs, doc, &err);
+            r = configs_check_backend(d->configs, x->doc, &err);
         if (r == 0)
-            r = check_desktop_switch(d, id, doc, l.doc, &err);
-        if (r == 0 && identity)
-            r = configs_check_inventory(d->configs, id, force, &err);
-        if (r == 0) {
-            free(l.rec.name);
-            free(l.rec.description);
-            free(l.rec.config_json);
-            l.rec.name = sbx_xstrdup(name);
-            l.rec.description = sbx_xstrdup(description);
-            l.rec.config_json = json_dumps(doc, JSON_COMPACT);
-            l.rec.updated_at = sbx_wall_ms() / 1000;
-            json_decref(l.doc);
-            l.doc = doc;
-            doc = NULL;
-            r = store_config_update(d->store, &l.rec, &err);
-        }
+            r = check_desktop_switch(d, x->id, x->doc, x->l.doc, &err);
     }
-    configs_unlock(d->configs, id, owner);
-    json_decref(body);
-    json_decref(doc);
     if (r < 0) {
-        config_loaded_clear(&l);
+        configs_unlock(d->configs, x->id, x->owner);
+        change_free(x);
         http_respond_error(req, &err);
         return;
     }
-    audit_config(d, req, "sandbox_config.update", id, "ok");
-    respond(req, 200, &l);
-    config_loaded_clear(&l);
+    change_run(x, x->identity);
 }
 
-static void api_configs_delete(struct sbxd *d, struct http_req *req)
+static void delete_finish(struct change *x, const json_t *remote)
 {
     struct sbx_err err = {0};
-    const char *id = http_req_param(req, 0);
-    const char *owner = http_req_id(req);
-    bool force;
-    if (force_param(req, &force, &err) < 0 || configs_lock(d->configs, id, owner, &err) < 0) {
-        http_respond_error(req, &err);
-        return;
-    }
+    struct sbxd *d = x->d;
+    const char *id = x->id;
     _cleanup_free_ char *snap_from = NULL, *snap_parked = NULL;
-    int r = configs_check_inventory(d->configs, id, force, &err);
+    int r = x->req ? configs_check_inventory(d->configs, id, remote, x->force, &err)
+                   : sbx_err_set(&err, ECANCELED, "request_gone", "the client went away");
     if (r == 0 && d->configs->snapshot_park_fn)
         r = d->configs->snapshot_park_fn(d->configs->skills_data, id, &snap_from, &snap_parked,
                                          &err);
@@ -237,35 +316,77 @@ static void api_configs_delete(struct sbxd *d, struct http_req *req)
         log_error("configuration %s: putting its skill snapshot back to %s: %s", id, snap_from,
                   strerror(errno));
     if (r < 0) {
-        configs_unlock(d->configs, id, owner);
-        http_respond_error(req, &err);
+        configs_unlock(d->configs, id, x->owner);
+        if (x->req)
+            http_respond_error(x->req, &err);
+        change_free(x);
         return;
     }
     /* The store no longer names it: its removal cannot be refused any more, and a
      * leftover is removed at the next start (installs_new). */
     if (snap_parked && sbx_rm_rf(snap_parked) < 0)
         log_warn("configuration %s: removing its skill snapshot %s failed", id, snap_parked);
-    audit_config(d, req, "sandbox_config.delete", id, "ok");
+    audit_config(d, x->req, "sandbox_config.delete", id, "ok");
     http_respond_json(
-        req, 200, json_pack("{s:s,s:s,s:b}", "id", id, "object", "sandbox_config", "deleted", 1));
+        x->req, 200, json_pack("{s:s,s:s,s:b}", "id", id, "object", "sandbox_config", "deleted", 1));
+    change_free(x);
+}
+
+static void api_configs_delete(struct sbxd *d, struct http_req *req)
+{
+    struct sbx_err err = {0};
+    struct change *x = sbx_xcalloc(1, sizeof(*x));
+    x->d = d;
+    x->req = req;
+    x->finish = delete_finish;
+    snprintf(x->id, sizeof(x->id), "%s", http_req_param(req, 0));
+    snprintf(x->owner, sizeof(x->owner), "%s", http_req_id(req));
+    if (force_param(req, &x->force, &err) < 0 ||
+        configs_lock(d->configs, x->id, x->owner, &err) < 0) {
+        change_free(x);
+        http_respond_error(req, &err);
+        return;
+    }
+    /* Unreadable: the inventory check says so (it loads it too). */
+    (void)configs_load(d->configs, x->id, &x->l, &err);
+    change_run(x, true);
+}
+
+static void inventory_finish(struct change *x, const json_t *remote)
+{
+    struct sbx_err err = {0};
+    bool verified = true;
+    json_t *engine = NULL;
+    json_t *inv = x->req ? configs_inventory(x->d->configs, x->id, remote, &verified, &engine, &err)
+                         : NULL;
+    if (!x->req) {
+        /* nobody to answer */
+    } else if (!inv) {
+        http_respond_error(x->req, &err);
+    } else {
+        json_t *out = json_pack("{s:s,s:s,s:b,s:o}", "object", "list", "config_id", x->id,
+                                "verified", verified, "data", inv);
+        if (engine)
+            json_object_set_new(out, remote ? "provider" : "engine", engine);
+        http_respond_json(x->req, 200, out);
+    }
+    change_free(x);
 }
 
 static void api_configs_inventory(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
-    const char *id = http_req_param(req, 0);
-    bool verified = true;
-    json_t *engine = NULL;
-    json_t *inv = configs_inventory(d->configs, id, &verified, &engine, &err);
-    if (!inv) {
+    struct change *x = sbx_xcalloc(1, sizeof(*x));
+    x->d = d;
+    x->req = req;
+    x->finish = inventory_finish;
+    snprintf(x->id, sizeof(x->id), "%s", http_req_param(req, 0));
+    if (configs_load(d->configs, x->id, &x->l, &err) < 0) {
+        change_free(x);
         http_respond_error(req, &err);
         return;
     }
-    json_t *out = json_pack("{s:s,s:s,s:b,s:o}", "object", "list", "config_id", id, "verified",
-                            verified, "data", inv);
-    if (engine)
-        json_object_set_new(out, "engine", engine);
-    http_respond_json(req, 200, out);
+    change_run(x, true);
 }
 
 static void api_workspace_policy(struct sbxd *d, struct http_req *req)

@@ -297,6 +297,34 @@ static void relay_loop(struct relay *rl)
     _exit(rl->exit_code & 0xff);
 }
 
+/* A create the provider did not answer in time may still have made its sandbox: what it
+ * lists with this sandbox's sbx_id goes (nothing half-made stays at the provider). */
+static void delete_unanswered(struct relay *rl, const char *id)
+{
+    json_t *list = NULL;
+    struct sbx_err err = {0};
+    if (provider_sandbox_list(&rl->conn, &list, &err) < 0) {
+        fprintf(stderr, "sbx-shim provider: listing after a timed-out create: %s\n", err.msg);
+        return;
+    }
+    size_t i;
+    json_t *ps;
+    json_array_foreach(list, i, ps)
+    {
+        const char *sid = json_string_value(json_object_get(ps, "sandboxID"));
+        const char *of = json_string_value(
+            json_object_get(json_object_get(ps, "metadata"), PROVIDER_META_ID));
+        if (!sid || !of || strcmp(of, id))
+            continue;
+        if (provider_sandbox_delete(&rl->conn, sid, &err) < 0)
+            fprintf(stderr, "sbx-shim provider: deleting %s after a timed-out create: %s\n",
+                    sid, err.msg);
+        else
+            fprintf(stderr, "sbx-shim provider: deleted %s, made by a timed-out create\n", sid);
+    }
+    json_decref(list);
+}
+
 static void relay_main(const char *id, const char *state_dir) __attribute__((noreturn));
 static void relay_main(const char *id, const char *state_dir)
 {
@@ -343,8 +371,11 @@ static void relay_main(const char *id, const char *state_dir)
                                     json_string_value(json_object_get(cfg, "template_id")),
                                     timeout_s, json_object_get(cfg, "env"),
                                     json_object_get(cfg, "metadata"),
-                                    json_object_get(cfg, "network"), &rl.sb, &err) < 0)
+                                    json_object_get(cfg, "network"), &rl.sb, &err) < 0) {
+            if (!strcmp(err.code, "provider_timeout"))
+                delete_unanswered(&rl, id);
             relay_fail(&rl, 125, &err);
+        }
         fprintf(stderr, "sbx-shim provider: sandbox %s created in %lld ms\n", rl.sb.id,
                 sbx_now_ms() - t0);
     }

@@ -264,9 +264,16 @@ int configs_check_inventory(struct configs *c, const char *id, const json_t *rem
                             struct sbx_err *err)
 {
     bool verified = true;
-    json_t *inv = configs_inventory(c, id, remote, &verified, NULL, err);
+    json_t *prov = NULL;
+    json_t *inv = configs_inventory(c, id, remote, &verified, remote ? &prov : NULL, err);
     if (!inv)
         return -EIO;
+    /* A provider's side counts with no row too (document 002: the remote instances are
+     * checked): its sandboxes of this configuration no row claims, or a provider that
+     * cannot say. */
+    bool remote_doubt = prov && (json_array_size(json_object_get(prov, "unclaimed")) ||
+                                 !json_is_true(json_object_get(prov, "reachable")));
+    json_decref(prov);
     size_t n = json_array_size(inv), confirmed = 0;
     size_t i;
     json_t *e;
@@ -280,11 +287,14 @@ int configs_check_inventory(struct configs *c, const char *id, const json_t *rem
                            "%zu sandbox(es) made from configuration %s are live or paused: "
                            "delete them first (GET /v1/sandbox-configs/%s/sandboxes)",
                            confirmed, id, id);
-    if (n && !verified && !force)
+    if ((n || remote_doubt) && !verified && !force)
         return sbx_err_set(err, EBUSY, "sandbox_inventory_unverifiable",
-                           "%zu sandbox(es) of configuration %s cannot be verified: retry, or "
+                           "%zu sandbox(es) of configuration %s cannot be verified%s: retry, or "
                            "pass force=true",
-                           n, id);
+                           n, id,
+                           remote_doubt ? " (its provider does not answer, or runs sandboxes "
+                                          "of it that no sandbox here claims)"
+                                        : "");
     return 0;
 }
 

@@ -43,8 +43,8 @@ static void list_done(void *data, bool ran)
     if (!ran)
         sbx_err_set(&j->err, ECANCELED, "provider_error", "the daemon is stopping");
     json_t *res = ran && j->r == 0
-                      ? json_pack("{s:b,s:o,s:I}", "reachable", 1, "list", j->list, "latency_ms",
-                                  (json_int_t)j->ms)
+                      ? json_pack("{s:b,s:o,s:s,s:I}", "reachable", 1, "list", j->list, "api_url",
+                                  j->api_url, "latency_ms", (json_int_t)j->ms)
                       : json_pack("{s:b,s:s,s:s,s:I}", "reachable", 0, "error", j->err.msg,
                                   "code", j->err.code, "latency_ms", (json_int_t)j->ms);
     if (j->r < 0 || !ran)

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import threading
+import time
 import urllib.error
 import urllib.request
 
@@ -508,6 +509,32 @@ def test_the_python_sdk_the_cli_and_mcp_on_a_provider_sandbox():
     cli("rm", sid)
     wait_for(lambda: provider_sandbox_of(sid) is None, timeout=30, what="the CLI's one deleted")
 
+
+
+def test_the_inner_audits_the_agents_frames_per_window_not_per_call():
+    """The outer's relay sends the agent's frames as SendInput calls: binary stdin, which
+    the inner audits as a window's first call plus one entry summing the rest, so twenty
+    execs are a few process.input entries, not one per frame (typed text keeps one entry
+    per call: test_audit_rule)."""
+    c, sid = sandbox()
+    pid = provider_sandbox_of(sid)["sandboxID"]
+    a = inner().client()
+    t0 = int(time.time() * 1000)
+
+    def since():
+        q = "/v1/audit?limit=500&action=process.input&sandbox_id=%s&since=%d" % (pid, t0 // 1000)
+        return [e for e in a.ok("GET", q)["data"] if e["ts_ms"] >= t0]
+
+    def calls(es):
+        return sum((e["details"].get("coalesced") or {"calls": 1})["calls"] for e in es)
+    for i in range(20):
+        assert c.sh(sid, "echo %d" % i) == "%d\n" % i
+    # Settled: the last window has closed (its summing entry is the newest).
+    es = wait_for(lambda: [es for es in [since()]
+                           if es and "coalesced" in es[-1]["details"] and calls(es) >= 20],
+                  timeout=40, what="the input windows closed")[0]
+    assert len(es) <= 6, es
+    assert all(e["details"]["via"] == "e2b" for e in es), es
 
 
 def test_provider_down_is_a_clear_error():

@@ -155,7 +155,10 @@ int snapshot_prepare_open(struct agent *a, uint32_t id, json_t *req, struct sbx_
         }
     }
     closedir(d);
-    if (r == 0)
+    /* /proc/net is the sandbox's own only when the agent is its init; elsewhere (a
+     * provider's sandbox, the local host) it lists the machine's, which no checkpoint of
+     * ours takes. */
+    if (r == 0 && a->pid1)
         r = foreign_socket(err);
     if (r < 0) {
         (void)snapshot_relisten(a);

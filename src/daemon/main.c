@@ -23,6 +23,7 @@
 #include "egress/proxy.h"
 #include "files/artifacts.h"
 #include "http/router.h"
+#include "audit/input_window.h"
 #include "audit/retention.h"
 #include "files/sweep.h"
 #include "live/preview.h"
@@ -272,6 +273,7 @@ int main(int argc, char **argv)
         goto out;
     if (d.llm && d.cfg.llm_anthropic_url) /* the chat gateway's /v1/messages (docs/chat.md) */
         llm_set_anthropic(d.llm, d.cfg.llm_anthropic_url, d.cfg.llm_anthropic_api_key);
+    d.input_windows = audit_windows_new(d.loop, d.store);
     files_sweep_uploads(d.mgr);
     cluster_set_manager(d.cluster, d.mgr, &d);
     http_server_set_streaming(d.http, router_streams_body);
@@ -309,6 +311,7 @@ out:
     /* After the server: requests waiting on jobs were aborted, so done callbacks only free. */
     jobs_free(d.jobs);
     e2b_templates_free(d.e2b_templates); /* they follow builds: before those go */
+    audit_windows_free(d.input_windows); /* what they summed, before the store goes */
     template_builds_free(d.builds); /* after the jobs (their trees), before the manager */
     artifacts_free(d.artifacts);
     installs_free(d.installs); /* before the manager: its rounds wait on sandboxes */

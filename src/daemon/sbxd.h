@@ -33,6 +33,7 @@ struct sbxd {
     struct retention *retention; /* pruning by age and the audit anchor (audit/retention.c) */
     struct template_builds *builds; /* custom template builds (templates/build.c) */
     struct e2b_templates *e2b_templates; /* E2B's template builds (e2b/e2b_templates.c) */
+    struct audit_windows *input_windows; /* binary stdin's coalesced audit (audit/input_window.c) */
     struct cluster *cluster;        /* this node among the store's (cluster/) */
     struct volumes *volumes;        /* named storage shared by sandboxes (volumes/) */
     /* A key was deleted (keys/keys_api.c): main's hook ends what it opened (terminals,

@@ -577,8 +577,22 @@ int rt_checkpoint(const struct rt_config *cfg, const char *id, const char *state
         open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (logfd < 0)
         return sbx_err_sys(err, errno, "creating %s", log);
-    if (!rt_backend_of(state_dir)->memory_snapshots)
-        return stop_for_checkpoint(cfg, id, state_dir, done_fd, err);
+    const struct rt_backend *backend = rt_backend_of(state_dir);
+    if (rt_is_provider(backend->name)) {
+        /* The provider keeps the sandbox paused, memory and files: its shim pauses it
+         * there as it stops, and the next start resumes it (docs/providers.md). */
+        _cleanup_free_ char *pause = sbx_xasprintf("%s/" RT_PROVIDER_PAUSE_FILE, state_dir);
+        if ((r = sbx_write_file_replace(pause, "", 0, 0600)) < 0)
+            return sbx_err_sys(err, -r, "writing %s", pause);
+    }
+    if (!backend->memory_snapshots) {
+        r = stop_for_checkpoint(cfg, id, state_dir, done_fd, err);
+        if (r < 0 && rt_is_provider(backend->name)) {
+            _cleanup_free_ char *pause = sbx_xasprintf("%s/" RT_PROVIDER_PAUSE_FILE, state_dir);
+            (void)unlink(pause);
+        }
+        return r;
+    }
     hold = hold && cfg->resumes_in_place;
     _cleanup_free_ char *marker = sbx_xasprintf("%s/" RT_HELD_FILE, state_dir);
     char *runsc = (char *)(cfg->runsc_path ? cfg->runsc_path : "runsc");

@@ -46,6 +46,9 @@ int rt_provider_write(const struct rt_config *cfg, const struct rt_spec *spec,
                             (json_int_t)(p->ttl_s > 0 ? p->ttl_s : RT_PROVIDER_TTL_DEFAULT_S),
                             "env", "metadata", PROVIDER_META_ID, spec->id, "network", network,
                             "agent_path", cfg->agent_path);
+    if (p->config_id && *p->config_id)
+        json_object_set_new(json_object_get(doc, "metadata"), PROVIDER_META_CONFIG,
+                            json_string(p->config_id));
     char *text = json_dumps(doc, JSON_COMPACT);
     json_decref(doc);
     if (!text)

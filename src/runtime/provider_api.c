@@ -142,6 +142,27 @@ int provider_call(const struct provider_conn *c, const char *method, const char 
     return perform(c, method, url, api_headers(c), text, -1, status, resp, err);
 }
 
+/* A control-plane answer naming a sandbox (create, connect) into out. */
+static int sandbox_answer(const char *resp, const char *what, struct provider_sandbox *out,
+                          struct sbx_err *err)
+{
+    json_t *j = json_loads(resp, 0, NULL);
+    const char *id = json_string_value(json_object_get(j, "sandboxID"));
+    const char *tok = json_string_value(json_object_get(j, "envdAccessToken"));
+    const char *dom = json_string_value(json_object_get(j, "domain"));
+    if (!id || !*id || strlen(id) >= sizeof(out->id) || (tok && strlen(tok) >= sizeof(out->token)) ||
+        (dom && strlen(dom) >= sizeof(out->domain))) {
+        json_decref(j);
+        return sbx_err_set(err, EPROTO, "provider_error",
+                           "the provider's %s answer has no usable sandboxID", what);
+    }
+    snprintf(out->id, sizeof(out->id), "%s", id);
+    snprintf(out->token, sizeof(out->token), "%s", tok ? tok : "");
+    snprintf(out->domain, sizeof(out->domain), "%s", dom ? dom : "");
+    json_decref(j);
+    return 0;
+}
+
 int provider_sandbox_create(const struct provider_conn *c, const char *template_id,
                             long timeout_s, json_t *env, json_t *metadata, json_t *network,
                             struct provider_sandbox *out, struct sbx_err *err)
@@ -160,20 +181,60 @@ int provider_sandbox_create(const struct provider_conn *c, const char *template_
         return r;
     if (status != 200 && status != 201)
         return provider_status_error(status, resp, "POST /sandboxes", err);
+    return sandbox_answer(resp, "POST /sandboxes", out, err);
+}
+
+int provider_sandbox_connect(const struct provider_conn *c, const char *id, long timeout_s,
+                             struct provider_sandbox *out, struct sbx_err *err)
+{
+    memset(out, 0, sizeof(*out));
+    _cleanup_free_ char *path = sbx_xasprintf("/sandboxes/%s/connect", id);
+    json_t *req = json_pack("{s:I}", "timeout", (json_int_t)timeout_s);
+    long status;
+    _cleanup_free_ char *resp = NULL;
+    int r = provider_call(c, "POST", path, req, &status, &resp, err);
+    json_decref(req);
+    if (r < 0)
+        return r;
+    if (status == 404)
+        return sbx_err_set(err, ENOENT, "provider_sandbox_gone",
+                           "the provider no longer has sandbox %s", id);
+    if (status != 200 && status != 201)
+        return provider_status_error(status, resp, "POST /sandboxes/{id}/connect", err);
+    return sandbox_answer(resp, "POST /sandboxes/{id}/connect", out, err);
+}
+
+int provider_sandbox_pause(const struct provider_conn *c, const char *id, struct sbx_err *err)
+{
+    _cleanup_free_ char *path = sbx_xasprintf("/sandboxes/%s/pause", id);
+    long status;
+    _cleanup_free_ char *resp = NULL;
+    int r = provider_call(c, "POST", path, NULL, &status, &resp, err);
+    if (r < 0)
+        return r;
+    /* 409: already paused, which is what was asked. */
+    if (status != 200 && status != 204 && status != 409)
+        return provider_status_error(status, resp, "POST /sandboxes/{id}/pause", err);
+    return 0;
+}
+
+int provider_template_list(const struct provider_conn *c, json_t **out, struct sbx_err *err)
+{
+    *out = NULL;
+    long status;
+    _cleanup_free_ char *resp = NULL;
+    int r = provider_call(c, "GET", "/templates", NULL, &status, &resp, err);
+    if (r < 0)
+        return r;
+    if (status != 200)
+        return provider_status_error(status, resp, "GET /templates", err);
     json_t *j = json_loads(resp, 0, NULL);
-    const char *id = json_string_value(json_object_get(j, "sandboxID"));
-    const char *tok = json_string_value(json_object_get(j, "envdAccessToken"));
-    const char *dom = json_string_value(json_object_get(j, "domain"));
-    if (!id || !*id || strlen(id) >= sizeof(out->id) || (tok && strlen(tok) >= sizeof(out->token)) ||
-        (dom && strlen(dom) >= sizeof(out->domain))) {
+    if (!json_is_array(j)) {
         json_decref(j);
         return sbx_err_set(err, EPROTO, "provider_error",
-                           "the provider's POST /sandboxes answer has no usable sandboxID");
+                           "the provider's GET /templates is not a list");
     }
-    snprintf(out->id, sizeof(out->id), "%s", id);
-    snprintf(out->token, sizeof(out->token), "%s", tok ? tok : "");
-    snprintf(out->domain, sizeof(out->domain), "%s", dom ? dom : "");
-    json_decref(j);
+    *out = j;
     return 0;
 }
 

@@ -22,6 +22,8 @@
 #define PROVIDER_HTTP_TIMEOUT_MS_DEFAULT 30000L
 /* The metadata key naming the sbx sandbox a provider sandbox is (the inventory's filter). */
 #define PROVIDER_META_ID "sbx_id"
+/* The metadata key naming the sbx configuration it was made from, when there is one. */
+#define PROVIDER_META_CONFIG "sbx_config"
 
 /* How to reach one provider. Strings are borrowed. */
 struct provider_conn {
@@ -64,6 +66,16 @@ int provider_sandbox_create(const struct provider_conn *c, const char *template_
 int provider_sandbox_delete(const struct provider_conn *c, const char *id, struct sbx_err *err);
 /* GET /sandboxes: the provider's running sandboxes, a JSON array (new reference). */
 int provider_sandbox_list(const struct provider_conn *c, json_t **out, struct sbx_err *err);
+/* POST /sandboxes/{id}/pause: the provider keeps the sandbox (memory and files) stopped;
+ * one already paused (409) is no error. */
+int provider_sandbox_pause(const struct provider_conn *c, const char *id, struct sbx_err *err);
+/* POST /sandboxes/{id}/connect {timeout}: resumes a paused sandbox (or extends a running
+ * one); out gets its data-plane access as the answer names it. A sandbox the provider no
+ * longer has is -ENOENT, code provider_sandbox_gone. */
+int provider_sandbox_connect(const struct provider_conn *c, const char *id, long timeout_s,
+                             struct provider_sandbox *out, struct sbx_err *err);
+/* GET /templates: the provider's templates, a JSON array (new reference). */
+int provider_template_list(const struct provider_conn *c, json_t **out, struct sbx_err *err);
 
 /* envd's POST /files?path=: the bytes of fd (to its end) as the file at path. */
 int provider_upload(const struct provider_conn *c, const struct provider_sandbox *sb,

@@ -43,6 +43,8 @@ struct rt_provider {
     long http_timeout_ms;    /* 0: the default */
     long ttl_s;              /* the provider sandbox's timeout; 0: RT_PROVIDER_TTL_DEFAULT_S */
     const char *network;     /* the provider's network configuration (JSON text), or NULL */
+    const char *config_id;   /* its configuration's, in the metadata as PROVIDER_META_CONFIG
+                                (the inventory's "unclaimed"); NULL or "" */
 };
 #define RT_PROVIDER_TTL_DEFAULT_S 3600
 
@@ -53,6 +55,9 @@ struct rt_provider {
 /* In a sandbox's state dir while a fork's checkpoint holds it paused (rt_checkpoint): a
  * paused gVisor sandbox takes no signal, so whoever ends it resumes it first. */
 #define RT_HELD_FILE "held"
+/* In a provider sandbox's state dir while its checkpoint (sbx's pause) runs: the shim's
+ * "kill" pauses the provider sandbox instead of deleting it (shim_provider.c). */
+#define RT_PROVIDER_PAUSE_FILE "provider_pause"
 
 /* Ask runsc its version and fill cfg->resumes_in_place. */
 int rt_probe(struct rt_config *cfg, struct sbx_err *err);

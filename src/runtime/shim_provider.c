@@ -21,6 +21,7 @@
 #include <jansson.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,7 @@
 
 #include "../common/text.h"
 #include "../common/util.h"
+#include "../proto/proto.h"
 #include "provider_api.h"
 #include "rt.h"
 #include "shim.h"
@@ -49,11 +51,23 @@
 #define AGENT_BOOT_SCRIPT                                                                         \
     "a=/tmp/.sbx-agent; cp \"$1\" \"$a\" && chmod 0700 \"$a\" && rm -f \"$1\" && exec \"$a\""
 
+/* What provider_sandbox.json records: the provider sandbox, and whether it was paused by
+ * sbx (then the next start resumes it and reconnects to the agent at agent_pid instead of
+ * making a new one). */
+struct record {
+    struct provider_sandbox sb;
+    bool paused;
+    long long agent_pid;
+};
+
 struct relay {
     struct provider_conn conn;
     struct provider_sandbox sb;
     const char *state_dir;
+    const char *method;  /* the stream's: process.Process/Start, or /Connect after a resume */
+    json_t *msg;         /* its request (borrowed) */
     int pid_pipe[2];     /* the stream thread tells the main thread the agent's pid, or -1 */
+    pthread_t thread;    /* the stream's */
     long long pid;
     int exit_code;       /* from the end event; -1 before */
     bool got_end;
@@ -87,8 +101,11 @@ static void relay_fail(struct relay *rl, int code, const struct sbx_err *err)
 }
 
 /* The provider sandbox recorded in state_dir, if any. */
-static int sandbox_load(const char *state_dir, struct provider_sandbox *out)
+static int record_load(const char *state_dir, struct record *rec)
 {
+    struct provider_sandbox *out = &rec->sb;
+    rec->paused = false;
+    rec->agent_pid = 0;
     _cleanup_free_ char *path = sbx_xasprintf("%s/provider_sandbox.json", state_dir);
     _cleanup_free_ char *text = NULL;
     memset(out, 0, sizeof(*out));
@@ -103,16 +120,20 @@ static int sandbox_load(const char *state_dir, struct provider_sandbox *out)
         snprintf(out->id, sizeof(out->id), "%s", id);
         snprintf(out->token, sizeof(out->token), "%s", tok ? tok : "");
         snprintf(out->domain, sizeof(out->domain), "%s", dom ? dom : "");
+        rec->paused = json_is_true(json_object_get(j, "paused"));
+        rec->agent_pid = json_integer_value(json_object_get(j, "agent_pid"));
         r = 0;
     }
     json_decref(j);
     return r;
 }
 
-static int sandbox_save(const char *state_dir, const struct provider_sandbox *sb)
+static int record_save(const char *state_dir, const struct provider_sandbox *sb, bool paused,
+                       long long agent_pid)
 {
     _cleanup_free_ char *path = sbx_xasprintf("%s/provider_sandbox.json", state_dir);
-    json_t *j = json_pack("{s:s,s:s,s:s}", "id", sb->id, "token", sb->token, "domain", sb->domain);
+    json_t *j = json_pack("{s:s,s:s,s:s,s:b,s:I}", "id", sb->id, "token", sb->token, "domain",
+                          sb->domain, "paused", paused, "agent_pid", (json_int_t)agent_pid);
     char *text = json_dumps(j, JSON_COMPACT);
     json_decref(j);
     int r = text ? sbx_write_file_atomic(path, text, strlen(text), 0600) : -ENOMEM;
@@ -159,12 +180,8 @@ static int on_event(json_t *msg, void *data)
 static void *stream_main(void *data)
 {
     struct relay *rl = data;
-    _cleanup_free_ char *path = sbx_xasprintf(AGENT_UPLOAD_DIR "/.sbx-agent-%s", rl->sb.id);
-    json_t *msg = json_pack("{s:{s:s,s:[s,s,s,s],s:{}},s:b}", "process", "cmd", "/bin/sh", "args",
-                            "-c", AGENT_BOOT_SCRIPT, "sbx-agent-boot", path, "envs", "stdin", 1);
-    rl->stream_r = provider_stream(&rl->conn, &rl->sb, "process.Process/Start", msg, on_event, rl,
+    rl->stream_r = provider_stream(&rl->conn, &rl->sb, rl->method, rl->msg, on_event, rl,
                                    &rl->stream_err);
-    json_decref(msg);
     long long none = -1;
     (void)sbx_write_all(rl->pid_pipe[1], &none, sizeof(none)); /* the stream is over */
     return NULL;
@@ -189,6 +206,125 @@ static int send_input(struct relay *rl, const char *buf, size_t n, struct sbx_er
     return r;
 }
 
+/* Starts the stream thread (rl->method with rl->msg) and waits for the agent's pid:
+ * 0 with rl->pid set, or -1 when the stream ended first (rl->stream_err says why). */
+static int stream_begin(struct relay *rl)
+{
+    int r = pthread_create(&rl->thread, NULL, stream_main, rl);
+    if (r != 0) {
+        sbx_err_sys(&rl->stream_err, r, "pthread_create");
+        return -1;
+    }
+    long long pid = -1;
+    ssize_t got;
+    while ((got = read(rl->pid_pipe[0], &pid, sizeof(pid))) < 0 && errno == EINTR)
+        ;
+    if (got != (ssize_t)sizeof(pid) || pid <= 0) {
+        pthread_join(rl->thread, NULL);
+        return -1;
+    }
+    rl->pid = pid;
+    return 0;
+}
+
+/* Connect to the agent a paused provider sandbox kept (envd's process.Process/Connect by
+ * its pid) and greet it as a restored agent, as the shim greets one runsc restored. */
+static int agent_reconnect(struct relay *rl, long long pid)
+{
+    json_t *msg = json_pack("{s:{s:I}}", "process", "pid", (json_int_t)pid);
+    rl->method = "process.Process/Connect";
+    rl->msg = msg;
+    int r = stream_begin(rl);
+    json_decref(msg);
+    rl->msg = NULL;
+    if (r < 0) {
+        fprintf(stderr, "sbx-shim provider: the agent (pid %lld) is not there after the resume: "
+                "%s; starting a new one\n", pid, rl->stream_err.msg[0] ? rl->stream_err.msg
+                                                                    : "its stream ended");
+        memset(&rl->stream_err, 0, sizeof(rl->stream_err));
+        rl->got_end = false;
+        rl->exit_code = -1;
+        return -1;
+    }
+    char hello[96];
+    int n = snprintf(hello, sizeof(hello), "{\"version\":%d,\"role\":\"daemon\",\"restored\":true}",
+                     PROTO_VERSION);
+    char frame[PROTO_HEADER_SIZE + sizeof(hello)];
+    proto_header_encode((uint8_t *)frame, 0, PROTO_HELLO, 0, (uint32_t)n);
+    memcpy(frame + PROTO_HEADER_SIZE, hello, (size_t)n);
+    struct sbx_err err = {0};
+    if (send_input(rl, frame, PROTO_HEADER_SIZE + (size_t)n, &err) < 0)
+        relay_fail(rl, 125, &err); /* its stream is up but its stdin is not */
+    fprintf(stderr, "sbx-shim provider: reconnected to the agent (pid %lld)\n", pid);
+    int w = record_save(rl->state_dir, &rl->sb, false, pid);
+    if (w < 0)
+        fprintf(stderr, "sbx-shim provider: writing provider_sandbox.json: %s\n", strerror(-w));
+    return 0;
+}
+
+/* The shim's bytes to the agent until the stream or the shim ends; exits with the agent's
+ * status. */
+static void relay_loop(struct relay *rl) __attribute__((noreturn));
+static void relay_loop(struct relay *rl)
+{
+    struct sbx_err err = {0};
+    _cleanup_free_ char *buf = sbx_xmalloc(INPUT_CHUNK);
+    bool in_open = true;
+    for (;;) {
+        struct pollfd p[2] = {{.fd = rl->pid_pipe[0], .events = POLLIN},
+                              {.fd = in_open ? 0 : -1, .events = POLLIN}};
+        if (poll(p, 2, -1) < 0 && errno != EINTR)
+            break;
+        if (p[0].revents)
+            break; /* the stream ended: the agent (or the provider sandbox) is gone */
+        if (p[1].revents) {
+            ssize_t n = read(0, buf, INPUT_CHUNK);
+            if (n > 0 && send_input(rl, buf, (size_t)n, &err) < 0) {
+                fprintf(stderr, "sbx-shim provider: SendInput: %s\n", err.msg);
+                break;
+            }
+            if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
+                in_open = false; /* the shim is going: the provider sandbox's end follows */
+        }
+    }
+    pthread_join(rl->thread, NULL);
+    if (!rl->got_end) {
+        fprintf(stderr, "sbx-shim provider: the agent's stream broke: %s\n",
+                rl->stream_err.msg[0] ? rl->stream_err.msg : "no end event");
+        _exit(255);
+    }
+    fprintf(stderr, "sbx-shim provider: the agent exited with %d\n", rl->exit_code);
+    _exit(rl->exit_code & 0xff);
+}
+
+/* A create the provider did not answer in time may still have made its sandbox: what it
+ * lists with this sandbox's sbx_id goes (nothing half-made stays at the provider). */
+static void delete_unanswered(struct relay *rl, const char *id)
+{
+    json_t *list = NULL;
+    struct sbx_err err = {0};
+    if (provider_sandbox_list(&rl->conn, &list, &err) < 0) {
+        fprintf(stderr, "sbx-shim provider: listing after a timed-out create: %s\n", err.msg);
+        return;
+    }
+    size_t i;
+    json_t *ps;
+    json_array_foreach(list, i, ps)
+    {
+        const char *sid = json_string_value(json_object_get(ps, "sandboxID"));
+        const char *of = json_string_value(
+            json_object_get(json_object_get(ps, "metadata"), PROVIDER_META_ID));
+        if (!sid || !of || strcmp(of, id))
+            continue;
+        if (provider_sandbox_delete(&rl->conn, sid, &err) < 0)
+            fprintf(stderr, "sbx-shim provider: deleting %s after a timed-out create: %s\n",
+                    sid, err.msg);
+        else
+            fprintf(stderr, "sbx-shim provider: deleted %s, made by a timed-out create\n", sid);
+    }
+    json_decref(list);
+}
+
 static void relay_main(const char *id, const char *state_dir) __attribute__((noreturn));
 static void relay_main(const char *id, const char *state_dir)
 {
@@ -210,23 +346,54 @@ static void relay_main(const char *id, const char *state_dir)
         sbx_err_set(&err, ENOMEM, "internal", "curl_global_init failed");
         relay_fail(&rl, 125, &err);
     }
-    /* A provider sandbox recorded here is an earlier start's (a restart): it goes first. */
-    struct provider_sandbox old;
-    if (sandbox_load(state_dir, &old) == 0 && provider_sandbox_delete(&rl.conn, old.id, &err) < 0)
-        fprintf(stderr, "sbx-shim provider: deleting the earlier %s: %s\n", old.id, err.msg);
+    long timeout_s = (long)json_integer_value(json_object_get(cfg, "timeout_s"));
     long long t0 = sbx_now_ms();
-    if (provider_sandbox_create(&rl.conn, json_string_value(json_object_get(cfg, "template_id")),
-                                (long)json_integer_value(json_object_get(cfg, "timeout_s")),
-                                json_object_get(cfg, "env"), json_object_get(cfg, "metadata"),
-                                json_object_get(cfg, "network"), &rl.sb, &err) < 0)
-        relay_fail(&rl, 125, &err);
-    int r = sandbox_save(state_dir, &rl.sb);
+    /* A provider sandbox recorded here is an earlier start's: one sbx paused is resumed
+     * (sbx's resume), any other goes first (a restart). */
+    struct record old;
+    bool resumed = false;
+    if (record_load(state_dir, &old) == 0) {
+        if (old.paused) {
+            resumed = provider_sandbox_connect(&rl.conn, old.sb.id, timeout_s, &rl.sb, &err) == 0;
+            if (resumed)
+                fprintf(stderr, "sbx-shim provider: sandbox %s resumed in %lld ms\n", rl.sb.id,
+                        sbx_now_ms() - t0);
+            else
+                fprintf(stderr, "sbx-shim provider: resuming %s: %s; making a new one\n",
+                        old.sb.id, err.msg);
+        }
+        if (!resumed && provider_sandbox_delete(&rl.conn, old.sb.id, &err) < 0)
+            fprintf(stderr, "sbx-shim provider: deleting the earlier %s: %s\n", old.sb.id,
+                    err.msg);
+    }
+    if (!resumed) {
+        if (provider_sandbox_create(&rl.conn,
+                                    json_string_value(json_object_get(cfg, "template_id")),
+                                    timeout_s, json_object_get(cfg, "env"),
+                                    json_object_get(cfg, "metadata"),
+                                    json_object_get(cfg, "network"), &rl.sb, &err) < 0) {
+            if (!strcmp(err.code, "provider_timeout"))
+                delete_unanswered(&rl, id);
+            relay_fail(&rl, 125, &err);
+        }
+        fprintf(stderr, "sbx-shim provider: sandbox %s created in %lld ms\n", rl.sb.id,
+                sbx_now_ms() - t0);
+    }
+    int r = record_save(state_dir, &rl.sb, false, 0);
     if (r < 0) {
         sbx_err_sys(&err, -r, "writing provider_sandbox.json");
         relay_fail(&rl, 125, &err);
     }
-    fprintf(stderr, "sbx-shim provider: sandbox %s created in %lld ms\n", rl.sb.id,
-            sbx_now_ms() - t0);
+    if (pipe2(rl.pid_pipe, O_CLOEXEC) < 0) {
+        sbx_err_sys(&err, errno, "pipe");
+        relay_fail(&rl, 125, &err);
+    }
+    /* After a resume the agent may still be there (the provider kept its memory): the
+     * stream reconnects to it, and it is greeted as a restored one. Its boot id tells sbxd
+     * whether it was (restored: true), never this guess. */
+    if (resumed && old.agent_pid > 0 && agent_reconnect(&rl, old.agent_pid) == 0) {
+        relay_loop(&rl);
+    }
     const char *agent = json_string_value(json_object_get(cfg, "agent_path"));
     _cleanup_close_ int afd = agent ? open(agent, O_RDONLY | O_CLOEXEC) : -1;
     if (afd < 0) {
@@ -239,57 +406,23 @@ static void relay_main(const char *id, const char *state_dir)
         relay_fail(&rl, 125, &err);
     fprintf(stderr, "sbx-shim provider: agent uploaded at %lld ms\n", sbx_now_ms() - t0);
 
-    if (pipe2(rl.pid_pipe, O_CLOEXEC) < 0) {
-        sbx_err_sys(&err, errno, "pipe");
-        relay_fail(&rl, 125, &err);
-    }
-    pthread_t th;
-    if ((r = pthread_create(&th, NULL, stream_main, &rl)) != 0) {
-        sbx_err_sys(&err, r, "pthread_create");
-        relay_fail(&rl, 125, &err);
-    }
-    long long pid = -1;
-    ssize_t got;
-    while ((got = read(rl.pid_pipe[0], &pid, sizeof(pid))) < 0 && errno == EINTR)
-        ;
-    if (got != (ssize_t)sizeof(pid) || pid <= 0) {
-        pthread_join(th, NULL);
+    json_t *msg = json_pack("{s:{s:s,s:[s,s,s,s],s:{}},s:b}", "process", "cmd", "/bin/sh", "args",
+                            "-c", AGENT_BOOT_SCRIPT, "sbx-agent-boot", up, "envs", "stdin", 1);
+    rl.method = "process.Process/Start";
+    rl.msg = msg;
+    if (stream_begin(&rl) < 0) {
         if (!rl.stream_err.msg[0])
             sbx_err_set(&rl.stream_err, EPROTO, "provider_error",
                         "envd's process.Process/Start ended without starting the agent");
         relay_fail(&rl, 125, &rl.stream_err);
     }
-    rl.pid = pid;
-    fprintf(stderr, "sbx-shim provider: agent started as pid %lld at %lld ms\n", pid,
+    fprintf(stderr, "sbx-shim provider: agent started as pid %lld at %lld ms\n", rl.pid,
             sbx_now_ms() - t0);
-
-    _cleanup_free_ char *buf = sbx_xmalloc(INPUT_CHUNK);
-    bool in_open = true;
-    for (;;) {
-        struct pollfd p[2] = {{.fd = rl.pid_pipe[0], .events = POLLIN},
-                              {.fd = in_open ? 0 : -1, .events = POLLIN}};
-        if (poll(p, 2, -1) < 0 && errno != EINTR)
-            break;
-        if (p[0].revents)
-            break; /* the stream ended: the agent (or the provider sandbox) is gone */
-        if (p[1].revents) {
-            ssize_t n = read(0, buf, INPUT_CHUNK);
-            if (n > 0 && send_input(&rl, buf, (size_t)n, &err) < 0) {
-                fprintf(stderr, "sbx-shim provider: SendInput: %s\n", err.msg);
-                break;
-            }
-            if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
-                in_open = false; /* the shim is going: the provider sandbox's end follows */
-        }
+    if ((r = record_save(state_dir, &rl.sb, false, rl.pid)) < 0) {
+        sbx_err_sys(&err, -r, "writing provider_sandbox.json");
+        relay_fail(&rl, 125, &err);
     }
-    pthread_join(th, NULL);
-    if (!rl.got_end) {
-        fprintf(stderr, "sbx-shim provider: the agent's stream broke: %s\n",
-                rl.stream_err.msg[0] ? rl.stream_err.msg : "no end event");
-        _exit(255);
-    }
-    fprintf(stderr, "sbx-shim provider: the agent exited with %d\n", rl.exit_code);
-    _exit(rl.exit_code & 0xff);
+    relay_loop(&rl);
 }
 
 void shim_provider_relay(struct shim *s)
@@ -301,9 +434,14 @@ void shim_provider_cmd(struct shim *s, const char *what)
 {
     if (strcmp(what, "kill") && strcmp(what, "delete"))
         return;
-    struct provider_sandbox sb;
-    if (sandbox_load(s->state_dir, &sb) < 0)
+    struct record rec;
+    if (record_load(s->state_dir, &rec) < 0)
         return; /* none made, or already deleted */
+    /* A paused one stays at the provider until it is resumed, or killed (a destroy). */
+    if (!strcmp(what, "delete") && rec.paused)
+        return;
+    _cleanup_free_ char *marker = sbx_xasprintf("%s/" RT_PROVIDER_PAUSE_FILE, s->state_dir);
+    bool pause = !strcmp(what, "kill") && access(marker, F_OK) == 0;
     _cleanup_free_ char *cfg_path = sbx_xasprintf("%s/provider.json", s->state_dir);
     _cleanup_free_ char *text = NULL;
     if (sbx_read_file(cfg_path, PROVIDER_CONFIG_MAX, &text, NULL) < 0) {
@@ -316,13 +454,31 @@ void shim_provider_cmd(struct shim *s, const char *what)
     long long t0 = sbx_now_ms();
     int r = provider_conn_from_json(json_object_get(cfg, "conn"), &conn, &err);
     if (r == 0)
-        r = provider_sandbox_delete(&conn, sb.id, &err);
+        r = pause ? provider_sandbox_pause(&conn, rec.sb.id, &err)
+                  : provider_sandbox_delete(&conn, rec.sb.id, &err);
     json_decref(cfg);
-    if (r < 0) {
-        shim_log(s, "provider %s of %s: %s", what, sb.id, err.msg);
+    if (pause) {
+        /* Recorded as paused even when the provider refused: the sandbox (and its agent)
+         * then still runs there, and the resume's connect finds it as it was. */
+        if (r < 0)
+            shim_log(s, "provider pause of %s: %s (kept running)", rec.sb.id, err.msg);
+        else
+            shim_log(s, "provider pause: sandbox %s paused in %lld ms", rec.sb.id,
+                     sbx_now_ms() - t0);
+        int w = record_save(s->state_dir, &rec.sb, true, rec.agent_pid);
+        if (w < 0)
+            shim_log(s, "provider pause: writing provider_sandbox.json: %s", strerror(-w));
+        (void)unlink(marker);
+        /* Its stream may outlive the pause: the relay goes now, the agent stays. */
+        if (s->run_pid > 0)
+            (void)kill(s->run_pid, SIGKILL);
         return;
     }
-    shim_log(s, "provider %s: sandbox %s deleted in %lld ms", what, sb.id, sbx_now_ms() - t0);
-    _cleanup_free_ char *rec = sbx_xasprintf("%s/provider_sandbox.json", s->state_dir);
-    (void)unlink(rec);
+    if (r < 0) {
+        shim_log(s, "provider %s of %s: %s", what, rec.sb.id, err.msg);
+        return;
+    }
+    shim_log(s, "provider %s: sandbox %s deleted in %lld ms", what, rec.sb.id, sbx_now_ms() - t0);
+    _cleanup_free_ char *path = sbx_xasprintf("%s/provider_sandbox.json", s->state_dir);
+    (void)unlink(path);
 }

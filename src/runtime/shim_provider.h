@@ -11,7 +11,9 @@ struct shim;
 /* The provider relay's whole life, in the child shim_spawn_relay forked: exits with the
  * remote agent's status. */
 void shim_provider_relay(struct shim *s) __attribute__((noreturn));
-/* "kill" and "delete" both delete the provider sandbox (logged); anything else: nothing. */
+/* "kill" and "delete" both delete the provider sandbox (logged), except that "kill" pauses it
+ * at the provider when rt_checkpoint left RT_PROVIDER_PAUSE_FILE in the state dir (sbx's
+ * pause), and "delete" leaves a paused one; anything else: nothing. */
 void shim_provider_cmd(struct shim *s, const char *what);
 
 #endif

@@ -5,8 +5,13 @@ environment (SBX_E2B_*): its sandboxes are the inner's, reached through the cont
 (/sandboxes) and envd's process stream, which carries sbx's own agent's frames.
 """
 
+import http.server
 import json
 import os
+import subprocess
+import threading
+import time
+import urllib.error
 import urllib.request
 
 import harness
@@ -77,6 +82,63 @@ def provider_sandbox_of(sid):
     return None
 
 
+def provider_of_config(cid):
+    return [s for s in provider_list() if (s.get("metadata") or {}).get("sbx_config") == cid]
+
+
+class SlowProvider:
+    """A loopback proxy in front of the inner's control plane that forwards every request
+    at once but holds the answers to the requests in `hold` ((method, path) pairs) until
+    `gate` is set: a provider that answers slowly, without a fixed sleep."""
+
+    def __init__(self):
+        self.hold = set()
+        self.gate = threading.Event()
+        self.arrived = threading.Event()
+        target = "http://127.0.0.1:%d" % inner().port
+        me = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def forward(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n) if n else None
+                hdrs = {k: v for k, v in self.headers.items()
+                        if k.lower() not in ("host", "content-length", "connection")}
+                req = urllib.request.Request(target + self.path, data=body, headers=hdrs,
+                                             method=self.command)
+                try:
+                    with urllib.request.urlopen(req, timeout=60) as r:
+                        status, data, ctype = r.status, r.read(), r.headers.get("Content-Type")
+                except urllib.error.HTTPError as e:
+                    status, data, ctype = e.code, e.read(), e.headers.get("Content-Type")
+                if (self.command, self.path.split("?")[0]) in me.hold:
+                    me.arrived.set()
+                    me.gate.wait(60)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", ctype or "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:
+                    pass  # the client gave up waiting
+
+            do_GET = do_POST = do_PUT = do_DELETE = forward
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.server.daemon_threads = True
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.gate.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
 def teardown_module():
     d = STATE.pop("outer", None)
     if d:
@@ -121,14 +183,32 @@ def test_the_files_api_says_it_does_not_reach_a_provider_sandbox():
                  "not_supported_on_provider")
 
 
-def test_pause_and_fork_are_refused_with_a_code():
-    c, sid = sandbox()
-    for verb in ("pause", "fork"):
-        r = c.request("POST", "/v1/sandboxes/%s/%s" % (sid, verb), {})
-        assert_error(r, 409, "not_supported_on_provider")
-        assert verb in r.body["error"]["message"], r.body
-    assert c.get_sandbox(sid)["status"] == "running"
-    assert c.sh(sid, "echo still") == "still\n"
+def test_pause_and_resume_at_the_provider_and_fork_refused():
+    """sbx's pause is the provider's: the provider sandbox is paused there (the inner's own
+    status says so) and the resume reconnects to the same agent, whose boot id says
+    restored; a background process and /tmp survive it. Fork has nothing to map to."""
+    c, sid = sandbox("pause")
+    c.sh(sid, "echo kept > /tmp/mark; sleep 600 >/dev/null 2>&1 &")
+    p = provider_sandbox_of(sid)
+    r = c.request("POST", "/v1/sandboxes/%s/fork" % sid, {})
+    assert_error(r, 409, "not_supported_on_provider")
+    assert "fork" in r.body["error"]["message"], r.body
+    c.ok("POST", "/v1/sandboxes/%s/pause" % sid, {})
+    assert c.get_sandbox(sid)["status"] == "paused"
+    ic = inner().client(provider_key()["key"])
+    wait_for(lambda: ic.get_sandbox(p["sandboxID"])["status"] == "paused", timeout=60,
+             what="the provider sandbox paused at the provider")
+    res = c.ok("POST", "/v1/sandboxes/%s/resume" % sid, {}, timeout=120)
+    assert res["status"] == "running" and res["restored"] is True, res
+    assert ic.get_sandbox(p["sandboxID"])["status"] == "running"
+    out = c.sh(sid, "cat /tmp/mark; pgrep -c sleep")
+    assert out.split() == ["kept", "1"], out
+    # The same provider sandbox, not a new one.
+    assert provider_sandbox_of(sid)["sandboxID"] == p["sandboxID"]
+    c.delete_sandbox(sid)
+    STATE.pop("sb:pause")
+    wait_for(lambda: provider_sandbox_of(sid) is None, timeout=30,
+             what="the provider sandbox deleted")
 
 
 def test_background_process_and_a_kill9_of_the_outer_sbxd():
@@ -264,6 +344,197 @@ def test_a_revoked_provider_key_is_a_clear_error():
             s["status"] != "running" for s in c.list_sandboxes())
     finally:
         o.cleanup()
+
+
+def test_inventory_of_a_provider_configuration_is_checked_at_the_provider():
+    """GET /v1/sandbox-configs/{id}/sandboxes of an e2b configuration: each row with the
+    provider's own state, the provider's sandboxes of it that no row claims, and the 409s
+    of document 002 on an identity change or a delete while they live."""
+    a = outer().client()
+    key = provider_key()["key"]
+    cid = a.ok("POST", "/v1/sandbox-configs", {"name": "e2b-inv", "config": {
+        "sandbox_type": "e2b", "e2b": e2b_object(key)}}, status=201)["id"]
+    sid = a.create_sandbox(config_id=cid, ttl_seconds=600)["id"]
+    p = provider_sandbox_of(sid)
+    assert p["metadata"]["sbx_config"] == cid, p
+    inv = a.ok("GET", "/v1/sandbox-configs/%s/sandboxes" % cid)
+    assert inv["verified"] is True, inv
+    assert inv["provider"]["reachable"] is True and inv["provider"]["unclaimed"] == [], inv
+    row = inv["data"][0]
+    assert row["id"] == sid and row["verified"] is True, inv
+    assert row["provider"]["sandbox_id"] == p["sandboxID"], inv
+    assert row["provider"]["state"] == "running", inv
+    # What its sandboxes are (the provider's template, its control plane) cannot change
+    # under them, force or not; the rest can.
+    path = "/v1/sandbox-configs/" + cid
+    for o, q in ((e2b_object("********", template_id="other"), ""),
+                 (e2b_object("********", api_url="http://127.0.0.1:9/e2b/api"), "?force=true")):
+        r = a.request("PUT", path + q, {"name": "e2b-inv", "config": {
+            "sandbox_type": "e2b", "e2b": o}})
+        assert_error(r, 409, "sandboxes_still_live")
+    a.ok("PUT", path, {"name": "e2b-inv", "config": {
+        "sandbox_type": "e2b", "e2b": e2b_object("********", e2b_sandbox_ttl_seconds=700)}})
+    assert_error(a.request("DELETE", path + "?force=true"), 409, "sandboxes_still_live")
+    a.delete_sandbox(sid)
+    wait_for(lambda: not provider_of_config(cid), timeout=30, what="its provider sandbox gone")
+    # A provider sandbox labelled with this configuration that no sandbox here claims (made
+    # straight at the provider): listed, the inventory unverified, a delete refused
+    # without force.
+    ic = inner().client(key)
+    stray = ic.ok("POST", "/e2b/api/sandboxes", {"templateID": "base", "metadata": {
+        "sbx_id": "sb_stray", "sbx_config": cid}}, status=201)["sandboxID"]
+    try:
+        inv = a.ok("GET", "/v1/sandbox-configs/%s/sandboxes" % cid)
+        assert inv["verified"] is False and inv["data"] == [], inv
+        assert [(u["id"], u["sandbox_id"]) for u in inv["provider"]["unclaimed"]] == [
+            ("sb_stray", stray)], inv
+        assert_error(a.request("DELETE", path), 409, "sandbox_inventory_unverifiable")
+    finally:
+        ic.request("DELETE", "/e2b/api/sandboxes/" + stray)
+    wait_for(lambda: not provider_of_config(cid), timeout=30, what="the stray one gone")
+    a.ok("DELETE", path)
+
+
+def test_templates_query_lists_the_providers_templates():
+    a = outer().client()
+    cid = a.ok("POST", "/v1/sandbox-configs", {"name": "e2b-tpl", "config": {
+        "sandbox_type": "e2b", "e2b": e2b_object(provider_key()["key"])}}, status=201)["id"]
+    q = a.ok("POST", "/v1/sandbox-configs/templates/query", {"config_id": cid})
+    assert q["backend"] == "e2b" and q["template"] == "base", q
+    assert q["provider"]["reachable"] is True, q
+    # The inner's own templates, as its E2B surface lists them.
+    want = urllib.request.Request("http://127.0.0.1:%d/e2b/api/templates" % inner().port,
+                                  headers={"X-API-KEY": provider_key()["key"]})
+    with urllib.request.urlopen(want, timeout=30) as r:
+        theirs = sorted(t["templateID"] for t in json.loads(r.read()))
+    assert sorted(t["template_id"] for t in q["templates"]) == theirs and theirs, (q, theirs)
+    assert_error(a.request("POST", "/v1/sandbox-configs/templates/query",
+                           {"config_id": cid, "ensure_standard": True}), 400, "invalid_request")
+    a.ok("DELETE", "/v1/sandbox-configs/" + cid)
+
+
+def test_a_slow_provider_is_504_and_leaves_nothing_behind():
+    """A provider that answers past http_timeout_sec: the create is 504 provider_timeout
+    and the sandbox the provider made meanwhile is deleted; templates/query the same. A
+    delete held while the provider lists its sandboxes keeps the configuration locked
+    (423 for another change)."""
+    sp = SlowProvider()
+    a = outer().client()
+    key = provider_key()["key"]
+    try:
+        sp.hold = {("POST", "/e2b/api/sandboxes"), ("GET", "/e2b/api/templates")}
+        cid = a.ok("POST", "/v1/sandbox-configs", {"name": "e2b-slow", "config": {
+            "sandbox_type": "e2b", "e2b": e2b_object(key, api_url=sp.url + "/e2b/api",
+                                                     http_timeout_sec=1)}}, status=201)["id"]
+        r = a.request("POST", "/v1/sandboxes", {"config_id": cid, "ttl_seconds": 300},
+                      timeout=120)
+        assert_error(r, 504, "provider_timeout")
+        assert sp.arrived.wait(60), "the create never reached the provider"
+        wait_for(lambda: not provider_of_config(cid), timeout=30,
+                 what="the timed-out create's provider sandbox deleted")
+        r = a.request("POST", "/v1/sandbox-configs/templates/query", {"config_id": cid})
+        assert_error(r, 504, "provider_timeout")
+        sp.gate.set()
+        # 423 while a delete waits for the provider's list.
+        sp.gate.clear()
+        sp.arrived.clear()
+        sp.hold = {("GET", "/e2b/api/sandboxes")}
+        path = "/v1/sandbox-configs/" + cid
+        a.ok("PUT", path, {"name": "e2b-slow", "config": {"sandbox_type": "e2b", "e2b": e2b_object(
+            "********", api_url=sp.url + "/e2b/api", http_timeout_sec=60)}})
+        out = {}
+        th = threading.Thread(target=lambda: out.update(r=a.request("DELETE", path, timeout=120)))
+        th.start()
+        assert sp.arrived.wait(60), "the delete never asked the provider"
+        r = a.request("PUT", path, {"name": "e2b-slow2", "config": {"sandbox_type": "e2b",
+                                                                      "e2b": e2b_object("********")}})
+        assert_error(r, 423, "sandbox_config_locked")
+        sp.gate.set()
+        th.join(120)
+        assert out["r"].status == 200, out
+    finally:
+        sp.close()
+
+
+def test_the_python_sdk_the_cli_and_mcp_on_a_provider_sandbox():
+    """The clients as users run them against the outer sbxd, whose default backend is the
+    provider: the Python SDK (sdk/python), the sbx CLI, and the MCP tools."""
+    d = outer()
+    key = client().key
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SBX_")}
+    harness.sanitizer_env(env)
+    env.update({"SBX_URL": "http://127.0.0.1:%d" % d.port, "SBX_API_KEY": key,
+                "PYTHONPATH": os.path.join(harness.REPO, "sdk", "python"),
+                "PYTHONDONTWRITEBYTECODE": "1"})
+    script = (
+        "from sbx import Sbx\n"
+        "c = Sbx()\n"
+        "sb = c.sandboxes.create(runtime='e2b', ttl_seconds=600)\n"
+        "out = c.sandboxes.exec(sb['id'], shell='echo sdk-$((6*7))')\n"
+        "print(sb['id'], sb['runtime'], out['stdout'].strip())\n"
+        "c.sandboxes.delete(sb['id'])\n")
+    p = subprocess.run(["/usr/bin/python3", "-c", script], env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=300)
+    assert p.returncode == 0, p.stderr.decode()
+    sid, runtime, said = p.stdout.decode().split()
+    assert runtime == "e2b" and said == "sdk-42", p.stdout
+    wait_for(lambda: provider_sandbox_of(sid) is None, timeout=30, what="the SDK's one deleted")
+    sbx = os.path.join(harness.build_dir(), "sbx")
+    env = {k: v for k, v in env.items() if not k.startswith("PYTHON")}
+
+    def cli(*args):
+        r = subprocess.run([sbx] + list(args), env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=300)
+        assert r.returncode == 0, (args, r.stderr.decode())
+        return r.stdout.decode()
+    sid = cli("create", "--ttl", "10m").strip()
+    assert provider_sandbox_of(sid), provider_list()
+    assert cli("exec", sid, "--", "echo cli-$((6*7))") == "cli-42\n"
+    # MCP: the sandbox_bash tool on the same provider sandbox.
+    c = client()
+    h = {"Accept": "application/json, text/event-stream"}
+    r = c.request("POST", "/mcp", body={"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                                        "params": {"protocolVersion": "2025-11-25",
+                                                   "capabilities": {},
+                                                   "clientInfo": {"name": "raw", "version": "1"}}},
+                  headers=h)
+    assert r.status == 200, r
+    h["Mcp-Session-Id"] = r.headers["mcp-session-id"]
+    r = c.request("POST", "/mcp", body={"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                        "params": {"name": "sandbox_bash", "arguments": {
+                                            "sandbox_id": sid, "command": "echo mcp-$((6*7))"}}},
+                  headers=h)
+    assert r.body["result"]["isError"] is False, r.body
+    assert r.body["result"]["structuredContent"]["stdout"] == "mcp-42\n", r.body
+    cli("rm", sid)
+    wait_for(lambda: provider_sandbox_of(sid) is None, timeout=30, what="the CLI's one deleted")
+
+
+
+def test_the_inner_audits_the_agents_frames_per_window_not_per_call():
+    """The outer's relay sends the agent's frames as SendInput calls: binary stdin, which
+    the inner audits as a window's first call plus one entry summing the rest, so twenty
+    execs are a few process.input entries, not one per frame (typed text keeps one entry
+    per call: test_audit_rule)."""
+    c, sid = sandbox()
+    pid = provider_sandbox_of(sid)["sandboxID"]
+    a = inner().client()
+    t0 = int(time.time() * 1000)
+
+    def since():
+        q = "/v1/audit?limit=500&action=process.input&sandbox_id=%s&since=%d" % (pid, t0 // 1000)
+        return [e for e in a.ok("GET", q)["data"] if e["ts_ms"] >= t0]
+
+    def calls(es):
+        return sum((e["details"].get("coalesced") or {"calls": 1})["calls"] for e in es)
+    for i in range(20):
+        assert c.sh(sid, "echo %d" % i) == "%d\n" % i
+    # Settled: the last window has closed (its summing entry is the newest).
+    es = wait_for(lambda: [es for es in [since()]
+                           if es and "coalesced" in es[-1]["details"] and calls(es) >= 20],
+                  timeout=40, what="the input windows closed")[0]
+    assert len(es) <= 6, es
+    assert all(e["details"]["via"] == "e2b" for e in es), es
 
 
 def test_provider_down_is_a_clear_error():

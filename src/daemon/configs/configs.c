@@ -9,6 +9,8 @@
 #include "../../common/util.h"
 #include "../../runtime/docker_api.h"
 #include "../../runtime/docker_image.h"
+#include "../../runtime/provider.h"
+#include "../../runtime/provider_api.h"
 #include "../exec/exec.h"
 #include "../sandbox/params.h"
 #include "../volumes/volumes.h"
@@ -48,6 +50,14 @@ json_t *configs_to_json(const struct config_loaded *l)
                      (json_int_t)l->rec.created_at, "updated_at", (json_int_t)l->rec.updated_at);
 }
 
+/* A provider's list entry as the inventory shows it. */
+static json_t *remote_row(json_t *ps)
+{
+    return json_pack("{s:O?,s:O?,s:O?}", "sandbox_id", json_object_get(ps, "sandboxID"),
+                     "template_id", json_object_get(ps, "templateID"), "state",
+                     json_object_get(ps, "state"));
+}
+
 struct inventory {
     struct configs *c;
     json_t *data;
@@ -56,7 +66,29 @@ struct inventory {
      * (taken out as rows claim them: what is left runs on the engine with no live row);
      * NULL when the engine was not asked or did not answer. */
     json_t *engine;
+    bool provider; /* the provider was asked (configs_inventory's remote) */
+    /* A provider configuration's: the provider's sandboxes by their sbx_id metadata, taken
+     * out as rows claim them; NULL when the provider was not asked or did not answer. */
+    json_t *remote;
 };
+
+/* What the provider says of a provider sandbox: {sandbox_id, state}, or null when it has
+ * none; as add_engine, a running sandbox without one, or any when the provider did not
+ * answer, is not verified. */
+static void add_remote(struct inventory *inv, const struct sandbox *sb, json_t *o)
+{
+    json_t *ps = inv->remote ? json_object_get(inv->remote, sb->rec.id) : NULL;
+    if (!ps) {
+        json_object_set_new(o, "provider", json_null());
+        if (!inv->remote || !sb->failed) {
+            inv->verified = false;
+            json_object_set_new(o, "verified", json_false());
+        }
+        return;
+    }
+    json_object_set_new(o, "provider", remote_row(ps));
+    json_object_del(inv->remote, sb->rec.id);
+}
 
 /* What the engine says of a docker sandbox's container: {container, state}, or null when
  * it has none. A running sandbox without one, or any when the engine did not answer, is
@@ -110,6 +142,8 @@ static void add_live(const struct store_sandbox *row, void *arg)
         json_object_set_new(o, "verified", json_true());
         if (!strcmp(sb->rec.runtime, "docker"))
             add_engine(inv, sb, o);
+        else if (inv->provider && rt_is_provider(sb->rec.runtime))
+            add_remote(inv, sb, o);
     }
     json_array_append_new(inv->data, o);
 }
@@ -195,6 +229,23 @@ static void engine_index(struct inventory *inv, const json_t *list)
     }
 }
 
+/* The provider's sandboxes of configuration id (metadata sbx_config), by sbx_id. */
+static json_t *remote_of(const json_t *list, const char *id)
+{
+    json_t *by = json_object();
+    size_t i;
+    json_t *ps;
+    json_array_foreach(list, i, ps)
+    {
+        json_t *md = json_object_get(ps, "metadata");
+        const char *sid = json_string_value(json_object_get(md, PROVIDER_META_ID));
+        const char *cid = json_string_value(json_object_get(md, PROVIDER_META_CONFIG));
+        if (sid && cid && !strcmp(cid, id))
+            json_object_set(by, sid, ps);
+    }
+    return by;
+}
+
 json_t *configs_inventory(struct configs *c, const char *id, const struct configs_engine_answer *a,
                           bool *verified, json_t **engine, struct sbx_err *err)
 {
@@ -206,12 +257,16 @@ json_t *configs_inventory(struct configs *c, const char *id, const struct config
         return NULL;
     config_loaded_clear(&l);
     bool docker = a->asked;
-    struct inventory inv = {.c = c, .data = json_array(), .verified = true};
+    const json_t *remote = a->remote;
+    struct inventory inv = {.c = c, .data = json_array(), .verified = true, .provider = !!remote};
     if (docker && a->list)
         engine_index(&inv, a->list);
+    if (remote && json_is_true(json_object_get(remote, "reachable")))
+        inv.remote = remote_of(json_object_get(remote, "list"), id);
     if (store_config_live_sandboxes(c->store, id, add_live, &inv, err) < 0) {
         json_decref(inv.data);
         json_decref(inv.engine);
+        json_decref(inv.remote);
         return NULL;
     }
     /* Containers of this configuration the engine runs with no live sandbox behind them:
@@ -236,6 +291,25 @@ json_t *configs_inventory(struct configs *c, const char *id, const struct config
     if (docker && !inv.engine)
         inv.verified = false;
     json_decref(inv.engine);
+    if (remote) {
+        /* Provider sandboxes made from this configuration that no live row claims. */
+        json_t *lost = json_array();
+        json_object_foreach(inv.remote, sid, ct)
+        {
+            json_t *row = remote_row(ct);
+            json_object_set_new(row, "id", json_string(sid));
+            json_array_append_new(lost, row);
+        }
+        if (json_array_size(lost) || !inv.remote)
+            inv.verified = false;
+        if (engine)
+            *engine = inv.remote ? json_pack("{s:b,s:o}", "reachable", 1, "unclaimed", lost)
+                                 : json_pack("{s:b,s:O?,s:o}", "reachable", 0, "error",
+                                             json_object_get(remote, "error"), "unclaimed", lost);
+        else
+            json_decref(lost);
+        json_decref(inv.remote);
+    }
     *verified = inv.verified;
     return inv.data;
 }
@@ -244,9 +318,16 @@ int configs_check_inventory(struct configs *c, const char *id, const struct conf
                             bool force, struct sbx_err *err)
 {
     bool verified = true;
-    json_t *inv = configs_inventory(c, id, a, &verified, NULL, err);
+    json_t *prov = NULL;
+    json_t *inv = configs_inventory(c, id, a, &verified, a->remote ? &prov : NULL, err);
     if (!inv)
         return -EIO;
+    /* A provider's side counts with no row too (document 002: the remote instances are
+     * checked): its sandboxes of this configuration no row claims, or a provider that
+     * cannot say. */
+    bool remote_doubt = prov && (json_array_size(json_object_get(prov, "unclaimed")) ||
+                                 !json_is_true(json_object_get(prov, "reachable")));
+    json_decref(prov);
     size_t n = json_array_size(inv), confirmed = 0;
     size_t i;
     json_t *e;
@@ -260,11 +341,14 @@ int configs_check_inventory(struct configs *c, const char *id, const struct conf
                            "%zu sandbox(es) made from configuration %s are live or paused: "
                            "delete them first (GET /v1/sandbox-configs/%s/sandboxes)",
                            confirmed, id, id);
-    if (n && !verified && !force)
+    if ((n || remote_doubt) && !verified && !force)
         return sbx_err_set(err, EBUSY, "sandbox_inventory_unverifiable",
-                           "%zu sandbox(es) of configuration %s cannot be verified: retry, or "
+                           "%zu sandbox(es) of configuration %s cannot be verified%s: retry, or "
                            "pass force=true",
-                           n, id);
+                           n, id,
+                           remote_doubt ? " (its provider does not answer, or runs sandboxes "
+                                          "of it that no sandbox here claims)"
+                                        : "");
     return 0;
 }
 

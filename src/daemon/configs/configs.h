@@ -59,13 +59,17 @@ void config_loaded_clear(struct config_loaded *l);
 /* {id, object, name, description, sandbox_type, config (masked), created_at, updated_at}. */
 json_t *configs_to_json(const struct config_loaded *l);
 
-/* What a docker configuration's engine says of it (docs/runtime.md "Docker"): the
- * containers labelled with the configuration, as the engine lists them. */
+/* What a configuration's backend says of its sandboxes: a docker configuration's engine
+ * (docs/runtime.md "Docker"), the containers labelled with the configuration as it lists
+ * them; a provider's, the provider's list (docs/providers.md). */
 struct configs_engine_answer {
     bool asked;   /* a docker configuration: its engine was asked */
     json_t *list; /* the engine's containers, NULL when it did not answer (why says why) */
     char why[SBX_ERR_MSG_MAX];
     char code[SBX_ERR_CODE_MAX]; /* why's error code (docker_unreachable, docker_tls_error) */
+    /* A provider configuration's (e2b, cube): its provider's list of sandboxes, as
+     * configs_provider_list answers it; NULL when not asked. */
+    const json_t *remote;
     /* The engine asked, valid during the callback only. */
     const char *host, *tls_dir;
     long timeout_ms;
@@ -86,7 +90,12 @@ bool configs_engine_ask(struct configs *c, struct jobs *jobs, const char *id,
  * row gets "engine" ({container, state} or null), *engine (NULL: not wanted) {reachable,
  * error?, unclaimed: [containers with no live row]}; a running sandbox without its
  * container, an unclaimed container or an engine that does not answer leave the
- * inventory unverified. */
+ * inventory unverified. A provider configuration's (e2b, cube) against a->remote, the
+ * provider's list of its sandboxes {reachable, list, error} (configs_provider_list): each
+ * row gets "provider" {sandbox_id, template_id, state} or null, and *engine (as the
+ * "provider" part of the answer) {reachable, error?, unclaimed}: the provider's sandboxes
+ * labelled with this configuration that no live row claims; a row the provider does not
+ * list, an unclaimed one or a provider that did not answer leave it unverified. */
 json_t *configs_inventory(struct configs *c, const char *id, const struct configs_engine_answer *a,
                           bool *verified, json_t **engine, struct sbx_err *err);
 

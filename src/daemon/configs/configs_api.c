@@ -12,6 +12,7 @@
 #include "../http/router.h"
 #include "../sbxd.h"
 #include "configs.h"
+#include "provider_list.h"
 
 static bool scripts_disabled(struct sbxd *d)
 {
@@ -158,147 +159,166 @@ static int force_param(struct http_req *req, bool *force, struct sbx_err *err)
     return 0;
 }
 
-/* A change or an inventory waiting for the engine's answer (configs_engine_ask): the
- * request, and what a replace has made ready meanwhile. */
-struct engine_wait {
+/* A PUT or DELETE that checks the inventory (or an inventory read), suspended while the
+ * configuration's backend lists its sandboxes: a docker engine (configs_engine_ask) or a
+ * provider (provider_list.h), both asked on a worker thread, since either may take its
+ * whole http_timeout_sec to answer and must not hold the daemon's loop. */
+struct change {
     struct sbxd *d;
     struct http_req *req; /* NULL once the client has gone */
     char id[STORE_ID_MAX + 1];
-    char owner[64]; /* the configuration's lease holder: the request's id */
-    bool force;
-    bool locked;
-    json_t *body, *doc; /* a replace's request and new document */
+    char owner[96]; /* the configuration's lease holder: the request's id */
+    bool force, identity;
+    json_t *doc; /* a PUT's new document */
+    json_t *body;
     struct config_loaded l;
+    /* a: what the backend said; NULL when the inventory is not checked. */
+    void (*finish)(struct change *x, const struct configs_engine_answer *a);
 };
 
-static struct engine_wait *wait_new(struct sbxd *d, struct http_req *req, const char *id,
-                                    bool force)
+static void change_free(struct change *x)
 {
-    struct engine_wait *w = sbx_xcalloc(1, sizeof(*w));
-    w->d = d;
-    w->req = req;
-    w->force = force;
-    snprintf(w->id, sizeof(w->id), "%s", id);
-    snprintf(w->owner, sizeof(w->owner), "%s", http_req_id(req));
-    return w;
+    json_decref(x->doc);
+    json_decref(x->body);
+    config_loaded_clear(&x->l);
+    free(x);
 }
 
-static void wait_free(struct engine_wait *w)
+static void on_change_gone(struct http_req *req, void *data)
 {
-    if (w->locked)
-        configs_unlock(w->d->configs, w->id, w->owner);
-    json_decref(w->body);
-    json_decref(w->doc);
-    config_loaded_clear(&w->l);
-    free(w);
+    ((struct change *)data)->req = NULL;
 }
 
-static void wait_abort(struct http_req *req, void *data)
+static void on_listed(void *data, json_t *remote)
 {
-    struct engine_wait *w = data;
-    w->req = NULL; /* nobody waits for the change: it is not made */
+    struct change *x = data;
+    struct configs_engine_answer a = {.remote = remote};
+    x->finish(x, &a);
+    json_decref(remote);
 }
 
-/* A replace, once its inventory (when what the sandboxes run changes) allows it. */
-static void put_apply(void *data, const struct configs_engine_answer *a)
+static void on_engine(void *data, const struct configs_engine_answer *a)
 {
-    struct engine_wait *w = data;
-    struct sbxd *d = w->d;
-    struct sbx_err err = {0};
-    if (!w->req) {
-        wait_free(w);
+    struct change *x = data;
+    x->finish(x, a);
+}
+
+/* Run x->finish now, or once the backend has listed its sandboxes when the inventory is
+ * checked. */
+static void change_run(struct change *x, bool check)
+{
+    if (!check) {
+        x->finish(x, NULL);
         return;
     }
-    int r = a ? configs_check_inventory(d->configs, w->id, a, w->force, &err) : 0;
+    if (configs_provider_list(x->d, x->id, x->l.doc, PROVIDER_LIST_SANDBOXES, on_listed, x) ||
+        configs_engine_ask(x->d->configs, x->d->jobs, x->id, on_engine, x))
+        http_req_suspend(x->req, on_change_gone, x);
+}
+
+static void put_finish(struct change *x, const struct configs_engine_answer *a)
+{
+    struct sbx_err err = {0};
+    int r = 0;
+    if (!x->req)
+        r = sbx_err_set(&err, ECANCELED, "request_gone", "the client went away");
+    else if (a)
+        r = configs_check_inventory(x->d->configs, x->id, a, x->force, &err);
     if (r == 0) {
-        struct config_loaded *l = &w->l;
-        const char *name = json_string_value(json_object_get(w->body, "name"));
-        json_t *dv = json_object_get(w->body, "description");
-        const char *description = dv && !json_is_null(dv) ? json_string_value(dv) : "";
+        struct config_loaded *l = &x->l;
+        const char *name = json_string_value(json_object_get(x->body, "name"));
+        json_t *dv = json_object_get(x->body, "description");
         free(l->rec.name);
         free(l->rec.description);
         free(l->rec.config_json);
         l->rec.name = sbx_xstrdup(name);
-        l->rec.description = sbx_xstrdup(description);
-        l->rec.config_json = json_dumps(w->doc, JSON_COMPACT);
+        l->rec.description = sbx_xstrdup(dv && !json_is_null(dv) ? json_string_value(dv) : "");
+        l->rec.config_json = json_dumps(x->doc, JSON_COMPACT);
         l->rec.updated_at = sbx_wall_ms() / 1000;
         json_decref(l->doc);
-        l->doc = w->doc;
-        w->doc = NULL;
-        r = store_config_update(d->store, &l->rec, &err);
+        l->doc = x->doc;
+        x->doc = NULL;
+        r = store_config_update(x->d->store, &l->rec, &err);
     }
-    if (r < 0) {
-        http_respond_error(w->req, &err);
-    } else {
-        audit_config(d, w->req, "sandbox_config.update", w->id, "ok");
-        respond(w->req, 200, &w->l);
+    configs_unlock(x->d->configs, x->id, x->owner);
+    if (x->req && r < 0)
+        http_respond_error(x->req, &err);
+    else if (x->req) {
+        audit_config(x->d, x->req, "sandbox_config.update", x->id, "ok");
+        respond(x->req, 200, &x->l);
     }
-    wait_free(w);
+    change_free(x);
+}
+
+/* What a configuration's sandboxes are: its backend and template, and a provider's
+ * connection (its control plane and template; a key alone may change). */
+static bool same_identity(const json_t *a, const json_t *b, bool *backend)
+{
+    *backend = strcmp(json_string_value(json_object_get(a, "backend")),
+                      json_string_value(json_object_get(b, "backend")));
+    if (*backend || strcmp(json_string_value(json_object_get(a, "template")),
+                           json_string_value(json_object_get(b, "template"))))
+        return false;
+    for (int i = 0; i < 2; i++) {
+        json_t *pa = json_object_get(a, i ? "cube" : "e2b"), *pb = json_object_get(b, i ? "cube" : "e2b");
+        static const char *const fields[] = {"api_url", "template_id", "proxy_url",
+                                             "sandbox_domain"};
+        for (size_t f = 0; f < SBX_ARRAY_SIZE(fields); f++)
+            if (!json_equal(json_object_get(pa, fields[f]) ?: json_null(),
+                            json_object_get(pb, fields[f]) ?: json_null()))
+                return false;
+    }
+    return true;
 }
 
 static void api_configs_put(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
-    const char *id = http_req_param(req, 0);
-    const char *owner = http_req_id(req);
-    json_t *body = NULL, *config, *doc = NULL;
+    struct change *x = sbx_xcalloc(1, sizeof(*x));
+    x->d = d;
+    x->req = req;
+    x->finish = put_finish;
+    snprintf(x->id, sizeof(x->id), "%s", http_req_param(req, 0));
+    snprintf(x->owner, sizeof(x->owner), "%s", http_req_id(req));
+    json_t *config;
     const char *name, *description;
-    struct config_loaded l = {0};
-    bool force;
-    int r = force_param(req, &force, &err);
+    int r = force_param(req, &x->force, &err);
     if (r == 0)
-        r = read_body(req, &body, &name, &description, &config, &err);
-    if (r < 0 || (r = configs_lock(d->configs, id, owner, &err)) < 0) {
-        json_decref(body);
+        r = read_body(req, &x->body, &name, &description, &config, &err);
+    if (r < 0 || (r = configs_lock(d->configs, x->id, x->owner, &err)) < 0) {
+        change_free(x);
         http_respond_error(req, &err);
         return;
     }
-    bool identity = false;
-    if ((r = configs_load(d->configs, id, &l, &err)) == 0 &&
-        (r = config_doc_build(d->configs->secrets, &d->configs->ceil, id, config, l.doc, &doc,
-                              &err)) == 0) {
+    if ((r = configs_load(d->configs, x->id, &x->l, &err)) == 0 &&
+        (r = config_doc_build(d->configs->secrets, &d->configs->ceil, x->id, config, x->l.doc,
+                              &x->doc, &err)) == 0) {
         /* What the sandboxes run is the backend and its template. A backend kept as it
          * was stays, even if the operator no longer enables it. */
-        bool backend = strcmp(json_string_value(json_object_get(doc, "backend")),
-                              json_string_value(json_object_get(l.doc, "backend")));
-        identity = backend || strcmp(json_string_value(json_object_get(doc, "template")),
-                                     json_string_value(json_object_get(l.doc, "template")));
+        bool backend;
+        x->identity = !same_identity(x->doc, x->l.doc, &backend);
         if (backend)
-            r = configs_check_backend(d->configs, doc, &err);
+            r = configs_check_backend(d->configs, x->doc, &err);
         if (r == 0)
-            r = check_desktop_switch(d, id, doc, l.doc, &err);
+            r = check_desktop_switch(d, x->id, x->doc, x->l.doc, &err);
     }
     if (r < 0) {
-        configs_unlock(d->configs, id, owner);
-        json_decref(body);
-        json_decref(doc);
-        config_loaded_clear(&l);
+        configs_unlock(d->configs, x->id, x->owner);
+        change_free(x);
         http_respond_error(req, &err);
         return;
     }
-    struct engine_wait *w = wait_new(d, req, id, force);
-    w->locked = true;
-    w->body = body;
-    w->doc = doc;
-    w->l = l;
-    if (!identity)
-        put_apply(w, NULL);
-    else if (configs_engine_ask(d->configs, d->jobs, id, put_apply, w))
-        http_req_suspend(req, wait_abort, w);
+    change_run(x, x->identity);
 }
 
-static void delete_apply(void *data, const struct configs_engine_answer *a)
+static void delete_finish(struct change *x, const struct configs_engine_answer *a)
 {
-    struct engine_wait *w = data;
-    struct sbxd *d = w->d;
     struct sbx_err err = {0};
-    if (!w->req) {
-        wait_free(w);
-        return;
-    }
-    const char *id = w->id;
+    struct sbxd *d = x->d;
+    const char *id = x->id;
     _cleanup_free_ char *snap_from = NULL, *snap_parked = NULL;
-    int r = configs_check_inventory(d->configs, id, a, w->force, &err);
+    int r = x->req ? configs_check_inventory(d->configs, id, a, x->force, &err)
+                   : sbx_err_set(&err, ECANCELED, "request_gone", "the client went away");
     if (r == 0 && d->configs->snapshot_park_fn)
         r = d->configs->snapshot_park_fn(d->configs->skills_data, id, &snap_from, &snap_parked,
                                          &err);
@@ -307,73 +327,82 @@ static void delete_apply(void *data, const struct configs_engine_answer *a)
         log_error("configuration %s: putting its skill snapshot back to %s: %s", id, snap_from,
                   strerror(errno));
     if (r < 0) {
-        http_respond_error(w->req, &err);
-        wait_free(w);
+        configs_unlock(d->configs, id, x->owner);
+        if (x->req)
+            http_respond_error(x->req, &err);
+        change_free(x);
         return;
     }
-    w->locked = false; /* gone with the configuration */
-    /* The store no longer names it: its removal cannot be refused any more, and a
-     * leftover is removed at the next start (installs_new). */
+    /* The store no longer names it (its lease is gone with it): its removal cannot be
+     * refused any more, and a leftover is removed at the next start (installs_new). */
     if (snap_parked && sbx_rm_rf(snap_parked) < 0)
         log_warn("configuration %s: removing its skill snapshot %s failed", id, snap_parked);
-    audit_config(d, w->req, "sandbox_config.delete", id, "ok");
+    audit_config(d, x->req, "sandbox_config.delete", id, "ok");
     http_respond_json(
-        w->req, 200, json_pack("{s:s,s:s,s:b}", "id", id, "object", "sandbox_config", "deleted", 1));
-    wait_free(w);
+        x->req, 200, json_pack("{s:s,s:s,s:b}", "id", id, "object", "sandbox_config", "deleted", 1));
+    change_free(x);
 }
 
 static void api_configs_delete(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
-    const char *id = http_req_param(req, 0);
-    bool force;
-    if (force_param(req, &force, &err) < 0 ||
-        configs_lock(d->configs, id, http_req_id(req), &err) < 0) {
+    struct change *x = sbx_xcalloc(1, sizeof(*x));
+    x->d = d;
+    x->req = req;
+    x->finish = delete_finish;
+    snprintf(x->id, sizeof(x->id), "%s", http_req_param(req, 0));
+    snprintf(x->owner, sizeof(x->owner), "%s", http_req_id(req));
+    if (force_param(req, &x->force, &err) < 0 ||
+        configs_lock(d->configs, x->id, x->owner, &err) < 0) {
+        change_free(x);
         http_respond_error(req, &err);
         return;
     }
-    struct engine_wait *w = wait_new(d, req, id, force);
-    w->locked = true;
-    if (configs_engine_ask(d->configs, d->jobs, id, delete_apply, w))
-        http_req_suspend(req, wait_abort, w);
+    /* Unreadable: the inventory check says so (it loads it too). */
+    (void)configs_load(d->configs, x->id, &x->l, &err);
+    change_run(x, true);
 }
 
-static void inventory_answer(void *data, const struct configs_engine_answer *a)
+static void inventory_finish(struct change *x, const struct configs_engine_answer *a)
 {
-    struct engine_wait *w = data;
     struct sbx_err err = {0};
     bool verified = true;
     json_t *engine = NULL;
-    json_t *inv = w->req ? configs_inventory(w->d->configs, w->id, a, &verified, &engine, &err)
+    json_t *inv = x->req ? configs_inventory(x->d->configs, x->id, a, &verified, &engine, &err)
                          : NULL;
-    if (!w->req) {
-        wait_free(w);
-        return;
+    if (!x->req) {
+        /* nobody to answer */
+    } else if (!inv) {
+        http_respond_error(x->req, &err);
+    } else {
+        json_t *out = json_pack("{s:s,s:s,s:b,s:o}", "object", "list", "config_id", x->id,
+                                "verified", verified, "data", inv);
+        if (engine)
+            json_object_set_new(out, a->remote ? "provider" : "engine", engine);
+        http_respond_json(x->req, 200, out);
     }
-    if (!inv) {
-        http_respond_error(w->req, &err);
-        wait_free(w);
-        return;
-    }
-    json_t *out = json_pack("{s:s,s:s,s:b,s:o}", "object", "list", "config_id", w->id,
-                            "verified", verified, "data", inv);
-    if (engine)
-        json_object_set_new(out, "engine", engine);
-    http_respond_json(w->req, 200, out);
-    wait_free(w);
+    change_free(x);
 }
 
-/* The engine's list is read on a worker thread: an engine that hangs holds no loop. */
+/* The backend's list is read on a worker thread: one that hangs holds no loop. */
 static void api_configs_inventory(struct sbxd *d, struct http_req *req)
 {
-    const char *id = http_req_param(req, 0);
-    if (strlen(id) > STORE_ID_MAX) {
-        http_respond_errorf(req, "sandbox_config_not_found", "no configuration %.64s", id);
+    struct sbx_err err = {0};
+    struct change *x = sbx_xcalloc(1, sizeof(*x));
+    x->d = d;
+    x->req = req;
+    x->finish = inventory_finish;
+    snprintf(x->id, sizeof(x->id), "%.*s", STORE_ID_MAX, http_req_param(req, 0));
+    if (strlen(http_req_param(req, 0)) > STORE_ID_MAX ||
+        configs_load(d->configs, x->id, &x->l, &err) < 0) {
+        if (!err.code[0])
+            sbx_err_set(&err, ENOENT, "sandbox_config_not_found", "no configuration %.64s",
+                        http_req_param(req, 0));
+        change_free(x);
+        http_respond_error(req, &err);
         return;
     }
-    struct engine_wait *w = wait_new(d, req, id, false);
-    if (configs_engine_ask(d->configs, d->jobs, w->id, inventory_answer, w))
-        http_req_suspend(req, wait_abort, w);
+    change_run(x, true);
 }
 
 static void api_workspace_policy(struct sbxd *d, struct http_req *req)

@@ -7,11 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../common/jobs.h"
 #include "../../common/util.h"
 #include "../../runtime/docker_image.h"
-#include "../../runtime/provider.h"
-#include "../../runtime/provider_api.h"
 #include "../../runtime/rt.h"
 #include "../exec/exec.h"
 #include "../http/server.h"
@@ -19,6 +16,7 @@
 #include "../sandbox/template.h"
 #include "../sbxd.h"
 #include "configs.h"
+#include "provider_list.h"
 #include "secrets.h"
 #include "probe_net.h"
 
@@ -226,7 +224,7 @@ static void on_probe_abort(struct http_req *req, void *data)
     struct probe *p = data;
     p->gone = true;
     if (p->backend_pending)
-        return; /* provider_job_done or docker_job_done finishes it */
+        return; /* provider_listed or docker_job_done finishes it */
     if (p->net) {
         probe_net_cancel(p->net);
         p->net = NULL;
@@ -320,50 +318,23 @@ static bool docker_check(struct probe *p, const char *backend)
 
 /* A provider backend (docs/providers.md): reachable and the credentials accepted, by one
  * GET /sandboxes with the configuration's key (or the platform's SBX_E2B_* one), on a
- * worker thread: a provider may take up to its http_timeout_sec to answer. */
-struct provider_job {
-    struct probe *p;
-    char *kind, *api_url, *api_key;
-    long timeout_ms;
-    int r;
-    struct sbx_err err;
-    size_t count;
-    long long ms;
-};
-
-static void provider_job_run(void *data)
+ * worker thread (provider_list.c): a provider may take up to its http_timeout_sec. */
+static void provider_listed(void *data, json_t *res)
 {
-    struct provider_job *j = data;
-    struct provider_conn c = {.kind = j->kind, .api_url = j->api_url, .api_key = j->api_key,
-                              .http_timeout_ms = j->timeout_ms};
-    long long t = sbx_now_ms();
-    json_t *list = NULL;
-    j->r = provider_sandbox_list(&c, &list, &j->err);
-    j->ms = sbx_now_ms() - t;
-    j->count = json_array_size(list);
-    json_decref(list);
-}
-
-static void provider_job_done(void *data, bool ran)
-{
-    struct provider_job *j = data;
-    struct probe *p = j->p;
+    struct probe *p = data;
     p->backend_pending = false;
-    if (!ran) {
-        add_check(p->checks, "provider", 0, "the daemon is stopping", "provider_error", -1);
-    } else if (j->r < 0) {
-        add_check(p->checks, "provider", 0, j->err.msg, j->err.code, j->ms);
+    long long ms = json_integer_value(json_object_get(res, "latency_ms"));
+    if (!json_is_true(json_object_get(res, "reachable"))) {
+        add_check(p->checks, "provider", 0, json_string_value(json_object_get(res, "error")),
+                  json_string_value(json_object_get(res, "code")), ms);
     } else {
-        _cleanup_free_ char *msg = sbx_xasprintf("the provider at %s answers with these "
-                                                 "credentials (%zu sandboxes listed)",
-                                                 j->api_url, j->count);
-        add_check(p->checks, "provider", 1, msg, NULL, j->ms);
+        _cleanup_free_ char *msg = sbx_xasprintf(
+            "the provider at %s answers with these credentials (%zu sandboxes listed)",
+            json_string_value(json_object_get(res, "api_url")),
+            json_array_size(json_object_get(res, "list")));
+        add_check(p->checks, "provider", 1, msg, NULL, ms);
     }
-    if (j->api_key)
-        secrets_drop(j->api_key);
-    free(j->kind);
-    free(j->api_url);
-    free(j);
+    json_decref(res);
     if (p->gone)
         probe_finish(p);
     else
@@ -371,39 +342,13 @@ static void provider_job_done(void *data, bool ran)
 }
 
 /* Starts the provider check: true when it runs (after_shallow follows it), false when the
- * backend is not a provider's or the check was answered at once. */
+ * backend is not a provider's. */
 static bool provider_check(struct probe *p, const char *backend)
 {
-    if (!rt_is_provider(backend))
-        return false;
-    struct sbx_err err = {0};
-    json_t *prov = NULL;
-    int r = config_doc_provider_open(p->d->configs->secrets,
-                                     p->config_id[0] ? p->config_id : CONFIGS_PROBE_ID, p->doc,
-                                     &prov, &err);
-    const struct rt_provider *env = !strcmp(backend, "cube") ? &p->d->cfg.cube : &p->d->cfg.e2b;
-    const char *url = prov ? json_string_value(json_object_get(prov, "api_url")) : env->api_url;
-    if (r == 0 && !url)
-        r = sbx_err_set(&err, EINVAL, "provider_error", "no %s connection: the configuration "
-                        "has no %s object and SBX_%s_API_URL is unset", backend, backend,
-                        !strcmp(backend, "cube") ? "CUBE" : "E2B");
-    if (r < 0) {
-        json_decref(prov);
-        add_check(p->checks, "provider", 0, err.msg, err.code, -1);
-        return false;
-    }
-    const char *key = prov ? json_string_value(json_object_get(prov, "api_key")) : env->api_key;
-    struct provider_job *j = sbx_xcalloc(1, sizeof(*j));
-    j->p = p;
-    j->kind = sbx_xstrdup(backend);
-    j->api_url = sbx_xstrdup(url);
-    j->api_key = key ? sbx_xstrdup(key) : NULL;
-    j->timeout_ms = prov ? (long)json_integer_value(json_object_get(prov, "http_timeout_sec")) * 1000
-                         : env->http_timeout_ms;
-    json_decref(prov);
-    p->backend_pending = true;
-    jobs_submit(p->d->jobs, provider_job_run, provider_job_done, j);
-    return true;
+    p->backend_pending = configs_provider_list(
+        p->d, p->config_id[0] ? p->config_id : CONFIGS_PROBE_ID, p->doc, PROVIDER_LIST_SANDBOXES,
+        provider_listed, p);
+    return p->backend_pending;
 }
 
 static void shallow_checks(struct probe *p)

@@ -13,6 +13,7 @@
 
 #include "../../common/log.h"
 #include "../../common/util.h"
+#include "../../runtime/provider.h"
 #include "../audit/audit.h"
 #include "../http/router.h"
 #include "../http/server.h"
@@ -21,6 +22,7 @@
 #include "../templates/build.h"
 #include "../templates/listing.h"
 #include "configs.h"
+#include "provider_list.h"
 
 static const char *const flags[] = {"ensure_standard", "replace_standard", "ensure_desktop",
                                     "replace_desktop"};
@@ -235,6 +237,88 @@ static json_t *slot(struct sbxd *d, const char *name, bool ensured, struct templ
     return j;
 }
 
+/* A provider configuration's query: the provider's own templates (GET /templates), asked
+ * on a worker thread; sbx's standard and desktop templates are not the provider's. */
+struct provider_query {
+    struct sbxd *d;
+    struct http_req *req; /* NULL once the client has gone */
+    struct auth_identity who;
+    char req_id[64];
+    char *config_id;
+    json_t *doc;
+};
+
+static void on_provider_query_gone(struct http_req *req, void *data)
+{
+    ((struct provider_query *)data)->req = NULL;
+}
+
+static void on_provider_templates(void *data, json_t *res)
+{
+    struct provider_query *x = data;
+    const char *backend = json_string_value(json_object_get(x->doc, "backend"));
+    bool ok = json_is_true(json_object_get(res, "reachable"));
+    const char *code = json_string_value(json_object_get(res, "code"));
+    audit_record(x->d->store, &x->who, NULL, x->req_id, "sandbox_config.templates_query", NULL,
+                 ok ? "ok" : code,
+                 json_pack("{s:s?,s:s}", "config_id", x->config_id, "backend", backend));
+    if (x->req && !ok) {
+        struct sbx_err err = {0};
+        sbx_err_set(&err, EIO, code ? code : "provider_error", "%s",
+                    json_string_value(json_object_get(res, "error")));
+        http_respond_error(x->req, &err);
+    } else if (x->req) {
+        json_t *list = json_array();
+        size_t i;
+        json_t *t;
+        json_array_foreach(json_object_get(res, "list"), i, t)
+        {
+            json_array_append_new(
+                list, json_pack("{s:O?,s:O?,s:O?,s:O?,s:O?}", "template_id",
+                                json_object_get(t, "templateID"), "aliases",
+                                json_object_get(t, "aliases"), "public", json_object_get(t, "public"),
+                                "cpu_count", json_object_get(t, "cpuCount"), "memory_mb",
+                                json_object_get(t, "memoryMB")));
+        }
+        json_t *p = json_object_get(x->doc, backend);
+        http_respond_json(
+            x->req, 200,
+            json_pack("{s:s,s:s?,s:s,s:O?,s:o,s:{s:b,s:O?,s:O}}", "object", "template_query",
+                      "config_id", x->config_id, "backend", backend, "template",
+                      json_object_get(p, "template_id"), "templates", list, "provider",
+                      "reachable", 1, "api_url", json_object_get(p, "api_url"), "latency_ms",
+                      json_object_get(res, "latency_ms")));
+    }
+    json_decref(res);
+    json_decref(x->doc);
+    free(x->config_id);
+    free(x);
+}
+
+static void provider_query(struct sbxd *d, struct http_req *req, const struct query *q,
+                           json_t *doc)
+{
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(flags); i++)
+        if (q->want[i]) {
+            http_respond_errorf(req, "invalid_request",
+                                "%s: a %s configuration runs the provider's templates, not "
+                                "sbx's standard or desktop one",
+                                flags[i], json_string_value(json_object_get(doc, "backend")));
+            json_decref(doc);
+            return;
+        }
+    struct provider_query *x = sbx_xcalloc(1, sizeof(*x));
+    x->d = d;
+    x->req = req;
+    x->who = *http_req_identity(req);
+    snprintf(x->req_id, sizeof(x->req_id), "%s", http_req_id(req));
+    x->config_id = q->id ? sbx_xstrdup(q->id) : NULL;
+    x->doc = doc;
+    if (configs_provider_list(d, q->id ? q->id : CONFIGS_PROBE_ID, doc, PROVIDER_LIST_TEMPLATES,
+                              on_provider_templates, x))
+        http_req_suspend(req, on_provider_query_gone, x);
+}
+
 static void api_templates_query(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
@@ -246,6 +330,11 @@ static void api_templates_query(struct sbxd *d, struct http_req *req)
         r = read_query(body, &q, &err);
     if (r == 0)
         r = configs_doc_of(d->configs, q.config, q.id, &doc, &err);
+    if (r == 0 && rt_is_provider(json_string_value(json_object_get(doc, "backend")))) {
+        provider_query(d, req, &q, doc);
+        json_decref(body);
+        return;
+    }
     /* A replace that could never be done is refused before anything is built. */
     if (r == 0 && q.replace)
         r = replace_template(d, NULL, q.id, q.replace, false, NULL, &err);

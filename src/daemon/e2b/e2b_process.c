@@ -17,6 +17,7 @@
 #include "../../common/util.h"
 #include "../../proto/proto.h"
 #include "../audit/audit.h"
+#include "../audit/input_window.h"
 #include "../exec/procmeter.h"
 #include "../exec/session.h"
 #include "../files/workspace.h"
@@ -135,6 +136,20 @@ static json_t *input_details(const char *ref, json_t *b64)
     if (sbx_base64_decode(json_string_value(b64), len, raw, &n) < 0)
         n = 0;
     return audit_command_details(d, (const char *)raw, n);
+}
+
+/* Binary stdin (a program feeding another, e.g. sbx's agent as a provider's process fed
+ * its frames) is audited once per window, not per call (audit/input_window.h): true when
+ * this call was summed into its process's open window. */
+static bool summed_input(const struct envd_ctx *c, const char *ref, json_t *b64)
+{
+    size_t len = json_string_length(b64), n = 0;
+    _cleanup_free_ unsigned char *raw = sbx_xmalloc(len / 4 * 3 + 3);
+    if (sbx_base64_decode(json_string_value(b64), len, raw, &n) < 0 ||
+        !audit_input_binary((const char *)raw, n))
+        return false;
+    return !audit_window_take(c->d->input_windows, &c->who, http_req_id(c->req),
+                              "process.input", c->sb->rec.id, ref, "e2b", n);
 }
 
 /* The pid of {"process": {"pid": n}} as the agent's process reference. */
@@ -560,6 +575,9 @@ void envd_process(const struct envd_ctx *c, const char *method)
         else if (!json_is_string(in))
             rpc_reply_error(c->req, "invalid_argument",
                             "input.stdin or input.pty must be base64 bytes");
+        else if (summed_input(c, ref, in))
+            unary(c, json_pack("{s:s,s:s,s:O}", "op", "process_input", "id", ref, "data", in),
+                  NULL);
         else
             unary_audited(c,
                           json_pack("{s:s,s:s,s:O}", "op", "process_input", "id", ref, "data", in),

@@ -28,6 +28,7 @@
 #include "../sandbox/template.h"
 #include "../sbxd.h"
 #include "../templates/build.h"
+#include "../templates/listing.h"
 #include "e2b.h"
 #include "e2b_snapshots.h"
 #include "e2b_templates.h"
@@ -497,6 +498,31 @@ static void api_tags_list(struct sbxd *d, struct http_req *req)
 }
 
 /* E2B's TemplateWithBuilds: the newest build, and those E2B made before it. */
+/* GET /templates: E2B's list of the templates a key may start (its team's and the public
+ * ones), here the ones GET /v1/templates lists for the key's user. */
+static void api_templates_list(struct sbxd *d, struct http_req *req)
+{
+    if (e2b_authenticate(d, req) < 0)
+        return;
+    json_t *mine = templates_list(d, http_req_identity(req)->user), *out = json_array(), *t;
+    size_t i;
+    json_array_foreach(mine, i, t)
+    {
+        const char *name = json_string_value(json_object_get(t, "name"));
+        long long at = json_integer_value(json_object_get(t, "created_at"));
+        bool public = !json_is_true(json_object_get(t, "custom")) ||
+                      json_is_true(json_object_get(t, "public"));
+        json_array_append_new(
+            out, json_pack("{s:s,s:[s],s:[s],s:b,s:i,s:i,s:o,s:o,s:s,s:s}", "templateID", name,
+                           "aliases", name, "names", name, "public", public, "cpuCount", 1,
+                           "memoryMB", 1024, "createdAt", e2b_rfc3339(at), "updatedAt",
+                           e2b_rfc3339(at), "buildStatus", "ready", "envdVersion",
+                           E2B_ENVD_VERSION));
+    }
+    json_decref(mine);
+    http_respond_json(req, 200, out);
+}
+
 static void api_template_get(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
@@ -568,6 +594,7 @@ static void api_template_delete(struct sbxd *d, struct http_req *req)
 }
 
 static const struct route routes[] = {
+    {"GET", "/e2b/api/templates", AUTH_PUBLIC, api_templates_list, 0},
     {"GET", "/e2b/api/templates/aliases/{}", AUTH_PUBLIC, api_alias, 0},
     {"POST", "/e2b/api/templates/tags", AUTH_PUBLIC, api_tags_assign, 0},
     {"DELETE", "/e2b/api/templates/tags", AUTH_PUBLIC, api_tags_remove, 0},

@@ -447,6 +447,7 @@ static int create_sandbox(struct manager *m, const struct auth_identity *who,
                 (long)json_integer_value(json_object_get(d, "http_timeout_sec")) * 1000,
             .ttl_s = (long)json_integer_value(json_object_get(
                 d, cube ? "cube_sandbox_ttl_seconds" : "e2b_sandbox_ttl_seconds")),
+            .config_id = sb->config_id, /* filled below, before the start */
         };
         /* The configuration's egress policy as the provider's network configuration (E2B's
          * allowOut/denyOut; "0.0.0.0/0" denies everything else): sbx's egress proxy is not

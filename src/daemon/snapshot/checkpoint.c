@@ -22,14 +22,14 @@ int checkpoint_check(const struct sandbox *sb, const char *verb, struct sbx_err 
                            "sandbox %s runs on v1, which has no memory snapshots: use "
                            "POST /v1/sandboxes/%s/snapshot",
                            sb->rec.id, sb->rec.id);
-    /* A provider's checkpoint would stop its sandbox, whose files live there
-     * (docs/providers.md): refused until it maps to the provider's own pause. A remote
-     * docker engine's the same: its workspace is a volume there, which a fork could not
-     * copy (docs/runtime.md "Docker"). */
-    if (sandbox_workspace_remote(sb))
+    /* A provider's pause is its own (rt_checkpoint); the E2B API has no fork of a running
+     * sandbox (its snapshots make templates), so a fork has nothing to map to
+     * (docs/providers.md). A remote docker engine's workspace is a volume there, which
+     * neither a checkpoint nor a fork could carry (docs/runtime.md "Docker"). */
+    if (rt_is_provider(sb->rec.runtime) ? strcmp(verb, "pause") != 0 : sandbox_workspace_remote(sb))
         return sbx_err_set(err, ENOTSUP, "not_supported_on_provider",
                            "sandbox %s keeps its files away from this host (%s%s): %s is not "
-                           "offered for it yet",
+                           "offered for it",
                            sb->rec.id, sb->rec.runtime,
                            rt_is_provider(sb->rec.runtime) ? "" : " on a remote engine", verb);
     if (sb->paused)

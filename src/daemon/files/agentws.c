@@ -126,7 +126,7 @@ static void download_data(const uint8_t *buf, size_t len, void *data)
         }
     }
     if (used < len && x->size)
-        (void)http_stream_write(x->c.req, NULL, 0, buf + used, len - used);
+        (void)http_stream_write(x->c.req, buf + used, len - used, NULL, 0);
     if (x->begun && x->size && http_stream_queued(x->c.req) > HTTP_STREAM_LOW) {
         x->owed += len;
         http_stream_on_drain(x->c.req, download_drained, x);

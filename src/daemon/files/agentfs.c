@@ -244,6 +244,7 @@ static int stream_open(struct agentfs_stream *s, struct sbx_err *err)
     if (r < 0)
         return r;
     channel_manual_credit(s->st);
+    (void)channel_credit(s->st, PROTO_CH_STDOUT, AGENTFS_STREAM_WINDOW - PROTO_WINDOW_INIT, NULL);
     if (json_is_true(json_object_get(s->op, "stdin"))) {
         s->room = PROTO_WINDOW_INIT;
         if (s->ops->on_room)

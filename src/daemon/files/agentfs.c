@@ -243,8 +243,10 @@ static int stream_open(struct agentfs_stream *s, struct sbx_err *err)
     int r = channel_open(s->sb->chan, s->op, &stream_ops, s, &s->st, err);
     if (r < 0)
         return r;
+    /* The agent's own window (1 MiB) and no more: through a provider, sbx's envd queues
+     * what the agent sends without backpressure of its own, and more in flight than that
+     * overflowed its queue and ended the provider sandbox's stream. */
     channel_manual_credit(s->st);
-    (void)channel_credit(s->st, PROTO_CH_STDOUT, AGENTFS_STREAM_WINDOW - PROTO_WINDOW_INIT, NULL);
     if (json_is_true(json_object_get(s->op, "stdin"))) {
         s->room = PROTO_WINDOW_INIT;
         if (s->ops->on_room)

@@ -43,10 +43,6 @@ void agentfs_cancel(struct agentfs *f);
  * file under path as a JSON line {path, mode, mtime_ns} and chunks ("%08x" length, bytes),
  * a zero length ending the file. Paths are resolved beneath root inside the sandbox. */
 #define AGENTFS_STREAM_TIMEOUT_MS (30 * 60 * 1000)
-/* The helper's stdout may run this far ahead of what its owner has passed on: the agent's
- * 1 MiB window alone caps a download at 1 MiB per round trip, which through a provider's
- * relay is tens of milliseconds. */
-#define AGENTFS_STREAM_WINDOW (4u * 1024u * 1024u)
 struct agentfs_stream;
 struct agentfs_stream_ops {
     /* stdout bytes; give credit back with agentfs_stream_credit once they are passed on. */

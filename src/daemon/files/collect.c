@@ -171,7 +171,7 @@ void files_collect_artifacts(struct sbxd *d, struct sandbox *sb, artifacts_ready
     st->cb = cb;
     st->data = data;
     snprintf(st->sandbox_id, sizeof(st->sandbox_id), "%s", sb->rec.id);
-    sbx_random_id(".stage-", 8, st->name, sizeof(st->name));
+    sbx_random_id(ARTIFACTS_STAGE_PREFIX, 8, st->name, sizeof(st->name));
     st->dir = sbx_xasprintf("%s/artifacts/%s", d->cfg.data_dir, st->name);
     int r = sbx_mkdir_p(st->dir, 0700);
     if (r < 0)

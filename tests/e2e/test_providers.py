@@ -13,6 +13,7 @@ import urllib.request
 
 import harness
 from harness import assert_error, wait_for
+from test_files import fpath, listing
 
 INNER = harness.Shared(extra_env={"SBX_MAX_PER_KEY": "20", "SBX_MAX_PER_USER": "20"})
 STATE = {}
@@ -111,17 +112,6 @@ def test_files_written_by_a_command_are_read_by_a_command():
     c, sid = sandbox()
     c.sh(sid, "mkdir -p /workspace/d && printf 'x%.0s' $(seq 1 1000) > /workspace/d/f")
     assert c.sh(sid, "wc -c < /workspace/d/f").strip() == "1000"
-
-
-def fpath(sid, path):
-    return "/v1/sandboxes/%s/files/%s" % (sid, path)
-
-
-def listing(c, sid, path="", recursive=True):
-    r = c.request("GET", "/v1/sandboxes/%s/files?path=%s&recursive=%s"
-                  % (sid, path, "true" if recursive else "false"))
-    assert r.status == 200, r
-    return r.body
 
 
 def test_the_files_api_reaches_the_providers_workspace_through_the_agent():

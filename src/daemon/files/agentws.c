@@ -339,12 +339,9 @@ void agentws_put(struct sbxd *d, struct http_req *req, struct sandbox *sb, const
 {
     struct sbx_err err = {0};
     uint64_t len = 0;
-    bool has_len = http_req_content_length(req, &len);
-    if (has_len && len > FILES_UPLOAD_MAX) {
-        http_respond_errorf(req, "file_too_large", "uploads are limited to %llu bytes",
-                            FILES_UPLOAD_MAX);
+    bool has_len;
+    if (!files_upload_length(req, &len, &has_len))
         return;
-    }
     struct upload *u = sbx_xcalloc(1, sizeof(*u));
     call_init(&u->c, d, req, sb, path);
     /* size -1: a chunked body; the helper then trusts the end of its input, which comes

@@ -3,16 +3,21 @@ sbxd, the inner one the provider (its E2B surface), the outer one SBX_BACKEND=e2
 in one run: sandbox create (to running), an exec round trip (`true`), and 50 MB of command
 output carried through the agent's channel (`head -c 50M /dev/zero`: through the provider it
 crosses envd's process stream as base64 data events; the daemon keeps 1 MiB of it and counts
-the rest). Prints medians and the ratios outer / inner. Not part of `make bench` or the tests.
+the rest), and a 50 MB file downloaded and uploaded through the files API (on the provider
+sandbox they go through the agent: docs/providers.md, "Files and artifacts"). Prints medians
+and the ratios outer / inner. Not part of `make bench` or the tests.
 
     SBX_TEMPLATE_CACHE=/var/cache/sbx/templates python3 bench/bench_providers.py --build build -n 5
 """
 
 from benchdaemon import median, setup, timed
 
+FILE_BYTES = 50 * 1024 * 1024
+
 
 def measure(c, n):
-    out = {"create": [], "exec true": [], "50 MB output": []}
+    out = {"create": [], "exec true": [], "50 MB output": [], "50 MB download": [],
+           "50 MB upload": []}
     sids = []
     for _ in range(n):
         dt, sb = timed(lambda: c.create_sandbox(ttl_seconds=600))
@@ -29,6 +34,17 @@ def measure(c, n):
         dt, r = timed(lambda: c.exec(sid, shell="head -c 52428800 /dev/zero"))
         assert r["exit_code"] == 0, r
         out["50 MB output"].append(dt)
+    c.sh(sid, "head -c %d /dev/urandom > /workspace/big.bin" % FILE_BYTES)
+    path = "/v1/sandboxes/%s/files/big.bin" % sid
+    for _ in range(n):
+        dt, r = timed(lambda: c.request("GET", path, timeout=300))
+        assert r.status == 200 and len(r.raw) == FILE_BYTES, r
+        out["50 MB download"].append(dt)
+    blob = r.raw
+    for _ in range(n):
+        dt, r = timed(lambda: c.request("PUT", path, raw=blob, timeout=300))
+        assert r.status == 200 and r.body["size"] == FILE_BYTES, r
+        out["50 MB upload"].append(dt)
     for s in sids:
         c.delete_sandbox(s)
     return out
@@ -46,7 +62,7 @@ def main():
             via = measure(outer.client(outer.client().create_key("bench")["key"]), args.n)
     print("%-14s %12s %12s %7s   (median ms, n=%d)" % ("operation", "provider", "direct", "ratio",
                                                        args.n))
-    for name in ("create", "exec true", "50 MB output"):
+    for name in ("create", "exec true", "50 MB output", "50 MB download", "50 MB upload"):
         a, b = median(via[name]) * 1000, median(direct[name]) * 1000
         print("%-14s %12.1f %12.1f %7.2f" % (name, a, b, a / b))
 

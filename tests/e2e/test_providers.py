@@ -5,6 +5,7 @@ environment (SBX_E2B_*): its sandboxes are the inner's, reached through the cont
 (/sandboxes) and envd's process stream, which carries sbx's own agent's frames.
 """
 
+import hashlib
 import http.server
 import json
 import os
@@ -16,6 +17,7 @@ import urllib.request
 
 import harness
 from harness import assert_error, wait_for
+from test_files import fpath, listing
 
 INNER = harness.Shared(extra_env={"SBX_MAX_PER_KEY": "20", "SBX_MAX_PER_USER": "20"})
 STATE = {}
@@ -173,14 +175,134 @@ def test_files_written_by_a_command_are_read_by_a_command():
     assert c.sh(sid, "wc -c < /workspace/d/f").strip() == "1000"
 
 
-def test_the_files_api_says_it_does_not_reach_a_provider_sandbox():
-    """Not done yet: the host-side files routes would touch a directory that is not the
-    sandbox's /workspace, so they refuse rather than answer from it."""
+def test_the_files_api_reaches_the_providers_workspace_through_the_agent():
+    """No host-side workspace: each route is done inside the provider's sandbox by the
+    agent, with the host path's answers."""
     c, sid = sandbox()
-    r = c.request("PUT", "/v1/sandboxes/%s/files/a.txt" % sid, raw=b"x")
-    assert_error(r, 409, "not_supported_on_provider")
-    assert_error(c.request("GET", "/v1/sandboxes/%s/files?path=" % sid), 409,
-                 "not_supported_on_provider")
+    body = "client,suma\nSC Exemplu SRL,1200\nș ț ă\n".encode()
+    r = c.request("PUT", fpath(sid, "in/date.csv"), raw=body)
+    assert r.status == 200, r
+    assert r.body == {"object": "file", "path": "in/date.csv", "size": len(body)}, r.body
+    out = c.sh(sid, "sha256sum /workspace/in/date.csv; stat -c %a /workspace/in/date.csv")
+    assert out.split()[0] == hashlib.sha256(body).hexdigest() and out.split()[2] == "644", out
+    r = c.request("GET", fpath(sid, "in/date.csv"))
+    assert r.status == 200 and r.raw == body, r
+    assert r.headers["content-length"] == str(len(body)), r.headers
+    assert r.headers["content-type"] == "application/octet-stream", r.headers
+    # Written by a command, read by the API; replaced, binary, empty, chunked.
+    c.sh(sid, "printf 'from inside' > /workspace/inside.txt")
+    assert c.request("GET", fpath(sid, "inside.txt")).raw == b"from inside"
+    blob = os.urandom(3 * 1024 * 1024 + 17)
+    assert c.request("PUT", fpath(sid, "inside.txt"), raw=blob).status == 200
+    assert c.request("GET", fpath(sid, "inside.txt")).raw == blob
+    assert c.sh(sid, "ls -a /workspace | grep -c sbx-upload || true").strip() == "0"
+    assert c.request("PUT", fpath(sid, "empty"), raw=b"").status == 200
+    r = c.request("GET", fpath(sid, "empty"))
+    assert r.status == 200 and r.raw == b"", r
+    r = c.request("PUT", fpath(sid, "chunked.bin"), raw=blob[:300_000],
+                  headers={"Transfer-Encoding": "chunked"})
+    assert r.status == 200 and r.body["size"] == 300_000, r
+    assert c.request("GET", fpath(sid, "chunked.bin")).raw == blob[:300_000]
+    # The listing's shape and order.
+    c.sh(sid, "mkdir -p /workspace/l/sub && printf abc > /workspace/l/a.txt && "
+              "chmod 600 /workspace/l/a.txt && printf x > /workspace/l/sub/b && "
+              "ln -sf /etc/passwd /workspace/l/link")
+    top = listing(c, sid, "l", recursive=False)
+    assert top["object"] == "list" and top["path"] == "l" and top["truncated"] is False, top
+    assert [e["path"] for e in top["data"]] == ["l/a.txt", "l/link", "l/sub"], top
+    a = top["data"][0]
+    assert set(a) == {"path", "type", "size", "mode", "mtime"}, a
+    assert a["type"] == "file" and a["size"] == 3 and a["mode"] == "0600", a
+    assert [e["type"] for e in top["data"][1:]] == ["symlink", "directory"], top
+    rec = listing(c, sid, "l", recursive=True)
+    assert [e["path"] for e in rec["data"]] == ["l/a.txt", "l/link", "l/sub", "l/sub/b"], rec
+    assert "in" in [e["path"] for e in listing(c, sid, "", recursive=False)["data"]]
+    # Delete a file, a tree; then 404.
+    r = c.request("DELETE", fpath(sid, "l/a.txt"))
+    assert r.status == 200 and r.body == {"object": "file", "path": "l/a.txt",
+                                          "deleted": True}, r
+    assert c.request("DELETE", fpath(sid, "l")).status == 200
+    assert c.sh(sid, "ls /workspace/l 2>&1 || echo gone").strip().endswith("gone")
+    assert_error(c.request("DELETE", fpath(sid, "l")), 404, "file_not_found")
+    # Every change is in the audit log, as on the host path.
+    log = outer().client().ok("GET", "/v1/audit?limit=500&sandbox_id=%s" % sid)["data"]
+    actions = [(e["action"], (e.get("details") or {}).get("path")) for e in log]
+    for want in (("file.upload", "in/date.csv"), ("file.download", "in/date.csv"),
+                 ("file.delete", "l")):
+        assert want in actions, actions
+
+
+def test_provider_files_errors_are_the_host_paths():
+    c, sid = sandbox()
+    assert_error(c.request("GET", fpath(sid, "nope.txt")), 404, "file_not_found")
+    assert_error(c.request("GET", "/v1/sandboxes/%s/files?path=nope" % sid), 404,
+                 "file_not_found")
+    c.sh(sid, "mkdir -p /workspace/in && ln -sfn /etc /workspace/etc-link && "
+              "ln -sfn ../../etc/hostname /workspace/in/up")
+    # Escapes: by name (refused before the agent) and by a symlink (refused inside).
+    for path in ("..%2fx", "a/../../x"):
+        for method in ("PUT", "GET", "DELETE"):
+            r = c.request(method, fpath(sid, path), raw=b"x" if method == "PUT" else None)
+            assert_error(r, 400, "invalid_path")
+    assert_error(c.request("GET", fpath(sid, "etc-link/passwd")), 400, "invalid_path")
+    assert_error(c.request("GET", fpath(sid, "in/up")), 400, "invalid_path")
+    assert_error(c.request("PUT", fpath(sid, "etc-link/x"), raw=b"x"), 400, "invalid_path")
+    assert_error(c.request("GET", "/v1/sandboxes/%s/files?path=etc-link" % sid), 400,
+                 "invalid_path")
+    assert_error(c.request("GET", fpath(sid, "in")), 400, "invalid_path")  # a directory
+    assert_error(c.request("PUT", fpath(sid, "in"), raw=b"x"), 400, "invalid_path")
+    # Deleting the link removes the link, never what it points to.
+    assert c.request("DELETE", fpath(sid, "etc-link")).status == 200
+    assert c.sh(sid, "test -f /etc/passwd && echo kept") == "kept\n"
+    r = c.request("PUT", fpath(sid, "big"), raw=b"",
+                  headers={"Content-Length": str(100 * 1000 * 1000 + 1)})
+    assert_error(r, 413, "file_too_large")
+
+
+def fetch(url):
+    try:
+        with urllib.request.urlopen(url, timeout=30) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def test_out_files_become_artifacts_hashed_by_sbxd():
+    c, sid = sandbox()
+    c.sh(sid, "rm -rf /workspace/out && mkdir -p /workspace/out/sub && "
+              "printf 'hello\\n' > /workspace/out/notes.txt && "
+              "head -c 300000 /dev/urandom > /workspace/out/sub/data.bin && "
+              "ln -s /etc/passwd /workspace/out/passwd")
+    want = c.sh(sid, "sha256sum /workspace/out/sub/data.bin").split()[0]
+    r = c.request("GET", "/v1/sandboxes/%s/artifacts" % sid)
+    assert r.status == 200, r
+    arts = {a["path"]: a for a in r.body["data"]}
+    assert sorted(arts) == ["out/notes.txt", "out/sub/data.bin"], arts
+    notes = arts["out/notes.txt"]
+    assert notes["sha256"] == hashlib.sha256(b"hello\n").hexdigest() and notes["size"] == 6
+    assert notes["mime"] == "text/plain" and notes["scan"] == "clean", notes
+    assert arts["out/sub/data.bin"]["sha256"] == want
+    # The signed link serves the hashed bytes, without a key, after the file changed.
+    c.sh(sid, "printf changed > /workspace/out/notes.txt")
+    status, body = fetch(notes["url"])
+    assert status == 200 and body == b"hello\n", (status, body[:100])
+    status, body = fetch(arts["out/sub/data.bin"]["url"])
+    assert status == 200 and hashlib.sha256(body).hexdigest() == want
+
+
+def test_run_on_the_provider_answers_its_artifacts():
+    c = client()
+    r = c.request("POST", "/v1/sandboxes/run",
+                  {"shell": "mkdir -p /workspace/out && printf 'act\\n' > /workspace/out/act.txt"})
+    assert r.status == 200 and r.body["exit_code"] == 0, r
+    arts = {a["path"]: a for a in r.body["artifacts"]}
+    assert list(arts) == ["out/act.txt"], r.body
+    assert arts["out/act.txt"]["sha256"] == hashlib.sha256(b"act\n").hexdigest()
+    assert fetch(arts["out/act.txt"]["url"]) == (200, b"act\n")
+    # Not done: the receipt does not list outputs of a workspace that is not on the host,
+    # and says so instead of listing none as if none changed.
+    rc = r.body["receipt"]
+    assert rc["outputs"] == [] and any("not on this host" in w for w in rc["warnings"]), rc
 
 
 def test_pause_and_resume_at_the_provider_and_fork_refused():

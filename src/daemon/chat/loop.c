@@ -12,6 +12,7 @@
 #include "../../common/util.h"
 #include "../audit/audit.h"
 #include "../files/artifacts.h"
+#include "../files/collect.h"
 #include "../http/errors.h"
 #include "../sbxd.h"
 #include "../tools/tools.h"
@@ -244,8 +245,7 @@ static void finish(struct chat *c)
         return;
     }
     c->wait = W_ARTIFACTS;
-    artifacts_collect_async(c->d->artifacts, c->d->jobs, sb->workspace, c->sandbox_id, on_artifacts,
-                            c);
+    files_collect_artifacts(c->d, sb, on_artifacts, c);
 }
 
 /* ---- the model ---- */

@@ -13,12 +13,12 @@
 #include "../../common/text.h"
 #include "../../common/util.h"
 #include "../audit/audit.h"
+#include "../files/agentfs.h"
 #include "../files/workspace.h"
 #include "../http/errors.h"
 #include "../http/server.h"
 #include "../sandbox/lifecycle.h"
 #include "../sbxd.h"
-#include "agentfs.h"
 #include "e2b.h"
 #include "envd.h"
 

@@ -3,16 +3,35 @@
  * user's own permission errors; WatchDir watches the workspace from the host (e2b_watch.c). */
 #include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../../common/util.h"
+#include "../files/agentfs.h"
 #include "../http/server.h"
 #include "../sbxd.h"
-#include "agentfs.h"
 #include "e2b.h"
 #include "e2b_connect.h"
 #include "envd.h"
 
 #define FS_DEPTH_MAX 16
+
+/* envd's EntryInfo of one helper entry [path, mode, size, mtime_ns, uid, gid, target]. */
+static json_t *agentfs_entry(json_t *row)
+{
+    struct stat st = {0};
+    st.st_mode = (mode_t)json_integer_value(json_array_get(row, 1));
+    st.st_size = (off_t)json_integer_value(json_array_get(row, 2));
+    long long ns = json_integer_value(json_array_get(row, 3));
+    st.st_mtim.tv_sec = (time_t)(ns / 1000000000);
+    st.st_mtim.tv_nsec = (long)(ns % 1000000000);
+    long long uid = json_integer_value(json_array_get(row, 4));
+    char owner[24];
+    snprintf(owner, sizeof(owner), "%s", uid == 0 ? "root" : uid == 1000 ? "user" : "");
+    if (!*owner)
+        snprintf(owner, sizeof(owner), "%lld", uid);
+    return e2b_entry_at(json_string_value(json_array_get(row, 0)) ?: "", &st,
+                        json_string_value(json_array_get(row, 6)), owner);
+}
 
 struct fscall {
     struct http_req *req;

@@ -15,6 +15,7 @@
 #include "../audit/audit.h"
 #include "../billing/billing.h"
 #include "../files/artifacts.h"
+#include "../files/collect.h"
 #include "../files/inputs.h"
 #include "../http/errors.h"
 #include "../http/idempotency.h"
@@ -145,8 +146,7 @@ static void on_done(const struct exec_result *res, const struct sbx_err *err, vo
         x->run = NULL;
         x->collecting = true;
         x->pending_doc = doc;
-        artifacts_collect_async(x->d->artifacts, x->d->jobs, x->sb->workspace, x->sb->rec.id,
-                                on_run_artifacts, x);
+        files_collect_artifacts(x->d, x->sb, on_run_artifacts, x);
         return;
     }
     finish_done(x, doc, status, err);

@@ -13,6 +13,7 @@
 #include "../../common/util.h"
 #include "../sandbox/manager.h"
 #include "../store/store.h"
+#include "../files/agentws.h"
 #include "../files/workspace.h"
 
 /* Walk root/sub with ws_walk (beneath the workspace fd, never following links). A
@@ -143,6 +144,13 @@ int receipt_probe_new(struct sandbox *sb, const char *command, const char *langu
         abort();
     sbx_hex(d, dlen, probe->command_sha256);
     probe->language = sbx_xstrdup(language ? language : "shell");
+    /* The walks below read the host's workspace directory, which is not this sandbox's
+     * /workspace: say so rather than list nothing as if nothing changed. */
+    if (sandbox_workspace_remote(sb))
+        json_array_append_new(probe->warnings,
+                              json_string("the workspace is not on this host (a provider's "
+                                          "sandbox): outputs and the workspace generation are "
+                                          "not tracked; GET .../artifacts lists out/"));
     if (!walk(sb->workspace, "out", note_out, &probe->before))
         json_array_append_new(probe->warnings,
                               json_string("/workspace/out has too many entries to compare"));

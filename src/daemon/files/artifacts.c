@@ -49,6 +49,25 @@ struct artifacts {
 
 static void gc(struct artifacts *a, long long now);
 
+/* At start nothing collects yet: every staging directory is a leftover. */
+static void sweep_stages(struct artifacts *a)
+{
+    int fd = openat(a->store, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        struct sbx_err err = {0};
+        if (!strncmp(de->d_name, ARTIFACTS_STAGE_PREFIX, sizeof(ARTIFACTS_STAGE_PREFIX) - 1))
+            (void)ws_remove(a->store, de->d_name, &err); /* tried again at the next start */
+    }
+    closedir(d);
+}
+
 static magic_t magic_new(struct sbx_err *err)
 {
     magic_t m = magic_open(MAGIC_MIME_TYPE | MAGIC_ERROR);
@@ -101,6 +120,7 @@ int artifacts_new(const struct sbxd_config *cfg, struct artifacts **out, struct 
     a->scanner = scanner_new(cfg->clamav_db, cfg->signatures);
     pthread_mutex_init(&a->magic_mu, NULL);
     pthread_mutex_init(&a->store_mu, NULL);
+    sweep_stages(a);
     gc(a, sbx_wall_ms() / 1000);
     *out = a;
     return 0;

@@ -23,6 +23,9 @@
 #define ARTIFACTS_DIR SANDBOX_OUT_DIR
 #define ARTIFACTS_MAX 1000
 #define ARTIFACT_MIME_MAX 128
+/* Staging directories in the store (collect.c: out/ of a workspace not on this host);
+ * what a kill left of them is removed at start. */
+#define ARTIFACTS_STAGE_PREFIX ".stage-"
 
 struct artifacts;
 

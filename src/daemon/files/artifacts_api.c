@@ -11,6 +11,7 @@
 #include "../http/router.h"
 #include "../sbxd.h"
 #include "artifacts.h"
+#include "collect.h"
 #include "workspace.h"
 
 /* --- GET /v1/sandboxes/{id}/artifacts ----------------------------------------------------- */
@@ -61,7 +62,7 @@ static void api_artifacts_list(struct sbxd *d, struct http_req *req)
     snprintf(l->request_id, sizeof(l->request_id), "%s", http_req_id(req));
     snprintf(l->sandbox_id, sizeof(l->sandbox_id), "%s", sb->rec.id);
     http_req_suspend(req, list_abort, l);
-    artifacts_collect_async(d->artifacts, d->jobs, sb->workspace, sb->rec.id, list_ready, l);
+    files_collect_artifacts(d, sb, list_ready, l);
 }
 
 /* --- signed links -------------------------------------------------------------------------- */

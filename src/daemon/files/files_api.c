@@ -1,5 +1,6 @@
 /* Files in a sandbox's /workspace, served from the host side of its workspace
- * directory (no trip through the agent):
+ * directory (no trip through the agent), or through the agent when the workspace is not
+ * on this host (agentws.h: a provider's sandbox):
  *   PUT    /v1/sandboxes/{id}/files/{path}   raw body streamed to disk, atomic replace
  *   GET    /v1/sandboxes/{id}/files/{path}   the bytes, with their length
  *   GET    /v1/sandboxes/{id}/files?path=&recursive=
@@ -12,28 +13,24 @@
 #include "../audit/audit.h"
 #include "../http/server.h"
 #include "../http/router.h"
-#include "../../runtime/provider.h"
 #include "../sbxd.h"
+#include "../sandbox/manager.h"
+#include "agentws.h"
 #include "listing.h"
 #include "upload.h"
 #include "workspace.h"
 
-#define FILES_LIST_MAX 10000
-
-static int open_workspace(struct sbxd *d, struct http_req *req, int *root, struct sbx_err *err)
+/* The sandbox's workspace on this host; *remote (with *root left -1) when it is elsewhere,
+ * for agentws.c to reach. */
+static int open_workspace(struct sbxd *d, struct http_req *req, struct sandbox **remote,
+                          int *root, struct sbx_err *err)
 {
     struct sandbox *sb;
     int r = manager_lookup(d->mgr, http_req_identity(req), http_req_param(req, 0), &sb, err);
     if (r < 0)
         return r;
-    /* A provider's sandbox (e2b, cube) has its /workspace at the provider: the host dir
-     * here is not it (docs/providers.md, "Not done yet"). */
-    if (rt_is_provider(sb->rec.runtime))
-        return sbx_err_set(err, ENOTSUP, "not_supported_on_provider",
-                           "sandbox %s runs at a provider (%s): its files are reached by commands "
-                           "(exec), not by the files API yet",
-                           sb->rec.id, sb->rec.runtime);
-    return ws_open_root(sb->workspace, root, err);
+    *remote = sandbox_workspace_remote(sb) ? sb : NULL;
+    return *remote ? 0 : ws_open_root(sb->workspace, root, err);
 }
 
 /* --- upload ----------------------------------------------------------------------------- */
@@ -43,8 +40,13 @@ static void api_files_put(struct sbxd *d, struct http_req *req)
     struct sbx_err err = {0};
     const char *path = http_req_param(req, 1);
     int root = -1;
-    if (ws_path_check(path, false, &err) < 0 || open_workspace(d, req, &root, &err) < 0) {
+    struct sandbox *remote = NULL;
+    if (ws_path_check(path, false, &err) < 0 || open_workspace(d, req, &remote, &root, &err) < 0) {
         http_respond_error(req, &err);
+        return;
+    }
+    if (remote) {
+        agentws_put(d, req, remote, path);
         return;
     }
     /* Without a quota image the workspace is a directory in the data dir, so its ENOSPC is
@@ -66,8 +68,16 @@ static void api_files_get(struct sbxd *d, struct http_req *req)
     _cleanup_close_ int root = -1;
     int fd = -1;
     uint64_t size;
-    if (ws_path_check(path, false, &err) < 0 || open_workspace(d, req, &root, &err) < 0 ||
-        ws_open_file(root, path, &fd, &size, &err) < 0) {
+    struct sandbox *remote = NULL;
+    if (ws_path_check(path, false, &err) < 0 || open_workspace(d, req, &remote, &root, &err) < 0) {
+        http_respond_error(req, &err);
+        return;
+    }
+    if (remote) {
+        agentws_get(d, req, remote, path);
+        return;
+    }
+    if (ws_open_file(root, path, &fd, &size, &err) < 0) {
         http_respond_error(req, &err);
         return;
     }
@@ -89,9 +99,17 @@ static void api_files_list(struct sbxd *d, struct http_req *req)
         http_respond_errorf(req, "invalid_request", "recursive must be true or false");
         return;
     }
+    struct sandbox *remote = NULL;
+    if (ws_path_check(path, true, &err) < 0 || open_workspace(d, req, &remote, &root, &err) < 0) {
+        http_respond_error(req, &err);
+        return;
+    }
+    if (remote) {
+        agentws_list(d, req, remote, path, recursive);
+        return;
+    }
     json_t *list = json_array();
-    if (ws_path_check(path, true, &err) < 0 || open_workspace(d, req, &root, &err) < 0 ||
-        ws_walk(root, path, recursive, FILES_LIST_MAX, files_list_entry, list, &truncated, &err) < 0) {
+    if (ws_walk(root, path, recursive, FILES_LIST_MAX, files_list_entry, list, &truncated, &err) < 0) {
         json_decref(list);
         http_respond_error(req, &err);
         return;
@@ -106,8 +124,16 @@ static void api_files_delete(struct sbxd *d, struct http_req *req)
     struct sbx_err err = {0};
     const char *path = http_req_param(req, 1);
     _cleanup_close_ int root = -1;
-    if (ws_path_check(path, false, &err) < 0 || open_workspace(d, req, &root, &err) < 0 ||
-        ws_remove(root, path, &err) < 0) {
+    struct sandbox *remote = NULL;
+    if (ws_path_check(path, false, &err) < 0 || open_workspace(d, req, &remote, &root, &err) < 0) {
+        http_respond_error(req, &err);
+        return;
+    }
+    if (remote) {
+        agentws_delete(d, req, remote, path);
+        return;
+    }
+    if (ws_remove(root, path, &err) < 0) {
         http_respond_error(req, &err);
         return;
     }

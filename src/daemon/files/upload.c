@@ -120,18 +120,26 @@ static const struct http_body_sink upload_sink = {
     .on_failed = upload_failed,
 };
 
+bool files_upload_length(struct http_req *req, uint64_t *len, bool *has_len)
+{
+    *has_len = http_req_content_length(req, len);
+    if (*has_len && *len > FILES_UPLOAD_MAX) {
+        http_respond_errorf(req, "file_too_large", "uploads are limited to %llu bytes",
+                            FILES_UPLOAD_MAX);
+        return false;
+    }
+    return true;
+}
+
 void files_upload_serve(struct sbxd *d, struct http_req *req, int root, const char *path,
                         const struct files_upload_target *t)
 {
     _cleanup_close_ int fd = root;
     struct sbx_err err = {0};
     uint64_t len = 0;
-    bool has_len = http_req_content_length(req, &len);
-    if (has_len && len > FILES_UPLOAD_MAX) {
-        http_respond_errorf(req, "file_too_large", "uploads are limited to %llu bytes",
-                            FILES_UPLOAD_MAX);
+    bool has_len;
+    if (!files_upload_length(req, &len, &has_len))
         return;
-    }
     struct upload *u = sbx_xcalloc(1, sizeof(*u));
     u->d = d;
     u->w.dir = u->w.fd = -1; /* nothing to close before ws_writer_open */

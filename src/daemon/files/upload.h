@@ -6,6 +6,8 @@
 #define SBX_FILES_UPLOAD_H
 
 #include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <sys/stat.h>
 
 #include "../http/server.h"
@@ -23,6 +25,10 @@ struct files_upload_target {
      * volume entries); NULL: {object: file, path, size}. */
     json_t *(*answer)(const char *path, const struct stat *st);
 };
+
+/* The body's declared length (*has_len false for a chunked one); false, with 413
+ * file_too_large answered, when it is over FILES_UPLOAD_MAX. */
+bool files_upload_length(struct http_req *req, uint64_t *len, bool *has_len);
 
 /* Check path, refuse at once what cannot fit, and stream the body to path beneath root,
  * answering the request (200 {object: file, path, size}) and auditing the outcome. Takes

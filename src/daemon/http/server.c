@@ -462,7 +462,8 @@ static enum MHD_Result queue_answer(struct http_req *r)
     }
     if (r->sse) {
         struct MHD_Response *sresp = MHD_create_response_from_callback(
-            MHD_SIZE_UNKNOWN, r->raw_stream ? HTTP_STREAM_BLOCK : 16 * 1024, http_stream_read, r,
+            r->raw_len ? r->raw_len - 1 : MHD_SIZE_UNKNOWN,
+            r->raw_stream ? HTTP_STREAM_BLOCK : 16 * 1024, http_stream_read, r,
             NULL);
         if (!sresp)
             return MHD_NO;

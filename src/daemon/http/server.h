@@ -186,6 +186,10 @@ void http_stream_end(struct http_req *r);
 /* The same with another status than 200 (a relayed answer). */
 void http_stream_begin_as(struct http_req *r, unsigned status, const char *content_type,
                           http_abort_fn on_abort, void *data);
+/* Before http_stream_begin: the body's length is known (Content-Length instead of chunks; a
+ * stream that ends short of it closes the connection, so a cut download is not taken for a
+ * whole one). */
+void http_stream_set_length(struct http_req *r, uint64_t len);
 /* Bytes waiting for the client, and a call once they are down to HTTP_STREAM_LOW (once
  * per registration): a producer faster than its client waits instead of hitting
  * -ENOBUFS. */

@@ -48,6 +48,7 @@ struct http_req {
     bool sse;
     bool sse_ended;
     bool raw_stream; /* http_stream_begin: the chunks are the body itself */
+    uint64_t raw_len; /* http_stream_set_length + 1: the body's known length; 0: unknown */
     struct sse_chunk *sse_head, *sse_tail;
     size_t sse_bytes;
     bool revoked; /* its key was deleted: the stream ends with an error, then the connection */

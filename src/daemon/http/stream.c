@@ -87,6 +87,11 @@ void http_stream_begin_as(struct http_req *r, unsigned status, const char *conte
     sse_begin(r, status, on_abort, data);
 }
 
+void http_stream_set_length(struct http_req *r, uint64_t len)
+{
+    r->raw_len = len + 1;
+}
+
 size_t http_stream_queued(const struct http_req *r)
 {
     return r->sse_bytes;

@@ -15,6 +15,7 @@
 #include "../audit/audit.h"
 #include "../exec/exec.h"
 #include "../files/artifacts.h"
+#include "../files/collect.h"
 #include "../files/workspace.h"
 #include "../http/server.h"
 #include "../live/kernel.h"
@@ -174,8 +175,7 @@ static void collect_links(struct tool_call *c, json_t *pending)
 {
     c->pending = pending;
     c->wait = WAIT_ARTIFACTS;
-    artifacts_collect_async(c->d->artifacts, c->d->jobs, c->sb->workspace, c->sandbox_id, on_links,
-                            c);
+    files_collect_artifacts(c->d, c->sb, on_links, c);
 }
 
 static void on_links(json_t *artifacts, const struct sbx_err *aerr, void *data)

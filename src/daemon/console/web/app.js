@@ -52,8 +52,14 @@ function signinPage() {
   } },
   h('h1', {}, 'Sign in'),
   h('label', { for: 'apikey' }, 'API key', input),
-  h('p', { id: 'keyhelp', class: 'muted' },
-    'The key stays in this tab only (session storage) and is sent as a bearer token to this sbxd.'),
+  h('div', { id: 'keyhelp', class: 'muted' },
+    h('p', {}, 'Where a key comes from:'),
+    h('ol', {},
+      h('li', {}, 'The first time sbxd starts it writes an admin key to ',
+        h('code', {}, '<data-dir>/admin.key'), ' (for ', h('code', {}, 'make run'), ': ',
+        h('code', {}, 'sudo cat data/admin.key'), ').'),
+      h('li', {}, 'Or ask an admin for a key of your own (Keys page, or ', h('code', {}, 'POST /v1/keys'), ').')),
+    h('p', {}, 'The key stays in this tab only (session storage) and is sent as a bearer token to this sbxd.')),
   h('button', { class: 'primary', type: 'submit' }, 'Sign in'));
   root.replaceChildren(form);
   input.focus();
@@ -116,11 +122,15 @@ async function sandboxesPage() {
         h('td', { class: `status-${sb.status}` }, sb.status),
         h('td', {}, `${sb.runtime} (${sb.backend})`),
         h('td', {}, sb.template),
-        h('td', {}, when(sb.created_at)),
+        h('td', { class: 'nowrap' }, when(sb.created_at)),
         left,
         h('td', { class: 'actions' }, sandboxActions(ctx, sb, load)));
     }));
-    if (!list.data.length) tbody.append(h('tr', {}, h('td', { colspan: 7, class: 'muted' }, 'No live sandboxes.')));
+    if (!list.data.length) {
+      tbody.append(h('tr', {}, h('td', { colspan: 7, class: 'empty', id: 'sandboxes-empty' }, can.write()
+        ? 'No live sandboxes yet. Press Create above (the defaults are fine): the sandbox opens with a command box, a terminal and a Python tab.'
+        : 'No live sandboxes.')));
+    }
   };
   await load();
   const t1 = setInterval(tick, 1000);

@@ -49,8 +49,10 @@ export async function sandboxPage(root, ctx, id, tab = 'command') {
 
 function commandTab(box, id, ctx) {
   const cmd = h('input', { id: 'command', size: 60, 'aria-label': 'Command', placeholder: 'ls -la /workspace', required: true });
-  const out = h('pre', { class: 'out', id: 'command-output', 'aria-live': 'polite' });
-  const result = h('p', { id: 'command-result', class: 'muted' });
+  // Shown once a command runs: an empty black box before that reads as a broken page.
+  const out = h('pre', { class: 'out', id: 'command-output', 'aria-live': 'polite', hidden: true });
+  const result = h('p', { id: 'command-result', class: 'muted' },
+    'Type a shell command and press Enter: its output streams in here as it runs (stderr in red).');
   const history = h('tbody');
   const stop = h('button', { type: 'button', hidden: true }, 'Stop watching');
   let abort = null;
@@ -59,6 +61,10 @@ function commandTab(box, id, ctx) {
   const loadHistory = async () => {
     const page = await api('GET', `/v1/audit?sandbox_id=${id}&action=exec&limit=100`).catch((e) => { showError(e); return null; });
     if (!page) return;
+    if (!page.data.length) {
+      history.replaceChildren(h('tr', {}, h('td', { colspan: 7, class: 'empty' }, 'No commands run in this sandbox yet.')));
+      return;
+    }
     history.replaceChildren(...page.data.reverse().map((a) => h('tr', {},
       h('td', { class: 'nowrap' }, whenMs(a.ts_ms)), h('td', {}, a.user), h('td', {}, a.outcome),
       h('td', { class: 'mono details' }, a.details?.command ?? ''),
@@ -88,6 +94,7 @@ function commandTab(box, id, ctx) {
   const form = h('form', { class: 'row', 'aria-label': 'Run a command', onsubmit: async (e) => {
     e.preventDefault();
     out.replaceChildren();
+    out.hidden = false;
     result.textContent = 'running…';
     abort = new AbortController();
     stop.hidden = false;
@@ -133,7 +140,12 @@ plt.legend(); plt.title("A plot from the sandbox's kernel")
 plt.show()`;
 
 function pythonTab(box, id, ctx) {
-  const code = h('textarea', { id: 'code', class: 'code', 'aria-label': 'Python code', spellcheck: 'false' });
+  const code = h('textarea', { id: 'code', class: 'code', 'aria-label': 'Python code', spellcheck: 'false',
+                               'aria-describedby': 'cell-help' });
+  // Enter writes a new line in the cell; Ctrl+Enter runs it, as in a notebook.
+  code.addEventListener('keydown', (e) => {
+    if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) { e.preventDefault(); code.form.requestSubmit(); }
+  });
   code.value = SAMPLE;
   const cells = h('div', { id: 'cells' });
   const form = h('form', { 'aria-label': 'Run a Python cell', onsubmit: async (e) => {
@@ -164,6 +176,6 @@ function pythonTab(box, id, ctx) {
     }
     cells.prepend(out);
   } }, code, h('div', { class: 'row' }, h('button', { class: 'primary', type: 'submit' }, 'Run cell'),
-    h('span', { class: 'muted' }, 'Runs in the sandbox\'s persistent Python kernel; variables stay between cells.')));
+    h('span', { class: 'muted', id: 'cell-help' }, 'Ctrl+Enter runs the cell in the sandbox\'s persistent Python kernel; variables stay between cells. The sample draws a plot.')));
   box.replaceChildren(ctx.can.write() ? form : h('p', { class: 'muted' }, 'This key may not run code.'), cells);
 }

@@ -18,8 +18,17 @@ export function openTerminal(box, sandboxId) {
   const state = h('span', { id: 'term-state', class: 'muted', 'aria-live': 'polite' }, 'connecting…');
   const reconnect = h('button', { type: 'button', hidden: true, onclick: () => connect(false) }, 'Reconnect');
   const fresh = h('button', { type: 'button', onclick: () => { sessionStorage.removeItem(ptyKey(sandboxId)); connect(false); } }, 'New shell');
-  box.replaceChildren(h('div', { class: 'row' }, state, reconnect, fresh), host);
+  const hint = h('span', { class: 'muted', id: 'term-help' },
+    'Click the terminal and type. Every key goes to the shell, Tab too; Ctrl+] leaves the terminal (as in sbx terminal).');
+  box.replaceChildren(h('div', { class: 'row' }, state, reconnect, fresh, hint), host);
   term.open(host);
+  // xterm.js takes Tab for the shell, which would trap a keyboard user inside it: Ctrl+]
+  // (the CLI's detach key) moves the focus to the buttons above instead of reaching the shell.
+  term.attachCustomKeyEventHandler((e) => {
+    if (e.type === 'keydown' && e.ctrlKey && e.code === 'BracketRight') { fresh.focus(); return false; }
+    return true;
+  });
+  term.textarea?.setAttribute('aria-describedby', 'term-help');
   fit.fit();
   let ws = null;
   let closed = false;

@@ -53,6 +53,19 @@ async function signIn(key) {
   await page.waitForSelector('#who:not(:empty)');
 }
 
+// Presses Tab until the focus is on the element matching sel: what a keyboard user does.
+async function tabTo(sel, max = 60) {
+  for (let i = 0; i < max; i++) {
+    if (await page.evaluate((s) => document.activeElement?.matches(s), sel)) return;
+    await page.keyboard.press('Tab');
+  }
+  throw new Error(`Tab never reached ${sel}`);
+}
+
+// The page is no wider than the window: nothing to scroll sideways.
+const noSideScroll = async (what) => assert.ok(
+  await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth), `${what} scrolls sideways`);
+
 async function signOut() {
   await page.getByRole('button', { name: 'Sign out' }).click();
   await page.waitForSelector('#apikey');
@@ -66,6 +79,10 @@ test('the console is served with a strict Content-Security-Policy and no inline 
   assert.match(csp, /script-src 'self'(;|$)/);
   assert.equal(await page.locator('script:not([src])').count(), 0);
   await page.waitForSelector('#apikey');
+  // A new user is told where the first key comes from, and sees no pages before signing in.
+  assert.match(await page.locator('#keyhelp').textContent(), /admin key to <data-dir>\/admin\.key.*sudo cat data\/admin\.key/);
+  assert.equal(await page.locator('#nav').isVisible(), false);
+  assert.equal(await page.getByRole('button', { name: 'Sign out' }).isVisible(), false);
   await shot('signin');
 });
 
@@ -78,15 +95,49 @@ test('a wrong key is refused with the API\'s code and request id', async () => {
   assert.match(text, /req_/);
 });
 
-test('sign in keeps the key in session storage only, then create a sandbox', async () => {
-  await signIn(env.SBX_MEMBER_KEY);
+test('sign in (keyboard only) keeps the key in session storage only, then create a sandbox', async () => {
+  await page.goto(CONSOLE);
+  await page.waitForSelector('#apikey');
+  // The key field has the focus: type the key and press Enter.
+  assert.equal(await page.evaluate(() => document.activeElement.id), 'apikey');
+  await page.keyboard.type(env.SBX_MEMBER_KEY);
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('#who:not(:empty)');
   assert.equal(await page.evaluate(() => sessionStorage.getItem('sbx.console.key')), env.SBX_MEMBER_KEY);
   assert.equal(await page.evaluate(() => document.cookie), '');
   assert.equal(await page.evaluate(() => localStorage.length), 0);
   assert.ok(!page.url().includes(env.SBX_MEMBER_KEY));
-  await page.getByLabel('Time to live (s)').fill('900');
-  await page.getByRole('button', { name: 'Create' }).click();
-  await page.waitForURL(/#\/sandbox\/sbx_|#\/sandbox\//, { timeout: 120000 });
+  // No sandbox yet: the list says what to do, not just that it is empty.
+  await page.waitForSelector('#sandboxes-empty');
+  assert.match(await page.locator('#sandboxes-empty').textContent(), /No live sandboxes yet\. Press Create above/);
+  // Every control of the create form has its label; the domains field only with "these domains…".
+  const form = page.getByRole('form', { name: 'Create a sandbox' });
+  const snap = await form.ariaSnapshot();
+  for (const c of ['combobox "Template"', 'combobox "Configuration"', 'spinbutton "Time to live (s)"',
+    'combobox "Network egress"', 'button "Create"']) assert.ok(snap.includes(c), `${c} in ${snap}`);
+  assert.ok(!snap.includes('Allowed domains'), snap);
+  await page.getByLabel('Network egress').selectOption('allowlist');
+  assert.ok(await page.getByLabel('Allowed domains').isVisible());
+  await page.getByLabel('Network egress').selectOption('');
+  assert.equal(await page.getByLabel('Allowed domains').isVisible(), false);
+  await shot('sandboxes-empty');
+  // At 800 px wide the header and the list wrap rather than scroll sideways.
+  await page.setViewportSize({ width: 800, height: 800 });
+  await noSideScroll('the sandbox list at 800 px');
+  await page.setViewportSize({ width: 1280, height: 800 });
+  // Tab to the time to live, set it, Tab to Create, Enter.
+  await tabTo('#ttl');
+  await page.keyboard.press('Control+A');
+  await page.keyboard.type('900');
+  await tabTo('form[aria-label="Create a sandbox"] button[type=submit]');
+  await page.keyboard.press('Enter');
+  await page.waitForURL(/#\/sandbox\//, { timeout: 120000 });
+  // The sandbox opens on its command box, focused, which says what to do.
+  await page.waitForSelector('#command');
+  assert.equal(await page.evaluate(() => document.activeElement.id), 'command');
+  assert.match(await page.locator('#command-result').textContent(), /press Enter: its output streams in here/);
+  assert.equal(await page.locator('#command-output').isVisible(), false);
+  assert.match(await page.locator('#history tbody').textContent(), /No commands run in this sandbox yet/);
   sandbox = page.url().split('#/sandbox/')[1].split('/')[0];
   assert.ok(sandbox);
   await page.goto(`${CONSOLE}#/sandboxes`);
@@ -95,10 +146,11 @@ test('sign in keeps the key in session storage only, then create a sandbox', asy
   await shot('sandboxes');
 });
 
-test('a command\'s output streams in before it ends', async () => {
+test('a command\'s output streams in before it ends (typed, then Enter)', async () => {
   await page.goto(`${CONSOLE}#/sandbox/${sandbox}/command`);
-  await page.getByLabel('Command', { exact: true }).fill('for i in 1 2 3; do echo line-$i; sleep 1; done; echo oops >&2');
-  await page.getByRole('button', { name: 'Run', exact: true }).click();
+  await page.waitForFunction(() => document.activeElement?.id === 'command');
+  await page.keyboard.type('for i in 1 2 3; do echo line-$i; sleep 1; done; echo oops >&2');
+  await page.keyboard.press('Enter');
   // line-1 is on screen while the command still runs (no exit line yet).
   await page.waitForFunction(() => (document.querySelector('#command-output')?.textContent || '').includes('line-1') &&
     (document.querySelector('#command-result')?.textContent || '').startsWith('running'), null, { timeout: 30000 });
@@ -111,13 +163,22 @@ test('a command\'s output streams in before it ends', async () => {
 });
 
 test('typing in the terminal echoes, and a reload re-attaches to the same shell', async () => {
-  await page.goto(`${CONSOLE}#/sandbox/${sandbox}/terminal`);
+  // Reached from the command box with the keyboard: Tab to the Terminal tab, Enter.
+  await tabTo('#tabbtn-terminal');
+  await page.keyboard.press('Enter');
+  await page.waitForURL(/\/terminal$/);
   await page.waitForFunction(() => /connected to/.test((document.querySelector('#term-state')?.textContent || '')), null, { timeout: 30000 });
   const first = await page.locator('#term-state').textContent();
-  await page.locator('#terminal').click();
+  // The shell's prompt is there, and the terminal has the focus: keys go to the shell.
+  await page.waitForFunction(() => /\$ ?$/.test((document.querySelector('#terminal .xterm-rows')?.textContent || '').trim()), null, { timeout: 20000 });
+  assert.ok(await page.evaluate(() => document.activeElement?.classList.contains('xterm-helper-textarea')));
+  assert.match(await page.locator('#term-help').textContent(), /Ctrl\+\] leaves the terminal/);
   await page.keyboard.type('echo term-$((6*7))\n');
   await page.waitForFunction(() => (document.querySelector('#terminal .xterm-rows')?.textContent || '').includes('term-42'), null, { timeout: 20000 });
   await shot('terminal');
+  // Tab belongs to the shell; Ctrl+] gives the focus back to the page.
+  await page.keyboard.press('Control+BracketRight');
+  assert.equal(await page.evaluate(() => document.activeElement?.textContent), 'New shell');
   await page.reload();
   await page.waitForFunction(() => /re-attached to/.test((document.querySelector('#term-state')?.textContent || '')), null, { timeout: 30000 });
   assert.equal((await page.locator('#term-state').textContent()).split(' ').pop(), first.split(' ').pop());
@@ -200,8 +261,14 @@ test('an artifact under out/ is listed with its MIME, SHA-256 and a clean scan',
 
 test('a matplotlib cell shows its plot as an image', async () => {
   await page.goto(`${CONSOLE}#/sandbox/${sandbox}/python`);
-  await page.getByRole('button', { name: 'Run cell' }).click();
+  // The sample cell draws a plot; Ctrl+Enter in the cell runs it.
+  assert.match(await page.locator('#cell-help').textContent(), /Ctrl\+Enter runs the cell/);
+  await page.getByLabel('Python code').focus();
+  await page.keyboard.press('Control+Enter');
   await page.waitForSelector('#cells img', { timeout: 120000 });
+  await page.setViewportSize({ width: 800, height: 800 });
+  await noSideScroll('a plot at 800 px');
+  await page.setViewportSize({ width: 1280, height: 800 });
   const size = await page.locator('#cells img').evaluate((img) => img.decode().then(() => [img.naturalWidth, img.naturalHeight]));
   assert.ok(size[0] > 100 && size[1] > 100, `image ${size}`);
   await shot('python');

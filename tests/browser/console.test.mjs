@@ -668,7 +668,10 @@ test('a viewer key is offered no create or delete, and the API refuses a delete'
   await signOut();
   await signIn(env.SBX_VIEWER_KEY);
   await page.goto(`${CONSOLE}#/sandboxes`);
-  await page.waitForSelector('#sandboxes');
+  // What the key cannot do and what to do instead, not an error over an empty list.
+  await page.waitForSelector('#viewer-note');
+  assert.match(await page.locator('#viewer-note').textContent(), /sign in with a member key/);
+  assert.equal(await page.locator('#error').isVisible(), false);
   assert.equal(await page.getByRole('button', { name: /^Delete/ }).count(), 0);
   assert.equal(await page.getByRole('button', { name: 'Create' }).count(), 0);
   const r = await page.evaluate(async (id) => {

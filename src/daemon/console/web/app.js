@@ -92,9 +92,15 @@ async function sandboxesPage() {
   h('label', { for: 'ttl' }, 'Time to live (s)', ttl),
   ...egress.controls,
   h('button', { class: 'primary', type: 'submit' }, 'Create'));
-  const note = ctx.me.role === 'viewer' && h('p', { class: 'card' },
-    'This is a viewer key: it reads configurations only. Sandboxes need a member or admin key.');
-  root.replaceChildren(h('h1', {}, 'Sandboxes'), create || note || '',
+  // A viewer may not list sandboxes (403 member_required): say so once, with what to do,
+  // rather than an error banner over an empty table.
+  if (ctx.me.role === 'viewer') {
+    root.replaceChildren(h('h1', {}, 'Sandboxes'), h('p', { class: 'card', id: 'viewer-note' },
+      'This is a viewer key: it reads configurations, skills, templates, volumes, usage and its wallet, but not sandboxes. ',
+      'To create and use sandboxes, sign in with a member key (an admin makes one on the Keys page).'));
+    return;
+  }
+  root.replaceChildren(h('h1', {}, 'Sandboxes'), create || '',
     h('table', { id: 'sandboxes' }, h('thead', {}, h('tr', {},
       ['Sandbox', 'Status', 'Runtime', 'Template', 'Created', 'Time left', ''].map((t) => h('th', { scope: 'col' }, t)))),
     tbody));

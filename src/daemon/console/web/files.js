@@ -14,7 +14,7 @@ export function fileBrowser(box, base, canWrite, { root = '', mkdir = null } = {
   const tbody = h('tbody');
   const shown = h('section', { id: 'preview', 'aria-live': 'polite' });
   const progress = h('progress', { id: 'upload-progress', max: 1, value: 0, hidden: true });
-  const picker = h('input', { id: 'upload', type: 'file', 'aria-label': 'Upload a file', multiple: true });
+  const picker = h('input', { id: 'upload', type: 'file', multiple: true });
   const newDir = h('input', { id: 'mkdir', size: 18, 'aria-label': 'New directory', placeholder: 'new directory' });
   const file = (rel) => `${base}/files/${encPath(rel)}`;
   const load = async () => {
@@ -65,7 +65,7 @@ export function fileBrowser(box, base, canWrite, { root = '', mkdir = null } = {
   } }, newDir, h('button', { type: 'submit' }, 'Make directory'));
   box.replaceChildren(h('div', { class: 'row' }, h('strong', {}, 'Directory '), where,
     h('button', { type: 'button', onclick: load }, 'Refresh')),
-  canWrite ? h('div', { class: 'row' }, picker, progress, mk || '') : '',
+  canWrite ? h('div', { class: 'row' }, h('label', { for: 'upload' }, 'Upload files into this directory', picker), progress, mk || '') : '',
   h('table', { id: 'files' }, h('thead', {}, h('tr', {},
     ['Name', 'Type', 'Size', 'Modified', ''].map((x) => h('th', { scope: 'col' }, x)))), tbody), shown);
   load();

@@ -202,7 +202,7 @@ test('a background process\'s output is followed live', async () => {
 test('upload a file with progress, see it listed, download it back, preview its text', async () => {
   await page.goto(`${CONSOLE}#/sandbox/${sandbox}/files`);
   const content = 'hello from the console\n'.repeat(20000);
-  await page.locator('#upload').setInputFiles({ name: 'note.txt', mimeType: 'text/plain', buffer: Buffer.from(content) });
+  await page.getByLabel('Upload files into this directory').setInputFiles({ name: 'note.txt', mimeType: 'text/plain', buffer: Buffer.from(content) });
   await page.waitForSelector('#files tr[data-path="note.txt"]', { timeout: 30000 });
   const [dl] = await Promise.all([
     page.waitForEvent('download'),

@@ -35,8 +35,12 @@ export async function sandboxPage(root, ctx, id, tab = 'command') {
       })),
     h('div', { class: 'tabs', role: 'tablist' }, TABS.map(([k, label]) => h('button', {
       type: 'button', role: 'tab', 'aria-selected': String(k === tab), id: `tabbtn-${k}`,
-      onclick: () => { location.hash = `#/sandbox/${id}/${k}`; } }, label))),
+      onclick: () => { ctx.tabChosen = true; location.hash = `#/sandbox/${id}/${k}`; } }, label))),
     body);
+  // The page is rebuilt on a tab change: keep the keyboard where it was, on the chosen tab
+  // (a tab may then move it to its own field, as the command box and the terminal do).
+  if (ctx.tabChosen) document.getElementById(`tabbtn-${tab}`)?.focus();
+  ctx.tabChosen = false;
   if (tab === 'terminal') ctx.keep(root, openTerminal(body, id));
   else if (tab === 'processes') processesTab(body, id, ctx);
   else if (tab === 'files') fileBrowser(body, `/v1/sandboxes/${id}`, ctx.can.write(), { root: '/workspace' });

@@ -260,10 +260,15 @@ test('an artifact under out/ is listed with its MIME, SHA-256 and a clean scan',
 });
 
 test('a matplotlib cell shows its plot as an image', async () => {
-  await page.goto(`${CONSOLE}#/sandbox/${sandbox}/python`);
+  // With the keyboard: Tab to the Python tab, Enter; the rebuilt page keeps the focus there.
+  await page.goto(`${CONSOLE}#/sandbox/${sandbox}/files`);
+  await tabTo('#tabbtn-python');
+  await page.keyboard.press('Enter');
+  await page.waitForURL(/\/python$/);
+  await page.waitForFunction(() => document.activeElement?.id === 'tabbtn-python');
   // The sample cell draws a plot; Ctrl+Enter in the cell runs it.
   assert.match(await page.locator('#cell-help').textContent(), /Ctrl\+Enter runs the cell/);
-  await page.getByLabel('Python code').focus();
+  await tabTo('#code');
   await page.keyboard.press('Control+Enter');
   await page.waitForSelector('#cells img', { timeout: 120000 });
   await page.setViewportSize({ width: 800, height: 800 });

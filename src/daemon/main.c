@@ -295,6 +295,8 @@ int main(int argc, char **argv)
     }
     log_info("sbxd listening on %s (previews on %s), data in %s", d.cfg.listen,
              d.cfg.preview_listen, d.cfg.data_dir);
+    /* Where a newcomer with only a browser goes next (docs/console.md, "The first sign-in"). */
+    log_info("web console at http://%s/console (sign in with an API key)", d.cfg.listen);
     if ((r = loop_run(d.loop)) < 0) {
         sbx_err_sys(&err, -r, "event loop");
         goto out;

@@ -88,10 +88,15 @@ def suite_console(ext):
     skill_zip(bundle)
     pdf = os.path.join(tmp, "doc.pdf")
     minimal_pdf(pdf)
-    d = harness.Daemon(extra_env={"SBX_TEMPLATE_CACHE": cache})
+    # As README says a new user starts: no SBX_ADMIN_KEY, so sbxd makes the admin key and
+    # writes it to <data-dir>/admin.key (the harness reads it from there, as the user does).
+    d = harness.Daemon(admin_key=None, extra_env={"SBX_TEMPLATE_CACHE": cache})
     alice = None
     try:
         d.start()
+        with open(d.log_path, encoding="utf-8", errors="replace") as f:
+            log = f.read()
+        assert "web console at http://127.0.0.1:%d/console" % d.port in log, log[-2000:]
         admin = d.client()
         member = admin.create_key("alice")["key"]
         alice = d.client(member)

@@ -847,7 +847,7 @@ def clients_check(runtime, cli_creates):
     one client and used and removed by the other."""
     a = admin()
     cfg = docker_config("docker-clients-" + runtime, runtime=runtime, memory_limit_mb=768,
-                        pids_limit=256, cpu_limit=1)
+                        pids_limit=100, cpu_limit=1)
     tmp = tempfile.mkdtemp(prefix="sbx-docker-cli-", dir=ENGINE["tmp"])
     if cli_creates:
         p = cli(a.key, "create", "--config", cfg, "--ttl", "10m")

@@ -71,6 +71,9 @@ int cli_sandbox_opt(struct cli *cli, json_t *body, struct egress_opts *e, int o,
     case OPT_SNAPSHOT:
         json_object_set_new(body, "snapshot_id", json_string(arg));
         return CLI_OK;
+    case OPT_CONFIG:
+        json_object_set_new(body, "config_id", json_string(arg));
+        return CLI_OK;
     case OPT_VOLUME: {
         /* NAME:/PATH or NAME:/PATH:ro (docs/volumes.md); the server checks the rest. */
         const char *colon = strchr(arg, ':');

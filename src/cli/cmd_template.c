@@ -1,5 +1,6 @@
-/* Templates: `sbx template export --docker NAME` (admin) imports a built template into
- * the daemon's Docker Engine as the image sbx-NAME (docs/runtime.md "Docker"). */
+/* Templates: `sbx template export --docker NAME [--config ID]` (admin) imports a built
+ * template into the daemon's Docker Engine, or a docker configuration's, as the image
+ * sbx-NAME (docs/runtime.md "Docker"). */
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -9,13 +10,19 @@
 
 static int tpl_export(struct cli *cli, int argc, char **argv)
 {
-    static const struct option longopts[] = {{"docker", no_argument, NULL, 'd'}, {0}};
+    static const struct option longopts[] = {{"docker", no_argument, NULL, 'd'},
+                                             {"config", required_argument, NULL, 'c'},
+                                             {0}};
     bool docker = false;
+    const char *config = NULL;
     int o;
     while ((o = cli_getopt(cli, argc, argv, "", longopts)) != -1) {
         if (o == '?')
             return CLI_USAGE;
-        docker = true;
+        if (o == 'c')
+            config = optarg;
+        else
+            docker = true;
     }
     if (!docker)
         return cli_usage(cli, "say where to: --docker (the daemon's Docker Engine)");
@@ -26,12 +33,14 @@ static int tpl_export(struct cli *cli, int argc, char **argv)
     if (!cli->json)
         fprintf(stderr, "importing template %s into the engine (a minute for base)...\n",
                 argv[optind]);
+    json_t *body = config ? json_pack("{s:s}", "config_id", config) : NULL;
     json_t *ans = NULL;
-    int rc = cli_call(cli, "POST", path, NULL, &ans);
+    int rc = cli_call(cli, "POST", path, body, &ans);
     if (rc == CLI_OK && !cli->json)
         printf("%s %s\n", json_string_value(json_object_get(ans, "image")),
                json_string_value(json_object_get(ans, "id")));
     json_decref(ans);
+    json_decref(body);
     return rc;
 }
 
@@ -45,11 +54,14 @@ static int cmd_template(struct cli *cli, int argc, char **argv)
 }
 
 static const struct cli_cmd cmds[] = {
-    {"template", "export --docker NAME", "templates as images for other runtimes (admin)",
+    {"template", "export --docker NAME [--config ID]",
+     "templates as images for other runtimes (admin)",
      "  export --docker NAME  import the built template NAME into the daemon's Docker Engine\n"
      "                        as the image sbx-NAME:latest (what a docker configuration's\n"
      "                        sandboxes run unless it names another image); prints the image\n"
-     "                        and its id\n",
+     "                        and its id\n"
+     "      --config ID       into the engine docker configuration ID names instead (its\n"
+     "                        host and TLS certificates: a remote engine too)\n",
      cmd_template},
 };
 

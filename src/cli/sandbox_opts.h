@@ -1,5 +1,5 @@
 /* The sandbox options that `create` and `run` share (template, ttl, env, egress,
- * backend, snapshot); parsed in cmd_sandbox.c. */
+ * backend, snapshot, configuration); parsed in cmd_sandbox.c. */
 #ifndef SBX_CLI_SANDBOX_OPTS_H
 #define SBX_CLI_SANDBOX_OPTS_H
 
@@ -14,7 +14,7 @@ struct egress_opts {
     bool none;
 };
 
-enum { OPT_BACKEND = 1000, OPT_SNAPSHOT, OPT_NO_EGRESS, OPT_TTL, OPT_VOLUME, OPT_CMD_BASE = 1100 };
+enum { OPT_BACKEND = 1000, OPT_SNAPSHOT, OPT_NO_EGRESS, OPT_TTL, OPT_VOLUME, OPT_CONFIG, OPT_CMD_BASE = 1100 };
 #define SANDBOX_SHORTOPTS "t:e:a:P:"
 #define SANDBOX_LONGOPTS                                                                           \
     {"template", required_argument, NULL, 't'}, {"ttl", required_argument, NULL, OPT_TTL},         \
@@ -22,6 +22,7 @@ enum { OPT_BACKEND = 1000, OPT_SNAPSHOT, OPT_NO_EGRESS, OPT_TTL, OPT_VOLUME, OPT
         {"preset", required_argument, NULL, 'P'}, {"no-egress", no_argument, NULL, OPT_NO_EGRESS}, \
         {"backend", required_argument, NULL, OPT_BACKEND},                                         \
         {"volume", required_argument, NULL, OPT_VOLUME},                                           \
+        {"config", required_argument, NULL, OPT_CONFIG},                                           \
     {                                                                                              \
         "snapshot", required_argument, NULL, OPT_SNAPSHOT                                          \
     }
@@ -34,7 +35,8 @@ enum { OPT_BACKEND = 1000, OPT_SNAPSHOT, OPT_NO_EGRESS, OPT_TTL, OPT_VOLUME, OPT
     "      --no-egress       no network (the default)\n"                                           \
     "      --backend v1|v2   runtime backend\n"                                                    \
     "      --snapshot ID     start from a v1 snapshot\n"                                         \
-    "      --volume V:PATH[:ro]  mount volume V (id or name) at PATH (repeatable)\n"
+    "      --volume V:PATH[:ro]  mount volume V (id or name) at PATH (repeatable)\n"             \
+    "      --config ID       from the sandbox configuration ID (its backend, image, limits)\n"
 
 /* Apply one of SANDBOX_LONGOPTS to body (or to e for egress); returns an exit code. */
 int cli_sandbox_opt(struct cli *cli, json_t *body, struct egress_opts *e, int o, const char *arg);

@@ -448,28 +448,30 @@ def remote_req(method, path, body=None, raw=False):
 
 
 def remote_image():
-    """sbx-base on the TLS engine: saved from the first engine, loaded into this one."""
+    """sbx-base on the TLS engine, imported as an operator does it for a remote engine:
+    `sbx template export --docker base --config ID` with a docker configuration naming that
+    engine (POST /v1/templates/base/docker-image {"config_id"}): the template's tree streams
+    from this host straight into the remote engine over TLS."""
     def load(d):
-        import http.client
-        import socket
-
-        class Unix(http.client.HTTPConnection):
-            def connect(self):
-                self.sock = socket.socket(socket.AF_UNIX)
-                self.sock.connect(ENGINE["sock"])
-        imported()
-        src = Unix("docker", timeout=600)
-        src.request("GET", "/images/sbx-base/get")
-        got = src.getresponse()
-        assert got.status == 200, got.status
-        dst = remote_conn(timeout=600)
-        dst.request("POST", "/images/load?quiet=1", body=iter(lambda: got.read(1 << 20), b""),
-                    headers={"Content-Type": "application/x-tar"}, encode_chunked=True)
-        r = dst.getresponse()
-        out = r.read()
-        assert r.status == 200, (r.status, out)
-        src.close()
-        dst.close()
+        a = admin()
+        cfg = a.ok("POST", "/v1/sandbox-configs", {
+            "name": "docker-remote-import", "config": {"backend": "docker", "docker": {
+                "image": "sbx-base", "host": REMOTE["host"],
+                "tls_cert_path": REMOTE["certs"]}}}, status=201)["id"]
+        p = cli(a.key, "--json", "template", "export", "--docker", "base", "--config", cfg)
+        assert p.returncode == 0, p
+        img = json.loads(p.stdout)
+        assert img["engine"] == REMOTE["host"] and img["config_id"] == cfg, img
+        st, info = remote_req("GET", "/images/sbx-base/json")
+        assert st == 200 and info["Id"] == img["id"], (st, info, img)
+        audit = a.ok("GET", "/v1/audit?action=template.docker_export")["data"]
+        assert audit[0]["outcome"] == "ok", audit
+        # A configuration that is not docker's, and one that does not exist.
+        assert_error(a.request("POST", "/v1/templates/base/docker-image",
+                               {"config_id": "cfg_nosuch"}), 404, "sandbox_config_not_found")
+        assert_error(a.request("POST", "/v1/templates/base/docker-image",
+                               {"config_id": cfg, "host": "tcp://10.0.0.5:2376"}), 400,
+                     "invalid_request")
         return True
     remote()
     return D.once("remote-image", load)
@@ -524,6 +526,13 @@ def test_remote_engine_runs_the_sandbox_in_a_volume_with_the_agent_copied_in():
         # Files through exec (the files API goes through the agent for such a workspace).
         a.sh(sid, "printf 'ș ț' > /workspace/out/r.txt; echo x > /home/user/h")
         assert a.sh(sid, "cat /workspace/out/r.txt /workspace/h") == "ș ț" + "x\n"
+        # The file routes and artifacts go through the agent for such a workspace.
+        assert a.request("GET", "/v1/sandboxes/%s/files/out/r.txt" % sid).raw == "ș ț".encode()
+        r = a.request("PUT", "/v1/sandboxes/%s/files/in/up.txt" % sid, raw=b"up")
+        assert r.status == 200, r
+        assert a.sh(sid, "cat /workspace/in/up.txt") == "up"
+        arts = a.ok("GET", "/v1/sandboxes/%s/artifacts" % sid)["data"]
+        assert [x["path"] for x in arts] == ["out/r.txt"], arts
         r = a.exec(sid, shell="exit 5")
         assert r["exit_code"] == 5, r
         # A fork or pause would copy a workspace this host does not have.
@@ -793,3 +802,93 @@ def test_a_fork_runs_its_parents_image_and_runtime():
         if kid:
             a.delete_sandbox(kid)
         a.delete_sandbox(sid)
+
+
+# ---- the CLI and the Python SDK against docker sandboxes ----
+
+SDK_SCRIPT = r"""
+import json, sys
+from sbx import Sbx
+sid, cfg = sys.argv[1], sys.argv[2]
+s = Sbx()
+if True:
+    if sid == "-":
+        sid = s.sandboxes.create(config_id=cfg, ttl_seconds=600)["id"]
+    out = {"id": sid, "runtime": s.sandboxes.get(sid)["runtime"]}
+    r = s.sandboxes.exec(sid, shell="cat /workspace/in/cli.txt; uname -r; exit 4")
+    out["exec"] = [r["exit_code"], r["stdout"]]
+    s.sandboxes.files.put(sid, "sdk/in.txt", "from the sdk ș")
+    r = s.sandboxes.exec(sid, shell="mkdir -p /workspace/out; "
+                         "tr a-z A-Z < /workspace/sdk/in.txt > /workspace/out/sdk.txt")
+    out["get"] = s.sandboxes.files.get(sid, "out/sdk.txt").decode()
+    out["artifacts"] = sorted(a["path"] for a in s.sandboxes.artifacts(sid)["data"])
+    print(json.dumps(out))
+s.close()
+"""
+
+
+def sdk(key, sid, cfg):
+    """The Python SDK (sdk/python, from the checkout, under Debian's python3 with httpx)
+    against the shared daemon: creates a sandbox from cfg when sid is "-", then uses it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SBX_")}
+    env.update(SBX_URL="http://127.0.0.1:%d" % D.get().port, SBX_API_KEY=key,
+               PYTHONPATH=os.path.join(harness.REPO, "sdk", "python"),
+               PYTHONDONTWRITEBYTECODE="1")
+    p = subprocess.run(["/usr/bin/python3", "-c", SDK_SCRIPT, sid, cfg], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p
+    return json.loads(p.stdout)
+
+
+def clients_check(runtime, cli_creates):
+    """A configuration of document 002's docker shape (runtime runtime) used through the
+    sbx CLI (create --config, exec with its exit code, cp in and out, artifacts, rm) and
+    the Python SDK (create, exec, files put/get, artifacts, delete) on one sandbox, made by
+    one client and used and removed by the other."""
+    a = admin()
+    cfg = docker_config("docker-clients-" + runtime, runtime=runtime, memory_limit_mb=768,
+                        pids_limit=100, cpu_limit=1)
+    tmp = tempfile.mkdtemp(prefix="sbx-docker-cli-", dir=ENGINE["tmp"])
+    if cli_creates:
+        p = cli(a.key, "create", "--config", cfg, "--ttl", "10m")
+        assert p.returncode == 0, p
+        sid = p.stdout.strip()
+    else:
+        sid = sdk(a.key, "-", cfg)["id"]
+    try:
+        info = json.loads(engine_get("/containers/sbx-%s/json" % sid))
+        assert info["HostConfig"]["Runtime"] == runtime, info["HostConfig"]
+        assert info["Config"]["Labels"]["sbx.config"] == cfg, info["Config"]
+        src = os.path.join(tmp, "cli.txt")
+        with open(src, "w") as f:
+            f.write("from the cli ă\n")
+        p = cli(a.key, "cp", src, "%s:in/cli.txt" % sid)
+        assert p.returncode == 0, p
+        p = cli(a.key, "exec", sid, "--", "sh", "-c", "cat /workspace/in/cli.txt; exit 6")
+        assert p.returncode == 6 and p.stdout == "from the cli ă\n", p
+        got = sdk(a.key, sid, cfg)
+        kernel = "4.4.0" if runtime == "runsc" else os.uname().release
+        assert got == {"id": sid, "runtime": "docker",
+                       "exec": [4, "from the cli ă\n%s\n" % kernel],
+                       "get": "FROM THE SDK ș", "artifacts": ["out/sdk.txt"]}, got
+        dst = os.path.join(tmp, "back.txt")
+        p = cli(a.key, "cp", "%s:out/sdk.txt" % sid, dst)
+        assert p.returncode == 0, p
+        with open(dst, encoding="utf-8") as f:
+            assert f.read() == "FROM THE SDK ș"
+        p = cli(a.key, "--json", "artifacts", sid)
+        assert p.returncode == 0 and [x["path"] for x in json.loads(p.stdout)["data"]] == [
+            "out/sdk.txt"], p
+    finally:
+        p = cli(a.key, "rm", sid)
+        assert p.returncode == 0, p
+    wait_for(lambda: not any(x["Labels"].get("sbx.id") == sid for x in containers()),
+             timeout=30, what="the container removed")
+
+
+def test_cli_and_sdk_under_runc():
+    clients_check("runc", cli_creates=True)
+
+
+def test_cli_and_sdk_under_runsc():
+    clients_check("runsc", cli_creates=False)

@@ -182,34 +182,50 @@ static void engine_job_done(void *data, bool ran)
     free(j);
 }
 
+int configs_docker_engine(struct configs *c, const char *id, char **host, char **tls_dir,
+                          long *timeout_ms, struct sbx_err *err)
+{
+    struct config_loaded l;
+    int r = configs_load(c, id, &l, err);
+    if (r < 0)
+        return r;
+    if (strcmp(json_string_value(json_object_get(l.doc, "backend")) ?: "", "docker")) {
+        config_loaded_clear(&l);
+        return sbx_err_set(err, EINVAL, "invalid_request",
+                           "configuration %s is not a docker configuration", id);
+    }
+    json_t *d = json_object_get(l.doc, "docker");
+    const char *h = json_string_value(json_object_get(d, "host"));
+    const char *tls = json_string_value(json_object_get(d, "tls_cert_path"));
+    *host = sbx_xstrdup(h && *h ? h : c->docker_host);
+    *tls_dir = h && *h && tls ? sbx_xstrdup(tls) : NULL;
+    *timeout_ms = (long)json_integer_value(json_object_get(d, "http_timeout_sec")) * 1000;
+    config_loaded_clear(&l);
+    return 0;
+}
+
 bool configs_engine_ask(struct configs *c, struct jobs *jobs, const char *id,
                         configs_engine_fn cb, void *data)
 {
-    struct config_loaded l;
     struct sbx_err err = {0};
-    bool docker = configs_load(c, id, &l, &err) == 0 &&
-                  !strcmp(json_string_value(json_object_get(l.doc, "backend")) ?: "", "docker");
-    if (!docker) {
-        config_loaded_clear(&l); /* zeroed when the load failed */
+    char *host = NULL, *tls_dir = NULL;
+    long timeout_ms = 0;
+    if (configs_docker_engine(c, id, &host, &tls_dir, &timeout_ms, &err) < 0) {
         struct configs_engine_answer none = {0};
         cb(data, &none);
         return false;
     }
-    json_t *d = json_object_get(l.doc, "docker");
-    const char *host = json_string_value(json_object_get(d, "host"));
-    const char *tls = json_string_value(json_object_get(d, "tls_cert_path"));
     struct engine_job *j = sbx_xcalloc(1, sizeof(*j));
     j->cb = cb;
     j->data = data;
     j->a.asked = true;
     j->label = sbx_xasprintf(DOCKER_LABEL_CONFIG "=%s", id);
-    j->host = sbx_xstrdup(host && *host ? host : c->docker_host);
-    j->tls_dir = host && *host && tls ? sbx_xstrdup(tls) : NULL;
-    j->timeout_ms = (long)json_integer_value(json_object_get(d, "http_timeout_sec")) * 1000;
+    j->host = host;
+    j->tls_dir = tls_dir;
+    j->timeout_ms = timeout_ms;
     j->a.host = j->host;
     j->a.tls_dir = j->tls_dir;
     j->a.timeout_ms = j->timeout_ms;
-    config_loaded_clear(&l);
     jobs_submit(jobs, engine_job_run, engine_job_done, j);
     return true;
 }

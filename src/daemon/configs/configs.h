@@ -74,6 +74,12 @@ struct configs_engine_answer {
     const char *host, *tls_dir;
     long timeout_ms;
 };
+/* The engine of docker configuration id: its docker.host (else SBX_DOCKER_HOST), its
+ * docker.tls_cert_path for a tcp host (else NULL), its http_timeout_sec in ms (0: none
+ * set). 404 sandbox_config_not_found, 400 invalid_request when it is not docker's. */
+int configs_docker_engine(struct configs *c, const char *id, char **host, char **tls_dir,
+                          long *timeout_ms, struct sbx_err *err);
+
 typedef void (*configs_engine_fn)(void *data, const struct configs_engine_answer *a);
 /* Ask the engine of configuration id (its docker.host, else SBX_DOCKER_HOST) for its
  * containers, on a worker thread of jobs: an engine may take up to its timeout to answer,

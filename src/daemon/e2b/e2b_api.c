@@ -207,9 +207,10 @@ static void api_create(struct sbxd *d, struct http_req *req)
     struct sandbox_params p;
     struct sandbox *sb;
     long long ttl;
-    if (e2b_authenticate(d, req) < 0)
+    int r = e2b_begin(d, req, &body, &err);
+    if (r > 0)
         return;
-    if (http_req_json(req, &body, &err) < 0)
+    if (r < 0)
         goto fail;
     json_t *t = json_object_get(body, "templateID");
     if (t && !json_is_string(t)) {

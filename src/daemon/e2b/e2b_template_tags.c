@@ -345,10 +345,11 @@ static void api_tags_assign(struct sbxd *d, struct http_req *req)
     struct sbx_err err = {0};
     char name[TEMPLATE_NAME_MAX + 1];
     json_t *body = NULL, *target_tag = json_array(), *tags = json_array(), *rec = NULL;
-    if (e2b_authenticate(d, req) < 0)
+    int r = e2b_begin(d, req, &body, &err);
+    if (r > 0)
         goto done;
     const char *user = http_req_identity(req)->user;
-    if (http_req_json(req, &body, &err) < 0)
+    if (r < 0)
         goto out;
     json_t *target = json_object_get(body, "target");
     if (!json_is_string(target) ||
@@ -406,9 +407,10 @@ static void api_tags_remove(struct sbxd *d, struct http_req *req)
     struct sbx_err err = {0};
     char name[TEMPLATE_NAME_MAX + 1] = "";
     json_t *body = NULL, *tags = json_array(), *tag = json_array(), *rec = NULL;
-    if (e2b_authenticate(d, req) < 0)
+    int r = e2b_begin(d, req, &body, &err);
+    if (r > 0)
         goto done;
-    if (http_req_json(req, &body, &err) < 0)
+    if (r < 0)
         goto out;
     json_t *n = json_object_get(body, "name");
     if (!json_is_string(n) || e2b_parse_name(json_string_value(n), name, tag, &err) < 0 ||

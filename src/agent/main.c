@@ -254,8 +254,10 @@ static void reap(struct agent *a)
         pid_t pid = waitpid(-1, &status, WNOHANG);
         if (pid < 0 && errno == EINTR)
             continue;
-        if (pid <= 0)
+        if (pid <= 0) {
+            process_groups_check(a); /* before anything can signal a group emptied here */
             return; /* 0: children remain; ECHILD: none */
+        }
         struct stream *s = stream_find_pid(a, pid);
         if (s && s->ops->child_exit)
             s->ops->child_exit(s, pid, status);

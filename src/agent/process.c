@@ -40,6 +40,9 @@ struct process {
     char id[PROCESS_ID_MAX];
     pid_t pid;
     bool running;
+    /* The leader is reaped and its group was seen empty: pid may name someone else's group
+     * now, so -pid is never signalled again (process_group_alive). */
+    bool group_gone;
     int status;
     char *command; /* as shown */
     char session[SESSION_ID_MAX + 1]; /* "" when started outside a session */
@@ -255,6 +258,33 @@ static void logs_free(struct log_stream *ls)
 
 static void logs_pump(struct log_stream *ls);
 
+/* May -p->pid still be signalled as this process's group? While the leader runs, yes. Once
+ * it is reaped its pid number is free, but Linux (and gVisor) allocate no pid that is still
+ * some group's or session's id: while a member of the group is left (a zombie counts) the
+ * number cannot have been reused, so the group is still ours. It empties only when its last
+ * member is reaped. Members are the leader's descendants; an orphan is reparented to the
+ * agent, which reaps it on this loop and then looks again (process_groups_check), so the
+ * group is marked gone before the loop runs anything that could signal it. The one way past
+ * that is a member whose parent sits in another group of the same session (a setpgid back
+ * into the group by a job-control child), reaped by that parent: the number would then
+ * also have to come round the whole pid space before our next look. Once seen empty the
+ * group is never probed again: a later probe could find a stranger's group under the
+ * reused number. */
+static bool process_group_alive(struct process *p)
+{
+    if (p->running)
+        return true;
+    if (!p->group_gone && kill(-p->pid, 0) < 0 && errno == ESRCH)
+        p->group_gone = true;
+    return !p->group_gone;
+}
+
+void process_groups_check(struct agent *a)
+{
+    for (unsigned i = 0; i < a->nprocs; i++)
+        (void)process_group_alive(a->procs[i]);
+}
+
 static void logs_group_cb(struct loop *l, void *data)
 {
     struct log_stream *ls = data;
@@ -268,7 +298,7 @@ static void logs_group_cb(struct loop *l, void *data)
 static bool logs_group_gone(struct log_stream *ls)
 {
     struct process *p = ls->proc;
-    if (kill(-p->pid, 0) < 0 && errno == ESRCH)
+    if (!process_group_alive(p))
         return true;
     if (sbx_now_ms() >= ls->group_deadline_ms)
         return true; /* a member stuck in the kernel: the answer says the leader's end */
@@ -476,7 +506,8 @@ bool process_child_exit(struct agent *a, pid_t pid, int status)
 void process_kill_all(struct agent *a)
 {
     for (unsigned i = 0; i < a->nprocs; i++)
-        (void)kill(-a->procs[i]->pid, SIGKILL);
+        if (process_group_alive(a->procs[i]))
+            (void)kill(-a->procs[i]->pid, SIGKILL);
 }
 
 /* ---- ops ---- */
@@ -643,8 +674,10 @@ int process_kill_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err 
     int r = process_lookup(a, req, &p, err);
     if (r < 0)
         return r;
-    /* The whole group: members may outlive an exited leader. */
-    (void)kill(-p->pid, SIGKILL);
+    /* The whole group: members may outlive an exited leader (but a group seen empty may
+     * be a stranger's by now: process_group_alive). */
+    if (process_group_alive(p))
+        (void)kill(-p->pid, SIGKILL);
     return logs_attach(a, id, p, LOGS_KILL, false, err);
 }
 

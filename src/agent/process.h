@@ -47,6 +47,9 @@ int process_input_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err
 
 /* pid was reaped and belongs to no stream: returns true when it was a process's. */
 bool process_child_exit(struct agent *a, pid_t pid, int status);
+/* Children were reaped: note the groups of finished processes that have emptied, before
+ * their leader's pid can be reused (process.c, process_group_alive). */
+void process_groups_check(struct agent *a);
 /* The agent is going away: kill every process group. */
 void process_kill_all(struct agent *a);
 

@@ -7,7 +7,6 @@
 #include <jansson.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../common/spawn.h"
 #include "../common/util.h"
 #include "docker_api.h"
 #include "oci.h"
@@ -156,30 +156,14 @@ bool rt_busy(const char *state_dir)
  * in its own session. Returns 0 or -errno. */
 static int spawn_detached(char *const argv[], int keep_fd)
 {
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t at;
-    sigset_t none, all;
-    sigemptyset(&none);
-    sigfillset(&all);
-    posix_spawn_file_actions_init(&fa);
-    posix_spawnattr_init(&at);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDWR, 0);
-    posix_spawn_file_actions_adddup2(&fa, 0, 1);
-    posix_spawn_file_actions_adddup2(&fa, 0, 2);
-    if (keep_fd >= 0)
-        posix_spawn_file_actions_adddup2(&fa, keep_fd, keep_fd); /* clears its FD_CLOEXEC */
-    posix_spawnattr_setflags(&at,
-                             POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    posix_spawnattr_setsigmask(&at, &none);
-    posix_spawnattr_setsigdefault(&at, &all);
+    struct sbx_spawn_opts o = {
+        .out = -1, .err = -1, .keep_fd = keep_fd, .own_session = true, .clean_signals = true};
     struct shim_env env;
     shim_env_init(&env);
     pid_t pid;
-    int r = posix_spawn(&pid, argv[0], &fa, &at, argv, env.v);
+    int r = sbx_spawn(&pid, argv, env.v, &o);
     shim_env_free(&env);
-    posix_spawnattr_destroy(&at);
-    posix_spawn_file_actions_destroy(&fa);
-    return -r;
+    return r;
 }
 
 static void unlink_in(const char *dir, const char *name)

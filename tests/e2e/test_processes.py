@@ -239,6 +239,28 @@ def test_delete_kills_the_process_group():
     assert get(a, sid, p["id"])["status"] == "killed"
 
 
+def test_delete_after_the_leader_exited():
+    # The leader exits and leaves a member in its group: DELETE still kills the member (the
+    # group cannot have been reused while it has one). Once the group is empty, a DELETE
+    # signals nothing: the leader's pid number may name a stranger's group by then (the
+    # agent's process_group_alive; pid reuse itself cannot be forced deterministically).
+    a, sid = main_sandbox()
+    p = start(a, sid, "sleep 301 >/dev/null 2>&1 & echo left")
+    assert wait_done(a, sid, p["id"])["status"] == "completed"
+    assert a.exec(sid, shell="pgrep -c -f 'sleep 30[1]' || true")["stdout"] == "1\n"
+    r = a.request("DELETE", path(sid, "/" + p["id"]))
+    assert r.status == 200 and r.body["status"] == "completed" and r.body["exit_code"] == 0, r
+    assert a.exec(sid, shell="pgrep -f 'sleep 30[1]' || echo none")["stdout"] == "none\n"
+    # A finished process whose group is gone: DELETE answers and leaves others alone.
+    other = start(a, sid, "sleep 302")
+    q = start(a, sid, "true")
+    wait_done(a, sid, q["id"])
+    r = a.request("DELETE", path(sid, "/" + q["id"]))
+    assert r.status == 200 and r.body["status"] == "completed", r
+    assert get(a, sid, other["id"])["status"] == "running"
+    a.request("DELETE", path(sid, "/" + other["id"]))
+
+
 # --- bad input -----------------------------------------------------------------------
 
 def test_start_bad_input():

@@ -190,3 +190,10 @@ int e2b_authenticate(struct sbxd *d, struct http_req *req)
     e2b_fail(req, &err);
     return -1;
 }
+
+int e2b_begin(struct sbxd *d, struct http_req *req, json_t **body, struct sbx_err *err)
+{
+    if (e2b_authenticate(d, req) < 0)
+        return 1;
+    return http_req_json(req, body, err);
+}

@@ -42,6 +42,11 @@ void e2b_fail(struct http_req *req, const struct sbx_err *err);
 /* The key from X-API-KEY (or Bearer), checked as the router checks ours (tool level
  * sandbox): 0, or -1 once the request was answered with the error. */
 int e2b_authenticate(struct sbxd *d, struct http_req *req);
+/* The opening of a control-plane handler that takes a JSON body: e2b_authenticate, then
+ * the body parsed into *body. 1 once the request was answered (the key was refused: nothing
+ * to audit); a negative errno with err filled when the body is not JSON, left for the
+ * handler to audit and answer as its other input errors; 0 when both went well. */
+int e2b_begin(struct sbxd *d, struct http_req *req, json_t **body, struct sbx_err *err);
 
 /* The sandbox's access token, made and stored the first time it is asked for. */
 int e2b_access_token(struct sbxd *d, const struct sandbox *sb, char out[E2B_TOKEN_HEX_LEN + 1],

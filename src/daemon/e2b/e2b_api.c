@@ -95,6 +95,23 @@ static int timeout_field(struct http_req *req, json_t *body, long long def, long
     return 0;
 }
 
+/* The opening of connect, timeout and fork: the key, the sandbox, the optional body and
+ * its timeout (def when absent); -1 once answered. With body the caller keeps (and frees)
+ * the body, without it is dropped. */
+static int lookup_ttl(struct sbxd *d, struct http_req *req, long long def, struct sandbox **sb,
+                      long long *ttl, json_t **body)
+{
+    json_t *b;
+    if (lookup(d, req, sb) < 0 || optional_body(req, &b) < 0)
+        return -1;
+    int r = timeout_field(req, b, def, ttl);
+    if (r < 0 || !body)
+        json_decref(b);
+    else
+        *body = b;
+    return r;
+}
+
 /* ---- answering with the Sandbox object, after the sandbox is made ready for E2B ---- */
 
 /* A create, connect or resume in flight. The request may go away; the work goes on. */
@@ -207,9 +224,10 @@ static void api_create(struct sbxd *d, struct http_req *req)
     struct sandbox_params p;
     struct sandbox *sb;
     long long ttl;
-    if (e2b_authenticate(d, req) < 0)
+    int r = e2b_begin(d, req, &body, &err);
+    if (r > 0)
         return;
-    if (http_req_json(req, &body, &err) < 0)
+    if (r < 0)
         goto fail;
     json_t *t = json_object_get(body, "templateID");
     if (t && !json_is_string(t)) {
@@ -295,13 +313,8 @@ fail:
 static void api_connect(struct sbxd *d, struct http_req *req)
 {
     struct sandbox *sb;
-    json_t *body;
     long long ttl;
-    if (lookup(d, req, &sb) < 0 || optional_body(req, &body) < 0)
-        return;
-    int r = timeout_field(req, body, 0, &ttl);
-    json_decref(body);
-    if (r < 0)
+    if (lookup_ttl(d, req, 0, &sb, &ttl, NULL) < 0)
         return;
     struct sbx_err err = {0};
     long long want = sbx_wall_ms() / 1000 + ttl;
@@ -488,20 +501,15 @@ static void api_timeout(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     struct sandbox *sb;
-    json_t *body;
     long long ttl;
-    if (lookup(d, req, &sb) < 0 || optional_body(req, &body) < 0)
-        return;
-    int r = timeout_field(req, body, -1, &ttl);
-    json_decref(body);
-    if (r < 0)
+    if (lookup_ttl(d, req, -1, &sb, &ttl, NULL) < 0)
         return;
     if (ttl < 0) {
         e2b_failf(req, "invalid_ttl", "timeout is required");
         return;
     }
     long long at = sbx_wall_ms() / 1000 + ttl;
-    r = manager_set_expiry(d->mgr, sb, at, &err);
+    int r = manager_set_expiry(d->mgr, sb, at, &err);
     audit_record(d->store, http_req_identity(req), NULL, http_req_id(req), "sandbox.timeout",
                  sb->rec.id, r < 0 ? err.code : "ok",
                  json_pack("{s:s,s:I}", "via", "e2b", "expires_at", (json_int_t)at));
@@ -629,12 +637,8 @@ static void api_fork(struct sbxd *d, struct http_req *req)
     struct sandbox *sb;
     json_t *body;
     long long ttl;
-    if (lookup(d, req, &sb) < 0 || optional_body(req, &body) < 0)
+    if (lookup_ttl(d, req, 0, &sb, &ttl, &body) < 0)
         return;
-    if (timeout_field(req, body, 0, &ttl) < 0) {
-        json_decref(body);
-        return;
-    }
     json_t *v = json_object_get(body, "count");
     json_t *args = json_pack("{s:O?}", "count", json_is_null(v) ? NULL : v);
     if (ttl)

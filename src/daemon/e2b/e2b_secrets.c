@@ -220,10 +220,11 @@ static void api_secret_create(struct sbxd *d, struct http_req *req)
     struct sbx_err err = {0};
     json_t *body = NULL;
     struct secret_row row = {0};
-    if (e2b_authenticate(d, req) < 0)
+    int r = e2b_begin(d, req, &body, &err);
+    if (r > 0)
         return;
     const char *user = http_req_identity(req)->user;
-    if (http_req_json(req, &body, &err) < 0)
+    if (r < 0)
         goto fail;
     json_t *name = json_object_get(body, "name"), *md = json_object_get(body, "metadata");
     if (!json_is_string(name)) {
@@ -279,11 +280,12 @@ static void api_secret_update(struct sbxd *d, struct http_req *req)
     struct sbx_err err = {0};
     json_t *body = NULL;
     struct secret_row row = {0};
-    if (e2b_authenticate(d, req) < 0)
+    int r = e2b_begin(d, req, &body, &err);
+    if (r > 0)
         return;
     const char *user = http_req_identity(req)->user;
     json_t *md;
-    if (http_req_json(req, &body, &err) < 0 ||
+    if (r < 0 ||
         check_value(json_object_get(body, "value"), &err) < 0 ||
         check_metadata(md = json_object_get(body, "metadata"), &err) < 0 ||
         secret_find(d, user, http_req_param(req, 0), &row, &err) < 0)

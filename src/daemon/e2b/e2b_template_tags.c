@@ -345,10 +345,11 @@ static void api_tags_assign(struct sbxd *d, struct http_req *req)
     struct sbx_err err = {0};
     char name[TEMPLATE_NAME_MAX + 1];
     json_t *body = NULL, *target_tag = json_array(), *tags = json_array(), *rec = NULL;
-    if (e2b_authenticate(d, req) < 0)
+    int r = e2b_begin(d, req, &body, &err);
+    if (r > 0)
         goto done;
     const char *user = http_req_identity(req)->user;
-    if (http_req_json(req, &body, &err) < 0)
+    if (r < 0)
         goto out;
     json_t *target = json_object_get(body, "target");
     if (!json_is_string(target) ||
@@ -406,9 +407,10 @@ static void api_tags_remove(struct sbxd *d, struct http_req *req)
     struct sbx_err err = {0};
     char name[TEMPLATE_NAME_MAX + 1] = "";
     json_t *body = NULL, *tags = json_array(), *tag = json_array(), *rec = NULL;
-    if (e2b_authenticate(d, req) < 0)
+    int r = e2b_begin(d, req, &body, &err);
+    if (r > 0)
         goto done;
-    if (http_req_json(req, &body, &err) < 0)
+    if (r < 0)
         goto out;
     json_t *n = json_object_get(body, "name");
     if (!json_is_string(n) || e2b_parse_name(json_string_value(n), name, tag, &err) < 0 ||
@@ -449,33 +451,35 @@ done:
     json_decref(tag);
 }
 
-/* A template the caller owns (or may use, for reading), by its templateID (name). */
-static int template_of(struct sbxd *d, struct http_req *req, char name[], json_t **manifest,
-                       struct sbx_err *err)
+/* The opening of the reads of one template: the key checked, then the template the
+ * caller owns (or may use) by its templateID (name), its manifest in *manifest; -1 once
+ * the request was answered with the error. */
+static int template_of(struct sbxd *d, struct http_req *req, char name[], json_t **manifest)
 {
-    struct sbx_err lerr = {0};
-    if (e2b_parse_name(http_req_param(req, 0), name, NULL, err) < 0)
-        return -EINVAL;
-    if (template_load(d->cfg.template_cache, name, manifest, NULL, &lerr) < 0 ||
-        !template_visible(*manifest, http_req_identity(req)->user)) {
+    struct sbx_err err = {0}, lerr = {0};
+    *manifest = NULL;
+    if (e2b_authenticate(d, req) < 0)
+        return -1;
+    if (e2b_parse_name(http_req_param(req, 0), name, NULL, &err) == 0 &&
+        (template_load(d->cfg.template_cache, name, manifest, NULL, &lerr) < 0 ||
+         !template_visible(*manifest, http_req_identity(req)->user))) {
         json_decref(*manifest);
         *manifest = NULL;
-        return sbx_err_set(err, ENOENT, "template_not_found", "template '%s' not found", name);
+        sbx_err_set(&err, ENOENT, "template_not_found", "template '%s' not found", name);
+    }
+    if (err.code[0]) {
+        e2b_fail(req, &err);
+        return -1;
     }
     return 0;
 }
 
 static void api_tags_list(struct sbxd *d, struct http_req *req)
 {
-    struct sbx_err err = {0};
     char name[TEMPLATE_NAME_MAX + 1];
     json_t *m = NULL;
-    if (e2b_authenticate(d, req) < 0)
+    if (template_of(d, req, name, &m) < 0)
         return;
-    if (template_of(d, req, name, &m, &err) < 0) {
-        e2b_fail(req, &err);
-        return;
-    }
     json_t *rec = record_load(d, name), *out = json_array(), *v;
     const char *tag;
     json_object_foreach(json_object_get(rec, "tags"), tag, v)
@@ -525,15 +529,10 @@ static void api_templates_list(struct sbxd *d, struct http_req *req)
 
 static void api_template_get(struct sbxd *d, struct http_req *req)
 {
-    struct sbx_err err = {0};
     char name[TEMPLATE_NAME_MAX + 1], newest[E2B_BUILD_ID_LEN + 1];
     json_t *m = NULL;
-    if (e2b_authenticate(d, req) < 0)
+    if (template_of(d, req, name, &m) < 0)
         return;
-    if (template_of(d, req, name, &m, &err) < 0) {
-        e2b_fail(req, &err);
-        return;
-    }
     json_t *rec = record_load(d, name), *builds = json_array(), *b;
     long long created = json_integer_value(json_object_get(m, "created_at"));
     newest_build(d, name, rec, newest);

@@ -197,9 +197,10 @@ static void api_request_build(struct sbxd *d, struct http_req *req)
     struct sbx_err err = {0};
     json_t *body = NULL, *tags = NULL;
     char name[TEMPLATE_NAME_MAX + 1] = "";
-    if (e2b_authenticate(d, req) < 0)
+    int r = e2b_begin(d, req, &body, &err);
+    if (r > 0)
         return;
-    if (http_req_json(req, &body, &err) < 0)
+    if (r < 0)
         goto out;
     json_t *n = json_object_get(body, "name");
     if (!n || json_is_null(n))

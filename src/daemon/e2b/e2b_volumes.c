@@ -109,10 +109,10 @@ static void api_volume_create(struct sbxd *d, struct http_req *req)
     struct sbx_err err = {0};
     json_t *body = NULL;
     struct store_volume vol;
-    if (e2b_authenticate(d, req) < 0)
+    int r = e2b_begin(d, req, &body, &err);
+    if (r > 0)
         return;
     const char *user = http_req_identity(req)->user;
-    int r = http_req_json(req, &body, &err);
     const char *name = json_string_value(json_object_get(body, "name"));
     if (r == 0 && !name)
         r = sbx_err_set(&err, EINVAL, "invalid_volume", "name must be a string");

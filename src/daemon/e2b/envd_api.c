@@ -165,17 +165,25 @@ struct signed_find {
     struct sandbox *sb;
 };
 
-static void signed_one(struct sandbox *sb, void *data)
+/* Nothing in the URL names the sandbox (the SDK keeps only the data plane's origin, and
+ * the signature hashes its token with the path), so no index can lead from the URL to it:
+ * every running sandbox's token is tried. They come in one store query (not one per
+ * sandbox, nor any for sandboxes that never issued an E2B token), so a request costs one
+ * query and a SHA-256 of ~100 bytes per running E2B sandbox (about a microsecond each);
+ * the manager is walked only for the one that matched, which must be this node's. */
+static void signed_one(const char *id, const char *token, void *data)
 {
     struct signed_find *f = data;
-    char token[E2B_TOKEN_HEX_LEN + 1], want[64];
-    struct sbx_err err = {0};
-    if (f->sb || sb->ended || sb->paused ||
-        store_meta_get(f->d->store, sb->rec.id, E2B_META_TOKEN, token, sizeof(token), &err) < 0)
+    char want[64];
+    if (f->sb || strlen(token) != E2B_TOKEN_HEX_LEN)
         return;
     signature_of(f->path, f->op, f->user, token, f->exp, want, sizeof(want));
-    if (strlen(want) == strlen(f->sig) && CRYPTO_memcmp(want, f->sig, strlen(want)) == 0)
-        f->sb = sb;
+    if (strlen(want) != strlen(f->sig) || CRYPTO_memcmp(want, f->sig, strlen(want)) != 0)
+        return;
+    struct find m = {.id = id};
+    manager_each(f->d->mgr, NULL, find_one, &m);
+    if (m.sb && !m.sb->ended && !m.sb->paused)
+        f->sb = m.sb;
 }
 
 static void signed_error(struct http_req *req, unsigned status, const char *msg)
@@ -211,7 +219,11 @@ static void api_signed_files(struct sbxd *d, struct http_req *req)
         signed_error(req, 403, "signed URLs act as the sandbox's user only");
         return;
     }
-    manager_each(d->mgr, NULL, signed_one, &f);
+    struct sbx_err err = {0};
+    if (store_meta_each_running(d->store, E2B_META_TOKEN, signed_one, &f, &err) < 0) {
+        signed_error(req, 500, "the sandboxes could not be read");
+        return;
+    }
     if (!f.sb) {
         signed_error(req, 401, "invalid signature");
         return;

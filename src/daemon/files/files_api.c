@@ -90,15 +90,11 @@ static void api_files_get(struct sbxd *d, struct http_req *req)
 static void api_files_list(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
-    const char *path = http_req_query(req, "path");
-    bool recursive, truncated = false;
+    const char *path;
+    bool recursive;
     _cleanup_close_ int root = -1;
-    if (!path)
-        path = "";
-    if (files_parse_bool(http_req_query(req, "recursive"), &recursive) < 0) {
-        http_respond_errorf(req, "invalid_request", "recursive must be true or false");
+    if (files_list_query(req, &path, &recursive) < 0)
         return;
-    }
     struct sandbox *remote = NULL;
     if (ws_path_check(path, true, &err) < 0 || open_workspace(d, req, &remote, &root, &err) < 0) {
         http_respond_error(req, &err);
@@ -108,15 +104,7 @@ static void api_files_list(struct sbxd *d, struct http_req *req)
         agentws_list(d, req, remote, path, recursive);
         return;
     }
-    json_t *list = json_array();
-    if (ws_walk(root, path, recursive, FILES_LIST_MAX, files_list_entry, list, &truncated, &err) < 0) {
-        json_decref(list);
-        http_respond_error(req, &err);
-        return;
-    }
-    http_respond_json(req, 200,
-                      json_pack("{s:s,s:s,s:b,s:o,s:b}", "object", "list", "path", path,
-                                "recursive", recursive, "data", list, "truncated", truncated));
+    files_list_answer(req, root, path, recursive);
 }
 
 static void api_files_delete(struct sbxd *d, struct http_req *req)

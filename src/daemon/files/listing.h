@@ -1,9 +1,11 @@
-/* The JSON of file listings, shared by the workspace's routes and the volumes'. */
+/* File listings and stats as JSON, and the listing route's query and answer, shared by the
+ * workspace's routes (files_api.c) and the volumes' (volumes/volfiles_api.c). */
 #ifndef SBX_FILES_LISTING_H
 #define SBX_FILES_LISTING_H
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <sys/stat.h>
 
 #include "workspace.h"
 
@@ -14,5 +16,18 @@
 int files_list_entry(const struct ws_entry *e, void *data, struct sbx_err *err);
 /* A query flag: absent, "", "0" or "false" are false; "1" or "true" true; else -EINVAL. */
 int files_parse_bool(const char *v, bool *out);
+
+struct http_req;
+
+/* The type a stat's mode names. */
+enum ws_type files_type_of(mode_t mode);
+/* {object: "file", path, type, size, mode, mtime, target (a symlink's)}. */
+json_t *files_stat_json(const char *path, const struct stat *st, const char *target);
+/* GET ...files?path=&recursive=: path ("" when absent, checked by the caller) and the flag;
+ * -1 once a bad flag was answered 400 invalid_request. */
+int files_list_query(struct http_req *req, const char **path, bool *recursive);
+/* Answer the listing of path beneath root: {object: "list", path, recursive, data,
+ * truncated}, at most FILES_LIST_MAX entries, or the walk's error. */
+void files_list_answer(struct http_req *req, int root, const char *path, bool recursive);
 
 #endif

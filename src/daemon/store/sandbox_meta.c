@@ -35,6 +35,22 @@ int store_meta_get(struct store *s, const char *sandbox_id, const char *name, ch
     return r == DB_DONE ? -ENOENT : r < 0 ? r : 0;
 }
 
+int store_meta_each_running(struct store *s, const char *name, store_meta_cb cb, void *data,
+                            struct sbx_err *err)
+{
+    struct db_stmt *st;
+    int r = db_query(s->conn, &st, err,
+                     "SELECT m.sandbox_id, m.value FROM sandbox_meta m JOIN sandboxes s "
+                     "ON s.id=m.sandbox_id WHERE m.name=? AND s.status='running'",
+                     "t", name);
+    if (r < 0)
+        return r;
+    while ((r = db_step(st, err)) == DB_ROW)
+        cb(db_col_text(st, 0), db_col_text(st, 1), data);
+    db_finalize(st);
+    return r < 0 ? r : 0;
+}
+
 int store_sandbox_counts(struct store *s, const char *user, const char *key_id,
                          struct store_sandbox_counts *out, struct sbx_err *err)
 {

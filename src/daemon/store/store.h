@@ -139,6 +139,11 @@ int store_meta_set(struct store *s, const char *sandbox_id, const char *name, co
 /* -ENOENT (err untouched) when the sandbox has no such fact; out is then "". */
 int store_meta_get(struct store *s, const char *sandbox_id, const char *name, char *out,
                    size_t cap, struct sbx_err *err);
+/* cb for every running sandbox (of any node) that has the fact name, with its value: one
+ * query, where a store_meta_get a sandbox would be one round trip each. */
+typedef void (*store_meta_cb)(const char *sandbox_id, const char *value, void *data);
+int store_meta_each_running(struct store *s, const char *name, store_meta_cb cb, void *data,
+                            struct sbx_err *err);
 
 struct store_sandbox_counts {
     long long user_running; /* creating or running, all the user's keys */

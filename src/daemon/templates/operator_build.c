@@ -10,7 +10,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +17,7 @@
 #include <unistd.h>
 
 #include "../../common/log.h"
+#include "../../common/spawn.h"
 #include "../../common/text.h"
 #include "../../common/util.h"
 #include "build_internal.h"
@@ -171,28 +171,13 @@ static int spawn_script(struct template_builds *b, struct operator_run *op, cons
         }
         return sbx_err_sys(err, e, "a pipe for the template script");
     }
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t at;
-    sigset_t none, all;
-    sigemptyset(&none);
-    sigfillset(&all);
-    posix_spawn_file_actions_init(&fa);
-    posix_spawnattr_init(&at);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, errp[1], 2);
     /* Its own process group, so that stopping it stops debootstrap and apt too. */
-    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                      POSIX_SPAWN_SETSIGDEF);
-    posix_spawnattr_setpgroup(&at, 0);
-    posix_spawnattr_setsigmask(&at, &none);
-    posix_spawnattr_setsigdefault(&at, &all);
+    struct sbx_spawn_opts o = {
+        .out = out[1], .err = errp[1], .keep_fd = -1, .own_group = true, .clean_signals = true};
     _cleanup_free_ char *own = NULL;
     _cleanup_free_ char **env = script_env(b->cfg->template_cache, &own);
     char *argv[] = {b->cfg->template_script, (char *)name, NULL};
-    int r = posix_spawn(&op->pid, argv[0], &fa, &at, argv, env);
-    posix_spawnattr_destroy(&at);
-    posix_spawn_file_actions_destroy(&fa);
+    int r = -sbx_spawn(&op->pid, argv, env, &o);
     close(out[1]);
     close(errp[1]);
     op->fd[0] = out[0];

@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
-#include <spawn.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../common/spawn.h"
 #include "../../common/text.h"
 #include "../../common/util.h"
 
@@ -36,15 +36,10 @@ static int run_sh(const char *script, const char *a, const char *b, char why[TRE
         close(out[1]);
         return -e;
     }
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, errp[1], 2);
+    struct sbx_spawn_opts o = {.out = out[1], .err = errp[1], .keep_fd = -1};
     char *argv[] = {"/bin/sh", "-c", (char *)script, "sh", (char *)a, (char *)b, NULL};
     pid_t pid;
-    int r = posix_spawn(&pid, "/bin/sh", &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
+    int r = -sbx_spawn(&pid, argv, environ, &o);
     close(out[1]);
     close(errp[1]);
     if (r != 0) {

@@ -19,8 +19,6 @@
 #include "../sbxd.h"
 #include "volumes.h"
 
-#define VOLFILES_LIST_MAX 10000
-
 /* The caller's volume (404 for anyone else's) and an O_PATH fd of its root. */
 static int open_volume(struct sbxd *d, struct http_req *req, struct store_volume *vol, int *root,
                        struct sbx_err *err)
@@ -77,27 +75,17 @@ static void api_volfiles_get(struct sbxd *d, struct http_req *req)
 static void api_volfiles_list(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
-    const char *path = http_req_query(req, "path");
-    bool recursive, truncated = false;
+    const char *path;
+    bool recursive;
     struct store_volume vol;
     _cleanup_close_ int root = -1;
-    if (!path)
-        path = "";
-    if (files_parse_bool(http_req_query(req, "recursive"), &recursive) < 0) {
-        http_respond_errorf(req, "invalid_request", "recursive must be true or false");
+    if (files_list_query(req, &path, &recursive) < 0)
         return;
-    }
-    json_t *list = json_array();
-    if (ws_path_check(path, true, &err) < 0 || open_volume(d, req, &vol, &root, &err) < 0 ||
-        ws_walk(root, path, recursive, VOLFILES_LIST_MAX, files_list_entry, list, &truncated,
-                &err) < 0) {
-        json_decref(list);
+    if (ws_path_check(path, true, &err) < 0 || open_volume(d, req, &vol, &root, &err) < 0) {
         http_respond_error(req, &err);
         return;
     }
-    http_respond_json(req, 200,
-                      json_pack("{s:s,s:s,s:b,s:o,s:b}", "object", "list", "path", path,
-                                "recursive", recursive, "data", list, "truncated", truncated));
+    files_list_answer(req, root, path, recursive);
 }
 
 static void api_volfiles_stat(struct sbxd *d, struct http_req *req)
@@ -115,18 +103,7 @@ static void api_volfiles_stat(struct sbxd *d, struct http_req *req)
         http_respond_error(req, &err);
         return;
     }
-    enum ws_type type = S_ISREG(st.st_mode)   ? WS_FILE
-                        : S_ISDIR(st.st_mode) ? WS_DIR
-                        : S_ISLNK(st.st_mode) ? WS_SYMLINK
-                                              : WS_OTHER;
-    char mode[8];
-    snprintf(mode, sizeof(mode), "%04o", (unsigned)(st.st_mode & 07777));
-    json_t *j = json_pack("{s:s,s:s,s:s,s:I,s:s,s:I}", "object", "file", "path", path, "type",
-                          ws_type_name(type), "size", (json_int_t)st.st_size, "mode", mode,
-                          "mtime", (json_int_t)st.st_mtime);
-    if (type == WS_SYMLINK)
-        json_object_set_new(j, "target", json_string(target));
-    http_respond_json(req, 200, j);
+    http_respond_json(req, 200, files_stat_json(path, &st, target));
 }
 
 static void api_volfiles_delete(struct sbxd *d, struct http_req *req)

@@ -154,7 +154,7 @@ bool rt_busy(const char *state_dir)
  * tables, twice with the double fork this replaced). The child is the caller's: sbxd's
  * SIGCHLD handler reaps it when it ends (main.c), and an sbxd restart leaves it running
  * in its own session. Returns 0 or -errno. */
-static int spawn_detached(char *const argv[], int keep_fd)
+static int spawn_detached(char *const argv[], int keep_fd, int stdin_fd)
 {
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t at;
@@ -168,6 +168,8 @@ static int spawn_detached(char *const argv[], int keep_fd)
     posix_spawn_file_actions_adddup2(&fa, 0, 2);
     if (keep_fd >= 0)
         posix_spawn_file_actions_adddup2(&fa, keep_fd, keep_fd); /* clears its FD_CLOEXEC */
+    if (stdin_fd >= 0)
+        posix_spawn_file_actions_adddup2(&fa, stdin_fd, 0); /* a provider's secrets */
     posix_spawnattr_setflags(&at,
                              POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
     posix_spawnattr_setsigmask(&at, &none);
@@ -356,8 +358,19 @@ static int launch(const struct rt_config *cfg, const struct rt_spec *spec, const
     bool docker = !strcmp(backend->name, "docker");
     if (docker && (r = write_docker_config(&pinned, spec, err)) < 0)
         return sbx_err_wrap(err, "sandbox %s", spec->id);
-    if (rt_is_provider(backend->name) && (r = rt_provider_write(cfg, spec, backend->name, err)) < 0)
-        return sbx_err_wrap(err, "sandbox %s", spec->id);
+    _cleanup_close_ int secret_fd = -1;
+    if (rt_is_provider(backend->name)) {
+        char *secret = NULL;
+        if ((r = rt_provider_write(cfg, spec, backend->name, &secret, err)) < 0)
+            return sbx_err_wrap(err, "sandbox %s", spec->id);
+        secret_fd = secret ? rt_provider_secret_pipe(secret) : -1;
+        if (secret)
+            explicit_bzero(secret, strlen(secret));
+        free(secret);
+        if (secret && secret_fd < 0)
+            return sbx_err_sys(err, -secret_fd, "handing sandbox %s's provider key to its shim",
+                               spec->id);
+    }
     unlink_in(spec->state_dir, "exit_status");
     unlink_in(spec->state_dir, "destroy");
     unlink_in(spec->state_dir, RT_HELD_FILE);
@@ -421,7 +434,7 @@ static int launch(const struct rt_config *cfg, const struct rt_spec *spec, const
     }
     argv[i] = NULL;
 
-    r = spawn_detached(argv, ready_w);
+    r = spawn_detached(argv, ready_w, secret_fd);
     if (r < 0)
         return sbx_err_sys(err, -r, "starting %s", cfg->shim_path);
     close(TAKE_FD(ready_w));
@@ -914,7 +927,18 @@ int rt_destroy(const struct rt_config *cfg, const char *id, const char *state_di
         argv[i++] = (char *)cfg->docker_host;
     }
     argv[i] = NULL;
-    int r = spawn_detached(argv, -1);
+    /* A provider's helper deletes at the provider: with the platform's key, which sbxd
+     * holds (a configuration's is only ever in the shim's memory, docs/providers.md). */
+    _cleanup_close_ int secret_fd = -1;
+    char *secret = rt_is_provider(argv[3]) ? rt_provider_cleanup_secret(cfg, state_dir) : NULL;
+    if (secret) {
+        secret_fd = rt_provider_secret_pipe(secret);
+        explicit_bzero(secret, strlen(secret));
+        free(secret);
+        if (secret_fd < 0)
+            return sbx_err_sys(err, -secret_fd, "handing the provider key to the cleanup helper");
+    }
+    int r = spawn_detached(argv, -1, secret_fd);
     if (r < 0)
         return sbx_err_sys(err, -r, "starting the cleanup helper %s", cfg->shim_path);
     return 0;

@@ -476,8 +476,13 @@ import hashlib, json, ssl, sys, urllib.request
 # The provider's egress CA, which sbx's E2B surface (the provider here) puts in the
 # workspace of a sandbox whose network rules put headers in.
 ctx = ssl.create_default_context(cafile="/workspace/.sbx-egress-ca.pem")
+# Its egress proxy (the travelling agent's commands have the outer's env, not the
+# provider sandbox's HTTPS_PROXY).
+opener = urllib.request.build_opener(
+    urllib.request.ProxyHandler({"https": "http://127.0.0.1:3128"}),
+    urllib.request.HTTPSHandler(context=ctx))
 req = urllib.request.Request(sys.argv[1], headers={"X-Api-Key": "forged"})
-got = json.loads(urllib.request.urlopen(req, timeout=20, context=ctx).read())
+got = json.loads(opener.open(req, timeout=20).read())
 key = got.get("x-api-key")
 print(json.dumps({"sha": hashlib.sha256(key.encode()).hexdigest() if key else None}))
 '''
@@ -512,7 +517,7 @@ def test_e2b_host_rules_put_headers_in_at_the_provider():
         assert_nowhere_in(outer().sandbox_dir(sid), key)
         # The provider was given the rule: its own sandbox injects (its egress log says so).
         p = provider_sandbox_of(sid)
-        log = inner().client().request("GET", "/v1/sandboxes/%s/egress" % p["sandboxID"])
+        log = inner().client(key).request("GET", "/v1/sandboxes/%s/egress" % p["sandboxID"])
         text = log.raw.decode()
         assert log.status == 200 and "injected 1 header" in text and INJECTED not in text, text
     finally:

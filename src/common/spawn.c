@@ -19,6 +19,8 @@ int sbx_spawn(pid_t *pid, char *const argv[], char *const envp[], const struct s
     posix_spawn_file_actions_adddup2(&fa, o->err >= 0 ? o->err : 0, 2);
     if (o->keep_fd >= 0)
         posix_spawn_file_actions_adddup2(&fa, o->keep_fd, o->keep_fd); /* clears FD_CLOEXEC */
+    if (o->in > 0)
+        posix_spawn_file_actions_adddup2(&fa, o->in, 0);
     if (o->own_session)
         flags |= POSIX_SPAWN_SETSID;
     if (o->own_group) {

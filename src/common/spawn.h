@@ -1,4 +1,4 @@
-/* Starting a helper program with posix_spawn, stdin on /dev/null: a vfork-style clone,
+/* Starting a helper program with posix_spawn: a vfork-style clone,
  * whose cost does not grow with the caller's size as a fork's page-table copy does. The
  * runtime (its shim), template builds and the template tree share it. */
 #ifndef SBX_COMMON_SPAWN_H
@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 struct sbx_spawn_opts {
+    int in;             /* its stdin (e.g. a pipe of secrets), or <= 0 for /dev/null */
     int out, err;       /* its stdout and stderr, or -1 for /dev/null */
     int keep_fd;        /* an fd that survives the exec (its FD_CLOEXEC cleared), or -1 */
     bool own_session;   /* setsid: detached, outlives the caller's session */

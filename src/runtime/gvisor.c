@@ -154,10 +154,11 @@ bool rt_busy(const char *state_dir)
  * tables, twice with the double fork this replaced). The child is the caller's: sbxd's
  * SIGCHLD handler reaps it when it ends (main.c), and an sbxd restart leaves it running
  * in its own session. Returns 0 or -errno. */
-static int spawn_detached(char *const argv[], int keep_fd)
+static int spawn_detached(char *const argv[], int keep_fd, int stdin_fd)
 {
-    struct sbx_spawn_opts o = {
-        .out = -1, .err = -1, .keep_fd = keep_fd, .own_session = true, .clean_signals = true};
+    /* stdin_fd: a provider's secrets (rt_spec's key and network rules), never a file. */
+    struct sbx_spawn_opts o = {.in = stdin_fd, .out = -1, .err = -1, .keep_fd = keep_fd,
+                               .own_session = true, .clean_signals = true};
     struct shim_env env;
     shim_env_init(&env);
     pid_t pid;
@@ -340,8 +341,19 @@ static int launch(const struct rt_config *cfg, const struct rt_spec *spec, const
     bool docker = !strcmp(backend->name, "docker");
     if (docker && (r = write_docker_config(&pinned, spec, err)) < 0)
         return sbx_err_wrap(err, "sandbox %s", spec->id);
-    if (rt_is_provider(backend->name) && (r = rt_provider_write(cfg, spec, backend->name, err)) < 0)
-        return sbx_err_wrap(err, "sandbox %s", spec->id);
+    _cleanup_close_ int secret_fd = -1;
+    if (rt_is_provider(backend->name)) {
+        char *secret = NULL;
+        if ((r = rt_provider_write(cfg, spec, backend->name, &secret, err)) < 0)
+            return sbx_err_wrap(err, "sandbox %s", spec->id);
+        secret_fd = secret ? rt_provider_secret_pipe(secret) : -1;
+        if (secret)
+            explicit_bzero(secret, strlen(secret));
+        free(secret);
+        if (secret && secret_fd < 0)
+            return sbx_err_sys(err, -secret_fd, "handing sandbox %s's provider key to its shim",
+                               spec->id);
+    }
     unlink_in(spec->state_dir, "exit_status");
     unlink_in(spec->state_dir, "destroy");
     unlink_in(spec->state_dir, RT_HELD_FILE);
@@ -405,7 +417,7 @@ static int launch(const struct rt_config *cfg, const struct rt_spec *spec, const
     }
     argv[i] = NULL;
 
-    r = spawn_detached(argv, ready_w);
+    r = spawn_detached(argv, ready_w, secret_fd);
     if (r < 0)
         return sbx_err_sys(err, -r, "starting %s", cfg->shim_path);
     close(TAKE_FD(ready_w));
@@ -898,7 +910,18 @@ int rt_destroy(const struct rt_config *cfg, const char *id, const char *state_di
         argv[i++] = (char *)cfg->docker_host;
     }
     argv[i] = NULL;
-    int r = spawn_detached(argv, -1);
+    /* A provider's helper deletes at the provider: with the platform's key, which sbxd
+     * holds (a configuration's is only ever in the shim's memory, docs/providers.md). */
+    _cleanup_close_ int secret_fd = -1;
+    char *secret = rt_is_provider(argv[3]) ? rt_provider_cleanup_secret(cfg, state_dir) : NULL;
+    if (secret) {
+        secret_fd = rt_provider_secret_pipe(secret);
+        explicit_bzero(secret, strlen(secret));
+        free(secret);
+        if (secret_fd < 0)
+            return sbx_err_sys(err, -secret_fd, "handing the provider key to the cleanup helper");
+    }
+    int r = spawn_detached(argv, -1, secret_fd);
     if (r < 0)
         return sbx_err_sys(err, -r, "starting the cleanup helper %s", cfg->shim_path);
     return 0;

@@ -18,11 +18,24 @@ bool rt_is_provider(const char *backend);
  * host's workspace directory is the sandbox's (no host-side copy for a pause or fork). */
 bool rt_workspace_remote(const char *backend, const struct rt_docker *docker);
 
+/* The most a provider's secrets (its key, its network rules with their headers) take on
+ * their way to a shim: within one pipe's buffer, so sbxd writes them before the spawn. */
+#define RT_PROVIDER_SECRET_MAX (60u * 1024u)
+
 /* Write <state_dir>/provider.json (0600) for the relay: spec->provider's connection, else
  * the one of the sandbox's last start, else cfg's for the backend; the agent to upload;
- * the sandbox's metadata. */
+ * the sandbox's metadata. What must not rest in a file (the key, the network rules'
+ * headers) goes to *secret as JSON {api_key?, network?} for the shim's stdin: NULL when
+ * there is none (a configuration's key after an sbxd restart: sbxd no longer holds it). */
 int rt_provider_write(const struct rt_config *cfg, const struct rt_spec *spec,
-                      const char *backend, struct sbx_err *err);
+                      const char *backend, char **secret, struct sbx_err *err);
+
+/* The secret a cleanup helper of this state dir gets: the platform's key when the
+ * sandbox's provider.json says its connection is the platform's (cfg), else NULL. */
+char *rt_provider_cleanup_secret(const struct rt_config *cfg, const char *state_dir);
+
+/* A pipe whose read end holds secret (closed for writing): its read end, or -errno. */
+int rt_provider_secret_pipe(const char *secret);
 
 /* The relay's reason for a failed start, if it left one: fills err (its code and message)
  * and returns its negative errno; 0 when there is none. */

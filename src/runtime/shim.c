@@ -426,6 +426,10 @@ static void write_exit_status(struct shim *s, int st)
 
 static void shim_free(struct shim *s)
 {
+    if (s->provider_secret) {
+        explicit_bzero(s->provider_secret, strlen(s->provider_secret));
+        free(s->provider_secret);
+    }
     if (s->client_fd >= 0)
         close(s->client_fd);
     proto_decoder_free(s->client_dec);
@@ -813,6 +817,8 @@ int main(int argc, char **argv)
     s.runsc_log = sbx_xasprintf("%s/runsc.log", s.state_dir);
     if (s.docker)
         shim_docker_load(&s);
+    if (s.provider)
+        shim_provider_load(&s);
     if (cleanup) {
         int rc = cleanup_main(&s, remove);
         shim_free(&s);

@@ -35,6 +35,9 @@ struct shim {
      * volume (shim_docker_load); NULL: this host's engine. */
     char *docker_remote, *docker_tls_dir, *docker_seed;
     bool provider;       /* e2b, cube: the sandbox is a provider's (shim_provider.c) */
+    /* Its key and network rules, {api_key?, network?} as sbxd gave them on stdin: only ever
+     * in memory (shim_provider_load); NULL: none given. */
+    char *provider_secret;
     int log_fd;
     int ready_fd;
     int pid_fd; /* shim.pid, flock'ed for our lifetime */

@@ -34,14 +34,19 @@
 #include "../common/text.h"
 #include "../common/util.h"
 #include "../proto/proto.h"
+#include "provider.h"
 #include "provider_api.h"
 #include "rt.h"
 #include "shim.h"
 #include "shim_provider.h"
 
 #define PROVIDER_CONFIG_MAX (256u * 1024u)
-/* One SendInput's bytes: well under the agent's PROCESS_INPUT_MAX base64 characters. */
-#define INPUT_CHUNK (32u * 1024u)
+/* One SendInput's bytes at most: its base64 (4/3 of it) well under the inner agent's
+ * PROCESS_INPUT_MAX (256 KiB) and sbx's envd's RPC_MESSAGE_MAX (1 MiB). One call is in
+ * flight at a time: envd's SendInput calls are separate HTTP requests, whose order at the
+ * provider nothing guarantees (sbx's envd runs each as it is parsed; E2B's as its proxy
+ * forwards them), so more throughput comes from larger calls, not concurrent ones. */
+#define INPUT_CHUNK (128u * 1024u)
 /* A stdin the remote agent has not drained yet (resource_exhausted) is retried this often,
  * for at most INPUT_RETRY_MAX_MS. */
 #define INPUT_RETRY_MS 2
@@ -74,6 +79,51 @@ struct relay {
     struct sbx_err stream_err;
     int stream_r;
 };
+
+void shim_provider_load(struct shim *s)
+{
+    size_t cap = RT_PROVIDER_SECRET_MAX + 1, len = 0;
+    char *buf = sbx_xmalloc(cap);
+    ssize_t n;
+    while (len < cap - 1 && ((n = read(0, buf + len, cap - 1 - len)) > 0 || (n < 0 && errno == EINTR)))
+        len += n > 0 ? (size_t)n : 0;
+    buf[len] = '\0';
+    if (len)
+        s->provider_secret = buf;
+    else
+        free(buf);
+    int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (null >= 0 && null != 0) {
+        (void)dup2(null, 0);
+        close(null);
+    }
+}
+
+/* provider.json with what sbxd handed over in memory put in: conn.api_key and network.
+ * NULL (err filled) when it cannot be read. */
+static json_t *config_load(const struct shim *s, struct sbx_err *err)
+{
+    _cleanup_free_ char *path = sbx_xasprintf("%s/provider.json", s->state_dir);
+    _cleanup_free_ char *text = NULL;
+    if (sbx_read_file(path, PROVIDER_CONFIG_MAX, &text, NULL) < 0) {
+        sbx_err_set(err, errno, "internal", "reading %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    json_t *cfg = json_loads(text, 0, NULL);
+    if (!json_is_object(cfg) || !json_is_object(json_object_get(cfg, "conn"))) {
+        json_decref(cfg);
+        sbx_err_set(err, EINVAL, "internal", "%s is not JSON", path);
+        return NULL;
+    }
+    json_t *sec = s->provider_secret ? json_loads(s->provider_secret, 0, NULL) : NULL;
+    json_t *key = json_object_get(sec, "api_key");
+    if (json_is_string(key))
+        json_object_set(json_object_get(cfg, "conn"), "api_key", key);
+    if (json_is_object(json_object_get(sec, "network")))
+        json_object_set(cfg, "network", json_object_get(sec, "network"));
+    json_decref(sec);
+    return cfg;
+}
 
 /* Say why in provider_error.json and exit. */
 static void relay_fail(struct relay *rl, int code, const struct sbx_err *err)
@@ -270,6 +320,10 @@ static void relay_loop(struct relay *rl)
     struct sbx_err err = {0};
     _cleanup_free_ char *buf = sbx_xmalloc(INPUT_CHUNK);
     bool in_open = true;
+    /* What the shim writes meanwhile waits in the pipe: one call's worth of room (the
+     * default 64 KiB would cut every call to that), best effort (pipe-max-size). */
+    (void)fcntl(0, F_SETPIPE_SZ, (int)INPUT_CHUNK);
+    (void)sbx_set_nonblock(0);
     for (;;) {
         struct pollfd p[2] = {{.fd = rl->pid_pipe[0], .events = POLLIN},
                               {.fd = in_open ? 0 : -1, .events = POLLIN}};
@@ -278,12 +332,16 @@ static void relay_loop(struct relay *rl)
         if (p[0].revents)
             break; /* the stream ended: the agent (or the provider sandbox) is gone */
         if (p[1].revents) {
-            ssize_t n = read(0, buf, INPUT_CHUNK);
-            if (n > 0 && send_input(rl, buf, (size_t)n, &err) < 0) {
+            /* Everything waiting, up to one call's worth: fewer, larger SendInput calls. */
+            size_t got = 0;
+            ssize_t n = 1;
+            while (got < INPUT_CHUNK && (n = read(0, buf + got, INPUT_CHUNK - got)) > 0)
+                got += (size_t)n;
+            if (got > 0 && send_input(rl, buf, got, &err) < 0) {
                 fprintf(stderr, "sbx-shim provider: SendInput: %s\n", err.msg);
                 break;
             }
-            if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
+            if (got == 0 && (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)))
                 in_open = false; /* the shim is going: the provider sandbox's end follows */
         }
     }
@@ -325,23 +383,15 @@ static void delete_unanswered(struct relay *rl, const char *id)
     json_decref(list);
 }
 
-static void relay_main(const char *id, const char *state_dir) __attribute__((noreturn));
-static void relay_main(const char *id, const char *state_dir)
+static void relay_main(const struct shim *s) __attribute__((noreturn));
+static void relay_main(const struct shim *s)
 {
+    const char *id = s->id, *state_dir = s->state_dir;
     struct relay rl = {.state_dir = state_dir, .exit_code = -1};
     struct sbx_err err = {0};
-    _cleanup_free_ char *cfg_path = sbx_xasprintf("%s/provider.json", state_dir);
-    _cleanup_free_ char *text = NULL;
-    if (sbx_read_file(cfg_path, PROVIDER_CONFIG_MAX, &text, NULL) < 0) {
-        sbx_err_set(&err, errno, "internal", "reading %s: %s", cfg_path, strerror(errno));
+    json_t *cfg = config_load(s, &err);
+    if (!cfg || provider_conn_from_json(json_object_get(cfg, "conn"), &rl.conn, &err) < 0)
         relay_fail(&rl, 125, &err);
-    }
-    json_t *cfg = json_loads(text, 0, NULL);
-    if (!cfg || provider_conn_from_json(json_object_get(cfg, "conn"), &rl.conn, &err) < 0) {
-        if (!err.msg[0])
-            sbx_err_set(&err, EINVAL, "internal", "%s is not JSON", cfg_path);
-        relay_fail(&rl, 125, &err);
-    }
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         sbx_err_set(&err, ENOMEM, "internal", "curl_global_init failed");
         relay_fail(&rl, 125, &err);
@@ -427,7 +477,7 @@ static void relay_main(const char *id, const char *state_dir)
 
 void shim_provider_relay(struct shim *s)
 {
-    relay_main(s->id, s->state_dir);
+    relay_main(s);
 }
 
 void shim_provider_cmd(struct shim *s, const char *what)
@@ -442,15 +492,13 @@ void shim_provider_cmd(struct shim *s, const char *what)
         return;
     _cleanup_free_ char *marker = sbx_xasprintf("%s/" RT_PROVIDER_PAUSE_FILE, s->state_dir);
     bool pause = !strcmp(what, "kill") && access(marker, F_OK) == 0;
-    _cleanup_free_ char *cfg_path = sbx_xasprintf("%s/provider.json", s->state_dir);
-    _cleanup_free_ char *text = NULL;
-    if (sbx_read_file(cfg_path, PROVIDER_CONFIG_MAX, &text, NULL) < 0) {
-        shim_log(s, "provider %s: reading %s: %s", what, cfg_path, strerror(errno));
+    struct sbx_err err = {0};
+    json_t *cfg = config_load(s, &err);
+    if (!cfg) {
+        shim_log(s, "provider %s: %s", what, err.msg);
         return;
     }
-    json_t *cfg = json_loads(text, 0, NULL);
     struct provider_conn conn;
-    struct sbx_err err = {0};
     long long t0 = sbx_now_ms();
     int r = provider_conn_from_json(json_object_get(cfg, "conn"), &conn, &err);
     if (r == 0)

@@ -8,6 +8,9 @@
 
 struct shim;
 
+/* Reads what sbxd handed over on stdin (the provider's key and network rules, at most
+ * RT_PROVIDER_SECRET_MAX) into s->provider_secret, then points stdin at /dev/null. */
+void shim_provider_load(struct shim *s);
 /* The provider relay's whole life, in the child shim_spawn_relay forked: exits with the
  * remote agent's status. */
 void shim_provider_relay(struct shim *s) __attribute__((noreturn));

@@ -15,6 +15,7 @@ import time
 import urllib.error
 import urllib.request
 
+import egress_upstream as eu
 import harness
 from harness import assert_error, wait_for
 from test_files import fpath, listing
@@ -23,7 +24,18 @@ INNER = harness.Shared(extra_env={"SBX_MAX_PER_KEY": "20", "SBX_MAX_PER_USER": "
 STATE = {}
 
 
+def upstreams():
+    """The egress upstreams (an HTTPS server on a loopback address) the inner's sandboxes
+    reach through the inner's egress proxy, which verifies them with the test CA."""
+    if "up" not in STATE:
+        u = STATE["up"] = eu.Upstreams()
+        INNER.kw["extra_env"].update(u.env())
+        INNER.kw["extra_env"]["SBX_FETCH_CA_FILE"] = os.path.join(u.tmp, "ca.pem")
+    return STATE["up"]
+
+
 def inner():
+    upstreams()
     return INNER.get()
 
 
@@ -146,6 +158,29 @@ def teardown_module():
     if d:
         d.cleanup()
     INNER.close()
+    if "up" in STATE:
+        STATE.pop("up").close()
+
+
+def files_under(root):
+    for base, _dirs, names in os.walk(root):
+        for n in names:
+            path = os.path.join(base, n)
+            if os.path.isfile(path) and not os.path.islink(path):
+                yield path
+
+
+def assert_nowhere_in(root, secret):
+    """No file under root holds secret (the state dir, the shim's log among them)."""
+    checked = 0
+    for path in files_under(root):
+        try:
+            with open(path, "rb") as f:
+                assert secret.encode() not in f.read(), path
+            checked += 1
+        except FileNotFoundError:
+            pass  # gone meanwhile (an atomic write's temporary file)
+    assert checked, root
 
 
 def test_create_and_exec_on_the_provider():
@@ -337,6 +372,12 @@ def test_background_process_and_a_kill9_of_the_outer_sbxd():
     c, sid = sandbox("restart")
     c.sh(sid, "echo before > /workspace/mark; sleep 600 >/dev/null 2>&1 &")
     p = provider_sandbox_of(sid)
+    # The provider's key rests in no file of the sandbox's (provider.json, shim.log, ...):
+    # sbxd handed it to the shim through its stdin, the shim keeps it in memory.
+    key = provider_key()["key"]
+    state = os.path.join(outer().sandbox_dir(sid), "state")
+    assert os.path.exists(os.path.join(state, "provider.json")), os.listdir(state)
+    assert_nowhere_in(outer().sandbox_dir(sid), key)
     outer().restart(hard=True)
     c2 = client()
     out = c2.sh(sid, "cat /workspace/mark; pgrep -c sleep")
@@ -344,8 +385,12 @@ def test_background_process_and_a_kill9_of_the_outer_sbxd():
     assert c2.get_sandbox(sid)["status"] == "running"
     # Re-adopted, not made again: the same provider sandbox.
     assert provider_sandbox_of(sid)["sandboxID"] == p["sandboxID"]
+    assert_nowhere_in(outer().sandbox_dir(sid), key)
+    # The live shim still holds the key: the delete reaches the provider.
     c2.delete_sandbox(sid)
     STATE.pop("sb:restart")
+    wait_for(lambda: provider_sandbox_of(sid) is None, timeout=30,
+             what="the provider sandbox deleted by the re-adopted shim")
 
 
 def test_delete_removes_the_provider_sandbox():
@@ -422,6 +467,61 @@ def test_a_configuration_of_document_002s_e2b_shape():
     pr = a.ok("POST", "/v1/system/sandbox-check", {"config_id": bad["id"]})
     chk = {x["name"]: x for x in pr["checks"]}
     assert chk["provider"]["ok"] is False and chk["provider"]["reason"] == "provider_auth_failed", pr
+
+
+INJECTED = "provider-injected-secret-7c2e"
+
+FETCH_HEADERS = r'''
+import hashlib, json, ssl, sys, urllib.request
+# The provider's egress CA, which sbx's E2B surface (the provider here) puts in the
+# workspace of a sandbox whose network rules put headers in.
+ctx = ssl.create_default_context(cafile="/workspace/.sbx-egress-ca.pem")
+# Its egress proxy (the travelling agent's commands have the outer's env, not the
+# provider sandbox's HTTPS_PROXY).
+opener = urllib.request.build_opener(
+    urllib.request.ProxyHandler({"https": "http://127.0.0.1:3128"}),
+    urllib.request.HTTPSHandler(context=ctx))
+req = urllib.request.Request(sys.argv[1], headers={"X-Api-Key": "forged"})
+got = json.loads(opener.open(req, timeout=20).read())
+key = got.get("x-api-key")
+print(json.dumps({"sha": hashlib.sha256(key.encode()).hexdigest() if key else None}))
+'''
+
+
+def test_e2b_host_rules_put_headers_in_at_the_provider():
+    """A configuration's e2b_host_rules become the provider's network rules: the upstream
+    gets the header when a command in the provider sandbox calls it; the sandbox's env,
+    /proc/*/environ and workspace, and the outer's state dir, never hold the value."""
+    up = upstreams()
+    a = outer().client()
+    key = provider_key()["key"]
+    cfg = a.ok("POST", "/v1/sandbox-configs", {"name": "e2b-inject", "config": {
+        "sandbox_type": "e2b", "e2b": e2b_object(key),
+        "network": {"deny_egress_by_default": True, "allow_out": ["allowed.example.com"],
+                    "e2b_host_rules": [{"host": "allowed.example.com",
+                                        "headers": {"X-Api-Key": INJECTED}}]}}}, status=201)
+    assert INJECTED not in json.dumps(cfg)
+    sid = a.create_sandbox(config_id=cfg["id"], ttl_seconds=600)["id"]
+    try:
+        a.ok("PUT", "/v1/sandboxes/%s/files/fetch.py" % sid, raw=FETCH_HEADERS.encode())
+        out = a.exec(sid, shell="python3 /workspace/fetch.py https://allowed.example.com/headers")
+        assert out["exit_code"] == 0, out
+        assert json.loads(out["stdout"])["sha"] == hashlib.sha256(INJECTED.encode()).hexdigest(), out
+        assert any(p == "/headers" for _h, p in up.https.seen), up.https.seen
+        # Not the sandbox's to see: its env, every process's environ, its workspace.
+        seen = a.sh(sid, "env; cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n'; "
+                         "grep -rl %s /workspace /tmp 2>/dev/null; true" % INJECTED)
+        assert INJECTED not in seen, seen
+        # Nor at rest here: the rules reached the provider through the shim's memory.
+        assert_nowhere_in(outer().sandbox_dir(sid), INJECTED)
+        assert_nowhere_in(outer().sandbox_dir(sid), key)
+        # The provider was given the rule: its own sandbox injects (its egress log says so).
+        p = provider_sandbox_of(sid)
+        log = inner().client(key).request("GET", "/v1/sandboxes/%s/egress" % p["sandboxID"])
+        text = log.raw.decode()
+        assert log.status == 200 and "injected 1 header" in text and INJECTED not in text, text
+    finally:
+        a.delete_sandbox(sid)
 
 
 def test_bad_e2b_configurations_are_400():

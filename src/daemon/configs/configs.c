@@ -481,8 +481,11 @@ int configs_apply(struct configs *c, const struct auth_identity *who, const char
     json_t *inject = NULL;
     if (r == 0 &&
         (r = config_doc_inject(c->secrets, id ? id : CONFIGS_PROBE_ID, doc, &inject, err)) == 0 &&
-        json_object_size(inject)) {
-        /* Its sandboxes trust the CA that signs for the hosts headers are put in. */
+        json_object_size(inject) && !rt_is_provider(backend)) {
+        /* Its sandboxes trust the CA that signs for the hosts headers are put in. A provider's
+         * sandbox gets the headers put in by the provider's own proxy (its network rules,
+         * sandbox/create.c), which its sandboxes trust as the provider arranges: this
+         * daemon's CA and a bundle path in its workspace would mean nothing there. */
         if (!c->trust_bundle)
             r = sbx_err_set(err, EIO, "inject_unavailable",
                             "configuration %s injects headers but this daemon has no egress CA",

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <openssl/crypto.h>
 #include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
@@ -451,8 +452,10 @@ static int create_sandbox(struct manager *m, const struct auth_identity *who,
         };
         /* The configuration's egress policy as the provider's network configuration (E2B's
          * allowOut/denyOut; "0.0.0.0/0" denies everything else): sbx's egress proxy is not
-         * in a provider sandbox's path. Header injection (e2b_host_rules) is not passed on:
-         * its secrets would leave sbx. */
+         * in a provider sandbox's path. e2b_host_rules' header injection becomes E2B's
+         * rules {host: [{transform: {headers}}]} (the headers opened for this create): the
+         * text reaches the provider's control plane through the shim's stdin, never a file
+         * (rt_provider_write). Rules of other shapes (methods, paths) have no E2B form. */
         json_t *pol = json_object_get(p->network, "policy");
         if (json_is_object(pol)) {
             json_t *allow = json_object_get(pol, "allow_out");
@@ -465,9 +468,33 @@ static int create_sandbox(struct manager *m, const struct auth_identity *who,
                 json_array_append_new(deny, json_string("0.0.0.0/0"));
             json_t *net = json_pack("{s:O,s:o}", "allowOut", json_is_array(allow) ? allow : json_null(),
                                     "denyOut", deny);
+            json_t *rules = json_object();
+            const char *rname;
+            json_t *hdrs;
+            json_object_foreach(p->config_inject, rname, hdrs)
+            {
+                if (strncmp(rname, "e2b:", 4))
+                    continue;
+                json_t *set = json_object();
+                size_t hi;
+                json_t *h;
+                json_array_foreach(hdrs, hi, h)
+                {
+                    json_object_set(set, json_string_value(json_object_get(h, "header")),
+                                    json_object_get(h, "value"));
+                }
+                json_object_set_new(rules, rname + 4,
+                                    json_pack("[{s:{s:o}}]", "transform", "headers", set));
+            }
+            if (json_object_size(rules))
+                json_object_set_new(net, "rules", rules);
+            else
+                json_decref(rules);
             char *text = json_dumps(net, JSON_COMPACT);
             json_decref(net);
             json_object_set_new(d, "network_text", json_string(text ? text : "{}"));
+            if (text)
+                OPENSSL_cleanse(text, strlen(text));
             free(text);
             sb->provider.network = json_string_value(json_object_get(d, "network_text"));
         }

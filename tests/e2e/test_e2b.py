@@ -321,3 +321,63 @@ def test_e2b_routes_not_served_yet_answer_e2b_errors_and_v1_connect_works():
         assert st in (200, 201) and json.loads(body)["sandboxID"] == sid, (st, body)
         st, _, _ = _raw(d.port, "DELETE", "/e2b/api/sandboxes/" + sid, api)
         assert st == 204
+
+
+def _rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def test_e2b_process_output_to_a_slow_reader_arrives_whole():
+    """process.Start's output is relayed with backpressure: a client that stops reading holds
+    the process (the agent's window is given back only once the client's queue drained), so
+    64 MiB reach it intact and in order, and sbxd does not queue them."""
+    n = 9_000_000  # `seq 1 n`: 68.9 MB, every byte checked
+    want = b"".join(b"%d\n" % i for i in range(1, n + 1))
+    with Daemon() as d:
+        key = d.client().create_key("e2b-slow")["key"]
+        st, _, body = _raw(d.port, "POST", "/e2b/api/v2/sandboxes",
+                           {"X-API-KEY": key, "Content-Type": "application/json"},
+                           b'{"templateID":"base","timeout":600}')
+        assert st == 201, body
+        sb = json.loads(body)
+        msg = json.dumps({"process": {"cmd": "/bin/sh", "args": ["-c", "seq 1 %d" % n]},
+                          "stdin": False}).encode()
+        conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=120)
+        conn.request("POST", "/e2b/sandbox/process.Process/Start",
+                     b"\0" + struct.pack(">I", len(msg)) + msg,
+                     {"E2b-Sandbox-Id": sb["sandboxID"], "X-Access-Token": sb["envdAccessToken"],
+                      "Content-Type": "application/connect+json",
+                      "Connect-Protocol-Version": "1"})
+        r = conn.getresponse()
+        assert r.status == 200
+        rss0 = _rss_kib(d.pid)
+        # Not reading: without backpressure the whole output would be queued (or dropped
+        # past the queue's limit) meanwhile. Not a wait for a state: the client's pause.
+        time.sleep(8)
+        rss1 = _rss_kib(d.pid)
+        got, end, buf = [], None, b""
+        while True:
+            chunk = r.read1(1 << 16)
+            if not chunk:
+                break
+            buf += chunk
+            while len(buf) >= 5 and len(buf) >= 5 + struct.unpack(">I", buf[1:5])[0]:
+                size = struct.unpack(">I", buf[1:5])[0]
+                m = json.loads(buf[5:5 + size])
+                buf = buf[5 + size:]
+                ev = m.get("event", {})
+                if "data" in ev:
+                    got.append(base64.b64decode(ev["data"]["stdout"]))
+                elif "end" in ev:
+                    end = ev["end"]
+        conn.close()
+        out = b"".join(got)
+        assert len(out) == len(want) and out == want, (len(out), len(want))
+        assert end and end["exitCode"] == 0, end
+        # The pause grew sbxd by less than the output (the agent's window and the stream's
+        # queue at most), under ASan's own growth.
+        assert rss1 - rss0 < 32 * 1024, (rss0, rss1)

@@ -142,8 +142,6 @@ struct rpc_stream {
     rpc_gone_fn on_gone;
     void *data;
     bool ndjson;
-    void (*on_drain)(void *data);
-    void *drain_data;
 };
 
 static void stream_free(struct rpc_stream *s)
@@ -232,31 +230,8 @@ void rpc_stream_send(struct rpc_stream *s, json_t *msg)
     rearm(s);
 }
 
-size_t rpc_stream_queued(const struct rpc_stream *s)
-{
-    return http_stream_queued(s->req);
-}
-
-static void drained(struct http_req *r, void *data)
-{
-    struct rpc_stream *s = data;
-    void (*fn)(void *) = s->on_drain;
-    s->on_drain = NULL;
-    if (fn)
-        fn(s->drain_data);
-}
-
-void rpc_stream_on_drain(struct rpc_stream *s, void (*fn)(void *data), void *data)
-{
-    s->on_drain = fn;
-    s->drain_data = data;
-    http_stream_on_drain(s->req, drained, s);
-}
-
 void rpc_stream_end(struct rpc_stream *s, const char *code, const char *message)
 {
-    /* What is queued still goes out; nobody waits for it any more. */
-    http_stream_on_drain(s->req, NULL, NULL);
     if (!s->ndjson)
         envelope(s, FLAG_END_STREAM,
                  code ? json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", message)

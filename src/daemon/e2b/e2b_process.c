@@ -216,11 +216,6 @@ struct proc_stream {
     struct procmeter *meter; /* Start, until the agent answers */
     bool tail;               /* Connect: live output only */
     char ref[32];
-    /* Output relayed but not yet credited to the agent: given back once the client's
-     * queue is down to HTTP_STREAM_LOW, so a slow reader holds the process (the agent's
-     * window fills) instead of the queue growing or losing messages. */
-    size_t owed[3];
-    bool waiting;
 };
 
 json_t *e2b_keepalive_msg(void)
@@ -268,41 +263,14 @@ static void ps_req_gone(struct http_req *req, void *data)
     ps_free(s);
 }
 
-static void ps_settle(struct proc_stream *s);
-
-static void ps_drained(void *data)
-{
-    struct proc_stream *s = data;
-    s->waiting = false;
-    ps_settle(s);
-}
-
-static void ps_settle(struct proc_stream *s)
-{
-    if (rpc_stream_queued(s->out) > HTTP_STREAM_LOW) {
-        if (!s->waiting)
-            rpc_stream_on_drain(s->out, ps_drained, s);
-        s->waiting = true;
-        return;
-    }
-    for (unsigned ch = PROTO_CH_STDOUT; ch <= PROTO_CH_STDERR; ch++) {
-        agentcall_credit(s->call, ch, s->owed[ch]);
-        s->owed[ch] = 0;
-    }
-}
-
 static void ps_data(unsigned ch, const uint8_t *buf, size_t len, void *data)
 {
     struct proc_stream *s = data;
-    if (ch != PROTO_CH_STDOUT && ch != PROTO_CH_STDERR) {
-        agentcall_credit(s->call, ch, len);
+    if (!s->out || (ch != PROTO_CH_STDOUT && ch != PROTO_CH_STDERR))
         return;
-    }
     _cleanup_free_ char *b64 = sbx_base64_encode(buf, len);
     rpc_stream_send(s->out, json_pack("{s:{s:{s:s}}}", "event", "data",
                                       ch == PROTO_CH_STDOUT ? "stdout" : "stderr", b64));
-    s->owed[ch] += len;
-    ps_settle(s);
 }
 
 static const char *signal_text(int sig)
@@ -354,8 +322,7 @@ static void ps_logs_done(json_t *result, const struct sbx_err *err, void *data)
     ps_free(s);
 }
 
-static const struct agentcall_ops logs_ops = {
-    .on_data = ps_data, .on_done = ps_logs_done, .manual_credit = true};
+static const struct agentcall_ops logs_ops = {.on_data = ps_data, .on_done = ps_logs_done};
 
 /* The process exists (result: its record): start event, then its output until it ends. */
 static void ps_follow(struct proc_stream *s, json_t *result)

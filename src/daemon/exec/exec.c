@@ -412,11 +412,13 @@ static int run_launch(struct exec_run *run, struct sbx_err *err)
 }
 
 /* The probe of a remote workspace is done: the command starts (or ends unstarted). */
-static void probe_ready(void *data)
+static void probe_ready(const struct sbx_err *gone, void *data)
 {
     struct exec_run *run = data;
     struct sbx_err err = {0};
-    if (run->killed)
+    if (gone)
+        err = *gone;
+    else if (run->killed)
         sbx_err_set(&err, ECANCELED, "cancelled", "the command was cancelled before it started");
     else if (run_launch(run, &err) == 0)
         return;

@@ -325,9 +325,13 @@ static void before_done(json_t *ok, const uint8_t *raw, size_t len, const struct
         sbx_err_set(&e, EPROTO, "internal", "the file helper's scan is malformed");
         err = &e;
     }
+    if (err && !strcmp(err->code, "sandbox_not_running")) {
+        probe->ready(err, probe->data);
+        return;
+    }
     if (err)
         probe_warn(probe, "the workspace could not be walked before the command", err);
-    probe->ready(probe->data);
+    probe->ready(NULL, probe->data);
 }
 
 int receipt_probe_start(struct sandbox *sb, const char *command, const char *language,

@@ -28,7 +28,8 @@ json_t *receipt_build(struct receipt_probe *probe, struct sandbox *sb, const cha
  * it through the agent's file helper, and the outputs' bytes are read back and hashed by
  * sbxd. ready runs once, on the loop, when the probe is done (what it could not establish
  * is a warning, never a failure); freeing the probe before that cancels it. */
-typedef void (*receipt_ready_fn)(void *data);
+/* gone: the sandbox stopped meanwhile (its channel closed): the command must not start. */
+typedef void (*receipt_ready_fn)(const struct sbx_err *gone, void *data);
 int receipt_probe_start(struct sandbox *sb, const char *command, const char *language,
                         receipt_ready_fn ready, void *data, struct receipt_probe **out,
                         struct sbx_err *err);

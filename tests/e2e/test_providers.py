@@ -334,10 +334,45 @@ def test_run_on_the_provider_answers_its_artifacts():
     assert list(arts) == ["out/act.txt"], r.body
     assert arts["out/act.txt"]["sha256"] == hashlib.sha256(b"act\n").hexdigest()
     assert fetch(arts["out/act.txt"]["url"]) == (200, b"act\n")
-    # Not done: the receipt does not list outputs of a workspace that is not on the host,
-    # and says so instead of listing none as if none changed.
     rc = r.body["receipt"]
-    assert rc["outputs"] == [] and any("not on this host" in w for w in rc["warnings"]), rc
+    assert [o["path"] for o in rc["outputs"]] == ["out/act.txt"] and "warnings" not in rc, rc
+    assert rc["outputs"][0]["sha256"] == hashlib.sha256(b"act\n").hexdigest()
+
+
+def test_receipts_on_the_provider_list_outputs_hashed_from_the_bytes_read_back():
+    """As on a host workspace (test_receipts_audit.py): the walks before and after the
+    command run through the agent, and the changed files' bytes are hashed by sbxd."""
+    c, sid = sandbox("receipts")
+    c.sh(sid, "mkdir -p /workspace/out && echo old > /workspace/out/kept.txt && "
+              "echo same > /workspace/out/same.txt")
+    code = ("import os\nos.makedirs('out/sub', exist_ok=True)\n"
+            "open('out/new.bin','wb').write(os.urandom(200000))\n"
+            "open('out/sub/r.txt','w').write('Părțile convin')\n"
+            "open('out/kept.txt','w').write('changed\\n')\n")
+    r = c.exec(sid, language="python", code=code)
+    rc = r["receipt"]
+    assert rc["exec_id"] == r["id"] and rc["sandbox_id"] == sid and "warnings" not in rc, rc
+    assert rc["command_sha256"] == hashlib.sha256(code.encode()).hexdigest()
+    listed = {o["path"]: o for o in rc["outputs"]}
+    assert set(listed) == {"out/new.bin", "out/sub/r.txt", "out/kept.txt"}, listed
+    for path, o in listed.items():
+        got = c.request("GET", fpath(sid, path))
+        assert got.status == 200, got
+        assert o["sha256"] == hashlib.sha256(got.raw).hexdigest() and o["size"] == len(got.raw)
+    assert listed["out/kept.txt"]["sha256"] == hashlib.sha256(b"changed\n").hexdigest()
+    assert rc["workspace_generation_after"] > rc["workspace_generation_before"]
+    # Nothing changed: the generation stays and nothing is listed.
+    r2 = c.exec(sid, shell="true")["receipt"]
+    assert r2["workspace_generation_before"] == rc["workspace_generation_after"], r2
+    assert r2["workspace_generation_after"] == rc["workspace_generation_after"], r2
+    assert r2["outputs"] == [] and "warnings" not in r2, r2
+    # A change outside out/ moves the generation and lists no output.
+    r3 = c.exec(sid, shell="echo x > /workspace/elsewhere.txt")["receipt"]
+    assert r3["workspace_generation_after"] == r2["workspace_generation_after"] + 1, r3
+    assert r3["outputs"] == [], r3
+    # The exec record keeps the same receipt.
+    rec = c.ok("GET", "/v1/sandboxes/%s/execs/%s" % (sid, r["id"]))
+    assert rec["receipt"]["outputs"] == rc["outputs"], rec
 
 
 def test_pause_and_resume_at_the_provider_and_fork_refused():

@@ -41,6 +41,11 @@ struct exec_run {
     char action[16];
     long long started_ms;
     struct receipt_probe *probe;
+    /* A workspace not on this host: the request waits for the probe (receipt.h), and the
+     * receipt is built after the exit, through the agent, before the exec ends. */
+    json_t *req;
+    long long guard_ms;
+    bool killed; /* exec_kill before the command started */
     json_t *what; /* the audit entry's command_sha256 and command (audit_command_details) */
     struct exec_result res;
     struct billing_exec billing;
@@ -157,6 +162,7 @@ static void run_free(struct exec_run *run)
     json_decref(run->res.receipt);
     json_decref(run->res.session);
     receipt_probe_free(run->probe);
+    json_decref(run->req);
     json_decref(run->what);
     free(run);
 }
@@ -216,6 +222,15 @@ static void finish_later(struct loop *l, struct store *st, const char *id, const
     (void)loop_timer_add(l, EXEC_FINISH_RETRY_MS, finish_retry_cb, f);
 }
 
+static void run_finish(struct exec_run *run, const struct sbx_err *err);
+
+static void receipt_built(json_t *receipt, void *data)
+{
+    struct exec_run *run = data;
+    run->res.receipt = receipt;
+    run_finish(run, NULL);
+}
+
 /* Record the end (store, audit), then tell whoever still follows. */
 static void run_finish(struct exec_run *run, const struct sbx_err *err)
 {
@@ -225,9 +240,15 @@ static void run_finish(struct exec_run *run, const struct sbx_err *err)
     if (run->guard)
         loop_timer_cancel(manager_loop(m), run->guard);
     run->guard = NULL;
+    if (!err && !run->res.receipt && sandbox_workspace_remote(run->sb)) {
+        /* The sandbox stays busy while the walk reads the workspace the command left. */
+        receipt_build_start(run->probe, run->id, receipt_built, run);
+        return;
+    }
     run->sb->exec_busy = false;
     if (!err) {
-        run->res.receipt = receipt_build(run->probe, run->sb, run->id);
+        if (!run->res.receipt)
+            run->res.receipt = receipt_build(run->probe, run->sb, run->id);
         if (run->res.oom_killed)
             json_object_set_new(run->res.receipt, "oom_killed", json_true());
         if (run->res.pids_killed)
@@ -301,6 +322,7 @@ static void on_data(struct chan_stream *st, unsigned ch, const uint8_t *buf, siz
 static void on_exit_frame(struct chan_stream *st, json_t *result, void *data)
 {
     struct exec_run *run = data;
+    run->stream = NULL; /* it ends with this frame */
     run->res.exit_code = (int)json_integer_value(json_object_get(result, "exit_code"));
     run->res.signal = (int)json_integer_value(json_object_get(result, "signal"));
     run->res.timed_out = json_is_true(json_object_get(result, "timed_out"));
@@ -370,6 +392,39 @@ static void new_exec_id(char out[EXEC_ID_LEN + 1])
     sbx_random_id("ex_", 10, out, EXEC_ID_LEN + 1);
 }
 
+/* Send the command to the agent. */
+static int run_launch(struct exec_run *run, struct sbx_err *err)
+{
+    struct sandbox *sb = run->sb;
+    if (!sb->chan || sb->ended)
+        return sbx_err_set(err, ECONNRESET, "sandbox_not_running", "sandbox %s is not running",
+                           sb->rec.id);
+    int r = channel_open(sb->chan, run->req, &exec_ops, run, &run->stream, err);
+    json_decref(run->req);
+    run->req = NULL;
+    if (r < 0)
+        return r;
+    sb->exec_busy = true;
+    billing_exec_begin(run->user, run->key_id, sb->rec.id, sb->rec.backend, &run->billing);
+    run->guard = loop_timer_add(manager_loop(sb->mgr), run->guard_ms + EXEC_GRACE_MS, on_guard,
+                                run);
+    return 0;
+}
+
+/* The probe of a remote workspace is done: the command starts (or ends unstarted). */
+static void probe_ready(const struct sbx_err *gone, void *data)
+{
+    struct exec_run *run = data;
+    struct sbx_err err = {0};
+    if (gone)
+        err = *gone;
+    else if (run->killed)
+        sbx_err_set(&err, ECANCELED, "cancelled", "the command was cancelled before it started");
+    else if (run_launch(run, &err) == 0)
+        return;
+    run_finish(run, &err);
+}
+
 int exec_start(struct sandbox *sb, const struct exec_params *p, const struct exec_origin *o,
                const struct exec_observer *obs, void *data, struct exec_run **out,
                struct sbx_err *err)
@@ -403,35 +458,36 @@ int exec_start(struct sandbox *sb, const struct exec_params *p, const struct exe
     run->what = audit_command_details(NULL, p->command, p->command ? strlen(p->command) : 0);
     json_object_set_new(run->what, "timeout_seconds", json_integer(timeout_s));
 
-    int r = receipt_probe_new(sb, p->command, p->language, &run->probe, err);
+    bool remote = sandbox_workspace_remote(sb);
+    int r = remote ? receipt_probe_start(sb, p->command, p->language, probe_ready, run,
+                                         &run->probe, err)
+                   : receipt_probe_new(sb, p->command, p->language, &run->probe, err);
     if (r < 0 || (r = store_exec_insert(manager_store(sb->mgr), run->id, sb->rec.id, o->who->user,
                                         run->started_ms, err)) < 0) {
         run_free(run);
         return r;
     }
     json_t *senv = sandbox_env_object(sb);
-    json_t *req = json_pack("{s:s,s:O,s:o,s:s,s:I,s:b}", "op", "exec", "argv", p->argv, "env",
-                            sandbox_env_list(senv, p->env), "cwd", p->cwd, "timeout_ms",
-                            (json_int_t)(timeout_s * 1000), "stdin", 0);
+    run->req = json_pack("{s:s,s:O,s:o,s:s,s:I,s:b}", "op", "exec", "argv", p->argv, "env",
+                         sandbox_env_list(senv, p->env), "cwd", p->cwd, "timeout_ms",
+                         (json_int_t)(timeout_s * 1000), "stdin", 0);
     json_decref(senv);
-    session_exec_request(sb, p, req);
-    runas_put(req, p->user);
-    r = channel_open(sb->chan, req, &exec_ops, run, &run->stream, err);
-    json_decref(req);
-    if (r < 0) {
+    session_exec_request(sb, p, run->req);
+    runas_put(run->req, p->user);
+    /* A session's own timeout (at most SESSION_TIMEOUT_MS_MAX) may replace ours. */
+    run->guard_ms = timeout_s * 1000;
+    if (!p->timeout_given && run->guard_ms < SESSION_TIMEOUT_MS_MAX)
+        run->guard_ms = SESSION_TIMEOUT_MS_MAX;
+    if (remote) {
+        /* Busy from now: the probe's walk must see the workspace no other command changes. */
+        sb->exec_busy = true;
+    } else if ((r = run_launch(run, err)) < 0) {
         struct sbx_err e2 = {0};
         (void)store_exec_finish(manager_store(sb->mgr), run->id, EXEC_FAILED, NULL, sbx_wall_ms(),
                                 &e2);
         run_free(run);
         return r;
     }
-    sb->exec_busy = true;
-    billing_exec_begin(run->user, run->key_id, sb->rec.id, sb->rec.backend, &run->billing);
-    /* A session's own timeout (at most SESSION_TIMEOUT_MS_MAX) may replace ours. */
-    long long guard_ms = timeout_s * 1000;
-    if (!p->timeout_given && guard_ms < SESSION_TIMEOUT_MS_MAX)
-        guard_ms = SESSION_TIMEOUT_MS_MAX;
-    run->guard = loop_timer_add(manager_loop(sb->mgr), guard_ms + EXEC_GRACE_MS, on_guard, run);
     if (out)
         *out = run;
     return 0;
@@ -450,6 +506,7 @@ void exec_abandon(struct exec_run *run)
 
 void exec_kill(struct exec_run *run)
 {
+    run->killed = true;
     if (run->stream)
         (void)channel_signal(run->stream, SIGKILL, NULL);
 }

@@ -41,7 +41,10 @@ void agentfs_cancel(struct agentfs *f);
  * bytes; "put" {root, path, size} takes stdin to a temporary name beside path and renames
  * it over path once size bytes came; "export" {root, path, max, bytes} answers each regular
  * file under path as a JSON line {path, mode, mtime_ns} and chunks ("%08x" length, bytes),
- * a zero length ending the file. Paths are resolved beneath root inside the sandbox. */
+ * a zero length ending the file (with "paths", only those files, in that order: receipts read
+ * back the outputs that changed). Paths are resolved beneath root inside the sandbox. The
+ * non-streamed "wsscan" {root, out, max} answers the tree's fingerprint and out/'s files
+ * (receipt.h). */
 #define AGENTFS_STREAM_TIMEOUT_MS (30 * 60 * 1000)
 struct agentfs_stream;
 struct agentfs_stream_ops {

@@ -11,8 +11,7 @@
 #include "../sbxd.h"
 #include "agentfs.h"
 #include "agentws.h"
-
-enum stage_state { S_HEAD, S_LEN, S_DATA };
+#include "exportrd.h"
 
 struct stage {
     struct sbxd *d;
@@ -23,10 +22,7 @@ struct stage {
     int root;        /* its fd */
     artifacts_ready_fn cb;
     void *data;
-    enum stage_state state;
-    char head[COLLECT_HEAD_MAX];
-    size_t head_len;
-    uint64_t left; /* S_LEN: hex digits read; S_DATA: bytes of the chunk still to come */
+    struct export_reader rd;
     bool open;
     struct ws_writer w;
     struct sbx_err err; /* the first failure of the stream's parsing or writing */
@@ -48,82 +44,40 @@ static void stage_free(struct stage *st)
     free(st);
 }
 
-static int head_done(struct stage *st, struct sbx_err *err)
+static int on_file(json_t *head, const char *path, void *data, struct sbx_err *err)
 {
-    st->head[st->head_len] = '\0';
-    st->head_len = 0;
-    json_t *h = json_loads(st->head, 0, NULL);
-    const char *path = json_string_value(json_object_get(h, "path"));
-    int r;
-    if (!path || strncmp(path, ARTIFACTS_DIR "/", sizeof(ARTIFACTS_DIR)) ||
-        ws_path_check(path, false, err) < 0)
-        r = sbx_err_set(err, EPROTO, "internal", "the file helper sent a bad header");
-    else
-        r = ws_writer_open(st->root, path, 0644, &st->w, err);
-    json_decref(h);
+    struct stage *st = data;
+    if (strncmp(path, ARTIFACTS_DIR "/", sizeof(ARTIFACTS_DIR)))
+        return sbx_err_set(err, EPROTO, "internal", "the file helper sent a bad header");
+    int r = ws_writer_open(st->root, path, 0644, &st->w, err);
     if (r == 0)
         st->open = true;
     return r;
 }
 
-static int file_done(struct stage *st, struct sbx_err *err)
+static int on_bytes(const uint8_t *buf, size_t len, void *data, struct sbx_err *err)
 {
+    struct stage *st = data;
+    return ws_writer_write(&st->w, buf, len, err) < 0 ? -EIO : 0;
+}
+
+static int on_end(void *data, struct sbx_err *err)
+{
+    struct stage *st = data;
     int r = ws_writer_commit(&st->w, false, err);
     ws_writer_close(&st->w);
     st->open = false;
-    return r;
+    return r < 0 ? -EIO : 0;
 }
 
-static int feed(struct stage *st, const uint8_t *buf, size_t len, struct sbx_err *err)
-{
-    size_t i = 0;
-    while (i < len) {
-        if (st->state == S_HEAD) {
-            char ch = (char)buf[i++];
-            if (ch != '\n') {
-                if (st->head_len + 1 >= sizeof(st->head))
-                    return sbx_err_set(err, EPROTO, "internal", "a header line is too long");
-                st->head[st->head_len++] = ch;
-                continue;
-            }
-            if (head_done(st, err) < 0)
-                return -EPROTO;
-            st->state = S_LEN;
-        } else if (st->state == S_LEN) {
-            st->head[st->head_len++] = (char)buf[i++];
-            if (st->head_len < 8)
-                continue;
-            st->head[8] = '\0';
-            st->head_len = 0;
-            char *end;
-            st->left = strtoull(st->head, &end, 16);
-            if (*end)
-                return sbx_err_set(err, EPROTO, "internal", "a chunk length is not hex");
-            if (st->left == 0) {
-                if (file_done(st, err) < 0)
-                    return -EIO;
-                st->state = S_HEAD;
-            } else {
-                st->state = S_DATA;
-            }
-        } else {
-            size_t n = len - i < st->left ? len - i : (size_t)st->left;
-            if (ws_writer_write(&st->w, buf + i, n, err) < 0)
-                return -EIO;
-            i += n;
-            st->left -= n;
-            if (!st->left)
-                st->state = S_LEN;
-        }
-    }
-    return 0;
-}
+static const struct export_reader_ops stage_reader = {
+    .on_file = on_file, .on_bytes = on_bytes, .on_end = on_end};
 
 static void stage_data(const uint8_t *buf, size_t len, void *data)
 {
     struct stage *st = data;
     if (!st->err.code[0])
-        (void)feed(st, buf, len, &st->err);
+        (void)export_reader_feed(&st->rd, buf, len, &st->err);
     agentfs_stream_credit(st->s, len);
 }
 
@@ -138,7 +92,7 @@ static void stage_done(const struct sbx_err *err, void *data)
 {
     struct stage *st = data;
     st->s = NULL;
-    if (!err && !st->err.code[0] && (st->state != S_HEAD || st->head_len))
+    if (!err && !st->err.code[0] && !export_reader_complete(&st->rd))
         sbx_err_set(&st->err, EPROTO, "internal", "the file helper's export ended midway");
     if (!err && st->err.code[0])
         err = &st->err;
@@ -170,6 +124,7 @@ void files_collect_artifacts(struct sbxd *d, struct sandbox *sb, artifacts_ready
     st->w.dir = st->w.fd = -1;
     st->cb = cb;
     st->data = data;
+    export_reader_init(&st->rd, &stage_reader, st);
     snprintf(st->sandbox_id, sizeof(st->sandbox_id), "%s", sb->rec.id);
     sbx_random_id(ARTIFACTS_STAGE_PREFIX, 8, st->name, sizeof(st->name));
     st->dir = sbx_xasprintf("%s/artifacts/%s", d->cfg.data_dir, st->name);

@@ -12,8 +12,6 @@ struct sandbox;
 
 /* Bytes of out/ read from a remote workspace for one collection, at most. */
 #define COLLECT_REMOTE_BYTES_MAX (1024ull * 1024ull * 1024ull)
-/* A header line of the helper's export ({path, mode, mtime_ns}). */
-#define COLLECT_HEAD_MAX (WS_PATH_MAX + 256)
 
 /* cb runs once, on the loop (maybe before this returns). */
 void files_collect_artifacts(struct sbxd *d, struct sandbox *sb, artifacts_ready_fn cb,

@@ -119,7 +119,10 @@ void http_sse_end(struct http_req *r)
     if (!r->sse || r->sse_ended)
         return;
     r->sse_ended = true;
+    /* The producer is done and may free what its hooks point at (agentws's download ends
+     * its stream, then frees itself, while bytes still drain): nothing calls it again. */
     r->on_abort = NULL;
+    r->on_drain = NULL;
     http_req_resume(r);
 }
 

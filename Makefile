@@ -188,18 +188,20 @@ run: deps
 # secrets) once more on SQLite, the embedded default (docs/scale-out.md).
 SQLITE_SUITES := test_core. test_receipts_audit. test_durability. test_idempotency. \
 	test_restart. test_billing. test_configs.
-# Three runs at once (tests/run.py --beside, one run per group): most suites wait on
+# Four runs at once (tests/run.py --beside, one run per group): most suites wait on
 # sandboxes, timers and sockets (one run alone used half a core of two, two runs 45 % of the
-# machine). The second group runs beside the rest; the third holds the suites the SQLite pass
-# repeats, on PostgreSQL first, then that pass. The three take about as long each (stop 49's
-# runs: the first 925-947 s, the second 882-943 s, the third 784-854 s; so test_files moved
-# from the second to the third and test_runtime from the first to the third, ~40 s each).
+# machine). The second and third groups run beside the rest; the last holds the suites the
+# SQLite pass repeats, on PostgreSQL first, then that pass. Stop 50's three runs took 1116 s
+# (the first, with test_providers and test_docker new in it), 950 s and 900 s, 23.7 minutes
+# in all; the third group (the slow backend suites, each with daemons or engines of its own)
+# evens them out.
 BESIDE_SUITES := test_backends. test_billing_surfaces. test_kernel. test_paths. \
 	test_http_strict. test_chat. test_processes. test_v1. test_terminal. test_artifacts. \
 	test_skills. test_first_contact. test_users. test_preview. test_pty. \
-	test_metrics. test_url_inputs. test_openapi. test_e2b. test_sdk. test_template_build. \
+	test_metrics. test_url_inputs. test_openapi. test_sdk. test_template_build. \
 	test_oom. test_console.
-BESIDE_TOO_SUITES := $(SQLITE_SUITES) test_cli. test_egress. test_skill_installs. test_sessions. \
+BESIDE_MORE_SUITES := test_providers. test_docker. test_e2b. test_cli.
+BESIDE_TOO_SUITES := $(SQLITE_SUITES) test_egress. test_skill_installs. test_sessions. \
 	test_files. test_runtime.
 # And these last, alone: fork bombs keep both cores busy for seconds at a time, and the nodes
 # suite times heartbeats.
@@ -213,7 +215,7 @@ test: deps
 	@SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) scripts/build-template.sh desktop
 	SBX_TEMPLATE_CACHE=$(TEMPLATE_CACHE) python3 tests/run.py --build build-asan --pg \
 	  $(SQLITE_SUITES:%=--sqlite-again %) --beside "$(BESIDE_SUITES)" \
-	  --beside "$(BESIDE_TOO_SUITES)" \
+	  --beside "$(BESIDE_MORE_SUITES)" --beside "$(BESIDE_TOO_SUITES)" \
 	  $(ALONE_SUITES:%=--alone %)
 
 unit-bins: $(UNIT_BIN) $(BUILD)/tests/rt_driver

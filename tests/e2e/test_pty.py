@@ -58,9 +58,12 @@ def test_python_repl_driven_by_write_stdin():
     assert b["alive"] is True and b["status"] == "running" and b["exit_code"] is None, b
     sess = b["session_id"]
     assert sess.startswith("pty_") and isinstance(b["pid"], int), b
+    base = "/v1/sandboxes/%s/pty/%s" % (sid, sess)
+    # The grace is how long the create waits for the command to end, not for its first
+    # output: a loaded host can start Python after it, so read on until the prompt.
+    b = settled(c, base, b, 0)
     assert b["stdout"].endswith(">>> "), b
     c0 = b["cursor"]
-    base = "/v1/sandboxes/%s/pty/%s" % (sid, sess)
     r = c.ok("POST", base + "/input", {"input": "x = 6 * 7\n", "since": c0, "wait_seconds": 5})
     r = settled(c, base, r, c0)
     c1 = r["cursor"]

@@ -47,6 +47,8 @@ PACKAGES=(
 	# the Python SDK (sdk/python) runs on httpx (wsproto for the terminal) and is tested with
 	# pytest, its answers checked against the OpenAPI schemas with jsonschema
 	python3-yaml python3-httpx python3-wsproto python3-pytest python3-jsonschema
+	# and is installed by Debian's pip into a throw-away venv, built offline with setuptools
+	python3-pip python3-venv python3-setuptools
 )
 
 # runsc resumes a sandbox in place after `checkpoint --leave-running` from this release on, so

@@ -17,6 +17,8 @@ import urllib.request
 
 import egress_upstream as eu
 import harness
+import testserver
+import wsclient
 from harness import assert_error, wait_for
 from test_files import fpath, listing
 
@@ -46,9 +48,50 @@ def provider_key():
     return INNER.once("key", make)
 
 
+class ToolModel(http.server.BaseHTTPRequestHandler):
+    """A model on loopback for the outer's chat gateway: its first answer calls
+    sandbox_bash, its second repeats what the tool printed."""
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        results = [m["content"] for m in body["messages"] if m.get("role") == "tool"]
+        if results:
+            msg = {"role": "assistant", "content": "tool said " + json.loads(results[0])["stdout"]}
+            finish = "stop"
+        else:
+            args = json.dumps({"command": "echo chat-$((6*7)) > out/chat.txt; cat out/chat.txt"})
+            msg = {"role": "assistant", "content": "",
+                   "tool_calls": [{"id": "call_0", "type": "function",
+                                   "function": {"name": "sandbox_bash", "arguments": args}}]}
+            finish = "tool_calls"
+        data = json.dumps({"id": "c", "object": "chat.completion", "created": 1, "model": "m",
+                           "choices": [{"index": 0, "message": msg, "finish_reason": finish}],
+                           "usage": {"prompt_tokens": 1, "completion_tokens": 1,
+                                     "total_tokens": 2}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *a):
+        pass
+
+
+def model_url():
+    if "model" not in STATE:
+        srv = STATE["model"] = testserver.QuietHTTPServer(("127.0.0.1", 0), ToolModel)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return "http://127.0.0.1:%d/v1" % STATE["model"].server_address[1]
+
+
 def outer_env(key=None):
     d = inner()
     return {
+        "SBX_LLM_URL": model_url(),
+        "SBX_LLM_API_KEY": "sk-model-" + "x" * 24,
+        "SBX_LLM_MODEL": "fake-model",
         "SBX_BACKEND": "e2b,gvisor",
         "SBX_E2B_API_URL": "http://127.0.0.1:%d/e2b/api" % d.port,
         "SBX_E2B_SANDBOX_URL": "http://127.0.0.1:%d/e2b/sandbox" % d.port,
@@ -160,6 +203,10 @@ def teardown_module():
     INNER.close()
     if "up" in STATE:
         STATE.pop("up").close()
+    if "model" in STATE:
+        srv = STATE.pop("model")
+        srv.shutdown()
+        srv.server_close()
 
 
 def files_under(root):
@@ -792,6 +839,106 @@ def test_the_inner_audits_the_agents_frames_per_window_not_per_call():
                   timeout=40, what="the input windows closed")[0]
     assert len(es) <= 6, es
     assert all(e["details"]["via"] == "e2b" for e in es), es
+
+
+def test_streaming_sessions_and_idempotency_on_the_provider():
+    """An exec streamed as server-sent events, a session's cd and exports kept between
+    execs, and an Idempotency-Key replayed: each as on a local sandbox."""
+    c, sid = sandbox()
+    gen = c.stream("POST", "/v1/sandboxes/%s/exec" % sid,
+                   {"shell": "echo one; sleep 0.2; echo two >&2; exit 4"})
+    assert next(gen).status == 200
+    events = [e for _, e in gen]
+    kinds = [e["type"] for e in events]
+    assert kinds[0] == "start" and kinds[-1] == "exit", events
+    assert "".join(e["data"] for e in events if e["type"] == "stdout") == "one\n", events
+    assert "".join(e["data"] for e in events if e["type"] == "stderr") == "two\n", events
+    assert events[-1]["exit_code"] == 4, events
+    c.ok("POST", "/v1/sandboxes/%s/sessions" % sid, {"session_id": "work"}, status=201)
+    assert c.exec(sid, shell="mkdir -p /tmp/w && cd /tmp/w && export GREETING=salut",
+                  session_id="work")["exit_code"] == 0
+    out = c.exec(sid, shell="pwd; echo $GREETING", session_id="work")
+    assert out["stdout"] == "/tmp/w\nsalut\n", out
+    assert c.exec(sid, shell="pwd")["stdout"] == "/workspace\n"
+    h = {"Idempotency-Key": "provider-count-1"}
+    count = "echo x >> /workspace/counter; wc -l < /workspace/counter"
+    r1 = c.request("POST", "/v1/sandboxes/%s/exec" % sid, {"shell": count}, headers=h)
+    r2 = c.request("POST", "/v1/sandboxes/%s/exec" % sid, {"shell": count}, headers=h)
+    assert r1.status == r2.status == 200 and r1.body == r2.body, (r1, r2)
+    assert r2.headers.get("x-sbx-idempotent-replay") == "true", r2.headers
+    assert c.sh(sid, "wc -l < /workspace/counter") == "1\n"
+
+
+def test_the_kernel_a_pty_and_a_terminal_on_the_provider():
+    c, sid = sandbox()
+    base = "/v1/sandboxes/%s" % sid
+    assert c.ok("POST", base + "/run_code", {"code": "x = 41"})["error"] is None
+    b = c.ok("POST", base + "/run_code", {"code": "print('p'); x + 1"})
+    assert b["result"] == "42" and b["stdout"] == "p\n" and b["kernel_restarted"] is False, b
+    c.ok("POST", base + "/kernel/reset")
+    e = c.ok("POST", base + "/run_code", {"code": "x"})["error"]
+    assert e["name"] == "NameError", e
+    r = c.ok("POST", base + "/pty", {"command": "tty; stty size", "rows": 11, "cols": 44})
+    assert r["exit_code"] == 0 and r["stdout"].startswith("/dev/pts/"), r
+    assert r["stdout"].endswith("11 44\r\n"), r
+    tk = c.ok("POST", base + "/terminal-ticket")["ticket"]
+    ws = wsclient.connect(outer().port, base + "/terminal?ticket=%s&rows=20&cols=70" % tk)
+    try:
+        ready = ws.recv_json()
+        assert ready["type"] == "ready" and ready["backend"] == "e2b", ready
+        ws.send_binary(b"echo term-$((6*7)); stty size\n")
+        out, _ = ws.read_until("20 70")
+        assert b"term-42" in out, out
+    finally:
+        ws.close()
+
+
+def test_agent_tools_limits_metering_and_audit_on_the_provider():
+    """The agent tools (REST; MCP is in the SDK/CLI test), a command's timeout, the output
+    cap, the usage meter and the audit entries of a provider sandbox."""
+    c, sid = sandbox()
+    r = c.ok("POST", "/v1/sandboxes/%s/tools/sandbox_bash" % sid,
+             {"command": "mkdir -p out && printf 'a = 1\\n' > conf.py && echo made"})["result"]
+    assert r["exit_code"] == 0 and r["stdout"] == "made\n", r
+    assert "conf.py" in [f["path"] for f in r["files"]], r
+    e = c.ok("POST", "/v1/sandboxes/%s/edit" % sid,
+             {"path": "conf.py", "old_string": "a = 1", "new_string": "a = 2"})
+    assert e["replacements"] == 1, e
+    assert c.sh(sid, "cat conf.py") == "a = 2\n"
+    k = c.ok("POST", "/v1/sandboxes/%s/tools/sandbox_run_code" % sid,
+             {"code": "6 * 7"})["result"]
+    assert k["result"] == "42", k
+    t0 = time.monotonic()
+    out = c.exec(sid, shell="echo before; sleep 60", timeout_seconds=1)
+    assert out["timed_out"] is True and out["stdout"] == "before\n", out
+    assert time.monotonic() - t0 < 30, "the timeout did not end the command"
+    big = c.exec(sid, shell="head -c 3000000 /dev/zero | tr '\\0' a")
+    assert big["stdout_truncated"] is True and big["exit_code"] == 0, \
+        {k: v for k, v in big.items() if k != "stdout"}
+    usage = c.ok("GET", "/v1/usage")
+    assert usage["total"]["exec_ms"] > 0, usage
+    log = outer().client().ok("GET", "/v1/audit?sandbox_id=%s&limit=500" % sid)["data"]
+    actions = {e["action"] for e in log}
+    assert {"sandbox.create", "exec", "file.edit"} <= actions, actions
+
+
+def test_the_chat_gateway_runs_its_tool_in_a_provider_sandbox():
+    """The chat gateway's sandbox comes from the default backend, here the provider: the
+    model's sandbox_bash runs there and its out/ file comes back as an artifact."""
+    c = client()
+    r = c.request("POST", "/v1/chat/completions", {
+        "model": "m", "tools": [{"type": "sbx_sandbox"}],
+        "messages": [{"role": "user", "content": "write it"}]},
+        headers={"x-sbx-session-id": "provider-chat"}, timeout=300)
+    assert r.status == 200, r
+    sbx = r.body["sbx_sandbox"]
+    assert r.body["choices"][0]["message"]["content"].startswith("tool said chat-42"), r.body
+    assert sbx["tool_calls"] == [{"round": 1, "name": "sandbox_bash", "ok": True}], sbx
+    assert c.get_sandbox(sbx["sandbox_id"])["runtime"] == "e2b"
+    assert provider_sandbox_of(sbx["sandbox_id"]), provider_list()
+    art = {a["path"]: a for a in sbx["artifacts"]}["out/chat.txt"]
+    with urllib.request.urlopen(art["url"], timeout=30) as f:
+        assert f.read() == b"chat-42\n"
 
 
 def test_provider_down_is_a_clear_error():

@@ -5,6 +5,7 @@ environment (SBX_E2B_*): its sandboxes are the inner's, reached through the cont
 (/sandboxes) and envd's process stream, which carries sbx's own agent's frames.
 """
 
+import base64
 import hashlib
 import http.server
 import json
@@ -903,7 +904,7 @@ def test_agent_tools_limits_metering_and_audit_on_the_provider():
     assert "conf.py" in [f["path"] for f in r["files"]], r
     e = c.ok("POST", "/v1/sandboxes/%s/edit" % sid,
              {"path": "conf.py", "old_string": "a = 1", "new_string": "a = 2"})
-    assert e["replacements"] == 1, e
+    assert e["result"]["replacements"] == 1, e
     assert c.sh(sid, "cat conf.py") == "a = 2\n"
     k = c.ok("POST", "/v1/sandboxes/%s/tools/sandbox_run_code" % sid,
              {"code": "6 * 7"})["result"]
@@ -920,6 +921,143 @@ def test_agent_tools_limits_metering_and_audit_on_the_provider():
     log = outer().client().ok("GET", "/v1/audit?sandbox_id=%s&limit=500" % sid)["data"]
     actions = {e["action"] for e in log}
     assert {"sandbox.create", "exec", "file.edit"} <= actions, actions
+
+
+def test_every_file_tool_acts_on_the_providers_workspace():
+    """edit_file (both shapes, view), sandbox_files (list, read, write), sandbox_bash's files
+    and bsl_check's path go through the agent to the provider's /workspace, with the host
+    path's answers and codes: none of them acts on the outer's empty host directory."""
+    c, sid = sandbox("tools")
+
+    def tool(name, args, status=200):
+        r = c.request("POST", "/v1/sandboxes/%s/tools/%s" % (sid, name), args)
+        assert r.status == status, (name, args, r)
+        return r.body["result"] if status == 200 else r
+
+    # sandbox_bash: the files a command made anywhere, hashed by sbxd from their bytes.
+    m = b"x = 1\n" * 1000
+    r = tool("sandbox_bash", {"command": "mkdir -p src out && yes 'x = 1' | head -n 1000 "
+                                         "> src/m.py && printf hi > out/o.txt"})
+    files = {f["path"]: f for f in r["files"]}
+    assert set(files) == {"src/m.py", "out/o.txt"} and r["file_count"] == 2, r
+    assert files["src/m.py"] == {"path": "src/m.py", "size": len(m),
+                                 "sha256": hashlib.sha256(m).hexdigest()}, files
+    assert files["out/o.txt"]["sha256"] == hashlib.sha256(b"hi").hexdigest(), files
+    assert r["local_paths"]["src/m.py"].endswith("/v1/sandboxes/%s/files/src/m.py" % sid)
+    assert fetch(r["local_paths"]["out/o.txt"]) == (200, b"hi")  # a signed artifact link
+    again = tool("sandbox_bash", {"command": "cat src/m.py > /dev/null"})
+    assert again["files"] == [] and again["file_count"] == 0, again
+    touched = tool("sandbox_bash", {"command": "echo y >> src/m.py"})
+    assert [f["path"] for f in touched["files"]] == ["src/m.py"], touched
+    assert touched["files"][0]["sha256"] == hashlib.sha256(m + b"y\n").hexdigest()
+
+    # edit_file: read through the agent, edited in sbxd, written back atomically.
+    tool("sandbox_bash", {"command": "printf 'a = 1\\nb = 2\\n' > conf.py && "
+                                     "printf '#!/bin/sh\\necho one\\n' > run.sh && "
+                                     "chmod 750 run.sh"})
+    e = tool("edit_file", {"path": "conf.py", "old_string": "b = 2", "new_string": "b = 3"})
+    assert e["strategy"] == "exact" and "-b = 2\n+b = 3\n" in e["diff"], e
+    assert e["sha256"] == hashlib.sha256(b"a = 1\nb = 3\n").hexdigest(), e
+    assert c.sh(sid, "cat /workspace/conf.py") == "a = 1\nb = 3\n"
+    tool("edit_file", {"path": "/workspace/run.sh", "command": "str_replace",
+                       "old_str": "echo one", "new_str": "echo two"})
+    assert c.sh(sid, "/workspace/run.sh; stat -c %a /workspace/run.sh") == "two\n750\n"
+    tool("edit_file", {"path": "conf.py", "command": "insert", "insert_line": 1,
+                       "new_str": "c = 9"})
+    assert c.sh(sid, "cat /workspace/conf.py") == "a = 1\nc = 9\nb = 3\n"
+    made = tool("edit_file", {"path": "new/n.py", "old_string": "", "new_string": "n = 0\n",
+                              "create": True})
+    assert made["created"] is True
+    assert c.sh(sid, "cat /workspace/new/n.py; stat -c %a /workspace/new/n.py") == \
+        "n = 0\n644\n"
+    tool("edit_file", {"path": "new/n.py", "command": "create", "file_text": "n = 1\n"})
+    assert c.sh(sid, "cat /workspace/new/n.py") == "n = 1\n"
+    v = tool("edit_file", {"path": "conf.py", "command": "view", "view_range": [2, 3]})
+    assert v == {"path": "conf.py", "type": "file", "content": "     2\tc = 9\n     3\tb = 3\n",
+                 "lines": 3, "truncated": False}, v
+    d = tool("edit_file", {"path": "new", "command": "view"})
+    assert d["type"] == "dir" and d["entries"] == [
+        {"path": "new/n.py", "type": "file", "size": 6}], d
+    assert c.sh(sid, "ls -a /workspace /workspace/new | grep -c sbx-upload || true") == "0\n"
+    # Refusals and errors, as on the host path (test_mcp.py).
+    c.sh(sid, "printf 'x = 1\\ny\\nx = 1\\n' > /workspace/dup.txt && "
+              "ln -sfn /etc /workspace/etc-link && head -c 5000000 /dev/zero > /workspace/big")
+    r = c.request("POST", "/v1/sandboxes/%s/edit" % sid,
+                  {"path": "dup.txt", "old_string": "x = 1", "new_string": "x = 2"})
+    assert r.status == 409 and r.body["error"]["code"] == "edit_not_unique", r
+    assert [x["line"] for x in r.body["error"]["candidates"]] == [1, 3], r.body
+    r = c.request("POST", "/v1/sandboxes/%s/edit" % sid,
+                  {"path": "dup.txt", "old_string": "something else entirely", "new_string": "z"})
+    assert r.status == 422 and r.body["error"]["code"] == "edit_no_match", r
+    assert c.sh(sid, "cat /workspace/dup.txt") == "x = 1\ny\nx = 1\n"
+    for path, status, code in (("nope.txt", 404, "file_not_found"),
+                               ("etc-link/passwd", 400, "invalid_path"),
+                               ("big", 413, "file_too_large"), ("new", 400, "invalid_path")):
+        assert_error(c.request("POST", "/v1/sandboxes/%s/edit" % sid,
+                               {"path": path, "old_string": "a", "new_string": "b"}),
+                     status, code)
+    assert_error(c.request("POST", "/v1/sandboxes/%s/edit" % sid,
+                           {"path": "nope", "command": "view"}), 404, "file_not_found")
+
+    # sandbox_files: written by the tool, read by a command, and the other way round.
+    w = tool("sandbox_files", {"op": "write", "path": "w/x.txt", "content": "hello ș"})
+    assert w == {"path": "w/x.txt", "size": len("hello ș".encode())}, w
+    assert c.sh(sid, "cat /workspace/w/x.txt; stat -c %a /workspace/w/x.txt") == \
+        "hello ș644\n"
+    blob = bytes(range(256)) * 4
+    tool("sandbox_files", {"op": "write", "path": "w/b.bin", "encoding": "base64",
+                           "content": base64.b64encode(blob).decode()})
+    assert c.sh(sid, "sha256sum < /workspace/w/b.bin").split()[0] == \
+        hashlib.sha256(blob).hexdigest()
+    got = tool("sandbox_files", {"op": "read", "path": "conf.py"})
+    assert got == {"path": "conf.py", "size": 18, "inline": True,
+                   "content": "a = 1\nc = 9\nb = 3\n", "encoding": "utf-8"}, got
+    b = tool("sandbox_files", {"op": "read", "path": "w/b.bin"})
+    assert b["encoding"] == "base64" and b["size"] == len(blob), b
+    c.sh(sid, "head -c 300000 /dev/zero | tr '\\0' z > /workspace/out/large.txt")
+    large = tool("sandbox_files", {"op": "read", "path": "out/large.txt"})
+    assert large["inline"] is False and large["size"] == 300000, large
+    assert large["sha256"] == hashlib.sha256(b"z" * 300000).hexdigest(), large
+    assert fetch(large["url"]) == (200, b"z" * 300000)
+    lst = tool("sandbox_files", {"op": "list", "path": "w"})
+    assert [(x["path"], x["type"], x["size"]) for x in lst["entries"]] == [
+        ("w/b.bin", "file", 1024), ("w/x.txt", "file", 8)], lst
+    assert lst["path"] == "w" and lst["truncated"] is False and lst["entries"][0]["mtime"] > 0
+    rec = tool("sandbox_files", {"op": "list", "path": "", "recursive": True})
+    assert {"src/m.py", "new/n.py", "w/x.txt"} <= {x["path"] for x in rec["entries"]}, rec
+    assert_error(tool("sandbox_files", {"op": "read", "path": "nope"}, 404), 404,
+                 "file_not_found")
+    assert_error(tool("sandbox_files", {"op": "read", "path": "etc-link/passwd"}, 400), 400,
+                 "invalid_path")
+    assert_error(tool("sandbox_files", {"op": "list", "path": "nope"}, 404), 404,
+                 "file_not_found")
+
+    # bsl_check on a module a command wrote; its path checked by the agent.
+    c.sh(sid, "mkdir -p /workspace/bsl && printf '%s' '" + BSL_MODULE + "' > /workspace/bsl/m.bsl")
+    report = tool("bsl_check", {"path": "bsl/m.bsl"})
+    assert report["summary"]["files"] == 1 and report["exec_id"], report
+    assert [f["path"] for f in report["fileinfos"]] == ["bsl/m.bsl"], report
+    assert report["summary"]["diagnostics"] >= 1, report
+    assert_error(tool("bsl_check", {"path": "bsl/none.bsl"}, 404), 404, "file_not_found")
+    assert_error(tool("bsl_check", {"path": "etc-link"}, 400), 400, "invalid_path")
+
+    # Nothing of it is on the outer's host: its workspace directory stays empty.
+    host_ws = os.path.join(outer().data_dir, "sandboxes", sid, "workspace")
+    assert not os.path.isdir(host_ws) or os.listdir(host_ws) == [], os.listdir(host_ws)
+    log = outer().client().ok("GET", "/v1/audit?sandbox_id=%s&limit=500" % sid)["data"]
+    seen = {(x["action"], (x.get("details") or {}).get("path"), x["outcome"]) for x in log}
+    for want in (("file.edit", "conf.py", "ok"), ("file.edit", "dup.txt", "edit_not_unique"),
+                 ("file.upload", "w/x.txt", "ok"), ("file.download", "conf.py", "ok")):
+        assert want in seen, (want, sorted(x for x in seen if x[0].startswith("file.")))
+
+
+# A procedure with a useless For Each (UseLessForEach in docs/bsl.md), no single quotes.
+BSL_MODULE = """Procedure Run(List)
+\tFor Each Item In List Do
+\t\tMessage(List);
+\tEndDo;
+EndProcedure
+"""
 
 
 def test_the_chat_gateway_runs_its_tool_in_a_provider_sandbox():

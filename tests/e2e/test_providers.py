@@ -1036,14 +1036,16 @@ def test_every_file_tool_acts_on_the_providers_workspace():
     c.sh(sid, "mkdir -p /workspace/bsl && printf '%s' '" + BSL_MODULE + "' > /workspace/bsl/m.bsl")
     report = tool("bsl_check", {"path": "bsl/m.bsl"})
     assert report["summary"]["files"] == 1 and report["exec_id"], report
-    assert [f["path"] for f in report["fileinfos"]] == ["bsl/m.bsl"], report
-    assert report["summary"]["diagnostics"] >= 1, report
+    assert [f["path"] for f in report["fileinfos"]] == ["/workspace/bsl/m.bsl"], report
+    assert ("UseLessForEach", 2) in [(x["code"], x["line"])
+                                     for x in report["fileinfos"][0]["diagnostics"]], report
     assert_error(tool("bsl_check", {"path": "bsl/none.bsl"}, 404), 404, "file_not_found")
     assert_error(tool("bsl_check", {"path": "etc-link"}, 400), 400, "invalid_path")
 
-    # Nothing of it is on the outer's host: its workspace directory stays empty.
-    host_ws = os.path.join(outer().data_dir, "sandboxes", sid, "workspace")
-    assert not os.path.isdir(host_ws) or os.listdir(host_ws) == [], os.listdir(host_ws)
+    # Nothing of it is on the outer's host: its workspace directory holds no file.
+    host_ws = os.path.join(outer().sandbox_dir(sid), "workspace")
+    assert not os.path.isdir(host_ws) or list(files_under(host_ws)) == [], \
+        list(files_under(host_ws))
     log = outer().client().ok("GET", "/v1/audit?sandbox_id=%s&limit=500" % sid)["data"]
     seen = {(x["action"], (x.get("details") or {}).get("path"), x["outcome"]) for x in log}
     for want in (("file.edit", "conf.py", "ok"), ("file.edit", "dup.txt", "edit_not_unique"),

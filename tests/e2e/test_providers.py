@@ -926,9 +926,17 @@ def test_agent_tools_limits_metering_and_audit_on_the_provider():
 def test_every_file_tool_acts_on_the_providers_workspace():
     """edit_file (both shapes, view), sandbox_files (list, read, write), sandbox_bash's files
     and bsl_check's path go through the agent to the provider's /workspace, with the host
-    path's answers and codes: none of them acts on the outer's empty host directory."""
+    path's answers and codes: none of them acts on the outer's empty host directory. Its own
+    sandbox, deleted after (a key runs at most 3)."""
     c, sid = sandbox("tools")
+    try:
+        check_file_tools(c, sid)
+    finally:
+        c.delete_sandbox(sid)
+        STATE.pop("sb:tools")
 
+
+def check_file_tools(c, sid):
     def tool(name, args, status=200):
         r = c.request("POST", "/v1/sandboxes/%s/tools/%s" % (sid, name), args)
         assert r.status == status, (name, args, r)

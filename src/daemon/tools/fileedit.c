@@ -137,8 +137,7 @@ static int replace(struct fileedit *e, const struct fileedit_file *f, json_t **d
         if (r == 0)
             r = commit(e, &t, m.text, m.len, err);
         if (r == 0) {
-            json_object_set_new(e->answer, "strategy",
-                                json_string(edit_strategy_name(m.strategy)));
+            json_object_set_new(e->answer, "strategy", json_string(edit_strategy_name(m.strategy)));
             json_object_set_new(e->answer, "score", json_real(m.score));
             json_object_set_new(e->answer, "replacements",
                                 json_integer((json_int_t)m.replacements));
@@ -195,8 +194,8 @@ static int view(struct fileedit *e, const struct fileedit_file *f, struct sbx_er
     }
     fclose(mf);
     size_t vlen = sbx_utf8_prefix(buf, len);
-    e->answer = json_pack("{s:s,s:s,s:s%,s:I,s:b}", "path", e->path, "type", "file", "content",
-                          buf, vlen, "lines", (json_int_t)(line - 1), "truncated", truncated);
+    e->answer = json_pack("{s:s,s:s,s:s%,s:I,s:b}", "path", e->path, "type", "file", "content", buf,
+                          vlen, "lines", (json_int_t)(line - 1), "truncated", truncated);
     free(buf);
     return 0;
 }
@@ -321,7 +320,7 @@ void fileedit_clear(struct fileedit *e)
 
 /* ---- a workspace on this host ---- */
 
-static int list_entry(const struct ws_entry *e, void *data, struct sbx_err *err)
+int fileedit_dir_entry(const struct ws_entry *e, void *data, struct sbx_err *err)
 {
     json_array_append_new(data, json_pack("{s:s,s:s,s:I}", "path", e->path, "type",
                                           ws_type_name(e->type), "size", (json_int_t)e->size));
@@ -339,7 +338,7 @@ static int view_dir(int root, const char *path, json_t **out, struct sbx_err *er
         return 0;
     json_t *list = json_array();
     bool truncated = false;
-    if (ws_walk(root, path, false, FILEEDIT_VIEW_ENTRIES_MAX, list_entry, list, &truncated,
+    if (ws_walk(root, path, false, FILEEDIT_VIEW_ENTRIES_MAX, fileedit_dir_entry, list, &truncated,
                 err) < 0) {
         json_decref(list);
         return sbx_err_ret(err);

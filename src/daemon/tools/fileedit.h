@@ -32,8 +32,8 @@ struct fileedit {
     bool all, create;
     long long insert_line;
     /* After fileedit_apply: */
-    bool write;  /* text is to be written to path (atomically); then answer is the answer */
-    char *text;  /* the new content (owned) */
+    bool write; /* text is to be written to path (atomically); then answer is the answer */
+    char *text; /* the new content (owned) */
     size_t len;
     mode_t mode; /* the file's own, kept (0644 for a new file) */
     json_t *answer;
@@ -57,7 +57,10 @@ bool fileedit_is_view(const struct fileedit *e);
  * edit_not_unique). */
 int fileedit_apply(struct fileedit *e, const struct fileedit_file *f, json_t **details,
                    struct sbx_err *err);
-/* A view's answer for a folder; entries [{path, type, size}]. Takes entries. */
+/* A view's answer for a folder; entries [{path, type, size}], each made by
+ * fileedit_dir_entry (a ws_walk_fn; data: the list). Takes entries. */
+struct ws_entry;
+int fileedit_dir_entry(const struct ws_entry *e, void *data, struct sbx_err *err);
 json_t *fileedit_dir_answer(const char *path, json_t *entries, bool truncated);
 void fileedit_clear(struct fileedit *e);
 

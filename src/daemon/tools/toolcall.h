@@ -55,8 +55,7 @@ struct tool_call {
 };
 
 /* Report (unless abandoned) and free the call; takes result and details. */
-void tools_finish(struct tool_call *c, json_t *result, const struct sbx_err *err,
-                  json_t *details);
+void tools_finish(struct tool_call *c, json_t *result, const struct sbx_err *err, json_t *details);
 void tools_fail(struct tool_call *c, const struct sbx_err *err);
 /* Where a client fetches a workspace file: the files route (with its key). */
 json_t *tools_file_url(struct tool_call *c, const char *path);
@@ -76,7 +75,6 @@ int tools_list_entry(const struct ws_entry *e, void *data, struct sbx_err *err);
 void tools_list_answer(struct tool_call *c, const char *path, json_t *list, bool truncated);
 void tools_read_inline(struct tool_call *c, const char *path, const char *buf, size_t len);
 void tools_read_large(struct tool_call *c, const char *path, uint64_t size, const char *sha);
-void tools_write_done(struct tool_call *c, const char *path, size_t len,
-                      const struct sbx_err *err);
+void tools_write_done(struct tool_call *c, const char *path, size_t len, const struct sbx_err *err);
 
 #endif

@@ -364,8 +364,8 @@ static int start_exec(struct tool_call *c, json_t *body, struct sbx_err *err)
     c->ep_set = true;
     if (bash && !c->ep.timeout_given) {
         /* Its own default, unless the sandbox's configuration sets one for every command. */
-        c->ep.timeout_s = c->sb->command_timeout_sec ? c->sb->command_timeout_sec
-                                                     : TOOLS_BASH_TIMEOUT_DEFAULT;
+        c->ep.timeout_s =
+            c->sb->command_timeout_sec ? c->sb->command_timeout_sec : TOOLS_BASH_TIMEOUT_DEFAULT;
         c->ep.timeout_given = true;
     }
     if (c->sb->exec_busy)
@@ -503,7 +503,8 @@ static int run_bsl(struct tool_call *c, struct sbx_err *err)
     if (ws_path_check(path, true, err) < 0)
         return sbx_err_ret(err);
     bool remote = sandbox_workspace_remote(c->sb);
-    if (*path && !remote) { /* resolved beneath the workspace: .. and symlinks out are invalid_path */
+    /* resolved beneath the workspace: .. and symlinks out are invalid_path */
+    if (*path && !remote) {
         _cleanup_close_ int root = -1;
         struct stat st;
         if (open_root(c, &root, err) < 0 || ws_lstat(root, path, &st, NULL, 0, err) < 0)
@@ -531,10 +532,10 @@ static int run_bsl(struct tool_call *c, struct sbx_err *err)
     _cleanup_free_ char *qpath = sh_quote(full);
     /* codes are [A-Za-z0-9] only, so they need no quoting; '' is none at all */
     /* the report stops whole within the exec's output limit, so it always parses */
-    _cleanup_free_ char *cmd = sbx_xasprintf(
-        OCI_BSL_PATH " --format json --max-results %lld --max-bytes %u%s%s%s -- %s",
-        (long long)max, EXEC_OUTPUT_MAX - 64u * 1024u, given ? " --diagnostics '" : "", codes,
-        given ? "'" : "", qpath);
+    _cleanup_free_ char *cmd =
+        sbx_xasprintf(OCI_BSL_PATH " --format json --max-results %lld --max-bytes %u%s%s%s -- %s",
+                      (long long)max, EXEC_OUTPUT_MAX - 64u * 1024u,
+                      given ? " --diagnostics '" : "", codes, given ? "'" : "", qpath);
     json_t *body = json_pack("{s:s,s:s}", "shell", cmd, "cwd", "/workspace");
     json_t *t = json_object_get(c->args, "timeout_seconds");
     if (t && !json_is_null(t))
@@ -693,8 +694,8 @@ int tools_list_entry(const struct ws_entry *e, void *data, struct sbx_err *err)
 
 void tools_list_answer(struct tool_call *c, const char *path, json_t *list, bool truncated)
 {
-    tools_finish(c, json_pack("{s:s,s:o,s:b}", "path", path, "entries", list, "truncated",
-                              truncated),
+    tools_finish(c,
+                 json_pack("{s:s,s:o,s:b}", "path", path, "entries", list, "truncated", truncated),
                  NULL, NULL);
 }
 
@@ -715,8 +716,8 @@ static int files_list(struct tool_call *c, int root, const char *path, bool recu
 void tools_read_large(struct tool_call *c, const char *path, uint64_t size, const char *sha)
 {
     json_t *o = json_pack("{s:s,s:I,s:s,s:b,s:o,s:I}", "path", path, "size", (json_int_t)size,
-                          "sha256", sha, "inline", 0, "url", tools_file_url(c, path),
-                          "inline_max", (json_int_t)TOOLS_READ_INLINE_MAX);
+                          "sha256", sha, "inline", 0, "url", tools_file_url(c, path), "inline_max",
+                          (json_int_t)TOOLS_READ_INLINE_MAX);
     if (!strncmp(path, ARTIFACTS_DIR "/", sizeof(ARTIFACTS_DIR))) {
         c->link_path = sbx_xstrdup(path); /* a signed link, usable without the key */
         tools_collect_links(c, o);
@@ -805,8 +806,7 @@ static int write_content(struct tool_call *c, char **decoded, const char **buf, 
     return 0;
 }
 
-void tools_write_done(struct tool_call *c, const char *path, size_t len,
-                      const struct sbx_err *err)
+void tools_write_done(struct tool_call *c, const char *path, size_t len, const struct sbx_err *err)
 {
     json_t *details = json_pack("{s:s,s:I}", "path", path, "size", (json_int_t)len);
     if (sandbox_workspace_remote(c->sb))
@@ -816,8 +816,7 @@ void tools_write_done(struct tool_call *c, const char *path, size_t len,
     if (err)
         tools_fail(c, err);
     else
-        tools_finish(c, json_pack("{s:s,s:I}", "path", path, "size", (json_int_t)len), NULL,
-                     NULL);
+        tools_finish(c, json_pack("{s:s,s:I}", "path", path, "size", (json_int_t)len), NULL, NULL);
 }
 
 static int run_files(struct tool_call *c, struct sbx_err *err)
@@ -873,9 +872,11 @@ static void on_snap_answer(json_t *answer, const struct sbx_err *err, void *data
 static int run_lifecycle(struct tool_call *c, struct sbx_err *err)
 {
     static const char *const target[] = {"sandbox_id"};
-    struct snap_origin o = {
-        .mgr = c->d->mgr, .jobs = c->d->jobs, .store = c->d->store, .who = &c->who,
-        .request_id = c->request_id};
+    struct snap_origin o = {.mgr = c->d->mgr,
+                            .jobs = c->d->jobs,
+                            .store = c->d->store,
+                            .who = &c->who,
+                            .request_id = c->request_id};
     json_auto_t *body = args_without(c->args, target, SBX_ARRAY_SIZE(target));
     int r;
     switch (c->def->id) {

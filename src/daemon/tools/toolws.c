@@ -31,11 +31,11 @@ typedef void (*small_fn)(struct toolws *w, json_t *ok, const struct sbx_err *err
 
 struct toolws {
     struct tool_call *c;
-    struct agentfs *f;         /* the running helper, when it is not streamed */
-    struct agentfs_stream *s;  /* the running streamed one */
+    struct agentfs *f;        /* the running helper, when it is not streamed */
+    struct agentfs_stream *s; /* the running streamed one */
     small_fn small_then;
     step_fn then;
-    const char *path;          /* borrowed from the call's args, or own_path */
+    const char *path; /* borrowed from the call's args, or own_path */
     char *own_path;
     /* "cat": the file's size, its bytes up to keep, or its digest */
     char head[TOOLWS_HEAD_MAX];
@@ -126,25 +126,32 @@ static int small(struct toolws *w, json_t *req, small_fn then, struct sbx_err *e
     return 0;
 }
 
-/* A wsstat/wsls row [path, mode, size, mtime_ns, uid, gid, target] as a walk's entry. */
-static void row_entry(json_t *row, struct ws_entry *e, struct stat *st)
+/* A wsls answer's rows [path, mode, size, mtime_ns, uid, gid, target], each given to fn as
+ * the host walk's entry would be, into a new list. */
+static json_t *rows_list(json_t *ok, ws_walk_fn fn)
 {
-    mode_t m = (mode_t)json_integer_value(json_array_get(row, 1));
-    *st = (struct stat){.st_mode = m};
-    *e = (struct ws_entry){
-        .path = json_string_value(json_array_get(row, 0)) ?: "",
-        .type = files_type_of(m),
-        .size = (uint64_t)json_integer_value(json_array_get(row, 2)),
-        .mode = m & 07777,
-        .mtime = json_integer_value(json_array_get(row, 3)) / 1000000000,
-        .st = st,
-    };
+    json_t *list = json_array(), *row;
+    size_t i;
+    json_array_foreach(json_object_get(ok, "entries"), i, row)
+    {
+        mode_t m = (mode_t)json_integer_value(json_array_get(row, 1));
+        struct stat st = {.st_mode = m};
+        struct ws_entry e = {
+            .path = json_string_value(json_array_get(row, 0)) ?: "",
+            .type = files_type_of(m),
+            .size = (uint64_t)json_integer_value(json_array_get(row, 2)),
+            .mode = m & 07777,
+            .mtime = json_integer_value(json_array_get(row, 3)) / 1000000000,
+            .st = &st,
+        };
+        (void)fn(&e, list, NULL);
+    }
+    return list;
 }
 
 static json_t *wsls(const char *path, int depth, int max)
 {
-    return json_pack("{s:s,s:s,s:i,s:i}", "op", "wsls", "path", path, "depth", depth, "max",
-                     max);
+    return json_pack("{s:s,s:s,s:i,s:i}", "op", "wsls", "path", path, "depth", depth, "max", max);
 }
 
 static int digest_hex(EVP_MD_CTX *md, char sha[WS_SHA256_HEX_LEN + 1], struct sbx_err *err)
@@ -264,12 +271,12 @@ static void edit_end(struct toolws *w, const struct sbx_err *err, json_t *detail
 {
     struct tool_call *c = w->c;
     if (!fileedit_is_view(&w->edit))
-        audit_record(c->d->store, &c->who, NULL, c->request_id, "file.edit", c->sandbox_id,
-                     err ? err->code : "ok",
-                     json_pack("{s:s,s:s}", "path",
-                               fileedit_rel_path(
-                                   json_string_value(json_object_get(c->args, "path")) ?: ""),
-                               "via", "agent"));
+        audit_record(
+            c->d->store, &c->who, NULL, c->request_id, "file.edit", c->sandbox_id,
+            err ? err->code : "ok",
+            json_pack("{s:s,s:s}", "path",
+                      fileedit_rel_path(json_string_value(json_object_get(c->args, "path")) ?: ""),
+                      "via", "agent"));
     tools_finish(c, err ? NULL : TAKE_PTR(w->edit.answer), err, details);
 }
 
@@ -330,17 +337,7 @@ static void edit_dir_done(struct toolws *w, json_t *ok, const struct sbx_err *er
         edit_end(w, err, NULL);
         return;
     }
-    json_t *list = json_array(), *row;
-    size_t i;
-    json_array_foreach(json_object_get(ok, "entries"), i, row)
-    {
-        struct ws_entry e;
-        struct stat st;
-        row_entry(row, &e, &st);
-        json_array_append_new(list, json_pack("{s:s,s:s,s:I}", "path", e.path, "type",
-                                              ws_type_name(e.type), "size", (json_int_t)e.size));
-    }
-    w->edit.answer = fileedit_dir_answer(w->path, list,
+    w->edit.answer = fileedit_dir_answer(w->path, rows_list(ok, fileedit_dir_entry),
                                          json_is_true(json_object_get(ok, "truncated")));
     edit_end(w, NULL, NULL);
 }
@@ -382,8 +379,7 @@ int toolws_edit(struct tool_call *c, struct sbx_err *err)
         return 0;
     }
     w->path = w->edit.path;
-    if (small(w, json_pack("{s:s,s:s}", "op", "wsstat", "path", w->path), edit_stat_done,
-              &e) < 0)
+    if (small(w, json_pack("{s:s,s:s}", "op", "wsstat", "path", w->path), edit_stat_done, &e) < 0)
         edit_end(w, &e, NULL);
     return 0;
 }
@@ -396,24 +392,16 @@ static void list_done(struct toolws *w, json_t *ok, const struct sbx_err *err)
         tools_fail(w->c, err);
         return;
     }
-    json_t *list = json_array(), *row;
-    size_t i;
-    json_array_foreach(json_object_get(ok, "entries"), i, row)
-    {
-        struct ws_entry e;
-        struct stat st;
-        row_entry(row, &e, &st);
-        (void)tools_list_entry(&e, list, NULL);
-    }
-    tools_list_answer(w->c, w->path, list, json_is_true(json_object_get(ok, "truncated")));
+    tools_list_answer(w->c, w->path, rows_list(ok, tools_list_entry),
+                      json_is_true(json_object_get(ok, "truncated")));
 }
 
 int toolws_list(struct tool_call *c, const char *path, bool recursive, struct sbx_err *err)
 {
     struct toolws *w = ws_of(c);
     w->path = path;
-    return small(w, wsls(path, recursive ? WS_WALK_DEPTH_MAX : 1, TOOLS_FILES_LIST_MAX),
-                 list_done, err);
+    return small(w, wsls(path, recursive ? WS_WALK_DEPTH_MAX : 1, TOOLS_FILES_LIST_MAX), list_done,
+                 err);
 }
 
 static void read_done(struct toolws *w, const struct sbx_err *err)
@@ -424,8 +412,8 @@ static void read_done(struct toolws *w, const struct sbx_err *err)
     if (w->begun) /* as on the host: once the file is open */
         audit_record(c->d->store, &c->who, NULL, c->request_id, "file.download", c->sandbox_id,
                      "ok",
-                     json_pack("{s:s,s:I,s:s}", "path", w->path, "size", (json_int_t)w->size,
-                               "via", "agent"));
+                     json_pack("{s:s,s:I,s:s}", "path", w->path, "size", (json_int_t)w->size, "via",
+                               "agent"));
     if (err) {
         tools_fail(c, err);
         return;
@@ -615,8 +603,7 @@ static void after_done(struct toolws *w, json_t *ok, const struct sbx_err *err)
         json_object_set_new(w->o, "files_truncated", json_true());
     json_t *paths = json_array(), *f;
     size_t i;
-    json_array_foreach(w->files, i, f)
-        json_array_append(paths, json_object_get(f, "path"));
+    json_array_foreach(w->files, i, f) json_array_append(paths, json_object_get(f, "path"));
     if (!json_array_size(paths)) {
         json_decref(paths);
         bash_answer(w, json_incref(w->files));

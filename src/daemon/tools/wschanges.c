@@ -98,8 +98,7 @@ static bool unchanged(const struct ws_listing *before, const struct ws_stamp *no
            was->mtime_ns == now->mtime_ns && was->ctime_ns == now->ctime_ns;
 }
 
-json_t *ws_listing_diff(struct ws_listing *before, struct ws_listing *now,
-                        bool *truncated)
+json_t *ws_listing_diff(struct ws_listing *before, struct ws_listing *now, bool *truncated)
 {
     json_t *files = json_array();
     bool cut = false;

@@ -29,8 +29,7 @@ void ws_listing_set_truncated(struct ws_listing *l);
 void ws_listing_free(struct ws_listing *l);
 /* [{path, size}] of the files of now that are new or changed since before, in path order,
  * at most WSCHANGES_FILES_MAX. *truncated: more changed, or a walk was cut short. */
-json_t *ws_listing_diff(struct ws_listing *before, struct ws_listing *now,
-                        bool *truncated);
+json_t *ws_listing_diff(struct ws_listing *before, struct ws_listing *now, bool *truncated);
 
 /* A workspace on this host (root: its O_PATH fd). */
 int ws_listing_take(int root, struct ws_listing **out, struct sbx_err *err);

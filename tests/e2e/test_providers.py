@@ -1050,6 +1050,35 @@ def check_file_tools(c, sid):
     assert_error(tool("bsl_check", {"path": "bsl/none.bsl"}, 404), 404, "file_not_found")
     assert_error(tool("bsl_check", {"path": "etc-link"}, 400), 400, "invalid_path")
 
+    # A cancelled call (MCP's notifications/cancelled) cancels the helper it waits for: the
+    # helper gets SIGTERM inside the sandbox. (A REST client that goes away is noticed by
+    # the HTTP layer only once the answer is ready: a suspended connection is not watched.)
+    c.sh(sid, "head -c 400000000 /dev/zero > /workspace/huge")
+    h = {"Accept": "application/json, text/event-stream"}
+    r = c.request("POST", "/mcp", body={"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                                        "params": {"protocolVersion": "2025-11-25",
+                                                   "capabilities": {},
+                                                   "clientInfo": {"name": "raw", "version": "1"}}},
+                  headers=h)
+    h["Mcp-Session-Id"] = r.headers["mcp-session-id"]
+    got = {}
+    call = threading.Thread(target=lambda: got.update(r=c.request(
+        "POST", "/mcp", headers=h, timeout=300,
+        body={"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+              "params": {"name": "sandbox_files",
+                         "arguments": {"sandbox_id": sid, "op": "read", "path": "huge"}}})))
+    call.start()
+    helper = "pgrep -f '\"op\":\"c[a]t\",' || true"  # [a]: not this pgrep's own line
+    wait_for(lambda: c.sh(sid, helper).strip(), timeout=60, what="the read's helper running")
+    r = c.request("POST", "/mcp", headers=h, body={
+        "jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}})
+    assert r.status == 202, r
+    wait_for(lambda: not c.sh(sid, helper).strip(), timeout=60,
+             what="the helper ended once its call was cancelled")
+    call.join(60)
+    assert got["r"].body["error"]["message"] == "cancelled", got
+    c.sh(sid, "rm /workspace/huge")
+
     # Nothing of it is on the outer's host: its workspace directory holds no file.
     host_ws = os.path.join(outer().sandbox_dir(sid), "workspace")
     assert not os.path.isdir(host_ws) or list(files_under(host_ws)) == [], \

@@ -986,6 +986,9 @@ def check_file_tools(c, sid):
     d = tool("edit_file", {"path": "new", "command": "view"})
     assert d["type"] == "dir" and d["entries"] == [
         {"path": "new/n.py", "type": "file", "size": 6}], d
+    c.sh(sid, "ln -sfn new /workspace/new-link")
+    d = tool("edit_file", {"path": "new-link", "command": "view"})
+    assert d["type"] == "dir" and [x["path"] for x in d["entries"]] == ["new-link/n.py"], d
     assert c.sh(sid, "ls -a /workspace /workspace/new | grep -c sbx-upload || true") == "0\n"
     # Refusals and errors, as on the host path (test_mcp.py).
     c.sh(sid, "printf 'x = 1\\ny\\nx = 1\\n' > /workspace/dup.txt && "

@@ -312,10 +312,18 @@ static const struct sbx_err *cat_checked(struct toolws *w, const struct sbx_err 
     return err;
 }
 
+static void edit_dir_done(struct toolws *w, json_t *ok, const struct sbx_err *err);
+
 static void edit_read_done(struct toolws *w, const struct sbx_err *err)
 {
     struct sbx_err e = {0};
     err = cat_checked(w, err, &e);
+    /* A view of a symlink to a folder lists the folder, as the host path's O_PATH open does. */
+    if (err && err->errnum == EISDIR && fileedit_is_view(&w->edit)) {
+        if (small(w, wsls(w->path, 1, FILEEDIT_VIEW_ENTRIES_MAX), edit_dir_done, &e) < 0)
+            edit_end(w, &e, NULL);
+        return;
+    }
     if (err && strcmp(err->code, "file_not_found")) {
         edit_end(w, err, NULL);
         return;

@@ -5,6 +5,7 @@ environment (SBX_E2B_*): its sandboxes are the inner's, reached through the cont
 (/sandboxes) and envd's process stream, which carries sbx's own agent's frames.
 """
 
+import base64
 import errno
 import hashlib
 import http.server
@@ -18,6 +19,8 @@ import urllib.request
 
 import egress_upstream as eu
 import harness
+import testserver
+import wsclient
 from harness import assert_error, wait_for
 from test_files import fpath, listing
 
@@ -47,9 +50,50 @@ def provider_key():
     return INNER.once("key", make)
 
 
+class ToolModel(http.server.BaseHTTPRequestHandler):
+    """A model on loopback for the outer's chat gateway: its first answer calls
+    sandbox_bash, its second repeats what the tool printed."""
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        results = [m["content"] for m in body["messages"] if m.get("role") == "tool"]
+        if results:
+            msg = {"role": "assistant", "content": "tool said " + json.loads(results[0])["stdout"]}
+            finish = "stop"
+        else:
+            args = json.dumps({"command": "echo chat-$((6*7)) > out/chat.txt; cat out/chat.txt"})
+            msg = {"role": "assistant", "content": "",
+                   "tool_calls": [{"id": "call_0", "type": "function",
+                                   "function": {"name": "sandbox_bash", "arguments": args}}]}
+            finish = "tool_calls"
+        data = json.dumps({"id": "c", "object": "chat.completion", "created": 1, "model": "m",
+                           "choices": [{"index": 0, "message": msg, "finish_reason": finish}],
+                           "usage": {"prompt_tokens": 1, "completion_tokens": 1,
+                                     "total_tokens": 2}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *a):
+        pass
+
+
+def model_url():
+    if "model" not in STATE:
+        srv = STATE["model"] = testserver.QuietHTTPServer(("127.0.0.1", 0), ToolModel)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return "http://127.0.0.1:%d/v1" % STATE["model"].server_address[1]
+
+
 def outer_env(key=None):
     d = inner()
     return {
+        "SBX_LLM_URL": model_url(),
+        "SBX_LLM_API_KEY": "sk-model-" + "x" * 24,
+        "SBX_LLM_MODEL": "fake-model",
         "SBX_BACKEND": "e2b,gvisor",
         "SBX_E2B_API_URL": "http://127.0.0.1:%d/e2b/api" % d.port,
         "SBX_E2B_SANDBOX_URL": "http://127.0.0.1:%d/e2b/sandbox" % d.port,
@@ -161,6 +205,10 @@ def teardown_module():
     INNER.close()
     if "up" in STATE:
         STATE.pop("up").close()
+    if "model" in STATE:
+        srv = STATE.pop("model")
+        srv.shutdown()
+        srv.server_close()
 
 
 def files_under(root):
@@ -824,6 +872,285 @@ def test_the_inner_audits_the_agents_frames_per_window_not_per_call():
                   timeout=40, what="the input windows closed")[0]
     assert len(es) <= 6, es
     assert all(e["details"]["via"] == "e2b" for e in es), es
+
+
+def test_streaming_sessions_and_idempotency_on_the_provider():
+    """An exec streamed as server-sent events, a session's cd and exports kept between
+    execs, and an Idempotency-Key replayed: each as on a local sandbox."""
+    c, sid = sandbox()
+    gen = c.stream("POST", "/v1/sandboxes/%s/exec" % sid,
+                   {"shell": "echo one; sleep 0.2; echo two >&2; exit 4"})
+    assert next(gen).status == 200
+    events = [e for _, e in gen]
+    kinds = [e["type"] for e in events]
+    assert kinds[0] == "start" and kinds[-1] == "exit", events
+    assert "".join(e["data"] for e in events if e["type"] == "stdout") == "one\n", events
+    assert "".join(e["data"] for e in events if e["type"] == "stderr") == "two\n", events
+    assert events[-1]["exit_code"] == 4, events
+    c.ok("POST", "/v1/sandboxes/%s/sessions" % sid, {"session_id": "work"}, status=201)
+    assert c.exec(sid, shell="mkdir -p /tmp/w && cd /tmp/w && export GREETING=salut",
+                  session_id="work")["exit_code"] == 0
+    out = c.exec(sid, shell="pwd; echo $GREETING", session_id="work")
+    assert out["stdout"] == "/tmp/w\nsalut\n", out
+    assert c.exec(sid, shell="pwd")["stdout"] == "/workspace\n"
+    h = {"Idempotency-Key": "provider-count-1"}
+    count = "echo x >> /workspace/counter; wc -l < /workspace/counter"
+    r1 = c.request("POST", "/v1/sandboxes/%s/exec" % sid, {"shell": count}, headers=h)
+    r2 = c.request("POST", "/v1/sandboxes/%s/exec" % sid, {"shell": count}, headers=h)
+    assert r1.status == r2.status == 200 and r1.body == r2.body, (r1, r2)
+    assert r2.headers.get("x-sbx-idempotent-replay") == "true", r2.headers
+    assert c.sh(sid, "wc -l < /workspace/counter") == "1\n"
+
+
+def test_the_kernel_a_pty_and_a_terminal_on_the_provider():
+    c, sid = sandbox()
+    base = "/v1/sandboxes/%s" % sid
+    assert c.ok("POST", base + "/run_code", {"code": "x = 41"})["error"] is None
+    b = c.ok("POST", base + "/run_code", {"code": "print('p'); x + 1"})
+    assert b["result"] == "42" and b["stdout"] == "p\n" and b["kernel_restarted"] is False, b
+    c.ok("POST", base + "/kernel/reset")
+    e = c.ok("POST", base + "/run_code", {"code": "x"})["error"]
+    assert e["name"] == "NameError", e
+    r = c.ok("POST", base + "/pty", {"command": "tty; stty size", "rows": 11, "cols": 44})
+    assert r["exit_code"] == 0 and r["stdout"].startswith("/dev/pts/"), r
+    assert r["stdout"].endswith("11 44\r\n"), r
+    tk = c.ok("POST", base + "/terminal-ticket")["ticket"]
+    ws = wsclient.connect(outer().port, base + "/terminal?ticket=%s&rows=20&cols=70" % tk)
+    try:
+        ready = ws.recv_json()
+        assert ready["type"] == "ready" and ready["backend"] == "e2b", ready
+        ws.send_binary(b"echo term-$((6*7)); stty size\n")
+        out, _ = ws.read_until("20 70")
+        assert b"term-42" in out, out
+    finally:
+        ws.close()
+
+
+def test_agent_tools_limits_metering_and_audit_on_the_provider():
+    """The agent tools (REST; MCP is in the SDK/CLI test), a command's timeout, the output
+    cap, the usage meter and the audit entries of a provider sandbox."""
+    c, sid = sandbox()
+    r = c.ok("POST", "/v1/sandboxes/%s/tools/sandbox_bash" % sid,
+             {"command": "mkdir -p out && printf 'a = 1\\n' > conf.py && echo made"})["result"]
+    assert r["exit_code"] == 0 and r["stdout"] == "made\n", r
+    assert "conf.py" in [f["path"] for f in r["files"]], r
+    e = c.ok("POST", "/v1/sandboxes/%s/edit" % sid,
+             {"path": "conf.py", "old_string": "a = 1", "new_string": "a = 2"})
+    assert e["result"]["replacements"] == 1, e
+    assert c.sh(sid, "cat conf.py") == "a = 2\n"
+    k = c.ok("POST", "/v1/sandboxes/%s/tools/sandbox_run_code" % sid,
+             {"code": "6 * 7"})["result"]
+    assert k["result"] == "42", k
+    t0 = time.monotonic()
+    out = c.exec(sid, shell="echo before; sleep 60", timeout_seconds=1)
+    assert out["timed_out"] is True and out["stdout"] == "before\n", out
+    assert time.monotonic() - t0 < 30, "the timeout did not end the command"
+    big = c.exec(sid, shell="head -c 3000000 /dev/zero | tr '\\0' a")
+    assert big["stdout_truncated"] is True and big["exit_code"] == 0, \
+        {k: v for k, v in big.items() if k != "stdout"}
+    usage = c.ok("GET", "/v1/usage")
+    assert usage["total"]["exec_ms"] > 0, usage
+    log = outer().client().ok("GET", "/v1/audit?sandbox_id=%s&limit=500" % sid)["data"]
+    actions = {e["action"] for e in log}
+    assert {"sandbox.create", "exec", "file.edit"} <= actions, actions
+
+
+def test_every_file_tool_acts_on_the_providers_workspace():
+    """edit_file (both shapes, view), sandbox_files (list, read, write), sandbox_bash's files
+    and bsl_check's path go through the agent to the provider's /workspace, with the host
+    path's answers and codes: none of them acts on the outer's empty host directory. Its own
+    sandbox, deleted after (a key runs at most 3)."""
+    c, sid = sandbox("tools")
+    try:
+        check_file_tools(c, sid)
+    finally:
+        c.delete_sandbox(sid)
+        STATE.pop("sb:tools")
+
+
+def check_file_tools(c, sid):
+    def tool(name, args, status=200):
+        r = c.request("POST", "/v1/sandboxes/%s/tools/%s" % (sid, name), args)
+        assert r.status == status, (name, args, r)
+        return r.body["result"] if status == 200 else r
+
+    # sandbox_bash: the files a command made anywhere, hashed by sbxd from their bytes.
+    m = b"x = 1\n" * 1000
+    r = tool("sandbox_bash", {"command": "mkdir -p src out && yes 'x = 1' | head -n 1000 "
+                                         "> src/m.py && printf hi > out/o.txt"})
+    files = {f["path"]: f for f in r["files"]}
+    assert set(files) == {"src/m.py", "out/o.txt"} and r["file_count"] == 2, r
+    assert files["src/m.py"] == {"path": "src/m.py", "size": len(m),
+                                 "sha256": hashlib.sha256(m).hexdigest()}, files
+    assert files["out/o.txt"]["sha256"] == hashlib.sha256(b"hi").hexdigest(), files
+    assert r["local_paths"]["src/m.py"].endswith("/v1/sandboxes/%s/files/src/m.py" % sid)
+    assert fetch(r["local_paths"]["out/o.txt"]) == (200, b"hi")  # a signed artifact link
+    again = tool("sandbox_bash", {"command": "cat src/m.py > /dev/null"})
+    assert again["files"] == [] and again["file_count"] == 0, again
+    touched = tool("sandbox_bash", {"command": "echo y >> src/m.py"})
+    assert [f["path"] for f in touched["files"]] == ["src/m.py"], touched
+    assert touched["files"][0]["sha256"] == hashlib.sha256(m + b"y\n").hexdigest()
+
+    # edit_file: read through the agent, edited in sbxd, written back atomically.
+    tool("sandbox_bash", {"command": "printf 'a = 1\\nb = 2\\n' > conf.py && "
+                                     "printf '#!/bin/sh\\necho one\\n' > run.sh && "
+                                     "chmod 750 run.sh"})
+    e = tool("edit_file", {"path": "conf.py", "old_string": "b = 2", "new_string": "b = 3"})
+    assert e["strategy"] == "exact" and "-b = 2\n+b = 3\n" in e["diff"], e
+    assert e["sha256"] == hashlib.sha256(b"a = 1\nb = 3\n").hexdigest(), e
+    assert c.sh(sid, "cat /workspace/conf.py") == "a = 1\nb = 3\n"
+    tool("edit_file", {"path": "/workspace/run.sh", "command": "str_replace",
+                       "old_str": "echo one", "new_str": "echo two"})
+    assert c.sh(sid, "/workspace/run.sh; stat -c %a /workspace/run.sh") == "two\n750\n"
+    tool("edit_file", {"path": "conf.py", "command": "insert", "insert_line": 1,
+                       "new_str": "c = 9"})
+    assert c.sh(sid, "cat /workspace/conf.py") == "a = 1\nc = 9\nb = 3\n"
+    made = tool("edit_file", {"path": "new/n.py", "old_string": "", "new_string": "n = 0\n",
+                              "create": True})
+    assert made["created"] is True
+    assert c.sh(sid, "cat /workspace/new/n.py; stat -c %a /workspace/new/n.py") == \
+        "n = 0\n644\n"
+    tool("edit_file", {"path": "new/n.py", "command": "create", "file_text": "n = 1\n"})
+    assert c.sh(sid, "cat /workspace/new/n.py") == "n = 1\n"
+    v = tool("edit_file", {"path": "conf.py", "command": "view", "view_range": [2, 3]})
+    assert v == {"path": "conf.py", "type": "file", "content": "     2\tc = 9\n     3\tb = 3\n",
+                 "lines": 3, "truncated": False}, v
+    d = tool("edit_file", {"path": "new", "command": "view"})
+    assert d["type"] == "dir" and d["entries"] == [
+        {"path": "new/n.py", "type": "file", "size": 6}], d
+    c.sh(sid, "ln -sfn new /workspace/new-link")
+    d = tool("edit_file", {"path": "new-link", "command": "view"})
+    assert d["type"] == "dir" and [x["path"] for x in d["entries"]] == ["new-link/n.py"], d
+    assert c.sh(sid, "ls -a /workspace /workspace/new | grep -c sbx-upload || true") == "0\n"
+    # Refusals and errors, as on the host path (test_mcp.py).
+    c.sh(sid, "printf 'x = 1\\ny\\nx = 1\\n' > /workspace/dup.txt && "
+              "ln -sfn /etc /workspace/etc-link && head -c 5000000 /dev/zero > /workspace/big")
+    r = c.request("POST", "/v1/sandboxes/%s/edit" % sid,
+                  {"path": "dup.txt", "old_string": "x = 1", "new_string": "x = 2"})
+    assert r.status == 409 and r.body["error"]["code"] == "edit_not_unique", r
+    assert [x["line"] for x in r.body["error"]["candidates"]] == [1, 3], r.body
+    r = c.request("POST", "/v1/sandboxes/%s/edit" % sid,
+                  {"path": "dup.txt", "old_string": "something else entirely", "new_string": "z"})
+    assert r.status == 422 and r.body["error"]["code"] == "edit_no_match", r
+    assert c.sh(sid, "cat /workspace/dup.txt") == "x = 1\ny\nx = 1\n"
+    for path, status, code in (("nope.txt", 404, "file_not_found"),
+                               ("etc-link/passwd", 400, "invalid_path"),
+                               ("big", 413, "file_too_large"), ("new", 400, "invalid_path")):
+        assert_error(c.request("POST", "/v1/sandboxes/%s/edit" % sid,
+                               {"path": path, "old_string": "a", "new_string": "b"}),
+                     status, code)
+    assert_error(c.request("POST", "/v1/sandboxes/%s/edit" % sid,
+                           {"path": "nope", "command": "view"}), 404, "file_not_found")
+
+    # sandbox_files: written by the tool, read by a command, and the other way round.
+    w = tool("sandbox_files", {"op": "write", "path": "w/x.txt", "content": "hello ș"})
+    assert w == {"path": "w/x.txt", "size": len("hello ș".encode())}, w
+    assert c.sh(sid, "cat /workspace/w/x.txt; stat -c %a /workspace/w/x.txt") == \
+        "hello ș644\n"
+    blob = bytes(range(256)) * 4
+    tool("sandbox_files", {"op": "write", "path": "w/b.bin", "encoding": "base64",
+                           "content": base64.b64encode(blob).decode()})
+    assert c.sh(sid, "sha256sum < /workspace/w/b.bin").split()[0] == \
+        hashlib.sha256(blob).hexdigest()
+    got = tool("sandbox_files", {"op": "read", "path": "conf.py"})
+    assert got == {"path": "conf.py", "size": 18, "inline": True,
+                   "content": "a = 1\nc = 9\nb = 3\n", "encoding": "utf-8"}, got
+    b = tool("sandbox_files", {"op": "read", "path": "w/b.bin"})
+    assert b["encoding"] == "base64" and b["size"] == len(blob), b
+    c.sh(sid, "head -c 300000 /dev/zero | tr '\\0' z > /workspace/out/large.txt")
+    large = tool("sandbox_files", {"op": "read", "path": "out/large.txt"})
+    assert large["inline"] is False and large["size"] == 300000, large
+    assert large["sha256"] == hashlib.sha256(b"z" * 300000).hexdigest(), large
+    assert fetch(large["url"]) == (200, b"z" * 300000)
+    lst = tool("sandbox_files", {"op": "list", "path": "w"})
+    assert [(x["path"], x["type"], x["size"]) for x in lst["entries"]] == [
+        ("w/b.bin", "file", 1024), ("w/x.txt", "file", 8)], lst
+    assert lst["path"] == "w" and lst["truncated"] is False and lst["entries"][0]["mtime"] > 0
+    rec = tool("sandbox_files", {"op": "list", "path": "", "recursive": True})
+    assert {"src/m.py", "new/n.py", "w/x.txt"} <= {x["path"] for x in rec["entries"]}, rec
+    assert_error(tool("sandbox_files", {"op": "read", "path": "nope"}, 404), 404,
+                 "file_not_found")
+    assert_error(tool("sandbox_files", {"op": "read", "path": "etc-link/passwd"}, 400), 400,
+                 "invalid_path")
+    assert_error(tool("sandbox_files", {"op": "list", "path": "nope"}, 404), 404,
+                 "file_not_found")
+
+    # bsl_check on a module a command wrote; its path checked by the agent.
+    c.sh(sid, "mkdir -p /workspace/bsl && printf '%s' '" + BSL_MODULE + "' > /workspace/bsl/m.bsl")
+    report = tool("bsl_check", {"path": "bsl/m.bsl"})
+    assert report["summary"]["files"] == 1 and report["exec_id"], report
+    assert [f["path"] for f in report["fileinfos"]] == ["/workspace/bsl/m.bsl"], report
+    assert ("UseLessForEach", 2) in [(x["code"], x["line"])
+                                     for x in report["fileinfos"][0]["diagnostics"]], report
+    assert_error(tool("bsl_check", {"path": "bsl/none.bsl"}, 404), 404, "file_not_found")
+    assert_error(tool("bsl_check", {"path": "etc-link"}, 400), 400, "invalid_path")
+
+    # A cancelled call (MCP's notifications/cancelled) cancels the helper it waits for: the
+    # helper gets SIGTERM inside the sandbox. (A REST client that goes away is noticed by
+    # the HTTP layer only once the answer is ready: a suspended connection is not watched.)
+    c.sh(sid, "head -c 400000000 /dev/zero > /workspace/huge")
+    h = {"Accept": "application/json, text/event-stream"}
+    r = c.request("POST", "/mcp", body={"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                                        "params": {"protocolVersion": "2025-11-25",
+                                                   "capabilities": {},
+                                                   "clientInfo": {"name": "raw", "version": "1"}}},
+                  headers=h)
+    h["Mcp-Session-Id"] = r.headers["mcp-session-id"]
+    got = {}
+    call = threading.Thread(target=lambda: got.update(r=c.request(
+        "POST", "/mcp", headers=h, timeout=300,
+        body={"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+              "params": {"name": "sandbox_files",
+                         "arguments": {"sandbox_id": sid, "op": "read", "path": "huge"}}})))
+    call.start()
+    helper = "pgrep -f '\"op\":\"c[a]t\",' || true"  # [a]: not this pgrep's own line
+    wait_for(lambda: c.sh(sid, helper).strip(), timeout=60, what="the read's helper running")
+    r = c.request("POST", "/mcp", headers=h, body={
+        "jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}})
+    assert r.status == 202, r
+    wait_for(lambda: not c.sh(sid, helper).strip(), timeout=60,
+             what="the helper ended once its call was cancelled")
+    call.join(60)
+    assert got["r"].body["error"]["message"] == "cancelled", got
+    c.sh(sid, "rm /workspace/huge")
+
+    # Nothing of it is on the outer's host: its workspace directory holds no file.
+    host_ws = os.path.join(outer().sandbox_dir(sid), "workspace")
+    assert not os.path.isdir(host_ws) or list(files_under(host_ws)) == [], \
+        list(files_under(host_ws))
+    log = outer().client().ok("GET", "/v1/audit?sandbox_id=%s&limit=500" % sid)["data"]
+    seen = {(x["action"], (x.get("details") or {}).get("path"), x["outcome"]) for x in log}
+    for want in (("file.edit", "conf.py", "ok"), ("file.edit", "dup.txt", "edit_not_unique"),
+                 ("file.upload", "w/x.txt", "ok"), ("file.download", "conf.py", "ok")):
+        assert want in seen, (want, sorted(x for x in seen if x[0].startswith("file.")))
+
+
+# A procedure with a useless For Each (UseLessForEach in docs/bsl.md), no single quotes.
+BSL_MODULE = """Procedure Run(List)
+\tFor Each Item In List Do
+\t\tMessage(List);
+\tEndDo;
+EndProcedure
+"""
+
+
+def test_the_chat_gateway_runs_its_tool_in_a_provider_sandbox():
+    """The chat gateway's sandbox comes from the default backend, here the provider: the
+    model's sandbox_bash runs there and its out/ file comes back as an artifact."""
+    c = client()
+    r = c.request("POST", "/v1/chat/completions", {
+        "model": "m", "tools": [{"type": "sbx_sandbox"}],
+        "messages": [{"role": "user", "content": "write it"}]},
+        headers={"x-sbx-session-id": "provider-chat"}, timeout=300)
+    assert r.status == 200, r
+    sbx = r.body["sbx_sandbox"]
+    assert r.body["choices"][0]["message"]["content"].startswith("tool said chat-42"), r.body
+    assert sbx["tool_calls"] == [{"round": 1, "name": "sandbox_bash", "ok": True}], sbx
+    assert c.get_sandbox(sbx["sandbox_id"])["runtime"] == "e2b"
+    assert provider_sandbox_of(sbx["sandbox_id"]), provider_list()
+    art = {a["path"]: a for a in sbx["artifacts"]}["out/chat.txt"]
+    with urllib.request.urlopen(art["url"], timeout=30) as f:
+        assert f.read() == b"chat-42\n"
 
 
 def test_provider_down_is_a_clear_error():

@@ -39,12 +39,15 @@ void agentfs_cancel(struct agentfs *f);
  * (the owner returns credit for what it has passed on), and its stdin (with input) is fed
  * within the agent's window. req's ops: "cat" {root, path} answers "<size>\n" and the
  * bytes; "put" {root, path, size} takes stdin to a temporary name beside path and renames
- * it over path once size bytes came; "export" {root, path, max, bytes} answers each regular
+ * it over path once size bytes came (with "keep_mode", an existing file's mode stays; else
+ * 0644); "export" {root, path, max, bytes} answers each regular
  * file under path as a JSON line {path, mode, mtime_ns} and chunks ("%08x" length, bytes),
  * a zero length ending the file (with "paths", only those files, in that order: receipts read
  * back the outputs that changed). Paths are resolved beneath root inside the sandbox. The
  * non-streamed "wsscan" {root, out, max} answers the tree's fingerprint and out/'s files
- * (receipt.h). */
+ * (receipt.h), with "files" also every regular file's [path, size, mtime_ns, ctime_ns, ino]
+ * (sandbox_bash's changed files, tools/toolws.c); "wsstat" {root, path} is lstat beneath
+ * root, "wsls" {root, path, depth} a listing beneath it. */
 #define AGENTFS_STREAM_TIMEOUT_MS (30 * 60 * 1000)
 struct agentfs_stream;
 struct agentfs_stream_ops {

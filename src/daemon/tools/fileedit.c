@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/sha.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -25,68 +24,53 @@ const char *fileedit_rel_path(const char *path)
     return path;
 }
 
+/* The file as text: a missing one is empty (exists false); one past FILEEDIT_FILE_MAX or not
+ * UTF-8 is refused (t is filled either way, so create can replace a binary file whole). */
 struct text {
-    char *buf;
+    const char *buf;
     size_t len;
     mode_t mode;
     bool exists;
 };
 
-static int read_text(int root, const char *path, struct text *t, struct sbx_err *err)
+static int text_of(const struct fileedit_file *f, const char *path, struct text *t,
+                   struct sbx_err *err)
 {
-    _cleanup_close_ int fd = -1;
-    uint64_t size;
-    struct sbx_err e = {0};
-    memset(t, 0, sizeof(*t));
-    t->mode = 0644;
-    if (ws_open_file(root, path, &fd, &size, &e) < 0) {
-        if (!strcmp(e.code, "file_not_found"))
-            return 0;
-        *err = e;
-        return sbx_err_ret(err);
-    }
-    if (size > FILEEDIT_FILE_MAX)
+    *t = (struct text){.mode = f->exists ? f->mode : 0644, .exists = f->exists};
+    if (!f->exists)
+        return 0;
+    if (f->size > FILEEDIT_FILE_MAX || !f->buf)
         return sbx_err_set(err, EFBIG, "file_too_large",
                            "%s is %llu bytes; edit_file handles files up to %u bytes", path,
-                           (unsigned long long)size, FILEEDIT_FILE_MAX);
-    struct stat st;
-    if (fstat(fd, &st) == 0)
-        t->mode = st.st_mode & 07777;
-    t->buf = sbx_xmalloc(size + 1);
-    int r = sbx_read_upto(fd, t->buf, size, &t->len);
-    if (r < 0)
-        return sbx_err_sys(err, -r, "reading %s", path);
-    t->buf[t->len] = 0;
-    t->exists = true;
+                           (unsigned long long)f->size, FILEEDIT_FILE_MAX);
+    t->buf = f->buf;
+    t->len = f->len;
     if (!sbx_utf8_valid(t->buf, t->len))
         return sbx_err_set(err, EINVAL, "invalid_request",
                            "%s is not a UTF-8 text file; edit_file edits text", path);
     return 0;
 }
 
-static void sha256_hex(const char *buf, size_t len, char out[WS_SHA256_HEX_LEN + 1])
-{
-    unsigned char md[SHA256_DIGEST_LENGTH];
-    SHA256((const unsigned char *)buf, len, md);
-    sbx_hex(md, sizeof(md), out);
-}
-
-/* Write the new content and answer what changed. */
-static int commit(int root, const char *path, const struct text *old, const char *buf, size_t len,
-                  json_t **out, struct sbx_err *err)
+/* The new content is to be written; its answer says what changed. */
+static int commit(struct fileedit *e, const struct text *old, const char *buf, size_t len,
+                  struct sbx_err *err)
 {
     if (len > FILEEDIT_FILE_MAX)
         return sbx_err_set(err, EFBIG, "file_too_large",
                            "the edited file would be %zu bytes; edit_file writes up to %u", len,
                            FILEEDIT_FILE_MAX);
-    if (ws_write_file(root, path, buf, len, old->mode, err) < 0)
-        return sbx_err_ret(err);
     char sha[WS_SHA256_HEX_LEN + 1];
-    sha256_hex(buf, len, sha);
+    ws_sha256_buf(buf, len, sha);
     _cleanup_free_ char *diff =
-        edit_unified_diff(path, old->buf ? old->buf : "", old->len, buf, len);
-    *out = json_pack("{s:s,s:s,s:I,s:s,s:b}", "path", path, "sha256", sha, "size", (json_int_t)len,
-                     "diff", diff, "created", !old->exists);
+        edit_unified_diff(e->path, old->buf ? old->buf : "", old->len, buf, len);
+    e->text = sbx_xmalloc(len + 1);
+    memcpy(e->text, buf, len);
+    e->text[len] = 0;
+    e->len = len;
+    e->mode = old->mode;
+    e->write = true;
+    e->answer = json_pack("{s:s,s:s,s:I,s:s,s:b}", "path", e->path, "sha256", sha, "size",
+                          (json_int_t)len, "diff", diff, "created", !old->exists);
     return 0;
 }
 
@@ -127,12 +111,13 @@ static json_t *candidates_json(const struct edit_match *m)
     return json_pack("{s:o}", "candidates", a);
 }
 
-static int replace(int root, const char *path, const char *old_s, const char *new_s, bool all,
-                   bool create, json_t **out, json_t **details, struct sbx_err *err)
+static int replace(struct fileedit *e, const struct fileedit_file *f, json_t **details,
+                   struct sbx_err *err)
 {
+    const char *path = e->path, *old_s = e->old_s, *new_s = e->new_s ? e->new_s : "";
     struct text t;
-    int r = read_text(root, path, &t, err);
-    if (r == 0 && !t.exists && !create)
+    int r = text_of(f, path, &t, err);
+    if (r == 0 && !t.exists && !e->create)
         r = sbx_err_set(err, ENOENT, "file_not_found", "%s does not exist (set create to make it)",
                         path);
     if (r == 0 && !t.exists) {
@@ -140,197 +125,274 @@ static int replace(int root, const char *path, const char *old_s, const char *ne
             r = sbx_err_set(err, EINVAL, "invalid_request", "creating %s: old_string must be empty",
                             path);
         else
-            r = commit(root, path, &t, new_s, strlen(new_s), out, err);
+            r = commit(e, &t, new_s, strlen(new_s), err);
     } else if (r == 0 && !*old_s) {
         r = sbx_err_set(err, EEXIST, "invalid_request",
                         "%s exists: old_string must name the text to replace", path);
     } else if (r == 0) {
         struct edit_match m;
-        r = edit_replace(t.buf, t.len, old_s, new_s, all, &m, err);
+        r = edit_replace(t.buf, t.len, old_s, new_s, e->all, &m, err);
         if (r < 0 && m.ncand)
             *details = candidates_json(&m);
         if (r == 0)
-            r = commit(root, path, &t, m.text, m.len, out, err);
+            r = commit(e, &t, m.text, m.len, err);
         if (r == 0) {
-            json_object_set_new(*out, "strategy", json_string(edit_strategy_name(m.strategy)));
-            json_object_set_new(*out, "score", json_real(m.score));
-            json_object_set_new(*out, "replacements", json_integer((json_int_t)m.replacements));
-            json_object_set_new(*out, "first_line", json_integer((json_int_t)m.first_line));
+            json_object_set_new(e->answer, "strategy", json_string(edit_strategy_name(m.strategy)));
+            json_object_set_new(e->answer, "score", json_real(m.score));
+            json_object_set_new(e->answer, "replacements",
+                                json_integer((json_int_t)m.replacements));
+            json_object_set_new(e->answer, "first_line", json_integer((json_int_t)m.first_line));
         }
         edit_match_clear(&m);
     }
-    free(t.buf);
     return r;
 }
 
-static int list_entry(const struct ws_entry *e, void *data, struct sbx_err *err)
+json_t *fileedit_dir_answer(const char *path, json_t *entries, bool truncated)
+{
+    return json_pack("{s:s,s:s,s:o,s:b}", "path", path, "type", "dir", "entries", entries,
+                     "truncated", truncated);
+}
+
+/* The text-editor tool's view of a file: its lines numbered (cat -n). */
+static int view(struct fileedit *e, const struct fileedit_file *f, struct sbx_err *err)
+{
+    struct text t;
+    if (!f->exists)
+        return sbx_err_set(err, ENOENT, "file_not_found", "%s does not exist", e->path);
+    if (text_of(f, e->path, &t, err) < 0)
+        return sbx_err_ret(err);
+    long long from = 1, to = -1;
+    json_t *range = json_object_get(e->args, "view_range");
+    if (range && !json_is_null(range)) {
+        if (!json_is_array(range) || json_array_size(range) != 2 ||
+            !json_is_integer(json_array_get(range, 0)) ||
+            !json_is_integer(json_array_get(range, 1)))
+            return sbx_err_set(err, EINVAL, "invalid_request",
+                               "view_range must be [first_line, last_line] (last -1: the end)");
+        from = json_integer_value(json_array_get(range, 0));
+        to = json_integer_value(json_array_get(range, 1));
+    }
+    FILE *mf;
+    char *buf = NULL;
+    size_t len = 0;
+    bool truncated = false;
+    long long line = 1;
+    if (!(mf = open_memstream(&buf, &len)))
+        abort();
+    for (size_t i = 0; i < t.len; line++) {
+        const char *nl = memchr(t.buf + i, '\n', t.len - i);
+        size_t end = nl ? (size_t)(nl - t.buf) : t.len;
+        if (line >= from && (to < 0 || line <= to)) {
+            if (ftell(mf) > (long)FILEEDIT_VIEW_MAX) {
+                truncated = true;
+                break;
+            }
+            fprintf(mf, "%6lld\t%.*s\n", line, (int)(end - i), t.buf + i);
+        }
+        i = end + 1;
+    }
+    fclose(mf);
+    size_t vlen = sbx_utf8_prefix(buf, len);
+    e->answer = json_pack("{s:s,s:s,s:s%,s:I,s:b}", "path", e->path, "type", "file", "content", buf,
+                          vlen, "lines", (json_int_t)(line - 1), "truncated", truncated);
+    free(buf);
+    return 0;
+}
+
+static int insert(struct fileedit *e, const struct fileedit_file *f, struct sbx_err *err)
+{
+    const char *path = e->path, *new_s = e->new_s;
+    struct text t;
+    int r = text_of(f, path, &t, err);
+    if (r == 0 && !t.exists)
+        r = sbx_err_set(err, ENOENT, "file_not_found", "%s does not exist", path);
+    size_t off = 0;
+    for (long long n = e->insert_line; r == 0 && n > 0; n--) {
+        const char *nl = off < t.len ? memchr(t.buf + off, '\n', t.len - off) : NULL;
+        if (!nl && off >= t.len)
+            r = sbx_err_set(err, EINVAL, "invalid_request", "%s has fewer than %lld lines", path,
+                            e->insert_line);
+        off = nl ? (size_t)(nl - t.buf) + 1 : t.len;
+    }
+    if (r < 0)
+        return r;
+    size_t nlen = strlen(new_s);
+    bool need_nl = nlen && new_s[nlen - 1] != '\n';
+    bool need_lead = off == t.len && t.len && t.buf[t.len - 1] != '\n';
+    size_t len = t.len + nlen + need_nl + need_lead;
+    _cleanup_free_ char *buf = sbx_xmalloc(len + 1);
+    size_t o = 0;
+    if (off)
+        memcpy(buf, t.buf, off);
+    o = off;
+    if (need_lead)
+        buf[o++] = '\n';
+    memcpy(buf + o, new_s, nlen);
+    o += nlen;
+    if (need_nl)
+        buf[o++] = '\n';
+    if (t.len > off)
+        memcpy(buf + o, t.buf + off, t.len - off);
+    return commit(e, &t, buf, len, err);
+}
+
+int fileedit_parse(json_t *args, struct fileedit *e, struct sbx_err *err)
+{
+    const char *path;
+    memset(e, 0, sizeof(*e));
+    e->args = args;
+    if (!json_is_object(args))
+        return sbx_err_set(err, EINVAL, "invalid_request", "the arguments must be an object");
+    if (get_string(args, "path", true, &path, err) < 0 ||
+        get_string(args, "command", false, &e->cmd, err) < 0)
+        return sbx_err_ret(err);
+    e->path = fileedit_rel_path(path);
+    const char *cmd = e->cmd;
+    if (ws_path_check(e->path, fileedit_is_view(e), err) < 0)
+        return sbx_err_ret(err);
+    if (!cmd) {
+        if (get_string(args, "old_string", true, &e->old_s, err) < 0 ||
+            get_string(args, "new_string", true, &e->new_s, err) < 0 ||
+            get_bool(args, "replace_all", &e->all, err) < 0 ||
+            get_bool(args, "create", &e->create, err) < 0)
+            return sbx_err_ret(err);
+        return 0;
+    }
+    if (!strcmp(cmd, "view"))
+        return 0;
+    if (!strcmp(cmd, "create"))
+        return get_string(args, "file_text", true, &e->file_text, err);
+    if (!strcmp(cmd, "str_replace"))
+        return get_string(args, "old_str", true, &e->old_s, err) < 0 ||
+                       get_string(args, "new_str", false, &e->new_s, err) < 0
+                   ? sbx_err_ret(err)
+                   : 0;
+    if (!strcmp(cmd, "insert")) {
+        json_t *at = json_object_get(args, "insert_line");
+        if (get_string(args, "new_str", true, &e->new_s, err) < 0)
+            return sbx_err_ret(err);
+        if (!json_is_integer(at) || json_integer_value(at) < 0)
+            return sbx_err_set(err, EINVAL, "invalid_request",
+                               "insert_line must be a line number >= 0 (0: before the first line)");
+        e->insert_line = json_integer_value(at);
+        return 0;
+    }
+    return sbx_err_set(err, EINVAL, "invalid_request",
+                       "command must be view, create, str_replace or insert");
+}
+
+bool fileedit_is_view(const struct fileedit *e)
+{
+    return e->cmd && !strcmp(e->cmd, "view");
+}
+
+int fileedit_apply(struct fileedit *e, const struct fileedit_file *f, json_t **details,
+                   struct sbx_err *err)
+{
+    *details = NULL;
+    if (!e->cmd || !strcmp(e->cmd, "str_replace"))
+        return replace(e, f, details, err);
+    if (fileedit_is_view(e))
+        return view(e, f, err);
+    if (!strcmp(e->cmd, "insert"))
+        return insert(e, f, err);
+    /* create */
+    struct text t;
+    int r = text_of(f, e->path, &t, err);
+    if (r < 0 && strcmp(err->code, "invalid_request"))
+        return r;
+    if (r < 0) { /* a binary file is replaced whole; its diff shows only the new text */
+        t.buf = NULL;
+        t.len = 0;
+    }
+    sbx_err_clear(err);
+    return commit(e, &t, e->file_text, strlen(e->file_text), err);
+}
+
+void fileedit_clear(struct fileedit *e)
+{
+    free(e->text);
+    json_decref(e->answer);
+    e->text = NULL;
+    e->answer = NULL;
+}
+
+/* ---- a workspace on this host ---- */
+
+int fileedit_dir_entry(const struct ws_entry *e, void *data, struct sbx_err *err)
 {
     json_array_append_new(data, json_pack("{s:s,s:s,s:I}", "path", e->path, "type",
                                           ws_type_name(e->type), "size", (json_int_t)e->size));
     return 0;
 }
 
-/* The text-editor tool's view: a file's lines numbered (cat -n), or a directory's entries. */
-static int view(int root, const char *path, json_t *args, json_t **out, struct sbx_err *err)
+/* A view of a folder lists it into *out (1); a file is left to fileedit_apply (0). */
+static int view_dir(int root, const char *path, json_t **out, struct sbx_err *err)
 {
     _cleanup_close_ int dfd = -1;
     struct stat st;
     if (ws_open(root, path, O_PATH, &dfd, err) < 0)
         return sbx_err_ret(err);
-    if (fstat(dfd, &st) == 0 && S_ISDIR(st.st_mode)) {
-        json_t *list = json_array();
-        bool truncated = false;
-        if (ws_walk(root, path, false, 1000, list_entry, list, &truncated, err) < 0) {
-            json_decref(list);
-            return sbx_err_ret(err);
-        }
-        *out = json_pack("{s:s,s:s,s:o,s:b}", "path", path, "type", "dir", "entries", list,
-                         "truncated", truncated);
+    if (fstat(dfd, &st) < 0 || !S_ISDIR(st.st_mode))
         return 0;
-    }
-    struct text t;
-    if (read_text(root, path, &t, err) < 0) {
-        free(t.buf);
+    json_t *list = json_array();
+    bool truncated = false;
+    if (ws_walk(root, path, false, FILEEDIT_VIEW_ENTRIES_MAX, fileedit_dir_entry, list, &truncated,
+                err) < 0) {
+        json_decref(list);
         return sbx_err_ret(err);
     }
-    long long from = 1, to = -1;
-    json_t *range = json_object_get(args, "view_range");
-    if (range && !json_is_null(range)) {
-        if (!json_is_array(range) || json_array_size(range) != 2 ||
-            !json_is_integer(json_array_get(range, 0)) ||
-            !json_is_integer(json_array_get(range, 1))) {
-            free(t.buf);
-            return sbx_err_set(err, EINVAL, "invalid_request",
-                               "view_range must be [first_line, last_line] (last -1: the end)");
-        }
-        from = json_integer_value(json_array_get(range, 0));
-        to = json_integer_value(json_array_get(range, 1));
-    }
-    FILE *f;
-    char *buf = NULL;
-    size_t len = 0;
-    bool truncated = false;
-    long long line = 1;
-    if (!(f = open_memstream(&buf, &len)))
-        abort();
-    for (size_t i = 0; i < t.len; line++) {
-        const char *nl = memchr(t.buf + i, '\n', t.len - i);
-        size_t e = nl ? (size_t)(nl - t.buf) : t.len;
-        if (line >= from && (to < 0 || line <= to)) {
-            if (ftell(f) > (long)FILEEDIT_VIEW_MAX) {
-                truncated = true;
-                break;
-            }
-            fprintf(f, "%6lld\t%.*s\n", line, (int)(e - i), t.buf + i);
-        }
-        i = e + 1;
-    }
-    fclose(f);
-    free(t.buf);
-    char *valid = buf;
-    size_t vlen = sbx_utf8_prefix(buf, len);
-    *out = json_pack("{s:s,s:s,s:s%,s:I,s:b}", "path", path, "type", "file", "content", valid, vlen,
-                     "lines", (json_int_t)(line - 1), "truncated", truncated);
-    free(buf);
-    return 0;
+    *out = fileedit_dir_answer(path, list, truncated);
+    return 1;
 }
 
-static int insert(int root, const char *path, json_t *args, json_t **out, struct sbx_err *err)
+/* The file beneath root into f (its bytes in *buf); a missing one is not an error. */
+static int read_file(int root, const char *path, struct fileedit_file *f, char **buf,
+                     struct sbx_err *err)
 {
-    const char *new_s;
-    json_t *at = json_object_get(args, "insert_line");
-    if (get_string(args, "new_str", true, &new_s, err) < 0)
+    _cleanup_close_ int fd = -1;
+    struct sbx_err e = {0};
+    struct stat st;
+    *f = (struct fileedit_file){.mode = 0644};
+    if (ws_open_file(root, path, &fd, &f->size, &e) < 0) {
+        if (!strcmp(e.code, "file_not_found"))
+            return 0;
+        *err = e;
         return sbx_err_ret(err);
-    if (!json_is_integer(at) || json_integer_value(at) < 0)
-        return sbx_err_set(err, EINVAL, "invalid_request",
-                           "insert_line must be a line number >= 0 (0: before the first line)");
-    struct text t;
-    int r = read_text(root, path, &t, err);
-    if (r == 0 && !t.exists)
-        r = sbx_err_set(err, ENOENT, "file_not_found", "%s does not exist", path);
-    size_t off = 0;
-    for (json_int_t n = json_integer_value(at); r == 0 && n > 0; n--) {
-        const char *nl = off < t.len ? memchr(t.buf + off, '\n', t.len - off) : NULL;
-        if (!nl && off >= t.len)
-            r = sbx_err_set(err, EINVAL, "invalid_request", "%s has fewer than %lld lines", path,
-                            (long long)json_integer_value(at));
-        off = nl ? (size_t)(nl - t.buf) + 1 : t.len;
     }
-    if (r == 0) {
-        size_t nlen = strlen(new_s);
-        bool need_nl = nlen && new_s[nlen - 1] != '\n';
-        bool need_lead = off == t.len && t.len && t.buf[t.len - 1] != '\n';
-        size_t len = t.len + nlen + need_nl + need_lead;
-        _cleanup_free_ char *buf = sbx_xmalloc(len + 1);
-        size_t o = 0;
-        memcpy(buf, t.buf, off);
-        o = off;
-        if (need_lead)
-            buf[o++] = '\n';
-        memcpy(buf + o, new_s, nlen);
-        o += nlen;
-        if (need_nl)
-            buf[o++] = '\n';
-        memcpy(buf + o, t.buf + off, t.len - off);
-        r = commit(root, path, &t, buf, len, out, err);
-    }
-    free(t.buf);
-    return r;
+    f->exists = true;
+    if (fstat(fd, &st) == 0)
+        f->mode = st.st_mode & 07777;
+    if (f->size > FILEEDIT_FILE_MAX)
+        return 0;
+    *buf = sbx_xmalloc(f->size + 1);
+    int r = sbx_read_upto(fd, *buf, f->size, &f->len);
+    if (r < 0)
+        return sbx_err_sys(err, -r, "reading %s", path);
+    (*buf)[f->len] = 0;
+    f->buf = *buf;
+    return 0;
 }
 
 int fileedit_run(int root, json_t *args, json_t **out, json_t **details, struct sbx_err *err)
 {
-    const char *path, *cmd;
+    struct fileedit e;
+    struct fileedit_file f;
+    _cleanup_free_ char *buf = NULL;
     *out = NULL;
     *details = NULL;
-    if (!json_is_object(args))
-        return sbx_err_set(err, EINVAL, "invalid_request", "the arguments must be an object");
-    if (get_string(args, "path", true, &path, err) < 0 ||
-        get_string(args, "command", false, &cmd, err) < 0)
-        return sbx_err_ret(err);
-    path = fileedit_rel_path(path);
-    bool is_view = cmd && !strcmp(cmd, "view");
-    if (ws_path_check(path, is_view, err) < 0)
-        return sbx_err_ret(err);
-    if (!cmd) {
-        const char *old_s, *new_s;
-        bool all, create;
-        if (get_string(args, "old_string", true, &old_s, err) < 0 ||
-            get_string(args, "new_string", true, &new_s, err) < 0 ||
-            get_bool(args, "replace_all", &all, err) < 0 ||
-            get_bool(args, "create", &create, err) < 0)
-            return sbx_err_ret(err);
-        return replace(root, path, old_s, new_s, all, create, out, details, err);
-    }
-    if (is_view)
-        return view(root, path, args, out, err);
-    if (!strcmp(cmd, "create")) {
-        const char *text;
-        struct text t;
-        if (get_string(args, "file_text", true, &text, err) < 0)
-            return sbx_err_ret(err);
-        int r = read_text(root, path, &t, err);
-        if (r == 0 || !strcmp(err->code, "invalid_request")) {
-            if (r < 0) { /* a binary file is replaced whole; its diff shows only the new text */
-                free(t.buf);
-                t.buf = NULL;
-                t.len = 0;
-            }
-            sbx_err_clear(err);
-            r = commit(root, path, &t, text, strlen(text), out, err);
-        }
-        free(t.buf);
-        return r;
-    }
-    if (!strcmp(cmd, "str_replace")) {
-        const char *old_s, *new_s;
-        if (get_string(args, "old_str", true, &old_s, err) < 0 ||
-            get_string(args, "new_str", false, &new_s, err) < 0)
-            return sbx_err_ret(err);
-        return replace(root, path, old_s, new_s ? new_s : "", false, false, out, details, err);
-    }
-    if (!strcmp(cmd, "insert"))
-        return insert(root, path, args, out, err);
-    return sbx_err_set(err, EINVAL, "invalid_request",
-                       "command must be view, create, str_replace or insert");
+    int r = fileedit_parse(args, &e, err);
+    if (r == 0 && fileedit_is_view(&e) && (r = view_dir(root, e.path, out, err)) == 1)
+        return 0;
+    if (r == 0)
+        r = read_file(root, e.path, &f, &buf, err);
+    if (r == 0)
+        r = fileedit_apply(&e, &f, details, err);
+    if (r == 0 && e.write)
+        r = ws_write_file(root, e.path, e.text, e.len, e.mode, err);
+    if (r == 0)
+        *out = TAKE_PTR(e.answer);
+    fileedit_clear(&e);
+    return r;
 }

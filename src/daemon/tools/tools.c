@@ -1,3 +1,5 @@
+/* Import circle with toolws.c: a remote workspace's side of the tools runs there, and hands
+ * back here (toolcall.h) once the agent has answered. */
 #include "tools.h"
 
 #include <errno.h>
@@ -24,44 +26,9 @@
 #include "../sbxd.h"
 #include "../snapshot/snapcall.h"
 #include "fileedit.h"
+#include "toolcall.h"
+#include "toolws.h"
 #include "wschanges.h"
-
-enum wait_kind {
-    WAIT_NONE,
-    WAIT_READY,     /* a sandbox waiter (create, or readiness before a command) */
-    WAIT_EXEC,      /* exec_start */
-    WAIT_KERNEL,    /* kernel_run_start */
-    WAIT_PTY,       /* a PTY call */
-    WAIT_ARTIFACTS, /* a collection on the worker pool: cannot be called back */
-    WAIT_SNAP,      /* pause, resume, fork */
-};
-
-struct tool_call {
-    struct sbxd *d;
-    const struct tool_def *def;
-    struct auth_identity who;
-    char request_id[HTTP_REQUEST_ID_LEN + 1];
-    json_t *args; /* owned */
-    json_t *body; /* owned: what exec or kernel params were parsed from (they borrow) */
-    struct sandbox *sb;
-    char sandbox_id[STORE_ID_MAX + 1];
-    tool_done_fn cb;
-    void *data;
-    bool abandoned;
-    enum wait_kind wait;
-    struct exec_params ep;
-    bool ep_set;
-    struct exec_run *exec;
-    char exec_id[EXEC_ID_LEN + 1];
-    struct kernel_params kp;
-    struct kernel_run *krun;
-    struct pty_call *pty;
-    struct snap_call *snap;
-    struct ws_listing *before; /* sandbox_bash: the workspace before its command */
-    json_t *pending;           /* an answer waiting for the artifacts' links */
-    char *link_path;           /* sandbox_files read: the one path whose link is wanted */
-    json_t *bsl_unsupported;   /* bsl_check: codes asked for that sbx-bsl does not have */
-};
 
 static void call_free(struct tool_call *c)
 {
@@ -73,11 +40,11 @@ static void call_free(struct tool_call *c)
     ws_listing_free(c->before);
     free(c->link_path);
     json_decref(c->bsl_unsupported);
+    toolws_free(c->ws);
     free(c);
 }
 
-/* Report (unless abandoned) and free; takes result and details. */
-static void finish(struct tool_call *c, json_t *result, const struct sbx_err *err, json_t *details)
+void tools_finish(struct tool_call *c, json_t *result, const struct sbx_err *err, json_t *details)
 {
     c->wait = WAIT_NONE;
     if (!c->abandoned)
@@ -87,9 +54,9 @@ static void finish(struct tool_call *c, json_t *result, const struct sbx_err *er
     call_free(c);
 }
 
-static void fail(struct tool_call *c, const struct sbx_err *err)
+void tools_fail(struct tool_call *c, const struct sbx_err *err)
 {
-    finish(c, NULL, err, NULL);
+    tools_finish(c, NULL, err, NULL);
 }
 
 void tools_call_abandon(struct tool_call *c)
@@ -112,6 +79,9 @@ void tools_call_abandon(struct tool_call *c)
         break;
     case WAIT_SNAP:
         snapcall_forget(c->snap);
+        break;
+    case WAIT_AGENT:
+        toolws_cancel(c->ws);
         break;
     case WAIT_ARTIFACTS:
         return; /* freed when the collection comes back */
@@ -160,8 +130,7 @@ static int open_root(struct tool_call *c, int *root, struct sbx_err *err)
     return ws_open_root(c->sb->workspace, root, err);
 }
 
-/* Where a client fetches a workspace file: the files route (with its key). */
-static json_t *file_url(struct tool_call *c, const char *path)
+json_t *tools_file_url(struct tool_call *c, const char *path)
 {
     _cleanup_free_ char *enc = artifacts_escape_path(path);
     return json_sprintf("%s/v1/sandboxes/%s/files/%s", c->d->cfg.public_url, c->sandbox_id, enc);
@@ -171,7 +140,7 @@ static json_t *file_url(struct tool_call *c, const char *path)
 
 static void on_links(json_t *artifacts, const struct sbx_err *aerr, void *data);
 
-static void collect_links(struct tool_call *c, json_t *pending)
+void tools_collect_links(struct tool_call *c, json_t *pending)
 {
     c->pending = pending;
     c->wait = WAIT_ARTIFACTS;
@@ -191,11 +160,11 @@ static void on_links(json_t *artifacts, const struct sbx_err *aerr, void *data)
     if (c->def->id == TOOL_SANDBOX_FILES && !c->link_path) { /* op artifacts */
         if (aerr) {
             json_decref(doc);
-            fail(c, aerr);
+            tools_fail(c, aerr);
             return;
         }
         json_object_set_new(doc, "artifacts", artifacts);
-        finish(c, doc, NULL, NULL);
+        tools_finish(c, doc, NULL, NULL);
         return;
     }
     if (c->link_path) { /* a large read under out/ */
@@ -220,7 +189,7 @@ static void on_links(json_t *artifacts, const struct sbx_err *aerr, void *data)
     if (aerr)
         json_object_set_new(doc, "artifacts_error", json_string(aerr->msg));
     json_decref(artifacts);
-    finish(c, doc, NULL, NULL);
+    tools_finish(c, doc, NULL, NULL);
 }
 
 /* ---- sandboxes ---- */
@@ -230,7 +199,7 @@ static void on_created(struct sandbox *sb, const struct sbx_err *err, void *data
     struct tool_call *c = data;
     audit_record(c->d->store, &c->who, NULL, c->request_id, "sandbox.create", sb->rec.id,
                  err ? err->code : "ok", NULL);
-    finish(c, err ? NULL : sandbox_to_json(sb), err, NULL);
+    tools_finish(c, err ? NULL : sandbox_to_json(sb), err, NULL);
 }
 
 static int run_create(struct tool_call *c, struct sbx_err *err)
@@ -258,7 +227,7 @@ static int run_list(struct tool_call *c, struct sbx_err *err)
 {
     json_t *list = json_array();
     manager_each(c->d->mgr, c->who.user, append_sandbox, list);
-    finish(c, json_pack("{s:o}", "sandboxes", list), NULL, NULL);
+    tools_finish(c, json_pack("{s:o}", "sandboxes", list), NULL, NULL);
     return 0;
 }
 
@@ -267,7 +236,7 @@ static int run_kill(struct tool_call *c, struct sbx_err *err)
     if (manager_destroy_by(c->d->mgr, c->sb, &c->who, c->request_id, "deleted", err) < 0)
         return sbx_err_ret(err);
     c->sb = NULL;
-    finish(c, json_pack("{s:s,s:b}", "id", c->sandbox_id, "deleted", 1), NULL, NULL);
+    tools_finish(c, json_pack("{s:s,s:b}", "id", c->sandbox_id, "deleted", 1), NULL, NULL);
     return 0;
 }
 
@@ -302,7 +271,7 @@ static void on_exec_done(const struct exec_result *res, const struct sbx_err *er
     struct tool_call *c = data;
     c->exec = NULL;
     if (err) {
-        fail(c, err);
+        tools_fail(c, err);
         return;
     }
     if (c->def->id == TOOL_BSL_CHECK) {
@@ -310,7 +279,7 @@ static void on_exec_done(const struct exec_result *res, const struct sbx_err *er
         return;
     }
     if (c->def->id == TOOL_SANDBOX_EXEC) {
-        finish(c, exec_result_to_json(res), NULL, NULL);
+        tools_finish(c, exec_result_to_json(res), NULL, NULL);
         return;
     }
     json_t *o = json_pack("{s:s,s:i,s:b,s:b,s:I}", "exec_id", res->id, "exit_code", res->exit_code,
@@ -322,7 +291,17 @@ static void on_exec_done(const struct exec_result *res, const struct sbx_err *er
         json_object_set_new(o, "process_limit_killed", json_true());
     exec_output_put(o, "stdout", &res->out[0]);
     exec_output_put(o, "stderr", &res->out[1]);
-    json_t *files = changed_files(c, res, o);
+    if (res->workspace_full)
+        json_object_set_new(o, "workspace_full", json_true());
+    if (sandbox_workspace_remote(c->sb)) { /* the listing after it is the agent's, too */
+        toolws_bash_after(c, o, json_object_get(res->receipt, "outputs"));
+        return;
+    }
+    tools_bash_answer(c, o, changed_files(c, res, o));
+}
+
+void tools_bash_answer(struct tool_call *c, json_t *o, json_t *files)
+{
     json_t *paths = json_object();
     bool under_out = false;
     size_t i;
@@ -330,19 +309,17 @@ static void on_exec_done(const struct exec_result *res, const struct sbx_err *er
     json_array_foreach(files, i, f)
     {
         const char *path = json_string_value(json_object_get(f, "path"));
-        json_object_set_new(paths, path, file_url(c, path));
+        json_object_set_new(paths, path, tools_file_url(c, path));
         under_out |= !strncmp(path, ARTIFACTS_DIR "/", sizeof(ARTIFACTS_DIR));
     }
     json_object_set_new(o, "file_count", json_integer((json_int_t)json_array_size(files)));
     json_object_set_new(o, "files", files);
     json_object_set_new(o, "local_paths", paths);
-    if (res->workspace_full)
-        json_object_set_new(o, "workspace_full", json_true());
     if (under_out && c->sb && !c->sb->ended) { /* signed links for those under out/ */
-        collect_links(c, o);
+        tools_collect_links(c, o);
         return;
     }
-    finish(c, o, NULL, NULL);
+    tools_finish(c, o, NULL, NULL);
 }
 
 static const struct exec_observer exec_obs = {.on_done = on_exec_done};
@@ -353,15 +330,25 @@ static void on_ready_exec(struct sandbox *sb, const struct sbx_err *err, void *d
     struct sbx_err e = {0};
     c->wait = WAIT_NONE;
     if (err) {
-        fail(c, err);
+        tools_fail(c, err);
         return;
     }
-    struct exec_origin origin = {.who = &c->who, .request_id = c->request_id, .action = "exec"};
     _cleanup_close_ int root = -1;
+    if (c->def->id == TOOL_SANDBOX_BASH && sandbox_workspace_remote(sb)) {
+        toolws_bash_before(c); /* then tools_exec_begin */
+        return;
+    }
     if (c->def->id == TOOL_SANDBOX_BASH && ws_open_root(sb->workspace, &root, &e) == 0)
         (void)ws_listing_take(root, &c->before, &e); /* without it: the receipt's files */
-    if (exec_start(sb, &c->ep, &origin, &exec_obs, c, &c->exec, &e) < 0) {
-        fail(c, &e);
+    tools_exec_begin(c);
+}
+
+void tools_exec_begin(struct tool_call *c)
+{
+    struct sbx_err e = {0};
+    struct exec_origin origin = {.who = &c->who, .request_id = c->request_id, .action = "exec"};
+    if (exec_start(c->sb, &c->ep, &origin, &exec_obs, c, &c->exec, &e) < 0) {
+        tools_fail(c, &e);
         return;
     }
     c->wait = WAIT_EXEC;
@@ -377,8 +364,8 @@ static int start_exec(struct tool_call *c, json_t *body, struct sbx_err *err)
     c->ep_set = true;
     if (bash && !c->ep.timeout_given) {
         /* Its own default, unless the sandbox's configuration sets one for every command. */
-        c->ep.timeout_s = c->sb->command_timeout_sec ? c->sb->command_timeout_sec
-                                                     : TOOLS_BASH_TIMEOUT_DEFAULT;
+        c->ep.timeout_s =
+            c->sb->command_timeout_sec ? c->sb->command_timeout_sec : TOOLS_BASH_TIMEOUT_DEFAULT;
         c->ep.timeout_given = true;
     }
     if (c->sb->exec_busy)
@@ -419,7 +406,7 @@ static int run_exec(struct tool_call *c, struct sbx_err *err)
         if (exec_record_json(c->d->store, c->sandbox_id, json_string_value(poll), c->who.user, &rec,
                              err) < 0)
             return sbx_err_ret(err);
-        finish(c, rec, NULL, NULL);
+        tools_finish(c, rec, NULL, NULL);
         return 0;
     }
     json_t *body = args_without(c->args, target, SBX_ARRAY_SIZE(target));
@@ -515,7 +502,9 @@ static int run_bsl(struct tool_call *c, struct sbx_err *err)
         path[0] = 0;
     if (ws_path_check(path, true, err) < 0)
         return sbx_err_ret(err);
-    if (*path) { /* resolved beneath the workspace: .. and symlinks out are invalid_path */
+    bool remote = sandbox_workspace_remote(c->sb);
+    /* resolved beneath the workspace: .. and symlinks out are invalid_path */
+    if (*path && !remote) {
         _cleanup_close_ int root = -1;
         struct stat st;
         if (open_root(c, &root, err) < 0 || ws_lstat(root, path, &st, NULL, 0, err) < 0)
@@ -543,10 +532,10 @@ static int run_bsl(struct tool_call *c, struct sbx_err *err)
     _cleanup_free_ char *qpath = sh_quote(full);
     /* codes are [A-Za-z0-9] only, so they need no quoting; '' is none at all */
     /* the report stops whole within the exec's output limit, so it always parses */
-    _cleanup_free_ char *cmd = sbx_xasprintf(
-        OCI_BSL_PATH " --format json --max-results %lld --max-bytes %u%s%s%s -- %s",
-        (long long)max, EXEC_OUTPUT_MAX - 64u * 1024u, given ? " --diagnostics '" : "", codes,
-        given ? "'" : "", qpath);
+    _cleanup_free_ char *cmd =
+        sbx_xasprintf(OCI_BSL_PATH " --format json --max-results %lld --max-bytes %u%s%s%s -- %s",
+                      (long long)max, EXEC_OUTPUT_MAX - 64u * 1024u,
+                      given ? " --diagnostics '" : "", codes, given ? "'" : "", qpath);
     json_t *body = json_pack("{s:s,s:s}", "shell", cmd, "cwd", "/workspace");
     json_t *t = json_object_get(c->args, "timeout_seconds");
     if (t && !json_is_null(t))
@@ -554,7 +543,16 @@ static int run_bsl(struct tool_call *c, struct sbx_err *err)
     else
         json_object_set_new(body, "timeout_seconds", json_integer(TOOLS_BSL_TIMEOUT_DEFAULT));
     c->body = body;
+    if (*path && remote) /* the same check by the agent; then tools_bsl_exec */
+        return toolws_bsl_check(c, path, err);
     return start_exec(c, body, err);
+}
+
+void tools_bsl_exec(struct tool_call *c)
+{
+    struct sbx_err err = {0};
+    if (start_exec(c, c->body, &err) < 0)
+        tools_fail(c, &err);
 }
 
 static void bsl_done(struct tool_call *c, const struct exec_result *res)
@@ -563,20 +561,20 @@ static void bsl_done(struct tool_call *c, const struct exec_result *res)
     if (res->timed_out) {
         sbx_err_set(&e, ETIMEDOUT, "bsl_check_failed",
                     "sbx-bsl did not finish within its timeout (exec %s)", res->id);
-        fail(c, &e);
+        tools_fail(c, &e);
         return;
     }
     if (res->exit_code == 126 || res->exit_code == 127) {
         sbx_err_set(&e, ENOENT, "bsl_unavailable",
                     "this sandbox has no " OCI_BSL_PATH " (started before sbx-bsl was built, or "
                     "from a template built before it: rebuild the template)");
-        fail(c, &e);
+        tools_fail(c, &e);
         return;
     }
     if (res->out[0].dropped) {
         sbx_err_set(&e, EFBIG, "bsl_check_failed",
                     "the report passed the output limit: ask for fewer max_results");
-        fail(c, &e);
+        tools_fail(c, &e);
         return;
     }
     json_error_t jerr;
@@ -587,14 +585,14 @@ static void bsl_done(struct tool_call *c, const struct exec_result *res)
         int n = res->out[1].len > 300 ? 300 : (int)res->out[1].len;
         sbx_err_set(&e, EIO, "bsl_check_failed", "sbx-bsl exited %d: %.*s", res->exit_code,
                     n ? n : 9, n ? res->out[1].buf : "no report");
-        fail(c, &e);
+        tools_fail(c, &e);
         return;
     }
     json_object_set_new(report, "exec_id", json_string(res->id));
     if (c->bsl_unsupported) /* asked for, but not among sbx-bsl's (docs/bsl.md) */
         json_object_set(report, "unsupported_diagnostics", c->bsl_unsupported);
     json_object_set_new(report, "duration_ms", json_integer((json_int_t)res->duration_ms));
-    finish(c, report, NULL, NULL);
+    tools_finish(c, report, NULL, NULL);
 }
 
 /* ---- the kernel ---- */
@@ -603,7 +601,7 @@ static void on_kernel_done(json_t *answer, const struct sbx_err *err, void *data
 {
     struct tool_call *c = data;
     c->krun = NULL;
-    finish(c, err ? NULL : json_incref(answer), err, NULL);
+    tools_finish(c, err ? NULL : json_incref(answer), err, NULL);
 }
 
 static const struct kernel_observer kernel_obs = {.on_done = on_kernel_done};
@@ -614,14 +612,14 @@ static void on_ready_kernel(struct sandbox *sb, const struct sbx_err *err, void 
     struct sbx_err e = {0};
     c->wait = WAIT_NONE;
     if (err) {
-        fail(c, err);
+        tools_fail(c, err);
         return;
     }
     c->kp.who = &c->who;
     c->kp.request_id = c->request_id;
     c->kp.via = "tool";
     if (kernel_run_start(sb, c->d->llm, &c->kp, &kernel_obs, c, &c->krun, &e) < 0) {
-        fail(c, &e);
+        tools_fail(c, &e);
         return;
     }
     c->wait = WAIT_KERNEL;
@@ -645,7 +643,7 @@ static void on_pty_done(json_t *answer, const struct sbx_err *err, void *data)
 {
     struct tool_call *c = data;
     c->pty = NULL;
-    finish(c, err ? NULL : json_incref(answer), err, NULL);
+    tools_finish(c, err ? NULL : json_incref(answer), err, NULL);
 }
 
 static int run_pty(struct tool_call *c, struct sbx_err *err)
@@ -668,6 +666,8 @@ static int run_edit(struct tool_call *c, struct sbx_err *err)
 {
     _cleanup_close_ int root = -1;
     json_t *out = NULL, *details = NULL;
+    if (sandbox_workspace_remote(c->sb))
+        return toolws_edit(c, err);
     if (open_root(c, &root, err) < 0)
         return sbx_err_ret(err);
     int r = fileedit_run(root, c->args, &out, &details, err);
@@ -677,14 +677,14 @@ static int run_edit(struct tool_call *c, struct sbx_err *err)
                      r < 0 ? err->code : "ok",
                      json_pack("{s:s}", "path", fileedit_rel_path(arg_string(c, "path") ?: "")));
     if (r < 0) {
-        finish(c, NULL, err, details);
+        tools_finish(c, NULL, err, details);
         return 0;
     }
-    finish(c, out, NULL, NULL);
+    tools_finish(c, out, NULL, NULL);
     return 0;
 }
 
-static int list_entry(const struct ws_entry *e, void *data, struct sbx_err *err)
+int tools_list_entry(const struct ws_entry *e, void *data, struct sbx_err *err)
 {
     json_array_append_new(data, json_pack("{s:s,s:s,s:I,s:I}", "path", e->path, "type",
                                           ws_type_name(e->type), "size", (json_int_t)e->size,
@@ -692,53 +692,42 @@ static int list_entry(const struct ws_entry *e, void *data, struct sbx_err *err)
     return 0;
 }
 
-static int files_list(struct tool_call *c, int root, const char *path, struct sbx_err *err)
+void tools_list_answer(struct tool_call *c, const char *path, json_t *list, bool truncated)
 {
-    json_t *rec = json_object_get(c->args, "recursive");
+    tools_finish(c,
+                 json_pack("{s:s,s:o,s:b}", "path", path, "entries", list, "truncated", truncated),
+                 NULL, NULL);
+}
+
+static int files_list(struct tool_call *c, int root, const char *path, bool recursive,
+                      struct sbx_err *err)
+{
     bool truncated = false;
-    if (rec && !json_is_null(rec) && !json_is_boolean(rec))
-        return sbx_err_set(err, EINVAL, "invalid_request", "recursive must be true or false");
     json_t *list = json_array();
-    if (ws_path_check(path, true, err) < 0 ||
-        ws_walk(root, path, json_is_true(rec), TOOLS_FILES_LIST_MAX, list_entry, list, &truncated,
+    if (ws_walk(root, path, recursive, TOOLS_FILES_LIST_MAX, tools_list_entry, list, &truncated,
                 err) < 0) {
         json_decref(list);
         return sbx_err_ret(err);
     }
-    finish(c, json_pack("{s:s,s:o,s:b}", "path", path, "entries", list, "truncated", truncated),
-           NULL, NULL);
+    tools_list_answer(c, path, list, truncated);
     return 0;
 }
 
-static int files_read(struct tool_call *c, int root, const char *path, struct sbx_err *err)
+void tools_read_large(struct tool_call *c, const char *path, uint64_t size, const char *sha)
 {
-    _cleanup_close_ int fd = -1;
-    uint64_t size;
-    char sha[WS_SHA256_HEX_LEN + 1];
-    if (ws_path_check(path, false, err) < 0 || ws_open_file(root, path, &fd, &size, err) < 0)
-        return sbx_err_ret(err);
-    audit_record(c->d->store, &c->who, NULL, c->request_id, "file.download", c->sandbox_id, "ok",
-                 json_pack("{s:s,s:I}", "path", path, "size", (json_int_t)size));
-    if (size > TOOLS_READ_INLINE_MAX) {
-        uint64_t n;
-        if (ws_sha256_fd(fd, -1, sha, &n, err) < 0)
-            return sbx_err_ret(err);
-        json_t *o = json_pack("{s:s,s:I,s:s,s:b,s:o,s:I}", "path", path, "size", (json_int_t)n,
-                              "sha256", sha, "inline", 0, "url", file_url(c, path), "inline_max",
-                              (json_int_t)TOOLS_READ_INLINE_MAX);
-        if (!strncmp(path, ARTIFACTS_DIR "/", sizeof(ARTIFACTS_DIR))) {
-            c->link_path = sbx_xstrdup(path); /* a signed link, usable without the key */
-            collect_links(c, o);
-            return 0;
-        }
-        finish(c, o, NULL, NULL);
-        return 0;
+    json_t *o = json_pack("{s:s,s:I,s:s,s:b,s:o,s:I}", "path", path, "size", (json_int_t)size,
+                          "sha256", sha, "inline", 0, "url", tools_file_url(c, path), "inline_max",
+                          (json_int_t)TOOLS_READ_INLINE_MAX);
+    if (!strncmp(path, ARTIFACTS_DIR "/", sizeof(ARTIFACTS_DIR))) {
+        c->link_path = sbx_xstrdup(path); /* a signed link, usable without the key */
+        tools_collect_links(c, o);
+        return;
     }
-    _cleanup_free_ char *buf = sbx_xmalloc(size + 1);
-    size_t len = 0;
-    int r = sbx_read_upto(fd, buf, size, &len);
-    if (r < 0)
-        return sbx_err_sys(err, -r, "reading %s", path);
+    tools_finish(c, o, NULL, NULL);
+}
+
+void tools_read_inline(struct tool_call *c, const char *path, const char *buf, size_t len)
+{
     json_t *o = json_pack("{s:s,s:I,s:b}", "path", path, "size", (json_int_t)len, "inline", 1);
     if (sbx_utf8_valid(buf, len)) {
         json_object_set_new(o, "content", json_stringn(buf, len));
@@ -748,7 +737,31 @@ static int files_read(struct tool_call *c, int root, const char *path, struct sb
         json_object_set_new(o, "content", json_string(b64));
         json_object_set_new(o, "encoding", json_string("base64"));
     }
-    finish(c, o, NULL, NULL);
+    tools_finish(c, o, NULL, NULL);
+}
+
+static int files_read(struct tool_call *c, int root, const char *path, struct sbx_err *err)
+{
+    _cleanup_close_ int fd = -1;
+    uint64_t size;
+    char sha[WS_SHA256_HEX_LEN + 1];
+    if (ws_open_file(root, path, &fd, &size, err) < 0)
+        return sbx_err_ret(err);
+    audit_record(c->d->store, &c->who, NULL, c->request_id, "file.download", c->sandbox_id, "ok",
+                 json_pack("{s:s,s:I}", "path", path, "size", (json_int_t)size));
+    if (size > TOOLS_READ_INLINE_MAX) {
+        uint64_t n;
+        if (ws_sha256_fd(fd, -1, sha, &n, err) < 0)
+            return sbx_err_ret(err);
+        tools_read_large(c, path, n, sha);
+        return 0;
+    }
+    _cleanup_free_ char *buf = sbx_xmalloc(size + 1);
+    size_t len = 0;
+    int r = sbx_read_upto(fd, buf, size, &len);
+    if (r < 0)
+        return sbx_err_sys(err, -r, "reading %s", path);
+    tools_read_inline(c, path, buf, len);
     return 0;
 }
 
@@ -773,7 +786,9 @@ static int base64_decode(const char *in, size_t inlen, char **out, size_t *outle
     return 0;
 }
 
-static int files_write(struct tool_call *c, int root, const char *path, struct sbx_err *err)
+/* A write's bytes: content as it is, or decoded (*decoded, to free). */
+static int write_content(struct tool_call *c, char **decoded, const char **buf, size_t *len,
+                         struct sbx_err *err)
 {
     json_t *content = json_object_get(c->args, "content");
     const char *enc = arg_string(c, "encoding");
@@ -781,24 +796,27 @@ static int files_write(struct tool_call *c, int root, const char *path, struct s
         return sbx_err_set(err, EINVAL, "invalid_request", "content must be a string");
     if (enc && strcmp(enc, "utf-8") && strcmp(enc, "base64"))
         return sbx_err_set(err, EINVAL, "invalid_request", "encoding must be utf-8 or base64");
-    if (ws_path_check(path, false, err) < 0)
-        return sbx_err_ret(err);
-    _cleanup_free_ char *decoded = NULL;
-    const char *buf = json_string_value(content);
-    size_t len = json_string_length(content);
+    *buf = json_string_value(content);
+    *len = json_string_length(content);
     if (enc && !strcmp(enc, "base64")) {
-        if (base64_decode(buf, len, &decoded, &len, err) < 0)
+        if (base64_decode(*buf, *len, decoded, len, err) < 0)
             return sbx_err_ret(err);
-        buf = decoded;
+        *buf = *decoded;
     }
-    int r = ws_write_file(root, path, buf, len, 0644, err);
-    audit_record(c->d->store, &c->who, NULL, c->request_id, "file.upload", c->sandbox_id,
-                 r < 0 ? err->code : "ok",
-                 json_pack("{s:s,s:I}", "path", path, "size", (json_int_t)len));
-    if (r < 0)
-        return r;
-    finish(c, json_pack("{s:s,s:I}", "path", path, "size", (json_int_t)len), NULL, NULL);
     return 0;
+}
+
+void tools_write_done(struct tool_call *c, const char *path, size_t len, const struct sbx_err *err)
+{
+    json_t *details = json_pack("{s:s,s:I}", "path", path, "size", (json_int_t)len);
+    if (sandbox_workspace_remote(c->sb))
+        json_object_set_new(details, "via", json_string("agent"));
+    audit_record(c->d->store, &c->who, NULL, c->request_id, "file.upload", c->sandbox_id,
+                 err ? err->code : "ok", details);
+    if (err)
+        tools_fail(c, err);
+    else
+        tools_finish(c, json_pack("{s:s,s:I}", "path", path, "size", (json_int_t)len), NULL, NULL);
 }
 
 static int run_files(struct tool_call *c, struct sbx_err *err)
@@ -809,20 +827,37 @@ static int run_files(struct tool_call *c, struct sbx_err *err)
         return sbx_err_set(err, EINVAL, "invalid_request", "path must be a string");
     const char *path = fileedit_rel_path(json_string_value(p) ?: "");
     if (op && !strcmp(op, "artifacts")) {
-        collect_links(c, json_pack("{s:s}", "sandbox_id", c->sandbox_id));
+        tools_collect_links(c, json_pack("{s:s}", "sandbox_id", c->sandbox_id));
         return 0;
     }
     _cleanup_close_ int root = -1;
+    _cleanup_free_ char *decoded = NULL;
+    const char *buf = NULL;
+    size_t len = 0;
+    json_t *rec = json_object_get(c->args, "recursive");
     if (!op || (strcmp(op, "list") && strcmp(op, "read") && strcmp(op, "write")))
         return sbx_err_set(err, EINVAL, "invalid_request",
                            "op must be list, read, write or artifacts");
+    bool list = !strcmp(op, "list"), write = !strcmp(op, "write");
+    if (list && rec && !json_is_null(rec) && !json_is_boolean(rec))
+        return sbx_err_set(err, EINVAL, "invalid_request", "recursive must be true or false");
+    if ((write && write_content(c, &decoded, &buf, &len, err) < 0) ||
+        ws_path_check(path, list, err) < 0)
+        return sbx_err_ret(err);
+    if (sandbox_workspace_remote(c->sb)) /* through the agent (toolws.c) */
+        return list    ? toolws_list(c, path, json_is_true(rec), err)
+               : write ? toolws_write(c, path, buf, len, err)
+                       : toolws_read(c, path, err);
     if (open_root(c, &root, err) < 0)
         return sbx_err_ret(err);
-    if (!strcmp(op, "list"))
-        return files_list(c, root, path, err);
-    if (!strcmp(op, "read"))
+    if (list)
+        return files_list(c, root, path, json_is_true(rec), err);
+    if (!write)
         return files_read(c, root, path, err);
-    return files_write(c, root, path, err);
+    struct sbx_err werr = {0};
+    int r = ws_write_file(root, path, buf, len, 0644, &werr);
+    tools_write_done(c, path, len, r < 0 ? &werr : NULL);
+    return 0;
 }
 
 /* ---- pause, resume, fork, preview ---- */
@@ -831,15 +866,17 @@ static void on_snap_answer(json_t *answer, const struct sbx_err *err, void *data
 {
     struct tool_call *c = data;
     c->snap = NULL;
-    finish(c, err ? NULL : json_incref(answer), err, NULL);
+    tools_finish(c, err ? NULL : json_incref(answer), err, NULL);
 }
 
 static int run_lifecycle(struct tool_call *c, struct sbx_err *err)
 {
     static const char *const target[] = {"sandbox_id"};
-    struct snap_origin o = {
-        .mgr = c->d->mgr, .jobs = c->d->jobs, .store = c->d->store, .who = &c->who,
-        .request_id = c->request_id};
+    struct snap_origin o = {.mgr = c->d->mgr,
+                            .jobs = c->d->jobs,
+                            .store = c->d->store,
+                            .who = &c->who,
+                            .request_id = c->request_id};
     json_auto_t *body = args_without(c->args, target, SBX_ARRAY_SIZE(target));
     int r;
     switch (c->def->id) {
@@ -857,7 +894,7 @@ static int run_lifecycle(struct tool_call *c, struct sbx_err *err)
         r = preview_grant(c->d->previews, c->d->store, &c->who, c->request_id, c->sb, body, NULL,
                           &out, err);
         if (r == 0)
-            finish(c, out, NULL, NULL);
+            tools_finish(c, out, NULL, NULL);
         return r;
     }
     }
@@ -938,5 +975,5 @@ void tools_call(struct sbxd *d, const struct tool_request *rq, tool_done_fn cb, 
     if (r == 0)
         r = run(c, &err);
     if (r < 0)
-        fail(c, &err);
+        tools_fail(c, &err);
 }

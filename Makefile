@@ -194,14 +194,15 @@ SQLITE_SUITES := test_core. test_receipts_audit. test_durability. test_idempoten
 # SQLite pass repeats, on PostgreSQL first, then that pass. Stop 50's three runs took 1116 s
 # (the first, with test_providers and test_docker new in it), 950 s and 900 s, 23.7 minutes
 # in all; the third group (the slow backend suites, each with daemons or engines of its own)
-# evens them out.
+# evens them out. Stop 51 moved test_sdk to the backend group and test_skill_installs to
+# the first (their runs had been 993, 839 and 977 s).
 BESIDE_SUITES := test_backends. test_billing_surfaces. test_kernel. test_paths. \
 	test_http_strict. test_chat. test_processes. test_v1. test_terminal. test_artifacts. \
 	test_skills. test_first_contact. test_users. test_preview. test_pty. \
-	test_metrics. test_url_inputs. test_openapi. test_sdk. test_template_build. \
+	test_metrics. test_url_inputs. test_openapi. test_skill_installs. test_template_build. \
 	test_oom. test_console.
-BESIDE_MORE_SUITES := test_providers. test_docker. test_e2b. test_cli.
-BESIDE_TOO_SUITES := $(SQLITE_SUITES) test_egress. test_skill_installs. test_sessions. \
+BESIDE_MORE_SUITES := test_providers. test_docker. test_e2b. test_cli. test_sdk.
+BESIDE_TOO_SUITES := $(SQLITE_SUITES) test_egress. test_sessions. \
 	test_files. test_runtime.
 # And these last, alone: fork bombs keep both cores busy for seconds at a time, and the nodes
 # suite times heartbeats.

@@ -30,6 +30,7 @@
 #include "e2b/e2b_templates.h"
 #include "templates/build.h"
 #include "templates/pool.h"
+#include "templates/poolspec.h"
 #include "live/ptycall.h"
 #include "live/terminal.h"
 #include "mcp/mcp.h"
@@ -195,6 +196,8 @@ int main(int argc, char **argv)
     if (argc >= 3 && !strcmp(argv[1], "backup"))
         return backup(argc, argv);
     int r = config_load(&d.cfg, argc, argv, &err);
+    if (r == 0)
+        r = warm_settings_check(d.cfg.warm_pool, d.cfg.warm_snapshot, &err);
     if (r != 0)
         config_free(&d.cfg);
     if (r == 1)

@@ -1,5 +1,5 @@
-/* SBX_WARM_POOL's text (pool_spec_parse, pool.h), read by the pools (pool.c) and by the
- * warm snapshots (warm.c), apart from pool.c so that warm.c, which pool.c runs, does not
+/* SBX_WARM_POOL's and SBX_WARM_SNAPSHOT's texts (poolspec.h), read by the pools (pool.c), by
+ * the warm snapshots (warm.c) and by main.c before the start-up, apart from pool.c so that warm.c, which pool.c runs, does not
  * call back into it. */
 #include <errno.h>
 #include <stdio.h>
@@ -42,4 +42,31 @@ int pool_spec_parse(const char *text, struct pool_spec out[POOL_TEMPLATES_MAX], 
         (*n)++;
     }
     return 0;
+}
+
+int warm_snapshot_parse(const char *text, struct pool_spec out[POOL_TEMPLATES_MAX], size_t *n,
+                        struct sbx_err *err)
+{
+    _cleanup_free_ char *list = sbx_xstrdup(text);
+    _cleanup_free_ char *as_pool = sbx_xstrdup("");
+    char *save = NULL;
+    for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        char *next = sbx_xasprintf("%s%s%s:1", as_pool, *as_pool ? "," : "", t);
+        free(as_pool);
+        as_pool = next;
+    }
+    int r = pool_spec_parse(as_pool, out, n, err);
+    if (r < 0)
+        return sbx_err_set(err, -r, "invalid_config", "SBX_WARM_SNAPSHOT must list template names");
+    return 0;
+}
+
+int warm_settings_check(const char *pool, const char *snapshot, struct sbx_err *err)
+{
+    struct pool_spec spec[POOL_TEMPLATES_MAX];
+    size_t n;
+    int r = pool ? pool_spec_parse(pool, spec, &n, err) : 0;
+    if (r == 0 && snapshot)
+        r = warm_snapshot_parse(snapshot, spec, &n, err);
+    return r;
 }

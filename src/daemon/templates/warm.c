@@ -172,18 +172,8 @@ int warm_images_new(const struct sbxd_config *cfg, struct loop *l, struct manage
     struct pool_spec spec[POOL_TEMPLATES_MAX];
     size_t n = 0;
     if (cfg->warm_snapshot) {
-        /* Same grammar as SBX_WARM_POOL without the counts: "office" or "office,base". */
-        _cleanup_free_ char *list = sbx_xstrdup(cfg->warm_snapshot);
-        _cleanup_free_ char *as_pool = sbx_xstrdup("");
-        char *save = NULL;
-        for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-            char *next = sbx_xasprintf("%s%s%s:1", as_pool, *as_pool ? "," : "", t);
-            free(as_pool);
-            as_pool = next;
-        }
-        int r = pool_spec_parse(as_pool, spec, &n, err);
+        int r = warm_snapshot_parse(cfg->warm_snapshot, spec, &n, err);
         if (r < 0) {
-            snprintf(err->msg, sizeof(err->msg), "SBX_WARM_SNAPSHOT must list template names");
             free(w);
             return r;
         }

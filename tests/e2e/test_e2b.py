@@ -199,6 +199,17 @@ def test_e2b_wire():
             assert st == 404 and json.loads(body)["code"] == 404
 
 
+def _e2b_sandbox(d, user, timeout):
+    """A key of user's and a base sandbox made with it: the control plane's headers and the
+    create's answer."""
+    key = d.client().create_key(user)["key"]
+    api = {"X-API-KEY": key, "Content-Type": "application/json"}
+    st, _, body = _raw(d.port, "POST", "/e2b/api/v2/sandboxes", api,
+                       b'{"templateID":"base","timeout":%d}' % timeout)
+    assert st == 201, body
+    return api, json.loads(body)
+
+
 def _start(port, sid, token, cmd):
     """A command through envd's process.Process/Start; its exit code."""
     envd = {"E2b-Sandbox-Id": sid, "X-Access-Token": token,
@@ -216,12 +227,7 @@ def test_e2b_list_metrics_resume_and_context_delete():
     """The routes the SDK cases do not reach: the v1 list, metrics (one sample of what the
     sandbox uses now), the resume route, and deleting the interpreter's context."""
     with Daemon() as d:
-        key = d.client().create_key("e2b-metrics")["key"]
-        api = {"X-API-KEY": key, "Content-Type": "application/json"}
-        st, _, body = _raw(d.port, "POST", "/e2b/api/v2/sandboxes", api,
-                           b'{"templateID":"base","timeout":300}')
-        assert st == 201, body
-        sb = json.loads(body)
+        api, sb = _e2b_sandbox(d, "e2b-metrics", 300)
         sid, token = sb["sandboxID"], sb["envdAccessToken"]
         st, _, body = _raw(d.port, "GET", "/e2b/api/sandboxes", api)
         listed = json.loads(body)
@@ -333,12 +339,7 @@ def test_e2b_process_output_to_a_slow_reader_arrives_whole():
     size = 64 << 20
     cmd = "head -c %d /dev/urandom | tee >(sha256sum >&2)" % size
     with Daemon() as d:
-        key = d.client().create_key("e2b-slow")["key"]
-        api = {"X-API-KEY": key, "Content-Type": "application/json"}
-        st, _, body = _raw(d.port, "POST", "/e2b/api/v2/sandboxes", api,
-                           b'{"templateID":"base","timeout":900}')
-        assert st == 201, body
-        sb = json.loads(body)
+        api, sb = _e2b_sandbox(d, "e2b-slow", 900)
         msg = json.dumps({"process": {"cmd": "/bin/bash", "args": ["-c", cmd]},
                           "stdin": False}).encode()
         conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=300)

@@ -14,7 +14,7 @@ import struct
 import tempfile
 import time
 
-from harness import REPO, Daemon
+from harness import REPO, Daemon, wait_for
 
 E2B_DIR = os.path.join(REPO, "tests", "e2b")
 # Low enough that the limit test reaches it, high enough for the other cases.
@@ -383,5 +383,32 @@ def test_e2b_process_output_to_a_slow_reader_arrives_whole():
         assert last == {} and end and end["exitCode"] == 0, (last, end)
         assert got == size, (got, size)
         assert err.split()[0].decode() == digest.hexdigest(), err
+        st, _, _ = _raw(d.port, "DELETE", "/e2b/api/sandboxes/" + sb["sandboxID"], api)
+        assert st == 204
+
+
+def test_e2b_a_client_that_leaves_does_not_hold_its_process():
+    """The hold is the follower's: once the Start's client leaves, the command (32 MiB to a
+    stdout nobody reads) runs to its end, its output forgotten by the ring as before."""
+    with Daemon() as d:
+        api, sb = _e2b_sandbox(d, "e2b-leaves", 300)
+        envd = {"E2b-Sandbox-Id": sb["sandboxID"], "X-Access-Token": sb["envdAccessToken"],
+                "Connect-Protocol-Version": "1"}
+        msg = json.dumps({"process": {"cmd": "/bin/sh", "args": ["-c", "head -c 32M /dev/zero"]},
+                          "stdin": False}).encode()
+        conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=60)
+        conn.request("POST", "/e2b/sandbox/process.Process/Start",
+                     b"\0" + struct.pack(">I", len(msg)) + msg,
+                     dict(envd, **{"Content-Type": "application/connect+json"}))
+        r = conn.getresponse()
+        assert r.status == 200 and r.read1(5)  # it started; then the client is gone
+        conn.close()
+        unary = dict(envd, **{"Content-Type": "application/json"})
+
+        def running():
+            st, _, body = _raw(d.port, "POST", "/e2b/sandbox/process.Process/List", unary, b"{}")
+            assert st == 200, body
+            return json.loads(body)["processes"]
+        wait_for(lambda: not running(), timeout=60, what="the command's end with no reader")
         st, _, _ = _raw(d.port, "DELETE", "/e2b/api/sandboxes/" + sb["sandboxID"], api)
         assert st == 204

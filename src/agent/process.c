@@ -55,6 +55,12 @@ struct process {
     bool oom;  /* the memory watcher killed one of its group */
     bool pids; /* the process guard killed its session at the sandbox's process limit */
     struct loop_timer *drain_t;
+    /* process_start's lossless: until the first lossless follower attaches (or
+     * PROCESS_LOSSLESS_WAIT_MS pass) the ring keeps everything, as if one followed from 0. */
+    struct loop_timer *await_t;
+    /* Since when reading is held back for a lossless follower (process_room), or 0: that
+     * time counts neither as quiet nor toward the drain's bound. */
+    long long held_since_ms;
     bool logs_done; /* both pipes closed: no more output */
     struct log_stream *streams;
     int in_fd;                     /* the write end of its stdin pipe, -1 without or closed */
@@ -75,6 +81,7 @@ struct log_stream {
     uint64_t off[2], end[2]; /* end: UINT64_MAX while following */
     uint64_t window[2];
     uint64_t dropped[2]; /* bytes the ring lost before we could send them */
+    bool lossless;       /* the pipe waits for this follower instead of the ring forgetting */
     struct loop_timer *group_t; /* LOGS_KILL: looks again whether the group is gone */
     long long group_deadline_ms;  /* LOGS_KILL: sbx_now_ms after which it answers anyway */
     struct log_stream *next;
@@ -180,6 +187,8 @@ static void process_free(struct process *p)
     process_close_stdin(p);
     if (p->drain_t)
         loop_timer_cancel(p->agent->loop, p->drain_t);
+    if (p->await_t)
+        loop_timer_cancel(p->agent->loop, p->await_t);
     if (p->deadline_t)
         loop_timer_cancel(p->agent->loop, p->deadline_t);
     free(p->label);
@@ -235,6 +244,62 @@ static int process_lookup(struct agent *a, json_t *req, struct process **out, st
     return sbx_err_set(err, ENOENT, "process_not_found", "no process %.64s", id);
 }
 
+/* ---- reading the pipes ---- */
+
+static void process_readable(struct loop *l, int fd, uint32_t events, void *data);
+
+/* Bytes channel ch may still take from its pipe without the ring forgetting one that a
+ * lossless follower (or the start's wait for one) has not sent yet; SIZE_MAX when no one
+ * holds it. At 0 the pipe is not read: the process blocks on a full pipe. */
+static size_t process_room(const struct process *p, int ch)
+{
+    uint64_t pin = p->await_t ? 0 : UINT64_MAX;
+    for (const struct log_stream *ls = p->streams; ls; ls = ls->next)
+        if (ls->lossless && ls->off[ch] < pin)
+            pin = ls->off[ch];
+    if (pin == UINT64_MAX)
+        return SIZE_MAX;
+    uint64_t unsent = p->log[ch].total - pin;
+    return unsent >= PROCESS_LOG_MAX ? 0 : (size_t)(PROCESS_LOG_MAX - unsent);
+}
+
+/* Watch each open pipe exactly while it has room (a watch with its events cleared would
+ * still report EPOLLHUP), and keep the drain's clocks still while one is held back. */
+static void process_update_watches(struct process *p)
+{
+    struct agent *a = p->agent;
+    bool held = false;
+    for (int ch = 0; ch < 2; ch++) {
+        bool want = p->fd[ch] >= 0 && process_room(p, ch) > 0;
+        if (want && !p->w[ch]) {
+            int r = loop_watch_add(a->loop, p->fd[ch], EPOLLIN, process_readable, p, &p->w[ch]);
+            if (r < 0)
+                agent_die(a, 1, "watching a pipe: %s", strerror(-r));
+        } else if (!want && p->w[ch]) {
+            loop_watch_del(a->loop, p->w[ch]);
+            p->w[ch] = NULL;
+        }
+        held |= p->fd[ch] >= 0 && !want;
+    }
+    long long now = sbx_now_ms();
+    if (held && !p->held_since_ms) {
+        p->held_since_ms = now;
+    } else if (!held && p->held_since_ms) {
+        /* Reading is possible again: the drain rule starts over from here. */
+        if (!p->running)
+            p->exit_ms += now - (p->held_since_ms > p->exit_ms ? p->held_since_ms : p->exit_ms);
+        p->last_read_ms = now;
+        p->held_since_ms = 0;
+    }
+}
+
+static void process_await_cb(struct loop *l, void *data)
+{
+    struct process *p = data;
+    p->await_t = NULL; /* nobody came: the ring forgets again rather than hold it for ever */
+    process_update_watches(p);
+}
+
 /* ---- log streams ---- */
 
 static void logs_unlink(struct log_stream *ls)
@@ -249,11 +314,15 @@ static void logs_unlink(struct log_stream *ls)
 
 static void logs_free(struct log_stream *ls)
 {
+    struct process *p = ls->proc;
     if (ls->group_t)
         loop_timer_cancel(ls->base.agent->loop, ls->group_t);
     stream_unregister(ls->base.agent, &ls->base);
     logs_unlink(ls);
+    bool lossless = ls->lossless;
     free(ls);
+    if (lossless)
+        process_update_watches(p); /* its hold is gone */
 }
 
 static void logs_pump(struct log_stream *ls);
@@ -339,6 +408,8 @@ static void logs_pump(struct log_stream *ls)
         if (ls->off[ch] < end || (ls->mode == LOGS_FOLLOW && !p->logs_done))
             all_sent = false;
     }
+    if (ls->lossless)
+        process_update_watches(p); /* what was sent made room */
     bool done = ls->mode == LOGS_WAIT   ? !p->running
                 : ls->mode == LOGS_KILL ? !p->running && logs_group_gone(ls)
                                         : all_sent;
@@ -403,12 +474,13 @@ static const struct stream_ops logs_ops = {
 };
 
 static int logs_attach(struct agent *a, uint32_t id, struct process *p, enum logs_mode mode,
-                       bool tail, struct sbx_err *err)
+                       bool tail, bool lossless, struct sbx_err *err)
 {
     struct log_stream *ls = sbx_xcalloc(1, sizeof(*ls));
     ls->base = (struct stream){.agent = a, .id = id, .ops = &logs_ops};
     ls->proc = p;
     ls->mode = mode;
+    ls->lossless = lossless;
     ls->group_deadline_ms = sbx_now_ms() + PROCESS_KILL_GROUP_WAIT_MS;
     for (int ch = 0; ch < 2; ch++) {
         ls->off[ch] = tail ? p->log[ch].total : ring_start(&p->log[ch]);
@@ -423,6 +495,11 @@ static int logs_attach(struct agent *a, uint32_t id, struct process *p, enum log
     }
     ls->next = p->streams;
     p->streams = ls;
+    if (lossless && p->await_t) {
+        /* The follower the start waited for: its own offsets hold the ring from now on. */
+        loop_timer_cancel(a->loop, p->await_t);
+        p->await_t = NULL;
+    }
     logs_pump(ls);
     return 0;
 }
@@ -446,7 +523,14 @@ static void process_readable(struct loop *l, int fd, uint32_t events, void *data
     struct process *p = data;
     int ch = fd == p->fd[0] ? 0 : 1;
     struct agent *a = p->agent;
-    ssize_t n = read(fd, a->iobuf, sizeof(a->iobuf));
+    /* With nobody lossless behind, never held back: the ring forgets the oldest output
+     * instead. Otherwise no more than the ring can keep for them (process_room). */
+    size_t room = process_room(p, ch);
+    if (room == 0) {
+        process_update_watches(p);
+        return;
+    }
+    ssize_t n = read(fd, a->iobuf, room < sizeof(a->iobuf) ? room : sizeof(a->iobuf));
     if (n < 0 && (errno == EINTR || errno == EAGAIN))
         return;
     if (n <= 0) {
@@ -454,10 +538,10 @@ static void process_readable(struct loop *l, int fd, uint32_t events, void *data
         process_logs_maybe_done(p);
         return;
     }
-    /* Never held back: the ring forgets the oldest output instead. */
     ring_write(&p->log[ch], a->iobuf, (size_t)n);
     p->last_read_ms = sbx_now_ms();
     process_pump_streams(p);
+    process_update_watches(p);
 }
 
 /* The same drain rule as exec (exec.h): a grandchild holding the pipes cannot keep
@@ -466,6 +550,12 @@ static void process_drain_cb(struct loop *l, void *data)
 {
     struct process *p = data;
     p->drain_t = NULL;
+    if (p->held_since_ms) {
+        /* Held back for a lossless follower: not quiet, and not the grandchild this rule
+         * is for; the clocks start over once reading is possible. */
+        p->drain_t = loop_timer_add(l, EXEC_DRAIN_QUIET_MS, process_drain_cb, p);
+        return;
+    }
     long long now = sbx_now_ms();
     long long quiet = now - (p->last_read_ms > p->exit_ms ? p->last_read_ms : p->exit_ms);
     if (now - p->exit_ms >= EXEC_DRAIN_MAX_MS || quiet >= EXEC_DRAIN_QUIET_MS) {
@@ -558,12 +648,14 @@ int process_start_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err
     json_t *jstdin = json_object_get(req, "stdin");
     json_t *jtimeout = json_object_get(req, "timeout_ms");
     json_t *jlabel = json_object_get(req, "label");
-    if ((jstdin && !json_is_boolean(jstdin)) ||
+    json_t *jlossless = json_object_get(req, "lossless");
+    if ((jstdin && !json_is_boolean(jstdin)) || (jlossless && !json_is_boolean(jlossless)) ||
         (jtimeout && (!json_is_integer(jtimeout) || json_integer_value(jtimeout) < 0)) ||
         (jlabel && (!json_is_string(jlabel) || json_string_length(jlabel) > PROCESS_LABEL_MAX ||
                     strlen(json_string_value(jlabel)) != json_string_length(jlabel))))
         return sbx_err_set(err, EINVAL, "bad_request",
-                           "stdin must be a boolean, timeout_ms a count, label a short string");
+                           "stdin and lossless must be booleans, timeout_ms a count, label a "
+                           "short string");
     bool root;
     int r = spawn_user_parse(req, &root, err);
     if (r < 0 || (r = process_make_room(a, err)) < 0)
@@ -618,12 +710,11 @@ int process_start_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err
     if (jtimeout && json_integer_value(jtimeout) > 0)
         p->deadline_t = loop_timer_add(a->loop, (long long)json_integer_value(jtimeout),
                                        process_deadline_cb, p);
-    for (int ch = 0; ch < 2; ch++) {
+    if (json_is_true(jlossless))
+        p->await_t = loop_timer_add(a->loop, PROCESS_LOSSLESS_WAIT_MS, process_await_cb, p);
+    for (int ch = 0; ch < 2; ch++)
         ring_init(&p->log[ch], PROCESS_LOG_MAX);
-        r = loop_watch_add(a->loop, p->fd[ch], EPOLLIN, process_readable, p, &p->w[ch]);
-        if (r < 0)
-            agent_die(a, 1, "watching a pipe: %s", strerror(-r));
-    }
+    process_update_watches(p);
     a->procs[a->nprocs++] = p;
     json_t *res = process_json(p);
     json_object_set_new(res, "session_created", json_boolean(created));
@@ -678,7 +769,7 @@ int process_kill_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err 
      * be a stranger's by now: process_group_alive). */
     if (process_group_alive(p))
         (void)kill(-p->pid, SIGKILL);
-    return logs_attach(a, id, p, LOGS_KILL, false, err);
+    return logs_attach(a, id, p, LOGS_KILL, false, false, err);
 }
 
 int process_logs_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err)
@@ -696,11 +787,15 @@ int process_logs_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err 
     json_t *wait = json_object_get(req, "wait");
     if (wait && !json_is_boolean(wait))
         return sbx_err_set(err, EINVAL, "bad_request", "wait must be a boolean");
+    json_t *lossless = json_object_get(req, "lossless");
+    if (lossless && (!json_is_boolean(lossless) ||
+                     (json_is_true(lossless) && (!json_is_true(f) || json_is_true(wait)))))
+        return sbx_err_set(err, EINVAL, "bad_request", "lossless is a boolean, for follow only");
     /* wait: no output, only the EXIT once it has ended (how sbxd meters it). */
     enum logs_mode mode = json_is_true(wait) ? LOGS_WAIT
                           : json_is_true(f)  ? LOGS_FOLLOW
                                              : LOGS_SNAPSHOT;
-    return logs_attach(a, id, p, mode, json_is_true(tail), err);
+    return logs_attach(a, id, p, mode, json_is_true(tail), json_is_true(lossless), err);
 }
 
 int process_input_open(struct agent *a, uint32_t id, json_t *req, struct sbx_err *err)

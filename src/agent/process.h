@@ -8,7 +8,13 @@
  * "process_kill", "process_logs", "process_input". process_start may ask for a stdin pipe
  * (stdin), a lifetime (timeout_ms: SIGKILL to its group then) and keep a label; process_logs
  * with tail follows from the current end. process_kill answers when the whole group is gone
- * (PROCESS_KILL_GROUP_WAIT_MS at most). */
+ * (PROCESS_KILL_GROUP_WAIT_MS at most).
+ *
+ * A follower may ask for every byte (process_logs "lossless", with follow): while its unsent
+ * bytes fill a ring, that pipe is not read, so the process blocks on write as on a real
+ * pipe instead of the ring forgetting. process_start "lossless" keeps the rings whole until
+ * such a follower attaches (the start's own answer comes first), or PROCESS_LOSSLESS_WAIT_MS
+ * pass; a process nobody follows losslessly is never held back. */
 #ifndef SBX_AGENT_PROCESS_H
 #define SBX_AGENT_PROCESS_H
 
@@ -20,6 +26,9 @@
 #include "../common/err.h"
 
 #define PROCESS_LOG_MAX (512u * 1024u)
+/* How long a lossless start waits for its follower before its rings forget again (the
+ * starter went away between the start and the follow). */
+#define PROCESS_LOSSLESS_WAIT_MS 10000
 /* The command as shown in listings (the command itself may be much longer). */
 #define PROCESS_COMMAND_SHOWN 1024
 /* A starter's label of a process (the E2B surface keeps its process config there). */

@@ -5,6 +5,7 @@ E2B_API_KEY set. The cases are in tests/e2b/sdk.test.mjs; each one counts as a t
 """
 
 import base64
+import hashlib
 import http.client
 import json
 import os
@@ -13,7 +14,7 @@ import struct
 import tempfile
 import time
 
-from harness import REPO, Daemon
+from harness import REPO, Daemon, wait_for
 
 E2B_DIR = os.path.join(REPO, "tests", "e2b")
 # Low enough that the limit test reaches it, high enough for the other cases.
@@ -198,6 +199,17 @@ def test_e2b_wire():
             assert st == 404 and json.loads(body)["code"] == 404
 
 
+def _e2b_sandbox(d, user, timeout):
+    """A key of user's and a base sandbox made with it: the control plane's headers and the
+    create's answer."""
+    key = d.client().create_key(user)["key"]
+    api = {"X-API-KEY": key, "Content-Type": "application/json"}
+    st, _, body = _raw(d.port, "POST", "/e2b/api/v2/sandboxes", api,
+                       b'{"templateID":"base","timeout":%d}' % timeout)
+    assert st == 201, body
+    return api, json.loads(body)
+
+
 def _start(port, sid, token, cmd):
     """A command through envd's process.Process/Start; its exit code."""
     envd = {"E2b-Sandbox-Id": sid, "X-Access-Token": token,
@@ -215,12 +227,7 @@ def test_e2b_list_metrics_resume_and_context_delete():
     """The routes the SDK cases do not reach: the v1 list, metrics (one sample of what the
     sandbox uses now), the resume route, and deleting the interpreter's context."""
     with Daemon() as d:
-        key = d.client().create_key("e2b-metrics")["key"]
-        api = {"X-API-KEY": key, "Content-Type": "application/json"}
-        st, _, body = _raw(d.port, "POST", "/e2b/api/v2/sandboxes", api,
-                           b'{"templateID":"base","timeout":300}')
-        assert st == 201, body
-        sb = json.loads(body)
+        api, sb = _e2b_sandbox(d, "e2b-metrics", 300)
         sid, token = sb["sandboxID"], sb["envdAccessToken"]
         st, _, body = _raw(d.port, "GET", "/e2b/api/sandboxes", api)
         listed = json.loads(body)
@@ -320,4 +327,88 @@ def test_e2b_routes_not_served_yet_answer_e2b_errors_and_v1_connect_works():
                            b'{"timeout":120}')
         assert st in (200, 201) and json.loads(body)["sandboxID"] == sid, (st, body)
         st, _, _ = _raw(d.port, "DELETE", "/e2b/api/sandboxes/" + sid, api)
+        assert st == 204
+
+
+def test_e2b_process_output_to_a_slow_reader_arrives_whole():
+    """process.Start's output waits for a client that stops reading (issue 43): sbxd gives the
+    agent its window back only once the client's queue drained, and the agent stops reading
+    the process's pipe while that follower is a whole ring behind, so the command blocks on
+    write as under envd. 64 MiB of random bytes reach a client that pauses three times
+    whole: the length and the sha256 the command printed itself."""
+    size = 64 << 20
+    cmd = "head -c %d /dev/urandom | tee >(sha256sum >&2)" % size
+    with Daemon() as d:
+        api, sb = _e2b_sandbox(d, "e2b-slow", 900)
+        msg = json.dumps({"process": {"cmd": "/bin/bash", "args": ["-c", cmd]},
+                          "stdin": False}).encode()
+        conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=300)
+        try:
+            conn.request("POST", "/e2b/sandbox/process.Process/Start",
+                         b"\0" + struct.pack(">I", len(msg)) + msg,
+                         {"E2b-Sandbox-Id": sb["sandboxID"], "X-Access-Token": sb["envdAccessToken"],
+                          "Content-Type": "application/connect+json",
+                          "Connect-Protocol-Version": "1"})
+            r = conn.getresponse()
+            assert r.status == 200
+            digest, got, err, end, last, buf = hashlib.sha256(), 0, b"", None, None, b""
+            # The client's own pauses (not a wait for a state): at the start, after a quarter
+            # and after half of the output, each longer than the 8 MiB queue takes to fill.
+            pauses = {0: 5, size // 4: 3, size // 2: 3}
+            while True:
+                for at in [a for a in pauses if got >= a]:
+                    time.sleep(pauses.pop(at))
+                chunk = r.read1(1 << 16)
+                if not chunk:
+                    break
+                buf += chunk
+                while len(buf) >= 5 and len(buf) >= 5 + struct.unpack(">I", buf[1:5])[0]:
+                    n = struct.unpack(">I", buf[1:5])[0]
+                    flags, m = buf[0], json.loads(buf[5:5 + n])
+                    buf = buf[5 + n:]
+                    if flags & 2:
+                        last = m
+                        continue
+                    ev = m.get("event", {})
+                    if "stdout" in ev.get("data", {}):
+                        data = base64.b64decode(ev["data"]["stdout"])
+                        digest.update(data)
+                        got += len(data)
+                    elif "stderr" in ev.get("data", {}):
+                        err += base64.b64decode(ev["data"]["stderr"])
+                    elif "end" in ev:
+                        end = ev["end"]
+        finally:
+            conn.close()
+        assert last == {} and end and end["exitCode"] == 0, (last, end)
+        assert got == size, (got, size)
+        assert err.split()[0].decode() == digest.hexdigest(), err
+        st, _, _ = _raw(d.port, "DELETE", "/e2b/api/sandboxes/" + sb["sandboxID"], api)
+        assert st == 204
+
+
+def test_e2b_a_client_that_leaves_does_not_hold_its_process():
+    """The hold is the follower's: once the Start's client leaves, the command (32 MiB to a
+    stdout nobody reads) runs to its end, its output forgotten by the ring as before."""
+    with Daemon() as d:
+        api, sb = _e2b_sandbox(d, "e2b-leaves", 300)
+        envd = {"E2b-Sandbox-Id": sb["sandboxID"], "X-Access-Token": sb["envdAccessToken"],
+                "Connect-Protocol-Version": "1"}
+        msg = json.dumps({"process": {"cmd": "/bin/sh", "args": ["-c", "head -c 32M /dev/zero"]},
+                          "stdin": False}).encode()
+        conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=60)
+        conn.request("POST", "/e2b/sandbox/process.Process/Start",
+                     b"\0" + struct.pack(">I", len(msg)) + msg,
+                     dict(envd, **{"Content-Type": "application/connect+json"}))
+        r = conn.getresponse()
+        assert r.status == 200 and r.read1(5)  # it started; then the client is gone
+        conn.close()
+        unary = dict(envd, **{"Content-Type": "application/json"})
+
+        def running():
+            st, _, body = _raw(d.port, "POST", "/e2b/sandbox/process.Process/List", unary, b"{}")
+            assert st == 200, body
+            return json.loads(body)["processes"]
+        wait_for(lambda: not running(), timeout=60, what="the command's end with no reader")
+        st, _, _ = _raw(d.port, "DELETE", "/e2b/api/sandboxes/" + sb["sandboxID"], api)
         assert st == 204

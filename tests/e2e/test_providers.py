@@ -11,6 +11,7 @@ import hashlib
 import http.server
 import json
 import os
+import socket
 import subprocess
 import threading
 import time
@@ -508,6 +509,26 @@ def test_background_process_and_a_kill9_of_the_outer_sbxd():
              what="the provider sandbox deleted by the re-adopted shim")
 
 
+def test_a_large_output_crosses_the_provider_whole():
+    """The outer agent's frames are the inner's process output (envd's process stream),
+    which now waits for a slower relay instead of losing bytes (issue 43): 64 MiB of exec
+    output are all counted by the outer sbxd, its first MiB as written, and a 32 MiB file
+    downloaded through the agent hashes as the command hashed it; the sandbox runs on."""
+    c, sid = sandbox()
+    size, mib = 64 << 20, 1 << 20
+    r = c.exec(sid, shell="head -c %d /dev/zero | tr '\\0' x; echo done >&2" % size,
+               timeout_seconds=300)
+    assert r["exit_code"] == 0 and r["stderr"] == "done\n", r["stderr"]
+    assert r["stdout"] == "x" * mib and r["stdout_truncated"], len(r["stdout"])
+    assert r["stdout_dropped_bytes"] == size - mib, r["stdout_dropped_bytes"]
+    want = c.sh(sid, "head -c %d /dev/urandom | tee /workspace/big.bin | sha256sum" % (32 * mib))
+    got = c.request("GET", fpath(sid, "big.bin"))
+    assert got.status == 200 and len(got.raw) == 32 * mib, (got.status, len(got.raw))
+    assert hashlib.sha256(got.raw).hexdigest() == want.split()[0]
+    c.sh(sid, "rm /workspace/big.bin")
+    assert c.get_sandbox(sid)["status"] == "running"
+
+
 def test_delete_removes_the_provider_sandbox():
     c = client()
     sid = c.create_sandbox(ttl_seconds=600)["id"]
@@ -601,6 +622,91 @@ got = json.loads(opener.open(req, timeout=20).read())
 key = got.get("x-api-key")
 print(json.dumps({"sha": hashlib.sha256(key.encode()).hexdigest() if key else None}))
 '''
+
+
+class HeldLink:
+    """A TCP relay in front of the inner's envd (a configuration's proxy_url) whose
+    `flowing` event, while clear, stops it reading the inner's answers on the agent's
+    process stream (process.Process/Start): a provider link that stalls, so the inner's
+    answer queue for that stream fills."""
+
+    def __init__(self, port):
+        self.port = port
+        self.flowing = threading.Event()
+        self.flowing.set()
+        self.srv = socket.create_server(("127.0.0.1", 0))
+        self.url = "http://127.0.0.1:%d" % self.srv.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.srv.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c):
+        u = socket.socket()
+        # Small, so the relay's own buffers do not stand in for the inner's queue.
+        u.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        u.connect(("127.0.0.1", self.port))
+        first = c.recv(1 << 16)
+        u.sendall(first)
+        threading.Thread(target=self._pump, args=(c, u, False), daemon=True).start()
+        self._pump(u, c, b"/process.Process/Start" in first.split(b"\r\n")[0])
+
+    def _pump(self, src, dst, held):
+        try:
+            while True:
+                if held:
+                    self.flowing.wait()
+                b = src.recv(1 << 16)
+                if not b:
+                    break
+                dst.sendall(b)
+            dst.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    def close(self):
+        self.flowing.set()
+        self.srv.close()
+
+
+def test_a_stalled_provider_link_loses_no_frame():
+    """Issue 43: the outer's agent streams have more in flight than the inner's 8 MiB answer
+    queue (sixteen downloads of 4 MiB at once, a 1 MiB window each) while the link to the
+    inner stalls for a while. The inner holds the agent's output back instead of dropping
+    frames, so every download arrives whole and the sandbox runs on."""
+    link = HeldLink(inner().port)
+    a = outer().client()
+    try:
+        cfg = a.ok("POST", "/v1/sandbox-configs", {"name": "e2b-stalling-link", "config": {
+            "sandbox_type": "e2b", "e2b": e2b_object(provider_key()["key"],
+                                                     proxy_url=link.url + "/e2b/sandbox")}},
+                   status=201)
+        sid = a.create_sandbox(config_id=cfg["id"], ttl_seconds=600)["id"]
+        want = a.sh(sid, "head -c 4M /dev/urandom | tee /workspace/big.bin | sha256sum").split()[0]
+        got = {}
+
+        def download(i):
+            r = a.request("GET", fpath(sid, "big.bin"), timeout=240)
+            got[i] = (r.status, hashlib.sha256(r.raw or b"").hexdigest())
+        link.flowing.clear()
+        threads = [threading.Thread(target=download, args=(i,)) for i in range(16)]
+        for t in threads:
+            t.start()
+        time.sleep(8)  # the link's stall (the relay's behaviour, not a wait for a state)
+        link.flowing.set()
+        for t in threads:
+            t.join(300)
+        assert sorted(got.values()) == [(200, want)] * 16, got
+        assert a.get_sandbox(sid)["status"] == "running"
+        assert a.sh(sid, "echo alive") == "alive\n"
+        a.delete_sandbox(sid)
+    finally:
+        link.close()
 
 
 def test_e2b_host_rules_put_headers_in_at_the_provider():

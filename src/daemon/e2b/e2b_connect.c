@@ -142,6 +142,8 @@ struct rpc_stream {
     rpc_gone_fn on_gone;
     void *data;
     bool ndjson;
+    rpc_drain_fn on_drain;
+    void *drain_data;
 };
 
 static void stream_free(struct rpc_stream *s)
@@ -167,7 +169,9 @@ static void envelope(struct rpc_stream *s, unsigned flags, json_t *msg)
     unsigned char head[ENVELOPE_HEAD] = {(unsigned char)flags, (unsigned char)(n >> 24),
                                          (unsigned char)(n >> 16), (unsigned char)(n >> 8),
                                          (unsigned char)n};
-    /* A client that stopped reading for HTTP_SSE_QUEUE_MAX loses messages, as on SSE. */
+    /* A process's output waits for its client (rpc_stream_on_drain), which keeps this
+     * queue small; on the other streams (a PTY's output, a watch's events) a client that
+     * stopped reading for HTTP_SSE_QUEUE_MAX loses messages, as on SSE. */
     (void)http_stream_write(s->req, head, sizeof(head), text, n);
     free(text);
 }
@@ -228,6 +232,27 @@ void rpc_stream_send(struct rpc_stream *s, json_t *msg)
 {
     envelope(s, 0, msg);
     rearm(s);
+}
+
+size_t rpc_stream_queued(const struct rpc_stream *s)
+{
+    return http_stream_queued(s->req);
+}
+
+static void drained(struct http_req *r, void *data)
+{
+    struct rpc_stream *s = data;
+    rpc_drain_fn fn = s->on_drain;
+    s->on_drain = NULL;
+    if (fn)
+        fn(s->drain_data);
+}
+
+void rpc_stream_on_drain(struct rpc_stream *s, rpc_drain_fn fn, void *data)
+{
+    s->on_drain = fn;
+    s->drain_data = data;
+    http_stream_on_drain(s->req, drained, s);
 }
 
 void rpc_stream_end(struct rpc_stream *s, const char *code, const char *message)

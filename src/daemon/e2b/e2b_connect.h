@@ -47,6 +47,13 @@ struct rpc_stream *rpc_stream_begin(struct http_req *req, struct loop *l, bool n
                                     json_t *keepalive, rpc_gone_fn on_gone, void *data);
 /* One message (taken over). */
 void rpc_stream_send(struct rpc_stream *s, json_t *msg);
+/* Bytes waiting for the client, and fn once they are down to HTTP_STREAM_LOW (once per
+ * call; never after rpc_stream_end or the client's leaving): a producer faster than its
+ * client waits there, as h2o stops reading a backend while the client's buffer is full,
+ * instead of its messages being dropped past HTTP_SSE_QUEUE_MAX. */
+typedef void (*rpc_drain_fn)(void *data);
+size_t rpc_stream_queued(const struct rpc_stream *s);
+void rpc_stream_on_drain(struct rpc_stream *s, rpc_drain_fn fn, void *data);
 /* The end-stream envelope ({} or {"error"}; none for ndjson) and the end of the answer;
  * s is freed. */
 void rpc_stream_end(struct rpc_stream *s, const char *code, const char *message);

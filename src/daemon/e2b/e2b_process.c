@@ -216,6 +216,12 @@ struct proc_stream {
     struct procmeter *meter; /* Start, until the agent answers */
     bool tail;               /* Connect: live output only */
     char ref[32];
+    /* Output relayed but not yet credited to the agent, per channel: given back only once
+     * the client's queue is down to HTTP_STREAM_LOW, so a slow reader holds the agent's
+     * window closed, then the process (a lossless follower: src/agent/process.h), instead
+     * of the queue overflowing and dropping messages. */
+    size_t owed[PROTO_CH_STDERR + 1];
+    bool waiting; /* for the queue to drain */
 };
 
 json_t *e2b_keepalive_msg(void)
@@ -263,14 +269,44 @@ static void ps_req_gone(struct http_req *req, void *data)
     ps_free(s);
 }
 
+static void ps_settle(struct proc_stream *s);
+
+static void ps_drained(void *data)
+{
+    struct proc_stream *s = data;
+    s->waiting = false;
+    ps_settle(s);
+}
+
+/* Give the agent its window back for what was relayed, unless the client lags. */
+static void ps_settle(struct proc_stream *s)
+{
+    if (!s->call)
+        return;
+    if (rpc_stream_queued(s->out) > HTTP_STREAM_LOW) {
+        if (!s->waiting)
+            rpc_stream_on_drain(s->out, ps_drained, s);
+        s->waiting = true;
+        return;
+    }
+    for (unsigned ch = PROTO_CH_STDOUT; ch <= PROTO_CH_STDERR; ch++) {
+        agentcall_credit(s->call, ch, s->owed[ch]);
+        s->owed[ch] = 0;
+    }
+}
+
 static void ps_data(unsigned ch, const uint8_t *buf, size_t len, void *data)
 {
     struct proc_stream *s = data;
-    if (!s->out || (ch != PROTO_CH_STDOUT && ch != PROTO_CH_STDERR))
+    if (ch != PROTO_CH_STDOUT && ch != PROTO_CH_STDERR) {
+        agentcall_credit(s->call, ch, len);
         return;
+    }
     _cleanup_free_ char *b64 = sbx_base64_encode(buf, len);
     rpc_stream_send(s->out, json_pack("{s:{s:{s:s}}}", "event", "data",
                                       ch == PROTO_CH_STDOUT ? "stdout" : "stderr", b64));
+    s->owed[ch] += len;
+    ps_settle(s);
 }
 
 static const char *signal_text(int sig)
@@ -322,7 +358,8 @@ static void ps_logs_done(json_t *result, const struct sbx_err *err, void *data)
     ps_free(s);
 }
 
-static const struct agentcall_ops logs_ops = {.on_data = ps_data, .on_done = ps_logs_done};
+static const struct agentcall_ops logs_ops = {
+    .on_data = ps_data, .on_done = ps_logs_done, .manual_credit = true};
 
 /* The process exists (result: its record): start event, then its output until it ends. */
 static void ps_follow(struct proc_stream *s, json_t *result)
@@ -338,8 +375,10 @@ static void ps_follow(struct proc_stream *s, json_t *result)
         ps_free(s);
         return;
     }
-    json_t *op = json_pack("{s:s,s:s,s:b,s:b}", "op", "process_logs", "id", s->ref, "follow", 1,
-                           "tail", s->tail);
+    /* Lossless: the agent holds the process rather than forget what this client has not
+     * read yet (envd's pipe semantics). */
+    json_t *op = json_pack("{s:s,s:s,s:b,s:b,s:b}", "op", "process_logs", "id", s->ref, "follow",
+                           1, "tail", s->tail, "lossless", 1);
     if (agentcall_start(s->sb, op, &logs_ops, s, &s->call, &err) < 0) {
         rpc_stream_end(s->out, rpc_code(&err), err.msg);
         ps_free(s);
@@ -471,9 +510,10 @@ static int start_op(const struct envd_ctx *c, json_t *msg, long long timeout_ms,
         free(text);
         text = NULL;
     }
-    json_t *op = json_pack("{s:s,s:o,s:o,s:s,s:b,s:I}", "op", "process_start", "argv", argv, "env",
-                           session_env_list(c->sb, env), "cwd", dir, "stdin", !json_is_false(in),
-                           "timeout_ms", (json_int_t)timeout_ms);
+    /* lossless: nothing is forgotten before the Start's own follower attaches (ps_follow). */
+    json_t *op = json_pack("{s:s,s:o,s:o,s:s,s:b,s:I,s:b}", "op", "process_start", "argv", argv,
+                           "env", session_env_list(c->sb, env), "cwd", dir, "stdin",
+                           !json_is_false(in), "timeout_ms", (json_int_t)timeout_ms, "lossless", 1);
     json_decref(env);
     if (text)
         json_object_set_new(op, "label", json_string(text));
@@ -485,6 +525,7 @@ static int start_op(const struct envd_ctx *c, json_t *msg, long long timeout_ms,
         json_object_set_new(op, "kind", json_string("exec"));
         json_object_del(op, "stdin");
         json_object_del(op, "label");
+        json_object_del(op, "lossless"); /* a terminal keeps its ring (docs/terminals.md) */
         if (e2b_pty_size(json_object_get(pty, "size"), op, err) < 0) {
             json_decref(op);
             return -EINVAL;

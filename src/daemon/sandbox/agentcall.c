@@ -75,7 +75,10 @@ static int open_stream(struct agentcall *c, struct sbx_err *err)
     if (!sb->chan || sb->ended)
         return sbx_err_set(err, ECONNRESET, "sandbox_not_running", "sandbox %s is not running",
                            sb->rec.id);
-    return channel_open(sb->chan, c->req, &stream_ops, c, &c->stream, err);
+    int r = channel_open(sb->chan, c->req, &stream_ops, c, &c->stream, err);
+    if (r == 0 && c->ops->manual_credit)
+        channel_manual_credit(c->stream);
+    return r;
 }
 
 static void on_ready(struct sandbox *sb, const struct sbx_err *err, void *data)
@@ -109,6 +112,13 @@ int agentcall_start(struct sandbox *sb, json_t *req, const struct agentcall_ops 
     if (out)
         *out = c;
     return 0;
+}
+
+void agentcall_credit(struct agentcall *c, unsigned ch, size_t n)
+{
+    /* A closed channel needs no credit: the call's on_done reports its end. */
+    if (c->stream && n)
+        (void)channel_credit(c->stream, ch, (uint32_t)n, NULL);
 }
 
 void agentcall_cancel(struct agentcall *c, bool stop)

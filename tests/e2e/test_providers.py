@@ -972,11 +972,25 @@ def test_the_inner_audits_the_agents_frames_per_window_not_per_call():
         return sum((e["details"].get("coalesced") or {"calls": 1})["calls"] for e in es)
     for i in range(20):
         assert c.sh(sid, "echo %d" % i) == "%d\n" % i
-    # Settled: the last window has closed (its summing entry is the newest).
-    es = wait_for(lambda: [es for es in [since()]
-                           if es and "coalesced" in es[-1]["details"] and calls(es) >= 20],
+    # Every call is counted once its window has closed. A window holds no entry but its
+    # first call's when nothing followed it (a late credit frame alone), so the newest entry
+    # need not be a sum: wait for the count, then check the windows' shape.
+    es = wait_for(lambda: [es for es in [since()] if calls(es) >= 20],
                   timeout=40, what="the input windows closed")[0]
-    assert len(es) <= 6, es
+    es.sort(key=lambda e: e["ts_ms"])
+    sums = [e for e in es if "coalesced" in e["details"]]
+    assert sums and all(e["details"]["coalesced"]["window_ms"] == 10000 for e in sums), es
+    # Per window, not per call: one window per process at a time, each opened by a first
+    # call's entry and at most one sum; the next opens only after it closed.
+    by_process = {}
+    for e in es:
+        by_process.setdefault(e["details"]["process"], []).append(e)
+    for pes in by_process.values():
+        firsts = [e for e in pes if "coalesced" not in e["details"]]
+        assert len([e for e in pes if "coalesced" in e["details"]]) <= len(firsts), pes
+        for a_, b_ in zip(firsts, firsts[1:]):
+            assert b_["ts_ms"] - a_["ts_ms"] >= 10000 - 50, (a_, b_)
+    assert len(es) < calls(es), es
     assert all(e["details"]["via"] == "e2b" for e in es), es
 
 

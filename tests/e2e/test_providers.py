@@ -9,6 +9,7 @@ import base64
 import errno
 import hashlib
 import http.server
+import io
 import json
 import os
 import socket
@@ -17,6 +18,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import zipfile
 
 import egress_upstream as eu
 import harness
@@ -1276,6 +1278,35 @@ def test_the_chat_gateway_runs_its_tool_in_a_provider_sandbox():
     art = {a["path"]: a for a in sbx["artifacts"]}["out/chat.txt"]
     with urllib.request.urlopen(art["url"], timeout=30) as f:
         assert f.read() == b"chat-42\n"
+
+
+def test_no_host_workspace_and_no_skills_for_a_provider_configuration():
+    """A provider sandbox keeps /workspace at the provider: the outer holds no workspace image
+    for it, and skills, which are written into workspaces on this host, are refused for a
+    provider's configuration rather than lost on the way."""
+    c, sid = sandbox()
+    sdir = outer().sandbox_dir(sid)
+    assert os.path.isdir(sdir) and not os.path.exists(os.path.join(sdir, "workspace.img")), \
+        os.listdir(sdir)
+    with open("/proc/self/mountinfo") as f:
+        assert sdir not in f.read(), "the outer mounted something for a provider sandbox"
+    a = outer().client()
+    cfg = a.ok("POST", "/v1/sandbox-configs", {"name": "e2b-skills", "config": {
+        "sandbox_type": "e2b", "e2b": e2b_object(provider_key()["key"])}}, status=201)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("hello/SKILL.md", "---\nname: hello\ndescription: Says hello.\n"
+                   "version: 1.0.0\n---\n# hello\n")
+    cat = a.ok("POST", "/v1/skills/catalog", raw=buf.getvalue(), status=201,
+               headers={"Content-Type": "application/zip"})
+    got = a.ok("POST", "/v1/skills/catalog/%s/install" % cat["id"],
+               {"sandbox_config_ids": [cfg["id"]]}, status=202)
+    assert got["installs"] == [] and len(got["errors"]) == 1, got
+    assert got["errors"][0]["error"]["code"] == "not_supported_on_provider", got
+    assert "provider" in got["errors"][0]["error"]["message"], got
+    assert a.ok("GET", "/v1/sandbox-configs/%s/skills" % cfg["id"])["data"] == [], cfg
+    a.ok("DELETE", "/v1/skills/catalog/" + cat["id"])
+    a.ok("DELETE", "/v1/sandbox-configs/" + cfg["id"])
 
 
 def test_provider_down_is_a_clear_error():

@@ -9,6 +9,7 @@
 
 #include "../../common/jsonfind.h"
 #include "../../common/util.h"
+#include "../../runtime/provider.h"
 #include "../../runtime/rt.h"
 #include "../egress/policy.h"
 #include "../sandbox/params.h"
@@ -844,4 +845,11 @@ json_t *config_doc_network(const json_t *stored)
         }
     }
     return json_pack("{s:o,s:b}", "policy", pol, "allow_private_endpoints", priv);
+}
+
+bool config_doc_workspace_remote(const json_t *stored)
+{
+    const json_t *docker = json_object_get(stored, "docker");
+    struct rt_docker engine = {.host = json_string_value(json_object_get(docker, "host"))};
+    return rt_workspace_remote(json_string_value(json_object_get(stored, "backend")), &engine);
 }

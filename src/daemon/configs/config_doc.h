@@ -66,6 +66,9 @@ int config_doc_env(const struct secrets *sec, const char *id, const json_t *stor
  * allow_private_endpoints}; NULL when the configuration has neither (the sandbox's own
  * egress policy alone decides). */
 json_t *config_doc_network(const json_t *stored);
+/* Whether the sandboxes of a stored document keep /workspace off this host (a provider's, a
+ * remote docker engine's: rt_workspace_remote). */
+bool config_doc_workspace_remote(const json_t *stored);
 /* Its inject rules' headers in clear: {rule name: [{header, value (format applied)}]}. */
 int config_doc_inject(const struct secrets *sec, const char *id, const json_t *stored, json_t **out,
                       struct sbx_err *err);

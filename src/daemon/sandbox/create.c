@@ -549,7 +549,17 @@ static int create_sandbox(struct manager *m, const struct auth_identity *who,
         sbx_err_sys(err, -r, "creating the sandbox directory");
         goto fail;
     }
-    if (m->ws_template) {
+    /* A provider's or a remote engine's sandbox keeps /workspace there: nothing on this
+     * host may stand for it (no image from the pool, no tree copied into a directory the
+     * sandbox never sees). */
+    bool ws_here = !sandbox_workspace_remote(sb);
+    if (!ws_here && from) {
+        r = sbx_err_set(err, ENOTSUP, "not_supported_on_provider",
+                        "a workspace snapshot or a configuration's skills cannot seed a "
+                        "sandbox whose /workspace is at a provider or a remote docker engine");
+        goto fail;
+    }
+    if (m->ws_template && ws_here) {
         _cleanup_free_ char *image = sbx_xasprintf("%s/workspace.img", sb->dir);
         r = from ? -ENOENT : wspool_take(m->wspool, image, sb->workspace, err);
         if (r == -ENOENT)

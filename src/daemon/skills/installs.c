@@ -32,6 +32,23 @@ static int config_exists(struct installs *ins, const char *config_id, struct sbx
     return r;
 }
 
+/* An install writes the skills into workspaces on this host (install_run.c, fill_skills): a
+ * configuration whose sandboxes keep /workspace elsewhere cannot take one (docs/skills.md). */
+static int config_takes_skills(struct installs *ins, const char *config_id, struct sbx_err *err)
+{
+    struct store_config c = {0};
+    int r = store_config_get(ins->d->store, config_id, &c, err);
+    json_t *doc = r == 0 ? json_loads(c.config_json, 0, NULL) : NULL;
+    if (r == 0 && config_doc_workspace_remote(doc))
+        r = sbx_err_set(err, ENOTSUP, "not_supported_on_provider",
+                        "configuration %s keeps its sandboxes' /workspace at a provider or a "
+                        "remote docker engine: skills cannot be installed into it",
+                        config_id);
+    json_decref(doc);
+    store_config_clear(&c);
+    return r;
+}
+
 /* --- what sandboxes of a configuration get ------------------------------------------- */
 
 /* What sbx writes into a workspace belongs to the user commands run as (docs/security.md),
@@ -476,7 +493,7 @@ int installs_start(struct installs *ins, const struct auth_identity *who, const 
                    const char *catalog_id, char skill_id[STORE_ID_MAX + 1], struct sbx_err *err)
 {
     struct store_skill cat = {0};
-    int r = config_exists(ins, config_id, err);
+    int r = config_takes_skills(ins, config_id, err);
     if (r == 0)
         r = store_skill_get(ins->d->store, catalog_id, &cat, err);
     struct by_name b = {.name = cat.name};
@@ -509,6 +526,8 @@ int installs_reinstall(struct installs *ins, const struct auth_identity *who, co
     struct store_skill_install rec = {0};
     struct store_skill cat = {0};
     int r = load(ins, config_id, skill_id, &rec, err);
+    if (r == 0)
+        r = config_takes_skills(ins, config_id, err);
     if (r == 0 && !strcmp(rec.status, "installing"))
         r = sbx_err_set(err, EBUSY, "skill_install_busy",
                         "skill %s is installing already: stop it or wait", skill_id);

@@ -166,6 +166,12 @@ void manager_set_config_fn(struct manager *m, sandbox_config_fn fn, void *data)
     m->config_data = data;
 }
 
+void manager_set_provider_fn(struct manager *m, sandbox_provider_fn fn, void *data)
+{
+    m->provider_fn = fn;
+    m->provider_data = data;
+}
+
 void manager_set_volumes(struct manager *m, struct volumes *v)
 {
     m->volumes = v;
@@ -486,7 +492,8 @@ int sandbox_destroy(struct manager *m, struct sandbox *sb, const char *reason,
     int r =
         store_sandbox_set_status(m->store, sb->rec.id, status, reason, sbx_wall_ms() / 1000, err);
     struct sbx_err rerr = {0};
-    if (rt_destroy(&m->rt, sb->rec.id, sb->state_dir, sb->dir, &rerr) < 0)
+    if (rt_destroy(&m->rt, sb->rec.id, sb->state_dir, sb->dir, sandbox_provider_cleanup(sb),
+                   &rerr) < 0)
         log_error("sandbox %s: destroy: %s", sb->rec.id, rerr.msg);
     _cleanup_free_ char *export = manager_export_dir(m, sb->rec.id);
     if (export)

@@ -220,10 +220,24 @@ int provider_sandbox_pause(const struct provider_conn *c, const char *id, struct
     int r = provider_call(c, "POST", path, NULL, &status, &resp, err);
     if (r < 0)
         return r;
-    /* 409: already paused, which is what was asked. */
-    if (status != 200 && status != 204 && status != 409)
-        return provider_status_error(status, resp, "POST /sandboxes/{id}/pause", err);
-    return 0;
+    if (status == 200 || status == 204)
+        return 0;
+    /* 409 is E2B's "already paused", which is what was asked, but also a refusal (a
+     * sandbox the provider cannot pause as it is): its state tells which. */
+    if (status == 409) {
+        _cleanup_free_ char *get = sbx_xasprintf("/sandboxes/%s", id);
+        long st;
+        _cleanup_free_ char *info = NULL;
+        if (provider_call(c, "GET", get, NULL, &st, &info, err) == 0 && st == 200) {
+            json_t *j = json_loads(info, 0, NULL);
+            const char *state = json_string_value(json_object_get(j, "state"));
+            bool paused = state && !strcmp(state, "paused");
+            json_decref(j);
+            if (paused)
+                return 0;
+        }
+    }
+    return provider_status_error(status, resp, "POST /sandboxes/{id}/pause", err);
 }
 
 int provider_template_list(const struct provider_conn *c, json_t **out, struct sbx_err *err)

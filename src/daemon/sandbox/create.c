@@ -5,7 +5,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/crypto.h>
 #include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
@@ -275,112 +274,6 @@ static int take_pooled(struct manager *m, const struct auth_identity *who,
     return 0;
 }
 
-/* sb's provider connection (docs/providers.md) from doc, its configuration's e2b/cube
- * object with the key in clear (taken), the sandbox's network policy and its inject
- * rules' headers in clear: what the shim gets on its stdin at the next start. */
-static void provider_set(struct sandbox *sb, json_t *doc, const json_t *network,
-                         const json_t *inject)
-{
-    json_t *d = sb->provider_doc = doc;
-    const char *kind = json_string_value(json_object_get(d, "kind"));
-    bool cube = kind && !strcmp(kind, "cube");
-    sb->provider = (struct rt_provider){
-        .api_url = json_string_value(json_object_get(d, "api_url")),
-        .api_key = json_string_value(json_object_get(d, "api_key")),
-        .sandbox_url = json_string_value(json_object_get(d, "proxy_url")),
-        .domain = json_string_value(json_object_get(d, "sandbox_domain")),
-        .template_id = json_string_value(json_object_get(d, "template_id")),
-        .http_timeout_ms = (long)json_integer_value(json_object_get(d, "http_timeout_sec")) * 1000,
-        .ttl_s = (long)json_integer_value(
-            json_object_get(d, cube ? "cube_sandbox_ttl_seconds" : "e2b_sandbox_ttl_seconds")),
-        .config_id = sb->config_id, /* a create fills it before the start */
-    };
-    /* The configuration's egress policy as the provider's network configuration (E2B's
-     * allowOut/denyOut; "0.0.0.0/0" denies everything else): sbx's egress proxy is not
-     * in a provider sandbox's path. e2b_host_rules' header injection becomes E2B's
-     * rules {host: [{transform: {headers}}]} (the headers opened for this create): the
-     * text reaches the provider's control plane through the shim's stdin, never a file
-     * (rt_provider_write). Rules of other shapes (methods, paths) have no E2B form. */
-    json_t *pol = json_object_get(network, "policy");
-    if (json_is_object(pol)) {
-        json_t *allow = json_object_get(pol, "allow_out");
-        json_t *deny = json_deep_copy(json_object_get(pol, "deny_out"));
-        if (!json_is_array(deny)) {
-            json_decref(deny);
-            deny = json_array();
-        }
-        if (json_is_true(json_object_get(pol, "deny_egress_by_default")))
-            json_array_append_new(deny, json_string("0.0.0.0/0"));
-        json_t *net = json_pack("{s:O,s:o}", "allowOut", json_is_array(allow) ? allow : json_null(),
-                                "denyOut", deny);
-        json_t *rules = json_object();
-        const char *rname;
-        json_t *hdrs;
-        json_object_foreach((json_t *)inject, rname, hdrs)
-        {
-            if (strncmp(rname, "e2b:", 4))
-                continue;
-            json_t *set = json_object();
-            size_t hi;
-            json_t *h;
-            json_array_foreach(hdrs, hi, h)
-            {
-                json_object_set(set, json_string_value(json_object_get(h, "header")),
-                                json_object_get(h, "value"));
-            }
-            json_object_set_new(rules, rname + 4,
-                                json_pack("[{s:{s:o}}]", "transform", "headers", set));
-        }
-        if (json_object_size(rules))
-            json_object_set_new(net, "rules", rules);
-        else
-            json_decref(rules);
-        char *text = json_dumps(net, JSON_COMPACT);
-        json_decref(net);
-        json_object_set_new(d, "network_text", json_string(text ? text : "{}"));
-        if (text)
-            OPENSSL_cleanse(text, strlen(text));
-        free(text);
-        sb->provider.network = json_string_value(json_object_get(d, "network_text"));
-    }
-}
-
-int sandbox_provider_open(struct sandbox *sb, struct sbx_err *err)
-{
-    struct manager *m = sb->mgr;
-    if (sb->provider_doc || !rt_is_provider(sb->rec.runtime) || !sb->config_id[0])
-        return 0;
-    if (!m->provider_fn)
-        return sbx_err_set(err, ENOTSUP, "internal",
-                           "no configurations to open %s's provider key from", sb->config_id);
-    /* After an sbxd restart: the key opened again from the configuration, and the
-     * network policy the sandbox was made with (the store's, not the configuration's
-     * current one, which a create may have narrowed). */
-    json_t *doc = NULL;
-    int r = m->provider_fn(m->provider_data, sb->config_id, &doc, err);
-    if (r < 0)
-        return sbx_err_wrap(err, "opening configuration %s's provider connection", sb->config_id);
-    if (!doc)
-        return sbx_err_set(err, ENOENT, "provider_auth_failed",
-                           "configuration %s has no provider connection any more", sb->config_id);
-    _cleanup_free_ char *text = NULL;
-    char cid[STORE_ID_MAX + 1];
-    json_t *network = NULL;
-    if (store_sandbox_config_get(m->store, sb->rec.id, cid, &text, NULL, NULL) == 0 && text)
-        network = json_loads(text, 0, NULL);
-    provider_set(sb, doc, network, sb->config_inject);
-    json_decref(network);
-    return 0;
-}
-
-const struct rt_provider *sandbox_provider_cleanup(struct sandbox *sb)
-{
-    struct sbx_err err = {0};
-    if (sandbox_provider_open(sb, &err) < 0)
-        log_warn("sandbox %s: %s: its cleanup cannot delete at the provider", sb->rec.id, err.msg);
-    return sb->provider_doc ? &sb->provider : NULL;
-}
-
 static int create_sandbox(struct manager *m, const struct auth_identity *who,
                           const struct sandbox_params *p, bool v1, const char *fallback,
                           bool limited, sandbox_ready_fn cb, void *data, struct sandbox **out,
@@ -542,7 +435,7 @@ static int create_sandbox(struct manager *m, const struct auth_identity *who,
     if (p->build_rootfs)
         sb->build_rootfs = sbx_xstrdup(p->build_rootfs);
     if (p->provider && rt_is_provider(runtime))
-        provider_set(sb, json_deep_copy(p->provider), p->network, p->config_inject);
+        sandbox_provider_set(sb, json_deep_copy(p->provider), p->network, p->config_inject);
     struct store_sandbox *rec = &sb->rec;
     snprintf(rec->id, sizeof(rec->id), "%s", id);
     set_owner(rec, who, p);

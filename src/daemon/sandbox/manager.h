@@ -227,6 +227,11 @@ void manager_set_config_fn(struct manager *m, sandbox_config_fn fn, void *data);
 typedef int (*sandbox_provider_fn)(void *data, const char *config_id, json_t **out,
                                    struct sbx_err *err);
 void manager_set_provider_fn(struct manager *m, sandbox_provider_fn fn, void *data);
+/* sb's provider connection (docs/providers.md) from doc, its configuration's e2b/cube
+ * object with the key in clear (taken), the sandbox's network policy and its inject
+ * rules' headers in clear: what the shim gets on its stdin at the next start. */
+void sandbox_provider_set(struct sandbox *sb, json_t *doc, const json_t *network,
+                          const json_t *inject);
 /* sb's provider connection from its configuration (sb->provider), opened through that
  * hook when sbxd does not hold it (sbxd restarted since the create); 0 also when there is
  * nothing to open (no configuration, no provider: the runtime uses the platform's). */

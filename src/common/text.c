@@ -72,6 +72,27 @@ size_t sbx_utf8_scrub(char *buf, size_t len)
     return w;
 }
 
+char *sbx_utf8_lossy(const char *buf, size_t len)
+{
+    const unsigned char *s = (const unsigned char *)buf;
+    char *out = sbx_xmalloc(len * 3 + 1), *w = out;
+    size_t i = 0;
+    while (i < len) {
+        size_t n = utf8_seq(s + i, len - i);
+        if (n == 0) {
+            memcpy(w, "\xEF\xBF\xBD", 3);
+            w += 3;
+            i++;
+            continue;
+        }
+        memcpy(w, s + i, n);
+        w += n;
+        i += n;
+    }
+    *w = '\0';
+    return out;
+}
+
 size_t sbx_utf8_prefix(const char *buf, size_t len)
 {
     /* Step back over at most three continuation bytes to a lead byte. */

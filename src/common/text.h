@@ -13,6 +13,9 @@ bool sbx_utf8_valid(const char *buf, size_t len);
 /* Drops, in place, every byte of buf[0..len) that starts no valid sequence (NUL among
  * them); returns the new length. */
 size_t sbx_utf8_scrub(char *buf, size_t len);
+/* buf[0..len) as valid UTF-8 (malloc'd): each byte that starts no valid sequence becomes
+ * U+FFFD, as a file name that is not UTF-8 is shown in JSON. */
+char *sbx_utf8_lossy(const char *buf, size_t len);
 /* Length of the longest prefix of buf[0..len) that does not end inside a sequence. */
 size_t sbx_utf8_prefix(const char *buf, size_t len);
 /* Standard base64 with padding; returns a malloc'd NUL-terminated string. */

@@ -445,7 +445,7 @@ int rt_restore(const struct rt_config *cfg, const struct rt_spec *spec, const ch
 static int stop_for_checkpoint(const struct rt_config *cfg, const char *id, const char *state_dir,
                                int *done_fd, struct sbx_err *err)
 {
-    int r = rt_destroy(cfg, id, state_dir, NULL, err);
+    int r = rt_destroy(cfg, id, state_dir, NULL, NULL, err);
     if (r < 0)
         return r;
     int pfd[2];
@@ -578,6 +578,9 @@ int rt_checkpoint(const struct rt_config *cfg, const char *id, const char *state
         /* The provider keeps the sandbox paused, memory and files: its shim pauses it
          * there as it stops, and the next start resumes it (docs/providers.md). */
         _cleanup_free_ char *pause = sbx_xasprintf("%s/" RT_PROVIDER_PAUSE_FILE, state_dir);
+        _cleanup_free_ char *refused =
+            sbx_xasprintf("%s/" RT_PROVIDER_PAUSE_ERROR_FILE, state_dir);
+        (void)unlink(refused);
         if ((r = sbx_write_file_replace(pause, "", 0, 0600)) < 0)
             return sbx_err_sys(err, -r, "writing %s", pause);
     }
@@ -853,7 +856,7 @@ int rt_connect(const char *state_dir, int *out_fd, struct sbx_err *err)
 }
 
 int rt_destroy(const struct rt_config *cfg, const char *id, const char *state_dir,
-               const char *remove_dir, struct sbx_err *err)
+               const char *remove_dir, const struct rt_provider *provider, struct sbx_err *err)
 {
     if (!oci_id_valid(id))
         return sbx_err_set(err, EINVAL, "invalid_request", "invalid sandbox id");
@@ -910,10 +913,11 @@ int rt_destroy(const struct rt_config *cfg, const char *id, const char *state_di
         argv[i++] = (char *)cfg->docker_host;
     }
     argv[i] = NULL;
-    /* A provider's helper deletes at the provider: with the platform's key, which sbxd
-     * holds (a configuration's is only ever in the shim's memory, docs/providers.md). */
+    /* A provider's helper deletes at the provider: with the key sbxd holds for it (the
+     * platform's, or its configuration's opened again), on its stdin (docs/providers.md). */
     _cleanup_close_ int secret_fd = -1;
-    char *secret = rt_is_provider(argv[3]) ? rt_provider_cleanup_secret(cfg, state_dir) : NULL;
+    char *secret =
+        rt_is_provider(argv[3]) ? rt_provider_cleanup_secret(cfg, state_dir, provider) : NULL;
     if (secret) {
         secret_fd = rt_provider_secret_pipe(secret);
         explicit_bzero(secret, strlen(secret));

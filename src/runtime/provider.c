@@ -61,7 +61,8 @@ int rt_provider_write(const struct rt_config *cfg, const struct rt_spec *spec,
     const struct rt_provider *p = spec->provider;
     if (!p && access(path, F_OK) == 0) {
         /* A restart keeps what its first start was given; its secrets come from memory:
-         * the platform's from cfg, a configuration's only while sbxd held it (spec). */
+         * the platform's from cfg (a configuration's come as spec->provider, which sbxd
+         * opens again from the configuration after its own restart). */
         const struct rt_provider *plat = platform_of(cfg, backend);
         if (plat && platform_conn(path))
             *secret = secret_of(plat);
@@ -101,11 +102,19 @@ int rt_provider_write(const struct rt_config *cfg, const struct rt_spec *spec,
     return 0;
 }
 
-char *rt_provider_cleanup_secret(const struct rt_config *cfg, const char *state_dir)
+char *rt_provider_cleanup_secret(const struct rt_config *cfg, const char *state_dir,
+                                 const struct rt_provider *p)
 {
     _cleanup_free_ char *path = sbx_xasprintf("%s/provider.json", state_dir);
+    if (!platform_conn(path)) {
+        if (!p || !p->api_key || !*p->api_key)
+            return NULL;
+        /* A delete needs the key only: the network rules stay in memory. */
+        struct rt_provider key = {.api_key = p->api_key};
+        return secret_of(&key);
+    }
     const struct rt_provider *plat = platform_of(cfg, rt_backend_of(state_dir)->name);
-    return plat && platform_conn(path) ? secret_of(plat) : NULL;
+    return plat ? secret_of(plat) : NULL;
 }
 
 int rt_provider_secret_pipe(const char *secret)
@@ -125,9 +134,9 @@ int rt_provider_secret_pipe(const char *secret)
     return fd[0];
 }
 
-int rt_provider_failure(const char *state_dir, struct sbx_err *err)
+/* A failure the shim wrote ({code, message}) into err: its negative errno, else 0. */
+static int failure_in(const char *path, struct sbx_err *err)
 {
-    _cleanup_free_ char *path = sbx_xasprintf("%s/provider_error.json", state_dir);
     _cleanup_free_ char *text = NULL;
     if (sbx_read_file(path, PROVIDER_FILE_MAX, &text, NULL) < 0)
         return 0;
@@ -143,5 +152,20 @@ int rt_provider_failure(const char *state_dir, struct sbx_err *err)
     int r = sbx_err_set(err, e, code && !strncmp(code, "provider_", 9) ? code : "provider_error",
                         "%s", msg ? msg : "the provider relay failed");
     json_decref(j);
+    return r;
+}
+
+int rt_provider_failure(const char *state_dir, struct sbx_err *err)
+{
+    _cleanup_free_ char *path = sbx_xasprintf("%s/provider_error.json", state_dir);
+    return failure_in(path, err);
+}
+
+int rt_provider_pause_failure(const char *state_dir, struct sbx_err *err)
+{
+    _cleanup_free_ char *path = sbx_xasprintf("%s/" RT_PROVIDER_PAUSE_ERROR_FILE, state_dir);
+    int r = failure_in(path, err);
+    if (r < 0)
+        (void)unlink(path); /* said once: the next pause starts clean */
     return r;
 }

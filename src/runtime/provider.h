@@ -26,13 +26,15 @@ bool rt_workspace_remote(const char *backend, const struct rt_docker *docker);
  * the one of the sandbox's last start, else cfg's for the backend; the agent to upload;
  * the sandbox's metadata. What must not rest in a file (the key, the network rules'
  * headers) goes to *secret as JSON {api_key?, network?} for the shim's stdin: NULL when
- * there is none (a configuration's key after an sbxd restart: sbxd no longer holds it). */
+ * there is none. */
 int rt_provider_write(const struct rt_config *cfg, const struct rt_spec *spec,
                       const char *backend, char **secret, struct sbx_err *err);
 
 /* The secret a cleanup helper of this state dir gets: the platform's key when the
- * sandbox's provider.json says its connection is the platform's (cfg), else NULL. */
-char *rt_provider_cleanup_secret(const struct rt_config *cfg, const char *state_dir);
+ * sandbox's provider.json says its connection is the platform's (cfg), else p's key (its
+ * configuration's, which sbxd opens again after a restart); NULL when there is none. */
+char *rt_provider_cleanup_secret(const struct rt_config *cfg, const char *state_dir,
+                                 const struct rt_provider *p);
 
 /* A pipe whose read end holds secret (closed for writing): its read end, or -errno. */
 int rt_provider_secret_pipe(const char *secret);
@@ -40,5 +42,10 @@ int rt_provider_secret_pipe(const char *secret);
 /* The relay's reason for a failed start, if it left one: fills err (its code and message)
  * and returns its negative errno; 0 when there is none. */
 int rt_provider_failure(const char *state_dir, struct sbx_err *err);
+
+/* Did the provider refuse the last pause (the shim's provider_pause_error.json)? Fills
+ * err with the mapped code and the provider's message and returns its negative errno
+ * (the file is removed), else 0. The provider sandbox then still runs (docs/providers.md). */
+int rt_provider_pause_failure(const char *state_dir, struct sbx_err *err);
 
 #endif

@@ -77,10 +77,11 @@ int provider_status_error(long status, const char *resp, const char *what, struc
                        status, msg);
 }
 
-/* One request to url; hdrs taken. */
+/* One request to url; hdrs taken. next (NULL: not wanted) gets the answer's X-Next-Token,
+ * E2B's list pagination, or "". */
 static int perform(const struct provider_conn *c, const char *method, const char *url,
                    struct curl_slist *hdrs, const char *body, int upload_fd, long *status,
-                   char **resp, struct sbx_err *err)
+                   char **resp, char next[PROVIDER_TOKEN_MAX], struct sbx_err *err)
 {
     *status = 0;
     if (resp)
@@ -117,6 +118,13 @@ static int perform(const struct provider_conn *c, const char *method, const char
         return transport_error(rc, url, err);
     }
     curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, status);
+    struct curl_header *nh;
+    if (next)
+        snprintf(next, PROVIDER_TOKEN_MAX, "%s",
+                 curl_easy_header(e, "X-Next-Token", 0, CURLH_HEADER, -1, &nh) == CURLHE_OK &&
+                         strlen(nh->value) < PROVIDER_TOKEN_MAX
+                     ? nh->value
+                     : "");
     if (resp)
         *resp = b.data ? b.data : sbx_xstrdup("");
     else
@@ -139,7 +147,7 @@ int provider_call(const struct provider_conn *c, const char *method, const char 
 {
     _cleanup_free_ char *url = sbx_xasprintf("%s%s", c->api_url, path);
     _cleanup_free_ char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
-    return perform(c, method, url, api_headers(c), text, -1, status, resp, err);
+    return perform(c, method, url, api_headers(c), text, -1, status, resp, NULL, err);
 }
 
 /* A control-plane answer naming a sandbox (create, connect) into out. */
@@ -212,10 +220,24 @@ int provider_sandbox_pause(const struct provider_conn *c, const char *id, struct
     int r = provider_call(c, "POST", path, NULL, &status, &resp, err);
     if (r < 0)
         return r;
-    /* 409: already paused, which is what was asked. */
-    if (status != 200 && status != 204 && status != 409)
-        return provider_status_error(status, resp, "POST /sandboxes/{id}/pause", err);
-    return 0;
+    if (status == 200 || status == 204)
+        return 0;
+    /* 409 is E2B's "already paused", which is what was asked, but also a refusal (a
+     * sandbox the provider cannot pause as it is): its state tells which. */
+    if (status == 409) {
+        _cleanup_free_ char *get = sbx_xasprintf("/sandboxes/%s", id);
+        long st;
+        _cleanup_free_ char *info = NULL;
+        if (provider_call(c, "GET", get, NULL, &st, &info, err) == 0 && st == 200) {
+            json_t *j = json_loads(info, 0, NULL);
+            const char *state = json_string_value(json_object_get(j, "state"));
+            bool paused = state && !strcmp(state, "paused");
+            json_decref(j);
+            if (paused)
+                return 0;
+        }
+    }
+    return provider_status_error(status, resp, "POST /sandboxes/{id}/pause", err);
 }
 
 int provider_template_list(const struct provider_conn *c, json_t **out, struct sbx_err *err)
@@ -254,20 +276,41 @@ int provider_sandbox_delete(const struct provider_conn *c, const char *id, struc
 int provider_sandbox_list(const struct provider_conn *c, json_t **out, struct sbx_err *err)
 {
     *out = NULL;
-    long status;
-    _cleanup_free_ char *resp = NULL;
-    int r = provider_call(c, "GET", "/sandboxes", NULL, &status, &resp, err);
-    if (r < 0)
-        return r;
-    if (status != 200)
-        return provider_status_error(status, resp, "GET /sandboxes", err);
-    json_t *j = json_loads(resp, 0, NULL);
-    if (!json_is_array(j)) {
+    json_t *all = json_array();
+    char next[PROVIDER_TOKEN_MAX] = "";
+    /* E2B's v1 GET /sandboxes lists running sandboxes only; v2 lists the states asked
+     * for (comma-separated, as E2B's SDKs send them), a page at a time. */
+    for (int page = 0; page < PROVIDER_LIST_PAGES_MAX; page++) {
+        char *esc = next[0] ? curl_easy_escape(NULL, next, 0) : NULL;
+        _cleanup_free_ char *url =
+            sbx_xasprintf("%s/v2/sandboxes?state=running,paused&limit=%d%s%s", c->api_url,
+                          PROVIDER_LIST_PAGE, esc ? "&nextToken=" : "", esc ? esc : "");
+        curl_free(esc);
+        long status;
+        _cleanup_free_ char *resp = NULL;
+        int r = perform(c, "GET", url, api_headers(c), NULL, -1, &status, &resp, next, err);
+        if (r == 0 && status != 200)
+            r = provider_status_error(status, resp, "GET /v2/sandboxes", err);
+        json_t *j = r == 0 ? json_loads(resp, 0, NULL) : NULL;
+        if (r == 0 && !json_is_array(j))
+            r = sbx_err_set(err, EPROTO, "provider_error",
+                            "the provider's GET /v2/sandboxes is not a list");
+        if (r < 0) {
+            json_decref(j);
+            json_decref(all);
+            return r;
+        }
+        json_array_extend(all, j);
         json_decref(j);
-        return sbx_err_set(err, EPROTO, "provider_error", "the provider's GET /sandboxes is not a list");
+        if (!next[0]) {
+            *out = all;
+            return 0;
+        }
     }
-    *out = j;
-    return 0;
+    json_decref(all);
+    return sbx_err_set(err, E2BIG, "provider_error",
+                       "the provider lists more than %d pages of sandboxes",
+                       PROVIDER_LIST_PAGES_MAX);
 }
 
 /* ---- the data plane ---- */
@@ -307,7 +350,7 @@ int provider_upload(const struct provider_conn *c, const struct provider_sandbox
     _cleanup_free_ char *url = envd_url(c, sb, rel);
     long status;
     _cleanup_free_ char *resp = NULL;
-    int r = perform(c, "POST", url, envd_headers(sb), NULL, fd, &status, &resp, err);
+    int r = perform(c, "POST", url, envd_headers(sb), NULL, fd, &status, &resp, NULL, err);
     if (r < 0)
         return r;
     if (status != 200 && status != 204)
@@ -327,7 +370,7 @@ int provider_rpc(const struct provider_conn *c, const struct provider_sandbox *s
     h = curl_slist_append(h, "Connect-Protocol-Version: 1");
     long status;
     _cleanup_free_ char *resp = NULL;
-    int r = perform(c, "POST", url, h, text, -1, &status, &resp, err);
+    int r = perform(c, "POST", url, h, text, -1, &status, &resp, NULL, err);
     if (r < 0)
         return r;
     json_t *j = json_loads(resp, 0, NULL);

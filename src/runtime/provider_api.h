@@ -64,7 +64,12 @@ int provider_sandbox_create(const struct provider_conn *c, const char *template_
                             struct provider_sandbox *out, struct sbx_err *err);
 /* DELETE /sandboxes/{id}; a sandbox already gone (404) is no error. */
 int provider_sandbox_delete(const struct provider_conn *c, const char *id, struct sbx_err *err);
-/* GET /sandboxes: the provider's running sandboxes, a JSON array (new reference). */
+/* GET /v2/sandboxes?state=running,paused, every page: the provider's running and paused
+ * sandboxes, a JSON array (new reference). At most PROVIDER_LIST_PAGES_MAX pages of
+ * PROVIDER_LIST_PAGE (E2B's v2 list answers at most 100 a page). */
+#define PROVIDER_LIST_PAGE 100
+#define PROVIDER_LIST_PAGES_MAX 100
+#define PROVIDER_TOKEN_MAX 256 /* a page's X-Next-Token */
 int provider_sandbox_list(const struct provider_conn *c, json_t **out, struct sbx_err *err);
 /* POST /sandboxes/{id}/pause: the provider keeps the sandbox (memory and files) stopped;
  * one already paused (409) is no error. */

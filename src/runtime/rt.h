@@ -58,6 +58,8 @@ struct rt_provider {
 /* In a provider sandbox's state dir while its checkpoint (sbx's pause) runs: the shim's
  * "kill" pauses the provider sandbox instead of deleting it (shim_provider.c). */
 #define RT_PROVIDER_PAUSE_FILE "provider_pause"
+/* ... and what the shim leaves when the provider refused that pause (rt_provider_pause_failure). */
+#define RT_PROVIDER_PAUSE_ERROR_FILE "provider_pause_error.json"
 
 /* Ask runsc its version and fill cfg->resumes_in_place. */
 int rt_probe(struct rt_config *cfg, struct sbx_err *err);
@@ -186,9 +188,11 @@ bool rt_busy(const char *state_dir);
 
 /* Ask the shim to kill the sandbox, delete the runsc container and then remove
  * remove_dir (the sandbox's directory, workspace included), off the caller's path.
- * When no shim is alive, do the same cleanup from a detached helper process. */
+ * When no shim is alive, do the same cleanup from a detached helper process; a provider
+ * sandbox's helper deletes at the provider with provider's key (its configuration's),
+ * else the platform's when its connection is that (NULL: nothing but the platform's). */
 int rt_destroy(const struct rt_config *cfg, const char *id, const char *state_dir,
-               const char *remove_dir, struct sbx_err *err);
+               const char *remove_dir, const struct rt_provider *provider, struct sbx_err *err);
 
 /* Ids of the containers runsc knows under cfg->runsc_root. *out is a
  * NULL-terminated array of strings; free with rt_strv_free. */

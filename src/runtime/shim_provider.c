@@ -125,20 +125,28 @@ static json_t *config_load(const struct shim *s, struct sbx_err *err)
     return cfg;
 }
 
+/* err as {code, message} in state_dir/name, for sbxd (rt_provider_failure and
+ * rt_provider_pause_failure read it): 0 or -errno. */
+static int failure_save(const char *state_dir, const char *name, const struct sbx_err *err)
+{
+    json_t *j = json_pack("{s:s,s:s}", "code", err->code[0] ? err->code : "provider_error",
+                          "message", err->msg);
+    char *text = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    _cleanup_free_ char *path = sbx_xasprintf("%s/%s", state_dir, name);
+    int r = text ? sbx_write_file_atomic(path, text, strlen(text), 0600) : -ENOMEM;
+    free(text);
+    return r;
+}
+
 /* Say why in provider_error.json and exit. */
 static void relay_fail(struct relay *rl, int code, const struct sbx_err *err)
     __attribute__((noreturn));
 static void relay_fail(struct relay *rl, int code, const struct sbx_err *err)
 {
     fprintf(stderr, "sbx-shim provider: %s\n", err->msg);
-    json_t *j = json_pack("{s:s,s:s}", "code", err->code[0] ? err->code : "provider_error",
-                          "message", err->msg);
-    char *text = json_dumps(j, JSON_COMPACT);
-    json_decref(j);
-    _cleanup_free_ char *path = sbx_xasprintf("%s/provider_error.json", rl->state_dir);
-    if (text && sbx_write_file_atomic(path, text, strlen(text), 0600) < 0)
-        fprintf(stderr, "sbx-shim provider: writing %s failed\n", path);
-    free(text);
+    if (failure_save(rl->state_dir, "provider_error.json", err) < 0)
+        fprintf(stderr, "sbx-shim provider: writing provider_error.json failed\n");
     /* Nothing half-made stays at the provider. */
     if (rl->sb.id[0]) {
         struct sbx_err derr = {0};
@@ -507,10 +515,15 @@ void shim_provider_cmd(struct shim *s, const char *what)
     json_decref(cfg);
     if (pause) {
         /* Recorded as paused even when the provider refused: the sandbox (and its agent)
-         * then still runs there, and the resume's connect finds it as it was. */
-        if (r < 0)
+         * then still runs there, sbxd answers the refusal (provider_pause_error.json) and
+         * starts a new shim at once, whose connect finds it as it was. */
+        if (r < 0) {
             shim_log(s, "provider pause of %s: %s (kept running)", rec.sb.id, err.msg);
-        else
+            int w = failure_save(s->state_dir, RT_PROVIDER_PAUSE_ERROR_FILE, &err);
+            if (w < 0)
+                shim_log(s, "provider pause: writing " RT_PROVIDER_PAUSE_ERROR_FILE ": %s",
+                         strerror(-w));
+        } else
             shim_log(s, "provider pause: sandbox %s paused in %lld ms", rec.sb.id,
                      sbx_now_ms() - t0);
         int w = record_save(s->state_dir, &rec.sb, true, rec.agent_pid);

@@ -899,6 +899,19 @@ def refused_starts(envs, timeout=30):
         return list(ex.map(lambda e: refused_start(e, timeout), envs))
 
 
+def fpath(sid, path):
+    """The files route of one path in a sandbox's workspace (docs/files.md)."""
+    return "/v1/sandboxes/%s/files/%s" % (sid, path)
+
+
+def listing(c, sid, path="", recursive=True):
+    """GET …/files?path=&recursive=: the listing's body, asserted 200."""
+    r = c.request("GET", "/v1/sandboxes/%s/files?path=%s&recursive=%s"
+                  % (sid, path, "true" if recursive else "false"))
+    assert r.status == 200, r
+    return r.body
+
+
 def assert_error(r, status, code):
     """r is an error response with this status and code (code may be a tuple of allowed
     codes), in the contract's shape {"error": {"code", "message"}}."""

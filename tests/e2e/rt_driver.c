@@ -106,7 +106,7 @@ int main(int argc, char **argv)
     }
     if (!strcmp(cmd, "destroy") && (argc == 3 || argc == 4)) {
         long long t0 = sbx_now_ms();
-        if (rt_destroy(&cfg, argv[1], argv[2], argc == 4 ? argv[3] : NULL, &e) < 0)
+        if (rt_destroy(&cfg, argv[1], argv[2], argc == 4 ? argv[3] : NULL, NULL, &e) < 0)
             return fail(&e);
         printf("ok %lld\n", sbx_now_ms() - t0);
         return 0;

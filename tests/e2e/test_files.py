@@ -11,7 +11,7 @@ import socket
 import time
 
 import harness
-from harness import assert_error, wait_for
+from harness import assert_error, fpath, listing, wait_for
 
 QUOTA_MB = 96
 D = harness.Shared(extra_env={"SBX_WORKSPACE_MB": str(QUOTA_MB)})
@@ -30,17 +30,6 @@ def client():
 def sandbox():
     c = client()
     return c, D.once("sb", lambda d: c.create_sandbox(ttl_seconds=3600))["id"]
-
-
-def fpath(sid, path):
-    return "/v1/sandboxes/%s/files/%s" % (sid, path)
-
-
-def listing(c, sid, path="", recursive=True):
-    r = c.request("GET", "/v1/sandboxes/%s/files?path=%s&recursive=%s"
-                  % (sid, path, "true" if recursive else "false"))
-    assert r.status == 200, r
-    return r.body
 
 
 def paths(c, sid):

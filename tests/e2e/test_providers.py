@@ -24,8 +24,7 @@ import egress_upstream as eu
 import harness
 import testserver
 import wsclient
-from harness import assert_error, wait_for
-from test_files import fpath, listing
+from harness import assert_error, fpath, listing, wait_for
 
 INNER = harness.Shared(extra_env={"SBX_MAX_PER_KEY": "20", "SBX_MAX_PER_USER": "20"})
 STATE = {}
@@ -128,10 +127,12 @@ def sandbox(name="main"):
     return client(), STATE["sb:" + name]
 
 
-def provider_list():
-    """The inner's own list of E2B sandboxes, as the provider key sees it."""
+def provider_list(states="running,paused"):
+    """The inner's own list of E2B sandboxes, as the provider key sees it (E2B's v2 list,
+    the states asked for; None: the deprecated v1 list, which has the running ones only)."""
     d = inner()
-    req = urllib.request.Request("http://127.0.0.1:%d/e2b/api/sandboxes" % d.port,
+    path = "/e2b/api/sandboxes" if states is None else "/e2b/api/v2/sandboxes?state=" + states
+    req = urllib.request.Request("http://127.0.0.1:%d%s" % (d.port, path),
                                  headers={"X-API-KEY": provider_key()["key"]})
     with urllib.request.urlopen(req, timeout=30) as r:
         return json.loads(r.read())
@@ -458,6 +459,39 @@ def test_receipts_on_the_provider_list_outputs_hashed_from_the_bytes_read_back()
     assert rec["receipt"]["outputs"] == rc["outputs"], rec
 
 
+NOT_UTF8 = ("import os\nos.makedirs('out', exist_ok=True)\n"
+            "open(b'out/caf\\xe9-\\xff.txt', 'wb').write(b'latin-1 name\\n')\n"
+            "open('out/plain.txt', 'w').write('plain')\n")
+
+
+def test_a_name_in_out_that_is_not_utf8_is_listed_as_on_a_host_workspace():
+    """A file in out/ whose name is not UTF-8: the receipt's outputs and the artifacts list
+    it through the agent exactly as a gVisor sandbox's host walk does: its path with U+FFFD
+    for each byte that is not UTF-8, its bytes in path_base64, its hash sbxd's."""
+    c = client()
+    raw = b"out/caf\xe9-\xff.txt"
+    want = [{"path": "out/caf\ufffd-\ufffd.txt",
+             "path_base64": base64.b64encode(raw).decode(),
+             "sha256": hashlib.sha256(b"latin-1 name\n").hexdigest(), "size": 13},
+            {"path": "out/plain.txt", "sha256": hashlib.sha256(b"plain").hexdigest(),
+             "size": 5}]
+
+    def rows(items):
+        return sorted(({k: o[k] for k in ("path", "path_base64", "sha256", "size") if k in o}
+                       for o in items), key=lambda o: o["path"])
+
+    for runtime in ("gvisor", "e2b"):
+        sid = c.create_sandbox(ttl_seconds=600, runtime=runtime)["id"]
+        try:
+            rc = c.exec(sid, language="python", code=NOT_UTF8)["receipt"]
+            assert "warnings" not in rc, (runtime, rc)
+            assert rows(rc["outputs"]) == want, (runtime, rc)
+            arts = c.ok("GET", "/v1/sandboxes/%s/artifacts" % sid)["data"]
+            assert rows(arts) == want, (runtime, arts)
+        finally:
+            c.delete_sandbox(sid)
+
+
 def test_pause_and_resume_at_the_provider_and_fork_refused():
     """sbx's pause is the provider's: the provider sandbox is paused there (the inner's own
     status says so) and the resume reconnects to the same agent, whose boot id says
@@ -529,6 +563,122 @@ def test_a_large_output_crosses_the_provider_whole():
     assert hashlib.sha256(got.raw).hexdigest() == want.split()[0]
     c.sh(sid, "rm /workspace/big.bin")
     assert c.get_sandbox(sid)["status"] == "running"
+def test_a_configurations_key_is_opened_again_after_outer_restarts():
+    """A configuration's provider key is sealed in the outer's store; sbxd holds it in
+    memory from the create only. After an outer restart (clean, then kill -9) it opens it
+    again for what starts a new shim or has none left: the resume after a pause, exec,
+    the delete of a paused sandbox (the cleanup helper deletes at the provider), and a
+    restart's new provider sandbox. Each delete is seen in the inner's own list."""
+    a = outer().client()
+    key = provider_key()["key"]
+    cid = a.ok("POST", "/v1/sandbox-configs", {"name": "e2b-restarts", "config": {
+        "sandbox_type": "e2b", "e2b": e2b_object(key)}}, status=201)["id"]
+    sid = a.create_sandbox(config_id=cid, ttl_seconds=900)["id"]
+    other = a.create_sandbox(config_id=cid, ttl_seconds=900)["id"]
+    a.sh(sid, "echo kept > /tmp/mark")
+    p = provider_sandbox_of(sid)
+    outer().restart()
+    a = outer().client()
+    a.ok("POST", "/v1/sandboxes/%s/pause" % sid, {}, timeout=120)
+    assert a.get_sandbox(sid)["status"] == "paused"
+    res = a.ok("POST", "/v1/sandboxes/%s/resume" % sid, {}, timeout=120)
+    assert res["status"] == "running" and res["restored"] is True, res
+    assert a.sh(sid, "cat /tmp/mark") == "kept\n"
+    assert provider_sandbox_of(sid)["sandboxID"] == p["sandboxID"]
+    # Paused (no shim left), then kill -9: the delete's cleanup helper needs the key.
+    a.ok("POST", "/v1/sandboxes/%s/pause" % sid, {}, timeout=120)
+    wait_for(lambda: provider_sandbox_of(sid)["state"] == "paused", timeout=60,
+             what="the provider sandbox paused at the provider")
+    outer().restart(hard=True)
+    a = outer().client()
+    assert a.sh(other, "echo alive") == "alive\n"
+    # A restart makes a new provider sandbox with the key and deletes the old one.
+    old = provider_sandbox_of(other)["sandboxID"]
+    a.ok("POST", "/v1/sandboxes/%s/restart" % other, {}, timeout=120)
+    assert a.sh(other, "echo again") == "again\n"
+    wait_for(lambda: old not in [s["sandboxID"] for s in provider_list()], timeout=30,
+             what="the restarted sandbox's old provider sandbox deleted")
+    a.delete_sandbox(sid)
+    a.delete_sandbox(other)
+    wait_for(lambda: not provider_of_config(cid), timeout=30,
+             what="both provider sandboxes deleted at the provider")
+    assert p["sandboxID"] not in [s["sandboxID"] for s in provider_list()]
+    a.ok("DELETE", "/v1/sandbox-configs/" + cid)
+
+
+def test_inventory_and_delete_see_paused_provider_sandboxes():
+    """E2B's v1 GET /sandboxes lists running sandboxes only (so does sbx's surface, the
+    provider here): the inventory asks the v2 list for running and paused ones, so a paused
+    sandbox keeps the provider's row, and a paused one no sandbox claims is unclaimed (its
+    configuration's delete refused)."""
+    a = outer().client()
+    key = provider_key()["key"]
+    cid = a.ok("POST", "/v1/sandbox-configs", {"name": "e2b-paused", "config": {
+        "sandbox_type": "e2b", "e2b": e2b_object(key)}}, status=201)["id"]
+    path = "/v1/sandbox-configs/" + cid
+    sid = a.create_sandbox(config_id=cid, ttl_seconds=600)["id"]
+    p = provider_sandbox_of(sid)
+    a.ok("POST", "/v1/sandboxes/%s/pause" % sid, {}, timeout=120)
+    wait_for(lambda: provider_sandbox_of(sid)["state"] == "paused", timeout=60,
+             what="the provider sandbox paused at the provider")
+    assert p["sandboxID"] not in [s["sandboxID"] for s in provider_list(None)]
+    inv = a.ok("GET", path + "/sandboxes")
+    row = inv["data"][0]
+    assert row["id"] == sid and row["status"] == "paused", inv
+    assert row["provider"]["sandbox_id"] == p["sandboxID"], inv
+    assert row["provider"]["state"] == "paused", inv
+    assert inv["verified"] is True and inv["provider"]["unclaimed"] == [], inv
+    assert_error(a.request("DELETE", path + "?force=true"), 409, "sandboxes_still_live")
+    a.delete_sandbox(sid)
+    wait_for(lambda: not provider_of_config(cid), timeout=30, what="its provider sandbox gone")
+    ic = inner().client(key)
+    stray = ic.ok("POST", "/e2b/api/sandboxes", {"templateID": "base", "metadata": {
+        "sbx_id": "sb_paused_stray", "sbx_config": cid}}, status=201)["sandboxID"]
+    try:
+        r = ic.request("POST", "/e2b/api/sandboxes/%s/pause" % stray, timeout=120)
+        assert r.status == 204, r
+        inv = a.ok("GET", path + "/sandboxes")
+        assert [(u["id"], u["sandbox_id"]) for u in inv["provider"]["unclaimed"]] == [
+            ("sb_paused_stray", stray)], inv
+        assert inv["verified"] is False, inv
+        assert_error(a.request("DELETE", path), 409, "sandbox_inventory_unverifiable")
+    finally:
+        ic.request("DELETE", "/e2b/api/sandboxes/" + stray)
+    wait_for(lambda: not provider_of_config(cid), timeout=30, what="the stray one gone")
+    a.ok("DELETE", path)
+
+
+LISTENER = ("python3 -c 'import socket, time; s = socket.socket(); "
+            "s.bind((\"127.0.0.1\", 8765)); s.listen(); time.sleep(900)'")
+
+
+def test_a_pause_the_provider_refuses_is_its_error_and_the_sandbox_runs_on():
+    """A provider that refuses the pause (sbx's surface on gVisor cannot checkpoint a
+    listening TCP server: 409) makes sbx's pause its mapped error (502 provider_error with
+    the provider's message), and the sandbox stays running, with its processes, in the
+    same provider sandbox. Once the server is gone the pause goes through."""
+    c, sid = sandbox("refuse")
+    c.sh(sid, "echo kept > /tmp/mark; nohup %s >/dev/null 2>&1 &" % LISTENER)
+    up = "python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 8765), 5); print(1)'"
+    wait_for(lambda: c.sh(sid, up + " 2>/dev/null || true").strip() == "1", timeout=30,
+             what="the listener up")
+    p = provider_sandbox_of(sid)
+    r = c.request("POST", "/v1/sandboxes/%s/pause" % sid, {}, timeout=120)
+    assert_error(r, 502, "provider_error")
+    assert "8765" in r.body["error"]["message"], r.body
+    assert c.get_sandbox(sid)["status"] == "running"
+    assert c.sh(sid, "cat /tmp/mark; " + up) == "kept\n1\n"
+    assert provider_sandbox_of(sid)["sandboxID"] == p["sandboxID"]
+    assert inner().client(provider_key()["key"]).get_sandbox(p["sandboxID"])["status"] == "running"
+    c.sh(sid, "pkill -f 'time[.]sleep[(]900' || true")
+    c.ok("POST", "/v1/sandboxes/%s/pause" % sid, {}, timeout=120)
+    assert c.get_sandbox(sid)["status"] == "paused"
+    res = c.ok("POST", "/v1/sandboxes/%s/resume" % sid, {}, timeout=120)
+    assert res["status"] == "running" and res["restored"] is True, res
+    c.delete_sandbox(sid)
+    STATE.pop("sb:refuse")
+    wait_for(lambda: provider_sandbox_of(sid) is None, timeout=30,
+             what="the provider sandbox deleted")
 
 
 def test_delete_removes_the_provider_sandbox():
@@ -883,7 +1033,7 @@ def test_a_slow_provider_is_504_and_leaves_nothing_behind():
         # 423 while a delete waits for the provider's list.
         sp.gate.clear()
         sp.arrived.clear()
-        sp.hold = {("GET", "/e2b/api/sandboxes")}
+        sp.hold = {("GET", "/e2b/api/v2/sandboxes")}
         path = "/v1/sandbox-configs/" + cid
         a.ok("PUT", path, {"name": "e2b-slow", "config": {"sandbox_type": "e2b", "e2b": e2b_object(
             "********", api_url=sp.url + "/e2b/api", http_timeout_sec=60)}})

@@ -80,6 +80,10 @@ static void test_text(void)
     cut[n] = '\0';
     CHECK(strcmp(cut, "a is \xc8\x99") == 0, "a half character and a stray byte are dropped");
     CHECK_EQ_INT(sbx_utf8_prefix("ab\xff", 3), 3, "a byte that starts nothing is not held");
+    char *lossy = sbx_utf8_lossy("caf\xe9-\xc8\x99\xff", 8);
+    CHECK(!strcmp(lossy, "caf\xef\xbf\xbd-\xc8\x99\xef\xbf\xbd"),
+          "each byte that is not UTF-8 becomes U+FFFD, the rest stays (%s)", lossy);
+    free(lossy);
     char *b = sbx_base64_encode("\x00\xff\x10", 3);
     CHECK(!strcmp(b, "AP8Q"), "base64 of 00 ff 10 is AP8Q (%s)", b);
     free(b);

@@ -51,6 +51,11 @@ static void test_path_check(void)
               "bad path %zu is invalid_path", i);
     }
     CHECK(ws_path_check("", true, NULL) == 0, "the empty path names the workspace when allowed");
+    CHECK(ws_path_check("out/caf\xe9", false, NULL) < 0 &&
+              ws_name_check("out/caf\xe9", false, NULL) == 0,
+          "a name that is not UTF-8: refused in a request, a workspace's own name for the helper");
+    CHECK(ws_name_check("out/../x", false, NULL) < 0 && ws_name_check("/x", false, NULL) < 0,
+          "the shape rules hold for a workspace's own names too");
     char longp[WS_PATH_MAX + 8];
     memset(longp, 'a', sizeof(longp) - 1);
     longp[sizeof(longp) - 1] = '\0';

@@ -580,6 +580,21 @@ static int apply_config(void *data, const struct auth_identity *who, struct sand
     return r;
 }
 
+/* A provider sandbox's connection when sbxd no longer holds its create's (after an sbxd
+ * restart): its configuration's e2b/cube object with the key opened (manager.h). */
+static int open_provider(void *data, const char *config_id, json_t **out, struct sbx_err *err)
+{
+    struct configs *c = data;
+    struct config_loaded l;
+    *out = NULL;
+    int r = configs_load(c, config_id, &l, err);
+    if (r < 0)
+        return r;
+    r = config_doc_provider_open(c->secrets, l.rec.id, l.doc, out, err);
+    config_loaded_clear(&l);
+    return r;
+}
+
 /* After a restart: the variables of every live sandbox made from a configuration,
  * back in memory from their sealed copy. */
 static void restore_env(struct sandbox *sb, void *data)
@@ -636,6 +651,7 @@ int configs_new(const struct sbxd_config *cfg, struct store *st, struct manager 
     if (ca_pem)
         c->trust_bundle = trust_bundle(ca_pem);
     manager_set_config_fn(mgr, apply_config, c);
+    manager_set_provider_fn(mgr, open_provider, c);
     manager_each(mgr, NULL, restore_env, c);
     *out = c;
     return 0;

@@ -405,7 +405,8 @@ static int parse_metadata_filter(const char *q, json_t *out, struct sbx_err *err
     return 0;
 }
 
-static void api_list(struct sbxd *d, struct http_req *req)
+/* v1 lists running sandboxes unless asked (E2B's GET /sandboxes); v2 every state. */
+static void list_states(struct sbxd *d, struct http_req *req, bool v1)
 {
     struct sbx_err err = {0};
     if (e2b_authenticate(d, req) < 0)
@@ -419,7 +420,7 @@ static void api_list(struct sbxd *d, struct http_req *req)
         c.after = NULL;
     const char *state = http_req_query(req, "state");
     c.want_running = !state || strstr(state, "running");
-    c.want_paused = !state || strstr(state, "paused");
+    c.want_paused = state ? strstr(state, "paused") != NULL : !v1;
     const char *md = http_req_query(req, "metadata");
     if (md && parse_metadata_filter(md, c.filters, &err) < 0)
         goto fail;
@@ -433,6 +434,16 @@ static void api_list(struct sbxd *d, struct http_req *req)
 fail:
     json_decref(c.filters);
     e2b_fail(req, &err);
+}
+
+static void api_list_v1(struct sbxd *d, struct http_req *req)
+{
+    list_states(d, req, true);
+}
+
+static void api_list(struct sbxd *d, struct http_req *req)
+{
+    list_states(d, req, false);
 }
 
 static void api_get(struct sbxd *d, struct http_req *req)
@@ -716,7 +727,7 @@ static void api_unsupported(struct sbxd *d, struct http_req *req)
 static const struct route routes[] = {
     {"POST", "/e2b/api/sandboxes", AUTH_PUBLIC, api_create, 0},
     {"POST", "/e2b/api/v2/sandboxes", AUTH_PUBLIC, api_create, 0},
-    {"GET", "/e2b/api/sandboxes", AUTH_PUBLIC, api_list, 0},
+    {"GET", "/e2b/api/sandboxes", AUTH_PUBLIC, api_list_v1, 0},
     {"GET", "/e2b/api/v2/sandboxes", AUTH_PUBLIC, api_list, 0},
     {"GET", "/e2b/api/sandboxes/{}", AUTH_PUBLIC, api_get, 0},
     {"DELETE", "/e2b/api/sandboxes/{}", AUTH_PUBLIC, api_kill, 0},

@@ -16,6 +16,7 @@
 #include "../files/agentfs.h"
 #include "../files/agentws.h"
 #include "../files/exportrd.h"
+#include "../files/listing.h"
 #include "../files/workspace.h"
 
 /* Walk root/sub with ws_walk (beneath the workspace fd, never following links). A
@@ -110,7 +111,8 @@ struct receipt_probe {
     char exec_id[64];
     long long gen_after;
     json_t *outputs;  /* while building: the outputs hashed so far */
-    json_t *changed;  /* ... and the paths asked for */
+    json_t *changed;  /* ... and the paths asked for (export_name_json) */
+    json_t *sent;     /* ... and those the helper sent, the same way */
     struct export_reader reader;
     EVP_MD_CTX *md;   /* the file being read back */
     char *cur;
@@ -193,6 +195,7 @@ void receipt_probe_free(struct receipt_probe *probe)
     json_decref(probe->warnings);
     json_decref(probe->outputs);
     json_decref(probe->changed);
+    json_decref(probe->sent);
     EVP_MD_CTX_free(probe->md);
     free(probe->cur);
     free(probe);
@@ -203,6 +206,17 @@ struct build {
     json_t *outputs;
     json_t *warnings;
 };
+
+/* {path, sha256, size}: a receipt's output, the same from a host walk and through the
+ * agent (a name that is not UTF-8 shown as files_path_set does). */
+static json_t *output_json(const char *path, const char *sha, uint64_t size)
+{
+    json_t *o = json_object();
+    files_path_set(o, path);
+    json_object_set_new(o, "sha256", json_string(sha));
+    json_object_set_new(o, "size", json_integer((json_int_t)size));
+    return o;
+}
 
 static int add_output(const struct ws_entry *e, void *data, struct sbx_err *unused)
 {
@@ -229,8 +243,7 @@ static int add_output(const struct ws_entry *e, void *data, struct sbx_err *unus
         json_array_append_new(b->warnings, json_sprintf("%s: %s", rel, err.msg));
         return 0;
     }
-    json_array_append_new(b->outputs, json_pack("{s:s,s:s,s:I}", "path", rel, "sha256",
-                                                sha, "size", (json_int_t)size));
+    json_array_append_new(b->outputs, output_json(rel, sha, size));
     return 0;
 }
 
@@ -287,15 +300,17 @@ static int scan_take(struct receipt_probe *probe, json_t *ok, struct out_list *l
     json_t *e;
     json_array_foreach(outs, i, e)
     {
-        const char *path = json_string_value(json_array_get(e, 0));
-        if (!path || json_array_size(e) != 5)
+        char *path = export_name_of(json_array_get(e, 0));
+        if (!path || json_array_size(e) != 5) {
+            free(path);
             return -EPROTO;
+        }
         if (l->n == l->cap) {
             l->cap = l->cap ? 2 * l->cap : 64;
             l->v = sbx_xrealloc(l->v, l->cap * sizeof(*l->v));
         }
         l->v[l->n++] = (struct out_entry){
-            .path = sbx_xstrdup(path),
+            .path = path,
             .size = json_integer_value(json_array_get(e, 1)),
             .mtime_ns = json_integer_value(json_array_get(e, 2)),
             .ctime_ns = json_integer_value(json_array_get(e, 3)),
@@ -389,9 +404,8 @@ static int rd_end(void *data, struct sbx_err *err)
     if (EVP_DigestFinal_ex(probe->md, d, &dlen) != 1)
         return sbx_err_set(err, EIO, "internal", "SHA-256 failed");
     sbx_hex(d, dlen, sha);
-    json_array_append_new(probe->outputs, json_pack("{s:s,s:s,s:I}", "path", probe->cur,
-                                                    "sha256", sha, "size",
-                                                    (json_int_t)probe->cur_size));
+    json_array_append_new(probe->outputs, output_json(probe->cur, sha, probe->cur_size));
+    json_array_append_new(probe->sent, export_name_json(probe->cur));
     return 0;
 }
 
@@ -424,14 +438,16 @@ static void rd_done(const struct sbx_err *err, void *data)
     json_array_foreach(probe->changed, i, p)
     {
         bool sent = false;
-        json_array_foreach(probe->outputs, j, o)
-            sent = sent || json_equal(json_object_get(o, "path"), p);
-        if (!sent && !err)
-            json_array_append_new(probe->warnings,
-                                  json_sprintf("%s: changed, but not read back (removed "
-                                               "meanwhile, or past %llu bytes of outputs)",
-                                               json_string_value(p),
-                                               (unsigned long long)RECEIPT_AGENT_BYTES_MAX));
+        json_array_foreach(probe->sent, j, o)
+            sent = sent || json_equal(o, p);
+        if (sent || err)
+            continue;
+        _cleanup_free_ char *raw = export_name_of(p);
+        _cleanup_free_ char *shown = sbx_utf8_lossy(raw ? raw : "", raw ? strlen(raw) : 0);
+        json_array_append_new(probe->warnings,
+                              json_sprintf("%s: changed, but not read back (removed "
+                                           "meanwhile, or past %llu bytes of outputs)",
+                                           shown, (unsigned long long)RECEIPT_AGENT_BYTES_MAX));
     }
     build_finish(probe);
 }
@@ -457,6 +473,7 @@ static void after_done(json_t *ok, const uint8_t *raw, size_t len, const struct 
         return;
     }
     probe->changed = json_array();
+    probe->sent = json_array();
     for (size_t i = 0; i < now.n; i++) {
         const struct out_entry *n = &now.v[i], *was = find_out(&probe->before, n->path);
         if (was && was->size == n->size && was->mtime_ns == n->mtime_ns &&
@@ -467,7 +484,7 @@ static void after_done(json_t *ok, const uint8_t *raw, size_t len, const struct 
                                   json_string("more outputs than a receipt lists"));
             break;
         }
-        json_array_append_new(probe->changed, json_string(n->path));
+        json_array_append_new(probe->changed, export_name_json(n->path));
     }
     out_list_clear(&now);
     if (json_array_size(probe->changed) == 0) {

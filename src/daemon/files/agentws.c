@@ -378,7 +378,7 @@ static void list_row(json_t *row, json_t *list)
     struct stat st = {.st_mode = m};
     struct ws_entry e = {
         .path = json_string_value(json_array_get(row, 0)) ?: "",
-        .type = files_type_of(m),
+        .type = ws_type_of(m),
         .size = (uint64_t)json_integer_value(json_array_get(row, 2)),
         .mode = m & 07777,
         .mtime = json_integer_value(json_array_get(row, 3)) / 1000000000,

@@ -15,6 +15,7 @@
 #include "../auth/signurl.h"
 #include "../store/store.h"
 #include "artcache.h"
+#include "listing.h"
 
 #define ARTIFACTS_GC_EVERY_S 60
 /* Files are copied, typed and scanned by up to this many threads per collection (one per
@@ -669,9 +670,13 @@ json_t *artifacts_to_json(struct artifacts *a, const char *sandbox_id,
     long long expires = now + a->ttl;
     for (size_t i = 0; i < l->n; i++) {
         const struct artifact *x = &l->v[i];
-        json_t *o = json_pack("{s:s,s:I,s:s,s:s,s:s,s:O}", "path", x->path, "size",
-                              (json_int_t)x->size, "mime", x->mime, "sha256", x->sha256, "scan",
-                              scan_verdict_name(x->scan), "scan_engine", engine);
+        json_t *o = json_object();
+        files_path_set(o, x->path);
+        json_t *rest = json_pack("{s:I,s:s,s:s,s:s,s:O}", "size", (json_int_t)x->size, "mime",
+                                 x->mime, "sha256", x->sha256, "scan",
+                                 scan_verdict_name(x->scan), "scan_engine", engine);
+        json_object_update(o, rest);
+        json_decref(rest);
         if (x->scan == SCAN_INFECTED)
             json_object_set_new(o, "virus", json_string(x->scan_detail));
         else if (x->scan == SCAN_ERROR)

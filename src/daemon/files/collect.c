@@ -49,7 +49,7 @@ static int on_file(json_t *head, const char *path, void *data, struct sbx_err *e
     struct stage *st = data;
     if (strncmp(path, ARTIFACTS_DIR "/", sizeof(ARTIFACTS_DIR)))
         return sbx_err_set(err, EPROTO, "internal", "the file helper sent a bad header");
-    int r = ws_writer_open(st->root, path, 0644, &st->w, err);
+    int r = ws_writer_open_any(st->root, path, 0644, &st->w, err);
     if (r == 0)
         st->open = true;
     return r;

@@ -4,6 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../common/text.h"
+#include "../../common/util.h"
+
 enum { S_HEAD, S_LEN, S_DATA };
 
 void export_reader_init(struct export_reader *r, const struct export_reader_ops *ops, void *data)
@@ -14,14 +17,43 @@ void export_reader_init(struct export_reader *r, const struct export_reader_ops 
     r->state = S_HEAD;
 }
 
+json_t *export_name_json(const char *path)
+{
+    size_t n = strlen(path);
+    if (sbx_utf8_valid(path, n))
+        return json_string(path);
+    _cleanup_free_ char *b64 = sbx_base64_encode(path, n);
+    return json_pack("{s:s}", "b64", b64);
+}
+
+char *export_name_of(const json_t *v)
+{
+    const char *s = json_string_value(v);
+    if (s)
+        return strlen(s) <= WS_PATH_MAX ? sbx_xstrdup(s) : NULL;
+    const char *b64 = json_string_value(json_object_get(v, "b64"));
+    size_t len = b64 ? strlen(b64) : 0;
+    if (!b64 || len > (WS_PATH_MAX + 2) / 3 * 4)
+        return NULL;
+    char *out = sbx_xmalloc(len * 3 / 4 + 1);
+    size_t n = 0;
+    if (sbx_base64_decode(b64, len, (unsigned char *)out, &n) < 0 || !n || n > WS_PATH_MAX ||
+        memchr(out, '\0', n)) {
+        free(out);
+        return NULL;
+    }
+    out[n] = '\0';
+    return out;
+}
+
 static int head_done(struct export_reader *r, struct sbx_err *err)
 {
     r->head[r->head_len] = '\0';
     r->head_len = 0;
     json_t *h = json_loads(r->head, 0, NULL);
-    const char *path = json_string_value(json_object_get(h, "path"));
+    _cleanup_free_ char *path = export_name_of(json_object_get(h, "path"));
     int ret;
-    if (!path || ws_path_check(path, false, err) < 0)
+    if (!path || ws_name_check(path, false, err) < 0)
         ret = sbx_err_set(err, EPROTO, "internal", "the file helper sent a bad header");
     else
         ret = r->ops->on_file(h, path, r->data, err);

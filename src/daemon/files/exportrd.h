@@ -13,11 +13,19 @@
 #include "../../common/err.h"
 #include "workspace.h"
 
-/* A header line, at most. */
-#define EXPORT_HEAD_MAX (WS_PATH_MAX + 256)
+/* A header line, at most: a path JSON-escaped (at most 6 bytes a byte), or in base64. */
+#define EXPORT_HEAD_MAX (6 * WS_PATH_MAX + 256)
+
+/* A workspace name as the file helper sends and takes it (agentfs_src.h): a JSON string
+ * when it is UTF-8, else {"b64": its bytes} (JSON cannot carry other bytes). */
+json_t *export_name_json(const char *path);
+/* ... and back: the name's bytes (malloc'd), or NULL when v is neither form or holds a
+ * NUL or more than WS_PATH_MAX bytes. */
+char *export_name_of(const json_t *v);
 
 struct export_reader_ops {
-    /* A file begins; head is its header (borrowed), its path checked by ws_path_check. */
+    /* A file begins; head is its header (borrowed), its path (bytes: export_name_of)
+     * checked by ws_name_check. */
     int (*on_file)(json_t *head, const char *path, void *data, struct sbx_err *err);
     int (*on_bytes)(const uint8_t *buf, size_t len, void *data, struct sbx_err *err);
     /* The file's zero length came. */

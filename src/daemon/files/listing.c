@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <string.h>
 
+#include "../../common/text.h"
+#include "../../common/util.h"
 #include "../http/server.h"
 
 /* {path, type, size, mode, mtime}: an entry of a listing, and the core of a stat. */
@@ -11,8 +13,26 @@ static json_t *entry_json(const char *path, enum ws_type type, uint64_t size, mo
 {
     char m[8];
     snprintf(m, sizeof(m), "%04o", (unsigned)(mode & 07777));
-    return json_pack("{s:s,s:s,s:I,s:s,s:I}", "path", path, "type", ws_type_name(type), "size",
-                     (json_int_t)size, "mode", m, "mtime", (json_int_t)mtime);
+    json_t *o = json_object();
+    files_path_set(o, path);
+    json_t *rest = json_pack("{s:s,s:I,s:s,s:I}", "type", ws_type_name(type), "size",
+                             (json_int_t)size, "mode", m, "mtime", (json_int_t)mtime);
+    json_object_update(o, rest);
+    json_decref(rest);
+    return o;
+}
+
+void files_path_set(json_t *obj, const char *path)
+{
+    size_t n = strlen(path);
+    if (sbx_utf8_valid(path, n)) {
+        json_object_set_new(obj, "path", json_string(path));
+        return;
+    }
+    _cleanup_free_ char *shown = sbx_utf8_lossy(path, n);
+    _cleanup_free_ char *raw = sbx_base64_encode(path, n);
+    json_object_set_new(obj, "path", json_string(shown));
+    json_object_set_new(obj, "path_base64", json_string(raw));
 }
 
 int files_list_entry(const struct ws_entry *e, void *data, struct sbx_err *err)
@@ -21,14 +41,9 @@ int files_list_entry(const struct ws_entry *e, void *data, struct sbx_err *err)
     return 0;
 }
 
-enum ws_type files_type_of(mode_t mode)
-{
-    return S_ISREG(mode) ? WS_FILE : S_ISDIR(mode) ? WS_DIR : S_ISLNK(mode) ? WS_SYMLINK : WS_OTHER;
-}
-
 json_t *files_stat_json(const char *path, const struct stat *st, const char *target)
 {
-    enum ws_type type = files_type_of(st->st_mode);
+    enum ws_type type = ws_type_of(st->st_mode);
     json_t *j = json_pack("{s:s}", "object", "file"),
            *e = entry_json(path, type, (uint64_t)st->st_size, st->st_mode, (int64_t)st->st_mtime);
     json_object_update(j, e);

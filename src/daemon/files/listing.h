@@ -12,6 +12,10 @@
 /* Most entries one listing answers. */
 #define FILES_LIST_MAX 10000
 
+/* obj's "path": a workspace path as it is when it is UTF-8; else shown with U+FFFD for
+ * each byte that is not, and its bytes in "path_base64" (a name JSON cannot carry as it
+ * is; the same on a host workspace and through the agent, docs/files.md). */
+void files_path_set(json_t *obj, const char *path);
 /* A ws_walk callback appending {path, type, size, mode, mtime} to the array data. */
 int files_list_entry(const struct ws_entry *e, void *data, struct sbx_err *err);
 /* A query flag: absent, "", "0" or "false" are false; "1" or "true" true; else -EINVAL. */
@@ -19,8 +23,6 @@ int files_parse_bool(const char *v, bool *out);
 
 struct http_req;
 
-/* The type a stat's mode names. */
-enum ws_type files_type_of(mode_t mode);
 /* {object: "file", path, type, size, mode, mtime, target (a symlink's)}. */
 json_t *files_stat_json(const char *path, const struct stat *st, const char *target);
 /* GET ...files?path=&recursive=: path ("" when absent, checked by the caller) and the flag;

@@ -25,7 +25,7 @@
  * before its rename has little left to do. */
 #define WS_WRITEBACK_EVERY (8u * 1024u * 1024u)
 
-int ws_path_check(const char *path, bool allow_empty, struct sbx_err *err)
+int ws_name_check(const char *path, bool allow_empty, struct sbx_err *err)
 {
     size_t n = strlen(path);
     if (n == 0) {
@@ -51,17 +51,25 @@ int ws_path_check(const char *path, bool allow_empty, struct sbx_err *err)
         if (len > WS_NAME_MAX)
             return sbx_err_set(err, ENAMETOOLONG, "invalid_path",
                                "a path component is longer than %d bytes", WS_NAME_MAX);
-        for (const char *p = c; p < e; p++)
-            if ((unsigned char)*p < 0x20 || *p == 0x7f)
-                return sbx_err_set(err, EINVAL, "invalid_path",
-                                   "the path contains a control character or NUL");
         if (!*e)
             break;
         c = e + 1;
         if (!*c)
             return sbx_err_set(err, EINVAL, "invalid_path", "the path ends with '/'");
     }
-    if (!sbx_utf8_valid(path, n))
+    return 0;
+}
+
+int ws_path_check(const char *path, bool allow_empty, struct sbx_err *err)
+{
+    int r = ws_name_check(path, allow_empty, err);
+    if (r < 0)
+        return r;
+    for (const char *p = path; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            return sbx_err_set(err, EINVAL, "invalid_path",
+                               "the path contains a control character or NUL");
+    if (!sbx_utf8_valid(path, strlen(path)))
         return sbx_err_set(err, EINVAL, "invalid_path", "the path is not valid UTF-8");
     return 0;
 }
@@ -257,14 +265,30 @@ static bool dir_removed(int dir)
     return fstat(dir, &st) == 0 && st.st_nlink == 0;
 }
 
+static int writer_open(int root, const char *path, mode_t mode, struct ws_writer *w,
+                       struct sbx_err *err);
+
 int ws_writer_open(int root, const char *path, mode_t mode, struct ws_writer *w,
                    struct sbx_err *err)
 {
     w->dir = w->fd = -1;
-    w->written = w->unflushed = 0;
     int r = ws_path_check(path, false, err);
-    if (r < 0)
-        return r;
+    return r < 0 ? r : writer_open(root, path, mode, w, err);
+}
+
+int ws_writer_open_any(int root, const char *path, mode_t mode, struct ws_writer *w,
+                       struct sbx_err *err)
+{
+    w->dir = w->fd = -1;
+    int r = ws_name_check(path, false, err);
+    return r < 0 ? r : writer_open(root, path, mode, w, err);
+}
+
+static int writer_open(int root, const char *path, mode_t mode, struct ws_writer *w,
+                       struct sbx_err *err)
+{
+    w->written = w->unflushed = 0;
+    int r;
     const char *name;
     r = open_parent(root, path, true, &w->dir, &name, err);
     if (r < 0)
@@ -416,6 +440,11 @@ long long ws_sweep_uploads(int root, size_t max)
     return removed;
 }
 
+enum ws_type ws_type_of(mode_t mode)
+{
+    return S_ISREG(mode) ? WS_FILE : S_ISDIR(mode) ? WS_DIR : S_ISLNK(mode) ? WS_SYMLINK : WS_OTHER;
+}
+
 const char *ws_type_name(enum ws_type t)
 {
     switch (t) {
@@ -516,10 +545,7 @@ static int walk_dir(struct walk *w, int dirfd, size_t plen, unsigned depth, stru
         memcpy(w->path + at, names[i], nl + 1);
         struct ws_entry e = {
             .path = w->path,
-            .type = S_ISREG(st.st_mode)   ? WS_FILE
-                    : S_ISDIR(st.st_mode) ? WS_DIR
-                    : S_ISLNK(st.st_mode) ? WS_SYMLINK
-                                          : WS_OTHER,
+            .type = ws_type_of(st.st_mode),
             .size = (uint64_t)st.st_size,
             .mode = st.st_mode & 07777,
             .mtime = (int64_t)st.st_mtim.tv_sec,

@@ -23,9 +23,12 @@
 #define WS_SHA256_HEX_LEN 64
 
 /* Is path a well-formed relative workspace path: no leading '/', no empty, "." or
- * ".." components, no control bytes, within WS_PATH_MAX / WS_NAME_MAX? With
+ * ".." components, no control bytes, UTF-8, within WS_PATH_MAX / WS_NAME_MAX? With
  * allow_empty, "" names the workspace itself. Fills invalid_path. */
 int ws_path_check(const char *path, bool allow_empty, struct sbx_err *err);
+/* The same shape without the text rules (control bytes and UTF-8 are a request's
+ * rules): for names a workspace already holds, which the file helper reports. */
+int ws_name_check(const char *path, bool allow_empty, struct sbx_err *err);
 
 /* An O_PATH fd of the workspace directory itself. */
 int ws_open_root(const char *workspace_dir, int *out, struct sbx_err *err);
@@ -53,6 +56,10 @@ struct ws_writer {
  * anonymous file in it. */
 int ws_writer_open(int root, const char *path, mode_t mode, struct ws_writer *w,
                    struct sbx_err *err);
+/* The same for a name a workspace already holds (ws_name_check): an artifact's staged
+ * copy, whose name need not be UTF-8. */
+int ws_writer_open_any(int root, const char *path, mode_t mode, struct ws_writer *w,
+                       struct sbx_err *err);
 /* ENOSPC / EDQUOT become workspace_too_large. */
 int ws_writer_write(struct ws_writer *w, const void *buf, size_t len, struct sbx_err *err);
 /* Give the file its name, replacing any file (or symlink: it is replaced, never
@@ -82,6 +89,9 @@ long long ws_sweep_uploads(int root, size_t max);
 
 enum ws_type { WS_FILE, WS_DIR, WS_SYMLINK, WS_OTHER };
 const char *ws_type_name(enum ws_type t);
+/* The type a stat's mode names: the one mode switch of the host walk, the listings and
+ * the agent's rows (agentws.c). */
+enum ws_type ws_type_of(mode_t mode);
 
 struct ws_entry {
     const char *path; /* relative to the workspace */

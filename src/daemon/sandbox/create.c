@@ -5,7 +5,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/crypto.h>
 #include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
@@ -415,9 +414,10 @@ static int create_sandbox(struct manager *m, const struct auth_identity *who,
         return r;
     if (!from && p->workspace_from)
         from = sbx_xstrdup(p->workspace_from);
-    if (p->volumes && (r = m->volumes ? volumes_mounts_usable(m->volumes, who->user, p->volumes, err)
-                                      : sbx_err_set(err, ENOTSUP, "invalid_volume",
-                                                    "this daemon has no volumes")) < 0)
+    if (p->volumes &&
+        (r = m->volumes
+                 ? volumes_mounts_usable(m->volumes, who->user, p->volumes, err)
+                 : sbx_err_set(err, ENOTSUP, "invalid_volume", "this daemon has no volumes")) < 0)
         return r;
 
     struct template_info tpl;
@@ -434,71 +434,8 @@ static int create_sandbox(struct manager *m, const struct auth_identity *who,
     struct sandbox *sb = sandbox_alloc(m, id);
     if (p->build_rootfs)
         sb->build_rootfs = sbx_xstrdup(p->build_rootfs);
-    if (p->provider && rt_is_provider(runtime)) {
-        json_t *d = sb->provider_doc = json_deep_copy(p->provider);
-        const char *kind = json_string_value(json_object_get(d, "kind"));
-        bool cube = kind && !strcmp(kind, "cube");
-        sb->provider = (struct rt_provider){
-            .api_url = json_string_value(json_object_get(d, "api_url")),
-            .api_key = json_string_value(json_object_get(d, "api_key")),
-            .sandbox_url = json_string_value(json_object_get(d, "proxy_url")),
-            .domain = json_string_value(json_object_get(d, "sandbox_domain")),
-            .template_id = json_string_value(json_object_get(d, "template_id")),
-            .http_timeout_ms =
-                (long)json_integer_value(json_object_get(d, "http_timeout_sec")) * 1000,
-            .ttl_s = (long)json_integer_value(json_object_get(
-                d, cube ? "cube_sandbox_ttl_seconds" : "e2b_sandbox_ttl_seconds")),
-            .config_id = sb->config_id, /* filled below, before the start */
-        };
-        /* The configuration's egress policy as the provider's network configuration (E2B's
-         * allowOut/denyOut; "0.0.0.0/0" denies everything else): sbx's egress proxy is not
-         * in a provider sandbox's path. e2b_host_rules' header injection becomes E2B's
-         * rules {host: [{transform: {headers}}]} (the headers opened for this create): the
-         * text reaches the provider's control plane through the shim's stdin, never a file
-         * (rt_provider_write). Rules of other shapes (methods, paths) have no E2B form. */
-        json_t *pol = json_object_get(p->network, "policy");
-        if (json_is_object(pol)) {
-            json_t *allow = json_object_get(pol, "allow_out");
-            json_t *deny = json_deep_copy(json_object_get(pol, "deny_out"));
-            if (!json_is_array(deny)) {
-                json_decref(deny);
-                deny = json_array();
-            }
-            if (json_is_true(json_object_get(pol, "deny_egress_by_default")))
-                json_array_append_new(deny, json_string("0.0.0.0/0"));
-            json_t *net = json_pack("{s:O,s:o}", "allowOut", json_is_array(allow) ? allow : json_null(),
-                                    "denyOut", deny);
-            json_t *rules = json_object();
-            const char *rname;
-            json_t *hdrs;
-            json_object_foreach(p->config_inject, rname, hdrs)
-            {
-                if (strncmp(rname, "e2b:", 4))
-                    continue;
-                json_t *set = json_object();
-                size_t hi;
-                json_t *h;
-                json_array_foreach(hdrs, hi, h)
-                {
-                    json_object_set(set, json_string_value(json_object_get(h, "header")),
-                                    json_object_get(h, "value"));
-                }
-                json_object_set_new(rules, rname + 4,
-                                    json_pack("[{s:{s:o}}]", "transform", "headers", set));
-            }
-            if (json_object_size(rules))
-                json_object_set_new(net, "rules", rules);
-            else
-                json_decref(rules);
-            char *text = json_dumps(net, JSON_COMPACT);
-            json_decref(net);
-            json_object_set_new(d, "network_text", json_string(text ? text : "{}"));
-            if (text)
-                OPENSSL_cleanse(text, strlen(text));
-            free(text);
-            sb->provider.network = json_string_value(json_object_get(d, "network_text"));
-        }
-    }
+    if (p->provider && rt_is_provider(runtime))
+        sandbox_provider_set(sb, json_deep_copy(p->provider), p->network, p->config_inject);
     struct store_sandbox *rec = &sb->rec;
     snprintf(rec->id, sizeof(rec->id), "%s", id);
     set_owner(rec, who, p);
@@ -533,8 +470,8 @@ static int create_sandbox(struct manager *m, const struct auth_identity *who,
         if ((p->config_id && (r = store_sandbox_config_set(m->store, id, p->config_id, net,
                                                            p->config_env_sealed, err)) < 0) ||
             (r = sandbox_network_set(sb, p->network, err)) < 0 ||
-            (r = sandbox_config_settings_set(m, sb, p->terminal_idle_sec,
-                                             p->command_timeout_sec, p->desktop_disabled, err)) < 0)
+            (r = sandbox_config_settings_set(m, sb, p->terminal_idle_sec, p->command_timeout_sec,
+                                             p->desktop_disabled, err)) < 0)
             goto fail;
     }
     if (p->docker && !strcmp(runtime, "docker") &&
@@ -631,7 +568,8 @@ fail:
                                    sbx_wall_ms() / 1000, NULL);
     {
         struct sbx_err e2 = {0};
-        (void)rt_destroy(&m->rt, id, sb->state_dir, sb->dir, &e2);
+        (void)rt_destroy(&m->rt, id, sb->state_dir, sb->dir,
+                         sb->provider_doc ? &sb->provider : NULL, &e2);
     }
     /* A full data dir stays the operator's 507, not a failed start. */
     if (strcmp(err->code, "insufficient_storage"))

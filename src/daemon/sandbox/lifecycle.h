@@ -24,6 +24,8 @@ struct manager {
     struct volumes *volumes;     /* docs/volumes.md; NULL: none */
     sandbox_config_fn config_fn; /* creates from a configuration */
     void *config_data;
+    sandbox_provider_fn provider_fn; /* a configuration's provider key, after a restart */
+    void *provider_data;
     sandbox_exec_hook_fn exec_hook; /* before every command */
     void *exec_hook_data;
     const struct sandbox_pool_ops *pool; /* the warm pool, or NULL */

@@ -115,7 +115,8 @@ void sandbox_machine_lost(struct sandbox *sb, const char *reason, const struct s
         sb->machine_timer = loop_timer_add(m->loop, 0, on_lost_channel_free, sb);
     /* What is left of the machine stops; no remove dir: the workspace stays. */
     struct sbx_err err = {0};
-    if (rt_destroy(&m->rt, sb->rec.id, sb->state_dir, NULL, &err) < 0)
+    if (rt_destroy(&m->rt, sb->rec.id, sb->state_dir, NULL, sandbox_provider_cleanup(sb),
+                   &err) < 0)
         log_error("sandbox %s: stopping what is left of its machine: %s", sb->rec.id, err.msg);
     billing_sandbox_state(&sb->rec, SANDBOX_FAILED);
     if (store_sandbox_set_failed(m->store, sb->rec.id, reason, &err) < 0)
@@ -472,8 +473,13 @@ static void fill_spec(const struct manager *m, const struct sandbox *sb, const c
 int sandbox_launch(struct manager *m, struct sandbox *sb, const char *image, bool forked,
                    struct sbx_err *err)
 {
+    /* A provider sandbox's key, opened again from its configuration when sbxd restarted
+     * since its create (its new shim gets it on stdin, docs/providers.md). */
+    int r = sandbox_provider_open(sb, err);
+    if (r < 0)
+        return r;
     struct template_info tpl;
-    int r = template_resolve(m->cfg->template_cache, sb->rec.template_name, &tpl, err);
+    r = template_resolve(m->cfg->template_cache, sb->rec.template_name, &tpl, err);
     if (r < 0)
         return r;
     struct rt_spec spec;
@@ -596,7 +602,7 @@ static void v1_stop(struct loop *l, void *data)
     }
     /* No remove dir: the shim kills and deletes the container and leaves the workspace. */
     struct sbx_err err = {0};
-    if (rt_destroy(&sb->mgr->rt, sb->rec.id, sb->state_dir, NULL, &err) < 0)
+    if (rt_destroy(&sb->mgr->rt, sb->rec.id, sb->state_dir, NULL, NULL, &err) < 0)
         log_error("sandbox %s: stopping the v1 machine: %s", sb->rec.id, err.msg);
     if (sb->waiters && !sb->ended)
         sandbox_v1_start(sb);

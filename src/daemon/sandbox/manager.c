@@ -1,10 +1,12 @@
 /* The manager's registry of live sandboxes and the sandbox object: allocation, waiters,
- * TTL, lookup, destruction and the JSON the API shows. Starting and watching a
- * sandbox's machine is machine.c; creation create.c; start-up reconcile.c. */
+ * TTL, lookup, destruction, a provider sandbox's connection and the JSON the API shows.
+ * Starting and watching a sandbox's machine is machine.c; creation create.c; start-up
+ * reconcile.c. */
 #include "lifecycle.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <openssl/crypto.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -164,6 +166,115 @@ void manager_set_config_fn(struct manager *m, sandbox_config_fn fn, void *data)
 {
     m->config_fn = fn;
     m->config_data = data;
+}
+
+void manager_set_provider_fn(struct manager *m, sandbox_provider_fn fn, void *data)
+{
+    m->provider_fn = fn;
+    m->provider_data = data;
+}
+
+void sandbox_provider_set(struct sandbox *sb, json_t *doc, const json_t *network,
+                          const json_t *inject)
+{
+    json_t *d = sb->provider_doc = doc;
+    const char *kind = json_string_value(json_object_get(d, "kind"));
+    bool cube = kind && !strcmp(kind, "cube");
+    sb->provider = (struct rt_provider){
+        .api_url = json_string_value(json_object_get(d, "api_url")),
+        .api_key = json_string_value(json_object_get(d, "api_key")),
+        .sandbox_url = json_string_value(json_object_get(d, "proxy_url")),
+        .domain = json_string_value(json_object_get(d, "sandbox_domain")),
+        .template_id = json_string_value(json_object_get(d, "template_id")),
+        .http_timeout_ms = (long)json_integer_value(json_object_get(d, "http_timeout_sec")) * 1000,
+        .ttl_s = (long)json_integer_value(
+            json_object_get(d, cube ? "cube_sandbox_ttl_seconds" : "e2b_sandbox_ttl_seconds")),
+        .config_id = sb->config_id, /* a create fills it before the start */
+    };
+    /* The configuration's egress policy as the provider's network configuration (E2B's
+     * allowOut/denyOut; "0.0.0.0/0" denies everything else): sbx's egress proxy is not
+     * in a provider sandbox's path. e2b_host_rules' header injection becomes E2B's
+     * rules {host: [{transform: {headers}}]} (the headers opened for this create): the
+     * text reaches the provider's control plane through the shim's stdin, never a file
+     * (rt_provider_write). Rules of other shapes (methods, paths) have no E2B form. */
+    json_t *pol = json_object_get(network, "policy");
+    if (json_is_object(pol)) {
+        json_t *allow = json_object_get(pol, "allow_out");
+        json_t *deny = json_deep_copy(json_object_get(pol, "deny_out"));
+        if (!json_is_array(deny)) {
+            json_decref(deny);
+            deny = json_array();
+        }
+        if (json_is_true(json_object_get(pol, "deny_egress_by_default")))
+            json_array_append_new(deny, json_string("0.0.0.0/0"));
+        json_t *net = json_pack("{s:O,s:o}", "allowOut", json_is_array(allow) ? allow : json_null(),
+                                "denyOut", deny);
+        json_t *rules = json_object();
+        const char *rname;
+        json_t *hdrs;
+        json_object_foreach((json_t *)inject, rname, hdrs)
+        {
+            if (strncmp(rname, "e2b:", 4))
+                continue;
+            json_t *set = json_object();
+            size_t hi;
+            json_t *h;
+            json_array_foreach(hdrs, hi, h)
+            {
+                json_object_set(set, json_string_value(json_object_get(h, "header")),
+                                json_object_get(h, "value"));
+            }
+            json_object_set_new(rules, rname + 4,
+                                json_pack("[{s:{s:o}}]", "transform", "headers", set));
+        }
+        if (json_object_size(rules))
+            json_object_set_new(net, "rules", rules);
+        else
+            json_decref(rules);
+        char *text = json_dumps(net, JSON_COMPACT);
+        json_decref(net);
+        json_object_set_new(d, "network_text", json_string(text ? text : "{}"));
+        if (text)
+            OPENSSL_cleanse(text, strlen(text));
+        free(text);
+        sb->provider.network = json_string_value(json_object_get(d, "network_text"));
+    }
+}
+
+int sandbox_provider_open(struct sandbox *sb, struct sbx_err *err)
+{
+    struct manager *m = sb->mgr;
+    if (sb->provider_doc || !rt_is_provider(sb->rec.runtime) || !sb->config_id[0])
+        return 0;
+    if (!m->provider_fn)
+        return sbx_err_set(err, ENOTSUP, "internal",
+                           "no configurations to open %s's provider key from", sb->config_id);
+    /* After an sbxd restart: the key opened again from the configuration, and the
+     * network policy the sandbox was made with (the store's, not the configuration's
+     * current one, which a create may have narrowed). */
+    json_t *doc = NULL;
+    int r = m->provider_fn(m->provider_data, sb->config_id, &doc, err);
+    if (r < 0)
+        return sbx_err_wrap(err, "opening configuration %s's provider connection", sb->config_id);
+    if (!doc)
+        return sbx_err_set(err, ENOENT, "provider_auth_failed",
+                           "configuration %s has no provider connection any more", sb->config_id);
+    _cleanup_free_ char *text = NULL;
+    char cid[STORE_ID_MAX + 1];
+    json_t *network = NULL;
+    if (store_sandbox_config_get(m->store, sb->rec.id, cid, &text, NULL, NULL) == 0 && text)
+        network = json_loads(text, 0, NULL);
+    sandbox_provider_set(sb, doc, network, sb->config_inject);
+    json_decref(network);
+    return 0;
+}
+
+const struct rt_provider *sandbox_provider_cleanup(struct sandbox *sb)
+{
+    struct sbx_err err = {0};
+    if (sandbox_provider_open(sb, &err) < 0)
+        log_warn("sandbox %s: %s: its cleanup cannot delete at the provider", sb->rec.id, err.msg);
+    return sb->provider_doc ? &sb->provider : NULL;
 }
 
 void manager_set_volumes(struct manager *m, struct volumes *v)
@@ -486,7 +597,8 @@ int sandbox_destroy(struct manager *m, struct sandbox *sb, const char *reason,
     int r =
         store_sandbox_set_status(m->store, sb->rec.id, status, reason, sbx_wall_ms() / 1000, err);
     struct sbx_err rerr = {0};
-    if (rt_destroy(&m->rt, sb->rec.id, sb->state_dir, sb->dir, &rerr) < 0)
+    if (rt_destroy(&m->rt, sb->rec.id, sb->state_dir, sb->dir, sandbox_provider_cleanup(sb),
+                   &rerr) < 0)
         log_error("sandbox %s: destroy: %s", sb->rec.id, rerr.msg);
     _cleanup_free_ char *export = manager_export_dir(m, sb->rec.id);
     if (export)

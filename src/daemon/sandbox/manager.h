@@ -220,6 +220,25 @@ int manager_runtime_pick(const struct manager *m, const char *asked, const char 
 typedef int (*sandbox_config_fn)(void *data, const struct auth_identity *who,
                                  struct sandbox_params *p, json_t **hold, struct sbx_err *err);
 void manager_set_config_fn(struct manager *m, sandbox_config_fn fn, void *data);
+/* A provider sandbox's connection when sbxd no longer holds its create's (after an sbxd
+ * restart, docs/providers.md): fn opens configuration config_id's e2b/cube object, its
+ * api_key in clear (configs/ seals it in the store), as a new object in *out (NULL: the
+ * configuration has none). Set by configs/ at start; sandbox/ never includes it. */
+typedef int (*sandbox_provider_fn)(void *data, const char *config_id, json_t **out,
+                                   struct sbx_err *err);
+void manager_set_provider_fn(struct manager *m, sandbox_provider_fn fn, void *data);
+/* sb's provider connection (docs/providers.md) from doc, its configuration's e2b/cube
+ * object with the key in clear (taken), the sandbox's network policy and its inject
+ * rules' headers in clear: what the shim gets on its stdin at the next start. */
+void sandbox_provider_set(struct sandbox *sb, json_t *doc, const json_t *network,
+                          const json_t *inject);
+/* sb's provider connection from its configuration (sb->provider), opened through that
+ * hook when sbxd does not hold it (sbxd restarted since the create); 0 also when there is
+ * nothing to open (no configuration, no provider: the runtime uses the platform's). */
+int sandbox_provider_open(struct sandbox *sb, struct sbx_err *err);
+/* The same for a destroy's cleanup (which deletes at the provider when no shim is left):
+ * the connection, or NULL (none, or it did not open: logged). */
+const struct rt_provider *sandbox_provider_cleanup(struct sandbox *sb);
 /* Volumes (docs/volumes.md): creates with "volumes" mount them, every start of a sandbox
  * mounts what it has. Without, creates naming volumes are refused. */
 struct volumes;

@@ -179,7 +179,7 @@ static void reconcile_one(const struct store_sandbox *rec, void *data)
     if (sandbox_is_v1(sb)) {
         /* v1 keeps no machine between ops; one caught mid-op by the restart goes. */
         if (rt_alive(sb->state_dir))
-            (void)rt_destroy(&m->rt, rec->id, sb->state_dir, NULL, &err);
+            (void)rt_destroy(&m->rt, rec->id, sb->state_dir, NULL, NULL, &err);
         keep(m, sb);
         log_info("sandbox %s: v1, kept", rec->id);
         return;
@@ -193,7 +193,7 @@ static void reconcile_one(const struct store_sandbox *rec, void *data)
     if (!strcmp(rec->status, SANDBOX_FAILED)) {
         /* Kept with its workspace; whatever of its machine is left goes. */
         if (rt_alive(sb->state_dir))
-            (void)rt_destroy(&m->rt, rec->id, sb->state_dir, NULL, &err);
+            (void)rt_destroy(&m->rt, rec->id, sb->state_dir, NULL, NULL, &err);
         keep_failed(m, sb);
         log_info("sandbox %s: failed (%s), kept", rec->id, rec->end_reason);
         return;
@@ -215,7 +215,7 @@ static void reconcile_one(const struct store_sandbox *rec, void *data)
         if (sb->boot_id[0] && !sandbox_is_pooled(sb)) {
             /* It ran: its workspace is never deleted (docs/runtime.md). */
             log_warn("sandbox %s: not running any more (%s): kept as failed", rec->id, err.msg);
-            (void)rt_destroy(&m->rt, rec->id, sb->state_dir, NULL, &err);
+            (void)rt_destroy(&m->rt, rec->id, sb->state_dir, NULL, NULL, &err);
             (void)store_sandbox_set_failed(m->store, rec->id, "lost", NULL);
             snprintf(sb->rec.status, sizeof(sb->rec.status), "%s", SANDBOX_FAILED);
             snprintf(sb->rec.end_reason, sizeof(sb->rec.end_reason), "lost");
@@ -225,7 +225,7 @@ static void reconcile_one(const struct store_sandbox *rec, void *data)
         log_warn("sandbox %s: not running any more, cleaning up %s", rec->id, err.msg);
         (void)store_sandbox_set_status(m->store, rec->id, SANDBOX_FAILED, "lost",
                                        sbx_wall_ms() / 1000, NULL);
-        (void)rt_destroy(&m->rt, rec->id, sb->state_dir, sb->dir, &err);
+        (void)rt_destroy(&m->rt, rec->id, sb->state_dir, sb->dir, NULL, &err);
         sandbox_free(sb);
         return;
     }
@@ -257,7 +257,7 @@ static void sweep_orphans(struct manager *m, const struct reconcile *rc)
             log_warn("container %s has no live sandbox: removing it", *p);
             _cleanup_free_ char *dir = sbx_xasprintf("%s/sandboxes/%s", m->cfg->data_dir, *p);
             _cleanup_free_ char *state = sbx_xasprintf("%s/state", dir);
-            (void)rt_destroy(&m->rt, *p, state, dir, &lerr);
+            (void)rt_destroy(&m->rt, *p, state, dir, NULL, &lerr);
         }
         rt_strv_free(ids);
     } else {
@@ -275,7 +275,7 @@ static void sweep_orphans(struct manager *m, const struct reconcile *rc)
         _cleanup_free_ char *state = sbx_xasprintf("%s/state", dir);
         if (!rt_alive(state)) {
             log_info("removing leftover sandbox dir %s", dir);
-            (void)rt_destroy(&m->rt, de->d_name, state, dir, &lerr);
+            (void)rt_destroy(&m->rt, de->d_name, state, dir, NULL, &lerr);
         }
     }
     closedir(d);

@@ -79,7 +79,7 @@ static int probe(struct manager *m, const char *name, struct sbx_err *err)
     }
     template_info_clear(&tpl);
     struct sbx_err derr = {0};
-    (void)rt_destroy(&m->rt, id, state, dir, &derr);
+    (void)rt_destroy(&m->rt, id, state, dir, NULL, &derr);
     if (r == 0)
         log_info("backend %s: works (a sandbox started in %lld ms)", name, sbx_now_ms() - t0);
     return r;

@@ -167,6 +167,25 @@ static void mark_paused(struct sandbox *sb)
     sandbox_notify_waiters(sb, &perr); /* requests that came in while it was pausing */
 }
 
+/* The provider refused the pause (docs/providers.md): its sandbox runs on there, so this
+ * one does too. A new shim reconnects to it (the resume's connect answers a running
+ * sandbox as it is) while the pause is answered with the provider's refusal; requests
+ * meanwhile wait for the agent's HELLO, and the status never left running. */
+static void provider_pause_refused(struct sandbox *sb, const struct sbx_err *why)
+{
+    log_warn("sandbox %s: the provider refused its pause: %s", sb->rec.id, why->msg);
+    (void)sbx_rm_rf(sb->image_dir);
+    sb->restoring = true;
+    sb->cold_tried = true;
+    snprintf(sb->expect_boot, sizeof(sb->expect_boot), "%s", sb->boot_id);
+    sb->op_t0 = sbx_now_ms();
+    struct sbx_err err = {0};
+    int r = sandbox_launch(sb->mgr, sb, NULL, false, &err);
+    sandbox_op_finish(sb, why);
+    if (r < 0)
+        sandbox_machine_lost(sb, "resume_failed", &err);
+}
+
 /* The checkpoint stopped the container; its shim is still deleting it. A pause is done
  * now (a resume waits for the shim to be gone); a fork, which restores the parent under
  * the same id right away, waits here (op_cb). */
@@ -174,13 +193,20 @@ static void on_stopped(struct loop *l, void *data)
 {
     struct sandbox *sb = data;
     sb->op_timer = NULL;
-    if (sb->forking && rt_busy(sb->state_dir) && sbx_now_ms() < sb->op_deadline) {
+    /* A provider's pause is its shim's last call (shim_provider.c): known once it is gone. */
+    bool provider = rt_is_provider(sb->rec.runtime);
+    if ((sb->forking || provider) && rt_busy(sb->state_dir) && sbx_now_ms() < sb->op_deadline) {
         sb->op_timer = loop_timer_add(l, 5, on_stopped, sb);
         return;
     }
     channel_free(sb->chan);
     sb->chan = NULL;
     sb->pausing = sb->chan_lost = false;
+    struct sbx_err perr = {0};
+    if (provider && !sb->forking && rt_provider_pause_failure(sb->state_dir, &perr) < 0) {
+        provider_pause_refused(sb, &perr);
+        return;
+    }
     if (!sb->forking) {
         mark_paused(sb);
         if (snapshot_export_start(sb->mgr, sb))

@@ -91,7 +91,7 @@ static void kid_failed(struct manager *m, struct sandbox *sb, struct sbx_err *er
     (void)store_sandbox_set_status(m->store, sb->rec.id, SANDBOX_FAILED, "start_failed",
                                    sbx_wall_ms() / 1000, NULL);
     struct sbx_err e2 = {0};
-    (void)rt_destroy(&m->rt, sb->rec.id, sb->state_dir, sb->dir, &e2);
+    (void)rt_destroy(&m->rt, sb->rec.id, sb->state_dir, sb->dir, NULL, &e2);
     sandbox_free(sb);
     snprintf(err->code, sizeof(err->code), "sandbox_start_failed");
 }

@@ -15,7 +15,6 @@
 #include "../files/agentfs.h"
 #include "../files/agentws.h"
 #include "../files/exportrd.h"
-#include "../files/listing.h"
 #include "../files/workspace.h"
 #include "../sandbox/params.h"
 #include "../sbxd.h"
@@ -138,7 +137,7 @@ static json_t *rows_list(json_t *ok, ws_walk_fn fn)
         struct stat st = {.st_mode = m};
         struct ws_entry e = {
             .path = json_string_value(json_array_get(row, 0)) ?: "",
-            .type = files_type_of(m),
+            .type = ws_type_of(m),
             .size = (uint64_t)json_integer_value(json_array_get(row, 2)),
             .mode = m & 07777,
             .mtime = json_integer_value(json_array_get(row, 3)) / 1000000000,

@@ -323,7 +323,7 @@ static void api_templates_query(struct sbxd *d, struct http_req *req)
 {
     struct sbx_err err = {0};
     json_t *body = NULL, *doc = NULL, *config = NULL;
-    struct query q;
+    struct query q = {0};
     struct template_build *tb[2] = {NULL, NULL}; /* standard, desktop: builds under way */
     int r = http_req_json(req, &body, &err);
     if (r == 0)

@@ -761,6 +761,47 @@ def test_a_configuration_of_document_002s_e2b_shape():
     assert chk["provider"]["ok"] is False and chk["provider"]["reason"] == "provider_auth_failed", pr
 
 
+def test_a_configuration_of_document_002s_cube_shape():
+    """{"sandbox_type": "cube", "cube": {api_url, proxy_url, template_id, api_key,
+    http_timeout_sec, cube_sandbox_ttl_seconds, dns_servers}}: CubeSandbox speaks the E2B
+    API, so sbx's E2B surface stands in for the cluster, on an sbxd whose operator enabled
+    the cube backend (SBX_BACKEND=cube,gvisor). The key is sealed and masked, the probe
+    reaches the cluster, and a sandbox runs there, listed while it lives, gone after."""
+    key = provider_key()["key"]
+    d = inner()
+    api = "http://127.0.0.1:%d/e2b/api" % d.port
+    proxy = "http://127.0.0.1:%d/e2b/sandbox" % d.port
+    op = harness.Daemon(extra_env={"SBX_BACKEND": "cube,gvisor", "SBX_CUBE_API_URL": api,
+                                   "SBX_CUBE_SANDBOX_URL": proxy, "SBX_CUBE_API_KEY": key,
+                                   "SBX_CUBE_TEMPLATE_ID": "base"})
+    try:
+        op.start()
+        a = op.client()
+        cube = {"api_url": api, "proxy_url": proxy, "template_id": "base", "api_key": key,
+                "http_timeout_sec": 20, "cube_sandbox_ttl_seconds": 900,
+                "dns_servers": ["10.0.0.2"]}
+        cfg = a.ok("POST", "/v1/sandbox-configs", {"name": "cube-cluster", "config": {
+            "sandbox_type": "cube", "cube": cube}}, status=201)
+        assert cfg["sandbox_type"] == "cube", cfg
+        assert cfg["config"]["cube"]["api_key"] == "********", cfg
+        assert cfg["config"]["cube"]["dns_servers"] == ["10.0.0.2"], cfg
+        assert key not in json.dumps(a.ok("GET", "/v1/sandbox-configs/" + cfg["id"]))
+        pr = a.ok("POST", "/v1/system/sandbox-check", {"config_id": cfg["id"]})
+        assert {x["name"]: x for x in pr["checks"]}["provider"]["ok"] is True, pr
+        sid = a.create_sandbox(config_id=cfg["id"], ttl_seconds=600)["id"]
+        assert a.get_sandbox(sid)["runtime"] == "cube"
+        assert a.sh(sid, "echo from-cube") == "from-cube\n"
+        assert provider_sandbox_of(sid), provider_list()
+        rows = a.ok("GET", "/v1/sandbox-configs/%s/sandboxes" % cfg["id"])
+        assert [r["id"] for r in rows["data"]] == [sid], rows
+        a.delete_sandbox(sid)
+        wait_for(lambda: provider_sandbox_of(sid) is None, timeout=30,
+                 what="the cube sandbox gone")
+        a.ok("DELETE", "/v1/sandbox-configs/" + cfg["id"])
+    finally:
+        op.cleanup()
+
+
 INJECTED = "provider-injected-secret-7c2e"
 
 FETCH_HEADERS = r'''

@@ -398,12 +398,9 @@ static int rd_bytes(const uint8_t *buf, size_t len, void *data, struct sbx_err *
 static int rd_end(void *data, struct sbx_err *err)
 {
     struct receipt_probe *probe = data;
-    unsigned char d[EVP_MAX_MD_SIZE];
-    unsigned int dlen = 0;
-    char sha[65];
-    if (EVP_DigestFinal_ex(probe->md, d, &dlen) != 1)
-        return sbx_err_set(err, EIO, "internal", "SHA-256 failed");
-    sbx_hex(d, dlen, sha);
+    char sha[WS_SHA256_HEX_LEN + 1];
+    if (ws_sha256_final(probe->md, sha, err) < 0)
+        return sbx_err_ret(err);
     json_array_append_new(probe->outputs, output_json(probe->cur, sha, probe->cur_size));
     json_array_append_new(probe->sent, export_name_json(probe->cur));
     return 0;

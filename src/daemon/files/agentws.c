@@ -371,20 +371,25 @@ static void small_gone(struct http_req *req, void *data)
     small_free(x);
 }
 
-/* A helper row [path, mode, size, mtime_ns, uid, gid, target] as the host listing's entry. */
-static void list_row(json_t *row, json_t *list)
+json_t *agentws_rows(json_t *ok, ws_walk_fn fn)
 {
-    mode_t m = (mode_t)json_integer_value(json_array_get(row, 1));
-    struct stat st = {.st_mode = m};
-    struct ws_entry e = {
-        .path = json_string_value(json_array_get(row, 0)) ?: "",
-        .type = ws_type_of(m),
-        .size = (uint64_t)json_integer_value(json_array_get(row, 2)),
-        .mode = m & 07777,
-        .mtime = json_integer_value(json_array_get(row, 3)) / 1000000000,
-        .st = &st,
-    };
-    (void)files_list_entry(&e, list, NULL);
+    json_t *list = json_array(), *row;
+    size_t i;
+    json_array_foreach(json_object_get(ok, "entries"), i, row)
+    {
+        mode_t m = (mode_t)json_integer_value(json_array_get(row, 1));
+        struct stat st = {.st_mode = m};
+        struct ws_entry e = {
+            .path = json_string_value(json_array_get(row, 0)) ?: "",
+            .type = ws_type_of(m),
+            .size = (uint64_t)json_integer_value(json_array_get(row, 2)),
+            .mode = m & 07777,
+            .mtime = json_integer_value(json_array_get(row, 3)) / 1000000000,
+            .st = &st,
+        };
+        (void)fn(&e, list, NULL);
+    }
+    return list;
 }
 
 static void list_done(json_t *ok, const uint8_t *raw, size_t len, const struct sbx_err *err,
@@ -394,10 +399,7 @@ static void list_done(json_t *ok, const uint8_t *raw, size_t len, const struct s
     if (err) {
         respond_error(x->c.req, x->c.path, err);
     } else {
-        json_t *list = json_array(), *row;
-        size_t i;
-        json_array_foreach(json_object_get(ok, "entries"), i, row)
-            list_row(row, list);
+        json_t *list = agentws_rows(ok, files_list_entry);
         http_respond_json(x->c.req, 200,
                           json_pack("{s:s,s:s,s:b,s:o,s:b}", "object", "list", "path", x->c.path,
                                     "recursive", x->recursive, "data", list, "truncated",

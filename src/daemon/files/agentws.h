@@ -5,7 +5,10 @@
 #ifndef SBX_FILES_AGENTWS_H
 #define SBX_FILES_AGENTWS_H
 
+#include <jansson.h>
 #include <stdbool.h>
+
+#include "workspace.h"
 
 struct sbxd;
 struct sandbox;
@@ -24,5 +27,8 @@ void agentws_put(struct sbxd *d, struct http_req *req, struct sandbox *sb, const
 void agentws_list(struct sbxd *d, struct http_req *req, struct sandbox *sb, const char *path,
                   bool recursive);
 void agentws_delete(struct sbxd *d, struct http_req *req, struct sandbox *sb, const char *path);
+/* A "wsls" answer's rows [path, mode, size, mtime_ns, uid, gid, target], each given to fn
+ * (with the new list as its data) as the host walk would give its entry. */
+json_t *agentws_rows(json_t *ok, ws_walk_fn fn);
 
 #endif

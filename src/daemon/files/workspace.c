@@ -644,6 +644,16 @@ int ws_sha256_fd(int fd, int copy_to, char hex[WS_SHA256_HEX_LEN + 1], uint64_t 
     return 0;
 }
 
+int ws_sha256_final(EVP_MD_CTX *md, char hex[WS_SHA256_HEX_LEN + 1], struct sbx_err *err)
+{
+    unsigned char d[EVP_MAX_MD_SIZE];
+    unsigned int dlen = 0;
+    if (EVP_DigestFinal_ex(md, d, &dlen) != 1 || dlen != 32)
+        return sbx_err_set(err, EIO, "internal", "SHA-256 failed");
+    sbx_hex(d, dlen, hex);
+    return 0;
+}
+
 void ws_sha256_buf(const void *buf, size_t len, char hex[WS_SHA256_HEX_LEN + 1])
 {
     unsigned char md[32];

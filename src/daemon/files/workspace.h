@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>
+#include <openssl/evp.h>
 #include <sys/types.h>
 
 #include "../../common/err.h"
@@ -123,6 +124,8 @@ int ws_sha256_fd(int fd, int copy_to, char hex[WS_SHA256_HEX_LEN + 1], uint64_t 
 
 /* SHA-256 of len bytes in memory, as lower-case hex. */
 void ws_sha256_buf(const void *buf, size_t len, char hex[WS_SHA256_HEX_LEN + 1]);
+/* The hex digest of a SHA-256 context fed elsewhere (bytes read back through the agent). */
+int ws_sha256_final(EVP_MD_CTX *md, char hex[WS_SHA256_HEX_LEN + 1], struct sbx_err *err);
 
 /* SHA-256 and size of the regular file name in dir (a walk's entry), never following a
  * symlink. */

@@ -125,42 +125,9 @@ static int small(struct toolws *w, json_t *req, small_fn then, struct sbx_err *e
     return 0;
 }
 
-/* A wsls answer's rows [path, mode, size, mtime_ns, uid, gid, target], each given to fn as
- * the host walk's entry would be, into a new list. */
-static json_t *rows_list(json_t *ok, ws_walk_fn fn)
-{
-    json_t *list = json_array(), *row;
-    size_t i;
-    json_array_foreach(json_object_get(ok, "entries"), i, row)
-    {
-        mode_t m = (mode_t)json_integer_value(json_array_get(row, 1));
-        struct stat st = {.st_mode = m};
-        struct ws_entry e = {
-            .path = json_string_value(json_array_get(row, 0)) ?: "",
-            .type = ws_type_of(m),
-            .size = (uint64_t)json_integer_value(json_array_get(row, 2)),
-            .mode = m & 07777,
-            .mtime = json_integer_value(json_array_get(row, 3)) / 1000000000,
-            .st = &st,
-        };
-        (void)fn(&e, list, NULL);
-    }
-    return list;
-}
-
 static json_t *wsls(const char *path, int depth, int max)
 {
     return json_pack("{s:s,s:s,s:i,s:i}", "op", "wsls", "path", path, "depth", depth, "max", max);
-}
-
-static int digest_hex(EVP_MD_CTX *md, char sha[WS_SHA256_HEX_LEN + 1], struct sbx_err *err)
-{
-    unsigned char d[EVP_MAX_MD_SIZE];
-    unsigned int dlen = 0;
-    if (EVP_DigestFinal_ex(md, d, &dlen) != 1)
-        return sbx_err_set(err, EIO, "internal", "SHA-256 failed");
-    sbx_hex(d, dlen, sha);
-    return 0;
 }
 
 /* ---- "cat": a file's bytes (up to keep) or, past keep, its digest ---- */
@@ -344,7 +311,7 @@ static void edit_dir_done(struct toolws *w, json_t *ok, const struct sbx_err *er
         edit_end(w, err, NULL);
         return;
     }
-    w->edit.answer = fileedit_dir_answer(w->path, rows_list(ok, fileedit_dir_entry),
+    w->edit.answer = fileedit_dir_answer(w->path, agentws_rows(ok, fileedit_dir_entry),
                                          json_is_true(json_object_get(ok, "truncated")));
     edit_end(w, NULL, NULL);
 }
@@ -399,7 +366,7 @@ static void list_done(struct toolws *w, json_t *ok, const struct sbx_err *err)
         tools_fail(w->c, err);
         return;
     }
-    tools_list_answer(w->c, w->path, rows_list(ok, tools_list_entry),
+    tools_list_answer(w->c, w->path, agentws_rows(ok, tools_list_entry),
                       json_is_true(json_object_get(ok, "truncated")));
 }
 
@@ -430,7 +397,7 @@ static void read_done(struct toolws *w, const struct sbx_err *err)
         return;
     }
     char sha[WS_SHA256_HEX_LEN + 1];
-    if (digest_hex(w->md, sha, &e) < 0) {
+    if (ws_sha256_final(w->md, sha, &e) < 0) {
         tools_fail(c, &e);
         return;
     }
@@ -560,7 +527,7 @@ static int hash_end(void *data, struct sbx_err *err)
 {
     struct toolws *w = data;
     char sha[WS_SHA256_HEX_LEN + 1];
-    if (digest_hex(w->md, sha, err) < 0)
+    if (ws_sha256_final(w->md, sha, err) < 0)
         return sbx_err_ret(err);
     if (w->cur) {
         json_object_set_new(w->cur, "sha256", json_string(sha));

@@ -145,6 +145,13 @@ def provider_sandbox_of(sid):
     return None
 
 
+def stray_at_provider(ic, sbx_id, cid):
+    """A provider sandbox labelled as sbx_id of configuration cid, made straight at the
+    provider (no sbx sandbox claims it): its id there."""
+    return ic.ok("POST", "/e2b/api/sandboxes", {"templateID": "base", "metadata": {
+        "sbx_id": sbx_id, "sbx_config": cid}}, status=201)["sandboxID"]
+
+
 def provider_of_config(cid):
     return [s for s in provider_list() if (s.get("metadata") or {}).get("sbx_config") == cid]
 
@@ -636,8 +643,7 @@ def test_inventory_and_delete_see_paused_provider_sandboxes():
     a.delete_sandbox(sid)
     wait_for(lambda: not provider_of_config(cid), timeout=30, what="its provider sandbox gone")
     ic = inner().client(key)
-    stray = ic.ok("POST", "/e2b/api/sandboxes", {"templateID": "base", "metadata": {
-        "sbx_id": "sb_paused_stray", "sbx_config": cid}}, status=201)["sandboxID"]
+    stray = stray_at_provider(ic, "sb_paused_stray", cid)
     try:
         r = ic.request("POST", "/e2b/api/sandboxes/%s/pause" % stray, timeout=120)
         assert r.status == 204, r
@@ -1021,8 +1027,7 @@ def test_inventory_of_a_provider_configuration_is_checked_at_the_provider():
     # straight at the provider): listed, the inventory unverified, a delete refused
     # without force.
     ic = inner().client(key)
-    stray = ic.ok("POST", "/e2b/api/sandboxes", {"templateID": "base", "metadata": {
-        "sbx_id": "sb_stray", "sbx_config": cid}}, status=201)["sandboxID"]
+    stray = stray_at_provider(ic, "sb_stray", cid)
     try:
         inv = a.ok("GET", "/v1/sandbox-configs/%s/sandboxes" % cid)
         assert inv["verified"] is False and inv["data"] == [], inv
